@@ -1,0 +1,51 @@
+/* Registry lookup, artifact type names and input access for stage kinds (see stage.h). */
+#include "runner/stage.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const char *artifact_names[] = {"env",    "mesh",    "model",  "calibration", "dataset",
+                                       "scores", "metrics", "report", "verdict"};
+
+const char *em_artifact_type_name(unsigned type_mask, char *buf, size_t size) {
+    size_t used = 0;
+    buf[0] = 0;
+    for (unsigned bit = 0; bit < sizeof artifact_names / sizeof *artifact_names; bit++) {
+        if (!(type_mask & (1u << bit))) continue;
+        int n = snprintf(buf + used, size - used, "%s%s", used ? " or " : "", artifact_names[bit]);
+        if (n < 0 || (size_t)n >= size - used) break;
+        used += (size_t)n;
+    }
+    if (!used) snprintf(buf, size, "nothing");
+    return buf;
+}
+
+const em_stage_kind *em_stage_kind_find(const char *name) {
+    for (const em_stage_kind *const *k = em_stage_kinds; *k; k++)
+        if (strcmp((*k)->name, name) == 0) return *k;
+    return NULL;
+}
+
+static const em_stage_input *find_input(const em_stage *self, const char *option, size_t index) {
+    for (size_t i = 0; i < self->input_count; i++)
+        if (strcmp(self->inputs[i].option, option) == 0 && self->inputs[i].index == index)
+            return &self->inputs[i];
+    return NULL;
+}
+
+const em_artifact *em_stage_input_artifact(const em_stage *self, const char *option, size_t index) {
+    const em_stage_input *in = find_input(self, option, index);
+    return in ? &in->producer->output : NULL;
+}
+
+const em_stage *em_stage_input_producer(const em_stage *self, const char *option, size_t index) {
+    const em_stage_input *in = find_input(self, option, index);
+    return in ? in->producer : NULL;
+}
+
+size_t em_stage_input_count(const em_stage *self, const char *option) {
+    size_t n = 0;
+    for (size_t i = 0; i < self->input_count; i++)
+        if (strcmp(self->inputs[i].option, option) == 0) n++;
+    return n;
+}

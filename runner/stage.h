@@ -1,0 +1,121 @@
+/* The stage seam. A stage kind is one file in stages/ that fills one em_stage_kind named
+ * em_stage_kind_<file name> (the registry is generated from the file names). The runner never
+ * names a kind: it finds the kind by the recipe's `kind:`, validates the stage's options against
+ * schemas/stages/<kind>.schema.json (applying defaults), resolves the options listed in `inputs`
+ * to other stages (those references, plus `after:`, are the DAG edges), then calls init on every
+ * stage, run in topological order on every rank, and destroy at the end.
+ *
+ * Artifacts are typed values owned by the runner; each stage produces one, and the runner frees
+ * it (with its `free`) after the last consumer ran. */
+#ifndef EVALMESH_STAGE_H
+#define EVALMESH_STAGE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "runner/recipe/node.h"
+#include "runner/util/error.h"
+
+struct em_comm;
+
+/* Artifact types, one bit each so an input can accept several. */
+typedef enum em_artifact_type {
+    EM_ARTIFACT_NONE = 0,
+    EM_ARTIFACT_ENV = 1u << 0,         /* environment report (env_check) */
+    EM_ARTIFACT_MESH = 1u << 1,        /* communicators (mesh) */
+    EM_ARTIFACT_MODEL = 1u << 2,       /* weights, config, tokenizer (model, quantize) */
+    EM_ARTIFACT_CALIBRATION = 1u << 3, /* activation statistics (calibrate) */
+    EM_ARTIFACT_DATASET = 1u << 4,     /* this rank's scoring windows (dataset) */
+    EM_ARTIFACT_SCORES = 1u << 5,      /* per-window partial scores (forward, compare) */
+    EM_ARTIFACT_METRICS = 1u << 6,     /* global metrics, identical on every rank (aggregate) */
+    EM_ARTIFACT_REPORT = 1u << 7,      /* what a report wrote (report) */
+    EM_ARTIFACT_VERDICT = 1u << 8,     /* pass/fail of checks (gate) */
+} em_artifact_type;
+
+/* "mesh", "model", ...; for a mask, the names joined by " or " (into buf). */
+const char *em_artifact_type_name(unsigned type_mask, char *buf, size_t size);
+
+typedef struct em_artifact {
+    em_artifact_type type;
+    void *data;               /* owned; the layout is the producing kind's public header */
+    void (*free)(void *data); /* NULL when nothing to free */
+} em_artifact;
+
+/* One option of a stage that refers to other stages by instance name. */
+typedef struct em_input_spec {
+    const char *option; /* the option key, e.g. "model" */
+    unsigned accepts;   /* mask of em_artifact_type the producer may have */
+    bool is_list;       /* the option is a list of stage names (else one name) */
+    bool optional;      /* the option may be absent */
+} em_input_spec;
+
+/* A resolved input: which stage an option names, and its artifact once that stage has run. */
+typedef struct em_stage_input {
+    const char *option;
+    size_t index; /* position in a list option, 0 otherwise */
+    struct em_stage *producer;
+} em_stage_input;
+
+/* What every rank knows about the run, given to each stage. */
+typedef struct em_run_context {
+    int rank;                    /* in the world, 0-based */
+    int world_size;              /* ranks in the run */
+    int local_rank;              /* rank among the ranks on this node */
+    int local_size;              /* ranks on this node */
+    int node_id;                 /* 0-based index of this rank's node */
+    int node_count;              /* nodes in the run */
+    struct em_comm *world;       /* CPU communicator over all ranks (local or mpi backend) */
+    const char *run_dir;         /* where stages write files; NULL for `validate` and `dag` */
+    const char *recipe_name;     /* the recipe's `name:` */
+    const char *recipe_path;     /* the top recipe file */
+    const em_node *recipe;       /* the whole resolved recipe (after includes, overrides, defaults) */
+    long long seed;              /* the recipe's `seed:` */
+    double collective_timeout_s; /* limit for every collective */
+} em_run_context;
+
+typedef struct em_stage em_stage;
+typedef struct em_stage_kind em_stage_kind;
+
+struct em_stage {
+    const char *name;           /* the instance name in the recipe */
+    const em_stage_kind *kind;
+    em_node *options;           /* the stage's map, validated, defaults applied (runner owns) */
+    em_mark mark;               /* where the stage is defined */
+    em_stage_input *inputs;     /* resolved references, in the order of the kind's specs */
+    size_t input_count;
+    void *state;                /* the kind's private state, set by init, freed by destroy */
+    em_artifact output;         /* set by run */
+    double seconds;             /* wall time of run on this rank */
+};
+
+struct em_stage_kind {
+    const char *name;    /* the `kind:` value; equals the file name */
+    const char *summary; /* one line for `evalmesh stages` */
+    em_artifact_type produces;
+    const em_input_spec *inputs; /* terminated by an entry with option == NULL; may be NULL */
+    /* The stage calls collectives on some communicator. Such stages run one at a time in the
+     * same (topological) order on every rank; stages without collectives may run concurrently. */
+    bool collective;
+    /* Parse and check options; no heavy work, no files read beyond what checking needs. Errors
+     * name the option's place (em_error_at with the node's mark), exit status 2. May be NULL. */
+    em_status (*init)(em_stage *self, const em_run_context *ctx);
+    /* Do the work on this rank; fill self->output. Inputs are available through
+     * em_stage_input_artifact. Errors name rank and stage (the runner adds the prefix). */
+    em_status (*run)(em_stage *self, const em_run_context *ctx);
+    /* Free self->state (the output artifact is freed by the runner). May be NULL. */
+    void (*destroy)(em_stage *self);
+};
+
+/* The artifact of the stage named by `option` (entry `index` of a list option), or NULL when the
+ * option is absent. Only valid during run. */
+const em_artifact *em_stage_input_artifact(const em_stage *self, const char *option, size_t index);
+/* How many stages a (list) option names; 0 when absent. */
+size_t em_stage_input_count(const em_stage *self, const char *option);
+/* The producing stage of an input (for its name, e.g. to key metrics). */
+const em_stage *em_stage_input_producer(const em_stage *self, const char *option, size_t index);
+
+/* The registry generated from the files stages/<kind>.c: NULL-terminated, sorted by name. */
+extern const em_stage_kind *const em_stage_kinds[];
+const em_stage_kind *em_stage_kind_find(const char *name);
+
+#endif

@@ -1,0 +1,37 @@
+/* Logging: levels, lines prefixed with the rank ("[r3] "), written to stderr and, once a run
+ * directory exists, also to its log file. The level comes from --log-level or EVALMESH_LOG
+ * (error, warn, info, debug). Summaries meant for a person go through em_log_summary, which prints
+ * on rank 0 only unless EVALMESH_LOG_ALL_RANKS is set. */
+#ifndef EVALMESH_LOG_H
+#define EVALMESH_LOG_H
+
+#include <stdio.h>
+
+typedef enum em_log_level {
+    EM_LOG_ERROR = 0,
+    EM_LOG_WARN = 1,
+    EM_LOG_INFO = 2,
+    EM_LOG_DEBUG = 3,
+} em_log_level;
+
+/* Reads EVALMESH_LOG; call once at start (before threads). rank/world_size prefix every line. */
+void em_log_init(int rank, int world_size);
+void em_log_set_rank(int rank, int world_size);
+void em_log_set_level(em_log_level level);
+em_log_level em_log_get_level(void);
+/* Parses "error", "warn", "info", "debug"; returns -1 when the name is unknown. */
+int em_log_level_parse(const char *name);
+/* Also append every line to this file (NULL stops it). The file is not closed by the logger. */
+void em_log_set_file(FILE *file);
+
+void em_log(em_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#define em_log_error(...) em_log(EM_LOG_ERROR, __VA_ARGS__)
+#define em_log_warn(...) em_log(EM_LOG_WARN, __VA_ARGS__)
+#define em_log_info(...) em_log(EM_LOG_INFO, __VA_ARGS__)
+#define em_log_debug(...) em_log(EM_LOG_DEBUG, __VA_ARGS__)
+
+/* Text for people (tables, summaries) on stdout: rank 0 only, no prefix. */
+void em_log_summary(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+int em_log_rank(void);
+
+#endif

@@ -1,0 +1,45 @@
+/* The metrics artifact: global metrics of a run, identical on every rank, produced by the
+ * aggregate stage and read by report and gate. Metric keys are "<stage>.<metric>", e.g.
+ * "f_ref.token_ppl". */
+#ifndef EVALMESH_METRICS_H
+#define EVALMESH_METRICS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct em_metric {
+    char *key;        /* "<stage>.<metric>" */
+    double value;
+    double error;     /* standard error, when has_error */
+    bool has_error;
+    bool timing;      /* depends on the machine (seconds, tokens/s): not part of exact comparisons */
+} em_metric;
+
+typedef struct em_rank_timing {
+    int rank;
+    int64_t tokens;   /* scored tokens this rank computed */
+    int64_t windows;
+    double seconds;   /* time in forward on this rank */
+} em_rank_timing;
+
+typedef struct em_metrics {
+    em_metric *items;
+    size_t count;
+    em_rank_timing *ranks; /* world_size entries */
+    int world_size;
+    double *window_nll;    /* mean NLL of every window, in window order (for histograms) */
+    size_t window_count;
+    char *model_path;      /* provenance for reports; NULL when unknown */
+    char *model_header_sha256;
+    char *dataset_path;
+    char *dataset_sha256;
+} em_metrics;
+
+em_metrics *em_metrics_new(void);
+void em_metrics_free(em_metrics *m);
+/* Adds (or replaces) a metric; returns it. */
+em_metric *em_metrics_set(em_metrics *m, const char *key, double value);
+const em_metric *em_metrics_find(const em_metrics *m, const char *key);
+
+#endif
