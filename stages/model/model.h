@@ -93,7 +93,7 @@ typedef struct em_model {
     const em_tensor *output_norm; /* {dim} */
     const em_tensor *output;      /* {dim, n_vocab}; == tok_embd when tied */
     em_layer_weights *layers;     /* n_layers */
-    struct em_tokenizer *tokenizer; /* NULL when the file has none */
+    struct em_tokenizer *tokenizer; /* NULL when the file has none; freed with the model */
     char header_sha256[65];   /* checksum of the file header (GGUF: up to tensor data; st: JSON) */
     uint64_t file_size;       /* bytes on disk, all shards */
     void *impl;               /* the reader's mappings and owned buffers */

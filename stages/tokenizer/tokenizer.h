@@ -17,6 +17,9 @@ typedef struct em_tokenizer em_tokenizer;
  * tokenizer_config.json beside it when present, for add_bos/add_eos and special tokens). */
 em_status em_tokenizer_load(const char *path, em_tokenizer **out);
 void em_tokenizer_free(em_tokenizer *tok);
+struct em_gguf;
+/* Builds the tokenizer described by a GGUF file's tokenizer.ggml.* metadata. */
+em_status em_tokenizer_from_gguf(const struct em_gguf *gguf, em_tokenizer **out);
 
 typedef struct em_encode_options {
     bool add_bos;       /* prepend BOS (default: what the tokenizer file says) */

@@ -1,0 +1,27 @@
+/* Per-rank state files: every rank records, in <run_dir>/state/rank-<R>.json, the stage it is in,
+ * its progress and a heartbeat time, so `evalmesh check-state RUN_DIR` (and rank 0's progress
+ * line) can tell which ranks are behind or silent. Writes are atomic (temp file + rename) and
+ * rate-limited, so calling em_rank_state_progress from a hot loop is cheap. */
+#ifndef EVALMESH_RANK_STATE_H
+#define EVALMESH_RANK_STATE_H
+
+#include <stdint.h>
+
+#include "runner/util/error.h"
+
+typedef struct em_rank_state em_rank_state;
+
+/* Creates <run_dir>/state/ if needed and this rank's file. */
+em_status em_rank_state_open(const char *run_dir, int rank, int world_size, em_rank_state **out);
+/* Enters a stage: status is "running", "done" or "failed". Always written. */
+void em_rank_state_stage(em_rank_state *st, const char *stage, const char *status);
+/* Progress inside the current stage (e.g. windows done of total). Written at most every 0.5 s. */
+void em_rank_state_progress(em_rank_state *st, int64_t done, int64_t total, int64_t tokens);
+void em_rank_state_close(em_rank_state *st);
+
+/* The state of the calling process (set by the runner), so stages can report progress without
+ * carrying the pointer; NULL when no run directory exists (validate, unit tests). */
+em_rank_state *em_rank_state_current(void);
+void em_rank_state_set_current(em_rank_state *st);
+
+#endif
