@@ -1,0 +1,124 @@
+/* Per-rank state files under <run_dir>/state/ (see rank_state.h). Each update rewrites the whole
+ * small JSON document to a temporary file and renames it over the old one, so a reader never sees
+ * a half-written file. */
+#include "runner/rank_state.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+struct em_rank_state {
+    char *path;     /* state/rank-<R>.json */
+    char *tmp_path; /* state/.rank-<R>.json.tmp */
+    int rank;
+    int world_size;
+    char stage[128];
+    char status[16];
+    int64_t done, total, tokens;
+    double started;      /* when the current stage began (monotonic seconds) */
+    double last_written; /* monotonic seconds of the last write */
+    pthread_mutex_t lock;
+};
+
+static em_rank_state *current_state;
+
+static double monotonic_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Writes the JSON document; called with st->lock held. Failures only warn once: the state file is
+ * a diagnostic aid and must never stop an evaluation. */
+static void write_state(em_rank_state *st) {
+    FILE *f = fopen(st->tmp_path, "w");
+    if (!f) return;
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    double heartbeat = (double)now.tv_sec + (double)now.tv_nsec * 1e-9;
+    fprintf(
+        f,
+        "{\"rank\": %d, \"world_size\": %d, \"pid\": %ld, \"stage\": \"%s\", \"status\": \"%s\", "
+        "\"done\": %lld, \"total\": %lld, \"tokens\": %lld, \"stage_seconds\": %.3f, "
+        "\"heartbeat\": %.3f}\n",
+        st->rank, st->world_size, (long)getpid(), st->stage, st->status, (long long)st->done,
+        (long long)st->total, (long long)st->tokens, monotonic_seconds() - st->started, heartbeat);
+    fclose(f);
+    rename(st->tmp_path, st->path);
+    st->last_written = monotonic_seconds();
+}
+
+/* Copies a stage name, dropping characters that would need escaping in JSON. */
+static void copy_plain(char *dst, size_t size, const char *src) {
+    size_t n = 0;
+    for (; src && *src && n + 1 < size; src++)
+        if (*src != '"' && *src != '\\' && (unsigned char)*src >= 0x20) dst[n++] = *src;
+    dst[n] = 0;
+}
+
+em_status em_rank_state_open(const char *run_dir, int rank, int world_size, em_rank_state **out) {
+    char *dir = em_xasprintf("%s/state", run_dir);
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
+        em_status err = em_error_new(EM_EXIT_RUNTIME, "cannot create %s: %s", dir, strerror(errno));
+        free(dir);
+        return err;
+    }
+    em_rank_state *st = em_xcalloc(1, sizeof *st);
+    st->path = em_xasprintf("%s/rank-%d.json", dir, rank);
+    st->tmp_path = em_xasprintf("%s/.rank-%d.json.tmp", dir, rank);
+    free(dir);
+    st->rank = rank;
+    st->world_size = world_size;
+    snprintf(st->stage, sizeof st->stage, "%s", "(start)");
+    snprintf(st->status, sizeof st->status, "%s", "running");
+    st->started = monotonic_seconds();
+    pthread_mutex_init(&st->lock, NULL);
+    write_state(st);
+    *out = st;
+    return NULL;
+}
+
+void em_rank_state_stage(em_rank_state *st, const char *stage, const char *status) {
+    if (!st) return;
+    pthread_mutex_lock(&st->lock);
+    if (strcmp(st->stage, stage) != 0) {
+        st->started = monotonic_seconds();
+        st->done = st->total = st->tokens = 0;
+    }
+    copy_plain(st->stage, sizeof st->stage, stage);
+    copy_plain(st->status, sizeof st->status, status);
+    write_state(st);
+    pthread_mutex_unlock(&st->lock);
+}
+
+void em_rank_state_progress(em_rank_state *st, int64_t done, int64_t total, int64_t tokens) {
+    if (!st) return;
+    pthread_mutex_lock(&st->lock);
+    st->done = done;
+    st->total = total;
+    st->tokens = tokens;
+    if (done == total || monotonic_seconds() - st->last_written >= 0.5) write_state(st);
+    pthread_mutex_unlock(&st->lock);
+}
+
+void em_rank_state_close(em_rank_state *st) {
+    if (!st) return;
+    if (current_state == st) current_state = NULL;
+    pthread_mutex_destroy(&st->lock);
+    free(st->path);
+    free(st->tmp_path);
+    free(st);
+}
+
+em_rank_state *em_rank_state_current(void) {
+    return current_state;
+}
+
+void em_rank_state_set_current(em_rank_state *st) {
+    current_state = st;
+}
