@@ -1,0 +1,46 @@
+/* The metrics artifact (see metrics.h): a growable list of named values plus the per-rank timings
+ * and per-window NLLs the aggregate stage gathered. */
+#include "stages/metrics/metrics.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "runner/util/error.h"
+
+em_metrics *em_metrics_new(void) {
+    return em_xcalloc(1, sizeof(em_metrics));
+}
+
+void em_metrics_free(em_metrics *m) {
+    if (!m) return;
+    for (size_t i = 0; i < m->count; i++) free(m->items[i].key);
+    free(m->items);
+    free(m->ranks);
+    free(m->window_nll);
+    free(m->model_path);
+    free(m->model_header_sha256);
+    free(m->dataset_path);
+    free(m->dataset_sha256);
+    free(m);
+}
+
+em_metric *em_metrics_set(em_metrics *m, const char *key, double value) {
+    for (size_t i = 0; i < m->count; i++) {
+        if (strcmp(m->items[i].key, key) == 0) {
+            m->items[i].value = value;
+            return &m->items[i];
+        }
+    }
+    m->items = em_xrealloc(m->items, (m->count + 1) * sizeof *m->items);
+    em_metric *item = &m->items[m->count++];
+    memset(item, 0, sizeof *item);
+    item->key = em_xstrdup(key);
+    item->value = value;
+    return item;
+}
+
+const em_metric *em_metrics_find(const em_metrics *m, const char *key) {
+    for (size_t i = 0; i < m->count; i++)
+        if (strcmp(m->items[i].key, key) == 0) return &m->items[i];
+    return NULL;
+}
