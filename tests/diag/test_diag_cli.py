@@ -1,0 +1,88 @@
+"""check-env and check-state through the evalmesh binary: output lines, JSON and exit statuses."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+BIN = os.environ["EVALMESH_BIN"]
+failures = 0
+
+
+def check(cond, what):
+    global failures
+    if not cond:
+        failures += 1
+        print("FAILED:", what, file=sys.stderr)
+
+
+def run(*args):
+    p = subprocess.run([BIN, *args], capture_output=True, text=True, timeout=120)
+    return p.returncode, p.stdout, p.stderr
+
+
+# check-env: this machine has a kernel >= 4.15, so it passes; every line has a verdict.
+code, out, err = run("check-env")
+check(code == 0, f"check-env exit {code}: {out}{err}")
+lines = out.strip().splitlines()
+check(any(l.startswith("pass  kernel") and "satisfies >=4.15" in l for l in lines), "kernel line")
+check(any(l.startswith("pass  mpi") and "Open MPI" in l for l in lines), "mpi line")
+check(any(l.split()[1] == "pmix" and "4." in l for l in lines), "pmix line")
+check(lines[-1] == "0 failed, " + lines[-1].split(", ")[1], "summary line")
+for l in lines[:-1]:
+    check(l.split()[0] in ("pass", "warn", "FAIL", "info"), f"verdict in {l!r}")
+
+code, out, err = run("check-env", "--json")
+check(code == 0, "check-env --json exit")
+doc = json.loads(out)
+check(doc["failures"] == 0 and len(doc["fingerprint"]) == 16, "json summary")
+names = {c["name"] for c in doc["checks"]}
+check({"kernel", "cpu", "memory", "threads", "cuda", "nccl", "pmix", "mpi", "network"} <= names,
+      f"json check names {names}")
+
+code, out, err = run("check-env", "--bogus")
+check(code == 2 and "unknown argument '--bogus'" in err, "check-env bad argument")
+
+# check-state on made-up state files: rank 0 finished, rank 1 silent in forward, rank 2 behind in
+# an earlier stage, rank 3 never wrote anything.
+with tempfile.TemporaryDirectory() as d:
+    os.mkdir(os.path.join(d, "state"))
+    with open(os.path.join(d, "stage-order.txt"), "w") as f:
+        f.write("model\ndata\nfwd\nagg\n")
+    now = time.time()
+
+    def state(rank, stage, status, done, total, age):
+        with open(os.path.join(d, "state", f"rank-{rank}.json"), "w") as f:
+            json.dump({"rank": rank, "world_size": 4, "pid": 1, "stage": stage, "status": status,
+                       "done": done, "total": total, "tokens": done * 10, "stage_seconds": 1.0,
+                       "heartbeat": now - age}, f)
+
+    state(0, "fwd", "running", 40, 50, 1)
+    state(1, "fwd", "running", 30, 50, 600)
+    state(2, "data", "running", 0, 0, 2)
+    code, out, err = run("check-state", d)
+    check(code == 5, f"check-state exit {code}: {out}{err}")
+    rows = {int(l.split()[0]): l for l in out.splitlines()[1:-1]}
+    check("SILENT for 600 s" in rows[1], f"rank 1 row {rows.get(1)!r}")
+    check("BEHIND: others are in 'fwd'" in rows[2], f"rank 2 row {rows.get(2)!r}")
+    check("SILENT: no state file (never started)" in rows[3], f"rank 3 row {rows.get(3)!r}")
+    check(rows[0].split()[3] == "40/50" and rows[0].rstrip().endswith("ago"), f"rank 0 {rows[0]!r}")
+    check(out.splitlines()[-1] == "4 ranks: 2 silent, 1 behind, 0 failed", out.splitlines()[-1])
+
+    code, out, err = run("check-state", d, "--json", "--silent-after", "1000")
+    doc = json.loads(out)
+    check(code == 5 and doc["silent"] == 1 and doc["behind"] == 1, f"json {doc}")
+
+    state(1, "fwd", "done", 50, 50, 1)
+    state(2, "agg", "done", 0, 0, 1)
+    state(3, "agg", "done", 0, 0, 1)
+    state(0, "agg", "done", 0, 0, 1)
+    code, out, err = run("check-state", d)
+    check(code == 0 and out.splitlines()[-1] == "4 ranks: 0 silent, 0 behind, 0 failed", out)
+
+code, out, err = run("check-state", "/nonexistent/run")
+check(code == 2 and "/nonexistent/run/state: no state directory" in err, f"missing dir: {err}")
+
+print(f"{failures} failed" if failures else "all checks passed")
+sys.exit(1 if failures else 0)
