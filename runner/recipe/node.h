@@ -76,7 +76,7 @@ bool em_node_is_null(const em_node *node); /* NULL pointer or a null scalar */
 /* Typed getters: an error naming the node's place when the node has another type. */
 em_status em_node_as_bool(const em_node *node, bool *out);
 em_status em_node_as_int(const em_node *node, int64_t *out);
-em_status em_node_as_double(const em_node *node, double *out); /* ints are accepted too */
+em_status em_node_as_double(const em_node *node, double *out);      /* ints are accepted too */
 em_status em_node_as_string(const em_node *node, const char **out); /* any non-null scalar */
 
 /* Convenience getters on a map's key with a fallback when the key is absent or null. */
@@ -87,6 +87,9 @@ const char *em_node_get_string(const em_node *map, const char *key, const char *
 
 /* A word for error messages: "a map", "a list", "a string", "an integer", ... */
 const char *em_node_type_name(const em_node *node);
+/* The type and, for scalars, the value, for "found ..." in messages: `a string "abc"`,
+ * `an integer 5`, `a map`, `null`. The caller frees the result. */
+char *em_node_describe(const em_node *node);
 
 /* Writes the tree as block YAML (strings quoted when needed so it loads back the same). */
 void em_node_write_yaml(const em_node *node, FILE *out);

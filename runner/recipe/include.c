@@ -1,0 +1,168 @@
+/* Loading a recipe with its `include:` files. An included path is relative to the directory of
+ * the file that names it; included files may include others. The maps are deep-merged: files
+ * listed later win over earlier ones, and the including file's own keys win over all of them.
+ * A file that (indirectly) includes itself is an error showing the chain of files. */
+#include "runner/recipe/recipe.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* The files being loaded, from the top recipe down to the current one. */
+typedef struct include_chain {
+    const char *path; /* as shown in messages */
+    char *id;         /* the real path, to recognise one file reached by two names */
+    const struct include_chain *up;
+} include_chain;
+
+/* Removes "." segments and folds "dir/.." so messages show tidy paths. Works in place. */
+static void tidy_path(char *path) {
+    char *segs[PATH_MAX / 2];
+    size_t n = 0;
+    bool absolute = path[0] == '/';
+    char *copy = em_xstrdup(path);
+    for (char *save = NULL, *s = strtok_r(copy, "/", &save); s; s = strtok_r(NULL, "/", &save)) {
+        if (!strcmp(s, ".")) continue;
+        if (!strcmp(s, "..") && n > 0 && strcmp(segs[n - 1], "..") != 0) {
+            n--;
+            continue;
+        }
+        if (n < sizeof segs / sizeof *segs) segs[n++] = s;
+    }
+    char *out = path;
+    if (absolute) *out++ = '/';
+    for (size_t i = 0; i < n; i++) {
+        size_t len = strlen(segs[i]);
+        memmove(out, segs[i], len);
+        out += len;
+        if (i + 1 < n) *out++ = '/';
+    }
+    if (out == path) *out++ = '.';
+    *out = '\0';
+    free(copy);
+}
+
+/* name relative to the directory of the file `from` (name itself when absolute). */
+static char *resolve_include(const char *from, const char *name) {
+    if (name[0] == '/') return em_xstrdup(name);
+    const char *slash = strrchr(from, '/');
+    char *path =
+        slash ? em_xasprintf("%.*s/%s", (int)(slash - from), from, name) : em_xstrdup(name);
+    tidy_path(path);
+    return path;
+}
+
+static char *file_id(const char *path) {
+    char *real = realpath(path, NULL);
+    return real ? real : em_xstrdup(path);
+}
+
+static em_status cycle_error(const include_chain *chain, const char *path, em_mark at) {
+    const include_chain *links[256];
+    size_t n = 0;
+    for (const include_chain *c = chain; c && n < 256; c = c->up) links[n++] = c;
+    char *text = em_xstrdup("");
+    for (size_t i = n; i-- > 0;) {
+        char *longer = em_xasprintf("%s%s -> ", text, links[i]->path);
+        free(text);
+        text = longer;
+    }
+    em_status err = em_error_at(EM_EXIT_BAD_INPUT, at, "include cycle: %s%s", text, path);
+    free(text);
+    return err;
+}
+
+/* Moves every entry of over into base, merging maps key by key; over's values win. Frees over. */
+static void deep_merge(em_node *base, em_node *over) {
+    for (size_t i = 0; i < over->count; i++) {
+        em_map_entry *e = &over->entries[i];
+        em_node *old = em_node_get(base, e->key);
+        if (old && old->kind == EM_NODE_MAP && e->value->kind == EM_NODE_MAP)
+            deep_merge(old, e->value);
+        else
+            em_node_map_set(base, e->key, e->key_mark, e->value);
+        e->value = NULL;
+    }
+    em_node_free(over);
+}
+
+static em_status load_recipe_file(const char *path, const include_chain *chain, em_node **out);
+
+/* Loads the file one `include:` entry names and merges it into *merged (it wins over what is
+ * there already). */
+static em_status include_one(const em_node *entry, const include_chain *chain, em_node **merged) {
+    if (entry->kind != EM_NODE_SCALAR || em_node_scalar_type(entry) != EM_SCALAR_STRING) {
+        char *found = em_node_describe(entry);
+        em_status err = em_error_at(EM_EXIT_BAD_INPUT, entry->mark,
+                                    "include needs a file name, found %s", found);
+        free(found);
+        return err;
+    }
+    char *path = resolve_include(chain->path, entry->text);
+    char *id = file_id(path);
+    em_status err = NULL;
+    for (const include_chain *c = chain; c && !err; c = c->up)
+        if (strcmp(c->id, id) == 0) err = cycle_error(chain, path, entry->mark);
+    if (!err && access(path, R_OK) != 0)
+        err = em_error_at(EM_EXIT_BAD_INPUT, entry->mark, "cannot read included file '%s': %s",
+                          path, strerror(errno));
+    em_node *sub = NULL;
+    if (!err) {
+        include_chain link = {path, id, chain};
+        err = load_recipe_file(path, &link, &sub);
+    }
+    free(path);
+    free(id);
+    if (err) return err;
+    if (*merged)
+        deep_merge(*merged, sub);
+    else
+        *merged = sub;
+    return NULL;
+}
+
+/* Loads chain->path (path is the same string) with its includes merged in. */
+static em_status load_recipe_file(const char *path, const include_chain *chain, em_node **out) {
+    em_node *root = NULL;
+    em_status err = em_yaml_load_file(path, &root);
+    if (err) return err;
+    if (root->kind != EM_NODE_MAP) {
+        char *found = em_node_describe(root);
+        err = em_error_at(EM_EXIT_BAD_INPUT, root->mark,
+                          "the top level of a recipe must be a map of keys, found %s", found);
+        free(found);
+        em_node_free(root);
+        return err;
+    }
+    const em_node *includes = em_node_get(root, "include");
+    em_node *merged = NULL;
+    if (includes && includes->kind == EM_NODE_SEQ) {
+        for (size_t i = 0; i < includes->count && !err; i++)
+            err = include_one(includes->items[i], chain, &merged);
+    } else if (includes) {
+        err = include_one(includes, chain, &merged);
+    }
+    if (err) {
+        em_node_free(merged);
+        em_node_free(root);
+        return err;
+    }
+    em_node_map_remove(root, "include");
+    if (merged) {
+        merged->mark = root->mark;
+        deep_merge(merged, root);
+        root = merged;
+    }
+    *out = root;
+    return NULL;
+}
+
+em_status em_recipe_load(const char *path, em_node **out) {
+    *out = NULL;
+    include_chain top = {path, file_id(path), NULL};
+    em_status err = load_recipe_file(path, &top, out);
+    free(top.id);
+    return err;
+}
