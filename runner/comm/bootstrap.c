@@ -1,0 +1,115 @@
+/* Process bootstrap (see bootstrap.h). Without PMIX_RANK and PMIX_NAMESPACE in the environment
+ * no launcher started us: one rank, the `local` backend, no PMIx or MPI at all. Under a launcher:
+ *   1. PMIx_Init gives rank and job size (control.c);
+ *   2. every rank publishes its host name and fences (with the init timeout): this is where a
+ *      rank that never started is found and named;
+ *   3. node id = index of the rank's host among the hosts in order of their lowest rank, node
+ *      count = number of distinct hosts; local rank/size from PMIX_LOCAL_RANK/PMIX_LOCAL_SIZE when
+ *      the launcher gives them, else from the host list;
+ *   4. MPI_Init_thread (MPI_THREAD_MULTIPLE when offered, at least SERIALIZED: all MPI calls are
+ *      serialized by em_mpi_lock), the watchdog thread, and the mpi world communicator. */
+#include "runner/comm/bootstrap.h"
+
+#include <mpi.h>
+#include <pmix.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "runner/comm/backend_local.h"
+#include "runner/comm/backend_mpi.h"
+#include "runner/comm/control.h"
+#include "runner/comm/watchdog.h"
+
+enum { HOST_BYTES = 64 };
+
+static bool mpi_started;
+
+/* Fills node id/count and local rank/size from every rank's host name. */
+static em_status find_nodes(double timeout_s, em_bootstrap *b) {
+    char host[HOST_BYTES] = {0};
+    gethostname(host, sizeof host - 1);
+    em_status err = em_control_put("evalmesh.host", host, sizeof host);
+    if (!err) err = em_control_fence(timeout_s, "evalmesh.host");
+    if (err) return err;
+    char(*hosts)[HOST_BYTES] = em_xcalloc((size_t)b->size, sizeof *hosts);
+    int *node_of = em_xmalloc((size_t)b->size * sizeof *node_of);
+    for (int r = 0; r < b->size && !err; r++)
+        err = em_control_get(r, "evalmesh.host", hosts[r], HOST_BYTES);
+    if (!err) {
+        b->node_count = 0;
+        b->local_rank = 0;
+        b->local_size = 0;
+        for (int r = 0; r < b->size; r++) {
+            int first = 0;
+            while (strcmp(hosts[first], hosts[r]) != 0) first++;
+            node_of[r] = first == r ? b->node_count++ : node_of[first];
+            if (strcmp(hosts[r], hosts[b->rank]) == 0) {
+                if (r < b->rank) b->local_rank++;
+                b->local_size++;
+            }
+        }
+        b->node_id = node_of[b->rank];
+    }
+    free(hosts);
+    free(node_of);
+    if (err) return err;
+    unsigned n = 0;
+    if (em_control_query_u32(PMIX_LOCAL_RANK, false, &n)) b->local_rank = (int)n;
+    if (em_control_query_u32(PMIX_LOCAL_SIZE, true, &n)) b->local_size = (int)n;
+    return NULL;
+}
+
+static em_status start_mpi(const em_bootstrap *b) {
+    int provided = 0;
+    int rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided);
+    if (rc != MPI_SUCCESS)
+        return em_error_new(EM_EXIT_DISTRIBUTED, "MPI_Init_thread failed (%d)", rc);
+    mpi_started = true;
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    if (provided < MPI_THREAD_SERIALIZED)
+        return em_error_new(EM_EXIT_DISTRIBUTED,
+                            "the MPI library offers only thread level %d; evalmesh needs "
+                            "MPI_THREAD_SERIALIZED or more",
+                            provided);
+    int rank = -1, size = -1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (rank != b->rank || size != b->size)
+        return em_error_new(EM_EXIT_DISTRIBUTED,
+                            "MPI sees rank %d of %d but PMIx said rank %d of %d: the MPI library "
+                            "and the launcher disagree",
+                            rank, size, b->rank, b->size);
+    return em_watchdog_start();
+}
+
+em_status em_bootstrap_init(double timeout_s, em_bootstrap *out) {
+    memset(out, 0, sizeof *out);
+    out->size = out->local_size = out->node_count = 1;
+    out->launched = getenv("PMIX_RANK") || getenv("PMIX_NAMESPACE");
+    em_status err = em_control_init(out->launched, &out->rank, &out->size);
+    if (err) return err;
+    if (!out->launched) {
+        out->world = em_comm_local_new(0, timeout_s);
+        return NULL;
+    }
+    err = find_nodes(timeout_s, out);
+    if (!err) err = start_mpi(out);
+    if (!err) err = em_comm_mpi_world(timeout_s, &out->world);
+    if (err) {
+        em_bootstrap_finalize(out);
+        return err;
+    }
+    return NULL;
+}
+
+void em_bootstrap_finalize(em_bootstrap *boot) {
+    em_comm_destroy(boot->world);
+    boot->world = NULL;
+    em_watchdog_stop();
+    /* MPI_Finalize waits for every rank: after a failure some may be gone, so skip it and let
+     * the launcher see this process exit with its status. */
+    if (mpi_started && !em_watchdog_failed()) MPI_Finalize();
+    mpi_started = false;
+    if (!em_watchdog_failed()) em_control_finalize();
+}
