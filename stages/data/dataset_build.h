@@ -1,0 +1,17 @@
+/* Building a rank's em_dataset from the corpus-wide window plan: the rank keeps windows
+ * first .. last-1 and gets its own copies of their input tokens (input[0] may be a BOS or prefix
+ * token that is not in the stream); targets point into the token stream, which the dataset
+ * takes over. */
+#ifndef EVALMESH_DATASET_BUILD_H
+#define EVALMESH_DATASET_BUILD_H
+
+#include "stages/data/dataset.h"
+#include "stages/data/protocol.h"
+
+/* stream (n_stream tokens, malloc'd) is owned by the dataset afterwards. path, sha256 and
+ * protocol are copied. */
+em_dataset *em_dataset_build(const em_window_plan *plan, int32_t *stream, int64_t n_stream,
+                             int64_t first, int64_t last, const char *path, const char *sha256,
+                             em_protocol protocol);
+
+#endif
