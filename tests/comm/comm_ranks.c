@@ -1,0 +1,168 @@
+/* Run under mpirun (or srun --mpi=pmix) with any number of ranks: checks the bootstrap facts,
+ * every collective on every dtype against values each rank computes on its own, and splits.
+ * Every rank checks; the exit status is nonzero when any check failed on this rank. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "runner/comm/bootstrap.h"
+#include "runner/comm/control.h"
+#include "test.h"
+
+static em_bootstrap boot;
+
+#define CHECK_OK(expr)                                                                             \
+    do {                                                                                           \
+        em_status err_ = (expr);                                                                   \
+        if (err_) fprintf(stderr, "rank %d: %s\n", boot.rank, err_->message);                      \
+        CHECK(err_ == NULL);                                                                       \
+        em_error_free(err_);                                                                       \
+    } while (0)
+
+static void check_bootstrap(void) {
+    int expected = getenv("EXPECT_WORLD") ? atoi(getenv("EXPECT_WORLD")) : -1;
+    if (expected > 0) CHECK_INT_EQ(boot.size, expected);
+    CHECK(boot.launched == (getenv("PMIX_NAMESPACE") != NULL));
+    CHECK(boot.rank >= 0 && boot.rank < boot.size);
+    /* One machine: one node holding every rank. */
+    CHECK_INT_EQ(boot.node_count, 1);
+    CHECK_INT_EQ(boot.node_id, 0);
+    CHECK_INT_EQ(boot.local_size, boot.size);
+    CHECK_INT_EQ(boot.local_rank, boot.rank);
+    CHECK_INT_EQ(boot.world->rank, boot.rank);
+    CHECK_INT_EQ(boot.world->size, boot.size);
+    for (int r = 0; r < boot.size; r++) CHECK_INT_EQ(boot.world->world_ranks[r], r);
+    /* The control plane: every rank publishes a blob and reads everyone's. */
+    int64_t mine[2] = {boot.rank, 1000 + 7 * boot.rank};
+    CHECK_OK(em_control_put("test.blob", mine, sizeof mine));
+    CHECK_OK(em_control_fence(30, "test.blob"));
+    for (int r = 0; r < boot.size; r++) {
+        int64_t theirs[2] = {-1, -1};
+        CHECK_OK(em_control_get(r, "test.blob", theirs, sizeof theirs));
+        CHECK_INT_EQ(theirs[0], r);
+        CHECK_INT_EQ(theirs[1], 1000 + 7 * r);
+    }
+}
+
+/* Rank r contributes value(r, i) = (r + 1) * (i + 1) - 3 * i for element i: small integers that
+ * every dtype holds exactly, with both signs. */
+static double value(int r, int i) {
+    return (double)((r + 1) * (i + 1) - 3 * i);
+}
+
+static void check_allreduce_dtype(em_comm *comm, em_dtype dtype) {
+    enum { N = 5 };
+    for (int op = EM_OP_SUM; op <= EM_OP_MIN; op++) {
+        double expect[N];
+        for (int i = 0; i < N; i++) {
+            expect[i] = op == EM_OP_SUM ? 0 : value(comm->world_ranks[0], i);
+            for (int k = 0; k < comm->size; k++) {
+                double v = value(comm->world_ranks[k], i);
+                if (op == EM_OP_SUM) expect[i] += v;
+                if (op == EM_OP_MAX && v > expect[i]) expect[i] = v;
+                if (op == EM_OP_MIN && v < expect[i]) expect[i] = v;
+            }
+        }
+        union {
+            int64_t i64[N];
+            uint64_t u64[N];
+            double f64[N];
+            float f32[N];
+        } send, recv;
+        int me = comm->world_ranks[comm->rank];
+        for (int i = 0; i < N; i++) {
+            double v = value(me, i);
+            /* uint64 gets non-negative values: shift by 100. */
+            if (dtype == EM_DTYPE_INT64) send.i64[i] = (int64_t)v;
+            if (dtype == EM_DTYPE_UINT64) send.u64[i] = (uint64_t)(v + 100);
+            if (dtype == EM_DTYPE_FLOAT64) send.f64[i] = v;
+            if (dtype == EM_DTYPE_FLOAT32) send.f32[i] = (float)v;
+        }
+        CHECK_OK(em_allreduce(comm, &send, &recv, N, dtype, (em_reduce_op)op));
+        for (int i = 0; i < N; i++) {
+            double got = dtype == EM_DTYPE_INT64    ? (double)recv.i64[i]
+                         : dtype == EM_DTYPE_UINT64 ? (double)recv.u64[i]
+                         : dtype == EM_DTYPE_FLOAT64 ? recv.f64[i]
+                                                     : (double)recv.f32[i];
+            double want = expect[i];
+            if (dtype == EM_DTYPE_UINT64) want += op == EM_OP_SUM ? 100.0 * comm->size : 100.0;
+            if (got != want)
+                fprintf(stderr, "rank %d: allreduce %s op %d element %d: got %g want %g\n",
+                        boot.rank, em_dtype_name(dtype), op, i, got, want);
+            CHECK(got == want);
+        }
+        /* In place gives the same. */
+        CHECK_OK(em_allreduce(comm, &send, &send, N, dtype, (em_reduce_op)op));
+        CHECK(memcmp(&send, &recv, N * em_dtype_size(dtype)) == 0);
+    }
+}
+
+static void check_collectives(em_comm *comm) {
+    for (int d = EM_DTYPE_INT64; d <= EM_DTYPE_FLOAT32; d++) check_allreduce_dtype(comm, d);
+    /* allgather: rank k's block is (world rank, k, 3 bytes of 'a'+k). */
+    typedef struct {
+        int32_t world, rank;
+        char tag[3];
+    } block;
+    block mine = {comm->world_ranks[comm->rank], comm->rank, {0}};
+    memset(mine.tag, 'a' + comm->rank, 3);
+    block *all = calloc((size_t)comm->size, sizeof *all);
+    CHECK_OK(em_allgather(comm, &mine, all, sizeof mine));
+    for (int k = 0; k < comm->size; k++) {
+        CHECK_INT_EQ(all[k].world, comm->world_ranks[k]);
+        CHECK_INT_EQ(all[k].rank, k);
+        CHECK_INT_EQ(all[k].tag[2], 'a' + k);
+    }
+    free(all);
+    /* broadcast from every root. */
+    for (int root = 0; root < comm->size; root++) {
+        char text[32] = {0};
+        if (comm->rank == root) snprintf(text, sizeof text, "from %d", root);
+        CHECK_OK(em_broadcast(comm, text, sizeof text, root));
+        char want[32] = {0};
+        snprintf(want, sizeof want, "from %d", root);
+        CHECK_STR_EQ(text, want);
+    }
+    CHECK_OK(em_barrier(comm));
+}
+
+static void check_splits(void) {
+    em_comm *w = boot.world;
+    /* Even and odd ranks, ordered by descending key: rank order reverses. */
+    em_comm *parity = NULL;
+    CHECK_OK(em_comm_split(w, w->rank % 2, -w->rank, &parity));
+    if (!parity) return;
+    int members = (w->size + 1 - w->rank % 2) / 2;
+    CHECK_INT_EQ(parity->size, members);
+    CHECK_INT_EQ(parity->world_ranks[parity->rank], w->rank);
+    for (int k = 0; k + 1 < parity->size; k++)
+        CHECK(parity->world_ranks[k] > parity->world_ranks[k + 1]);
+    CHECK(parity->timeout_s == w->timeout_s);
+    check_collectives(parity);
+    /* A split of a split. */
+    em_comm *single = NULL;
+    CHECK_OK(em_comm_split(parity, parity->rank, 0, &single));
+    if (single) {
+        CHECK_INT_EQ(single->size, 1);
+        check_collectives(single);
+        em_comm_destroy(single);
+    }
+    em_comm_destroy(parity);
+}
+
+int main(void) {
+    em_status err = em_bootstrap_init(60, &boot);
+    if (err) {
+        fprintf(stderr, "bootstrap: %s\n", err->message);
+        return 1;
+    }
+    check_bootstrap();
+    check_collectives(boot.world);
+    check_splits();
+    printf("rank %d of %d: ", boot.rank, boot.size);
+    int rc = test_finish();
+    em_bootstrap_finalize(&boot);
+    return rc;
+}
