@@ -1,0 +1,73 @@
+/* Appending to and reading history files (see history.h). */
+#include "stages/report/history.h"
+
+#include <errno.h>
+#include <libgen.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "runner/util/log.h"
+#include "stages/report/results.h"
+#include "stages/report/textfile.h"
+
+em_status em_history_append(const char *path, const cJSON *results) {
+    char *copy = em_xstrdup(path);
+    em_status err = em_textfile_mkdirs(dirname(copy));
+    free(copy);
+    if (err) return err;
+    cJSON *line = cJSON_Duplicate(results, true);
+    cJSON_DeleteItemFromObjectCaseSensitive(line, "ranks");
+    char *text = cJSON_PrintUnformatted(line);
+    cJSON_Delete(line);
+    err = em_textfile_append_line(path, text);
+    free(text);
+    return err;
+}
+
+em_status em_history_load(const char *path, bool missing_ok, em_history *out) {
+    memset(out, 0, sizeof *out);
+    struct stat st;
+    if (missing_ok && stat(path, &st) != 0 && errno == ENOENT) return NULL;
+    char *text;
+    em_status err = em_textfile_read(path, &text, NULL);
+    if (err) return em_error_prefix(err, "history");
+    int line_no = 0;
+    for (char *line = text; line && *line;) {
+        char *next = strchr(line, '\n');
+        if (next) *next++ = 0;
+        line_no++;
+        if (line[strspn(line, " \t\r")] == 0) { /* blank lines are allowed */
+            line = next;
+            continue;
+        }
+        cJSON *doc = cJSON_Parse(line);
+        char *where = em_xasprintf("%s:%d", path, line_no);
+        em_status bad = doc ? em_results_check(doc, where)
+                            : em_error_new(EM_EXIT_BAD_INPUT,
+                                           "%s: not a results document (not valid JSON)", where);
+        free(where);
+        if (bad) {
+            em_log_warn("%s (line skipped)", bad->message);
+            em_error_free(bad);
+            cJSON_Delete(doc);
+            out->skipped++;
+        } else {
+            out->entries = em_xrealloc(out->entries, (out->count + 1) * sizeof *out->entries);
+            out->line_numbers =
+                em_xrealloc(out->line_numbers, (out->count + 1) * sizeof *out->line_numbers);
+            out->entries[out->count] = doc;
+            out->line_numbers[out->count++] = line_no;
+        }
+        line = next;
+    }
+    free(text);
+    return NULL;
+}
+
+void em_history_free(em_history *h) {
+    for (size_t i = 0; i < h->count; i++) cJSON_Delete(h->entries[i]);
+    free(h->entries);
+    free(h->line_numbers);
+    memset(h, 0, sizeof *h);
+}

@@ -1,0 +1,30 @@
+/* History files: one results document per line (JSON Lines), appended by each run's report stage,
+ * so nightly runs can be compared (`evalmesh history`, the gate's `baseline_history`, the HTML
+ * report's line chart). A line is the run's results document without its per-rank timing. */
+#ifndef EVALMESH_REPORT_HISTORY_H
+#define EVALMESH_REPORT_HISTORY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <cJSON.h>
+
+#include "runner/util/error.h"
+
+typedef struct em_history {
+    cJSON **entries;   /* results documents, in file order */
+    int *line_numbers; /* the line each entry came from (1-based) */
+    size_t count;
+    int skipped; /* corrupt lines that were reported and left out */
+} em_history;
+
+/* Appends results (without "ranks") as one line; creates the file and its folder if needed. */
+em_status em_history_append(const char *path, const cJSON *results);
+
+/* Reads a history. A line that is not a results document is reported as a warning naming
+ * "FILE:LINE" and skipped; the other lines are still used. A missing file is an error (exit 2)
+ * unless missing_ok, when it reads as an empty history. */
+em_status em_history_load(const char *path, bool missing_ok, em_history *out);
+void em_history_free(em_history *h);
+
+#endif
