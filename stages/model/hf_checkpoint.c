@@ -1,0 +1,303 @@
+/* em_model from a Hugging Face checkpoint: config.json for the hyperparameters, the weights from
+ * model.safetensors (or the shards listed in model.safetensors.index.json), tensor names mapped
+ * to GGUF's, Q/K rows permuted into GGUF's order (an owned copy: the only tensors not read in
+ * place), and tokenizer.json beside them when present. header_sha256 is the SHA-256 of every
+ * shard's header (length + JSON) in shard order. */
+#include <cjson/cJSON.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "runner/util/sha256.h"
+#include "stages/model/hf_names.h"
+#include "stages/model/llama_weights.h"
+#include "stages/model/model_loaders.h"
+#include "stages/model/model_storage.h"
+#include "stages/model/safetensors.h"
+#include "stages/tokenizer/tokenizer.h"
+
+static bool file_exists(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/* Reads a whole (small) JSON file. */
+static em_status read_json(const char *path, cJSON **out) {
+    *out = NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f) return em_error_new(EM_EXIT_BAD_INPUT, "%s: cannot open", path);
+    char *text = NULL;
+    size_t len = 0, cap = 0;
+    for (;;) {
+        if (len + 65536 > cap) {
+            cap = 2 * cap + 65536;
+            text = em_xrealloc(text, cap);
+        }
+        size_t got = fread(text + len, 1, cap - len, f);
+        len += got;
+        if (got == 0) break;
+    }
+    fclose(f);
+    *out = cJSON_ParseWithLength(text, len);
+    free(text);
+    if (!*out) return em_error_new(EM_EXIT_BAD_INPUT, "%s: not valid JSON", path);
+    return NULL;
+}
+
+/* An integer field; fallback < 0 means required. */
+static em_status cfg_int(const cJSON *cfg, const char *path, const char *key, int64_t fallback,
+                         int *out) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, key);
+    if (!v || cJSON_IsNull(v)) {
+        if (fallback < 0)
+            return em_error_new(EM_EXIT_BAD_INPUT, "%s: missing key \"%s\"", path, key);
+        *out = (int)fallback;
+        return NULL;
+    }
+    if (!cJSON_IsNumber(v) || v->valuedouble != (double)(int)v->valuedouble || v->valuedouble < 1 ||
+        v->valuedouble > (double)(1 << 30))
+        return em_error_new(EM_EXIT_BAD_INPUT, "%s: \"%s\" must be an integer from 1 to 2^30", path,
+                            key);
+    *out = (int)v->valuedouble;
+    return NULL;
+}
+
+static em_status cfg_float(const cJSON *cfg, const char *path, const char *key, double fallback,
+                           float *out) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, key);
+    if (!v || cJSON_IsNull(v)) {
+        *out = (float)fallback;
+        return NULL;
+    }
+    if (!cJSON_IsNumber(v))
+        return em_error_new(EM_EXIT_BAD_INPUT, "%s: \"%s\" must be a number", path, key);
+    *out = (float)v->valuedouble;
+    return NULL;
+}
+
+static em_status cfg_rope_scaling(const cJSON *cfg, const char *path, em_llama_config *c) {
+    c->rope_scaling = EM_ROPE_SCALING_NONE;
+    c->rope_freq_scale = 1.0f;
+    const cJSON *rs = cJSON_GetObjectItemCaseSensitive(cfg, "rope_scaling");
+    if (!rs || cJSON_IsNull(rs)) return NULL;
+    if (!cJSON_IsObject(rs))
+        return em_error_new(EM_EXIT_BAD_INPUT, "%s: \"rope_scaling\" must be an object or null",
+                            path);
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(rs, "rope_type");
+    if (!type) type = cJSON_GetObjectItemCaseSensitive(rs, "type");
+    const char *t = cJSON_IsString(type) ? type->valuestring : "";
+    float factor = 1.0f;
+    em_status err = cfg_float(rs, path, "factor", 1.0, &factor);
+    if (err) return err;
+    if (strcmp(t, "linear") == 0) {
+        if (!(factor > 0))
+            return em_error_new(EM_EXIT_BAD_INPUT, "%s: rope_scaling factor must be positive",
+                                path);
+        c->rope_scaling = EM_ROPE_SCALING_LINEAR;
+        c->rope_freq_scale = 1.0f / factor;
+    } else if (strcmp(t, "llama3") == 0) {
+        c->rope_scaling = EM_ROPE_SCALING_LLAMA3;
+        c->rope_llama3_factor = factor;
+        err = cfg_float(rs, path, "low_freq_factor", 1.0, &c->rope_llama3_low_freq_factor);
+        if (!err)
+            err = cfg_float(rs, path, "high_freq_factor", 4.0, &c->rope_llama3_high_freq_factor);
+        if (!err)
+            err = cfg_int(rs, path, "original_max_position_embeddings", 8192,
+                          &c->rope_llama3_original_ctx);
+        if (err) return err;
+        if (!(c->rope_llama3_high_freq_factor > c->rope_llama3_low_freq_factor))
+            return em_error_new(EM_EXIT_BAD_INPUT,
+                                "%s: llama3 rope_scaling needs high_freq_factor > low_freq_factor",
+                                path);
+    } else if (strcmp(t, "default") != 0) {
+        return em_error_new(EM_EXIT_BAD_INPUT,
+                            "%s: rope_scaling type '%.32s' is not supported (linear, llama3)", path,
+                            t);
+    }
+    return NULL;
+}
+
+static em_status read_config(const char *path, em_llama_config *c) {
+    cJSON *cfg;
+    em_status err = read_json(path, &cfg);
+    if (err) return err;
+    if (!cJSON_IsObject(cfg)) {
+        cJSON_Delete(cfg);
+        return em_error_new(EM_EXIT_BAD_INPUT, "%s: not a JSON object", path);
+    }
+    const cJSON *mt = cJSON_GetObjectItemCaseSensitive(cfg, "model_type");
+    const char *model_type = cJSON_IsString(mt) ? mt->valuestring : "llama";
+    if (strcmp(model_type, "llama") == 0 || strcmp(model_type, "mistral") == 0) {
+        snprintf(c->architecture, sizeof c->architecture, "llama");
+    } else if (strcmp(model_type, "qwen2") == 0) {
+        snprintf(c->architecture, sizeof c->architecture, "qwen2");
+        c->has_qkv_bias = true;
+    } else {
+        err = em_error_new(EM_EXIT_BAD_INPUT,
+                           "%s: model_type '%.32s' is not supported (llama, mistral, qwen2)", path,
+                           model_type);
+    }
+    if (!err) err = cfg_int(cfg, path, "hidden_size", -1, &c->dim);
+    if (!err) err = cfg_int(cfg, path, "intermediate_size", -1, &c->ffn_dim);
+    if (!err) err = cfg_int(cfg, path, "num_hidden_layers", -1, &c->n_layers);
+    if (!err) err = cfg_int(cfg, path, "num_attention_heads", -1, &c->n_heads);
+    if (!err) err = cfg_int(cfg, path, "num_key_value_heads", c->n_heads, &c->n_kv_heads);
+    if (!err) err = cfg_int(cfg, path, "head_dim", c->dim / c->n_heads, &c->head_dim);
+    if (!err) err = cfg_int(cfg, path, "max_position_embeddings", 2048, &c->n_ctx_train);
+    if (!err) err = cfg_int(cfg, path, "vocab_size", -1, &c->n_vocab);
+    if (!err) err = cfg_float(cfg, path, "rms_norm_eps", 1e-6, &c->rms_eps);
+    if (!err) err = cfg_float(cfg, path, "rope_theta", 10000.0, &c->rope_freq_base);
+    if (!err) err = cfg_rope_scaling(cfg, path, c);
+    const cJSON *bias = cJSON_GetObjectItemCaseSensitive(cfg, "attention_bias");
+    if (cJSON_IsTrue(bias)) c->has_qkv_bias = true;
+    c->rope_dim = c->head_dim;
+    cJSON_Delete(cfg);
+    return err;
+}
+
+/* The shard files: the index's weight_map values (each once, in order of first use). */
+static em_status shard_list(const char *dir, const char *index_path, char ***files, size_t *n) {
+    *files = NULL;
+    *n = 0;
+    cJSON *index;
+    em_status err = read_json(index_path, &index);
+    if (err) return err;
+    const cJSON *map = cJSON_GetObjectItemCaseSensitive(index, "weight_map");
+    if (!cJSON_IsObject(map)) {
+        cJSON_Delete(index);
+        return em_error_new(EM_EXIT_BAD_INPUT, "%s: no \"weight_map\" object", index_path);
+    }
+    for (const cJSON *it = map->child; it; it = it->next) {
+        if (!cJSON_IsString(it) || strchr(it->valuestring, '/')) {
+            cJSON_Delete(index);
+            return em_error_new(EM_EXIT_BAD_INPUT,
+                                "%s: weight_map entry %s must name a file in the same folder",
+                                index_path, it->string);
+        }
+        bool seen = false;
+        for (size_t i = 0; i < *n && !seen; i++)
+            seen = strcmp(strrchr((*files)[i], '/') + 1, it->valuestring) == 0;
+        if (seen) continue;
+        *files = em_xrealloc(*files, (*n + 1) * sizeof **files);
+        (*files)[(*n)++] = em_xasprintf("%s/%s", dir, it->valuestring);
+    }
+    cJSON_Delete(index);
+    return NULL;
+}
+
+/* Adds one shard's tensors to the model under their GGUF names, permuting Q/K rows. */
+static em_status add_shard(em_model *m, em_model_storage *storage, em_safetensors *st) {
+    const em_llama_config *c = &m->config;
+    m->tensors = em_xrealloc(m->tensors, (m->tensor_count + st->count) * sizeof *m->tensors);
+    for (size_t i = 0; i < st->count; i++) {
+        const em_st_tensor *s = &st->tensors[i];
+        char name[256];
+        if (!em_hf_to_gguf_name(s->name, name, sizeof name))
+            snprintf(name, sizeof name, "%s", s->name);
+        if (em_model_find_tensor(m, name))
+            return em_error_new(EM_EXIT_BAD_INPUT, "%s: tensor %s appears in more than one shard",
+                                st->path, s->name);
+        em_tensor *t = &m->tensors[m->tensor_count++];
+        t->name = em_model_storage_keep(storage, em_xstrdup(name));
+        t->type = s->type;
+        t->n_dims = s->n_dims > 0 ? s->n_dims : 1;
+        for (int d = 0; d < 4; d++) t->shape[d] = d < s->n_dims ? s->shape[s->n_dims - 1 - d] : 1;
+        t->data = s->data;
+        t->nbytes = s->nbytes;
+        bool is_q;
+        if (em_gguf_name_is_qk(name, &is_q)) {
+            int heads = is_q ? c->n_heads : c->n_kv_heads;
+            int64_t rows = t->n_dims == 1 ? t->shape[0] : t->shape[1];
+            if (rows != (int64_t)heads * c->head_dim || c->head_dim % 2 != 0) continue;
+            /* (a wrong shape is reported by em_llama_bind) */
+            void *copy = em_model_storage_keep(storage, em_xmalloc(t->nbytes ? t->nbytes : 1));
+            em_qk_permute(t->data, copy, rows, t->nbytes / (size_t)rows, heads, true);
+            t->data = copy;
+        }
+    }
+    return NULL;
+}
+
+/* path itself when it is a .safetensors file or an index, else what the directory holds. */
+static em_status find_shards(const char *path, bool is_dir, const char *dir, char ***files,
+                             size_t *n) {
+    if (!is_dir && strstr(path, ".safetensors.index.json")) return shard_list(dir, path, files, n);
+    char *single = is_dir ? em_xasprintf("%s/model.safetensors", dir) : em_xstrdup(path);
+    char *index = em_xasprintf("%s/model.safetensors.index.json", dir);
+    em_status err = NULL;
+    if (!is_dir || file_exists(single)) {
+        *files = em_xmalloc(sizeof **files);
+        (*files)[0] = single;
+        *n = 1;
+        single = NULL;
+    } else if (file_exists(index)) {
+        err = shard_list(dir, index, files, n);
+    } else {
+        err = em_error_new(EM_EXIT_BAD_INPUT,
+                           "%s: no model.safetensors or model.safetensors.index.json", path);
+    }
+    free(single);
+    free(index);
+    return err;
+}
+
+static em_status load(em_model *m, em_model_storage *storage, const char *path) {
+    struct stat st;
+    bool is_dir = stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+    char *path_copy = em_xstrdup(path);
+    char *dir = em_xstrdup(is_dir ? path : dirname(path_copy));
+    free(path_copy);
+    char *config = em_xasprintf("%s/config.json", dir);
+    char *tokenizer = em_xasprintf("%s/tokenizer.json", dir);
+    char **files = NULL;
+    size_t n_files = 0;
+    em_status err = NULL;
+    if (!file_exists(config))
+        err = em_error_new(EM_EXIT_BAD_INPUT,
+                           "%s: a safetensors checkpoint needs config.json (not found: %s)", path,
+                           config);
+    if (!err) err = read_config(config, &m->config);
+    if (!err) err = find_shards(path, is_dir, dir, &files, &n_files);
+    em_sha256 sha;
+    em_sha256_init(&sha);
+    for (size_t i = 0; i < n_files && !err; i++) {
+        em_safetensors *shard;
+        err = em_safetensors_open(files[i], &shard);
+        if (err) break;
+        em_model_storage_add_shard(storage, shard);
+        em_sha256_update(&sha, shard->map, shard->header_bytes);
+        m->file_size += shard->map_size;
+        err = add_shard(m, storage, shard);
+    }
+    uint8_t digest[32];
+    em_sha256_final(&sha, digest);
+    em_sha256_to_hex(digest, m->header_sha256);
+    if (!err) err = em_llama_config_check(&m->config, path);
+    if (!err) err = em_llama_bind(m, storage);
+    if (!err && file_exists(tokenizer)) err = em_tokenizer_load(tokenizer, &m->tokenizer);
+    for (size_t i = 0; i < n_files; i++) free(files[i]);
+    free(files);
+    free(dir);
+    free(config);
+    free(tokenizer);
+    return err;
+}
+
+em_status em_model_load_hf(const char *path, em_model **out) {
+    *out = NULL;
+    em_model_storage *storage = em_model_storage_new();
+    em_model *m = em_xcalloc(1, sizeof *m);
+    m->path = em_xstrdup(path);
+    m->format = em_xstrdup("safetensors");
+    m->impl = storage;
+    m->impl_free = em_model_storage_free;
+    em_status err = load(m, storage, path);
+    if (err) {
+        em_model_free(m);
+        return err;
+    }
+    *out = m;
+    return NULL;
+}

@@ -1,0 +1,148 @@
+/* The Llama tensor layout, checked against the config (see llama_weights.h). */
+#include "stages/model/llama_weights.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "stages/model/ggml_types.h"
+#include "stages/model/half.h"
+
+em_status em_llama_config_check(const em_llama_config *c, const char *path) {
+    struct {
+        const char *what;
+        int value;
+    } positive[] = {{"vocabulary size", c->n_vocab}, {"embedding length", c->dim},
+                    {"block count", c->n_layers},    {"feed-forward length", c->ffn_dim},
+                    {"head count", c->n_heads},      {"KV head count", c->n_kv_heads},
+                    {"head dimension", c->head_dim}, {"context length", c->n_ctx_train}};
+    for (size_t i = 0; i < sizeof positive / sizeof positive[0]; i++)
+        if (positive[i].value <= 0)
+            return em_error_new(EM_EXIT_BAD_INPUT, "%s: the %s is %d; it must be positive", path,
+                                positive[i].what, positive[i].value);
+    if (c->n_heads % c->n_kv_heads != 0)
+        return em_error_new(EM_EXIT_BAD_INPUT,
+                            "%s: head count %d is not a multiple of the KV head count %d", path,
+                            c->n_heads, c->n_kv_heads);
+    if (c->rope_dim <= 0 || c->rope_dim > c->head_dim || c->rope_dim % 2 != 0)
+        return em_error_new(EM_EXIT_BAD_INPUT,
+                            "%s: RoPE dimension count %d must be even and between 2 and the head "
+                            "dimension %d",
+                            path, c->rope_dim, c->head_dim);
+    if (!(c->rms_eps > 0) || !(c->rope_freq_base > 0))
+        return em_error_new(EM_EXIT_BAD_INPUT,
+                            "%s: RMS epsilon (%g) and RoPE frequency base (%g) must be positive",
+                            path, c->rms_eps, c->rope_freq_base);
+    return NULL;
+}
+
+static void shape_text(const int64_t *shape, int n_dims, char *buf, size_t size) {
+    size_t used = (size_t)snprintf(buf, size, "{");
+    for (int d = 0; d < n_dims && used < size; d++)
+        used +=
+            (size_t)snprintf(buf + used, size - used, "%s%lld", d ? ", " : "", (long long)shape[d]);
+    if (used < size) snprintf(buf + used, size - used, "}");
+}
+
+/* The same shape, ignoring trailing dimensions of 1. */
+static bool same_shape(const em_tensor *t, const int64_t *want, int n_want) {
+    for (int d = 0; d < 4; d++) {
+        int64_t w = d < n_want ? want[d] : 1;
+        int64_t have = d < t->n_dims ? t->shape[d] : 1;
+        if (w != have) return false;
+    }
+    return true;
+}
+
+/* Turns an F16/BF16 1-D tensor into an owned F32 copy. */
+static void to_f32(em_tensor *t, em_model_storage *storage) {
+    int64_t n = em_tensor_numel(t);
+    float *out = em_model_storage_keep(storage, em_xmalloc((size_t)n * sizeof(float)));
+    const uint16_t *in = t->data;
+    for (int64_t i = 0; i < n; i++) {
+        uint16_t h;
+        memcpy(&h, &in[i], 2);
+        out[i] = t->type == EM_TENSOR_F16 ? em_f16_to_f32(h) : em_bf16_to_f32(h);
+    }
+    t->type = EM_TENSOR_F32;
+    t->data = out;
+    t->nbytes = (size_t)n * sizeof(float);
+}
+
+/* Finds a required (or, when optional, possibly absent) tensor and checks its type and shape. */
+static em_status need(em_model *m, em_model_storage *storage, const char *name, int n_dims,
+                      int64_t d0, int64_t d1, bool optional, const em_tensor **out) {
+    *out = NULL;
+    em_tensor *t = (em_tensor *)em_model_find_tensor(m, name);
+    if (!t) {
+        if (optional) return NULL;
+        return em_error_new(EM_EXIT_BAD_INPUT, "%s: missing tensor %s", m->path, name);
+    }
+    if (!em_ggml_type_supported((uint32_t)t->type))
+        return em_error_new(EM_EXIT_BAD_INPUT,
+                            "%s: unsupported tensor type %s in tensor %s (supported: F32, F16, "
+                            "BF16, Q8_0, Q4_0)",
+                            m->path, em_tensor_type_name(t->type), name);
+    int64_t want[2] = {d0, d1};
+    if (!same_shape(t, want, n_dims)) {
+        char have_text[96], want_text[96];
+        shape_text(t->shape, t->n_dims, have_text, sizeof have_text);
+        shape_text(want, n_dims, want_text, sizeof want_text);
+        return em_error_new(EM_EXIT_BAD_INPUT, "%s: tensor %s has shape %s but the config needs %s",
+                            m->path, name, have_text, want_text);
+    }
+    if (n_dims == 1 && t->type != EM_TENSOR_F32) {
+        if (t->type != EM_TENSOR_F16 && t->type != EM_TENSOR_BF16)
+            return em_error_new(EM_EXIT_BAD_INPUT,
+                                "%s: tensor %s has type %s; norms and biases must be F32, F16 "
+                                "or BF16",
+                                m->path, name, em_tensor_type_name(t->type));
+        to_f32(t, storage);
+    }
+    *out = t;
+    return NULL;
+}
+
+em_status em_llama_bind(em_model *m, em_model_storage *storage) {
+    em_llama_config *c = &m->config;
+    int64_t dim = c->dim, q_dim = (int64_t)c->n_heads * c->head_dim;
+    int64_t kv_dim = (int64_t)c->n_kv_heads * c->head_dim, ffn = c->ffn_dim, vocab = c->n_vocab;
+    em_status err = need(m, storage, "token_embd.weight", 2, dim, vocab, false, &m->tok_embd);
+    if (!err) err = need(m, storage, "output_norm.weight", 1, dim, 1, false, &m->output_norm);
+    if (!err) err = need(m, storage, "output.weight", 2, dim, vocab, true, &m->output);
+    if (err) return err;
+    c->tied_output = m->output == NULL;
+    if (c->tied_output) m->output = m->tok_embd;
+    if (em_model_find_tensor(m, "blk.0.attn_q.bias")) c->has_qkv_bias = true;
+    m->layers = em_xcalloc((size_t)c->n_layers, sizeof *m->layers);
+    for (int l = 0; l < c->n_layers && !err; l++) {
+        em_layer_weights *w = &m->layers[l];
+        struct {
+            const char *suffix;
+            int n_dims;
+            int64_t d0, d1;
+            bool optional;
+            const em_tensor **slot;
+        } parts[] = {
+            {"attn_norm.weight", 1, dim, 1, false, &w->attn_norm},
+            {"attn_q.weight", 2, dim, q_dim, false, &w->wq},
+            {"attn_k.weight", 2, dim, kv_dim, false, &w->wk},
+            {"attn_v.weight", 2, dim, kv_dim, false, &w->wv},
+            {"attn_output.weight", 2, q_dim, dim, false, &w->wo},
+            {"attn_q.bias", 1, q_dim, 1, !c->has_qkv_bias, &w->bq},
+            {"attn_k.bias", 1, kv_dim, 1, !c->has_qkv_bias, &w->bk},
+            {"attn_v.bias", 1, kv_dim, 1, !c->has_qkv_bias, &w->bv},
+            {"ffn_norm.weight", 1, dim, 1, false, &w->ffn_norm},
+            {"ffn_gate.weight", 2, dim, ffn, false, &w->w_gate},
+            {"ffn_up.weight", 2, dim, ffn, false, &w->w_up},
+            {"ffn_down.weight", 2, ffn, dim, false, &w->w_down},
+        };
+        for (size_t i = 0; i < sizeof parts / sizeof parts[0] && !err; i++) {
+            char name[64];
+            snprintf(name, sizeof name, "blk.%d.%s", l, parts[i].suffix);
+            err = need(m, storage, name, parts[i].n_dims, parts[i].d0, parts[i].d1,
+                       parts[i].optional, parts[i].slot);
+        }
+    }
+    return err;
+}

@@ -1,0 +1,197 @@
+/* em_model from a GGUF file: hyperparameters from the `<arch>.*` keys with llama.cpp's defaults
+ * for absent optional keys, tensors pointing into the mapping, the tokenizer from the
+ * tokenizer.ggml.* keys, and the SHA-256 of everything before the tensor data. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "runner/util/sha256.h"
+#include "stages/model/gguf.h"
+#include "stages/model/llama_weights.h"
+#include "stages/model/model_loaders.h"
+#include "stages/model/model_storage.h"
+#include "stages/tokenizer/tokenizer.h"
+
+/* Reads `<arch>.<suffix>` as a positive int; `fallback` < 0 means the key is required. */
+static em_status arch_int(const em_gguf *g, const char *arch, const char *suffix, int64_t fallback,
+                          int *out) {
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    uint64_t v;
+    bool found;
+    em_status err = em_gguf_get_u64(g, key, &v, &found);
+    if (err) return err;
+    if (!found) {
+        if (fallback < 0)
+            return em_error_new(EM_EXIT_BAD_INPUT, "%s: missing metadata key %s", g->path, key);
+        *out = (int)fallback;
+        return NULL;
+    }
+    if (v == 0 || v > (1u << 30))
+        return em_error_new(EM_EXIT_BAD_INPUT, "%s: metadata key %s is %llu (1 to 2^30 allowed)",
+                            g->path, key, (unsigned long long)v);
+    *out = (int)v;
+    return NULL;
+}
+
+static em_status arch_float(const em_gguf *g, const char *arch, const char *suffix, double fallback,
+                            float *out) {
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    double v;
+    bool found;
+    em_status err = em_gguf_get_f64(g, key, &v, &found);
+    if (err) return err;
+    *out = found ? (float)v : (float)fallback;
+    return NULL;
+}
+
+/* rope.scaling.type: none, linear (positions scaled by 1/factor) or llama3 (Llama 3.1
+ * frequency smoothing, with llama.cpp's defaults for the factors when their keys are absent). */
+static em_status read_rope_scaling(const em_gguf *g, const char *arch, em_llama_config *c) {
+    char key[128];
+    snprintf(key, sizeof key, "%s.rope.scaling.type", arch);
+    em_gguf_string type = {0};
+    bool found;
+    em_status err = em_gguf_get_string(g, key, &type, &found);
+    if (err) return err;
+    float factor = 0;
+    err = arch_float(g, arch, "rope.scaling.factor", 0, &factor);
+    if (!err && factor == 0) err = arch_float(g, arch, "rope.scale_linear", 0, &factor);
+    if (err) return err;
+    c->rope_scaling = EM_ROPE_SCALING_NONE;
+    c->rope_freq_scale = 1.0f;
+    bool linear = found ? type.len == 6 && memcmp(type.data, "linear", 6) == 0 : factor > 0;
+    bool llama3 = found && type.len == 6 && memcmp(type.data, "llama3", 6) == 0;
+    bool none = found && type.len == 4 && memcmp(type.data, "none", 4) == 0;
+    if (found && !linear && !llama3 && !none)
+        return em_error_new(EM_EXIT_BAD_INPUT, "%s: %s is '%.*s'; supported: none, linear, llama3",
+                            g->path, key, (int)(type.len > 64 ? 64 : type.len), type.data);
+    if (linear && factor > 0 && factor != 1.0f) {
+        c->rope_scaling = EM_ROPE_SCALING_LINEAR;
+        c->rope_freq_scale = 1.0f / factor;
+    }
+    if (llama3) {
+        c->rope_scaling = EM_ROPE_SCALING_LLAMA3;
+        c->rope_llama3_factor = factor > 0 ? factor : 8.0f;
+        err = arch_float(g, arch, "rope.scaling.low_freq_factor", 1.0,
+                         &c->rope_llama3_low_freq_factor);
+        if (!err)
+            err = arch_float(g, arch, "rope.scaling.high_freq_factor", 4.0,
+                             &c->rope_llama3_high_freq_factor);
+        if (!err)
+            err = arch_int(g, arch, "rope.scaling.original_context_length", 8192,
+                           &c->rope_llama3_original_ctx);
+        if (err) return err;
+        if (!(c->rope_llama3_high_freq_factor > c->rope_llama3_low_freq_factor))
+            return em_error_new(EM_EXIT_BAD_INPUT,
+                                "%s: llama3 RoPE scaling needs high_freq_factor (%g) > "
+                                "low_freq_factor (%g)",
+                                g->path, c->rope_llama3_high_freq_factor,
+                                c->rope_llama3_low_freq_factor);
+    }
+    return NULL;
+}
+
+static em_status read_config(const em_gguf *g, em_llama_config *c) {
+    em_gguf_string arch;
+    bool found;
+    em_status err = em_gguf_get_string(g, "general.architecture", &arch, &found);
+    if (err) return err;
+    if (!found)
+        return em_error_new(EM_EXIT_BAD_INPUT, "%s: missing metadata key general.architecture",
+                            g->path);
+    if (arch.len >= sizeof c->architecture) arch.len = sizeof c->architecture - 1;
+    memcpy(c->architecture, arch.data, arch.len);
+    c->architecture[arch.len] = '\0';
+    const char *a = c->architecture;
+    if (strcmp(a, "llama") != 0 && strcmp(a, "qwen2") != 0)
+        return em_error_new(EM_EXIT_BAD_INPUT,
+                            "%s: unsupported architecture '%s' (supported: llama, qwen2)", g->path,
+                            a);
+    c->has_qkv_bias = strcmp(a, "qwen2") == 0;
+    err = arch_int(g, a, "context_length", -1, &c->n_ctx_train);
+    if (!err) err = arch_int(g, a, "embedding_length", -1, &c->dim);
+    if (!err) err = arch_int(g, a, "block_count", -1, &c->n_layers);
+    if (!err) err = arch_int(g, a, "feed_forward_length", -1, &c->ffn_dim);
+    if (!err) err = arch_int(g, a, "attention.head_count", -1, &c->n_heads);
+    if (!err) err = arch_int(g, a, "attention.head_count_kv", c->n_heads, &c->n_kv_heads);
+    if (err) return err;
+    char key_length[128];
+    snprintf(key_length, sizeof key_length, "%s.attention.key_length", a);
+    if (c->dim % c->n_heads != 0 && !em_gguf_find(g, key_length))
+        return em_error_new(EM_EXIT_BAD_INPUT,
+                            "%s: embedding length %d is not a multiple of the head count %d",
+                            g->path, c->dim, c->n_heads);
+    err = arch_int(g, a, "attention.key_length", c->dim / c->n_heads, &c->head_dim);
+    if (!err) err = arch_int(g, a, "rope.dimension_count", c->head_dim, &c->rope_dim);
+    if (!err) err = arch_float(g, a, "rope.freq_base", 10000.0, &c->rope_freq_base);
+    if (!err) err = arch_float(g, a, "attention.layer_norm_rms_epsilon", 1e-5, &c->rms_eps);
+    if (!err) err = read_rope_scaling(g, a, c);
+    return err;
+}
+
+/* <arch>.vocab_size, else the tokenizer's token count, else token_embd's second dimension. */
+static em_status read_vocab(const em_gguf *g, em_llama_config *c) {
+    char key[128];
+    snprintf(key, sizeof key, "%s.vocab_size", c->architecture);
+    if (em_gguf_find(g, key)) return arch_int(g, c->architecture, "vocab_size", -1, &c->n_vocab);
+    const em_gguf_kv *tokens = em_gguf_find(g, "tokenizer.ggml.tokens");
+    if (tokens && tokens->value.type == EM_GGUF_ARRAY && tokens->value.arr.count > 0 &&
+        tokens->value.arr.count < (1u << 30)) {
+        c->n_vocab = (int)tokens->value.arr.count;
+        return NULL;
+    }
+    for (uint64_t i = 0; i < g->tensor_count; i++)
+        if (strcmp(g->tensors[i].name, "token_embd.weight") == 0 && g->tensors[i].n_dims == 2 &&
+            g->tensors[i].shape[1] < (1 << 30)) {
+            c->n_vocab = (int)g->tensors[i].shape[1];
+            return NULL;
+        }
+    return em_error_new(EM_EXIT_BAD_INPUT,
+                        "%s: cannot tell the vocabulary size (no %s, no tokenizer.ggml.tokens, "
+                        "no token_embd.weight)",
+                        g->path, key);
+}
+
+em_status em_model_load_gguf(const char *path, em_model **out) {
+    *out = NULL;
+    em_gguf *g;
+    em_status err = em_gguf_open(path, &g);
+    if (err) return err;
+    em_model_storage *storage = em_model_storage_new();
+    storage->gguf = g;
+    em_model *m = em_xcalloc(1, sizeof *m);
+    m->path = em_xstrdup(path);
+    m->format = em_xstrdup("gguf");
+    m->impl = storage;
+    m->impl_free = em_model_storage_free;
+    m->file_size = g->map_size;
+    em_sha256_hex(g->map, g->data_offset < g->map_size ? g->data_offset : g->map_size,
+                  m->header_sha256);
+    m->tensor_count = g->tensor_count;
+    m->tensors = em_xcalloc(g->tensor_count, sizeof *m->tensors);
+    for (uint64_t i = 0; i < g->tensor_count; i++) {
+        const em_gguf_tensor_info *ti = &g->tensors[i];
+        em_tensor *t = &m->tensors[i];
+        t->name = ti->name;
+        t->type = (em_tensor_type)ti->type;
+        t->n_dims = (int)ti->n_dims;
+        memcpy(t->shape, ti->shape, sizeof t->shape);
+        t->data = ti->data;
+        t->nbytes = ti->nbytes;
+    }
+    err = read_config(g, &m->config);
+    if (!err) err = read_vocab(g, &m->config);
+    if (!err) err = em_llama_config_check(&m->config, path);
+    if (!err) err = em_llama_bind(m, storage);
+    if (!err && em_gguf_find(g, "tokenizer.ggml.model"))
+        err = em_tokenizer_from_gguf(g, &m->tokenizer);
+    if (err) {
+        em_model_free(m);
+        return err;
+    }
+    *out = m;
+    return NULL;
+}
