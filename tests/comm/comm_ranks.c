@@ -82,8 +82,8 @@ static void check_allreduce_dtype(em_comm *comm, em_dtype dtype) {
         }
         CHECK_OK(em_allreduce(comm, &send, &recv, N, dtype, (em_reduce_op)op));
         for (int i = 0; i < N; i++) {
-            double got = dtype == EM_DTYPE_INT64    ? (double)recv.i64[i]
-                         : dtype == EM_DTYPE_UINT64 ? (double)recv.u64[i]
+            double got = dtype == EM_DTYPE_INT64     ? (double)recv.i64[i]
+                         : dtype == EM_DTYPE_UINT64  ? (double)recv.u64[i]
                          : dtype == EM_DTYPE_FLOAT64 ? recv.f64[i]
                                                      : (double)recv.f32[i];
             double want = expect[i];
