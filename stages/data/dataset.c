@@ -21,10 +21,9 @@ static void storage_free(void *p) {
     free(st);
 }
 
-em_dataset *em_dataset_build(const em_window_plan *plan, int32_t *stream, int64_t n_stream,
-                             int64_t first, int64_t last, const char *path, const char *sha256,
+em_dataset *em_dataset_build(const em_window_plan *plan, int32_t *stream, int64_t first,
+                             int64_t last, const char *path, const char *sha256,
                              em_protocol protocol) {
-    (void)n_stream;
     em_dataset *ds = em_xcalloc(1, sizeof *ds);
     dataset_storage *st = em_xcalloc(1, sizeof *st);
     st->stream = stream;

@@ -8,10 +8,10 @@
 #include "stages/data/dataset.h"
 #include "stages/data/protocol.h"
 
-/* stream (n_stream tokens, malloc'd) is owned by the dataset afterwards. path, sha256 and
+/* stream (malloc'd) is owned by the dataset afterwards. path, sha256 and
  * protocol are copied. */
-em_dataset *em_dataset_build(const em_window_plan *plan, int32_t *stream, int64_t n_stream,
-                             int64_t first, int64_t last, const char *path, const char *sha256,
+em_dataset *em_dataset_build(const em_window_plan *plan, int32_t *stream, int64_t first,
+                             int64_t last, const char *path, const char *sha256,
                              em_protocol protocol);
 
 #endif

@@ -1,0 +1,230 @@
+/* Stage `aggregate`: global metrics from the forward stages' per-token scores, identical on
+ * every rank. For each input stage S it reduces over all ranks:
+ *   exact fixed-point sums (runner/comm/exact_sum.h) of nll and nll^2, and int64 counts of
+ *   scored tokens, windows, words, bytes and correct argmax predictions,
+ * and sets the metrics S.token_ppl (with its standard error), S.token_ppl_se, S.nll_mean,
+ * S.word_ppl, S.byte_ppl, S.bits_per_byte (when the dataset counted words and bytes),
+ * S.token_accuracy and the counts S.tokens, S.windows, S.words, S.bytes. Integer sums are
+ * associative, so these are the same bits for any world size, rank order or reduction tree.
+ *
+ * It also gathers every rank's tokens, windows and forward seconds (the timing metrics
+ * S.seconds, S.tokens_per_second, S.rank_tokens_per_second_min/_max, S.slowest_rank,
+ * S.fastest_rank, flagged timing because they depend on the machine) and the mean NLL of every
+ * window of the first input, in window order, for the report's histogram.
+ *
+ * Produces EM_ARTIFACT_METRICS (em_metrics, stages/metrics/metrics.h). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runner/comm/comm.h"
+#include "runner/comm/exact_sum.h"
+#include "runner/stage.h"
+#include "runner/util/log.h"
+#include "stages/metrics/metrics.h"
+#include "stages/metrics/nll_stats.h"
+#include "stages/metrics/scores.h"
+
+/* Counts reduced with one int64 all-reduce. */
+enum { COUNT_TOKENS, COUNT_WINDOWS, COUNT_WORDS, COUNT_BYTES, COUNT_CORRECT, COUNT_N };
+
+/* What each rank tells the others about its own work. */
+typedef struct rank_work {
+    int64_t tokens;
+    int64_t windows;
+    double seconds;
+} rank_work;
+
+static em_metric *set_metric(em_metrics *m, const char *stage, const char *name, double value,
+                             bool timing) {
+    char key[256];
+    snprintf(key, sizeof key, "%s.%s", stage, name);
+    em_metric *metric = em_metrics_set(m, key, value);
+    metric->timing = timing;
+    return metric;
+}
+
+/* The exact totals of one scores artifact over all ranks, and its metrics. */
+static em_status reduce_scores(const em_scores *s, const char *stage, const em_run_context *ctx,
+                               em_metrics *m) {
+    em_exact_sum sums[2];
+    em_exact_sum_init(&sums[0]);
+    em_exact_sum_init(&sums[1]);
+    int64_t counts[COUNT_N] = {0};
+    for (size_t i = 0; i < s->token_count; i++) {
+        em_exact_sum_add(&sums[0], s->nll[i]);
+        em_exact_sum_add(&sums[1], s->nll[i] * s->nll[i]);
+        if (s->argmax[i] == s->target[i]) counts[COUNT_CORRECT]++;
+    }
+    counts[COUNT_TOKENS] = (int64_t)s->token_count;
+    counts[COUNT_WINDOWS] = (int64_t)s->window_count;
+    for (size_t w = 0; w < s->window_count; w++) {
+        counts[COUNT_WORDS] += s->windows[w].words;
+        counts[COUNT_BYTES] += s->windows[w].bytes;
+    }
+    em_status err = em_exact_sum_allreduce(ctx->world, sums, 2);
+    if (!err) err = em_allreduce(ctx->world, counts, counts, COUNT_N, EM_DTYPE_INT64, EM_OP_SUM);
+    if (err) return err;
+    if (sums[0].invalid || sums[1].invalid)
+        return em_error_new(EM_EXIT_RUNTIME,
+                            "stage '%s' produced %lld NLL values that are NaN, infinite or too "
+                            "large",
+                            stage, (long long)sums[0].invalid);
+    if (counts[COUNT_TOKENS] == 0)
+        return em_error_new(EM_EXIT_RUNTIME, "stage '%s' scored no token on any rank", stage);
+
+    em_nll_totals t = {.sum_nll = em_exact_sum_value(&sums[0]),
+                       .sum_nll2 = em_exact_sum_value(&sums[1]),
+                       .tokens = counts[COUNT_TOKENS],
+                       .words = counts[COUNT_WORDS],
+                       .bytes = counts[COUNT_BYTES],
+                       .correct = counts[COUNT_CORRECT]};
+    em_nll_stats st = em_nll_stats_compute(&t);
+    em_metric *ppl = set_metric(m, stage, "token_ppl", st.token_ppl, false);
+    if (st.has_se) {
+        ppl->error = st.token_ppl_se;
+        ppl->has_error = true;
+        set_metric(m, stage, "token_ppl_se", st.token_ppl_se, false);
+    }
+    set_metric(m, stage, "nll_mean", st.nll_mean, false);
+    if (st.has_words) set_metric(m, stage, "word_ppl", st.word_ppl, false);
+    if (st.has_bytes) {
+        set_metric(m, stage, "byte_ppl", st.byte_ppl, false);
+        set_metric(m, stage, "bits_per_byte", st.bits_per_byte, false);
+    }
+    set_metric(m, stage, "token_accuracy", st.token_accuracy, false);
+    set_metric(m, stage, "tokens", (double)t.tokens, false);
+    set_metric(m, stage, "windows", (double)counts[COUNT_WINDOWS], false);
+    set_metric(m, stage, "words", (double)t.words, false);
+    set_metric(m, stage, "bytes", (double)t.bytes, false);
+    return NULL;
+}
+
+/* Gathers every rank's work on s; sets the timing metrics and adds into m->ranks. */
+static em_status gather_work(const em_scores *s, const char *stage, const em_run_context *ctx,
+                             em_metrics *m) {
+    rank_work mine = {(int64_t)s->token_count, (int64_t)s->window_count, s->seconds};
+    rank_work *all = em_xcalloc((size_t)ctx->world_size, sizeof *all);
+    em_status err = em_allgather(ctx->world, &mine, all, sizeof mine);
+    if (err) {
+        free(all);
+        return err;
+    }
+    double max_seconds = 0;
+    int64_t total = 0;
+    int slowest = -1, fastest = -1;
+    double slow_rate = 0, fast_rate = 0;
+    for (int r = 0; r < ctx->world_size; r++) {
+        m->ranks[r].rank = r;
+        m->ranks[r].tokens += all[r].tokens;
+        m->ranks[r].windows += all[r].windows;
+        m->ranks[r].seconds += all[r].seconds;
+        total += all[r].tokens;
+        if (all[r].seconds > max_seconds) max_seconds = all[r].seconds;
+        if (all[r].tokens == 0 || all[r].seconds <= 0) continue; /* idle ranks have no rate */
+        double rate = (double)all[r].tokens / all[r].seconds;
+        if (slowest < 0 || rate < slow_rate) slowest = r, slow_rate = rate;
+        if (fastest < 0 || rate > fast_rate) fastest = r, fast_rate = rate;
+    }
+    free(all);
+    set_metric(m, stage, "seconds", max_seconds, true);
+    if (max_seconds > 0)
+        set_metric(m, stage, "tokens_per_second", (double)total / max_seconds, true);
+    if (slowest >= 0) {
+        set_metric(m, stage, "slowest_rank", slowest, true);
+        set_metric(m, stage, "rank_tokens_per_second_min", slow_rate, true);
+        set_metric(m, stage, "fastest_rank", fastest, true);
+        set_metric(m, stage, "rank_tokens_per_second_max", fast_rate, true);
+    }
+    return NULL;
+}
+
+/* Every window's mean NLL, in window order, on every rank. Each rank holds a contiguous range
+ * of windows and ranks are in window order, so the blocks are concatenated by rank. */
+static em_status gather_window_nll(const em_scores *s, const em_run_context *ctx, em_metrics *m) {
+    int64_t mine = (int64_t)s->window_count;
+    int64_t *counts = em_xcalloc((size_t)ctx->world_size, sizeof *counts);
+    em_status err = em_allgather(ctx->world, &mine, counts, sizeof mine);
+    int64_t most = 0, total = 0;
+    for (int r = 0; r < ctx->world_size && !err; r++) {
+        if (counts[r] > most) most = counts[r];
+        total += counts[r];
+    }
+    /* Equal blocks of `most` (allgather's shape); each rank fills the front of its own. */
+    double *block = em_xcalloc((size_t)(most ? most : 1), sizeof *block);
+    double *all = em_xcalloc((size_t)ctx->world_size * (size_t)(most ? most : 1), sizeof *all);
+    for (size_t w = 0; w < s->window_count; w++) {
+        const em_window_score *ws = &s->windows[w];
+        double sum = 0;
+        for (int32_t k = 0; k < ws->token_count; k++) sum += s->nll[ws->first_token + (size_t)k];
+        block[w] = ws->token_count ? sum / ws->token_count : 0;
+    }
+    if (!err && most) err = em_allgather(ctx->world, block, all, (size_t)most * sizeof *block);
+    if (!err) {
+        m->window_nll = em_xcalloc((size_t)(total ? total : 1), sizeof *m->window_nll);
+        m->window_count = (size_t)total;
+        size_t next = 0;
+        for (int r = 0; r < ctx->world_size; r++)
+            for (int64_t i = 0; i < counts[r]; i++)
+                m->window_nll[next++] = all[(size_t)r * (size_t)most + (size_t)i];
+    }
+    free(block);
+    free(all);
+    free(counts);
+    return err;
+}
+
+static char *copy_or_null(const char *s) {
+    return s ? em_xstrdup(s) : NULL;
+}
+
+static void free_metrics(void *data) {
+    em_metrics_free(data);
+}
+
+static em_status aggregate_run(em_stage *self, const em_run_context *ctx) {
+    em_metrics *m = em_metrics_new();
+    m->world_size = ctx->world_size;
+    m->ranks = em_xcalloc((size_t)ctx->world_size, sizeof *m->ranks);
+    em_status err = NULL;
+    size_t n = em_stage_input_count(self, "inputs");
+    for (size_t i = 0; i < n && !err; i++) {
+        const em_scores *s = em_stage_input_artifact(self, "inputs", i)->data;
+        const char *stage = em_stage_input_producer(self, "inputs", i)->name;
+        err = reduce_scores(s, stage, ctx, m);
+        if (!err) err = gather_work(s, stage, ctx, m);
+        if (!err && i == 0) {
+            err = gather_window_nll(s, ctx, m);
+            m->model_path = copy_or_null(s->model_path);
+            m->model_header_sha256 = copy_or_null(s->model_header_sha256);
+            m->dataset_path = copy_or_null(s->dataset_path);
+            m->dataset_sha256 = copy_or_null(s->dataset_sha256);
+        }
+    }
+    if (err) {
+        em_metrics_free(m);
+        return err;
+    }
+    for (size_t i = 0; i < m->count; i++) {
+        const em_metric *x = &m->items[i];
+        if (!x->timing) em_log_debug("aggregate '%s': %s = %.17g", self->name, x->key, x->value);
+    }
+    self->output = (em_artifact){EM_ARTIFACT_METRICS, m, free_metrics};
+    return NULL;
+}
+
+static const em_input_spec aggregate_inputs[] = {
+    {"inputs", EM_ARTIFACT_SCORES, true, false},
+    {"mesh", EM_ARTIFACT_MESH, false, true},
+    {NULL, 0, false, false},
+};
+
+const em_stage_kind em_stage_kind_aggregate = {
+    .name = "aggregate",
+    .summary = "Exact global perplexity metrics from forward scores, identical on every rank",
+    .produces = EM_ARTIFACT_METRICS,
+    .inputs = aggregate_inputs,
+    .collective = true,
+    .run = aggregate_run,
+};
