@@ -10,7 +10,8 @@
  * It also gathers every rank's tokens, windows and forward seconds (the timing metrics
  * S.seconds, S.tokens_per_second, S.rank_tokens_per_second_min/_max, S.slowest_rank,
  * S.fastest_rank, flagged timing because they depend on the machine) and the mean NLL of every
- * window of the first input, in window order, for the report's histogram.
+ * window of the first input, in window order, for the report's histogram. With
+ * `print_estimate: true` rank 0 prints llama.cpp's "Final estimate: PPL = X +/- Y" line.
  *
  * Produces EM_ARTIFACT_METRICS (em_metrics, stages/metrics/metrics.h). */
 #include <math.h>
@@ -205,6 +206,12 @@ static em_status aggregate_run(em_stage *self, const em_run_context *ctx) {
     if (err) {
         em_metrics_free(m);
         return err;
+    }
+    for (size_t i = 0; i < n && em_node_get_bool(self->options, "print_estimate", false); i++) {
+        char key[256];
+        snprintf(key, sizeof key, "%s.token_ppl", em_stage_input_producer(self, "inputs", i)->name);
+        const em_metric *ppl = em_metrics_find(m, key);
+        em_log_summary("Final estimate: PPL = %.4f +/- %.5f\n", ppl->value, ppl->error);
     }
     for (size_t i = 0; i < m->count; i++) {
         const em_metric *x = &m->items[i];
