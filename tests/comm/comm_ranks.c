@@ -1,5 +1,8 @@
 /* Run under mpirun (or srun --mpi=pmix) with any number of ranks: checks the bootstrap facts,
- * every collective on every dtype against values each rank computes on its own, and splits.
+ * every collective on every dtype against values each rank computes on its own, splits, the
+ * exact accumulator (same bits as a reference over the full list, whatever the world size and
+ * addition order), every mesh shape of the world, and hierarchical reduction over emulated nodes
+ * of unequal size (ranks 0..n-2 on "node" 0, rank n-1 alone on "node" 1).
  * Every rank checks; the exit status is nonzero when any check failed on this rank. */
 #include <stdint.h>
 #include <stdio.h>
@@ -8,7 +11,9 @@
 #include <unistd.h>
 
 #include "runner/comm/bootstrap.h"
+#include "exact_values.h"
 #include "runner/comm/control.h"
+#include "runner/comm/mesh.h"
 #include "test.h"
 
 static em_bootstrap boot;
@@ -152,6 +157,113 @@ static void check_splits(void) {
     em_comm_destroy(parity);
 }
 
+/* This rank's share of the exact-sum values: a contiguous range, added in a shuffled order. */
+static void add_share(em_exact_sum *s, const double *v) {
+    int lo = (int)((long)EXACT_COUNT * boot.rank / boot.size);
+    int hi = (int)((long)EXACT_COUNT * (boot.rank + 1) / boot.size);
+    int *order = malloc((size_t)(hi - lo) * sizeof *order);
+    if (hi > lo) exact_shuffle(order, hi - lo, 100 + (uint64_t)boot.rank);
+    em_exact_sum_init(s);
+    for (int i = 0; i < hi - lo; i++) em_exact_sum_add(s, v[lo + order[i]]);
+    free(order);
+}
+
+static void check_exact(void) {
+    static double v[EXACT_COUNT];
+    exact_values(v);
+    double want = exact_reference(v, EXACT_COUNT);
+    em_exact_sum s[2];
+    add_share(&s[0], v);
+    em_exact_sum_init(&s[1]);
+    em_exact_sum_add(&s[1], 0.25 * (boot.rank + 1));
+    CHECK_OK(em_exact_sum_allreduce(boot.world, s, 2));
+    double got = em_exact_sum_value(&s[0]);
+    CHECK(memcmp(&got, &want, sizeof got) == 0);
+    CHECK(em_exact_sum_value(&s[1]) == 0.125 * boot.size * (boot.size + 1));
+    /* The bits the reference gives for this list (pinned, so all world sizes agree). */
+    uint64_t bits;
+    memcpy(&bits, &got, sizeof bits);
+    CHECK(bits == 0x42ba78051673a343ull);
+    if (boot.rank == 0) {
+        printf("exact sum over %d ranks: %.17g (bits %016llx)\n", boot.size, got,
+               (unsigned long long)bits);
+    }
+}
+
+/* Builds the mesh dp x tp x cp over a copy of the world and checks every group's members. */
+static void check_mesh_shape(int dp, int tp, int cp) {
+    em_comm *copy = NULL;
+    CHECK_OK(em_comm_split(boot.world, 0, boot.rank, &copy));
+    em_mesh *m = NULL;
+    CHECK_OK(em_mesh_build(copy, 0, dp, tp, cp, &m));
+    if (!m) return;
+    int r = boot.rank;
+    CHECK_INT_EQ((m->dp_rank * cp + m->cp_rank) * tp + m->tp_rank, r);
+    CHECK_INT_EQ(m->tp_group->size, tp);
+    CHECK_INT_EQ(m->cp_group->size, cp);
+    CHECK_INT_EQ(m->dp_group->size, dp);
+    CHECK_INT_EQ(m->tp_group->rank, m->tp_rank);
+    CHECK_INT_EQ(m->cp_group->rank, m->cp_rank);
+    CHECK_INT_EQ(m->dp_group->rank, m->dp_rank);
+    for (int k = 0; k < tp; k++) CHECK_INT_EQ(m->tp_group->world_ranks[k], r - m->tp_rank + k);
+    for (int k = 0; k < cp; k++)
+        CHECK_INT_EQ(m->cp_group->world_ranks[k], r - m->cp_rank * tp + k * tp);
+    for (int k = 0; k < dp; k++)
+        CHECK_INT_EQ(m->dp_group->world_ranks[k], r - m->dp_rank * tp * cp + k * tp * cp);
+    /* A sum over the tp group: the sum of its world ranks. */
+    int64_t mine = r, sum = 0;
+    CHECK_OK(em_allreduce(m->tp_group, &mine, &sum, 1, EM_DTYPE_INT64, EM_OP_SUM));
+    int64_t first = r - m->tp_rank;
+    CHECK_INT_EQ(sum, tp * first + (int64_t)tp * (tp - 1) / 2);
+    em_mesh_free(m);
+}
+
+static void check_meshes(void) {
+    int n = boot.size;
+    for (int dp = 1; dp <= n; dp++)
+        for (int tp = 1; tp <= n; tp++)
+            if (n % (dp * tp) == 0) check_mesh_shape(dp, tp, n / (dp * tp));
+}
+
+static void check_hierarchical(void) {
+    em_comm *copy = NULL;
+    CHECK_OK(em_comm_split(boot.world, 0, boot.rank, &copy));
+    int n = boot.size, r = boot.rank;
+    int node = n > 1 && r == n - 1 ? 1 : 0;
+    em_mesh *m = NULL;
+    CHECK_OK(em_mesh_build(copy, node, n, 1, 1, &m));
+    if (!m) return;
+    CHECK_INT_EQ(m->node_count, n > 1 ? 2 : 1);
+    CHECK_INT_EQ(m->node_id, node);
+    CHECK_INT_EQ(m->local_size, node == 1 ? 1 : (n > 1 ? n - 1 : 1));
+    CHECK_INT_EQ(m->local_rank, node == 1 ? 0 : r);
+    CHECK_INT_EQ(m->cross->size, m->local_rank == 0 ? m->node_count : 1);
+    /* Integer sums and maxima, and float64 sums of integers: exact, like the flat all-reduce. */
+    enum { N = 4 };
+    int64_t in[N], out[N], flat[N];
+    double fin[N], fout[N];
+    for (int i = 0; i < N; i++) in[i] = (int64_t)value(r, i), fin[i] = value(r, i);
+    for (int op = EM_OP_SUM; op <= EM_OP_MIN; op++) {
+        CHECK_OK(em_mesh_allreduce(m, in, out, N, EM_DTYPE_INT64, (em_reduce_op)op));
+        CHECK_OK(em_allreduce(boot.world, in, flat, N, EM_DTYPE_INT64, (em_reduce_op)op));
+        CHECK(memcmp(out, flat, sizeof out) == 0);
+    }
+    CHECK_OK(em_mesh_allreduce(m, fin, fout, N, EM_DTYPE_FLOAT64, EM_OP_SUM));
+    int64_t sum[N];
+    CHECK_OK(em_allreduce(boot.world, in, sum, N, EM_DTYPE_INT64, EM_OP_SUM));
+    for (int i = 0; i < N; i++) CHECK(fout[i] == (double)sum[i]);
+    /* The exact accumulator reduced hierarchically: the reference bits. */
+    static double v[EXACT_COUNT];
+    exact_values(v);
+    double want = exact_reference(v, EXACT_COUNT);
+    em_exact_sum s;
+    add_share(&s, v);
+    CHECK_OK(em_mesh_exact_sum_allreduce(m, &s, 1));
+    double got = em_exact_sum_value(&s);
+    CHECK(memcmp(&got, &want, sizeof got) == 0);
+    em_mesh_free(m);
+}
+
 int main(void) {
     em_status err = em_bootstrap_init(60, &boot);
     if (err) {
@@ -161,6 +273,9 @@ int main(void) {
     check_bootstrap();
     check_collectives(boot.world);
     check_splits();
+    check_exact();
+    check_meshes();
+    check_hierarchical();
     printf("rank %d of %d: ", boot.rank, boot.size);
     int rc = test_finish();
     em_bootstrap_finalize(&boot);
