@@ -1,0 +1,405 @@
+/* Stage `report`: turns the metrics of an aggregate stage into what people and monitoring read.
+ * `outputs` lists any of
+ *   table        the metrics table on rank 0's stdout
+ *   json         the results document (default <run_dir>/results.json)
+ *   history      one line appended to a JSON Lines file shared by a series of runs
+ *   html         a self-contained HTML page with inline SVG charts (default <run_dir>/report.html)
+ *   pushgateway  a Prometheus Pushgateway PUT of every metric
+ *   webhook      a POST of the results document
+ * Only rank 0 writes and sends. Local files are written first, pushes last; a push that fails
+ * after its retries is spooled in <run_dir>/push-spool/ for `evalmesh push RUN_DIR`, and fails
+ * the run (exit 4) only when the output says `required: true` (otherwise it is a warning).
+ * Relative json/html paths are inside the run directory, relative history paths are from the
+ * working directory. Produces an em_report_artifact (stages/report/report_artifact.h). */
+#include <libgen.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "build_info.h"
+#include "runner/recipe/schema.h"
+#include "runner/stage.h"
+#include "runner/util/log.h"
+#include "runner/util/sha256.h"
+#include "stages/metrics/metrics.h"
+#include "stages/report/history.h"
+#include "stages/report/html.h"
+#include "stages/report/prometheus.h"
+#include "stages/report/push.h"
+#include "stages/report/report_artifact.h"
+#include "stages/report/results.h"
+#include "stages/report/spool.h"
+#include "stages/report/table.h"
+#include "stages/report/textfile.h"
+#include "stages/report/writable.h"
+
+typedef enum out_type { TABLE, JSON, HISTORY, HTML, PUSHGATEWAY, WEBHOOK, OUT_TYPES } out_type;
+static const char *const type_names[OUT_TYPES] = {"table", "json",        "history",
+                                                  "html",  "pushgateway", "webhook"};
+
+typedef struct output {
+    out_type type;
+    em_mark mark;
+    char *path;            /* json, history, html: as written in the recipe */
+    char *chart_history;   /* html: history file for the line chart, or NULL */
+    char *chart_metric;    /* html: metric of the line chart, or NULL */
+    em_push_request req;   /* pushgateway, webhook (for pushgateway, url is the base URL) */
+    char *job;             /* pushgateway */
+    const em_node *labels; /* pushgateway: extra grouping labels (in the options) */
+    bool required;
+} output;
+
+typedef struct report_state {
+    output *outs;
+    size_t count;
+    time_t start_time;
+} report_state;
+
+/* An error (exit 2) at the option's place: "file:line:col: stage 'out': ...". */
+static em_status bad_option(const em_stage *self, em_mark mark, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static em_status bad_option(const em_stage *self, em_mark mark, const char *fmt, ...) {
+    char where[256], text[1024];
+    em_mark_format(mark, where, sizeof where);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    return em_error_new(EM_EXIT_BAD_INPUT, "%s: stage '%s': %s", where, self->name, text);
+}
+
+static char *opt_dup(const em_node *map, const char *key) {
+    const char *s = em_node_get_string(map, key, NULL);
+    return s ? em_xstrdup(s) : NULL;
+}
+
+/* A path of the run directory or a path the recipe gives: run-directory outputs are checked once
+ * the run directory is known. */
+static em_status check_path(const em_stage *self, const output *o, const char *run_dir) {
+    bool in_run_dir = o->type != HISTORY;
+    if (in_run_dir && o->path[0] != '/' && !run_dir) return NULL;
+    char *full = in_run_dir ? em_textfile_join(run_dir, o->path) : em_xstrdup(o->path);
+    const char *why = NULL;
+    em_status err = NULL;
+    if (!em_path_writable(full, &why))
+        err = bad_option(self, o->mark, "cannot write %s output '%s': %s", type_names[o->type],
+                         full, why);
+    free(full);
+    return err;
+}
+
+/* Reads the push options shared by pushgateway and webhook. */
+static em_status parse_push(const em_stage *self, const em_node *item, output *o,
+                            const em_run_context *ctx) {
+    em_push_request *r = &o->req;
+    r->target = em_xstrdup(type_names[o->type]);
+    r->url = opt_dup(item, "url");
+    if (!r->url) return bad_option(self, item->mark, "%s output needs `url`", r->target);
+    em_status err = em_push_check_url(r->url);
+    if (err) {
+        const em_node *url = em_node_get(item, "url");
+        char where[256];
+        em_mark_format(url->mark, where, sizeof where);
+        return em_error_prefix(err, "%s: stage '%s'", where, self->name);
+    }
+    r->method = em_xstrdup(o->type == PUSHGATEWAY ? "PUT" : "POST");
+    r->content_type =
+        em_xstrdup(o->type == PUSHGATEWAY ? "text/plain; version=0.0.4" : "application/json");
+    r->verify_tls = em_node_get_bool(item, "verify_tls", true);
+    r->ca_path = opt_dup(item, "ca_path");
+    r->timeout_s = em_node_get_double(item, "timeout_s", 10);
+    r->retries = (int)em_node_get_int(item, "retries", 3);
+    r->backoff_s = em_node_get_double(item, "backoff_s", 1);
+    o->required = em_node_get_bool(item, "required", false);
+    const em_node *auth = em_node_get(item, "auth");
+    if (auth) {
+        const char *type = em_node_get_string(auth, "type", "bearer");
+        r->auth = strcmp(type, "basic") == 0 ? EM_AUTH_BASIC : EM_AUTH_BEARER;
+        r->auth_env = opt_dup(auth, "env");
+        r->auth_file = opt_dup(auth, "file");
+        if (!r->auth_env == !r->auth_file)
+            return bad_option(self, auth->mark,
+                              "auth needs exactly one of `env` (a variable holding the %s "
+                              "credential) or `file`",
+                              type);
+    }
+    if (o->type == PUSHGATEWAY) {
+        o->job = em_xstrdup(
+            em_node_get_string(item, "job", ctx->recipe_name ? ctx->recipe_name : "evalmesh"));
+        o->labels = em_node_get(item, "labels");
+    }
+    return NULL;
+}
+
+static em_status parse_output(const em_stage *self, const em_node *item, output *o,
+                              const em_run_context *ctx) {
+    const char *type = NULL;
+    const em_node *type_node = item;
+    if (item->kind == EM_NODE_MAP) type_node = em_node_get(item, "type");
+    if (!type_node || type_node->kind != EM_NODE_SCALAR)
+        return bad_option(self, item->mark,
+                          "an output is a type name or a map with `type` (table, json, "
+                          "history, html, pushgateway or webhook)");
+    type = type_node->text;
+    o->mark = type_node->mark;
+    int found = -1;
+    for (int t = 0; t < OUT_TYPES; t++)
+        if (strcmp(type, type_names[t]) == 0) found = t;
+    if (found < 0) {
+        const char *near = em_did_you_mean(type, type_names, OUT_TYPES);
+        char *hint = near ? em_xasprintf(" (did you mean '%s'?)", near)
+                          : em_xstrdup(" (one of table, json, history, html, pushgateway, "
+                                       "webhook)");
+        em_status err = bad_option(self, type_node->mark, "unknown output type '%s'%s", type, hint);
+        free(hint);
+        return err;
+    }
+    o->type = (out_type)found;
+    const em_node *map = item->kind == EM_NODE_MAP ? item : NULL;
+    switch (o->type) {
+    case TABLE:
+        return NULL;
+    case JSON:
+        o->path = em_xstrdup(em_node_get_string(map, "path", "results.json"));
+        break;
+    case HTML:
+        o->path = em_xstrdup(em_node_get_string(map, "path", "report.html"));
+        o->chart_history = opt_dup(map, "history");
+        o->chart_metric = opt_dup(map, "metric");
+        break;
+    case HISTORY:
+        o->path = opt_dup(map, "path");
+        if (!o->path) return bad_option(self, item->mark, "history output needs `path`");
+        break;
+    case PUSHGATEWAY:
+    case WEBHOOK:
+        return parse_push(self, map ? map : item, o, ctx);
+    case OUT_TYPES:
+        break;
+    }
+    return check_path(self, o, ctx->run_dir);
+}
+
+static void report_destroy(em_stage *self) {
+    report_state *st = self->state;
+    if (!st) return;
+    for (size_t i = 0; i < st->count; i++) {
+        output *o = &st->outs[i];
+        free(o->path);
+        free(o->chart_history);
+        free(o->chart_metric);
+        free(o->job);
+        em_push_request_free_fields(&o->req);
+    }
+    free(st->outs);
+    free(st);
+    self->state = NULL;
+}
+
+static em_status report_init(em_stage *self, const em_run_context *ctx) {
+    report_state *st = em_xcalloc(1, sizeof *st);
+    self->state = st;
+    st->start_time = time(NULL); /* init runs before any stage: the run's start */
+    const em_node *outs = em_node_get(self->options, "outputs");
+    if (!outs || outs->kind != EM_NODE_SEQ || outs->count == 0)
+        return bad_option(self, outs ? outs->mark : self->mark,
+                          "`outputs` must list at least one of table, json, history, html, "
+                          "pushgateway, webhook");
+    st->outs = em_xcalloc(outs->count, sizeof *st->outs);
+    for (size_t i = 0; i < outs->count; i++) {
+        st->count++;
+        em_status err = parse_output(self, outs->items[i], &st->outs[i], ctx);
+        if (err) return err;
+    }
+    return NULL;
+}
+
+/* sha256 of the resolved recipe written as YAML. */
+static void recipe_hash(const em_node *recipe, char hex[65]) {
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (recipe) em_node_write_yaml(recipe, f);
+    fclose(f);
+    em_sha256_hex(text, len, hex);
+    free(text);
+}
+
+static const char *base_name(const char *path, char *buf, size_t size) {
+    if (!path) return NULL;
+    const char *slash = strrchr(path, '/');
+    snprintf(buf, size, "%s", slash ? slash + 1 : path);
+    return buf;
+}
+
+/* The Pushgateway URL of this run's group: job, then model, dataset, recipe, commit and the
+ * recipe's extra labels (which may replace those four). */
+static char *group_url(const output *o, const em_metrics *m, const em_run_context *ctx) {
+    char model[256], dataset[256];
+    size_t extra = o->labels && o->labels->kind == EM_NODE_MAP ? o->labels->count : 0;
+    em_prom_label *labels = em_xcalloc(4 + extra, sizeof *labels);
+    labels[0] = (em_prom_label){"model", base_name(m->model_path, model, sizeof model)};
+    labels[1] = (em_prom_label){"dataset", base_name(m->dataset_path, dataset, sizeof dataset)};
+    labels[2] = (em_prom_label){"recipe", ctx->recipe_name};
+    labels[3] = (em_prom_label){"commit", EVALMESH_GIT_COMMIT};
+    size_t n = 4;
+    for (size_t i = 0; i < extra; i++) {
+        const em_map_entry *e = &o->labels->entries[i];
+        const char *value = em_node_get_string(o->labels, e->key, "");
+        size_t j = 0;
+        while (j < n && strcmp(labels[j].name, e->key) != 0) j++;
+        labels[j] = (em_prom_label){e->key, value};
+        if (j == n) n++;
+    }
+    char *url = em_prometheus_group_url(o->req.url, o->job, labels, n);
+    free(labels);
+    return url;
+}
+
+/* Sends one push; on failure spools it and returns the error. */
+static em_status push(const em_stage *self, size_t index, output *o, const em_metrics *m,
+                      const cJSON *results, const em_run_context *ctx) {
+    em_push_request req = o->req;
+    char *body;
+    if (o->type == PUSHGATEWAY) {
+        req.url = group_url(o, m, ctx);
+        body = em_prometheus_text(m);
+    } else {
+        req.url = em_xstrdup(o->req.url);
+        body = cJSON_Print(results);
+    }
+    em_status err = em_push_send(&req, body, strlen(body));
+    if (err && ctx->run_dir) {
+        char *name = em_xasprintf("%s-%zu-%s", self->name, index, type_names[o->type]);
+        char *spooled = NULL;
+        em_status serr = em_spool_write(ctx->run_dir, name, &req, body, &spooled);
+        if (serr) {
+            em_log_error("stage '%s': could not spool the failed push: %s", self->name,
+                         serr->message);
+            em_error_free(serr);
+        } else {
+            err = em_error_prefix(err, "spooled in %s (resend with `evalmesh push %s`)", spooled,
+                                  ctx->run_dir);
+        }
+        free(spooled);
+        free(name);
+    }
+    free(req.url);
+    free(body);
+    return err;
+}
+
+/* Writes one local output (table, json, history, html). */
+static em_status write_local(output *o, const em_metrics *m, const cJSON *results,
+                             const em_run_context *ctx, em_report_artifact *art,
+                             const char *history_path) {
+    if (o->type == TABLE) {
+        char *table = em_report_table(m);
+        em_log_summary("%s", table);
+        free(table);
+        return NULL;
+    }
+    char *path = o->type == HISTORY ? em_xstrdup(o->path) : em_textfile_join(ctx->run_dir, o->path);
+    em_status err = NULL;
+    if (o->type == JSON) {
+        char *text = cJSON_Print(results);
+        char *dir = em_xstrdup(path);
+        err = em_textfile_mkdirs(dirname(dir));
+        free(dir);
+        if (!err) err = em_textfile_write(path, text, strlen(text));
+        free(text);
+        if (!art->results_path) art->results_path = em_xstrdup(path);
+    } else if (o->type == HISTORY) {
+        err = em_history_append(path, results);
+        if (!art->history_path) art->history_path = em_xstrdup(path);
+    } else if (o->type == HTML) {
+        em_history history = {0};
+        const char *chart = o->chart_history ? o->chart_history : history_path;
+        if (chart) err = em_history_load(chart, true, &history);
+        if (!err) {
+            em_html_input in = {results, m->window_nll, m->window_count, chart ? &history : NULL,
+                                o->chart_metric};
+            char *page = em_html_report(&in);
+            err = em_textfile_write(path, page, strlen(page));
+            free(page);
+        }
+        em_history_free(&history);
+        if (!art->html_path) art->html_path = em_xstrdup(path);
+    }
+    if (!err) em_log_info("%s written to %s", type_names[o->type], path);
+    free(path);
+    return err;
+}
+
+static em_status report_run(em_stage *self, const em_run_context *ctx) {
+    report_state *st = self->state;
+    em_report_artifact *art = em_xcalloc(1, sizeof *art);
+    self->output = (em_artifact){EM_ARTIFACT_REPORT, art, em_report_artifact_free};
+    if (ctx->rank != 0) return NULL;
+    const em_artifact *in = em_stage_input_artifact(self, "metrics", 0);
+    const em_metrics *m = in ? in->data : NULL;
+    if (!m) return em_error_new(EM_EXIT_FAILURE, "stage '%s': no metrics input", self->name);
+
+    char hash[65];
+    recipe_hash(ctx->recipe, hash);
+    em_results_info info = {.recipe_name = ctx->recipe_name,
+                            .recipe_sha256 = hash,
+                            .world_size = ctx->world_size,
+                            .node_count = ctx->node_count,
+                            .ranks_per_node = ctx->local_size,
+                            .start_time = st->start_time,
+                            .end_time = time(NULL)};
+    cJSON *results = em_results_build(m, &info);
+
+    /* Local outputs first (every one is attempted; the first error is returned at the end). */
+    em_status first = NULL;
+    const char *history_path = NULL;
+    for (size_t i = 0; i < st->count; i++)
+        if (st->outs[i].type == HISTORY && !history_path) history_path = st->outs[i].path;
+    for (size_t i = 0; i < st->count; i++) {
+        output *o = &st->outs[i];
+        if (o->type == PUSHGATEWAY || o->type == WEBHOOK) continue;
+        em_status err = write_local(o, m, results, ctx, art, history_path);
+        if (err && !first) {
+            first = err;
+        } else if (err) {
+            em_log_error("%s", err->message);
+            em_error_free(err);
+        }
+    }
+    for (size_t i = 0; i < st->count; i++) {
+        output *o = &st->outs[i];
+        if (o->type != PUSHGATEWAY && o->type != WEBHOOK) continue;
+        em_status err = push(self, i, o, m, results, ctx);
+        if (!err) continue;
+        art->pushes_failed++;
+        if (o->required && !first) {
+            first = err;
+        } else {
+            em_log_warn("stage '%s': %s%s", self->name, err->message,
+                        o->required ? "" : " (not required: the run goes on)");
+            em_error_free(err);
+        }
+    }
+    cJSON_Delete(results);
+    return first;
+}
+
+static const em_input_spec report_inputs[] = {
+    {.option = "metrics", .accepts = EM_ARTIFACT_METRICS},
+    {0},
+};
+
+const em_stage_kind em_stage_kind_report = {
+    .name = "report",
+    .summary = "write metrics as a table, results.json, history, HTML; push to a Pushgateway or "
+               "webhook",
+    .produces = EM_ARTIFACT_REPORT,
+    .inputs = report_inputs,
+    .collective = false,
+    .init = report_init,
+    .run = report_run,
+    .destroy = report_destroy,
+};
