@@ -22,7 +22,7 @@ struct em_gguf;
 em_status em_tokenizer_from_gguf(const struct em_gguf *gguf, em_tokenizer **out);
 
 typedef struct em_encode_options {
-    bool add_bos;       /* prepend BOS (default: what the tokenizer file says) */
+    bool add_bos; /* prepend BOS (default: what the tokenizer file says) */
     bool add_eos;
     bool parse_special; /* match special tokens (e.g. "<|begin_of_text|>") in the text */
 } em_encode_options;

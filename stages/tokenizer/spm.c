@@ -1,0 +1,186 @@
+/* SentencePiece-style BPE as llama.cpp's `llama` vocabulary runs it. Spaces become "▁" (U+2581)
+ * and, with add_space_prefix, a "▁" goes in front; the text is split into UTF-8 characters; then
+ * the adjacent pair whose concatenation is the highest-scoring token is merged, again and again
+ * (a priority queue of candidate pairs, ties to the left), until no pair forms a token. Each final
+ * symbol is its token, or, when the vocabulary lacks it, one byte token <0xNN> per byte (byte
+ * fallback), or the unknown token. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "stages/tokenizer/bigram_queue.h"
+#include "stages/tokenizer/tokenizer_impl.h"
+
+static const char SPACE_MARK[] = "\xE2\x96\x81"; /* "▁" U+2581, 3 bytes */
+
+typedef struct spm_symbol {
+    uint32_t start; /* byte offset in the escaped text */
+    uint32_t n;     /* byte length; 0 once merged into its left neighbour */
+    int32_t prev, next;
+} spm_symbol;
+
+struct em_spm_state {
+    char *escaped;   /* the text with "▁" for spaces */
+    size_t *origin;  /* for each escaped byte, the offset of its byte in the caller's text */
+    size_t capacity; /* of escaped and origin */
+    spm_symbol *symbols;
+    size_t symbols_capacity;
+    em_bigram_queue queue;
+};
+
+em_spm_state *em_spm_state_new(void) {
+    return em_xcalloc(1, sizeof(em_spm_state));
+}
+
+void em_spm_state_free(em_spm_state *st) {
+    if (!st) return;
+    free(st->escaped);
+    free(st->origin);
+    free(st->symbols);
+    em_bigram_queue_free(&st->queue);
+    free(st);
+}
+
+/* Pieces: "▁" reads as a space, a byte token <0xNN> as its byte, other tokens as their text. */
+void em_spm_prepare(em_tokenizer *tok) {
+    em_vocab *v = &tok->vocab;
+    for (int i = 0; i < 256; i++) tok->byte_tokens[i] = -1;
+    for (int32_t id = 0; id < v->n_tokens; id++) {
+        const em_bytes t = v->text[id];
+        char *piece = (char *)v->pieces[id].data;
+        uint32_t len = 0;
+        if (v->types[id] == EM_TOKEN_BYTE && t.len == 6 && memcmp(t.data, "<0x", 3) == 0 &&
+            t.data[5] == '>') {
+            char hex[3] = {t.data[3], t.data[4], 0};
+            char *end;
+            long b = strtol(hex, &end, 16);
+            if (*end == 0) {
+                piece[len++] = (char)b;
+                if (tok->byte_tokens[b] < 0) tok->byte_tokens[b] = id;
+                v->pieces[id].len = len;
+                continue;
+            }
+        }
+        for (uint32_t i = 0; i < t.len;) {
+            if (t.len - i >= 3 && memcmp(t.data + i, SPACE_MARK, 3) == 0) {
+                piece[len++] = ' ';
+                i += 3;
+            } else {
+                piece[len++] = t.data[i++];
+            }
+        }
+        v->pieces[id].len = len;
+    }
+}
+
+/* Escapes text into st->escaped, remembering where each byte came from. */
+static size_t escape(em_spm_state *st, const char *text, size_t len, size_t offset,
+                     bool prefix_space) {
+    size_t need = 3 * (len + 1);
+    if (need > st->capacity) {
+        st->capacity = need;
+        st->escaped = em_xrealloc(st->escaped, need);
+        st->origin = em_xrealloc(st->origin, need * sizeof(size_t));
+    }
+    size_t n = 0;
+    if (prefix_space) {
+        for (int k = 0; k < 3; k++) st->origin[n + k] = offset;
+        memcpy(st->escaped + n, SPACE_MARK, 3);
+        n += 3;
+    }
+    for (size_t i = 0; i < len; i++) {
+        if (text[i] == ' ') {
+            for (int k = 0; k < 3; k++) st->origin[n + k] = offset + i;
+            memcpy(st->escaped + n, SPACE_MARK, 3);
+            n += 3;
+        } else {
+            st->origin[n] = offset + i;
+            st->escaped[n++] = text[i];
+        }
+    }
+    return n;
+}
+
+/* Queues the pair (left, right) when their concatenation is a token. */
+static void try_pair(const em_tokenizer *tok, em_spm_state *st, int32_t left, int32_t right) {
+    if (left < 0 || right < 0) return;
+    const spm_symbol *l = &st->symbols[left], *r = &st->symbols[right];
+    uint32_t size = l->n + r->n;
+    int32_t id = em_text_map_find(&tok->vocab.by_text, st->escaped + l->start, size);
+    if (id < 0) return;
+    em_bigram b = {-(double)tok->vocab.scores[id], left, right, (int32_t)size, 0};
+    em_bigram_queue_push(&st->queue, b);
+}
+
+/* The token for one byte: <0xNN>, else a token spelling the byte itself, else -1. */
+static int32_t byte_token(const em_tokenizer *tok, const char *byte) {
+    int32_t id = tok->byte_tokens[(uint8_t)*byte];
+    return id >= 0 ? id : em_text_map_find(&tok->vocab.by_text, byte, 1);
+}
+
+/* Appends the token of a final symbol; when the vocabulary lacks it, its byte tokens; when a byte
+ * has none either, the unknown token. */
+static em_status emit(const em_tokenizer *tok, const em_spm_state *st, const spm_symbol *s,
+                      em_ids *out) {
+    const char *text = st->escaped + s->start;
+    int32_t id = em_text_map_find(&tok->vocab.by_text, text, s->n);
+    if (id >= 0) {
+        em_ids_push(out, id);
+        return NULL;
+    }
+    for (uint32_t i = 0; i < s->n; i++) {
+        if (byte_token(tok, text + i) >= 0) continue;
+        if (tok->unk >= 0) {
+            em_ids_push(out, tok->unk);
+            return NULL;
+        }
+        return em_error_new(EM_EXIT_BAD_INPUT,
+                            "cannot encode the text at byte offset %zu: the vocabulary has no "
+                            "token for '%.*s', no byte token <0x%02X> and no unknown token",
+                            st->origin[s->start + i], (int)s->n, text, (uint8_t)text[i]);
+    }
+    for (uint32_t i = 0; i < s->n; i++) em_ids_push(out, byte_token(tok, text + i));
+    return NULL;
+}
+
+em_status em_spm_encode(const em_tokenizer *tok, em_spm_state *st, const char *text, size_t len,
+                        size_t offset, bool prefix_space, em_ids *out) {
+    size_t n_bytes = escape(st, text, len, offset, prefix_space);
+    if (n_bytes == 0) return NULL;
+    if (n_bytes > INT32_MAX)
+        return em_error_new(EM_EXIT_BAD_INPUT,
+                            "text at byte offset %zu is too long to encode "
+                            "(%zu bytes; at most 2 GiB at a time)",
+                            offset, len);
+    /* One symbol per UTF-8 character (the text was validated). */
+    if (n_bytes > st->symbols_capacity) {
+        st->symbols_capacity = n_bytes;
+        st->symbols = em_xrealloc(st->symbols, n_bytes * sizeof(spm_symbol));
+    }
+    int32_t n = 0;
+    for (size_t i = 0; i < n_bytes;) {
+        uint8_t c = (uint8_t)st->escaped[i];
+        uint32_t k = c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
+        st->symbols[n] = (spm_symbol){(uint32_t)i, k, n - 1, i + k == n_bytes ? -1 : n + 1};
+        i += k;
+        n++;
+    }
+    st->queue.count = 0;
+    for (int32_t i = 1; i < n; i++) try_pair(tok, st, i - 1, i);
+    em_bigram b;
+    while (em_bigram_queue_pop(&st->queue, &b)) {
+        spm_symbol *l = &st->symbols[b.left], *r = &st->symbols[b.right];
+        /* Skip pairs that changed since they were queued. */
+        if (l->n == 0 || r->n == 0 || l->n + r->n != (uint32_t)b.a) continue;
+        l->n += r->n;
+        r->n = 0;
+        l->next = r->next;
+        if (r->next >= 0) st->symbols[r->next].prev = b.left;
+        try_pair(tok, st, l->prev, b.left);
+        try_pair(tok, st, b.left, l->next);
+    }
+    for (int32_t i = 0; i >= 0; i = st->symbols[i].next) {
+        em_status err = emit(tok, st, &st->symbols[i], out);
+        if (err) return err;
+    }
+    return NULL;
+}

@@ -1,0 +1,88 @@
+/* What the tokenizer files share inside stages/tokenizer: the em_tokenizer struct, the growable id
+ * list, and the entry points of each family (spm.c, bpe.c) and of the loaders. Not for use
+ * outside this folder: the public API is tokenizer.h. */
+#ifndef EVALMESH_TOKENIZER_IMPL_H
+#define EVALMESH_TOKENIZER_IMPL_H
+
+#include "stages/tokenizer/bpe_merges.h"
+#include "stages/tokenizer/pretokenizer.h"
+#include "stages/tokenizer/tokenizer.h"
+#include "stages/tokenizer/vocab.h"
+
+typedef enum em_tokenizer_family {
+    EM_FAMILY_SPM, /* tokenizer.ggml.model = "llama" */
+    EM_FAMILY_BPE, /* tokenizer.ggml.model = "gpt2" (byte-level) */
+} em_tokenizer_family;
+
+struct em_tokenizer {
+    em_tokenizer_family family;
+    em_vocab vocab;
+    int32_t bos, eos, unk; /* -1 when there is none */
+    bool add_bos, add_eos;
+    bool add_space_prefix; /* SPM: "▁" before the text and after each special token */
+    /* SPM: the token <0xNN> of each byte (-1 when absent). BPE: the token of the byte's
+     * byte-to-unicode character (-1 when absent). */
+    int32_t byte_tokens[256];
+    /* BPE only */
+    em_pretokenizer pre;
+    bool ignore_merges; /* a word that is itself a token is not merged (Llama 3) */
+    em_merge_map merges;
+    /* Tokens matched in the text before tokenizing (control, unknown and user-defined), sorted
+     * by first byte, then longest first, then id; special_first[b] is where byte b starts. */
+    int32_t *specials;
+    int32_t special_first[257];
+};
+
+/* A growable list of token ids. */
+typedef struct em_ids {
+    int32_t *data;
+    size_t count, capacity;
+} em_ids;
+
+static inline void em_ids_push(em_ids *ids, int32_t id) {
+    if (ids->count == ids->capacity) {
+        ids->capacity = ids->capacity ? 2 * ids->capacity : 64;
+        ids->data = em_xrealloc(ids->data, ids->capacity * sizeof(int32_t));
+    }
+    ids->data[ids->count++] = id;
+}
+
+/* Allocates the vocabulary and copies the n texts into it (types normal, scores 0). */
+void em_vocab_init(em_vocab *vocab, int32_t n, const em_bytes *texts);
+
+/* After the vocabulary, types and ids are set: computes pieces, maps, byte tokens and the special
+ * token index. `source` names the file for errors. */
+em_status em_tokenizer_finish(em_tokenizer *tok, const char *source);
+
+/* The family-specific parts of em_tokenizer_finish. */
+void em_spm_prepare(em_tokenizer *tok);
+void em_bpe_prepare(em_tokenizer *tok);
+
+/* Adds merge number `rank`, given as "left right" (split at the first space after the first
+ * byte, as llama.cpp does) or as two strings. Errors name source and the merge. */
+em_status em_bpe_add_merge_text(em_tokenizer *tok, const char *source, size_t rank,
+                                const char *text, size_t len);
+em_status em_bpe_add_merge_pair(em_tokenizer *tok, const char *source, size_t rank,
+                                const char *left, size_t left_len, const char *right,
+                                size_t right_len);
+
+/* Per-call scratch state for encoding (symbols, queue, word cache), so that a tokenizer can be
+ * shared by threads. */
+typedef struct em_spm_state em_spm_state;
+typedef struct em_bpe_state em_bpe_state;
+em_spm_state *em_spm_state_new(void);
+void em_spm_state_free(em_spm_state *st);
+em_bpe_state *em_bpe_state_new(void);
+void em_bpe_state_free(em_bpe_state *st);
+
+/* Encodes one fragment of text (no special tokens in it). `offset` is where the fragment starts
+ * in the caller's text, for error messages. */
+em_status em_spm_encode(const em_tokenizer *tok, em_spm_state *st, const char *text, size_t len,
+                        size_t offset, bool prefix_space, em_ids *out);
+em_status em_bpe_encode(const em_tokenizer *tok, em_bpe_state *st, const char *text, size_t len,
+                        size_t offset, em_ids *out);
+
+/* Loads a Hugging Face tokenizer.json (and the tokenizer_config.json beside it, if any). */
+em_status em_tokenizer_from_json(const char *path, em_tokenizer **out);
+
+#endif
