@@ -1,0 +1,656 @@
+/* evalmesh-mkmodel: writes a Llama-architecture model with deterministic random weights, as a
+ * GGUF file or a Hugging Face safetensors directory (config.json, model.safetensors,
+ * tokenizer.json), or exports an existing GGUF file to safetensors (--from).
+ *
+ * Tensors are produced and written one batch of rows at a time, so memory stays at a few MB
+ * whatever the model size. Weights are those of random_weights.h in GGUF row order; the
+ * safetensors writer puts Q/K rows in Hugging Face's order (hf_names.h), so both formats load
+ * back to the same em_model. In GGUF, 1-D tensors (norms, biases) are F32 as llama.cpp writes
+ * them, rounded through --type when it is f16/bf16 so that the two formats agree bit for bit. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <cjson/cJSON.h>
+
+#include "byte_vocab.h"
+#include "gguf_writer.h"
+#include "quantize_blocks.h"
+#include "random_weights.h"
+#include "runner/util/error.h"
+#include "safetensors_writer.h"
+#include "stages/model/gguf.h"
+#include "stages/model/half.h"
+#include "stages/model/hf_names.h"
+#include "stages/model/model.h"
+
+static const char usage[] =
+    "usage: evalmesh-mkmodel --out PATH [options]\n"
+    "       evalmesh-mkmodel --from MODEL.gguf --out DIR   (export to safetensors)\n\n"
+    "Writes a Llama-architecture model with deterministic random weights.\n\n"
+    "  --format gguf|safetensors  output format (default gguf; safetensors writes a directory)\n"
+    "  --vocab N        vocabulary size (default: the tokenizer's token count)\n"
+    "  --dim D          embedding length (default 64)\n"
+    "  --layers L       block count (default 2)\n"
+    "  --heads H        attention heads (default 4)\n"
+    "  --kv-heads K     KV heads (default H)\n"
+    "  --ffn F          feed-forward length (default 4*D rounded up to a multiple of 32)\n"
+    "  --ctx N          training context length (default 2048)\n"
+    "  --type T         f32|f16|bf16|q8_0|q4_0 for the matrices (default f32; q* only GGUF)\n"
+    "  --seed S         weight seed (default 1)\n"
+    "  --tied           no output.weight: the token embedding is the output head\n"
+    "  --qkv-bias       Q, K, V projection biases\n"
+    "  --rope-theta F   RoPE frequency base (default 10000)\n"
+    "  --rms-eps F      RMS norm epsilon (default 1e-5)\n"
+    "  --rope-scaling none|linear|llama3  with --rope-factor F (default 8 for llama3, 2 for\n"
+    "                   linear), --rope-low F (1), --rope-high F (4), --rope-orig-ctx N (8192)\n"
+    "  --tokenizer byte|FILE  byte-level vocabulary (default) or the vocabulary of a GGUF file\n"
+    "                   (GGUF output) or a tokenizer.json (safetensors output)\n"
+    "  --gguf-version 2|3  (default 3)\n"
+    "  --from GGUF      export that file's weights, config and (gpt2-type) tokenizer instead\n";
+
+typedef struct spec {
+    const char *out;
+    bool safetensors;
+    int vocab, dim, layers, heads, kv_heads, ffn, ctx;
+    em_tensor_type type;
+    uint64_t seed;
+    bool tied, qkv_bias;
+    float rope_theta, rms_eps;
+    em_rope_scaling rope_scaling;
+    float rope_factor, rope_low, rope_high;
+    int rope_orig_ctx;
+    const char *tokenizer; /* NULL: byte-level */
+    uint32_t gguf_version;
+    const em_model *from; /* export: tensors come from this model */
+} spec;
+
+/* One tensor to write, in GGUF terms. */
+typedef struct plan_tensor {
+    char name[64];
+    weight_kind kind;
+    em_tensor_type type; /* as written */
+    int n_dims;
+    int64_t shape[2];        /* shape[0] innermost */
+    const em_tensor *source; /* --from */
+} plan_tensor;
+
+static int fail(const char *fmt, const char *arg) {
+    fprintf(stderr, "evalmesh-mkmodel: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\n");
+    return EM_EXIT_BAD_INPUT;
+}
+
+static int64_t rows_of(const plan_tensor *t) {
+    return t->n_dims == 2 ? t->shape[1] : 1;
+}
+
+static size_t tensor_bytes(const plan_tensor *t) {
+    return em_tensor_type_row_bytes(t->type, t->shape[0]) * (size_t)rows_of(t);
+}
+
+static void add(plan_tensor **plan, size_t *n, const char *name, weight_kind kind,
+                em_tensor_type type, int n_dims, int64_t d0, int64_t d1) {
+    *plan = em_xrealloc(*plan, (*n + 1) * sizeof **plan);
+    plan_tensor *t = &(*plan)[(*n)++];
+    memset(t, 0, sizeof *t);
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->kind = kind;
+    t->type = type;
+    t->n_dims = n_dims;
+    t->shape[0] = d0;
+    t->shape[1] = n_dims == 2 ? d1 : 1;
+}
+
+/* The tensors of a Llama model in GGUF order (llama.cpp's: embedding, output norm, output,
+ * then each block). */
+static plan_tensor *make_plan(const spec *s, size_t *count) {
+    plan_tensor *plan = NULL;
+    size_t n = 0;
+    int hd = s->dim / s->heads;
+    int64_t q = (int64_t)s->heads * hd, kv = (int64_t)s->kv_heads * hd;
+    em_tensor_type vec = s->safetensors ? s->type : EM_TENSOR_F32;
+    add(&plan, &n, "token_embd.weight", WEIGHT_MATRIX, s->type, 2, s->dim, s->vocab);
+    add(&plan, &n, "output_norm.weight", WEIGHT_NORM, vec, 1, s->dim, 1);
+    if (!s->tied) add(&plan, &n, "output.weight", WEIGHT_MATRIX, s->type, 2, s->dim, s->vocab);
+    for (int l = 0; l < s->layers; l++) {
+        struct {
+            const char *suffix;
+            weight_kind kind;
+            int n_dims;
+            int64_t d0, d1;
+        } parts[] = {
+            {"attn_norm.weight", WEIGHT_NORM, 1, s->dim, 1},
+            {"attn_q.weight", WEIGHT_MATRIX, 2, s->dim, q},
+            {"attn_k.weight", WEIGHT_MATRIX, 2, s->dim, kv},
+            {"attn_v.weight", WEIGHT_MATRIX, 2, s->dim, kv},
+            {"attn_q.bias", WEIGHT_BIAS, 1, q, 1},
+            {"attn_k.bias", WEIGHT_BIAS, 1, kv, 1},
+            {"attn_v.bias", WEIGHT_BIAS, 1, kv, 1},
+            {"attn_output.weight", WEIGHT_MATRIX, 2, q, s->dim},
+            {"ffn_norm.weight", WEIGHT_NORM, 1, s->dim, 1},
+            {"ffn_gate.weight", WEIGHT_MATRIX, 2, s->dim, s->ffn},
+            {"ffn_up.weight", WEIGHT_MATRIX, 2, s->dim, s->ffn},
+            {"ffn_down.weight", WEIGHT_MATRIX, 2, s->ffn, s->dim},
+        };
+        for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+            if (parts[i].kind == WEIGHT_BIAS && !s->qkv_bias) continue;
+            char name[64];
+            snprintf(name, sizeof name, "blk.%d.%s", l, parts[i].suffix);
+            add(&plan, &n, name, parts[i].kind, parts[i].n_dims == 2 ? s->type : vec,
+                parts[i].n_dims, parts[i].d0, parts[i].d1);
+        }
+    }
+    *count = n;
+    return plan;
+}
+
+/* The plan of an export: every tensor of the source model, as it is. */
+static em_status make_export_plan(const em_model *m, plan_tensor **out, size_t *count) {
+    plan_tensor *plan = NULL;
+    size_t n = 0;
+    for (size_t i = 0; i < m->tensor_count; i++) {
+        const em_tensor *t = &m->tensors[i];
+        if (t->type != EM_TENSOR_F32 && t->type != EM_TENSOR_F16 && t->type != EM_TENSOR_BF16) {
+            free(plan);
+            return em_error_new(EM_EXIT_BAD_INPUT,
+                                "%s: tensor %s has type %s; safetensors holds F32, F16 and BF16",
+                                m->path, t->name, em_tensor_type_name(t->type));
+        }
+        char hf[128];
+        if (!em_gguf_to_hf_name(t->name, hf, sizeof hf) || t->n_dims > 2) {
+            free(plan);
+            return em_error_new(EM_EXIT_BAD_INPUT, "%s: tensor %s has no Hugging Face name",
+                                m->path, t->name);
+        }
+        add(&plan, &n, t->name, t->n_dims == 2 ? WEIGHT_MATRIX : WEIGHT_NORM, t->type, t->n_dims,
+            t->shape[0], t->shape[1]);
+        plan[n - 1].source = t;
+    }
+    *out = plan;
+    *count = n;
+    return NULL;
+}
+
+/* Converts n floats to type (F32, F16, BF16, Q8_0, Q4_0) into out. */
+static void encode(const float *x, int64_t n, em_tensor_type type, void *out) {
+    if (type == EM_TENSOR_F32) {
+        memcpy(out, x, (size_t)n * 4);
+    } else if (type == EM_TENSOR_F16 || type == EM_TENSOR_BF16) {
+        uint16_t *h = out;
+        for (int64_t i = 0; i < n; i++)
+            h[i] = type == EM_TENSOR_F16 ? em_f32_to_f16(x[i]) : em_f32_to_bf16(x[i]);
+    } else if (type == EM_TENSOR_Q8_0) {
+        quantize_q8_0(x, n, out);
+    } else {
+        quantize_q4_0(x, n, out);
+    }
+}
+
+/* The values of one GGUF row of a generated tensor, as written to the file. 1-D F32 tensors
+ * are rounded through the --type when it is a 16-bit type (see the file comment). */
+static void make_row(const spec *s, const plan_tensor *t, int64_t row, float *values, void *out) {
+    int64_t n = t->shape[0];
+    if (t->source) {
+        size_t row_bytes = em_tensor_type_row_bytes(t->type, n);
+        memcpy(out, (const char *)t->source->data + (size_t)row * row_bytes, row_bytes);
+        return;
+    }
+    random_weights(s->seed, t->name, t->kind, t->shape[0], row * n, values, n);
+    if (t->n_dims == 1 && (s->type == EM_TENSOR_F16 || s->type == EM_TENSOR_BF16)) {
+        for (int64_t i = 0; i < n; i++)
+            values[i] = s->type == EM_TENSOR_F16 ? em_f16_to_f32(em_f32_to_f16(values[i]))
+                                                 : em_bf16_to_f32(em_f32_to_bf16(values[i]));
+    }
+    encode(values, n, t->type, out);
+}
+
+/* Writes a tensor's rows in file order: GGUF order, or for safetensors Q/K in HF order (row r
+ * of the file is GGUF row perm(r) within its head). Batches of rows keep writes large. */
+static bool write_tensor(const spec *s, const plan_tensor *t, FILE *f, bool hf_order) {
+    int64_t rows = rows_of(t);
+    size_t row_bytes = em_tensor_type_row_bytes(t->type, t->shape[0]);
+    int64_t batch = (int64_t)((4u << 20) / (row_bytes ? row_bytes : 1));
+    if (batch < 1) batch = 1;
+    if (batch > rows) batch = rows;
+    float *values = em_xmalloc((size_t)t->shape[0] * sizeof(float));
+    char *buf = em_xmalloc((size_t)batch * row_bytes);
+    bool is_q = false, permute = hf_order && em_gguf_name_is_qk(t->name, &is_q);
+    int heads = is_q ? s->heads : s->kv_heads;
+    int64_t head_dim = permute ? (t->n_dims == 2 ? rows : t->shape[0]) / heads : 0;
+    bool ok = true;
+    if (permute && t->n_dims == 1) {
+        /* a bias: one row of values, permuted as single-value rows */
+        size_t elem = em_tensor_type_row_bytes(t->type, 1);
+        char *row = em_xmalloc(row_bytes);
+        make_row(s, t, 0, values, row);
+        em_qk_permute(row, buf, t->shape[0], elem, heads, false);
+        ok = fwrite(buf, 1, row_bytes, f) == row_bytes;
+        free(row);
+    } else {
+        for (int64_t r0 = 0; r0 < rows && ok; r0 += batch) {
+            int64_t nr = rows - r0 < batch ? rows - r0 : batch;
+            for (int64_t r = r0; r < r0 + nr; r++) {
+                int64_t src = r;
+                if (permute) { /* file row r = HF row: head h, half j, index i */
+                    int64_t h = r / head_dim, k = r % head_dim, half = head_dim / 2;
+                    src = h * head_dim + 2 * (k % half) + k / half;
+                }
+                make_row(s, t, src, values, buf + (size_t)(r - r0) * row_bytes);
+            }
+            ok = fwrite(buf, 1, (size_t)nr * row_bytes, f) == (size_t)nr * row_bytes;
+        }
+    }
+    free(values);
+    free(buf);
+    return ok;
+}
+
+static void write_gguf_config(const spec *s, gguf_writer *w) {
+    gguf_kv_string(w, "general.architecture", "llama");
+    gguf_kv_string(w, "general.name", "evalmesh-mkmodel");
+    gguf_kv_u32(w, "llama.vocab_size", (uint32_t)s->vocab);
+    gguf_kv_u32(w, "llama.context_length", (uint32_t)s->ctx);
+    gguf_kv_u32(w, "llama.embedding_length", (uint32_t)s->dim);
+    gguf_kv_u32(w, "llama.block_count", (uint32_t)s->layers);
+    gguf_kv_u32(w, "llama.feed_forward_length", (uint32_t)s->ffn);
+    gguf_kv_u32(w, "llama.attention.head_count", (uint32_t)s->heads);
+    gguf_kv_u32(w, "llama.attention.head_count_kv", (uint32_t)s->kv_heads);
+    gguf_kv_u32(w, "llama.rope.dimension_count", (uint32_t)(s->dim / s->heads));
+    gguf_kv_f32(w, "llama.rope.freq_base", s->rope_theta);
+    gguf_kv_f32(w, "llama.attention.layer_norm_rms_epsilon", s->rms_eps);
+    if (s->rope_scaling == EM_ROPE_SCALING_LINEAR) {
+        gguf_kv_string(w, "llama.rope.scaling.type", "linear");
+        gguf_kv_f32(w, "llama.rope.scaling.factor", s->rope_factor);
+    } else if (s->rope_scaling == EM_ROPE_SCALING_LLAMA3) {
+        gguf_kv_string(w, "llama.rope.scaling.type", "llama3");
+        gguf_kv_f32(w, "llama.rope.scaling.factor", s->rope_factor);
+        gguf_kv_f32(w, "llama.rope.scaling.low_freq_factor", s->rope_low);
+        gguf_kv_f32(w, "llama.rope.scaling.high_freq_factor", s->rope_high);
+        gguf_kv_u32(w, "llama.rope.scaling.original_context_length", (uint32_t)s->rope_orig_ctx);
+    }
+}
+
+/* Copies every tokenizer.* key of a GGUF file. */
+static em_status copy_gguf_tokenizer(const char *path, gguf_writer *w) {
+    em_gguf *g;
+    em_status err = em_gguf_open(path, &g);
+    if (err) return err;
+    size_t copied = 0;
+    for (uint64_t i = 0; i < g->kv_count; i++)
+        if (strncmp(g->kvs[i].key, "tokenizer.", 10) == 0) {
+            gguf_kv_copy(w, &g->kvs[i]);
+            copied++;
+        }
+    em_gguf_close(g);
+    if (!copied) return em_error_new(EM_EXIT_BAD_INPUT, "%s: has no tokenizer.* metadata", path);
+    return NULL;
+}
+
+static em_status write_gguf(const spec *s, const plan_tensor *plan, size_t n) {
+    gguf_writer *w = gguf_writer_new(s->gguf_version);
+    write_gguf_config(s, w);
+    em_status err = NULL;
+    if (s->tokenizer) {
+        err = copy_gguf_tokenizer(s->tokenizer, w);
+    } else {
+        byte_vocab v = byte_vocab_new(s->vocab);
+        byte_vocab_write_gguf(&v, w);
+        byte_vocab_free(&v);
+    }
+    for (size_t i = 0; i < n && !err; i++)
+        gguf_add_tensor(w, plan[i].name, plan[i].type, plan[i].n_dims, plan[i].shape,
+                        tensor_bytes(&plan[i]));
+    FILE *f = err ? NULL : fopen(s->out, "wb");
+    if (!err && !f) err = em_error_new(EM_EXIT_BAD_INPUT, "%s: %s", s->out, strerror(errno));
+    bool ok = !err && gguf_write_header(w, f);
+    for (size_t i = 0; i < n && ok; i++) {
+        ok = write_tensor(s, &plan[i], f, false) && gguf_write_padding(f, tensor_bytes(&plan[i]));
+    }
+    if (f && fclose(f) != 0) ok = false;
+    if (!err && !ok) err = em_error_new(EM_EXIT_RUNTIME, "%s: write failed", s->out);
+    gguf_writer_free(w);
+    return err;
+}
+
+static bool write_config_json(const spec *s, const char *path) {
+    cJSON *c = cJSON_CreateObject();
+    cJSON *archs = cJSON_AddArrayToObject(c, "architectures");
+    cJSON_AddItemToArray(archs, cJSON_CreateString("LlamaForCausalLM"));
+    cJSON_AddStringToObject(c, "model_type", "llama");
+    cJSON_AddNumberToObject(c, "vocab_size", s->vocab);
+    cJSON_AddNumberToObject(c, "hidden_size", s->dim);
+    cJSON_AddNumberToObject(c, "intermediate_size", s->ffn);
+    cJSON_AddNumberToObject(c, "num_hidden_layers", s->layers);
+    cJSON_AddNumberToObject(c, "num_attention_heads", s->heads);
+    cJSON_AddNumberToObject(c, "num_key_value_heads", s->kv_heads);
+    cJSON_AddNumberToObject(c, "head_dim", s->dim / s->heads);
+    cJSON_AddNumberToObject(c, "max_position_embeddings", s->ctx);
+    cJSON_AddNumberToObject(c, "rms_norm_eps", s->rms_eps);
+    cJSON_AddNumberToObject(c, "rope_theta", s->rope_theta);
+    cJSON_AddBoolToObject(c, "tie_word_embeddings", s->tied);
+    cJSON_AddBoolToObject(c, "attention_bias", s->qkv_bias);
+    cJSON_AddStringToObject(c, "hidden_act", "silu");
+    cJSON_AddStringToObject(c, "torch_dtype",
+                            s->type == EM_TENSOR_F16    ? "float16"
+                            : s->type == EM_TENSOR_BF16 ? "bfloat16"
+                                                        : "float32");
+    if (s->rope_scaling == EM_ROPE_SCALING_NONE) {
+        cJSON_AddNullToObject(c, "rope_scaling");
+    } else {
+        cJSON *rs = cJSON_AddObjectToObject(c, "rope_scaling");
+        bool llama3 = s->rope_scaling == EM_ROPE_SCALING_LLAMA3;
+        cJSON_AddStringToObject(rs, "rope_type", llama3 ? "llama3" : "linear");
+        cJSON_AddNumberToObject(rs, "factor", s->rope_factor);
+        if (llama3) {
+            cJSON_AddNumberToObject(rs, "low_freq_factor", s->rope_low);
+            cJSON_AddNumberToObject(rs, "high_freq_factor", s->rope_high);
+            cJSON_AddNumberToObject(rs, "original_max_position_embeddings", s->rope_orig_ctx);
+        }
+    }
+    char *text = cJSON_Print(c);
+    cJSON_Delete(c);
+    FILE *f = fopen(path, "w");
+    bool ok = f && text && fputs(text, f) >= 0 && fputc('\n', f) != EOF;
+    if (f && fclose(f) != 0) ok = false;
+    free(text);
+    return ok;
+}
+
+static bool copy_file(const char *from, const char *to) {
+    FILE *in = fopen(from, "rb"), *out = in ? fopen(to, "wb") : NULL;
+    bool ok = in && out;
+    char buf[65536];
+    size_t got;
+    while (ok && (got = fread(buf, 1, sizeof buf, in)) > 0) ok = fwrite(buf, 1, got, out) == got;
+    if (in) fclose(in);
+    if (out && fclose(out) != 0) ok = false;
+    return ok;
+}
+
+/* tokenizer.json (and tokenizer_config.json) for a safetensors directory. */
+static em_status write_hf_tokenizer(const spec *s) {
+    char *dst = em_xasprintf("%s/tokenizer.json", s->out);
+    bool ok = true;
+    if (s->tokenizer) {
+        ok = copy_file(s->tokenizer, dst);
+        char *src_dir = em_xstrdup(s->tokenizer);
+        char *slash = strrchr(src_dir, '/');
+        char *cfg = em_xasprintf("%s/tokenizer_config.json", slash ? (*slash = 0, src_dir) : ".");
+        char *cfg_dst = em_xasprintf("%s/tokenizer_config.json", s->out);
+        struct stat st;
+        if (ok && stat(cfg, &st) == 0) ok = copy_file(cfg, cfg_dst);
+        free(src_dir);
+        free(cfg);
+        free(cfg_dst);
+    } else {
+        byte_vocab v = byte_vocab_new(s->vocab);
+        ok = byte_vocab_write_json(&v, s->out);
+        byte_vocab_free(&v);
+    }
+    em_status err =
+        ok ? NULL : em_error_new(EM_EXIT_RUNTIME, "%s: cannot write the tokenizer", dst);
+    free(dst);
+    return err;
+}
+
+static em_status write_safetensors(const spec *s, const plan_tensor *plan, size_t n) {
+    if (mkdir(s->out, 0777) != 0 && errno != EEXIST)
+        return em_error_new(EM_EXIT_BAD_INPUT, "%s: cannot create directory: %s", s->out,
+                            strerror(errno));
+    char *config = em_xasprintf("%s/config.json", s->out);
+    bool ok = write_config_json(s, config);
+    free(config);
+    if (!ok) return em_error_new(EM_EXIT_RUNTIME, "%s/config.json: write failed", s->out);
+    /* The GGUF-tokenizer case of an export has no tokenizer.json equivalent written here. */
+    bool gguf_vocab = s->from && s->from->tokenizer;
+    em_status err = gguf_vocab ? NULL : write_hf_tokenizer(s);
+    if (err) return err;
+    st_entry *entries = em_xcalloc(n, sizeof *entries);
+    char(*names)[128] = em_xcalloc(n, sizeof *names);
+    for (size_t i = 0; i < n; i++) {
+        em_gguf_to_hf_name(plan[i].name, names[i], sizeof names[i]);
+        entries[i].name = names[i];
+        entries[i].dtype = em_tensor_type_name(plan[i].type);
+        entries[i].n_dims = plan[i].n_dims;
+        for (int d = 0; d < plan[i].n_dims; d++)
+            entries[i].shape[d] = plan[i].shape[plan[i].n_dims - 1 - d];
+        entries[i].nbytes = tensor_bytes(&plan[i]);
+    }
+    char *path = em_xasprintf("%s/model.safetensors", s->out);
+    FILE *f = fopen(path, "wb");
+    ok = f && st_write_header(f, entries, n);
+    for (size_t i = 0; i < n && ok; i++) ok = write_tensor(s, &plan[i], f, true);
+    if (f && fclose(f) != 0) ok = false;
+    if (!ok) err = em_error_new(EM_EXIT_RUNTIME, "%s: write failed", path);
+    free(path);
+    free(entries);
+    free(names);
+    return err;
+}
+
+static bool parse_int(const char *text, int *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(text, &end, 10);
+    if (errno || *end || end == text || v <= 0 || v > (1 << 30)) return false;
+    *out = (int)v;
+    return true;
+}
+
+static bool parse_float(const char *text, float *out) {
+    char *end;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (errno || *end || end == text || !(v > 0)) return false;
+    *out = (float)v;
+    return true;
+}
+
+static int parse_args(int argc, char **argv, spec *s, const char **from) {
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            printf("%s", usage);
+            exit(0);
+        }
+        bool flag = strcmp(a, "--tied") == 0 || strcmp(a, "--qkv-bias") == 0;
+        if (!flag && i + 1 >= argc) return fail("%s needs a value (see --help)", a);
+        const char *v = flag ? NULL : argv[++i];
+        bool ok = true;
+        if (strcmp(a, "--tied") == 0)
+            s->tied = true;
+        else if (strcmp(a, "--qkv-bias") == 0)
+            s->qkv_bias = true;
+        else if (strcmp(a, "--out") == 0)
+            s->out = v;
+        else if (strcmp(a, "--from") == 0)
+            *from = v;
+        else if (strcmp(a, "--tokenizer") == 0)
+            s->tokenizer = strcmp(v, "byte") == 0 ? NULL : v;
+        else if (strcmp(a, "--format") == 0) {
+            ok = strcmp(v, "gguf") == 0 || strcmp(v, "safetensors") == 0;
+            s->safetensors = strcmp(v, "safetensors") == 0;
+        } else if (strcmp(a, "--vocab") == 0)
+            ok = parse_int(v, &s->vocab);
+        else if (strcmp(a, "--dim") == 0)
+            ok = parse_int(v, &s->dim);
+        else if (strcmp(a, "--layers") == 0)
+            ok = parse_int(v, &s->layers);
+        else if (strcmp(a, "--heads") == 0)
+            ok = parse_int(v, &s->heads);
+        else if (strcmp(a, "--kv-heads") == 0)
+            ok = parse_int(v, &s->kv_heads);
+        else if (strcmp(a, "--ffn") == 0)
+            ok = parse_int(v, &s->ffn);
+        else if (strcmp(a, "--ctx") == 0)
+            ok = parse_int(v, &s->ctx);
+        else if (strcmp(a, "--rope-orig-ctx") == 0)
+            ok = parse_int(v, &s->rope_orig_ctx);
+        else if (strcmp(a, "--rope-theta") == 0)
+            ok = parse_float(v, &s->rope_theta);
+        else if (strcmp(a, "--rms-eps") == 0)
+            ok = parse_float(v, &s->rms_eps);
+        else if (strcmp(a, "--rope-factor") == 0)
+            ok = parse_float(v, &s->rope_factor);
+        else if (strcmp(a, "--rope-low") == 0)
+            ok = parse_float(v, &s->rope_low);
+        else if (strcmp(a, "--rope-high") == 0)
+            ok = parse_float(v, &s->rope_high);
+        else if (strcmp(a, "--seed") == 0) {
+            char *end;
+            s->seed = strtoull(v, &end, 10);
+            ok = *v && !*end;
+        } else if (strcmp(a, "--gguf-version") == 0) {
+            ok = strcmp(v, "2") == 0 || strcmp(v, "3") == 0;
+            s->gguf_version = (uint32_t)atoi(v);
+        } else if (strcmp(a, "--rope-scaling") == 0) {
+            ok = strcmp(v, "none") == 0 || strcmp(v, "linear") == 0 || strcmp(v, "llama3") == 0;
+            s->rope_scaling = strcmp(v, "linear") == 0   ? EM_ROPE_SCALING_LINEAR
+                              : strcmp(v, "llama3") == 0 ? EM_ROPE_SCALING_LLAMA3
+                                                         : EM_ROPE_SCALING_NONE;
+        } else if (strcmp(a, "--type") == 0) {
+            static const struct {
+                const char *name;
+                em_tensor_type type;
+            } types[] = {{"f32", EM_TENSOR_F32},
+                         {"f16", EM_TENSOR_F16},
+                         {"bf16", EM_TENSOR_BF16},
+                         {"q8_0", EM_TENSOR_Q8_0},
+                         {"q4_0", EM_TENSOR_Q4_0}};
+            ok = false;
+            for (size_t t = 0; t < sizeof types / sizeof types[0]; t++)
+                if (strcmp(v, types[t].name) == 0) {
+                    s->type = types[t].type;
+                    ok = true;
+                }
+        } else
+            return fail("unknown option '%s' (see --help)", a);
+        if (!ok) return fail("bad value for %s (see --help)", a);
+    }
+    return 0;
+}
+
+/* Fills defaults and checks the sizes against each other. */
+static int check_spec(spec *s) {
+    if (!s->out) return fail("%s", "--out PATH is required (see --help)");
+    if (!s->kv_heads) s->kv_heads = s->heads;
+    if (!s->ffn) s->ffn = (4 * s->dim + 31) / 32 * 32;
+    if (s->rope_factor == 0) s->rope_factor = s->rope_scaling == EM_ROPE_SCALING_LLAMA3 ? 8 : 2;
+    char msg[200];
+    if (s->dim % s->heads || (s->dim / s->heads) % 2 || s->heads % s->kv_heads) {
+        snprintf(msg, sizeof msg,
+                 "--dim %d, --heads %d, --kv-heads %d: dim/heads must be even and "
+                 "heads a multiple of kv-heads",
+                 s->dim, s->heads, s->kv_heads);
+        return fail("%s", msg);
+    }
+    bool quant = s->type == EM_TENSOR_Q8_0 || s->type == EM_TENSOR_Q4_0;
+    if (quant && s->safetensors) return fail("%s", "safetensors holds f32, f16 and bf16 only");
+    if (quant && (s->dim % EM_QK || s->ffn % EM_QK)) {
+        snprintf(msg, sizeof msg, "--type q8_0/q4_0 needs --dim and --ffn multiples of %d", EM_QK);
+        return fail("%s", msg);
+    }
+    if (!s->tokenizer && s->vocab < BYTE_VOCAB_TOKENS) {
+        snprintf(msg, sizeof msg, "the byte tokenizer has %d tokens; --vocab %d is too small",
+                 BYTE_VOCAB_TOKENS, s->vocab);
+        return fail("%s", msg);
+    }
+    if (s->tokenizer && !s->safetensors && !strstr(s->tokenizer, ".gguf"))
+        return fail("%s: GGUF output takes its vocabulary from a .gguf file", s->tokenizer);
+    if (s->tokenizer && s->safetensors && !strstr(s->tokenizer, ".json"))
+        return fail("%s: safetensors output takes its vocabulary from a tokenizer.json",
+                    s->tokenizer);
+    return 0;
+}
+
+/* The vocabulary size of --tokenizer FILE when --vocab is not given. */
+static em_status tokenizer_vocab(const char *path, int *vocab) {
+    if (strstr(path, ".gguf")) {
+        em_gguf *g;
+        em_status err = em_gguf_open(path, &g);
+        if (err) return err;
+        const em_gguf_kv *kv = em_gguf_find(g, "tokenizer.ggml.tokens");
+        if (kv && kv->value.type == EM_GGUF_ARRAY) *vocab = (int)kv->value.arr.count;
+        em_gguf_close(g);
+        if (!kv) return em_error_new(EM_EXIT_BAD_INPUT, "%s: no tokenizer.ggml.tokens", path);
+        return NULL;
+    }
+    return em_error_new(EM_EXIT_BAD_INPUT, "%s: give --vocab N with a tokenizer.json", path);
+}
+
+/* Takes the sizes of an existing model for an export. */
+static void spec_from_model(spec *s, const em_model *m) {
+    const em_llama_config *c = &m->config;
+    s->vocab = c->n_vocab;
+    s->dim = c->dim;
+    s->layers = c->n_layers;
+    s->heads = c->n_heads;
+    s->kv_heads = c->n_kv_heads;
+    s->ffn = c->ffn_dim;
+    s->ctx = c->n_ctx_train;
+    s->tied = c->tied_output;
+    s->qkv_bias = c->has_qkv_bias;
+    s->rope_theta = c->rope_freq_base;
+    s->rms_eps = c->rms_eps;
+    s->rope_scaling = c->rope_scaling;
+    s->rope_factor = c->rope_scaling == EM_ROPE_SCALING_LINEAR ? 1.0f / c->rope_freq_scale
+                                                               : c->rope_llama3_factor;
+    s->rope_low = c->rope_llama3_low_freq_factor;
+    s->rope_high = c->rope_llama3_high_freq_factor;
+    s->rope_orig_ctx = c->rope_llama3_original_ctx;
+    s->type = m->tensors[0].type;
+    s->safetensors = true;
+    s->from = m;
+}
+
+int main(int argc, char **argv) {
+    spec s = {.dim = 64,
+              .layers = 2,
+              .heads = 4,
+              .ctx = 2048,
+              .type = EM_TENSOR_F32,
+              .seed = 1,
+              .rope_theta = 10000.0f,
+              .rms_eps = 1e-5f,
+              .rope_low = 1.0f,
+              .rope_high = 4.0f,
+              .rope_orig_ctx = 8192,
+              .gguf_version = 3};
+    const char *from = NULL;
+    int rc = parse_args(argc, argv, &s, &from);
+    if (rc) return rc;
+    em_model *model = NULL;
+    plan_tensor *plan = NULL;
+    size_t n = 0;
+    em_status err = NULL;
+    if (from) {
+        if (!s.out) return fail("%s", "--out DIR is required (see --help)");
+        err = em_model_load(from, &model);
+        if (!err) {
+            spec_from_model(&s, model);
+            if (model->config.head_dim * model->config.n_heads != model->config.dim)
+                err = em_error_new(EM_EXIT_BAD_INPUT, "%s: head_dim * heads != dim", from);
+        }
+        if (!err) err = make_export_plan(model, &plan, &n);
+        if (!err) err = write_safetensors(&s, plan, n);
+    } else {
+        if (s.tokenizer && !s.vocab) err = tokenizer_vocab(s.tokenizer, &s.vocab);
+        if (!err && !s.tokenizer && !s.vocab) s.vocab = BYTE_VOCAB_TOKENS;
+        if (!err && (rc = check_spec(&s)) != 0) return rc;
+        if (!err) plan = make_plan(&s, &n);
+        if (!err) err = s.safetensors ? write_safetensors(&s, plan, n) : write_gguf(&s, plan, n);
+    }
+    free(plan);
+    em_model_free(model);
+    if (err) {
+        fprintf(stderr, "evalmesh-mkmodel: %s\n", err->message);
+        rc = err->exit_code;
+        em_error_free(err);
+        return rc;
+    }
+    return 0;
+}
