@@ -8,7 +8,8 @@
  *   - Q and K projection rows are in the GGUF order: RoPE rotates adjacent pairs (x[2i], x[2i+1])
  *     of each head. The safetensors reader permutes Hugging Face's rows into this order.
  *   - Quantized types store blocks of 32 values along shape[0]: Q8_0 = {f16 scale, 32 x int8},
- *     Q4_0 = {f16 scale, 16 bytes of nibbles: value j in low nibbles j<16, high nibbles j>=16, minus 8}. */
+ *     Q4_0 = {f16 scale, 16 bytes of nibbles: value j in low nibbles j<16, high nibbles j>=16, minus 8}.
+ *   - 1-D tensors (norms, biases) are always F32: the loaders convert F16/BF16 ones. */
 #ifndef EVALMESH_MODEL_H
 #define EVALMESH_MODEL_H
 

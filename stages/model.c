@@ -1,0 +1,108 @@
+/* Stage `model`: loads a model file (GGUF or a Hugging Face safetensors checkpoint) on this rank
+ * and produces EM_ARTIFACT_MODEL with data = em_model * (stages/model/model.h). Weights are
+ * mmapped, so ranks on one node share the page cache. Options: path (relative to the recipe
+ * file's directory), format (auto|gguf|safetensors), tokenizer (a replacement tokenizer file),
+ * header_sha256 (the expected header checksum). */
+#include <errno.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "runner/stage.h"
+#include "runner/util/log.h"
+#include "stages/model/model.h"
+#include "stages/tokenizer/tokenizer.h"
+
+typedef struct model_state {
+    char *path;
+    char *tokenizer; /* NULL: the model's own */
+    const char *format;
+    const char *header_sha256;
+} model_state;
+
+/* path as given when absolute, else joined to the recipe file's directory. */
+static char *resolve(const char *path, const em_run_context *ctx) {
+    if (path[0] == '/' || !ctx->recipe_path) return em_xstrdup(path);
+    char *copy = em_xstrdup(ctx->recipe_path);
+    char *joined = em_xasprintf("%s/%s", dirname(copy), path);
+    free(copy);
+    return joined;
+}
+
+/* The option's file must exist (checked at init so a typo fails before anything runs). */
+static em_status check_exists(const em_stage *self, const char *option, const char *path) {
+    struct stat st;
+    if (stat(path, &st) == 0) return NULL;
+    const em_node *node = em_node_get(self->options, option);
+    return em_error_at(EM_EXIT_BAD_INPUT, node->mark, "stage '%s': %s %s: %s", self->name, option,
+                       path, strerror(errno));
+}
+
+static em_status model_init(em_stage *self, const em_run_context *ctx) {
+    model_state *st = em_xcalloc(1, sizeof *st);
+    self->state = st;
+    st->path = resolve(em_node_get_string(self->options, "path", ""), ctx);
+    st->format = em_node_get_string(self->options, "format", "auto");
+    st->header_sha256 = em_node_get_string(self->options, "header_sha256", NULL);
+    const char *tok = em_node_get_string(self->options, "tokenizer", NULL);
+    if (tok) st->tokenizer = resolve(tok, ctx);
+    em_status err = check_exists(self, "path", st->path);
+    if (!err && st->tokenizer) err = check_exists(self, "tokenizer", st->tokenizer);
+    return err;
+}
+
+static void free_model(void *data) {
+    em_model_free(data);
+}
+
+static em_status model_run(em_stage *self, const em_run_context *ctx) {
+    model_state *st = self->state;
+    em_model *m;
+    em_status err = em_model_load(st->path, &m);
+    if (err) return err;
+    if (strcmp(st->format, "auto") != 0 && strcmp(st->format, m->format) != 0)
+        err = em_error_new(EM_EXIT_BAD_INPUT, "%s is a %s model but the stage says format: %s",
+                           st->path, m->format, st->format);
+    if (!err && st->header_sha256 && strcmp(st->header_sha256, m->header_sha256) != 0)
+        err = em_error_new(EM_EXIT_BAD_INPUT, "%s: header sha256 is %s but the stage expects %s",
+                           st->path, m->header_sha256, st->header_sha256);
+    if (!err && st->tokenizer) {
+        em_tokenizer *tok;
+        err = em_tokenizer_load(st->tokenizer, &tok);
+        if (!err) {
+            if (m->tokenizer) em_tokenizer_free(m->tokenizer);
+            m->tokenizer = tok;
+        }
+    }
+    if (err) {
+        em_model_free(m);
+        return err;
+    }
+    const em_llama_config *c = &m->config;
+    em_log_info("model %s: %s %s, %d layers, dim %d, %d/%d heads, vocab %d, %zu tensors%s",
+                self->name, m->format, c->architecture, c->n_layers, c->dim, c->n_heads,
+                c->n_kv_heads, c->n_vocab, m->tensor_count, m->tokenizer ? "" : ", no tokenizer");
+    self->output = (em_artifact){EM_ARTIFACT_MODEL, m, free_model};
+    return NULL;
+}
+
+static void model_destroy(em_stage *self) {
+    model_state *st = self->state;
+    if (!st) return;
+    free(st->path);
+    free(st->tokenizer);
+    free(st);
+}
+
+const em_stage_kind em_stage_kind_model = {
+    .name = "model",
+    .summary = "load a GGUF file or safetensors checkpoint (weights mmapped, config, tokenizer)",
+    .produces = EM_ARTIFACT_MODEL,
+    .inputs = NULL,
+    .collective = false,
+    .init = model_init,
+    .run = model_run,
+    .destroy = model_destroy,
+};
