@@ -3,23 +3,14 @@
  * symbol per byte (the token spelling that byte through the byte-to-unicode mapping); then the
  * adjacent pair with the lowest merge rank is merged, again and again (a priority queue, ties to
  * the left), until no pair has a merge: O(n log n) in the word's length. Results are cached per
- * word for the duration of one encode call, since natural text repeats words. */
+ * word for the duration of one encode call (word_cache.h). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "stages/tokenizer/bigram_queue.h"
 #include "stages/tokenizer/byte_unicode.h"
 #include "stages/tokenizer/tokenizer_impl.h"
-
-/* Word cache: open addressing over entries whose bytes and ids live in two arenas. */
-typedef struct cache_entry {
-    uint64_t hash;
-    size_t word, word_len; /* into the byte arena */
-    size_t ids, n_ids;     /* into the id arena */
-} cache_entry;
-
-/* Past this many bytes of cached words the cache starts over (it is a speed-up only). */
-#define CACHE_MAX_BYTES (64u << 20)
+#include "stages/tokenizer/word_cache.h"
 
 typedef struct bpe_symbol {
     int32_t id; /* -1 once merged into its left neighbour */
@@ -31,23 +22,11 @@ struct em_bpe_state {
     bpe_symbol *symbols;
     size_t symbols_capacity;
     em_bigram_queue queue;
-    cache_entry *slots; /* a slot is empty when word_len is 0 (words are never empty) */
-    size_t capacity, count;
-    char *bytes;
-    size_t bytes_len, bytes_capacity;
-    em_ids ids;
+    em_word_cache cache;
 };
 
 em_bpe_state *em_bpe_state_new(void) {
     return em_xcalloc(1, sizeof(em_bpe_state));
-}
-
-static void cache_clear(em_bpe_state *st) {
-    free(st->slots);
-    st->slots = NULL;
-    st->capacity = st->count = 0;
-    st->bytes_len = 0;
-    st->ids.count = 0;
 }
 
 void em_bpe_state_free(em_bpe_state *st) {
@@ -55,52 +34,8 @@ void em_bpe_state_free(em_bpe_state *st) {
     em_pretokenize_buf_free(&st->pre);
     free(st->symbols);
     em_bigram_queue_free(&st->queue);
-    cache_clear(st);
-    free(st->bytes);
-    free(st->ids.data);
+    em_word_cache_free(&st->cache);
     free(st);
-}
-
-/* The cached entry of a word, or the empty slot where it would go. */
-static cache_entry *cache_slot(em_bpe_state *st, const char *word, size_t len, uint64_t hash) {
-    size_t i = hash & (st->capacity - 1);
-    for (;;) {
-        cache_entry *e = &st->slots[i];
-        if (e->word_len == 0) return e;
-        if (e->hash == hash && e->word_len == len && memcmp(st->bytes + e->word, word, len) == 0)
-            return e;
-        i = (i + 1) & (st->capacity - 1);
-    }
-}
-
-static void cache_grow(em_bpe_state *st) {
-    cache_entry *old = st->slots;
-    size_t old_capacity = st->capacity;
-    st->capacity = old_capacity ? 2 * old_capacity : 1024;
-    st->slots = em_xcalloc(st->capacity, sizeof(cache_entry));
-    for (size_t i = 0; i < old_capacity; i++) {
-        if (old[i].word_len == 0) continue;
-        size_t j = old[i].hash & (st->capacity - 1);
-        while (st->slots[j].word_len) j = (j + 1) & (st->capacity - 1);
-        st->slots[j] = old[i];
-    }
-    free(old);
-}
-
-static void cache_put(em_bpe_state *st, const char *word, size_t len, uint64_t hash,
-                      const int32_t *ids, size_t n_ids) {
-    if (st->bytes_len + len > CACHE_MAX_BYTES) cache_clear(st);
-    if (2 * (st->count + 1) > st->capacity) cache_grow(st);
-    cache_entry *e = cache_slot(st, word, len, hash);
-    if (st->bytes_len + len > st->bytes_capacity) {
-        st->bytes_capacity = 2 * (st->bytes_len + len) + 4096;
-        st->bytes = em_xrealloc(st->bytes, st->bytes_capacity);
-    }
-    memcpy(st->bytes + st->bytes_len, word, len);
-    *e = (cache_entry){hash, st->bytes_len, len, st->ids.count, n_ids};
-    st->bytes_len += len;
-    for (size_t i = 0; i < n_ids; i++) em_ids_push(&st->ids, ids[i]);
-    st->count++;
 }
 
 void em_bpe_prepare(em_tokenizer *tok) {
@@ -252,14 +187,16 @@ em_status em_bpe_encode(const em_tokenizer *tok, em_bpe_state *st, const char *t
         const char *word = text + start;
         size_t word_len = end - start;
         uint64_t hash = em_bytes_hash(word, word_len);
-        cache_entry *e = st->capacity ? cache_slot(st, word, word_len, hash) : NULL;
-        if (e && e->word_len) {
-            for (size_t i = 0; i < e->n_ids; i++) em_ids_push(out, st->ids.data[e->ids + i]);
+        size_t n_ids;
+        const int32_t *ids = em_word_cache_get(&st->cache, word, word_len, hash, &n_ids);
+        if (ids) {
+            for (size_t i = 0; i < n_ids; i++) em_ids_push(out, ids[i]);
         } else {
             size_t first = out->count;
             em_status err = merge_word(tok, st, word, word_len, offset + start, out);
             if (err) return err;
-            cache_put(st, word, word_len, hash, out->data + first, out->count - first);
+            em_word_cache_put(&st->cache, word, word_len, hash, out->data + first,
+                              out->count - first);
         }
         start = end;
     }

@@ -20,6 +20,9 @@ struct em_tokenizer {
     int32_t bos, eos, unk; /* -1 when there is none */
     bool add_bos, add_eos;
     bool add_space_prefix; /* SPM: "▁" before the text and after each special token */
+    /* SPM: no token has "▁" right after another character, so no merge crosses the start of a
+     * word ("▁" after a non-"▁"): words can be merged one by one, and cached. */
+    bool spm_by_word;
     /* SPM: the token <0xNN> of each byte (-1 when absent). BPE: the token of the byte's
      * byte-to-unicode character (-1 when absent). */
     int32_t byte_tokens[256];
