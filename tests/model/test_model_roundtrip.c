@@ -1,0 +1,223 @@
+/* Models written by evalmesh-mkmodel load back bit-identical: a GGUF file and a safetensors
+ * checkpoint made with the same options give the same em_model (same config, same tensors, byte
+ * for byte, after the Q/K permutation round trip), for F32, F16 and BF16; Q8_0/Q4_0 GGUF files
+ * hold the quantized F32 weights; GGUF v2 reads like v3; the maker is deterministic; and the
+ * safetensors export of stories260K.gguf loads to the same tensors as the GGUF.
+ * argv[1] is the evalmesh-mkmodel binary. */
+#include <math.h>
+
+#include "model_test_util.h"
+#include "runner/util/sha256.h"
+#include "stages/model/half.h"
+#include "stages/model/model.h"
+#include "test.h"
+
+static em_model *load(const char *path) {
+    em_model *m = NULL;
+    em_status err = em_model_load(path, &m);
+    if (err) {
+        fprintf(stderr, "load %s: %s\n", path, err->message);
+        em_error_free(err);
+    }
+    CHECK(m != NULL);
+    return m;
+}
+
+static void same_config(const em_llama_config *a, const em_llama_config *b) {
+    CHECK_STR_EQ(a->architecture, b->architecture);
+    CHECK_INT_EQ(a->n_vocab, b->n_vocab);
+    CHECK_INT_EQ(a->dim, b->dim);
+    CHECK_INT_EQ(a->n_layers, b->n_layers);
+    CHECK_INT_EQ(a->ffn_dim, b->ffn_dim);
+    CHECK_INT_EQ(a->n_heads, b->n_heads);
+    CHECK_INT_EQ(a->n_kv_heads, b->n_kv_heads);
+    CHECK_INT_EQ(a->head_dim, b->head_dim);
+    CHECK_INT_EQ(a->rope_dim, b->rope_dim);
+    CHECK_INT_EQ(a->n_ctx_train, b->n_ctx_train);
+    CHECK(a->rope_freq_base == b->rope_freq_base);
+    CHECK_INT_EQ(a->rope_scaling, b->rope_scaling);
+    CHECK(a->rope_freq_scale == b->rope_freq_scale);
+    CHECK(a->rope_llama3_factor == b->rope_llama3_factor);
+    CHECK(a->rope_llama3_low_freq_factor == b->rope_llama3_low_freq_factor);
+    CHECK(a->rope_llama3_high_freq_factor == b->rope_llama3_high_freq_factor);
+    CHECK_INT_EQ(a->rope_llama3_original_ctx, b->rope_llama3_original_ctx);
+    CHECK(a->rms_eps == b->rms_eps);
+    CHECK_INT_EQ(a->has_qkv_bias, b->has_qkv_bias);
+    CHECK_INT_EQ(a->tied_output, b->tied_output);
+}
+
+/* Every tensor of a is in b with the same type, shape and bytes. */
+static void same_tensors(const em_model *a, const em_model *b) {
+    CHECK_INT_EQ(a->tensor_count, b->tensor_count);
+    for (size_t i = 0; i < a->tensor_count; i++) {
+        const em_tensor *x = &a->tensors[i], *y = em_model_find_tensor(b, x->name);
+        CHECK(y != NULL);
+        if (!y) {
+            fprintf(stderr, "  missing %s\n", x->name);
+            continue;
+        }
+        CHECK_INT_EQ(x->type, y->type);
+        for (int d = 0; d < 4; d++) CHECK_INT_EQ(x->shape[d], y->shape[d]);
+        CHECK_INT_EQ(x->nbytes, y->nbytes);
+        if (x->nbytes == y->nbytes && memcmp(x->data, y->data, x->nbytes) != 0) {
+            CHECK(!"tensor bytes differ");
+            fprintf(stderr, "  %s differs\n", x->name);
+        }
+    }
+}
+
+static void check_pair(const char *mk, const char *dir, const char *type, const char *extra) {
+    char gguf[512], st[512];
+    snprintf(gguf, sizeof gguf, "%s/m-%s.gguf", dir, type);
+    snprintf(st, sizeof st, "%s/m-%s", dir, type);
+    CHECK_INT_EQ(run_mkmodel(mk, "--out %s --type %s %s", gguf, type, extra), 0);
+    CHECK_INT_EQ(run_mkmodel(mk, "--out %s --format safetensors --type %s %s", st, type, extra), 0);
+    em_model *a = load(gguf), *b = load(st);
+    if (a && b) {
+        CHECK_STR_EQ(a->format, "gguf");
+        CHECK_STR_EQ(b->format, "safetensors");
+        same_config(&a->config, &b->config);
+        same_tensors(a, b);
+        CHECK(a->tokenizer != NULL && b->tokenizer != NULL);
+        /* matrices keep the requested type; norms and biases are F32 in memory */
+        CHECK_STR_EQ(em_tensor_type_name(a->layers[0].wq->type), strcmp(type, "f32") == 0 ? "F32"
+                                                                 : strcmp(type, "f16") == 0
+                                                                     ? "F16"
+                                                                     : "BF16");
+        CHECK_INT_EQ(a->layers[0].attn_norm->type, EM_TENSOR_F32);
+        CHECK_INT_EQ(b->output_norm->type, EM_TENSOR_F32);
+        /* the safetensors header checksum covers the length and the JSON */
+        char path[600];
+        snprintf(path, sizeof path, "%s/model.safetensors", st);
+        size_t size;
+        uint8_t *bytes = read_file(path, &size);
+        uint64_t json_len;
+        memcpy(&json_len, bytes, 8);
+        char hex[65];
+        em_sha256_hex(bytes, 8 + json_len, hex);
+        CHECK_STR_EQ(b->header_sha256, hex);
+        CHECK_INT_EQ(b->file_size, size);
+        free(bytes);
+    }
+    em_model_free(a);
+    em_model_free(b);
+}
+
+/* The Q8_0 model holds the F32 model's weights to within half a quantization step. */
+static void check_q8_0(const char *mk, const char *dir) {
+    char f32[512], q8[512], q4[512];
+    snprintf(f32, sizeof f32, "%s/q-f32.gguf", dir);
+    snprintf(q8, sizeof q8, "%s/q-q8.gguf", dir);
+    snprintf(q4, sizeof q4, "%s/q-q4.gguf", dir);
+    CHECK_INT_EQ(run_mkmodel(mk, "--out %s --type f32", f32), 0);
+    CHECK_INT_EQ(run_mkmodel(mk, "--out %s --type q8_0", q8), 0);
+    CHECK_INT_EQ(run_mkmodel(mk, "--out %s --type q4_0", q4), 0);
+    em_model *a = load(f32), *b = load(q8), *c = load(q4);
+    if (a && b && c) {
+        const em_tensor *x = a->layers[1].w_gate, *y = b->layers[1].w_gate,
+                        *z = c->layers[1].w_gate;
+        CHECK_INT_EQ(y->type, EM_TENSOR_Q8_0);
+        CHECK_INT_EQ(z->type, EM_TENSOR_Q4_0);
+        CHECK_INT_EQ(y->nbytes, em_tensor_numel(x) / 32 * 34);
+        CHECK_INT_EQ(z->nbytes, em_tensor_numel(x) / 32 * 18);
+        CHECK_INT_EQ(b->layers[1].ffn_norm->type, EM_TENSOR_F32);
+        const float *v = x->data;
+        int bad8 = 0, bad4 = 0;
+        for (int64_t blk = 0; blk < em_tensor_numel(x) / 32; blk++) {
+            const uint8_t *q = (const uint8_t *)y->data + blk * 34;
+            const uint8_t *q4b = (const uint8_t *)z->data + blk * 18;
+            uint16_t dh, dh4;
+            memcpy(&dh, q, 2);
+            memcpy(&dh4, q4b, 2);
+            float d = em_f16_to_f32(dh), d4 = em_f16_to_f32(dh4);
+            for (int j = 0; j < 32; j++) {
+                float w = v[blk * 32 + j];
+                float w8 = d * (float)(int8_t)q[2 + j];
+                int nib = j < 16 ? (q4b[2 + j] & 15) : (q4b[2 + j - 16] >> 4);
+                float w4 = d4 * (float)(nib - 8);
+                if (fabsf(w8 - w) > fabsf(d) * 0.5f + 1e-3f * fabsf(w) + 1e-7f) bad8++;
+                /* Q4_0 rounds to nearest, except that x/d in [7.5, 8] is clamped to 7 */
+                float step4 = nib == 15 ? fabsf(d4) : fabsf(d4) * 0.5f;
+                if (fabsf(w4 - w) > step4 + 1e-3f * fabsf(w) + 1e-7f) bad4++;
+            }
+        }
+        CHECK_INT_EQ(bad8, 0);
+        CHECK_INT_EQ(bad4, 0);
+    }
+    em_model_free(a);
+    em_model_free(b);
+    em_model_free(c);
+}
+
+static void check_deterministic(const char *mk, const char *dir) {
+    char p1[512], p2[512], p3[512], v2[512];
+    snprintf(p1, sizeof p1, "%s/d1.gguf", dir);
+    snprintf(p2, sizeof p2, "%s/d2.gguf", dir);
+    snprintf(p3, sizeof p3, "%s/d3.gguf", dir);
+    snprintf(v2, sizeof v2, "%s/d-v2.gguf", dir);
+    CHECK_INT_EQ(run_mkmodel(mk, "--out %s --seed 7 --type f16", p1), 0);
+    CHECK_INT_EQ(run_mkmodel(mk, "--out %s --seed 7 --type f16", p2), 0);
+    CHECK_INT_EQ(run_mkmodel(mk, "--out %s --seed 8 --type f16", p3), 0);
+    CHECK_INT_EQ(run_mkmodel(mk, "--out %s --seed 7 --type f16 --gguf-version 2", v2), 0);
+    size_t n1, n2, n3;
+    uint8_t *a = read_file(p1, &n1), *b = read_file(p2, &n2), *c = read_file(p3, &n3);
+    CHECK(n1 == n2 && memcmp(a, b, n1) == 0);
+    CHECK(n1 == n3 && memcmp(a, c, n1) != 0);
+    free(a);
+    free(b);
+    free(c);
+    em_model *x = load(p1), *y = load(v2);
+    if (x && y) {
+        same_config(&x->config, &y->config);
+        same_tensors(x, y);
+    }
+    em_model_free(x);
+    em_model_free(y);
+}
+
+static void check_stories_export(const char *mk, const char *dir) {
+    const char *data = getenv("EVALMESH_SHARED_DATA");
+    char src[4096], out[512];
+    snprintf(src, sizeof src, "%s/models/stories260K.gguf", data ? data : "../shared/data");
+    FILE *f = fopen(src, "rb");
+    if (!f) {
+        printf("note: %s absent, export check skipped\n", src);
+        return;
+    }
+    fclose(f);
+    snprintf(out, sizeof out, "%s/stories-st", dir);
+    CHECK_INT_EQ(run_mkmodel(mk, "--from %s --out %s", src, out), 0);
+    em_model *a = load(src), *b = load(out);
+    if (a && b) {
+        same_config(&a->config, &b->config);
+        same_tensors(a, b);
+        /* in the file the Q rows are in Hugging Face order: not the GGUF bytes */
+        char path[600];
+        snprintf(path, sizeof path, "%s/model.safetensors", out);
+        size_t size;
+        uint8_t *bytes = read_file(path, &size);
+        const em_tensor *q = a->layers[0].wq;
+        CHECK(memmem(bytes, size, q->data, q->nbytes) == NULL);
+        CHECK(memmem(bytes, size, a->layers[0].wv->data, a->layers[0].wv->nbytes) != NULL);
+        free(bytes);
+    }
+    em_model_free(a);
+    em_model_free(b);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s MKMODEL\n", argv[0]);
+        return 2;
+    }
+    const char *mk = argv[1];
+    char *dir = scratch_dir();
+    check_pair(mk, dir, "f32", "--qkv-bias --kv-heads 2 --layers 3");
+    check_pair(mk, dir, "f16", "--tied --rope-scaling llama3 --rope-factor 32 --ctx 4096");
+    check_pair(mk, dir, "bf16", "--rope-scaling linear --rope-factor 4 --heads 8 --kv-heads 1");
+    check_q8_0(mk, dir);
+    check_deterministic(mk, dir);
+    check_stories_export(mk, dir);
+    scratch_remove(dir);
+    return test_finish();
+}
