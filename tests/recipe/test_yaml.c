@@ -195,15 +195,16 @@ static void check_bad_files(void) {
                      "@:1:1: the top level of a recipe must be a map of keys, found a list");
     em_node *n = NULL;
     em_status err = em_recipe_load(file_path("no_such_file.yaml"), &n);
-    char expected[8192];
-    snprintf(expected, sizeof expected, "cannot read '%s': No such file or directory",
-             file_path("no_such_file.yaml"));
+    char *expected =
+        em_xasprintf("cannot read '%s': No such file or directory", file_path("no_such_file.yaml"));
     CHECK_STR_EQ(err ? err->message : NULL, expected);
     CHECK_INT_EQ(err ? err->exit_code : 0, 2);
+    free(expected);
     em_error_free(err);
     err = em_recipe_load(files_dir, &n);
-    snprintf(expected, sizeof expected, "cannot read '%s': Is a directory", files_dir);
+    expected = em_xasprintf("cannot read '%s': Is a directory", files_dir);
     CHECK_STR_EQ(err ? err->message : NULL, expected);
+    free(expected);
     em_error_free(err);
 }
 
