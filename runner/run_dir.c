@@ -1,0 +1,149 @@
+/* Choosing, creating and sharing the run directory; its resolved recipe and log files (see
+ * run_dir.h). */
+#include "runner/run_dir.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+/* What rank 0 broadcasts: 0 and the path, or the exit status of its failure. */
+typedef struct run_dir_message {
+    int32_t exit_code;
+    char path[4092];
+} run_dir_message;
+
+/* mkdir -p: creates dir and its missing parents. */
+static int make_dirs(const char *dir) {
+    char *path = em_xstrdup(dir);
+    int rc = 0;
+    for (char *p = path + 1; *p && rc == 0; p++) {
+        if (*p != '/') continue;
+        *p = 0;
+        if (mkdir(path, 0777) != 0 && errno != EEXIST) rc = -1;
+        *p = '/';
+    }
+    if (rc == 0 && mkdir(path, 0777) != 0 && errno != EEXIST) rc = -1;
+    free(path);
+    return rc;
+}
+
+/* 1 when dir has entries besides . and .., 0 when empty, -1 when it cannot be read. */
+static int has_entries(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return -1;
+    int found = 0;
+    for (struct dirent *e; !found && (e = readdir(d));)
+        found = strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0;
+    closedir(d);
+    return found;
+}
+
+static em_status use_requested(const char *dir, bool force) {
+    struct stat st;
+    if (stat(dir, &st) == 0) {
+        if (!S_ISDIR(st.st_mode))
+            return em_error_new(EM_EXIT_BAD_INPUT,
+                                "run directory '%s' exists and is not a directory", dir);
+        int entries = has_entries(dir);
+        if (entries < 0)
+            return em_error_new(EM_EXIT_BAD_INPUT, "run directory '%s' cannot be read: %s", dir,
+                                strerror(errno));
+        if (entries && !force)
+            return em_error_new(EM_EXIT_BAD_INPUT,
+                                "run directory '%s' exists and is not empty (--force writes into "
+                                "it anyway)",
+                                dir);
+        return NULL;
+    }
+    if (make_dirs(dir) != 0)
+        return em_error_new(EM_EXIT_RUNTIME, "cannot create run directory '%s': %s", dir,
+                            strerror(errno));
+    return NULL;
+}
+
+/* runs/<name>-<timestamp>, then -2, -3, ...: mkdir fails when it exists, so two runs started in
+ * the same second still get different directories. */
+static em_status make_default(const char *recipe_name, char *path, size_t size) {
+    if (make_dirs("runs") != 0)
+        return em_error_new(EM_EXIT_RUNTIME, "cannot create directory 'runs': %s", strerror(errno));
+    time_t t = time(NULL);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    char stamp[32];
+    strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
+    for (int n = 1;; n++) {
+        if (n == 1)
+            snprintf(path, size, "runs/%s-%s", recipe_name, stamp);
+        else
+            snprintf(path, size, "runs/%s-%s-%d", recipe_name, stamp, n);
+        if (mkdir(path, 0777) == 0) return NULL;
+        if (errno != EEXIST)
+            return em_error_new(EM_EXIT_RUNTIME, "cannot create run directory '%s': %s", path,
+                                strerror(errno));
+    }
+}
+
+em_status em_run_dir_create(em_comm *world, const char *recipe_name, const char *requested,
+                            bool force, char **out) {
+    *out = NULL;
+    int rank = world ? world->rank : 0;
+    run_dir_message msg;
+    memset(&msg, 0, sizeof msg);
+    em_status err = NULL;
+    if (rank == 0) {
+        if (requested && strlen(requested) >= sizeof msg.path)
+            err = em_error_new(EM_EXIT_BAD_INPUT, "run directory path is too long");
+        else if (requested)
+            err = use_requested(requested, force);
+        else
+            err = make_default(recipe_name, msg.path, sizeof msg.path);
+        if (!err && requested) snprintf(msg.path, sizeof msg.path, "%s", requested);
+        msg.exit_code = err ? err->exit_code : 0;
+    }
+    if (world) {
+        em_status berr = em_broadcast(world, &msg, sizeof msg, 0);
+        if (berr) {
+            em_error_free(err);
+            return em_error_prefix(berr, "sharing the run directory");
+        }
+    }
+    if (err) return err;
+    if (msg.exit_code)
+        return em_error_new(msg.exit_code, "rank 0 could not create the run directory");
+    /* Ranks on other nodes may not share rank 0's file system: make it there too. */
+    if (rank != 0 && make_dirs(msg.path) != 0)
+        return em_error_new(EM_EXIT_RUNTIME, "rank %d: cannot create run directory '%s': %s", rank,
+                            msg.path, strerror(errno));
+    *out = em_xstrdup(msg.path);
+    return NULL;
+}
+
+em_status em_run_dir_write_recipe(const char *dir, const em_node *recipe) {
+    char *path = em_xasprintf("%s/recipe.resolved.yaml", dir);
+    FILE *f = fopen(path, "w");
+    em_status err = NULL;
+    if (!f) {
+        err = em_error_new(EM_EXIT_RUNTIME, "cannot write '%s': %s", path, strerror(errno));
+    } else {
+        em_node_write_yaml(recipe, f);
+        if (fclose(f) != 0)
+            err = em_error_new(EM_EXIT_RUNTIME, "cannot write '%s': %s", path, strerror(errno));
+    }
+    free(path);
+    return err;
+}
+
+em_status em_run_dir_open_log(const char *dir, int rank, FILE **out) {
+    char *path = rank == 0 ? em_xasprintf("%s/evalmesh.log", dir)
+                           : em_xasprintf("%s/evalmesh.rank%d.log", dir, rank);
+    *out = fopen(path, "a");
+    em_status err = NULL;
+    if (!*out)
+        err = em_error_new(EM_EXIT_RUNTIME, "cannot open log '%s': %s", path, strerror(errno));
+    free(path);
+    return err;
+}

@@ -1,0 +1,139 @@
+/* One rank's run from start-up to exit status (see session.h). */
+#include "runner/session.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "runner/comm/bootstrap.h"
+#include "runner/executor.h"
+#include "runner/rank_state.h"
+#include "runner/run_dir.h"
+#include "runner/util/log.h"
+
+/* Start-up limit when the recipe could not be read (the default of init_timeout_s). */
+#define DEFAULT_INIT_TIMEOUT_S 180.0
+
+static int report(em_status err) {
+    int code = err->exit_code;
+    em_log_error("%s", err->message);
+    em_error_free(err);
+    return code;
+}
+
+/* All ranks learn every rank's outcome of a step, so they stop together. Rank 0 prints its own
+ * error; another rank prints its error only when rank 0 had none (the same recipe fails the same
+ * way everywhere, and one message is enough). Returns the exit status to stop with, or 0. */
+static int agree(em_comm *world, em_status err, const char *step) {
+    int32_t mine = err ? err->exit_code : 0;
+    int32_t *codes = em_xcalloc((size_t)world->size, sizeof *codes);
+    em_status gerr = em_allgather(world, &mine, codes, sizeof mine);
+    if (gerr) {
+        free(codes);
+        em_error_free(err);
+        return report(em_error_prefix(gerr, "%s", step));
+    }
+    int32_t first = 0;
+    int failed = 0;
+    for (int r = 0; r < world->size; r++) {
+        if (codes[r] && !first) first = codes[r];
+        failed += codes[r] != 0;
+    }
+    int32_t root = codes[0];
+    free(codes);
+    if (err && (world->rank == 0 || root == 0)) return report(err);
+    em_error_free(err);
+    if (mine) return mine;
+    if (!failed) return 0;
+    if (world->rank == 0)
+        em_log_error("%s failed on %d rank%s (see their messages)", step, failed,
+                     failed > 1 ? "s" : "");
+    return root ? root : first;
+}
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* The run itself, once every rank has prepared and initialised the pipeline. */
+static int run_initialised(em_pipeline *p, em_run_context *ctx, const em_session_options *opts) {
+    char *dir;
+    em_status err = em_run_dir_create(ctx->world, p->name, opts->run_dir, opts->force, &dir);
+    if (err) {
+        if (ctx->rank == 0) return report(err);
+        int code = err->exit_code; /* rank 0 has said why */
+        em_error_free(err);
+        return code;
+    }
+    FILE *log_file = NULL;
+    if (ctx->rank == 0) err = em_run_dir_write_recipe(dir, p->recipe);
+    if (!err) err = em_run_dir_open_log(dir, ctx->rank, &log_file);
+    if (log_file) em_log_set_file(log_file);
+    em_rank_state *state = NULL;
+    if (!err) err = em_rank_state_open(dir, ctx->rank, ctx->world_size, &state);
+    em_rank_state_set_current(state);
+    ctx->run_dir = dir;
+
+    double start = now_seconds();
+    if (!err) {
+        if (ctx->rank == 0)
+            em_log_info("%s: %zu stages on %d rank%s, run directory %s", p->path, p->dag->count,
+                        ctx->world_size, ctx->world_size > 1 ? "s" : "", dir);
+        err = em_executor_run(p->dag, ctx, opts->threads, state);
+    }
+    int code = 0;
+    if (err) {
+        /* Let the other ranks stop waiting for this one (a gate fails the same on every rank). */
+        if (err->exit_code != EM_EXIT_GATE && ctx->world_size > 1)
+            em_comm_abort(ctx->world, err->message);
+        code = report(err);
+    } else if (ctx->rank == 0) {
+        em_log_info("%s: done in %.2f s, run directory %s", p->path, now_seconds() - start, dir);
+    }
+    em_rank_state_set_current(NULL);
+    if (state) em_rank_state_close(state);
+    em_log_set_file(NULL);
+    if (log_file) fclose(log_file);
+    free(dir);
+    return code;
+}
+
+int em_session_run(em_status prepared, em_pipeline *p, const em_session_options *opts) {
+    em_bootstrap boot;
+    em_status err = em_bootstrap_init(p ? p->init_timeout_s : DEFAULT_INIT_TIMEOUT_S, &boot);
+    if (err) {
+        em_error_free(prepared);
+        em_pipeline_free(p);
+        return report(err);
+    }
+    em_log_set_rank(boot.rank, boot.size);
+    int code = agree(boot.world, prepared, "preparing the recipe");
+    if (code == 0) {
+        em_comm_set_timeout(boot.world, p->collective_timeout_s);
+        em_run_context ctx = {
+            .rank = boot.rank,
+            .world_size = boot.size,
+            .local_rank = boot.local_rank,
+            .local_size = boot.local_size,
+            .node_id = boot.node_id,
+            .node_count = boot.node_count,
+            .world = boot.world,
+            .run_dir = NULL, /* not created before every stage has accepted its options */
+            .recipe_name = p->name,
+            .recipe_path = p->path,
+            .recipe = p->recipe,
+            .seed = p->seed,
+            .collective_timeout_s = p->collective_timeout_s,
+        };
+        em_status init_err = em_executor_init(p->dag, &ctx);
+        int initialised = init_err == NULL;
+        code = agree(boot.world, init_err, "initialising the stages");
+        if (code == 0) code = run_initialised(p, &ctx, opts);
+        if (initialised) em_executor_finish(p->dag);
+    }
+    em_bootstrap_finalize(&boot);
+    em_pipeline_free(p);
+    return code;
+}
