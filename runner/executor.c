@@ -162,7 +162,9 @@ static void *worker(void *arg) {
             s->status[i] = DONE;
             if (s->readers_left[i] == 0 && dag->vertices[i].reader_count > 0)
                 release[release_count++] = i; /* every reader was skipped already */
-            em_log_info("stage '%s' (%s) done in %.3f s", stage->name, stage->kind->name, seconds);
+            /* the same on every rank: shown by rank 0, by the others at debug level */
+            em_log(s->ctx->rank == 0 ? EM_LOG_INFO : EM_LOG_DEBUG, "stage '%s' (%s) done in %.3f s",
+                   stage->name, stage->kind->name, seconds);
         }
         if (s->rank_state) em_rank_state_stage(s->rank_state, stage->name, err ? "failed" : "done");
         release_reads(s, i, release, &release_count);
