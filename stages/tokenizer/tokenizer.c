@@ -225,8 +225,9 @@ em_status em_tokenizer_decode(const em_tokenizer *tok, const int32_t *ids, size_
             continue;
         }
         em_bytes p = v->pieces[ids[i]];
-        /* SPM: drop the space the leading-space rule put in front of the text. */
-        if (first && tok->family == EM_FAMILY_SPM && tok->add_space_prefix && n == 0 && p.len > 0 &&
+        /* SPM: drop the space the leading-space rule put in front of the text (special tokens
+         * before it do not count). */
+        if (first && tok->family == EM_FAMILY_SPM && tok->add_space_prefix && p.len > 0 &&
             p.data[0] == ' ')
             p.data++, p.len--;
         first = false;

@@ -14,7 +14,13 @@
 typedef struct em_tokenizer em_tokenizer;
 
 /* Loads from a GGUF file (its tokenizer.* metadata) or a tokenizer.json (with a
- * tokenizer_config.json beside it when present, for add_bos/add_eos and special tokens). */
+ * tokenizer_config.json beside it when present, for add_bos/add_eos and special tokens). A folder
+ * means its tokenizer.json. A file starting with "GGUF" is read as GGUF, any other as JSON.
+ * Supported: GGUF tokenizer.ggml.model "llama" and "gpt2" (tokenizer.ggml.pre "default", "gpt-2",
+ * "llama3", "llama-v3", "llama-bpe"); tokenizer.json with model.type BPE and a ByteLevel
+ * pre-tokenizer (a Split with GPT-2's or Llama 3's regex). Anything else, missing keys, merges
+ * naming unknown tokens ("merge 17 'a bx' refers to unknown token 'bx'", merges counted from 0)
+ * and out-of-range ids are errors with exit status 2 naming the file. */
 em_status em_tokenizer_load(const char *path, em_tokenizer **out);
 void em_tokenizer_free(em_tokenizer *tok);
 struct em_gguf;
@@ -31,11 +37,38 @@ typedef struct em_encode_options {
 em_encode_options em_tokenizer_default_options(const em_tokenizer *tok);
 
 /* Encodes len bytes of text into *ids (malloc'd, *count entries). Text that is not valid UTF-8 is
- * an error naming the byte offset (exit status 2). */
+ * an error naming the byte offset (exit status 2).
+ *
+ * Behaviour in detail (it follows llama.cpp, whose test vocabularies it reproduces exactly):
+ * - Invalid UTF-8 (a stray continuation byte, a truncated sequence, an overlong form, a surrogate,
+ *   a value past U+10FFFF) is rejected as a whole: nothing is encoded, and the error reads
+ *   "text is not valid UTF-8 at byte offset N (byte 0xXX)" with N counted from 0. NUL bytes are
+ *   valid text.
+ * - Special tokens: user-defined tokens are always matched in the text; control and unknown tokens
+ *   (e.g. "<|begin_of_text|>", "<s>") only with parse_special. At each position the longest
+ *   matching special token wins.
+ * - SentencePiece ("llama"): with add_space_prefix (the default) a "▁" goes before the text and
+ *   after every special token; spaces become "▁"; characters the vocabulary lacks become byte
+ *   tokens <0xNN>, or the unknown token when there are none (an error when there is none either).
+ * - Byte-level BPE ("gpt2"): a byte whose character is not in the vocabulary is an error naming
+ *   its offset (real vocabularies have all 256).
+ * - An error for add_bos/add_eos when the tokenizer has no such token.
+ * Defaults (em_tokenizer_default_options): GGUF add_bos_token/add_eos_token when present, else
+ * add_bos for "llama" and for the Llama 3 pre-tokenizer, not for GPT-2; tokenizer.json: a
+ * TemplateProcessing post-processor that puts a special token before (after) the text means
+ * add_bos (add_eos), and tokenizer_config.json's add_bos_token/add_eos_token override. */
 em_status em_tokenizer_encode(const em_tokenizer *tok, const char *text, size_t len,
                               em_encode_options options, int32_t **ids, size_t *count);
 /* Decodes ids back to text (malloc'd, NUL-terminated; *len bytes). Special tokens are skipped
- * unless keep_special. */
+ * unless keep_special. An id out of range is an error (exit status 2).
+ *
+ * Round trips: decode(encode(text)) == text for all valid UTF-8 text without special tokens,
+ * for both families, with these SentencePiece exceptions: a literal "▁" (U+2581) in the text
+ * decodes as a space (SentencePiece spells spaces with it); the space the leading-space rule adds
+ * is dropped from the first text token only (special tokens before it do not count), so with
+ * parse_special the "▁" added after a special token inside the text decodes as a space
+ * ("Hi</s>there" decodes, keeping specials, as "Hi</s> there"; "<s>Hi" comes back as it was);
+ * text that needed the unknown token cannot come back. */
 em_status em_tokenizer_decode(const em_tokenizer *tok, const int32_t *ids, size_t count,
                               bool keep_special, char **text, size_t *len);
 
