@@ -9,7 +9,8 @@
  * The baseline is read in init, before any stage runs, so `baseline_history` naming the history
  * file this run's report appends to compares against the previous run. A history that does not
  * exist yet or has no valid line (the first run of a series) skips the relative checks with a
- * warning; a `baseline` file that is missing or not a results document is an error (exit 2). */
+ * warning; a `baseline` file that is missing or not a results document is an error (exit 2).
+ * Relative paths are relative to the recipe file's folder. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,6 +20,7 @@
 #include "stages/report/check.h"
 #include "stages/report/history.h"
 #include "stages/report/results.h"
+#include "stages/report/textfile.h"
 
 typedef struct gate_state {
     em_check *checks;
@@ -41,7 +43,8 @@ static void gate_destroy(em_stage *self) {
     self->state = NULL;
 }
 
-static em_status read_baseline(gate_state *st, const em_stage *self, bool relative) {
+static em_status read_baseline(gate_state *st, const em_stage *self, bool relative,
+                               const em_run_context *ctx) {
     const em_node *file = em_node_get(self->options, "baseline");
     const em_node *hist = em_node_get(self->options, "baseline_history");
     if (file && hist)
@@ -51,16 +54,22 @@ static em_status read_baseline(gate_state *st, const em_stage *self, bool relati
     if (!file && !hist) return NULL;
     char where[256];
     em_mark_format((file ? file : hist)->mark, where, sizeof where);
-    const char *path = (file ? file : hist)->text;
+    char *path = em_textfile_from_recipe(ctx->recipe_path, (file ? file : hist)->text);
     if (file) {
         em_status err = em_results_load(path, &st->baseline);
-        if (err) return em_error_prefix(err, "%s: stage '%s': baseline", where, self->name);
-        st->baseline_from = em_xstrdup(path);
+        if (err) {
+            free(path);
+            return em_error_prefix(err, "%s: stage '%s': baseline", where, self->name);
+        }
+        st->baseline_from = path;
         return NULL;
     }
     em_history h;
     em_status err = em_history_load(path, true, &h);
-    if (err) return em_error_prefix(err, "%s: stage '%s'", where, self->name);
+    if (err) {
+        free(path);
+        return em_error_prefix(err, "%s: stage '%s'", where, self->name);
+    }
     if (h.count == 0) {
         if (relative)
             em_log_warn("stage '%s': history %s has no run yet: relative checks skipped",
@@ -70,6 +79,7 @@ static em_status read_baseline(gate_state *st, const em_stage *self, bool relati
         st->baseline_from = em_xasprintf("%s:%d", path, h.line_numbers[h.count - 1]);
     }
     em_history_free(&h);
+    free(path);
     return NULL;
 }
 
@@ -105,7 +115,7 @@ static em_status gate_init(em_stage *self, const em_run_context *ctx) {
                            "stage '%s': no checks (give `max`, `min`, `max_increase_pct` or "
                            "`max_decrease_pct`)",
                            self->name);
-    em_status err = read_baseline(st, self, relative);
+    em_status err = read_baseline(st, self, relative, ctx);
     if (err) return err;
     if (relative && !st->baseline && !em_node_get(self->options, "baseline_history"))
         return em_error_at(EM_EXIT_BAD_INPUT, self->mark,

@@ -9,8 +9,9 @@
  * Only rank 0 writes and sends. Local files are written first, pushes last; a push that fails
  * after its retries is spooled in <run_dir>/push-spool/ for `evalmesh push RUN_DIR`, and fails
  * the run (exit 4) only when the output says `required: true` (otherwise it is a warning).
- * Relative json/html paths are inside the run directory, relative history paths are from the
- * working directory. Produces an em_report_artifact (stages/report/report_artifact.h). */
+ * Relative json/html paths are inside the run directory; relative history paths (and an html
+ * output's `history`) are relative to the recipe file's folder, like model and dataset paths.
+ * Produces an em_report_artifact (stages/report/report_artifact.h). */
 #include <libgen.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -166,7 +167,9 @@ static em_status parse_output(const em_stage *self, const em_node *item, output 
         break;
     case HTML:
         o->path = em_xstrdup(em_node_get_string(map, "path", "report.html"));
-        o->chart_history = opt_dup(map, "history");
+        if (em_node_get(map, "history"))
+            o->chart_history =
+                em_textfile_from_recipe(ctx->recipe_path, em_node_get_string(map, "history", ""));
         o->chart_metric = opt_dup(map, "metric");
         break;
     case HISTORY:
