@@ -1,0 +1,118 @@
+#!/bin/bash
+# Starts a real one-node Slurm cluster in a temporary directory (munged, slurmctld, slurmd from
+# Debian's slurm-wlm and munge; recipe in ../shared/notes/slurm-single-node.md) and runs, through
+# `srun --mpi=pmix`: the bootstrap and collective checks with 4 ranks, a rank that leaves early
+# (the step must end) and a rank that sleeps past the 3 s timeout (the others exit 5 naming it).
+# The daemons are stopped by their pids at the end, also on failure.
+# Usage: slurm_cluster.sh COMM_RANKS_BINARY COMM_FAIL_BINARY. Exit 77 when Slurm is not installed.
+set -u
+RANKS_BIN=$1
+FAIL_BIN=$2
+for tool in munged slurmctld slurmd srun sinfo; do
+    if ! command -v "$tool" > /dev/null; then
+        echo "SKIPPED: $tool not found (apt-get install slurm-wlm munge)"
+        exit 77
+    fi
+done
+
+T=$(mktemp -d /tmp/evalmesh-slurm.XXXXXX)
+H=$(hostname -s)
+# Ports of our own, so clusters of concurrent test runs do not meet.
+BASE=$((20000 + ($$ % 2000) * 2))
+stop() {
+    for pidfile in slurmd.pid slurmctld.pid munged.pid; do
+        if [ -s "$T/$pidfile" ]; then
+            pid=$(cat "$T/$pidfile")
+            kill "$pid" 2> /dev/null
+            for _ in 1 2 3 4 5 6 7 8 9 10; do kill -0 "$pid" 2> /dev/null || break; sleep 0.5; done
+            kill -9 "$pid" 2> /dev/null
+        fi
+    done
+    rm -rf "$T"
+}
+trap stop EXIT
+
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+
+mkdir -p "$T/state" "$T/spool" "$T/munge" "$T/out"
+chmod 700 "$T/munge"
+dd if=/dev/urandom bs=1 count=1024 of="$T/munge/munge.key" 2> /dev/null
+chmod 400 "$T/munge/munge.key"
+munged --force --key-file="$T/munge/munge.key" --socket="$T/munge/munge.socket" \
+    --pid-file="$T/munged.pid" --log-file="$T/munged.log" --seed-file="$T/munge/seed" \
+    || { cat "$T/munged.log"; fail "munged did not start"; exit 1; }
+
+cat > "$T/slurm.conf" << CONF
+ClusterName=evalmeshtest
+SlurmctldHost=$H
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+AuthInfo=socket=$T/munge/munge.socket
+StateSaveLocation=$T/state
+SlurmdSpoolDir=$T/spool
+SlurmctldPidFile=$T/slurmctld.pid
+SlurmdPidFile=$T/slurmd.pid
+SlurmctldPort=$BASE
+SlurmdPort=$((BASE + 1))
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+SchedulerType=sched/backfill
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+MpiDefault=pmix
+SlurmdParameters=config_overrides
+ReturnToService=2
+NodeName=$H CPUs=8 State=UNKNOWN
+PartitionName=debug Nodes=$H Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
+CONF
+export SLURM_CONF=$T/slurm.conf
+slurmctld -c -f "$T/slurm.conf" -L "$T/ctld.log" || fail "slurmctld did not start"
+slurmd -f "$T/slurm.conf" -L "$T/slurmd.log" || fail "slurmd did not start"
+for _ in $(seq 1 60); do
+    sinfo -h -o %t 2> /dev/null | grep -q idle && break
+    sleep 0.5
+done
+if ! sinfo -h -o %t 2> /dev/null | grep -q idle; then
+    sinfo; tail -20 "$T/ctld.log" "$T/slurmd.log"
+    fail "the node never became idle"
+    exit 1
+fi
+
+# 1. Bootstrap, control plane, collectives, splits, exact sums and meshes with 4 ranks.
+EXPECT_WORLD=4 timeout 120 srun --mpi=pmix -n 4 --export=ALL "$RANKS_BIN" > "$T/ranks.log" 2>&1
+rc=$?
+cat "$T/ranks.log"
+[ "$rc" = 0 ] || fail "srun -n 4 comm_ranks exited with $rc"
+[ "$(grep -c ' checks, 0 failed' "$T/ranks.log")" = 4 ] || fail "not every rank passed its checks"
+
+# 2. Rank 1 of 3 exits early with status 4: Slurm's PMIx plugin sees it leave without
+#    finalizing and cancels the whole step, so nothing hangs.
+start=$(date +%s)
+timeout 60 srun --mpi=pmix -n 3 --export=ALL "$FAIL_BIN" exit 1 > "$T/exit.log" 2>&1
+rc=$?
+cat "$T/exit.log"
+[ "$rc" != 0 ] && [ "$rc" != 124 ] || fail "srun with an early exit ended with $rc"
+[ $(( $(date +%s) - start )) -le 45 ] || fail "the step with an early exit took too long"
+
+# 3. Rank 1 of 3 sleeps 60 s: the others time out after 3 s, name it and exit 5; srun -K then
+#    ends the step (their own statuses are in the files they write).
+start=$(date +%s)
+COMM_FAIL_DIR=$T/out timeout 60 srun -K --mpi=pmix -n 3 --export=ALL "$FAIL_BIN" sleep 1 60 \
+    > "$T/sleep.log" 2>&1
+rc=$?
+cat "$T/sleep.log"
+# srun reports the highest task status: the sleeper's SIGTERM (143) once the step is ended.
+[ "$rc" != 0 ] && [ "$rc" != 124 ] || fail "srun with a sleeping rank ended with $rc"
+[ $(( $(date +%s) - start )) -le 45 ] || fail "the step with a sleeping rank took too long"
+for r in 0 2; do
+    if [ ! -f "$T/out/rank-$r.txt" ]; then fail "rank $r wrote no status"; continue; fi
+    read -r status message < "$T/out/rank-$r.txt"
+    [ "$status" = 5 ] || fail "rank $r: status $status, expected 5"
+    case "$message" in *"timed out after 3 s: rank 1 did not arrive"*) ;; *) fail "rank $r: '$message'" ;; esac
+done
+
+if [ "$fails" -gt 0 ]; then echo "$fails failures"; exit 1; fi
+echo "slurm cluster checks passed"
