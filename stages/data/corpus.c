@@ -56,7 +56,7 @@ static em_status read_file(const char *path, char **data, size_t *len) {
 }
 
 static em_status check_utf8(const char *path, const char *text, size_t len) {
-    size_t bad = em_utf8_invalid_offset(text, len);
+    size_t bad = em_text_invalid_utf8(text, len);
     if (bad == len) return NULL;
     int64_t line, col;
     em_text_line_col(text, bad, &line, &col);

@@ -42,7 +42,7 @@ static size_t utf8_decode(const unsigned char *s, size_t len, uint32_t *cp) {
     return n;
 }
 
-size_t em_utf8_invalid_offset(const char *text, size_t len) {
+size_t em_text_invalid_utf8(const char *text, size_t len) {
     const unsigned char *s = (const unsigned char *)text;
     size_t i = 0;
     while (i < len) {
