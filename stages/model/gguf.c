@@ -196,8 +196,8 @@ static em_status read_array(reader *r, int depth, em_gguf_value *v) {
         if (fixed_size(elem_type))
             return truncated(r, v->arr.count * elem_min); /* no overflow: count < 2^64 / 8 */
         return em_error_new(EM_EXIT_BAD_INPUT,
-                            "%s: %s: array of %llu %s elements at offset %zu cannot fit in the "
-                            "%zu bytes left",
+                            "%s: truncated or corrupt %s: an array of %llu %s elements at offset "
+                            "%zu cannot fit in the %zu bytes left",
                             r->name, r->where, (unsigned long long)v->arr.count,
                             em_gguf_type_name(v->arr.elem_type), r->pos, remaining(r));
     }
@@ -388,12 +388,14 @@ static em_status parse(em_gguf *g, const uint8_t *data, size_t size, const char 
      * least 32 (name length, n_dims, one dim, type, offset). */
     if (g->kv_count > remaining(&r) / 13)
         return em_error_new(EM_EXIT_BAD_INPUT,
-                            "%s: metadata count %llu cannot fit in a file of %zu bytes", name,
-                            (unsigned long long)g->kv_count, size);
+                            "%s: truncated or corrupt: %llu metadata entries cannot fit in a "
+                            "file of %zu bytes",
+                            name, (unsigned long long)g->kv_count, size);
     if (g->tensor_count > remaining(&r) / 32)
         return em_error_new(EM_EXIT_BAD_INPUT,
-                            "%s: tensor count %llu cannot fit in a file of %zu bytes", name,
-                            (unsigned long long)g->tensor_count, size);
+                            "%s: truncated or corrupt: %llu tensors cannot fit in a file of %zu "
+                            "bytes",
+                            name, (unsigned long long)g->tensor_count, size);
     g->kvs = em_xcalloc(g->kv_count, sizeof *g->kvs);
     g->tensors = em_xcalloc(g->tensor_count, sizeof *g->tensors);
     em_name_set names;

@@ -23,6 +23,7 @@ struct gguf_writer {
 };
 
 static void put(bytes *b, const void *data, size_t n) {
+    if (n == 0) return;
     if (b->len + n > b->cap) {
         b->cap = 2 * (b->len + n) + 256;
         b->data = em_xrealloc(b->data, b->cap);
@@ -169,15 +170,17 @@ bool gguf_write_padding(FILE *f, uint64_t written) {
     return fwrite(zeros, 1, pad, f) == pad;
 }
 
+static bool write_bytes(FILE *f, const bytes *b) {
+    return b->len == 0 || fwrite(b->data, 1, b->len, f) == b->len;
+}
+
 bool gguf_write_header(gguf_writer *w, FILE *f) {
     bytes head = {0};
     put(&head, "GGUF", 4);
     put_u32(&head, w->version);
     put_u64(&head, w->tensor_count);
     put_u64(&head, w->kv_count);
-    bool ok = fwrite(head.data, 1, head.len, f) == head.len &&
-              fwrite(w->kvs.data, 1, w->kvs.len, f) == w->kvs.len &&
-              fwrite(w->infos.data, 1, w->infos.len, f) == w->infos.len &&
+    bool ok = write_bytes(f, &head) && write_bytes(f, &w->kvs) && write_bytes(f, &w->infos) &&
               gguf_write_padding(f, head.len + w->kvs.len + w->infos.len);
     free(head.data);
     return ok;
