@@ -1,0 +1,242 @@
+"""CLI tests of the runner: every bad recipe in tests/runner/bad/ gives exactly its expected
+message and exit status 2 from `evalmesh validate` and `evalmesh run`, and leaves no run
+directory; every recipe in recipes/ validates; a run writes the resolved recipe, the log and the
+rank state, and never overwrites an earlier run; `dag`, `stages` and `--help` print what they
+promise.
+
+Each bad file starts with comment lines: a description, `# expect: MESSAGE` where {file} stands
+for the recipe path given to evalmesh and {dir} for its folder, and optionally `# args: ...`
+(overrides after the recipe)."""
+import glob
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+import yaml
+
+BIN = os.environ["EVALMESH_BIN"]
+SRC = os.environ["EVALMESH_SOURCE_DIR"]
+SHARED = os.environ.get("EVALMESH_SHARED_DATA", "")
+HERE = os.path.join(SRC, "tests", "runner")
+GOOD = os.path.join(HERE, "good", "runner_test.yaml")
+
+failures = []
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+        print("FAIL:", what)
+
+
+def evalmesh(args, cwd):
+    env = {k: v for k, v in os.environ.items() if k not in ("EVALMESH_LOG", "EVALMESH_LOG_ALL_RANKS")}
+    return subprocess.run([BIN] + args, cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=300)
+
+
+def read_header(path):
+    expect, args = None, []
+    with open(path) as f:
+        for line in f:
+            if not line.startswith("#"):
+                break
+            if line.startswith("# expect: "):
+                expect = line[len("# expect: "):].rstrip("\n")
+            elif line.startswith("# args: "):
+                args = line[len("# args: "):].split()
+    return expect, args
+
+
+def test_bad_recipes():
+    files = sorted(glob.glob(os.path.join(HERE, "bad", "*.yaml")))
+    check(len(files) >= 20, f"found {len(files)} bad recipes")
+    for path in files:
+        expect, args = read_header(path)
+        check(expect is not None, f"{path}: no '# expect:' line")
+        if expect is None:
+            continue
+        message = expect.replace("{file}", path).replace("{dir}", os.path.dirname(path))
+        for command in ("validate", "run"):
+            with tempfile.TemporaryDirectory() as cwd:
+                extra = ["--run-dir", os.path.join(cwd, "rd")] if command == "run" else []
+                r = evalmesh([command, path] + args + extra, cwd)
+                name = f"{command} {os.path.basename(path)}"
+                check(r.returncode == 2, f"{name}: exit {r.returncode}, expected 2")
+                check(r.stderr == f"error: {message}\n",
+                      f"{name}: stderr {r.stderr!r}, expected {'error: ' + message!r}")
+                check(r.stdout == "", f"{name}: stdout {r.stdout!r}")
+                check(os.listdir(cwd) == [], f"{name}: left {os.listdir(cwd)} behind")
+            # Without --run-dir, no runs/ either.
+            if command == "run":
+                with tempfile.TemporaryDirectory() as cwd:
+                    r = evalmesh([command, path] + args, cwd)
+                    check(r.returncode == 2 and os.listdir(cwd) == [],
+                          f"run {os.path.basename(path)}: exit {r.returncode}, left "
+                          f"{os.listdir(cwd)}")
+
+
+def test_bad_arguments():
+    with tempfile.TemporaryDirectory() as cwd:
+        missing = os.path.join(cwd, "nothing-here.yaml")
+        for command in ("validate", "run", "dag"):
+            r = evalmesh([command, missing], cwd)
+            check(r.returncode == 2, f"{command} missing file: exit {r.returncode}")
+            check(r.stderr == f"error: cannot read '{missing}': No such file or directory\n",
+                  f"{command} missing file: {r.stderr!r}")
+        cases = [
+            (["run"], "error: evalmesh run: missing RECIPE (see evalmesh run --help)\n"),
+            (["validate"], "error: evalmesh validate: missing RECIPE (see evalmesh validate --help)\n"),
+            (["dag"], "error: evalmesh dag: missing RECIPE (see evalmesh dag --help)\n"),
+            (["run", GOOD, "--bogus"],
+             "error: evalmesh run: unknown option '--bogus' (see evalmesh run --help)\n"),
+            (["run", GOOD, "--log-level", "loud"],
+             "error: evalmesh run: unknown log level 'loud' (error, warn, info, debug)\n"),
+            (["dag", GOOD, "--svg"],
+             "error: evalmesh dag: unknown option '--svg' (see evalmesh dag --help)\n"),
+            (["stages", "extra"],
+             "error: evalmesh stages: unexpected argument 'extra' (see evalmesh stages --help)\n"),
+        ]
+        for args, expected in cases:
+            r = evalmesh(args, cwd)
+            check(r.returncode == 2, f"{args}: exit {r.returncode}")
+            check(r.stderr == expected, f"{args}: stderr {r.stderr!r}")
+        check(os.listdir(cwd) == [], f"bad arguments left {os.listdir(cwd)}")
+
+
+def test_recipes_validate():
+    recipes = sorted(glob.glob(os.path.join(SRC, "recipes", "*.yaml")))
+    check(len(recipes) > 0, "no recipes in recipes/")
+    have_shared = bool(SHARED) and os.path.isdir(SHARED)
+    for path in recipes:
+        with tempfile.TemporaryDirectory() as cwd:
+            r = evalmesh(["validate", path], cwd)
+            if r.returncode != 0 and not have_shared and "shared/data" in r.stderr:
+                print(f"skipped {path}: needs {SHARED} ({r.stderr.strip()})")
+                continue
+            check(r.returncode == 0, f"validate {path}: exit {r.returncode}: {r.stderr}")
+            check(re.fullmatch(re.escape(path) + r": ok \(\d+ stages?\)\n", r.stdout),
+                  f"validate {path}: stdout {r.stdout!r}")
+            check(os.listdir(cwd) == [], f"validate {path} left {os.listdir(cwd)}")
+        # The first line lets editors check the recipe against the schema.
+        with open(path) as f:
+            first = f.readline()
+        check(first == "# yaml-language-server: $schema=../schemas/recipe.schema.json\n",
+              f"{path}: first line {first!r}")
+
+
+def run_dirs(cwd):
+    runs = os.path.join(cwd, "runs")
+    return sorted(os.listdir(runs)) if os.path.isdir(runs) else []
+
+
+def test_run_writes_run_directory():
+    with tempfile.TemporaryDirectory() as cwd:
+        r = evalmesh(["run", GOOD, "seed=7"], cwd)
+        check(r.returncode == 0, f"run: exit {r.returncode}: {r.stderr}")
+        dirs = run_dirs(cwd)
+        check(len(dirs) == 1 and re.fullmatch(r"runner-test-\d{8}-\d{6}", dirs[0] if dirs else ""),
+              f"run directories {dirs}")
+        if len(dirs) != 1:
+            return
+        first = os.path.join(cwd, "runs", dirs[0])
+        check(sorted(os.listdir(first)) == ["evalmesh.log", "recipe.resolved.yaml", "state"],
+              f"run directory holds {sorted(os.listdir(first))}")
+        resolved_path = os.path.join(first, "recipe.resolved.yaml")
+        with open(resolved_path) as f:
+            resolved = yaml.safe_load(f)
+        # override beats the recipe, which beats its include; defaults are filled in
+        check(resolved.get("seed") == 7, f"resolved seed {resolved.get('seed')}")
+        check(resolved.get("collective_timeout_s") == 60, f"resolved {resolved}")
+        check(resolved.get("init_timeout_s") == 180, f"resolved {resolved}")
+        check("include" not in resolved, f"include left in {resolved}")
+        check(resolved.get("stages", {}).get("mesh") ==
+              {"kind": "mesh", "after": ["env"], "dp": "auto", "tp": 1, "cp": 1,
+               "backend": "auto"}, f"resolved mesh {resolved.get('stages')}")
+        # the resolved recipe is itself a recipe that validates
+        r2 = evalmesh(["validate", resolved_path], cwd)
+        check(r2.returncode == 0, f"validate resolved: {r2.stderr}")
+        with open(os.path.join(first, "evalmesh.log")) as f:
+            log = f.read()
+        check("stage 'env' (env_check) done in" in log and "stage 'mesh' (mesh) done in" in log,
+              f"log: {log!r}")
+        check(os.path.isfile(os.path.join(first, "state", "rank-0.json")), "no state/rank-0.json")
+
+        # A second run gets its own directory and leaves the first as it was.
+        before = {n: open(os.path.join(first, n)).read() for n in ("recipe.resolved.yaml",)}
+        r = evalmesh(["run", GOOD, "--quiet"], cwd)
+        check(r.returncode == 0, f"second run: exit {r.returncode}: {r.stderr}")
+        check(r.stderr == "", f"--quiet printed {r.stderr!r}")
+        dirs2 = run_dirs(cwd)
+        check(len(dirs2) == 2 and dirs[0] in dirs2, f"after the second run: {dirs2}")
+        if len(dirs2) == 2:
+            second = [d for d in dirs2 if d != dirs[0]][0]
+            # Within the same second the name gets -2.
+            if second.startswith(dirs[0]):
+                check(second == dirs[0] + "-2", f"second run directory {second}")
+        check(open(os.path.join(first, "recipe.resolved.yaml")).read() ==
+              before["recipe.resolved.yaml"], "the second run changed the first")
+
+
+def test_run_dir_option():
+    with tempfile.TemporaryDirectory() as cwd:
+        rd = os.path.join(cwd, "out", "one")
+        r = evalmesh(["run", GOOD, "--run-dir", rd], cwd)
+        check(r.returncode == 0, f"--run-dir: exit {r.returncode}: {r.stderr}")
+        check(os.path.isfile(os.path.join(rd, "recipe.resolved.yaml")), "--run-dir: no recipe")
+        check(run_dirs(cwd) == [], "--run-dir also made runs/")
+        r = evalmesh(["run", GOOD, "--run-dir", rd], cwd)
+        check(r.returncode == 2, f"non-empty --run-dir: exit {r.returncode}")
+        check(r.stderr == f"error: run directory '{rd}' exists and is not empty (--force writes "
+                          "into it anyway)\n", f"non-empty --run-dir: {r.stderr!r}")
+        r = evalmesh(["run", GOOD, "--run-dir", rd, "--force"], cwd)
+        check(r.returncode == 0, f"--force: exit {r.returncode}: {r.stderr}")
+        empty = os.path.join(cwd, "empty")
+        os.mkdir(empty)
+        r = evalmesh(["run", GOOD, "--run-dir", empty], cwd)
+        check(r.returncode == 0, f"empty --run-dir: exit {r.returncode}: {r.stderr}")
+
+
+def test_dag_and_stages():
+    with tempfile.TemporaryDirectory() as cwd:
+        r = evalmesh(["dag", GOOD], cwd)
+        check(r.returncode == 0, f"dag: {r.stderr}")
+        check(r.stdout ==
+              f"{GOOD}: 2 stages in topological order\n"
+              "    #  stage  kind       produces  reads\n"
+              "    1  env    env_check  env       -\n"
+              "    2  mesh   mesh       mesh      after: env\n"
+              "collective stages, one at a time in this order: env, mesh\n", f"dag: {r.stdout!r}")
+        r = evalmesh(["dag", GOOD, "--dot", "stages.mesh.after=[]"], cwd)
+        check(r.stdout ==
+              'digraph "runner-test" {\n  rankdir=LR;\n'
+              '  node [shape=box, fontname="monospace"];\n'
+              '  "env" [label="env\\nenv_check -> env", style=bold];\n'
+              '  "mesh" [label="mesh\\nmesh -> mesh", style=bold];\n}\n', f"dag --dot: {r.stdout!r}")
+        r = evalmesh(["dag", GOOD, "--dot"], cwd)
+        check('  "env" -> "mesh" [style=dashed, label="after"];\n' in r.stdout,
+              f"dag --dot: {r.stdout!r}")
+        r = evalmesh(["stages"], cwd)
+        check(r.returncode == 0, f"stages: {r.stderr}")
+        kinds = sorted(os.path.basename(p)[:-2] for p in glob.glob(os.path.join(SRC, "stages", "*.c")))
+        listed = [line.split()[0] for line in r.stdout.splitlines() if line and line[0] != " "]
+        check(listed == kinds, f"stages lists {listed}, stages/ has {kinds}")
+        for command in ("run", "validate", "dag", "stages"):
+            r = evalmesh([command, "--help"], cwd)
+            check(r.returncode == 0 and r.stdout.startswith(f"usage: evalmesh {command}"),
+                  f"{command} --help: {r.returncode} {r.stdout[:60]!r}")
+        check(os.listdir(cwd) == [], f"dag/stages left {os.listdir(cwd)}")
+
+
+test_bad_recipes()
+test_bad_arguments()
+test_recipes_validate()
+test_run_writes_run_directory()
+test_run_dir_option()
+test_dag_and_stages()
+if failures:
+    print(f"{len(failures)} failures")
+    sys.exit(1)
+print("all passed")
