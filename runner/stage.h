@@ -65,7 +65,7 @@ typedef struct em_run_context {
     int node_id;                 /* 0-based index of this rank's node */
     int node_count;              /* nodes in the run */
     struct em_comm *world;       /* CPU communicator over all ranks (local or mpi backend) */
-    const char *run_dir;         /* where stages write files; NULL for `validate` and `dag` */
+    const char *run_dir;         /* where stages write files: set in run; NULL in init, validate */
     const char *recipe_name;     /* the recipe's `name:` */
     const char *recipe_path;     /* the top recipe file */
     const em_node *recipe;       /* the whole resolved recipe (after includes, overrides, defaults) */
