@@ -1,0 +1,70 @@
+"""`evalmesh tokenize` end to end: llama.cpp's vocabulary tests through the command line
+(--split-marker, --ids-only, --no-bos) give exactly the expected ids for Llama 2 (SentencePiece),
+GPT-2 and Llama 3; default BOS; token listing; bad input gives one message and exit status 2."""
+import os
+import subprocess
+import sys
+import tempfile
+
+DATA = os.environ.get("EVALMESH_SHARED_DATA", "../shared/data")
+BIN = os.environ["EVALMESH_BIN"]
+failures = 0
+
+
+def check(cond, what):
+    global failures
+    if not cond:
+        failures += 1
+        print("FAILED:", what)
+
+
+def run(*args):
+    return subprocess.run([BIN, "tokenize", *args], capture_output=True, text=True)
+
+
+cases = [("llama-spm/ggml-vocab-llama-spm.gguf", "llama-spm/ggml-vocab-llama-spm.gguf"),
+         ("gpt-2/ggml-vocab-gpt-2.gguf", "gpt-2/ggml-vocab-gpt-2.gguf"),
+         ("llama3/tokenizer.json", "llama3/ggml-vocab-llama-bpe.gguf")]
+for tokenizer, test in cases:
+    tok = os.path.join(DATA, "tokenizers", tokenizer)
+    inp = os.path.join(DATA, "tokenizers", test + ".inp")
+    if not os.path.exists(tok) or not os.path.exists(inp):
+        print(f"SKIPPED: {tok} is absent (shared test data)")
+        sys.exit(77)
+    out = run(tok, "--text-file", inp, "--split-marker", "__ggml_vocab_test__", "--ids-only",
+              "--no-bos")
+    check(out.returncode == 0, f"{tokenizer}: exit {out.returncode} {out.stderr}")
+    got = [l.split() for l in out.stdout.split("\n")[:-1]]
+    expected = [l.split() for l in open(inp[:-4] + ".out", encoding="utf-8").read().split("\n")[:-1]]
+    same = sum(1 for g, e in zip(got, expected) if g == e)
+    print(f"{tokenizer}: {same}/{len(expected)} inputs give exactly the expected ids")
+    check(len(got) == len(expected) == 46 and same == len(expected), f"{tokenizer} ids")
+
+spm = os.path.join(DATA, "tokenizers/llama-spm/ggml-vocab-llama-spm.gguf")
+# BOS by default for Llama 2; the listing shows each token as the vocabulary spells it.
+out = run(spm, "Hello world")
+check(out.returncode == 0, "default BOS run")
+check(out.stdout == "1 15043 3186\n       1 -> '<s>'\n   15043 -> '\u2581Hello'\n"
+      "    3186 -> '\u2581world'\n", f"listing: {out.stdout!r}")
+out = run(spm, "--parse-special", "--ids-only", "--no-bos", "<s>Hello")
+check(out.stdout == "1 15043\n", f"parse-special: {out.stdout!r}")
+
+with tempfile.TemporaryDirectory() as d:
+    bad = os.path.join(d, "bad.txt")
+    with open(bad, "wb") as f:
+        f.write(b"one\n__m__\ntwo \xc3(\n__m__\n")
+    out = run(spm, "--text-file", bad, "--split-marker", "__m__", "--ids-only")
+    check(out.returncode == 2, f"invalid UTF-8 exit {out.returncode}")
+    check(out.stderr == f"tokenize: {bad}: input 2: text is not valid UTF-8 at byte offset 4 "
+          "(byte 0xC3)\n", f"invalid UTF-8 message: {out.stderr!r}")
+    check(out.stdout.startswith("1 "), "the first input was printed")
+
+out = run(spm)
+check(out.returncode == 2 and "either TEXT or --text-file" in out.stderr, "no text")
+out = run(spm, "--bogus", "x")
+check(out.returncode == 2 and "unknown or incomplete option '--bogus'" in out.stderr, "bad option")
+out = run("/nonexistent.gguf", "x")
+check(out.returncode == 2 and out.stderr ==
+      "tokenize: /nonexistent.gguf: cannot open tokenizer: No such file or directory\n",
+      f"missing file: {out.stderr!r}")
+sys.exit(1 if failures else 0)
