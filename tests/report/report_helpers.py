@@ -1,0 +1,175 @@
+"""Helpers for the report tests: a Prometheus Pushgateway started on a free loopback port, a
+loopback HTTP server that records webhook requests, and running the report driver or evalmesh."""
+import http.server
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+
+PUSHGATEWAY = "/usr/bin/prometheus-pushgateway"
+
+
+def fail(msg):
+    print("FAIL:", msg)
+    sys.exit(1)
+
+
+def check(cond, msg):
+    if not cond:
+        fail(msg)
+
+
+def skip(msg):
+    print("SKIPPED:", msg)
+    sys.exit(77)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Pushgateway:
+    """The real Debian pushgateway on 127.0.0.1:port with its own persistence file."""
+
+    def __init__(self, workdir, port=None):
+        if not os.access(PUSHGATEWAY, os.X_OK):
+            skip(PUSHGATEWAY + " is not installed")
+        self.port = port or free_port()
+        self.url = "http://127.0.0.1:%d" % self.port
+        self.persistence = os.path.join(workdir, "pushgateway.data")
+        self.proc = None
+
+    def start(self):
+        self.proc = subprocess.Popen(
+            [PUSHGATEWAY, "--web.listen-address=127.0.0.1:%d" % self.port,
+             "--persistence.file=" + self.persistence, "--persistence.interval=1s"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for _ in range(200):
+            try:
+                with urllib.request.urlopen(self.url + "/-/ready", timeout=1) as r:
+                    if r.status == 200:
+                        return self
+            except OSError:
+                time.sleep(0.05)
+        self.stop()
+        fail("pushgateway did not become ready on " + self.url)
+
+    def stop(self):
+        if self.proc:
+            self.proc.terminate()
+            self.proc.wait(timeout=10)
+            self.proc = None
+
+    def groups(self):
+        """GET /api/v1/metrics: one entry per pushed group."""
+        with urllib.request.urlopen(self.url + "/api/v1/metrics", timeout=5) as r:
+            doc = json.load(r)
+        check(doc["status"] == "success", "pushgateway API status " + str(doc))
+        return doc["data"]
+
+
+def samples(group):
+    """{(metric name, frozenset of sample labels minus the grouping ones): float value}"""
+    out = {}
+    grouping = set(group["labels"])
+    for name, fam in group.items():
+        if name in ("labels", "last_push_successful") or not isinstance(fam, dict):
+            continue
+        if "metrics" not in fam:
+            continue
+        for m in fam["metrics"]:
+            # the gateway adds an empty `instance` label to every sample it stores
+            labels = frozenset((k, v) for k, v in m["labels"].items()
+                               if k not in grouping and (k, v) != ("instance", ""))
+            out[(name, labels)] = float(m["value"])
+    return out
+
+
+class Webhook:
+    """A loopback HTTP server recording each request (method, path, headers, body)."""
+
+    def __init__(self, status=200):
+        self.requests = []
+        self.status = status
+        hook = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                n = int(self.headers.get("Content-Length", "0"))
+                body = self.rfile.read(n)
+                hook.requests.append((self.command, self.path, dict(self.headers), body))
+                self.send_response(hook.status)
+                self.end_headers()
+                self.wfile.write(b"ok\n")
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = "http://127.0.0.1:%d/hook" % self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def driver():
+    if len(sys.argv) < 2:
+        fail("usage: test.py REPORT_DRIVER")
+    return sys.argv[1]
+
+
+def evalmesh():
+    return os.environ.get("EVALMESH_BIN", "evalmesh")
+
+
+def run(cmd, env=None, timeout=120):
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    p = subprocess.run(cmd, capture_output=True, text=True, env=full_env, timeout=timeout)
+    return p.returncode, p.stdout, p.stderr
+
+
+def write(path, text):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+def tempdir():
+    return tempfile.mkdtemp(prefix="em-report-")
+
+
+def all_files(folder):
+    for root, _, files in os.walk(folder):
+        for f in files:
+            yield os.path.join(root, f)
+
+
+# The metrics every driver recipe reports: known exactly.
+FIXED_METRICS = """\
+  m:
+    kind: fixed_metrics
+    values:
+      f_ref.token_ppl: [12.5, 0.25]
+      f_ref.bits_per_byte: 0.3333333333333333
+      f_q4.token_ppl: [13.0, 0.5]
+      f_ref.tokens_per_second: 1000
+    timing: [f_ref.tokens_per_second]
+    ranks: [[600, 3, 2.0], [400, 1, 0.5]]
+    window_nll: [2.0, 2.5, 3.0, 2.25]
+    model: models/tiny.gguf
+    dataset: data/wiki.test.raw
+    model_sha256: ab12
+    dataset_sha256: cd34
+"""

@@ -1,0 +1,48 @@
+"""`evalmesh history FILE [--metric M]`: the series with the change against the previous and the
+best run (checked against numbers computed here), a corrupt line reported with its line number
+while the other lines are used, and the bad-input exits."""
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from report_helpers import check, evalmesh, run, tempdir, write
+
+work = tempdir()
+
+
+def entry(ppl, acc, commit):
+    return json.dumps({"schema": "evalmesh.results/1", "recipe": {"name": "n", "sha256": None},
+                       "evalmesh": {"version": "0.1.0", "commit": commit},
+                       "end_time": "2026-12-0%dT02:00:00Z" % len(commit),
+                       "metrics": {"f": {"token_ppl": {"value": ppl, "error": 0.1},
+                                         "token_accuracy": {"value": acc}}}})
+
+
+hist = write(os.path.join(work, "h.jsonl"), "\n".join([
+    entry(10.0, 0.40, "a"), entry(9.5, 0.42, "bb"), "{broken", entry(9.8, 0.41, "ccc")]) + "\n")
+
+rc, out, err = run([evalmesh(), "history", hist, "--metric", "f.token_ppl"])
+check(rc == 0, "history exit %d: %s" % (rc, err))
+check("%s:3: not a results document (not valid JSON) (line skipped)" % hist in err, "corrupt line: " + err)
+check("1 corrupt line of %s skipped" % hist in err, "summary: " + err)
+rows = [l.split() for l in out.splitlines() if l.strip() and l.split()[0].isdigit()]
+check([r[0] for r in rows] == ["1", "2", "3"] and [r[1] for r in rows] == ["1", "2", "4"], "rows %s" % rows)
+check("lower is better; best: run 2" in out, "best run: " + out)
+# run 3: 9.8 vs previous 9.5 = +3.158%, vs best 9.5 = +3.158%; run 2: -5.000% vs previous
+prev3 = "%+.3f%%" % ((9.8 - 9.5) / 9.5 * 100)
+check(rows[2][-2:] == [prev3, prev3], "run 3 changes %s" % rows[2])
+check(rows[1][-3:] == ["-5.000%", "+0.000%", "best"], "run 2 changes %s" % rows[1])
+
+rc, out, err = run([evalmesh(), "history", hist])
+check(rc == 0 and "f.token_accuracy (higher is better; best: run 2)" in out, "all metrics: " + out)
+
+rc, out, err = run([evalmesh(), "history", hist, "--metric", "f.token_pl"])
+check(rc == 2 and "no metric 'f.token_pl' in any run (it has: f.token_ppl, f.token_accuracy)" in err,
+      "unknown metric: %d %s" % (rc, err))
+rc, out, err = run([evalmesh(), "history", os.path.join(work, "none.jsonl")])
+check(rc == 2 and "none.jsonl: cannot open" in err, "missing file: %d %s" % (rc, err))
+bad = write(os.path.join(work, "bad.jsonl"), "{}\nnot json\n")
+rc, out, err = run([evalmesh(), "history", bad])
+check(rc == 2 and "no valid run (2 lines skipped)" in err, "no valid line: %d %s" % (rc, err))
+print("ok")

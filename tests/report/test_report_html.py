@@ -1,0 +1,156 @@
+"""The HTML report: one self-contained file whose charts (per-rank throughput bars, per-window NLL
+histogram, history line) are inline SVG with the expected elements; it opens in headless
+Chromium, and a screenshot shows the charts (the bar, bin and line colours are on screen).
+Set EVALMESH_REPORT_SCREENSHOT=path to keep the screenshot (docs/report-screenshot.png)."""
+import html.parser
+import json
+import os
+import shutil
+import struct
+import sys
+import zlib
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from report_helpers import FIXED_METRICS, check, driver, run, skip, tempdir, write
+
+work = tempdir()
+hist = os.path.join(work, "history.jsonl")
+
+# Two earlier runs in the history, then this run appends the third.
+rc, out, err = run([driver(), write(os.path.join(work, "seed.yaml"), """\
+name: nightly
+stages:
+%s  out: {kind: report, metrics: m, outputs: [json]}
+""" % FIXED_METRICS), os.path.join(work, "seed")])
+check(rc == 0, "seed run: %s" % err)
+with open(os.path.join(work, "seed", "results.json")) as f:
+    doc = json.load(f)
+del doc["ranks"]
+lines = []
+for v in (12.9, 12.7):
+    doc["metrics"]["f_ref"]["token_ppl"]["value"] = v
+    lines.append(json.dumps(doc))
+write(hist, "\n".join(lines) + "\n")
+
+run_dir = os.path.join(work, "run")
+rc, out, err = run([driver(), write(os.path.join(work, "r.yaml"), """\
+name: nightly
+stages:
+%s  out:
+    kind: report
+    metrics: m
+    outputs: [json, {type: history, path: %s}, {type: html, metric: f_ref.token_ppl}]
+""" % (FIXED_METRICS, hist)), run_dir])
+check(rc == 0, "html run: exit %d: %s" % (rc, err))
+page_path = os.path.join(run_dir, "report.html")
+with open(page_path) as f:
+    page = f.read()
+
+
+class Charts(html.parser.HTMLParser):
+    """Counts the elements of each <svg class="chart">, and every URL the page would load."""
+
+    def __init__(self):
+        super().__init__()
+        self.current = None
+        self.charts = {}
+        self.loads = []
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        for key in ("src", "href"):
+            if key in a:
+                self.loads.append(a[key])
+        if tag == "svg" and a.get("class") == "chart":
+            self.current = a["id"]
+            self.charts[self.current] = {}
+        elif self.current:
+            name = tag + "." + a.get("class", "")
+            self.charts[self.current][name] = self.charts[self.current].get(name, 0) + 1
+
+    def handle_endtag(self, tag):
+        if tag == "svg":
+            self.current = None
+
+
+p = Charts()
+p.feed(page)
+check(sorted(p.charts) == ["history", "nll", "throughput"], "charts: %s" % sorted(p.charts))
+check(p.charts["throughput"].get("rect.bar") == 2, "one bar per rank: %s" % p.charts["throughput"])
+check(p.charts["nll"].get("rect.bin") == 2, "2 histogram bins for 4 windows: %s" % p.charts["nll"])
+check(p.charts["history"].get("circle.point") == 3 and p.charts["history"].get("polyline.line") == 1,
+      "3 history points: %s" % p.charts["history"])
+check(p.loads == [] and "<script" not in page and "<link" not in page, "self-contained: %s" % p.loads)
+check("rank 1: 800 tokens/s" in page and "run 3: 12.5" in page, "chart values")
+
+chromium = shutil.which("chromium")
+if not chromium:
+    skip("chromium is not installed (apt-get install chromium) — the SVG checks above passed")
+
+url = "file://" + page_path
+flags = ["--headless", "--no-sandbox", "--disable-gpu", "--allow-file-access-from-files"]
+rc, dom, err = run([chromium] + flags + ["--dump-dom", url], timeout=120)
+check(rc == 0, "chromium --dump-dom exit %d: %s" % (rc, err[-2000:]))
+check(dom.count('<svg class="chart"') == 3, "chromium's DOM has the 3 charts")
+check(dom.count('class="bar"') == 2 and dom.count('class="bin"') == 2, "chart elements in the DOM")
+
+shot = os.path.join(work, "report.png")
+rc, out, err = run([chromium] + flags + ["--hide-scrollbars", "--window-size=760,1500",
+                                         "--screenshot=" + shot, url], timeout=120)
+check(rc == 0 and os.path.exists(shot), "chromium --screenshot exit %d: %s" % (rc, err[-2000:]))
+
+
+def png_pixels(path):
+    """Decodes an 8-bit RGB/RGBA PNG: (width, height, rows of (r, g, b) tuples)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    check(data[:8] == b"\x89PNG\r\n\x1a\n", "a PNG file")
+    pos, idat = 8, b""
+    while pos < len(data):
+        n, kind = struct.unpack(">I4s", data[pos:pos + 8])
+        chunk = data[pos + 8:pos + 8 + n]
+        if kind == b"IHDR":
+            w, h, depth, color = struct.unpack(">IIBB", chunk[:10])
+        elif kind == b"IDAT":
+            idat += chunk
+        pos += 12 + n
+    check(depth == 8 and color in (2, 6), "8-bit RGB(A) PNG, got depth %d color %d" % (depth, color))
+    bpp = 3 if color == 2 else 4
+    raw = zlib.decompress(idat)
+    stride = w * bpp
+    prev = bytearray(stride)
+    rows = []
+    for y in range(h):
+        f = raw[y * (stride + 1)]
+        line = bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
+        for i in range(stride):
+            a = line[i - bpp] if i >= bpp else 0
+            b = prev[i]
+            c = prev[i - bpp] if i >= bpp else 0
+            if f == 1:
+                line[i] = (line[i] + a) & 255
+            elif f == 2:
+                line[i] = (line[i] + b) & 255
+            elif f == 3:
+                line[i] = (line[i] + (a + b) // 2) & 255
+            elif f == 4:
+                pa, pb, pc = abs(b - c), abs(a - c), abs(a + b - 2 * c)
+                pred = a if pa <= pb and pa <= pc else (b if pb <= pc else c)
+                line[i] = (line[i] + pred) & 255
+        rows.append([tuple(line[i:i + 3]) for i in range(0, stride, bpp)])
+        prev = line
+    return w, h, rows
+
+
+w, h, rows = png_pixels(shot)
+colours = {}
+for row in rows:
+    for px in row:
+        colours[px] = colours.get(px, 0) + 1
+check(len(colours) > 20, "the screenshot is not blank: %d colours" % len(colours))
+for name, rgb in (("bar", (0x4a, 0x7e, 0xbb)), ("bin", (0xd0, 0x8a, 0x3a)), ("line", (0x3a, 0x9d, 0x5d))):
+    check(colours.get(rgb, 0) > 100, "%s colour %s drawn: %d pixels" % (name, rgb, colours.get(rgb, 0)))
+keep = os.environ.get("EVALMESH_REPORT_SCREENSHOT")
+if keep:
+    shutil.copy(shot, keep)
+print("ok")
