@@ -4,7 +4,8 @@
  *   scored tokens, windows, words, bytes and correct argmax predictions,
  * and sets the metrics S.token_ppl (with its standard error), S.token_ppl_se, S.nll_mean,
  * S.word_ppl, S.byte_ppl, S.bits_per_byte (when the dataset counted words and bytes),
- * S.token_accuracy and the counts S.tokens, S.windows, S.words, S.bytes. Integer sums are
+ * S.token_accuracy and the counts S.tokens, S.windows, S.words and S.bytes (the last two
+ * when the protocol counts them). Integer sums are
  * associative, so these are the same bits for any world size, rank order or reduction tree.
  *
  * It also gathers every rank's tokens, windows and forward seconds (the timing metrics
@@ -97,8 +98,8 @@ static em_status reduce_scores(const em_scores *s, const char *stage, const em_r
     set_metric(m, stage, "token_accuracy", st.token_accuracy, false);
     set_metric(m, stage, "tokens", (double)t.tokens, false);
     set_metric(m, stage, "windows", (double)counts[COUNT_WINDOWS], false);
-    set_metric(m, stage, "words", (double)t.words, false);
-    set_metric(m, stage, "bytes", (double)t.bytes, false);
+    if (t.words) set_metric(m, stage, "words", (double)t.words, false);
+    if (t.bytes) set_metric(m, stage, "bytes", (double)t.bytes, false);
     return NULL;
 }
 

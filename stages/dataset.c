@@ -44,13 +44,13 @@ static em_status dataset_init(em_stage *self, const em_run_context *ctx) {
     self->state = st;
     const em_node *o = self->options;
     const char *path = em_node_get_string(o, "path", "");
-    if (path[0] == '/' || !ctx->recipe_path) {
+    char *copy = em_xstrdup(ctx->recipe_path ? ctx->recipe_path : ".");
+    const char *dir = dirname(copy);
+    if (path[0] == '/' || strcmp(dir, ".") == 0)
         st->path = em_xstrdup(path);
-    } else {
-        char *copy = em_xstrdup(ctx->recipe_path);
-        st->path = em_xasprintf("%s/%s", dirname(copy), path);
-        free(copy);
-    }
+    else
+        st->path = em_xasprintf("%s/%s", dir, path);
+    free(copy);
     const char *format = em_node_get_string(o, "format", "auto");
     st->corpus.format = strcmp(format, "auto") == 0
                             ? em_input_format_from_path(st->path)
