@@ -8,6 +8,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* The files being loaded, from the top recipe down to the current one. */
@@ -105,9 +106,13 @@ static em_status include_one(const em_node *entry, const include_chain *chain, e
     em_status err = NULL;
     for (const include_chain *c = chain; c && !err; c = c->up)
         if (strcmp(c->id, id) == 0) err = cycle_error(chain, path, entry->mark);
-    if (!err && access(path, R_OK) != 0)
+    struct stat st;
+    if (!err && (stat(path, &st) != 0 || access(path, R_OK) != 0))
         err = em_error_at(EM_EXIT_BAD_INPUT, entry->mark, "cannot read included file '%s': %s",
                           path, strerror(errno));
+    if (!err && S_ISDIR(st.st_mode))
+        err = em_error_at(EM_EXIT_BAD_INPUT, entry->mark,
+                          "cannot read included file '%s': it is a directory", path);
     em_node *sub = NULL;
     if (!err) {
         include_chain link = {path, id, chain};

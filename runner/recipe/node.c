@@ -320,6 +320,30 @@ const char *em_node_get_string(const em_node *map, const char *key, const char *
 
 /* ---- writing YAML ---------------------------------------------------------------------- */
 
+/* The length in bytes of a character at p that YAML cannot show as itself (control characters,
+ * C1 controls such as NEL, the line and paragraph separators, BOM and non-characters), setting
+ * *code to its code point; 0 for any other character. */
+static int unprintable_at(const unsigned char *p, unsigned *code) {
+    int len = 0;
+    if (p[0] < 0x20 || p[0] == 0x7f) {
+        *code = p[0];
+        len = 1;
+    } else if (p[0] == 0xC2 && p[1] >= 0x80 && p[1] <= 0x9F) {
+        *code = p[1]; /* U+0080..U+009F */
+        len = 2;
+    } else if (p[0] == 0xE2 && p[1] == 0x80 && (p[2] == 0xA8 || p[2] == 0xA9)) {
+        *code = 0x2000u + (p[2] - 0x80u); /* U+2028, U+2029 */
+        len = 3;
+    } else if (p[0] == 0xEF && p[1] == 0xBB && p[2] == 0xBF) {
+        *code = 0xFEFF;
+        len = 3;
+    } else if (p[0] == 0xEF && p[1] == 0xBF && (p[2] == 0xBE || p[2] == 0xBF)) {
+        *code = 0xFFFEu + (p[2] - 0xBEu); /* U+FFFE, U+FFFF */
+        len = 3;
+    }
+    return len;
+}
+
 /* Whether a string must be quoted to load back as the same string. Besides what the core schema
  * would retype, strings that YAML 1.1 readers (PyYAML) take for booleans or numbers are quoted. */
 static bool needs_quotes(const char *s) {
@@ -332,39 +356,35 @@ static bool needs_quotes(const char *s) {
     size_t n = strlen(s);
     if (s[n - 1] == ' ' || s[n - 1] == ':') return true;
     if (strstr(s, ": ") || strstr(s, " #")) return true;
+    unsigned code;
     for (const unsigned char *p = (const unsigned char *)s; *p; p++)
-        if (*p < 0x20 || *p == 0x7f) return true;
+        if (unprintable_at(p, &code)) return true;
     return false;
 }
 
 static void write_quoted(const char *s, FILE *out) {
     fputc('"', out);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        switch (*p) {
-        case '"':
-            fputs("\\\"", out);
-            break;
-        case '\\':
-            fputs("\\\\", out);
-            break;
-        case '\n':
+    for (const unsigned char *p = (const unsigned char *)s; *p;) {
+        unsigned code;
+        int len = unprintable_at(p, &code);
+        if (*p == '"' || *p == '\\')
+            fprintf(out, "\\%c", *p);
+        else if (*p == '\n')
             fputs("\\n", out);
-            break;
-        case '\t':
+        else if (*p == '\t')
             fputs("\\t", out);
-            break;
-        case '\r':
-            fputs("\\r", out);
-            break;
-        default:
-            if (*p < 0x20 || *p == 0x7f)
-                fprintf(out, "\\x%02x", *p);
-            else
-                fputc(*p, out);
-        }
+        else if (len)
+            fprintf(out, code < 0x100 ? "\\x%02x" : "\\u%04x", code);
+        else
+            fputc(*p, out);
+        p += len ? len : 1;
     }
     fputc('"', out);
 }
+
+/* Keys longer than this are written as explicit keys ("? key"): libyaml reads a simple key of
+ * at most 1024 characters, and escapes can make the written key four times longer. */
+enum { MAX_SIMPLE_KEY = 200 };
 
 static void write_yaml_scalar(const em_node *node, FILE *out) {
     if (em_node_scalar_type(node) == EM_SCALAR_STRING && needs_quotes(node->text))
@@ -406,7 +426,9 @@ static void write_yaml_value(const em_node *v, int indent, bool after_dash, FILE
 static void write_yaml_node(const em_node *node, int indent, bool first_line_indented, FILE *out) {
     if (node->kind == EM_NODE_SCALAR || is_empty_collection(node)) {
         if (first_line_indented) fprintf(out, "%*s", indent, "");
-        if (node->kind == EM_NODE_SCALAR)
+        if (node->kind == EM_NODE_SCALAR && !node->text[0] && !node->quoted)
+            fputc('~', out); /* an empty document would not load */
+        else if (node->kind == EM_NODE_SCALAR)
             write_yaml_scalar(node, out);
         else
             fputs(node->kind == EM_NODE_MAP ? "{}" : "[]", out);
@@ -416,7 +438,14 @@ static void write_yaml_node(const em_node *node, int indent, bool first_line_ind
     for (size_t i = 0; i < node->count; i++) {
         if (i > 0 || first_line_indented) fprintf(out, "%*s", indent, "");
         if (node->kind == EM_NODE_MAP) {
-            write_key(node->entries[i].key, out);
+            const char *key = node->entries[i].key;
+            if (strlen(key) > MAX_SIMPLE_KEY) {
+                fputs("? ", out);
+                write_key(key, out);
+                fprintf(out, "\n%*s", indent, "");
+            } else {
+                write_key(key, out);
+            }
             fputc(':', out);
             write_yaml_value(node->entries[i].value, indent, false, out);
         } else {

@@ -10,8 +10,9 @@
 #include <string.h>
 #include <yaml.h>
 
-/* Aliases are copies, so a few anchors can expand into a huge tree ("billion laughs"). */
-enum { MAX_NODES = 1 << 20 };
+/* Aliases are copies, so a few anchors can expand into a huge tree ("billion laughs"); and
+ * nesting is read by recursion, so it is bounded too. */
+enum { MAX_NODES = 1 << 20, MAX_DEPTH = 256 };
 
 typedef struct anchor {
     char *name;
@@ -26,6 +27,7 @@ typedef struct loader {
     anchor *anchors;
     size_t n_anchors;
     size_t n_nodes;
+    int depth; /* maps and lists open around the current node */
 } loader;
 
 static em_mark mark_of(const loader *ld, yaml_mark_t m) {
@@ -299,6 +301,10 @@ static em_status parse_node(loader *ld, const yaml_event_t *ev, em_node **out) {
         return NULL;
     }
     size_t slot = 0;
+    if (ld->depth >= MAX_DEPTH)
+        return em_error_at(EM_EXIT_BAD_INPUT, at, "maps and lists nested more than %d deep",
+                           MAX_DEPTH);
+    ld->depth++;
     if (ev->type == YAML_SEQUENCE_START_EVENT) {
         if ((err = check_tag(ld, ev->data.sequence_start.tag, ev->start_mark, &is_str))) return err;
         anchor_name = ev->data.sequence_start.anchor;
@@ -310,8 +316,9 @@ static em_status parse_node(loader *ld, const yaml_event_t *ev, em_node **out) {
         if (anchor_name) slot = begin_anchor(ld, anchor_name);
         err = parse_map(ld, ev, out);
     } else {
-        return em_error_at(EM_EXIT_FAILURE, at, "unexpected YAML event %d", (int)ev->type);
+        err = em_error_at(EM_EXIT_FAILURE, at, "unexpected YAML event %d", (int)ev->type);
     }
+    ld->depth--;
     if (err) return err;
     if (anchor_name) ld->anchors[slot].node = em_node_clone(*out);
     return NULL;

@@ -80,6 +80,8 @@ static void check_errors(void) {
                 "@/self_include.yaml");
     check_error("inc_missing.yaml", "@/inc_missing.yaml:4:5: cannot read included file "
                                     "'@/nowhere.yaml': No such file or directory");
+    check_error("inc_directory.yaml", "@/inc_directory.yaml:1:10: cannot read included file "
+                                      "'@/sub': it is a directory");
     check_error("inc_bad_type.yaml",
                 "@/inc_bad_type.yaml:1:10: include needs a file name, found a map");
     /* errors inside an included file name that file */

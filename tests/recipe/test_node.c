@@ -233,6 +233,33 @@ static void check_round_trip(void) {
     em_node_free(a);
     em_node_free(b);
 
+    /* characters YAML cannot show as themselves are escaped; long keys are explicit keys */
+    em_node *map = em_node_new_map(here);
+    char long_key[1500];
+    memset(long_key, 'k', sizeof long_key - 1);
+    long_key[sizeof long_key - 1] = '\0';
+    em_node_map_set(map, long_key, here, em_node_new_scalar("v", false, here));
+    em_node_map_set(map, "nel\xc2\x85 ls\xe2\x80\xa8 bom\xef\xbb\xbf c1\xc2\x9f del\x7f", here,
+                    em_node_new_scalar("\xef\xbf\xbe\x01 \xc2\xa0ok", true, here));
+    em_node *nested = em_node_new_map(here);
+    em_node_map_set(nested, long_key, here, em_node_new_seq(here));
+    em_node_map_set(map, "nested", here, nested);
+    yaml = write_to_string(map, false);
+    CHECK_CONTAINS(
+        yaml, "\"nel\\x85 ls\\u2028 bom\\ufeff c1\\x9f del\\x7f\": \"\\ufffe\\x01 \xc2\xa0ok\"\n");
+    CHECK(strncmp(yaml, "? kkk", 5) == 0);
+    b = parse(yaml);
+    CHECK(b && same_tree(map, b));
+    free(yaml);
+    em_node_free(b);
+    em_node_free(map);
+    /* a null document is written as ~ (an empty one would not load) */
+    a = parse("---\n");
+    yaml = write_to_string(a, false);
+    CHECK_STR_EQ(yaml, "~\n");
+    free(yaml);
+    em_node_free(a);
+
     /* the exact block layout */
     a = parse("a: {b: 1, c: [x, {d: e, f: g}, [h]]}\nl: []\n");
     yaml = write_to_string(a, false);

@@ -182,6 +182,22 @@ static void check_bad_yaml(void) {
         "t.yaml:5:60: too many nodes (aliases expand the document past 1048576 nodes)");
 }
 
+/* Nesting deeper than the loader allows is one clear error, not a stack overflow. */
+static void check_deep_nesting(void) {
+    size_t depth = 100000;
+    char *text = em_xmalloc(2 * depth + 1);
+    memset(text, '[', depth);
+    memset(text + depth, ']', depth);
+    text[2 * depth] = '\0';
+    check_parse_error(text, "t.yaml:1:257: maps and lists nested more than 256 deep");
+    free(text);
+    em_node *n = NULL;
+    em_status err = em_yaml_parse("[[[[1]]]]", 9, "t.yaml", &n);
+    CHECK(err == NULL && n && n->items[0]->items[0]->items[0]->items[0]->text[0] == '1');
+    em_error_free(err);
+    em_node_free(n);
+}
+
 static void check_bad_files(void) {
     check_file_error("tab_indent.yaml", "@:3:1: tab character in indentation (use spaces)");
     check_file_error("malformed_indent.yaml", "@:5:4: did not find expected key (while parsing a "
@@ -215,6 +231,7 @@ int main(void) {
     check_marks();
     check_anchors_and_merges();
     check_bad_yaml();
+    check_deep_nesting();
     check_bad_files();
     return test_finish();
 }
