@@ -1,8 +1,8 @@
 """CLI tests of the runner: every bad recipe in tests/runner/bad/ gives exactly its expected
 message and exit status 2 from `evalmesh validate` and `evalmesh run`, and leaves no run
 directory; every recipe in recipes/ validates; a run writes the resolved recipe, the log and the
-rank state, and never overwrites an earlier run; `dag`, `stages` and `--help` print what they
-promise.
+rank state, and never overwrites an earlier run, also on two ranks under mpirun; `dag`, `stages`
+and `--help` print what they promise.
 
 Each bad file starts with comment lines: a description, `# expect: MESSAGE` where {file} stands
 for the recipe path given to evalmesh and {dir} for its folder, and optionally `# args: ...`
@@ -230,12 +230,41 @@ def test_dag_and_stages():
         check(os.listdir(cwd) == [], f"dag/stages left {os.listdir(cwd)}")
 
 
+def test_two_ranks():
+    mpirun = os.environ.get("EVALMESH_MPIRUN", "")
+    if not mpirun:
+        print("skipped the two-rank runs: no mpirun")
+        return
+    launch = [mpirun, "-np", "2", "--oversubscribe", BIN]
+    with tempfile.TemporaryDirectory() as cwd:
+        r = subprocess.run(launch + ["run", GOOD], cwd=cwd, capture_output=True, text=True,
+                           timeout=300)
+        check(r.returncode == 0, f"2 ranks: exit {r.returncode}: {r.stderr}")
+        dirs = run_dirs(cwd)
+        check(len(dirs) == 1, f"2 ranks made {dirs}")
+        if len(dirs) == 1:
+            d = os.path.join(cwd, "runs", dirs[0])
+            for name in ("evalmesh.log", "evalmesh.rank1.log", "state/rank-0.json",
+                         "state/rank-1.json", "recipe.resolved.yaml"):
+                check(os.path.isfile(os.path.join(d, name)), f"2 ranks: no {name}")
+        # A bad recipe ends both ranks with exit 2 and one message, from rank 0.
+        bad = os.path.join(HERE, "bad", "cycle.yaml")
+        r = subprocess.run(launch + ["run", bad], cwd=cwd, capture_output=True, text=True,
+                           timeout=300)
+        check(r.returncode == 2, f"2 ranks, bad recipe: exit {r.returncode}")
+        errors = [line for line in r.stderr.splitlines() if "error:" in line]
+        check(errors == [f"[r0] error: {bad}:5:3: cycle: a -> b -> c -> a"],
+              f"2 ranks, bad recipe: {errors}")
+        check(len(run_dirs(cwd)) == 1, "2 ranks, bad recipe: made a run directory")
+
+
 test_bad_recipes()
 test_bad_arguments()
 test_recipes_validate()
 test_run_writes_run_directory()
 test_run_dir_option()
 test_dag_and_stages()
+test_two_ranks()
 if failures:
     print(f"{len(failures)} failures")
     sys.exit(1)
