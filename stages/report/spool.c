@@ -126,7 +126,7 @@ em_status em_spool_resend(const char *run_dir, int *sent, int *failed) {
         names[count++] = em_xstrdup(e->d_name);
     }
     closedir(d);
-    qsort(names, count, sizeof *names, compare_names);
+    if (count) qsort(names, count, sizeof *names, compare_names);
     em_status first = NULL;
     for (size_t i = 0; i < count; i++) {
         char *path = em_xasprintf("%s/%s", dir, names[i]);
