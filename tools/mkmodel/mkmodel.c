@@ -450,6 +450,18 @@ static bool parse_float(const char *text, float *out) {
     return true;
 }
 
+static bool takes_value(const char *option) {
+    static const char *const options[] = {
+        "--out",      "--from",          "--tokenizer",  "--format",       "--vocab",
+        "--dim",      "--layers",        "--heads",      "--kv-heads",     "--ffn",
+        "--ctx",      "--rope-orig-ctx", "--rope-theta", "--rms-eps",      "--rope-factor",
+        "--rope-low", "--rope-high",     "--seed",       "--gguf-version", "--rope-scaling",
+        "--type"};
+    for (size_t i = 0; i < sizeof options / sizeof options[0]; i++)
+        if (strcmp(option, options[i]) == 0) return true;
+    return false;
+}
+
 static int parse_args(int argc, char **argv, spec *s, const char **from) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -458,6 +470,7 @@ static int parse_args(int argc, char **argv, spec *s, const char **from) {
             exit(0);
         }
         bool flag = strcmp(a, "--tied") == 0 || strcmp(a, "--qkv-bias") == 0;
+        if (!flag && !takes_value(a)) return fail("unknown option '%s' (see --help)", a);
         if (!flag && i + 1 >= argc) return fail("%s needs a value (see --help)", a);
         const char *v = flag ? NULL : argv[++i];
         bool ok = true;

@@ -1,0 +1,218 @@
+"""The command-line side of model files: `evalmesh inspect` (text and --json, bad files),
+the `model` stage in recipes (paths relative to the recipe, format and checksum checks, errors
+naming file:line:col or rank and stage) and evalmesh-mkmodel's argument errors.
+
+usage: test_model_cli.py MKMODEL   (EVALMESH_BIN names the evalmesh binary)
+"""
+import hashlib
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+
+failures = 0
+
+
+def check(cond, what):
+    global failures
+    if not cond:
+        failures += 1
+        print("FAILED:", what)
+
+
+def run(args, cwd=None):
+    p = subprocess.run(args, capture_output=True, text=True, cwd=cwd)
+    return p.returncode, p.stdout, p.stderr
+
+
+def gguf_header_sha(path):
+    """SHA-256 of a GGUF file up to its tensor data, found by walking the header."""
+    data = open(path, "rb").read()
+    pos = 24
+    n_tensors, n_kv = struct.unpack_from("<QQ", data, 8)
+    sizes = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+
+    def skip_value(t, pos):
+        if t == 8:
+            return pos + 8 + struct.unpack_from("<Q", data, pos)[0]
+        if t == 9:
+            et, n = struct.unpack_from("<IQ", data, pos)
+            pos += 12
+            for _ in range(n):
+                pos = skip_value(et, pos)
+            return pos
+        return pos + sizes[t]
+
+    for _ in range(n_kv):
+        pos = skip_value(8, pos)
+        t = struct.unpack_from("<I", data, pos)[0]
+        pos = skip_value(t, pos + 4)
+    for _ in range(n_tensors):
+        pos = skip_value(8, pos)
+        n_dims = struct.unpack_from("<I", data, pos)[0]
+        pos += 4 + 8 * n_dims + 4 + 8
+    start = (pos + 31) // 32 * 32
+    return hashlib.sha256(data[:start]).hexdigest()
+
+
+def check_inspect(evalmesh, mkmodel, tmp):
+    shared = os.environ.get("EVALMESH_SHARED_DATA", "../shared/data")
+    stories = os.path.join(shared, "models", "stories260K.gguf")
+    if os.path.exists(stories):
+        rc, out, err = run([evalmesh, "inspect", stories])
+        check(rc == 0, "inspect stories: rc %d %s" % (rc, err))
+        lines = out.splitlines()
+        for want in ["format:       gguf", "architecture: llama", "file size:    1185376 bytes",
+                     "header sha256: " + gguf_header_sha(stories),
+                     "  embedding_length    64", "  feed_forward_length 172", "  block_count         5",
+                     "  head_count          8", "  head_count_kv       4", "  vocab_size          512",
+                     "  rope_freq_base      10000", "  rms_epsilon         1e-05",
+                     'tokenizer: llama, 512 tokens, bos 1 "<s>", eos 2 "</s>"', "tensors: 48",
+                     "  blk.0.ffn_down.weight            F32   172 x 64                  44032"]:
+            check(want in lines, "inspect stories: line %r missing" % want)
+    else:
+        print("note: %s absent, stories inspect skipped" % stories)
+
+    model = os.path.join(tmp, "m.gguf")
+    subprocess.run([mkmodel, "--out", model, "--type", "f16", "--dim", "128", "--heads", "8",
+                    "--kv-heads", "2", "--layers", "3", "--ffn", "320", "--vocab", "300",
+                    "--rope-scaling", "llama3", "--rope-factor", "32", "--rope-theta", "500000",
+                    "--ctx", "8192", "--tied"], check=True)
+    rc, out, err = run([evalmesh, "inspect", model, "--json"])
+    check(rc == 0, "inspect --json: rc %d %s" % (rc, err))
+    j = json.loads(out)
+    h = j["hyperparameters"]
+    want = {"vocab_size": 300, "context_length": 8192, "embedding_length": 128, "block_count": 3,
+            "feed_forward_length": 320, "head_count": 8, "head_count_kv": 2, "head_dim": 16,
+            "rope_dimension": 16, "rope_freq_base": 500000, "rope_scaling": "llama3",
+            "rope_llama3_factor": 32, "rope_llama3_low_freq_factor": 1,
+            "rope_llama3_high_freq_factor": 4, "rope_llama3_original_context": 8192,
+            "qkv_bias": False, "tied_output": True}
+    for k, v in want.items():
+        check(h.get(k) == v, "inspect --json: %s = %r, want %r" % (k, h.get(k), v))
+    check(j["format"] == "gguf" and j["architecture"] == "llama", "format/architecture")
+    check(j["file_size"] == os.path.getsize(model), "file_size")
+    check(j["header_sha256"] == gguf_header_sha(model), "header sha256")
+    check(j["tokenizer"] == {"kind": "gpt2", "vocab_size": 300, "bos": 256, "eos": 257}, "tokenizer %r" % j["tokenizer"])
+    tensors = {t["name"]: t for t in j["tensors"]}
+    check(len(tensors) == 2 + 9 * 3, "tensor count %d" % len(tensors))
+    check("output.weight" not in tensors, "tied: no output.weight")
+    check(tensors["blk.2.attn_k.weight"] == {"name": "blk.2.attn_k.weight", "type": "F16",
+                                             "shape": [128, 32], "bytes": 128 * 32 * 2},
+          "attn_k entry %r" % tensors["blk.2.attn_k.weight"])
+    check(tensors["blk.0.ffn_norm.weight"]["type"] == "F32", "norms are F32")
+
+    # the same through a safetensors checkpoint
+    st = os.path.join(tmp, "m-st")
+    subprocess.run([mkmodel, "--out", st, "--format", "safetensors", "--type", "f16", "--dim", "128",
+                    "--heads", "8", "--kv-heads", "2", "--layers", "3", "--ffn", "320", "--vocab",
+                    "300", "--rope-scaling", "llama3", "--rope-factor", "32", "--rope-theta",
+                    "500000", "--ctx", "8192", "--tied"], check=True)
+    rc, out, err = run([evalmesh, "inspect", st, "--json"])
+    check(rc == 0, "inspect safetensors: rc %d %s" % (rc, err))
+    js = json.loads(out)
+    check(js["format"] == "safetensors", "safetensors format")
+    check(js["hyperparameters"] == j["hyperparameters"], "same hyperparameters from both formats")
+    check(sorted(t["name"] for t in js["tensors"]) == sorted(tensors), "same tensor names")
+
+    # bad files: one message, exit status 2
+    cut = os.path.join(tmp, "cut.gguf")
+    with open(model, "rb") as f:
+        open(cut, "wb").write(f.read(1000))
+    rc, out, err = run([evalmesh, "inspect", cut])
+    check(rc == 2 and "cut.gguf: truncated or corrupt metadata key 19 (tokenizer.ggml.tokens)" in err,
+          "inspect cut file: %d %s" % (rc, err))
+    check(out == "", "nothing on stdout for a bad file")
+    rc, out, err = run([evalmesh, "inspect"])
+    check(rc == 2 and "missing MODEL" in err, "inspect without a model")
+    rc, out, err = run([evalmesh, "inspect", model, "--yaml"])
+    check(rc == 2 and "unexpected argument '--yaml'" in err, "inspect bad option")
+    text = os.path.join(tmp, "notes.txt")
+    open(text, "w").write("hello")
+    rc, out, err = run([evalmesh, "inspect", text])
+    check(rc == 2 and "notes.txt: not a model file" in err, "inspect a text file: %s" % err)
+
+
+def check_stage(evalmesh, mkmodel, tmp):
+    rdir = os.path.join(tmp, "recipes")
+    os.makedirs(os.path.join(rdir, "models"))
+    model = os.path.join(rdir, "models", "tiny.gguf")
+    subprocess.run([mkmodel, "--out", model], check=True)
+    sha = gguf_header_sha(model)
+
+    def recipe(name, stage):
+        path = os.path.join(rdir, name + ".yaml")
+        open(path, "w").write("name: %s\nstages:\n  m: %s\n" % (name, stage))
+        return path
+
+    good = recipe("good", "{kind: model, path: models/tiny.gguf, header_sha256: %s}" % sha)
+    # run from another directory: the path is relative to the recipe, not the working directory
+    rc, out, err = run([evalmesh, "run", good, "--run-dir", os.path.join(tmp, "run-good")], cwd="/")
+    check(rc == 0, "model stage run: %d %s" % (rc, err))
+    check("model m: gguf llama, 2 layers, dim 64, 4/4 heads, vocab 258, 21 tensors" in out + err,
+          "model stage log line: %s" % (out + err))
+
+    missing = recipe("missing", "{kind: model, path: models/none.gguf}")
+    rc, out, err = run([evalmesh, "validate", missing])
+    check(rc == 2 and "missing.yaml:3:26: stage 'm': path %s/models/none.gguf: No such file or "
+          "directory" % rdir in err, "missing model: %d %s" % (rc, err))
+
+    wrong = recipe("wrong", "{kind: model, path: models/tiny.gguf, format: safetensors}")
+    rc, out, err = run([evalmesh, "run", wrong, "--run-dir", os.path.join(tmp, "run-wrong")])
+    check(rc == 2 and "rank 0, stage 'm' (model): %s is a gguf model but the stage says format: "
+          "safetensors" % model in err, "format mismatch: %d %s" % (rc, err))
+
+    pinned = recipe("pinned", "{kind: model, path: models/tiny.gguf, header_sha256: '%s'}" % ("0" * 64))
+    rc, out, err = run([evalmesh, "run", pinned, "--run-dir", os.path.join(tmp, "run-pinned")])
+    check(rc == 2 and "header sha256 is %s but the stage expects %s" % (sha, "0" * 64) in err,
+          "checksum mismatch: %d %s" % (rc, err))
+
+    typo = recipe("typo", "{kind: model, path: models/tiny.gguf, fromat: gguf}")
+    rc, out, err = run([evalmesh, "validate", typo])
+    check(rc == 2 and "typo.yaml:3" in err and "fromat" in err, "unknown option: %d %s" % (rc, err))
+
+    cut = os.path.join(rdir, "models", "cut.gguf")
+    with open(model, "rb") as f:
+        open(cut, "wb").write(f.read(500))
+    bad = recipe("bad", "{kind: model, path: models/cut.gguf}")
+    rc, out, err = run([evalmesh, "run", bad, "--run-dir", os.path.join(tmp, "run-bad")])
+    check(rc == 2 and "rank 0, stage 'm' (model): %s: truncated or corrupt: 21 tensors" % cut in err,
+          "truncated model in a run: %d %s" % (rc, err))
+
+
+def check_mkmodel_errors(mkmodel, tmp):
+    out = os.path.join(tmp, "x")
+    for args, want in [
+        (["--out", out, "--format", "safetensors", "--type", "q8_0"], "safetensors holds f32, f16 and bf16 only"),
+        (["--out", out, "--vocab", "100"], "the byte tokenizer has 258 tokens; --vocab 100 is too small"),
+        (["--out", out, "--dim", "60", "--heads", "8"], "dim/heads must be even"),
+        (["--out", out, "--type", "q4_0", "--ffn", "100"], "needs --dim and --ffn multiples of 32"),
+        (["--out", out, "--type", "f8"], "bad value for --type"),
+        (["--out", out, "--wat"], "unknown option '--wat'"),
+        (["--dim", "64"], "--out PATH is required"),
+        (["--from", os.path.join(tmp, "none.gguf"), "--out", out], "none.gguf: cannot open model"),
+    ]:
+        rc, _, err = run([mkmodel] + args)
+        check(rc == 2 and want in err, "mkmodel %s: %d %s" % (" ".join(args), rc, err))
+
+
+def main():
+    mkmodel = sys.argv[1]
+    evalmesh = os.environ.get("EVALMESH_BIN")
+    if not evalmesh or not os.path.exists(evalmesh):
+        print("SKIPPED: EVALMESH_BIN is not built")
+        return 77
+    tmp = tempfile.mkdtemp(prefix="em-model-cli-")
+    check_inspect(evalmesh, mkmodel, tmp)
+    check_stage(evalmesh, mkmodel, tmp)
+    check_mkmodel_errors(mkmodel, tmp)
+    shutil.rmtree(tmp)
+    print("%d failures" % failures)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
