@@ -193,6 +193,7 @@ em_status em_tokenizer_encode(const em_tokenizer *tok, const char *text, size_t 
         return err;
     }
     if (options.add_eos) em_ids_push(&out, tok->eos);
+    if (!out.data) out.data = em_xmalloc(sizeof(int32_t)); /* never NULL on success */
     *ids = out.data;
     *count = out.count;
     return NULL;

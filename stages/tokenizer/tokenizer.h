@@ -36,8 +36,8 @@ typedef struct em_encode_options {
 /* The tokenizer file's own choices for add_bos/add_eos, parse_special off. */
 em_encode_options em_tokenizer_default_options(const em_tokenizer *tok);
 
-/* Encodes len bytes of text into *ids (malloc'd, *count entries). Text that is not valid UTF-8 is
- * an error naming the byte offset (exit status 2).
+/* Encodes len bytes of text into *ids (malloc'd, never NULL on success; *count entries). Text that
+ * is not valid UTF-8 is an error naming the byte offset (exit status 2).
  *
  * Behaviour in detail (it follows llama.cpp, whose test vocabularies it reproduces exactly):
  * - Invalid UTF-8 (a stray continuation byte, a truncated sequence, an overlong form, a surrogate,
