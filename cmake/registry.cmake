@@ -29,10 +29,12 @@ endfunction()
 # em_embed_files(OUT ROOT FILES...): OUT defines em_embedded_files[], pairs of a path relative to
 # ROOT and the file's text, ending with {0, 0}. Rebuilt whenever one of the files changes.
 function(em_embed_files out root)
+  string(REPLACE ";" "|" file_list "${ARGN}")
   add_custom_command(
     OUTPUT ${out}
-    COMMAND ${CMAKE_COMMAND} -DOUT=${out} -DROOT=${root} "-DFILES=${ARGN}"
+    COMMAND ${CMAKE_COMMAND} -DOUT=${out} -DROOT=${root} "-DFILES=${file_list}"
             -P ${CMAKE_SOURCE_DIR}/cmake/embed_files_script.cmake
     DEPENDS ${ARGN} ${CMAKE_SOURCE_DIR}/cmake/embed_files_script.cmake
-    COMMENT "Embedding schemas")
+    COMMENT "Embedding schemas"
+    VERBATIM)
 endfunction()
