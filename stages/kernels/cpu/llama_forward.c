@@ -1,0 +1,292 @@
+/* The Llama forward over one window (see llama_forward.h). */
+#include "stages/kernels/cpu/llama_forward.h"
+
+#include <cblas.h>
+#include <stdlib.h>
+
+#include "stages/kernels/cpu/attention.h"
+#include "stages/kernels/cpu/dequantize.h"
+#include "stages/kernels/cpu/matmul.h"
+#include "stages/kernels/cpu/output_head.h"
+#include "stages/kernels/cpu/rmsnorm.h"
+#include "stages/kernels/cpu/rope.h"
+#include "stages/kernels/cpu/swiglu.h"
+
+/* Small per-layer vectors converted to floats once. */
+typedef struct layer_vectors {
+    float *attn_norm, *ffn_norm; /* (D) */
+    float *bq, *bk, *bv;         /* (H*hd), (KV*hd), (KV*hd) or NULL */
+} layer_vectors;
+
+struct em_llama_forward {
+    const em_model *model;
+    int threads;
+    em_scratch scratch;
+    layer_vectors *layers;
+    float *output_norm; /* (D) */
+    int capacity;       /* the longest window the activations below can hold */
+    float *x;           /* (T, D) the residual stream */
+    float *xn;          /* (T, D) normalized x, and projection outputs before the residual add */
+    float *q, *att;     /* (T, H*hd) */
+    float *k, *v;       /* (T, KV*hd) */
+    float *gate, *up;   /* (T, F) */
+    float *rope;        /* (T, rope_dim/2, 2) */
+};
+
+/* A tensor the forward needs: present, a supported type, shape {n_in, n_out}. */
+static em_status check_tensor(const em_model *m, const em_tensor *t, const char *what, int64_t n_in,
+                              int64_t n_out) {
+    if (!t) return em_error_new(EM_EXIT_BAD_INPUT, "model %s: has no %s tensor", m->path, what);
+    if (!em_weight_type_supported(t->type)) {
+        return em_error_new(EM_EXIT_BAD_INPUT,
+                            "model %s: tensor '%s' has type %s, which the CPU forward does not "
+                            "support (F32, F16, BF16, Q8_0, Q4_0)",
+                            m->path, t->name, em_tensor_type_name(t->type));
+    }
+    if (t->shape[0] != n_in || t->shape[1] != n_out || t->shape[2] != 1 || t->shape[3] != 1) {
+        return em_error_new(EM_EXIT_BAD_INPUT,
+                            "model %s: tensor '%s' has shape {%lld, %lld, %lld, %lld}, expected "
+                            "{%lld, %lld} from the model's configuration",
+                            m->path, t->name, (long long)t->shape[0], (long long)t->shape[1],
+                            (long long)t->shape[2], (long long)t->shape[3], (long long)n_in,
+                            (long long)n_out);
+    }
+    if ((t->type == EM_TENSOR_Q8_0 || t->type == EM_TENSOR_Q4_0) && n_in % EM_QK != 0) {
+        return em_error_new(EM_EXIT_BAD_INPUT,
+                            "model %s: tensor '%s' is %s with rows of %lld values, not a "
+                            "multiple of %d",
+                            m->path, t->name, em_tensor_type_name(t->type), (long long)n_in, EM_QK);
+    }
+    return NULL;
+}
+
+/* A vector tensor (norm weight or bias) of n values as floats. */
+static float *vector_to_float(const em_tensor *t, int64_t n) {
+    em_tensor row = *t;
+    row.shape[0] = n;
+    row.shape[1] = 1;
+    float *out = em_xmalloc((size_t)n * sizeof(float));
+    em_rows_to_float(&row, 0, 1, out);
+    return out;
+}
+
+static em_status check_model(const em_model *m) {
+    const em_llama_config *c = &m->config;
+    if (c->n_vocab <= 0 || c->dim <= 0 || c->n_layers <= 0 || c->ffn_dim <= 0 || c->n_heads <= 0 ||
+        c->n_kv_heads <= 0 || c->head_dim <= 0 || c->n_heads % c->n_kv_heads != 0 ||
+        c->rope_dim <= 0 || c->rope_dim % 2 != 0 || c->rope_dim > c->head_dim) {
+        return em_error_new(EM_EXIT_BAD_INPUT,
+                            "model %s: unusable configuration (vocab %d, dim %d, layers %d, "
+                            "ffn %d, heads %d, kv heads %d, head dim %d, rope dim %d)",
+                            m->path, c->n_vocab, c->dim, c->n_layers, c->ffn_dim, c->n_heads,
+                            c->n_kv_heads, c->head_dim, c->rope_dim);
+    }
+    int64_t D = c->dim, F = c->ffn_dim, QD = (int64_t)c->n_heads * c->head_dim;
+    int64_t KVD = (int64_t)c->n_kv_heads * c->head_dim;
+    em_status err;
+    if ((err = check_tensor(m, m->tok_embd, "token embedding", D, c->n_vocab))) return err;
+    if ((err = check_tensor(m, m->output_norm, "output norm", D, 1))) return err;
+    if ((err = check_tensor(m, m->output, "output", D, c->n_vocab))) return err;
+    for (int l = 0; l < c->n_layers; l++) {
+        const em_layer_weights *w = &m->layers[l];
+        if ((err = check_tensor(m, w->attn_norm, "attention norm", D, 1)) ||
+            (err = check_tensor(m, w->wq, "attention q", D, QD)) ||
+            (err = check_tensor(m, w->wk, "attention k", D, KVD)) ||
+            (err = check_tensor(m, w->wv, "attention v", D, KVD)) ||
+            (err = check_tensor(m, w->wo, "attention output", QD, D)) ||
+            (err = check_tensor(m, w->ffn_norm, "ffn norm", D, 1)) ||
+            (err = check_tensor(m, w->w_gate, "ffn gate", D, F)) ||
+            (err = check_tensor(m, w->w_up, "ffn up", D, F)) ||
+            (err = check_tensor(m, w->w_down, "ffn down", F, D))) {
+            return em_error_prefix(err, "layer %d", l);
+        }
+        if (c->has_qkv_bias && ((err = check_tensor(m, w->bq, "q bias", QD, 1)) ||
+                                (err = check_tensor(m, w->bk, "k bias", KVD, 1)) ||
+                                (err = check_tensor(m, w->bv, "v bias", KVD, 1)))) {
+            return em_error_prefix(err, "layer %d", l);
+        }
+    }
+    return NULL;
+}
+
+em_status em_llama_forward_new(const em_model *model, int threads, em_llama_forward **out) {
+    *out = NULL;
+    em_status err = check_model(model);
+    if (err) return err;
+    const em_llama_config *c = &model->config;
+    /* our OpenMP threads each call sgemm; OpenBLAS itself must not split them further */
+    openblas_set_num_threads(1);
+    em_llama_forward *f = em_xcalloc(1, sizeof *f);
+    f->model = model;
+    f->threads = threads < 1 ? 1 : threads;
+    em_scratch_init(&f->scratch, f->threads);
+    f->layers = em_xcalloc((size_t)c->n_layers, sizeof *f->layers);
+    int64_t QD = (int64_t)c->n_heads * c->head_dim, KVD = (int64_t)c->n_kv_heads * c->head_dim;
+    for (int l = 0; l < c->n_layers; l++) {
+        const em_layer_weights *w = &model->layers[l];
+        layer_vectors *lv = &f->layers[l];
+        lv->attn_norm = vector_to_float(w->attn_norm, c->dim);
+        lv->ffn_norm = vector_to_float(w->ffn_norm, c->dim);
+        if (c->has_qkv_bias) {
+            lv->bq = vector_to_float(w->bq, QD);
+            lv->bk = vector_to_float(w->bk, KVD);
+            lv->bv = vector_to_float(w->bv, KVD);
+        }
+    }
+    f->output_norm = vector_to_float(model->output_norm, c->dim);
+    *out = f;
+    return NULL;
+}
+
+static void free_activations(em_llama_forward *f) {
+    free(f->x);
+    free(f->xn);
+    free(f->q);
+    free(f->att);
+    free(f->k);
+    free(f->v);
+    free(f->gate);
+    free(f->up);
+    free(f->rope);
+    f->capacity = 0;
+}
+
+/* Makes the activations and scratch hold a window of T positions. */
+static em_status reserve(em_llama_forward *f, int T) {
+    const em_llama_config *c = &f->model->config;
+    size_t D = (size_t)c->dim, F = (size_t)c->ffn_dim, QD = (size_t)c->n_heads * c->head_dim;
+    size_t KVD = (size_t)c->n_kv_heads * c->head_dim;
+    size_t need = em_matmul_scratch_floats(c->dim);
+    if (em_matmul_scratch_floats(c->ffn_dim) > need) need = em_matmul_scratch_floats(c->ffn_dim);
+    if (em_matmul_scratch_floats((int64_t)QD) > need) need = em_matmul_scratch_floats((int64_t)QD);
+    if (em_attention_scratch_floats(T) > need) need = em_attention_scratch_floats(T);
+    if (em_output_head_scratch_floats(T, c->dim) > need) {
+        need = em_output_head_scratch_floats(T, c->dim);
+    }
+    em_status err = em_scratch_reserve(&f->scratch, need);
+    if (err) return err;
+    if (T <= f->capacity) return NULL;
+    free_activations(f);
+    size_t t = (size_t)T;
+    f->x = malloc(t * D * sizeof(float));
+    f->xn = malloc(t * D * sizeof(float));
+    f->q = malloc(t * QD * sizeof(float));
+    f->att = malloc(t * QD * sizeof(float));
+    f->k = malloc(t * KVD * sizeof(float));
+    f->v = malloc(t * KVD * sizeof(float));
+    f->gate = malloc(t * F * sizeof(float));
+    f->up = malloc(t * F * sizeof(float));
+    f->rope = malloc(t * (size_t)c->rope_dim * sizeof(float));
+    if (!f->x || !f->xn || !f->q || !f->att || !f->k || !f->v || !f->gate || !f->up || !f->rope) {
+        free_activations(f);
+        return em_error_new(EM_EXIT_RUNTIME, "out of memory for the activations of %d positions",
+                            T);
+    }
+    f->capacity = T;
+    return NULL;
+}
+
+/* y (T, n) += b (n) on every row */
+static void add_bias(float *y, const float *b, int T, int n, int threads) {
+#pragma omp parallel for num_threads(threads)
+    for (int t = 0; t < T; t++) {
+        for (int i = 0; i < n; i++) y[(size_t)t * n + i] += b[i];
+    }
+}
+
+/* x (n) += y (n) */
+static void add_residual(float *x, const float *y, size_t n, int threads) {
+#pragma omp parallel for num_threads(threads)
+    for (size_t i = 0; i < n; i++) x[i] += y[i];
+}
+
+static em_status check_ids(const int32_t *ids, int T, int n_vocab, const char *what) {
+    for (int t = 0; t < T; t++) {
+        if (ids[t] < 0 || ids[t] >= n_vocab) {
+            return em_error_new(EM_EXIT_BAD_INPUT,
+                                "%s token id %d at position %d is outside the vocabulary (%d)",
+                                what, ids[t], t, n_vocab);
+        }
+    }
+    return NULL;
+}
+
+em_status em_llama_forward_window(em_llama_forward *f, const int32_t *input, const int32_t *target,
+                                  int T, int score_from, double *nll, int32_t *argmax) {
+    const em_model *m = f->model;
+    const em_llama_config *c = &m->config;
+    if (T < 1 || score_from < 0 || score_from >= T) {
+        return em_error_new(EM_EXIT_BAD_INPUT, "window of %d positions scored from %d is empty", T,
+                            score_from);
+    }
+    em_status err = check_ids(input, T, c->n_vocab, "input");
+    if (!err) err = check_ids(target + score_from, T - score_from, c->n_vocab, "target");
+    if (!err) err = reserve(f, T);
+    if (err) return err;
+    int D = c->dim, F = c->ffn_dim, H = c->n_heads, KV = c->n_kv_heads, hd = c->head_dim;
+    int QD = H * hd, KVD = KV * hd, threads = f->threads;
+    em_scratch *s = &f->scratch;
+
+    /* x (T, D) = embedding rows of the input tokens */
+#pragma omp parallel for num_threads(threads)
+    for (int t = 0; t < T; t++) em_rows_to_float(m->tok_embd, input[t], 1, f->x + (size_t)t * D);
+    em_rope_table(c, T, f->rope);
+
+    for (int l = 0; l < c->n_layers; l++) {
+        const em_layer_weights *w = &m->layers[l];
+        const layer_vectors *lv = &f->layers[l];
+        /* attention block */
+        em_rmsnorm(f->x, lv->attn_norm, T, D, c->rms_eps, f->xn, threads);
+        em_matmul(f->xn, T, w->wq, f->q, s); /* q (T, QD) */
+        em_matmul(f->xn, T, w->wk, f->k, s); /* k (T, KVD) */
+        em_matmul(f->xn, T, w->wv, f->v, s); /* v (T, KVD) */
+        if (lv->bq) {
+            add_bias(f->q, lv->bq, T, QD, threads);
+            add_bias(f->k, lv->bk, T, KVD, threads);
+            add_bias(f->v, lv->bv, T, KVD, threads);
+        }
+        em_rope_apply(f->q, T, QD, H, hd, c->rope_dim, f->rope, threads);
+        em_rope_apply(f->k, T, KVD, KV, hd, c->rope_dim, f->rope, threads);
+        em_attention(f->q, f->k, f->v, T, H, KV, hd, f->att, s); /* att (T, QD) */
+        em_matmul(f->att, T, w->wo, f->xn, s);                   /* xn (T, D) */
+        add_residual(f->x, f->xn, (size_t)T * D, threads);
+        /* MLP block */
+        em_rmsnorm(f->x, lv->ffn_norm, T, D, c->rms_eps, f->xn, threads);
+        em_matmul(f->xn, T, w->w_gate, f->gate, s); /* gate (T, F) */
+        em_matmul(f->xn, T, w->w_up, f->up, s);     /* up (T, F) */
+        em_swiglu(f->gate, f->up, (size_t)T * F, threads);
+        em_matmul(f->gate, T, w->w_down, f->xn, s); /* xn (T, D) */
+        add_residual(f->x, f->xn, (size_t)T * D, threads);
+    }
+
+    /* the head sees only the scored positions: xn (T - score_from, D) */
+    int n = T - score_from;
+    em_rmsnorm(f->x + (size_t)score_from * D, f->output_norm, n, D, c->rms_eps, f->xn, threads);
+    return em_output_head(f->xn, n, m->output, target + score_from, nll, argmax, s);
+}
+
+double em_llama_forward_flops(const em_llama_config *c, int T, int score_from) {
+    double D = c->dim, F = c->ffn_dim, QD = (double)c->n_heads * c->head_dim;
+    double KVD = (double)c->n_kv_heads * c->head_dim;
+    double projections = 2.0 * T * (D * QD + 2.0 * D * KVD + QD * D + 3.0 * D * F);
+    /* scores and P.V: query i meets keys 0..i, head_dim multiply-adds each, twice */
+    double attention = 2.0 * 2.0 * QD * ((double)T * (T + 1) / 2.0);
+    double head = 2.0 * (double)(T - score_from) * D * c->n_vocab;
+    return c->n_layers * (projections + attention) + head;
+}
+
+void em_llama_forward_free(em_llama_forward *f) {
+    if (!f) return;
+    for (int l = 0; l < f->model->config.n_layers; l++) {
+        free(f->layers[l].attn_norm);
+        free(f->layers[l].ffn_norm);
+        free(f->layers[l].bq);
+        free(f->layers[l].bk);
+        free(f->layers[l].bv);
+    }
+    free(f->layers);
+    free(f->output_norm);
+    free_activations(f);
+    em_scratch_free(&f->scratch);
+    free(f);
+}

@@ -1,0 +1,37 @@
+/* The forward pass of a Llama-family decoder over one window of tokens, on the CPU: token
+ * embedding, then per layer RMSNorm -> Q/K/V projections (+ optional biases) -> RoPE -> causal
+ * grouped-query attention -> output projection -> residual, RMSNorm -> SwiGLU MLP -> residual;
+ * a final RMSNorm and the vocabulary-tiled output head (tied or separate).
+ *
+ * Windows are computed one at a time with kernel shapes that depend only on the window's length
+ * and first scored position, never on the thread count or on other windows, so a window's
+ * per-token results are bit-identical wherever and with whatever it runs. OpenBLAS is set to one
+ * thread; parallelism is over tiles, heads and rows with OpenMP. */
+#ifndef EVALMESH_KERNELS_LLAMA_FORWARD_H
+#define EVALMESH_KERNELS_LLAMA_FORWARD_H
+
+#include <stdint.h>
+
+#include "runner/util/error.h"
+#include "stages/kernels/cpu/scratch.h"
+#include "stages/model/model.h"
+
+typedef struct em_llama_forward em_llama_forward;
+
+/* Checks that the model's tensors have the shapes and types the forward needs (exit status 2
+ * naming the tensor otherwise) and prepares a forward with `threads` OpenMP threads. */
+em_status em_llama_forward_new(const em_model *model, int threads, em_llama_forward **out);
+
+/* Runs one window: input and target are (T) token ids; positions score_from..T-1 are scored and
+ * nll, argmax are (T - score_from): -log p(target[t] | input[0..t]) and the most likely token.
+ * A token id outside the vocabulary is an error (exit status 2) naming its position. */
+em_status em_llama_forward_window(em_llama_forward *f, const int32_t *input, const int32_t *target,
+                                  int T, int score_from, double *nll, int32_t *argmax);
+
+/* Floating-point operations of one window: 2 per multiply-add of every matmul (projections,
+ * MLP, output head on the scored positions) and of attention (causal: key j <= query i only). */
+double em_llama_forward_flops(const em_llama_config *c, int T, int score_from);
+
+void em_llama_forward_free(em_llama_forward *f);
+
+#endif

@@ -1,0 +1,30 @@
+/* The output head without (T, vocab) logits: for each position, -log softmax(logits)[target]
+ * and the argmax, computed vocabulary tile by vocabulary tile.
+ *
+ * The vocabulary is cut into tiles of EM_HEAD_TILE_ROWS rows of the output weight (a constant).
+ * For each tile v, one sgemm gives the logits (T, tile rows) in the thread's scratch; from them
+ * come, per position t, the tile's max m_v[t], its sum of exp(logit - m_v[t]) in double, its
+ * first argmax and, in the tile holding the target, the target's logit. These partials take
+ * T x tiles x 24 bytes (about 1/40 of the logits for 256-row tiles) and are merged per position
+ * in tile order: M = max m_v, S = sum_v s_v exp(m_v - M), nll = M + log S - logit[target].
+ * Memory per thread: EM_HEAD_TILE_ROWS x (D + T) floats. */
+#ifndef EVALMESH_KERNELS_OUTPUT_HEAD_H
+#define EVALMESH_KERNELS_OUTPUT_HEAD_H
+
+#include <stdint.h>
+
+#include "runner/util/error.h"
+#include "stages/kernels/cpu/scratch.h"
+#include "stages/model/model.h"
+
+#define EM_HEAD_TILE_ROWS 256
+
+/* Scratch floats per thread that em_output_head needs. */
+size_t em_output_head_scratch_floats(int T, int D);
+
+/* x is (T, D) (after the final norm), w is the output weight {D, n_vocab}, target is (T) ids in
+ * [0, n_vocab); nll and argmax are (T). Fails only when memory for the partials runs out. */
+em_status em_output_head(const float *x, int T, const em_tensor *w, const int32_t *target,
+                         double *nll, int32_t *argmax, em_scratch *s);
+
+#endif

@@ -1,0 +1,58 @@
+/* RoPE frequencies, tables and the rotation (see rope.h). */
+#include "stages/kernels/cpu/rope.h"
+
+#include <math.h>
+
+void em_rope_freqs(const em_llama_config *c, double *freqs) {
+    int half = c->rope_dim / 2;
+    for (int i = 0; i < half; i++) {
+        double f = pow((double)c->rope_freq_base, -2.0 * i / c->rope_dim);
+        if (c->rope_scaling == EM_ROPE_SCALING_LINEAR) {
+            f *= c->rope_freq_scale;
+        } else if (c->rope_scaling == EM_ROPE_SCALING_LLAMA3) {
+            double factor = c->rope_llama3_factor;
+            double low = c->rope_llama3_low_freq_factor, high = c->rope_llama3_high_freq_factor;
+            double old_ctx = c->rope_llama3_original_ctx;
+            double wavelen = 2.0 * M_PI / f;
+            double low_wavelen = old_ctx / low, high_wavelen = old_ctx / high;
+            if (wavelen > low_wavelen) {
+                f /= factor;
+            } else if (wavelen >= high_wavelen) {
+                double smooth = (old_ctx / wavelen - low) / (high - low);
+                f = (1.0 - smooth) * f / factor + smooth * f;
+            }
+        }
+        freqs[i] = f;
+    }
+}
+
+void em_rope_table(const em_llama_config *c, int T, float *cos_sin) {
+    int half = c->rope_dim / 2;
+    double freqs[half];
+    em_rope_freqs(c, freqs);
+    for (int t = 0; t < T; t++) {
+        for (int i = 0; i < half; i++) {
+            double angle = t * freqs[i];
+            cos_sin[((size_t)t * half + i) * 2] = (float)cos(angle);
+            cos_sin[((size_t)t * half + i) * 2 + 1] = (float)sin(angle);
+        }
+    }
+}
+
+void em_rope_apply(float *x, int T, int ld, int n_heads, int head_dim, int rope_dim,
+                   const float *cos_sin, int threads) {
+    int half = rope_dim / 2;
+#pragma omp parallel for num_threads(threads)
+    for (int t = 0; t < T; t++) {
+        const float *cs = cos_sin + (size_t)t * half * 2;
+        for (int h = 0; h < n_heads; h++) {
+            float *v = x + (size_t)t * ld + (size_t)h * head_dim;
+            for (int i = 0; i < half; i++) {
+                float c = cs[2 * i], s = cs[2 * i + 1];
+                float a = v[2 * i], b = v[2 * i + 1];
+                v[2 * i] = a * c - b * s;
+                v[2 * i + 1] = a * s + b * c;
+            }
+        }
+    }
+}

@@ -1,0 +1,21 @@
+/* Per-thread float scratch buffers, so each OpenMP thread converts weight tiles or holds
+ * attention scores in its own memory. Sized once for the largest need of a forward pass. */
+#ifndef EVALMESH_KERNELS_SCRATCH_H
+#define EVALMESH_KERNELS_SCRATCH_H
+
+#include <stddef.h>
+
+#include "runner/util/error.h"
+
+typedef struct em_scratch {
+    int threads;   /* OpenMP threads the kernels use */
+    size_t floats; /* capacity of each buffer */
+    float **buf;   /* (threads) buffers of `floats` floats */
+} em_scratch;
+
+void em_scratch_init(em_scratch *s, int threads);
+/* Makes every buffer hold at least `floats` floats (an error when memory runs out). */
+em_status em_scratch_reserve(em_scratch *s, size_t floats);
+void em_scratch_free(em_scratch *s);
+
+#endif

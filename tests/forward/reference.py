@@ -1,0 +1,175 @@
+"""An independent NumPy reference for the CPU forward: a small GGUF reader (v2/v3 metadata and
+tensors; F32, F16, BF16, Q8_0 and Q4_0 dequantized in NumPy) and a float64 Llama forward that
+returns, for each scored position, -log p(target) and the argmax. Written from the GGUF and
+Llama definitions, sharing no code with the C side."""
+import struct
+
+import numpy as np
+
+GGUF_SCALAR = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?",
+               10: "<Q", 11: "<q", 12: "<d"}
+QK = 32
+
+
+class Reader:
+    def __init__(self, data):
+        self.data, self.pos = data, 0
+
+    def take(self, fmt):
+        (v,) = struct.unpack_from(fmt, self.data, self.pos)
+        self.pos += struct.calcsize(fmt)
+        return v
+
+    def string(self):
+        n = self.take("<Q")
+        s = bytes(self.data[self.pos:self.pos + n]).decode("utf-8", "replace")
+        self.pos += n
+        return s
+
+    def value(self, t):
+        if t in GGUF_SCALAR:
+            return self.take(GGUF_SCALAR[t])
+        if t == 8:
+            return self.string()
+        if t == 9:
+            et, n = self.take("<I"), self.take("<Q")
+            return [self.value(et) for _ in range(n)]
+        raise ValueError("bad GGUF value type %d" % t)
+
+
+def dequantize(ggml_type, raw, n_in, n_out):
+    """The weight {n_in, n_out} as a float64 array (n_out, n_in)."""
+    if ggml_type == 0:
+        w = np.frombuffer(raw, dtype="<f4", count=n_in * n_out)
+    elif ggml_type == 1:
+        w = np.frombuffer(raw, dtype="<f2", count=n_in * n_out)
+    elif ggml_type == 30:
+        bits = np.frombuffer(raw, dtype="<u2", count=n_in * n_out).astype(np.uint32) << 16
+        w = bits.view(np.float32)
+    elif ggml_type == 8:
+        blocks = np.frombuffer(raw, dtype=np.uint8, count=n_in * n_out // QK * 34).reshape(-1, 34)
+        d = blocks[:, :2].copy().view("<f2").astype(np.float64)
+        q = blocks[:, 2:].view(np.int8).astype(np.float64)
+        w = d * q
+    elif ggml_type == 2:
+        blocks = np.frombuffer(raw, dtype=np.uint8, count=n_in * n_out // QK * 18).reshape(-1, 18)
+        d = blocks[:, :2].copy().view("<f2").astype(np.float64)
+        qs = blocks[:, 2:]
+        q = np.concatenate([(qs & 0x0F).astype(np.float64), (qs >> 4).astype(np.float64)], axis=1)
+        w = d * (q - 8.0)
+    else:
+        raise ValueError("unsupported ggml type %d" % ggml_type)
+    return np.asarray(w, dtype=np.float64).reshape(n_out, n_in)
+
+
+def read_gguf(path):
+    """(metadata dict, {name: float64 array (n_out, n_in) or (n,)}, {name: ggml type})"""
+    data = memoryview(open(path, "rb").read())
+    r = Reader(data)
+    assert bytes(data[:4]) == b"GGUF", path
+    r.pos = 4
+    version = r.take("<I")
+    assert version in (2, 3)
+    n_tensors, n_kv = r.take("<Q"), r.take("<Q")
+    meta = {}
+    for _ in range(n_kv):
+        key = r.string()
+        meta[key] = r.value(r.take("<I"))
+    infos = []
+    for _ in range(n_tensors):
+        name = r.string()
+        n_dims = r.take("<I")
+        shape = [r.take("<Q") for _ in range(n_dims)]
+        infos.append((name, shape, r.take("<I"), r.take("<Q")))
+    align = meta.get("general.alignment", 32)
+    start = (r.pos + align - 1) // align * align
+    tensors, types = {}, {}
+    for name, shape, t, off in infos:
+        n_in = shape[0]
+        n_out = int(np.prod(shape[1:])) if len(shape) > 1 else 1
+        w = dequantize(t, data[start + off:], n_in, n_out)
+        tensors[name] = w if len(shape) > 1 else w.reshape(n_in)
+        types[name] = t
+    return meta, tensors, types
+
+
+def config(meta):
+    a = meta["general.architecture"]
+    g = lambda k, d=None: meta.get("%s.%s" % (a, k), d)
+    dim, heads = g("embedding_length"), g("attention.head_count")
+    head_dim = g("attention.key_length", dim // heads)
+    c = dict(dim=dim, layers=g("block_count"), heads=heads,
+             kv_heads=g("attention.head_count_kv", heads), head_dim=head_dim,
+             rope_dim=g("rope.dimension_count", head_dim), base=g("rope.freq_base", 10000.0),
+             eps=g("attention.layer_norm_rms_epsilon", 1e-5),
+             scaling=g("rope.scaling.type", None), factor=g("rope.scaling.factor", 0.0),
+             low=g("rope.scaling.low_freq_factor", 1.0),
+             high=g("rope.scaling.high_freq_factor", 4.0),
+             orig=g("rope.scaling.original_context_length", 8192))
+    if c["scaling"] is None and c["factor"]:
+        c["scaling"] = "linear"
+    return c
+
+
+def rope_freqs(c):
+    i = np.arange(c["rope_dim"] // 2, dtype=np.float64)
+    f = c["base"] ** (-2.0 * i / c["rope_dim"])
+    if c["scaling"] == "linear" and c["factor"] and c["factor"] != 1.0:
+        f = f / c["factor"]
+    elif c["scaling"] == "llama3":
+        factor = c["factor"] or 8.0
+        wavelen = 2 * np.pi / f
+        smooth = (c["orig"] / wavelen - c["low"]) / (c["high"] - c["low"])
+        blended = (1 - smooth) * f / factor + smooth * f
+        f = np.where(wavelen < c["orig"] / c["high"], f,
+                     np.where(wavelen > c["orig"] / c["low"], f / factor, blended))
+    return f
+
+
+def rope(x, n_heads, c):
+    """x (T, n_heads*head_dim): rotate adjacent pairs of the first rope_dim dims of each head."""
+    T = x.shape[0]
+    x = x.reshape(T, n_heads, c["head_dim"]).copy()
+    ang = np.arange(T, dtype=np.float64)[:, None] * rope_freqs(c)[None, :]  # (T, rope_dim/2)
+    cos, sin = np.cos(ang)[:, None, :], np.sin(ang)[:, None, :]
+    a, b = x[:, :, 0:c["rope_dim"]:2].copy(), x[:, :, 1:c["rope_dim"]:2].copy()
+    x[:, :, 0:c["rope_dim"]:2] = a * cos - b * sin
+    x[:, :, 1:c["rope_dim"]:2] = a * sin + b * cos
+    return x.reshape(T, -1)
+
+
+def rmsnorm(x, w, eps):
+    return x / np.sqrt((x * x).mean(axis=1, keepdims=True) + eps) * w
+
+
+def forward(meta, t, tokens_in, targets):
+    """-log p(target) and argmax at every position of one window (float64)."""
+    c = config(meta)
+    T, H, KV, hd = len(tokens_in), c["heads"], c["kv_heads"], c["head_dim"]
+    x = t["token_embd.weight"][tokens_in]  # (T, D)
+    mask = np.triu(np.full((T, T), -np.inf), 1)
+    for l in range(c["layers"]):
+        p = "blk.%d." % l
+        xn = rmsnorm(x, t[p + "attn_norm.weight"], c["eps"])
+        q, k, v = (xn @ t[p + n + ".weight"].T for n in ("attn_q", "attn_k", "attn_v"))
+        if p + "attn_q.bias" in t:
+            q, k, v = q + t[p + "attn_q.bias"], k + t[p + "attn_k.bias"], v + t[p + "attn_v.bias"]
+        q, k = rope(q, H, c), rope(k, KV, c)
+        out = np.zeros((T, H * hd))
+        for h in range(H):
+            g = h // (H // KV)
+            qh, kh, vh = q[:, h * hd:(h + 1) * hd], k[:, g * hd:(g + 1) * hd], v[:, g * hd:(g + 1) * hd]
+            s = qh @ kh.T / np.sqrt(hd) + mask  # (T, T)
+            s = np.exp(s - s.max(axis=1, keepdims=True))
+            out[:, h * hd:(h + 1) * hd] = (s / s.sum(axis=1, keepdims=True)) @ vh
+        x = x + out @ t[p + "attn_output.weight"].T
+        xn = rmsnorm(x, t[p + "ffn_norm.weight"], c["eps"])
+        gate, up = xn @ t[p + "ffn_gate.weight"].T, xn @ t[p + "ffn_up.weight"].T
+        x = x + (gate / (1 + np.exp(-gate)) * up) @ t[p + "ffn_down.weight"].T
+    xn = rmsnorm(x, t["output_norm.weight"], c["eps"])
+    head = t.get("output.weight", t["token_embd.weight"])
+    logits = xn @ head.T  # (T, vocab)
+    m = logits.max(axis=1, keepdims=True)
+    logz = m[:, 0] + np.log(np.exp(logits - m).sum(axis=1))
+    nll = logz - logits[np.arange(T), targets]
+    return nll, logits.argmax(axis=1), logits
