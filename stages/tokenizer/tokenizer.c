@@ -167,7 +167,8 @@ em_status em_tokenizer_encode(const em_tokenizer *tok, const char *text, size_t 
     bool after_special = true;
     size_t start = 0;
     for (size_t i = 0; i <= len && !err; i++) {
-        int32_t special = i < len && tok->special_first[256] > 0
+        uint8_t b = i < len ? (uint8_t)text[i] : 0;
+        int32_t special = i < len && tok->special_first[b] < tok->special_first[b + 1]
                               ? special_at(tok, text + i, len - i, options.parse_special)
                               : -1;
         if (special < 0 && i < len) continue;

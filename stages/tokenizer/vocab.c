@@ -21,26 +21,27 @@ void em_text_map_build(em_text_map *map, const em_bytes *keys, int32_t n, const 
     while (capacity < 2 * (size_t)n) capacity *= 2;
     map->capacity = capacity;
     map->keys = keys;
-    map->slots = em_xmalloc(capacity * sizeof(int32_t));
-    for (size_t i = 0; i < capacity; i++) map->slots[i] = -1;
+    map->slots = em_xmalloc(capacity * sizeof(em_text_slot));
+    for (size_t i = 0; i < capacity; i++) map->slots[i].id = -1;
     for (int32_t id = 0; id < n; id++) {
         if (normal_only && types[id] != EM_TOKEN_NORMAL) continue;
         if (em_text_map_find(map, keys[id].data, keys[id].len) >= 0) continue;
-        size_t i = em_bytes_hash(keys[id].data, keys[id].len) & (capacity - 1);
-        while (map->slots[i] >= 0) i = (i + 1) & (capacity - 1);
-        map->slots[i] = id;
+        uint64_t h = em_bytes_hash(keys[id].data, keys[id].len);
+        size_t i = h & (capacity - 1);
+        while (map->slots[i].id >= 0) i = (i + 1) & (capacity - 1);
+        map->slots[i] = (em_text_slot){id, (uint32_t)(h >> 32)};
     }
 }
 
 int32_t em_text_map_find(const em_text_map *map, const char *data, size_t len) {
     if (!map->slots) return -1;
-    size_t i = em_bytes_hash(data, len) & (map->capacity - 1);
-    for (;;) {
-        int32_t id = map->slots[i];
-        if (id < 0) return -1;
-        const em_bytes *k = &map->keys[id];
-        if (k->len == len && memcmp(k->data, data, len) == 0) return id;
-        i = (i + 1) & (map->capacity - 1);
+    uint64_t h = em_bytes_hash(data, len);
+    for (size_t i = h & (map->capacity - 1);; i = (i + 1) & (map->capacity - 1)) {
+        const em_text_slot *s = &map->slots[i];
+        if (s->id < 0) return -1;
+        if (s->hash != (uint32_t)(h >> 32)) continue;
+        const em_bytes *k = &map->keys[s->id];
+        if (k->len == len && memcmp(k->data, data, len) == 0) return s->id;
     }
 }
 

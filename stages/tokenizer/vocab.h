@@ -25,9 +25,15 @@ typedef struct em_bytes {
     uint32_t len;
 } em_bytes;
 
-/* Open addressing map from a byte string to a token id; the strings are borrowed from the vocab. */
+/* Open addressing map from a byte string to a token id; the strings are borrowed from the vocab.
+ * Each slot keeps part of its key's hash, so most mismatches cost no string comparison. */
+typedef struct em_text_slot {
+    int32_t id; /* -1: empty */
+    uint32_t hash;
+} em_text_slot;
+
 typedef struct em_text_map {
-    int32_t *slots; /* token id or -1; capacity is a power of two */
+    em_text_slot *slots; /* capacity is a power of two */
     size_t capacity;
     const em_bytes *keys; /* keys[id] is the string of id */
 } em_text_map;

@@ -46,7 +46,7 @@ int main(int argc, char **argv) {
     }
     double mb = (double)len / 1e6;
     printf("%s: %.2f MB\n", argv[1], mb);
-    printf("%-60s %8s %10s %10s %10s\n", "tokenizer", "load s", "tokens", "enc MB/s", "dec MB/s");
+    printf("%-28s %8s %10s %10s %10s\n", "tokenizer", "load s", "tokens", "enc MB/s", "dec MB/s");
     for (int t = 2; t < argc; t++) {
         double t0 = now();
         em_tokenizer *tok;
@@ -75,7 +75,8 @@ int main(int argc, char **argv) {
             free(decoded);
             free(ids);
         }
-        printf("%-60s %8.3f %10zu %10.2f %10.1f\n", argv[t], load, count, mb / best_enc,
+        const char *name = strrchr(argv[t], '/') ? strrchr(argv[t], '/') + 1 : argv[t];
+        printf("%-28s %8.3f %10zu %10.2f %10.1f\n", name, load, count, mb / best_enc,
                mb / best_dec);
         em_tokenizer_free(tok);
     }
