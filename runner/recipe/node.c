@@ -215,8 +215,10 @@ char *em_node_describe(const em_node *node) {
     const char *text = node->text;
     size_t n = strlen(text);
     if (em_node_scalar_type(node) != EM_SCALAR_STRING) return em_xasprintf("%s %s", type, text);
-    /* Long strings are cut so one message stays one line. */
-    if (n > 60) return em_xasprintf("%s \"%.57s...\"", type, text);
+    /* Long or multi-line strings are cut so one message stays one line. */
+    size_t line = strcspn(text, "\r\n");
+    if (n > 60 || line < n)
+        return em_xasprintf("%s \"%.*s...\"", type, (int)(line < 57 ? line : 57), text);
     return em_xasprintf("%s \"%s\"", type, text);
 }
 

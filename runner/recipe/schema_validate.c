@@ -77,10 +77,16 @@ static char *json_text(const cJSON *j, bool quote_strings) {
     return s;
 }
 
-/* A value as "got ..." shows it: 'text' for strings, the text of other scalars. */
+/* A value as "got ..." shows it: 'text' for strings (long or multi-line ones cut), the text of
+ * other scalars. */
 static char *node_text(const em_node *n) {
     if (n->kind != EM_NODE_SCALAR) return em_xstrdup(em_node_type_name(n));
-    if (em_node_scalar_type(n) == EM_SCALAR_STRING) return em_xasprintf("'%s'", n->text);
+    if (em_node_scalar_type(n) == EM_SCALAR_STRING) {
+        size_t len = strlen(n->text), line = strcspn(n->text, "\r\n");
+        if (len > 60 || line < len)
+            return em_xasprintf("'%.*s...'", (int)(line < 57 ? line : 57), n->text);
+        return em_xasprintf("'%s'", n->text);
+    }
     if (em_node_is_null(n)) return em_xstrdup("null");
     return em_xstrdup(n->text);
 }
@@ -253,25 +259,26 @@ static em_status check_string(const vctx *c, const cJSON *s, const em_node *node
     size_t len = utf8_length(node->text);
     if (min && min->valuedouble == 1 && len == 0)
         return fail_subject(c, node->mark, path, "must not be empty");
+    char *got = node_text(node);
+    em_status err = NULL;
     if (min && len < (size_t)min->valuedouble)
-        return fail_subject(c, node->mark, path, "must be at least %.0f characters long, got '%s'",
-                            min->valuedouble, node->text);
-    if (max && len > (size_t)max->valuedouble)
-        return fail_subject(c, node->mark, path, "must be at most %.0f characters long, got '%s'",
-                            max->valuedouble, node->text);
+        err = fail_subject(c, node->mark, path, "must be at least %.0f characters long, got %s",
+                           min->valuedouble, got);
+    else if (max && len > (size_t)max->valuedouble)
+        err = fail_subject(c, node->mark, path, "must be at most %.0f characters long, got %s",
+                           max->valuedouble, got);
     const cJSON *pattern = keyword(s, "pattern");
-    if (pattern) {
-        regex_t re;
-        if (em_schema_compile_pattern(pattern->valuestring, &re) != 0)
-            return em_error_new(EM_EXIT_FAILURE, "schema %s: bad pattern '%s'", c->schema->name,
-                                pattern->valuestring);
+    regex_t re;
+    if (!err && pattern && em_schema_compile_pattern(pattern->valuestring, &re) == 0) {
+        /* (the pattern compiled when the schema was loaded) */
         bool match = regexec(&re, node->text, 0, NULL, 0) == 0;
         regfree(&re);
         if (!match)
-            return fail_subject(c, node->mark, path, "must match the pattern '%s', got '%s'",
-                                pattern->valuestring, node->text);
+            err = fail_subject(c, node->mark, path, "must match the pattern '%s', got %s",
+                               pattern->valuestring, got);
     }
-    return NULL;
+    free(got);
+    return err;
 }
 
 static em_status check_enum(const vctx *c, const cJSON *values, const em_node *node,

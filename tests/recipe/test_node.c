@@ -306,6 +306,11 @@ static void check_describe(void) {
     CHECK_STR_EQ(d, "a string \"012345678901234567890123456789012345678901234567890123456...\"");
     free(d);
     em_node_free(n);
+    n = em_node_new_scalar("first line\nsecond line", true, here);
+    d = em_node_describe(n);
+    CHECK_STR_EQ(d, "a string \"first line...\"");
+    free(d);
+    em_node_free(n);
     n = em_node_new_seq(here);
     d = em_node_describe(n);
     CHECK_STR_EQ(d, "a list");

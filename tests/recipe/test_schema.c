@@ -152,6 +152,9 @@ static void check_errors(void) {
         "kind: dataset\npath: x\nversion: '2.x'\n",
         "t.yaml:3:10: stage 'wiki': option 'version' must match the pattern '^\\d+(\\.\\d+)?$', "
         "got '2.x'");
+    invalid("kind: dataset\npath: x\nname: |\n  two\n  lines\n",
+            "t.yaml:3:7: stage 'wiki': option 'name' must be at most 8 characters long, got "
+            "'two...'");
     invalid("kind: dataset\npath: x\nversion: '2'\n",
             "t.yaml:3:10: stage 'wiki': option 'version' must be at least 2 characters long, got "
             "'2'");
