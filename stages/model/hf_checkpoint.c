@@ -1,7 +1,8 @@
 /* em_model from a Hugging Face checkpoint: config.json for the hyperparameters, the weights from
  * model.safetensors (or the shards listed in model.safetensors.index.json), tensor names mapped
  * to GGUF's, Q/K rows permuted into GGUF's order (an owned copy: the only tensors not read in
- * place), and tokenizer.json beside them when present. header_sha256 is the SHA-256 of every
+ * place), and tokenizer.json beside them when present (else tokenizer.gguf, a vocabulary-only GGUF
+ * as `evalmesh-mkmodel --from` writes). header_sha256 is the SHA-256 of every
  * shard's header (length + JSON) in shard order. */
 #include <cjson/cJSON.h>
 #include <libgen.h>
@@ -251,6 +252,7 @@ static em_status load(em_model *m, em_model_storage *storage, const char *path) 
     free(path_copy);
     char *config = em_xasprintf("%s/config.json", dir);
     char *tokenizer = em_xasprintf("%s/tokenizer.json", dir);
+    char *tokenizer_gguf = em_xasprintf("%s/tokenizer.gguf", dir);
     char **files = NULL;
     size_t n_files = 0;
     em_status err = NULL;
@@ -276,12 +278,16 @@ static em_status load(em_model *m, em_model_storage *storage, const char *path) 
     em_sha256_to_hex(digest, m->header_sha256);
     if (!err) err = em_llama_config_check(&m->config, path);
     if (!err) err = em_llama_bind(m, storage);
-    if (!err && file_exists(tokenizer)) err = em_tokenizer_load(tokenizer, &m->tokenizer);
+    if (!err && file_exists(tokenizer))
+        err = em_tokenizer_load(tokenizer, &m->tokenizer);
+    else if (!err && file_exists(tokenizer_gguf))
+        err = em_tokenizer_load(tokenizer_gguf, &m->tokenizer);
     for (size_t i = 0; i < n_files; i++) free(files[i]);
     free(files);
     free(dir);
     free(config);
     free(tokenizer);
+    free(tokenizer_gguf);
     return err;
 }
 

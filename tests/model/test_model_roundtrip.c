@@ -10,6 +10,7 @@
 #include "runner/util/sha256.h"
 #include "stages/model/half.h"
 #include "stages/model/model.h"
+#include "stages/tokenizer/tokenizer.h"
 #include "test.h"
 
 static em_model *load(const char *path) {
@@ -191,6 +192,20 @@ static void check_stories_export(const char *mk, const char *dir) {
     if (a && b) {
         same_config(&a->config, &b->config);
         same_tensors(a, b);
+        /* the tokenizer travels as tokenizer.gguf and encodes like the original */
+        CHECK(b->tokenizer != NULL);
+        if (a->tokenizer && b->tokenizer) {
+            CHECK_STR_EQ(em_tokenizer_kind(b->tokenizer), "llama");
+            const char *text = "Once upon a time, there was a little dog.";
+            int32_t *x = NULL, *y = NULL;
+            size_t nx = 0, ny = 0;
+            em_encode_options o = em_tokenizer_default_options(a->tokenizer);
+            CHECK(em_tokenizer_encode(a->tokenizer, text, strlen(text), o, &x, &nx) == NULL);
+            CHECK(em_tokenizer_encode(b->tokenizer, text, strlen(text), o, &y, &ny) == NULL);
+            CHECK(nx > 5 && nx == ny && memcmp(x, y, nx * sizeof *x) == 0);
+            free(x);
+            free(y);
+        }
         /* in the file the Q rows are in Hugging Face order: not the GGUF bytes */
         char path[600];
         snprintf(path, sizeof path, "%s/model.safetensors", out);

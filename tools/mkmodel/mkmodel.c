@@ -49,7 +49,8 @@ static const char usage[] =
     "  --tokenizer byte|FILE  byte-level vocabulary (default) or the vocabulary of a GGUF file\n"
     "                   (GGUF output) or a tokenizer.json (safetensors output)\n"
     "  --gguf-version 2|3  (default 3)\n"
-    "  --from GGUF      export that file's weights, config and (gpt2-type) tokenizer instead\n";
+    "  --from GGUF      export that file's weights and config to safetensors; its tokenizer\n"
+    "                   goes to tokenizer.gguf (vocabulary only) in the directory\n";
 
 typedef struct spec {
     const char *out;
@@ -397,6 +398,20 @@ static em_status write_hf_tokenizer(const spec *s) {
     return err;
 }
 
+/* DIR/tokenizer.gguf: the tokenizer.* metadata of the --from file, no tensors. */
+static em_status write_tokenizer_gguf(const spec *s) {
+    gguf_writer *w = gguf_writer_new(3);
+    em_status err = copy_gguf_tokenizer(s->from->path, w);
+    char *path = em_xasprintf("%s/tokenizer.gguf", s->out);
+    FILE *f = err ? NULL : fopen(path, "wb");
+    bool ok = f && gguf_write_header(w, f);
+    if (f && fclose(f) != 0) ok = false;
+    if (!err && !ok) err = em_error_new(EM_EXIT_RUNTIME, "%s: write failed", path);
+    free(path);
+    gguf_writer_free(w);
+    return err;
+}
+
 static em_status write_safetensors(const spec *s, const plan_tensor *plan, size_t n) {
     if (mkdir(s->out, 0777) != 0 && errno != EEXIST)
         return em_error_new(EM_EXIT_BAD_INPUT, "%s: cannot create directory: %s", s->out,
@@ -405,9 +420,11 @@ static em_status write_safetensors(const spec *s, const plan_tensor *plan, size_
     bool ok = write_config_json(s, config);
     free(config);
     if (!ok) return em_error_new(EM_EXIT_RUNTIME, "%s/config.json: write failed", s->out);
-    /* The GGUF-tokenizer case of an export has no tokenizer.json equivalent written here. */
-    bool gguf_vocab = s->from && s->from->tokenizer;
-    em_status err = gguf_vocab ? NULL : write_hf_tokenizer(s);
+    /* An export keeps the source's tokenizer as a vocabulary-only tokenizer.gguf (evalmesh reads
+     * it when there is no tokenizer.json): SentencePiece vocabularies have no tokenizer.json form
+     * that evalmesh reads. */
+    em_status err =
+        s->from ? (s->from->tokenizer ? write_tokenizer_gguf(s) : NULL) : write_hf_tokenizer(s);
     if (err) return err;
     st_entry *entries = em_xcalloc(n, sizeof *entries);
     char(*names)[128] = em_xcalloc(n, sizeof *names);
