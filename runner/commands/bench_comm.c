@@ -85,7 +85,10 @@ static long long count_wrong(em_comm *comm, bench_op op, const float *recv, size
 static em_status bench_one(em_comm *comm, const bench_options *o, bench_op op, size_t bytes,
                            float *send, float *recv, bench_row *row) {
     size_t count = bytes / sizeof(float);
-    if (op == OP_ALLGATHER) count -= count % (size_t)comm->size;
+    if (op == OP_ALLGATHER) { /* whole float32 elements per rank, at least one */
+        count -= count % (size_t)comm->size;
+        if (count == 0) count = (size_t)comm->size;
+    }
     row->op = op;
     row->bytes = count * sizeof(float);
     fill_inputs(comm, op, send, recv, count);
