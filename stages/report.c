@@ -173,8 +173,9 @@ static em_status parse_output(const em_stage *self, const em_node *item, output 
         o->chart_metric = opt_dup(map, "metric");
         break;
     case HISTORY:
-        o->path = opt_dup(map, "path");
-        if (!o->path) return bad_option(self, item->mark, "history output needs `path`");
+        if (!em_node_get_string(map, "path", NULL))
+            return bad_option(self, item->mark, "history output needs `path`");
+        o->path = em_textfile_from_recipe(ctx->recipe_path, em_node_get_string(map, "path", ""));
         break;
     case PUSHGATEWAY:
     case WEBHOOK:
@@ -271,7 +272,7 @@ static em_status push(const em_stage *self, size_t index, output *o, const em_me
         body = em_prometheus_text(m);
     } else {
         req.url = em_xstrdup(o->req.url);
-        body = cJSON_Print(results);
+        body = em_results_print(results, true);
     }
     em_status err = em_push_send(&req, body, strlen(body));
     if (err && ctx->run_dir) {
@@ -283,8 +284,11 @@ static em_status push(const em_stage *self, size_t index, output *o, const em_me
                          serr->message);
             em_error_free(serr);
         } else {
-            err = em_error_prefix(err, "spooled in %s (resend with `evalmesh push %s`)", spooled,
-                                  ctx->run_dir);
+            em_status spooled_err =
+                em_error_new(err->exit_code, "%s; spooled in %s (resend with `evalmesh push %s`)",
+                             err->message, spooled, ctx->run_dir);
+            em_error_free(err);
+            err = spooled_err;
         }
         free(spooled);
         free(name);
@@ -307,7 +311,7 @@ static em_status write_local(output *o, const em_metrics *m, const cJSON *result
     char *path = o->type == HISTORY ? em_xstrdup(o->path) : em_textfile_join(ctx->run_dir, o->path);
     em_status err = NULL;
     if (o->type == JSON) {
-        char *text = cJSON_Print(results);
+        char *text = em_results_print(results, true);
         char *dir = em_xstrdup(path);
         err = em_textfile_mkdirs(dirname(dir));
         free(dir);

@@ -18,7 +18,7 @@ em_status em_history_append(const char *path, const cJSON *results) {
     if (err) return err;
     cJSON *line = cJSON_Duplicate(results, true);
     cJSON_DeleteItemFromObjectCaseSensitive(line, "ranks");
-    char *text = cJSON_PrintUnformatted(line);
+    char *text = em_results_print(line, false);
     cJSON_Delete(line);
     err = em_textfile_append_line(path, text);
     free(text);
@@ -31,7 +31,7 @@ em_status em_history_load(const char *path, bool missing_ok, em_history *out) {
     if (missing_ok && stat(path, &st) != 0 && errno == ENOENT) return NULL;
     char *text;
     em_status err = em_textfile_read(path, &text, NULL);
-    if (err) return em_error_prefix(err, "history");
+    if (err) return err;
     int line_no = 0;
     for (char *line = text; line && *line;) {
         char *next = strchr(line, '\n');

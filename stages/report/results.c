@@ -29,7 +29,6 @@ static void add_number_or_null(cJSON *obj, const char *key, double v) {
     else
         cJSON_AddNullToObject(obj, key);
 }
-
 /* The object of stage `stage` under metrics, created on first use. */
 static cJSON *stage_object(cJSON *metrics, const char *stage) {
     cJSON *obj = cJSON_GetObjectItemCaseSensitive(metrics, stage);
@@ -88,6 +87,31 @@ cJSON *em_results_build(const em_metrics *m, const em_results_info *info) {
         cJSON_AddItemToArray(ranks, o);
     }
     return doc;
+}
+
+/* Turns every number below node into raw text with the fewest digits that read back as exactly
+ * that number. */
+static void numbers_to_exact_text(cJSON *node) {
+    for (cJSON *it = node; it; it = it->next) {
+        if (cJSON_IsNumber(it)) {
+            char buf[32];
+            for (int digits = 15; digits <= 17; digits++) {
+                snprintf(buf, sizeof buf, "%.*g", digits, it->valuedouble);
+                if (strtod(buf, NULL) == it->valuedouble) break;
+            }
+            it->type = cJSON_Raw;
+            it->valuestring = em_xstrdup(buf);
+        }
+        if (it->child) numbers_to_exact_text(it->child);
+    }
+}
+
+char *em_results_print(const cJSON *doc, bool formatted) {
+    cJSON *copy = cJSON_Duplicate(doc, true);
+    numbers_to_exact_text(copy);
+    char *text = formatted ? cJSON_Print(copy) : cJSON_PrintUnformatted(copy);
+    cJSON_Delete(copy);
+    return text;
 }
 
 em_status em_results_check(const cJSON *doc, const char *what) {

@@ -36,6 +36,10 @@ typedef struct em_results_info {
 /* Builds the document (the caller frees it with cJSON_Delete). */
 cJSON *em_results_build(const em_metrics *metrics, const em_results_info *info);
 
+/* The document as JSON text (heap, free with free()) whose numbers read back exactly: cJSON's own
+ * printing keeps 15 digits whenever they are merely close, which would lose the last bits. */
+char *em_results_print(const cJSON *doc, bool formatted);
+
 /* Checks that doc looks like a results document (schema id, metrics object); `what` names it in
  * the error (a file name or "history line 3"), exit status 2. */
 em_status em_results_check(const cJSON *doc, const char *what);

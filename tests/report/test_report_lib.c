@@ -79,11 +79,18 @@ static void test_results(void) {
     const cJSON *r1 = cJSON_GetArrayItem(cJSON_GetObjectItem(doc, "ranks"), 1);
     CHECK(cJSON_GetNumberValue(cJSON_GetObjectItem(r1, "tokens_per_second")) == 800.0);
 
-    /* the full double survives the trip through text */
-    char *text = cJSON_PrintUnformatted(doc);
+    /* every double survives the trip through text, including one whose 15-digit form is only
+     * close (cJSON_Print would write 9.46835616458784) */
+    em_metrics_set(m, "f_ref.token_ppl_se", 9.468356164587838);
+    cJSON *doc2 = em_results_build(m, &info);
+    char *text = em_results_print(doc2, false);
+    CHECK_CONTAINS(text, "\"token_ppl_se\":{\"value\":9.468356164587838}");
     cJSON *back = cJSON_Parse(text);
     CHECK(em_results_metric(back, "f_ref.bits_per_byte", &v, NULL, NULL) && v == 1.0 / 3.0);
+    CHECK(em_results_metric(back, "f_ref.token_ppl_se", &v, NULL, NULL) && v == 9.468356164587838);
+    CHECK(cJSON_Compare(back, doc2, true));
     cJSON_Delete(back);
+    cJSON_Delete(doc2);
     free(text);
 
     /* documents that are not results */
