@@ -165,6 +165,10 @@ static void check_bad_yaml(void) {
                                      "(while scanning a quoted scalar at t.yaml:1:4)");
     check_parse_error("a: [1, 2\n", "t.yaml:2:1: did not find expected ',' or ']' "
                                     "(while parsing a flow sequence at t.yaml:1:4)");
+    check_parse_error("a: @b\n", "t.yaml:1:4: found character that cannot start any token "
+                                 "(while scanning for the next token at t.yaml:1:4)");
+    check_parse_error("a: \"\\q\"\n", "t.yaml:1:5: found unknown escape character "
+                                      "(while parsing a quoted scalar at t.yaml:1:4)");
     check_parse_error("a: 1\n b: 2\n",
                       "t.yaml:2:3: mapping values are not allowed in this context");
     check_parse_error("a: 1\n\xff: 2\n", "t.yaml:2:1: invalid leading UTF-8 octet");
