@@ -1,0 +1,83 @@
+/* libFuzzer target for byte-level BPE: arbitrary bytes are encoded with two small in-memory
+ * tokenizers (GPT-2's and Llama 3's pre-tokenizer; all 256 byte tokens, a few merges, a control
+ * token) and decoded back. Invalid UTF-8 must be an exit-status-2 error naming a byte offset
+ * inside the text; valid text must come back byte for byte when special tokens are not parsed.
+ * The first input byte picks the options. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "stages/model/gguf.h"
+#include "stages/tokenizer/tokenizer.h"
+#include "tests/tokenizer/tiny_gguf.h"
+
+static em_tokenizer *tokenizers[2];
+
+static em_tokenizer *build(const char *pre) {
+    static char texts[256][3];
+    const char *tokens[262];
+    int n = 0;
+    for (int b = 0; b < 256; b++) {
+        int printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE);
+        unsigned c = printable ? (unsigned)b : 256u + (unsigned)n++;
+        if (c < 0x80)
+            texts[b][0] = (char)c;
+        else
+            texts[b][0] = (char)(0xC0 | c >> 6), texts[b][1] = (char)(0x80 | (c & 63));
+        tokens[b] = texts[b];
+    }
+    tokens[256] = "\xC4\xA0t"; /* "Ġt" */
+    tokens[257] = "he";
+    tokens[258] = "\xC4\xA0the";
+    tokens[259] = "in";
+    tokens[260] = "\xC4\xA0\xC4\xA0"; /* two spaces */
+    tokens[261] = "<|s|>";
+    static const char *merges[] = {"\xC4\xA0 t", "h e", "\xC4\xA0t he", "i n", "\xC4\xA0 \xC4\xA0"};
+    int32_t types[262];
+    for (int i = 0; i < 262; i++) types[i] = i == 261 ? 3 : 1;
+    tiny_gguf g = tg_begin();
+    tg_kv_string(&g, "tokenizer.ggml.model", "gpt2");
+    tg_kv_string(&g, "tokenizer.ggml.pre", pre);
+    tg_kv_strings(&g, "tokenizer.ggml.tokens", tokens, 262);
+    tg_kv_i32s(&g, "tokenizer.ggml.token_type", types, 262);
+    tg_kv_strings(&g, "tokenizer.ggml.merges", merges, 5);
+    tg_kv_u32(&g, "tokenizer.ggml.bos_token_id", 261);
+    em_gguf *file;
+    em_tokenizer *tok;
+    if (em_gguf_parse(g.data, g.len, "fuzz.gguf", &file) || em_tokenizer_from_gguf(file, &tok))
+        abort();
+    em_gguf_close(file);
+    free(g.data);
+    return tok;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    if (!tokenizers[0]) tokenizers[0] = build("gpt-2"), tokenizers[1] = build("llama3");
+    if (size == 0) return 0;
+    em_tokenizer *tok = tokenizers[data[0] & 1];
+    em_encode_options o = {.add_bos = data[0] & 2, .parse_special = data[0] & 4};
+    const char *text = (const char *)data + 1;
+    size_t len = size - 1;
+    int32_t *ids;
+    size_t n;
+    em_status err = em_tokenizer_encode(tok, text, len, o, &ids, &n);
+    if (err) {
+        size_t offset;
+        if (err->exit_code != 2 ||
+            sscanf(err->message, "text is not valid UTF-8 at byte offset %zu", &offset) != 1 ||
+            offset >= len)
+            abort();
+        em_error_free(err);
+        return 0;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= em_tokenizer_vocab_size(tok)) abort();
+    char *back;
+    size_t back_len;
+    if (em_tokenizer_decode(tok, ids, n, false, &back, &back_len)) abort();
+    if (!o.parse_special && (back_len != len || memcmp(back, text, len) != 0)) abort();
+    free(back);
+    free(ids);
+    return 0;
+}
