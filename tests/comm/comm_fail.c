@@ -1,5 +1,5 @@
 /* A rank fails on purpose; run under a launcher. Usage: comm_fail MODE RANK [SECONDS]
- *   exit   rank RANK leaves before the first collective (exit status 4, as a failed stage would);
+ *   exit   rank RANK leaves abruptly before the first collective (_exit(4), as a crash would);
  *   sleep  rank RANK sleeps SECONDS before it;
  * every other rank calls an allreduce with a 3 s timeout, prints its error on stderr and exits
  * with the error's status (5 expected). When COMM_FAIL_DIR is set each rank that gets to the end
@@ -28,7 +28,7 @@ int main(int argc, char **argv) {
     if (!err && boot.rank == atoi(argv[2])) {
         if (strcmp(argv[1], "exit") == 0) {
             fprintf(stderr, "rank %d: leaving early on purpose\n", boot.rank);
-            return 4;
+            _exit(4); /* like a crash: no cleanup, no MPI_Finalize */
         }
         sleep((unsigned)(argc > 3 ? atoi(argv[3]) : 30));
     }
