@@ -4,6 +4,7 @@
 #include <cblas.h>
 #include <math.h>
 #include <omp.h>
+#include <stdbool.h>
 
 #include "stages/kernels/cpu/fast_exp.h"
 
@@ -17,7 +18,8 @@ void em_attention(const float *q, const float *k, const float *v, int T, int n_h
     int group = n_heads / n_kv_heads;
     int blocks = (T + EM_ATTN_QUERY_BLOCK - 1) / EM_ATTN_QUERY_BLOCK;
     float scale = 1.0f / sqrtf((float)head_dim);
-#pragma omp parallel for schedule(dynamic, 1) num_threads(s->threads)
+    bool parallel = (int64_t)n_heads * T * T / 2 * head_dim >= EM_PARALLEL_MIN_WORK;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(s->threads) if (parallel)
     for (int task = 0; task < n_heads * blocks; task++) {
         /* later blocks first: they are the longest, so threads finish together */
         int h = task % n_heads, b = blocks - 1 - task / n_heads;

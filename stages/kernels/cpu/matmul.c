@@ -3,6 +3,7 @@
 
 #include <cblas.h>
 #include <omp.h>
+#include <stdbool.h>
 
 #include "stages/kernels/cpu/dequantize.h"
 
@@ -28,7 +29,8 @@ void em_matmul_rows(const float *x, int T, const em_tensor *w, int64_t row0, int
 void em_matmul(const float *x, int T, const em_tensor *w, float *y, em_scratch *s) {
     int64_t n_out = w->shape[1];
     int64_t tiles = (n_out + EM_MATMUL_TILE_ROWS - 1) / EM_MATMUL_TILE_ROWS;
-#pragma omp parallel for schedule(dynamic, 1) num_threads(s->threads)
+    bool parallel = tiles > 1 && (int64_t)T * w->shape[0] * n_out >= EM_PARALLEL_MIN_WORK;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(s->threads) if (parallel)
     for (int64_t i = 0; i < tiles; i++) {
         int64_t row0 = i * EM_MATMUL_TILE_ROWS;
         int64_t rows = n_out - row0 < EM_MATMUL_TILE_ROWS ? n_out - row0 : EM_MATMUL_TILE_ROWS;

@@ -3,6 +3,7 @@
 
 #include <math.h>
 #include <omp.h>
+#include <stdbool.h>
 #include <stdlib.h>
 
 #include "stages/kernels/cpu/fast_exp.h"
@@ -31,7 +32,8 @@ em_status em_output_head(const float *x, int T, const em_tensor *w, const int32_
         free(target_logit);
         return em_error_new(EM_EXIT_RUNTIME, "out of memory for the output head partials");
     }
-#pragma omp parallel for schedule(dynamic, 1) num_threads(s->threads)
+    bool parallel = tiles > 1 && (int64_t)T * D * n_vocab >= EM_PARALLEL_MIN_WORK;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(s->threads) if (parallel)
     for (int64_t v = 0; v < tiles; v++) {
         int64_t row0 = v * EM_HEAD_TILE_ROWS;
         int rows = (int)(n_vocab - row0 < EM_HEAD_TILE_ROWS ? n_vocab - row0 : EM_HEAD_TILE_ROWS);
@@ -65,7 +67,7 @@ em_status em_output_head(const float *x, int T, const em_tensor *w, const int32_
             p->argmax = (int32_t)(row0 + best);
         }
     }
-#pragma omp parallel for num_threads(s->threads)
+#pragma omp parallel for num_threads(s->threads) if ((int64_t)T * tiles >= EM_PARALLEL_MIN_WORK)
     for (int t = 0; t < T; t++) {
         float max = part[t].max;
         int32_t best = part[t].argmax;

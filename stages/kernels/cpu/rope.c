@@ -3,6 +3,8 @@
 
 #include <math.h>
 
+#include "stages/kernels/cpu/scratch.h"
+
 void em_rope_freqs(const em_llama_config *c, double *freqs) {
     int half = c->rope_dim / 2;
     for (int i = 0; i < half; i++) {
@@ -42,7 +44,8 @@ void em_rope_table(const em_llama_config *c, int T, float *cos_sin) {
 void em_rope_apply(float *x, int T, int ld, int n_heads, int head_dim, int rope_dim,
                    const float *cos_sin, int threads) {
     int half = rope_dim / 2;
-#pragma omp parallel for num_threads(threads)
+#pragma omp parallel for num_threads(threads) if ((int64_t)T * n_heads * rope_dim >=               \
+                                                  EM_PARALLEL_MIN_WORK)
     for (int t = 0; t < T; t++) {
         const float *cs = cos_sin + (size_t)t * half * 2;
         for (int h = 0; h < n_heads; h++) {
