@@ -5,9 +5,11 @@ the TinyStories sample (stories260K's own vocabulary) and on WikiText lines (Lla
 vocabulary). Prints the ids of one sentence, which tokenizer_stories.c checks against the C
 tokenizer."""
 import os
-import struct
 import subprocess
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gguf_vocab import read_gguf_metadata  # noqa: E402
 
 DATA = os.environ.get("EVALMESH_SHARED_DATA", "../shared/data")
 BIN = os.environ.get("EVALMESH_BIN", "evalmesh")
@@ -15,41 +17,7 @@ BIN = os.environ.get("EVALMESH_BIN", "evalmesh")
 
 def read_gguf_vocab(path):
     """tokens, scores, types from a GGUF file's metadata."""
-    data = open(path, "rb").read()
-    pos = 0
-
-    def take(fmt):
-        nonlocal pos
-        v = struct.unpack_from("<" + fmt, data, pos)
-        pos += struct.calcsize("<" + fmt)
-        return v[0]
-
-    def string():
-        nonlocal pos
-        n = take("Q")
-        s = data[pos:pos + n]
-        pos += n
-        return s
-
-    scalar = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
-
-    def value(t):
-        if t == 8:
-            return string()
-        if t == 9:
-            et, n = take("I"), take("Q")
-            return [value(et) for _ in range(n)]
-        return take(scalar[t])
-
-    assert data[:4] == b"GGUF"
-    pos = 4
-    take("I")
-    take("Q")
-    n_kv = take("Q")
-    kv = {}
-    for _ in range(n_kv):
-        key = string().decode()
-        kv[key] = value(take("I"))
+    kv = read_gguf_metadata(path)
     return kv["tokenizer.ggml.tokens"], kv["tokenizer.ggml.scores"], kv["tokenizer.ggml.token_type"]
 
 
