@@ -214,7 +214,8 @@ static void metric_row(const char *key, double value, const double *error, bool 
 
 static const char *style =
     "body{font-family:system-ui,sans-serif;margin:2em;color:#222;max-width:720px}"
-    "table{border-collapse:collapse;margin:1em 0}th{white-space:nowrap}td,th{padding:2px 10px;"
+    "table{border-collapse:collapse;margin:1em 0}th{white-space:nowrap}td{overflow-wrap:anywhere}"
+    "td,th{padding:2px 10px;"
     "border-bottom:1px solid "
     "#ddd;text-align:left}td.num{text-align:right;font-variant-numeric:tabular-nums}"
     "svg.chart{background:#fafafa;border:1px solid #ddd}.axis{stroke:#555}"
