@@ -11,9 +11,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runner/comm/backend_nccl.h"
 #include "runner/comm/bootstrap.h"
+#include "runner/comm/mesh.h"
 #include "runner/command.h"
 #include "runner/diag/bench_args.h"
+#include "runner/diag/bench_buffers.h"
 #include "runner/util/log.h"
 
 typedef enum bench_op { OP_ALLREDUCE, OP_ALLGATHER, OP_BROADCAST, OP_COUNT } bench_op;
@@ -27,7 +30,14 @@ typedef struct bench_options {
     bool json;
     double timeout_s;
     const char *backend;
+    bool hierarchical; /* all-reduce inside nodes, across node leaders, broadcast inside nodes */
 } bench_options;
+
+/* What the collectives run on: a flat communicator, or the mesh for --hierarchical. */
+typedef struct bench_target {
+    em_comm *comm;
+    em_mesh *mesh; /* non-NULL with --hierarchical (all-reduce only) */
+} bench_target;
 
 typedef struct bench_row {
     bench_op op;
@@ -43,9 +53,13 @@ static float input_value(int rank, size_t i) {
     return (float)((rank + 1) * (int)(i % 13 + 1));
 }
 
-static em_status run_op(em_comm *comm, bench_op op, float *send, float *recv, size_t count) {
+static em_status run_op(const bench_target *t, bench_op op, float *send, float *recv,
+                        size_t count) {
+    em_comm *comm = t->comm;
     switch (op) {
     case OP_ALLREDUCE:
+        if (t->mesh)
+            return em_mesh_allreduce(t->mesh, send, recv, count, EM_DTYPE_FLOAT32, EM_OP_SUM);
         return em_allreduce(comm, send, recv, count, EM_DTYPE_FLOAT32, EM_OP_SUM);
     case OP_ALLGATHER:
         return em_allgather(comm, send, recv, count / (size_t)comm->size * sizeof(float));
@@ -81,9 +95,12 @@ static long long count_wrong(em_comm *comm, bench_op op, const float *recv, size
     return wrong;
 }
 
-/* One size of one collective: a checked call, warmup, then timed iterations. */
-static em_status bench_one(em_comm *comm, const bench_options *o, bench_op op, size_t bytes,
-                           float *send, float *recv, bench_row *row) {
+/* One size of one collective: a checked call, warmup, then timed iterations. The inputs are
+ * made and checked in host memory and copied to and from the buffers the backend uses. */
+static em_status bench_one(const bench_target *t, const bench_options *o, bench_op op, size_t bytes,
+                           em_bench_buffer *send_buf, em_bench_buffer *recv_buf, bench_row *row) {
+    em_comm *comm = t->comm;
+    float *send = send_buf->device, *recv = recv_buf->device;
     size_t count = bytes / sizeof(float);
     if (op == OP_ALLGATHER) { /* whole float32 elements per rank, at least one */
         count -= count % (size_t)comm->size;
@@ -91,15 +108,18 @@ static em_status bench_one(em_comm *comm, const bench_options *o, bench_op op, s
     }
     row->op = op;
     row->bytes = count * sizeof(float);
-    fill_inputs(comm, op, send, recv, count);
-    em_status err = run_op(comm, op, send, recv, count);
+    fill_inputs(comm, op, send_buf->host, recv_buf->host, count);
+    em_status err = em_bench_buffer_upload(send_buf, count * sizeof(float));
+    if (!err) err = em_bench_buffer_upload(recv_buf, count * sizeof(float));
+    if (!err) err = run_op(t, op, send, recv, count);
+    if (!err) err = em_bench_buffer_download(recv_buf, count * sizeof(float));
     if (err) return err;
-    long long wrong = count_wrong(comm, op, recv, count);
-    for (int i = 0; i < o->warmup && !err; i++) err = run_op(comm, op, send, recv, count);
+    long long wrong = count_wrong(comm, op, recv_buf->host, count);
+    for (int i = 0; i < o->warmup && !err; i++) err = run_op(t, op, send, recv, count);
     if (!err) err = em_barrier(comm);
     if (err) return err;
     double start = em_seconds_now();
-    for (int i = 0; i < o->iters && !err; i++) err = run_op(comm, op, send, recv, count);
+    for (int i = 0; i < o->iters && !err; i++) err = run_op(t, op, send, recv, count);
     double mine = (em_seconds_now() - start) / o->iters;
     if (err) return err;
     double slowest = 0;
@@ -175,13 +195,18 @@ static int parse_options(int argc, char **argv, bench_options *o) {
         } else if (strcmp(a, "--json") == 0) {
             o->json = true;
             continue;
+        } else if (strcmp(a, "--hierarchical") == 0) {
+            o->hierarchical = true;
+            continue;
         } else {
             return usage_error("unknown argument '%s'", a);
         }
         i++;
     }
+    if (o->hierarchical && any_op && (o->ops[OP_ALLGATHER] || o->ops[OP_BROADCAST]))
+        return usage_error("--hierarchical measures all-reduce only%s", "");
     if (!any_op)
-        for (int k = 0; k < OP_COUNT; k++) o->ops[k] = true;
+        for (int k = 0; k < OP_COUNT; k++) o->ops[k] = !o->hierarchical || k == OP_ALLREDUCE;
     if (o->min_bytes < sizeof(float)) o->min_bytes = sizeof(float);
     if (o->max_bytes < o->min_bytes) return usage_error("-e is smaller than -b%s", "");
     return 0;
@@ -190,9 +215,9 @@ static int parse_options(int argc, char **argv, bench_options *o) {
 static void print_rows(const bench_options *o, const bench_row *rows, int count, int ranks,
                        int nodes, double avg_busbw) {
     if (o->json) {
-        printf("{\"backend\": \"%s\", \"ranks\": %d, \"nodes\": %d, \"iters\": %d, \"warmup\": %d, "
-               "\"results\": [",
-               o->backend, ranks, nodes, o->iters, o->warmup);
+        printf("{\"backend\": \"%s\", \"hierarchical\": %s, \"ranks\": %d, \"nodes\": %d, "
+               "\"iters\": %d, \"warmup\": %d, \"results\": [",
+               o->backend, o->hierarchical ? "true" : "false", ranks, nodes, o->iters, o->warmup);
         for (int i = 0; i < count; i++)
             printf("%s\n  {\"op\": \"%s\", \"bytes\": %zu, \"time_us\": %.3f, \"algbw_gbs\": %.6f, "
                    "\"busbw_gbs\": %.6f, \"wrong\": %lld}",
@@ -201,9 +226,9 @@ static void print_rows(const bench_options *o, const bench_row *rows, int count,
         printf("\n], \"avg_busbw_gbs\": %.6f}\n", avg_busbw);
         return;
     }
-    printf("# evalmesh bench-comm: backend %s, %d ranks on %d nodes, float32, %d iters after %d "
+    printf("# evalmesh bench-comm: backend %s%s, %d ranks on %d nodes, float32, %d iters after %d "
            "warmup\n#\n",
-           o->backend, ranks, nodes, o->iters, o->warmup);
+           o->backend, o->hierarchical ? " (hierarchical)" : "", ranks, nodes, o->iters, o->warmup);
     printf("# %12s %12s %10s %12s %12s %12s %8s\n", "size(B)", "count", "op", "time(us)",
            "algbw(GB/s)", "busbw(GB/s)", "#wrong");
     for (int i = 0; i < count; i++)
@@ -213,15 +238,38 @@ static void print_rows(const bench_options *o, const bench_row *rows, int count,
     printf("# Avg bus bandwidth    : %.4f GB/s\n", avg_busbw);
 }
 
+/* The communicator (and mesh) the sweep runs on; NULL target.comm when it cannot be made. */
+static em_status make_target(const bench_options *o, const em_bootstrap *boot, bench_target *t) {
+    *t = (bench_target){0};
+    em_comm *comm = NULL;
+    em_status err;
+    if (strcmp(o->backend, "nccl") == 0)
+        err = em_comm_nccl_world(boot->world, boot->local_rank, o->timeout_s, &comm);
+    else
+        err = em_comm_split(boot->world, 0, boot->rank, &comm); /* a private copy of the world */
+    if (err) return err;
+    em_comm_set_timeout(comm, o->timeout_s);
+    if (!o->hierarchical) {
+        t->comm = comm;
+        return NULL;
+    }
+    err = em_mesh_build(comm, boot->node_id, boot->size, 1, 1, &t->mesh);
+    if (err) return err;
+    t->comm = t->mesh->world;
+    return NULL;
+}
+
+static void free_target(bench_target *t) {
+    if (t->mesh)
+        em_mesh_free(t->mesh);
+    else
+        em_comm_destroy(t->comm);
+}
+
 static int bench_comm_main(int argc, char **argv) {
     bench_options o;
     int bad = parse_options(argc, argv, &o);
     if (bad) return bad;
-    if (strcmp(o.backend, "nccl") == 0) {
-        fprintf(stderr, "bench-comm: the nccl backend needs GPU buffers; this build of bench-comm "
-                        "measures the mpi backend only (use --backend mpi)\n");
-        return EM_EXIT_BAD_INPUT;
-    }
     em_bootstrap boot;
     em_status err = em_bootstrap_init(o.timeout_s, &boot);
     if (err) {
@@ -231,31 +279,26 @@ static int bench_comm_main(int argc, char **argv) {
         return code;
     }
     em_log_set_rank(boot.rank, boot.size);
-    em_comm *comm = boot.world;
-    em_comm_set_timeout(comm, o.timeout_s);
+    em_comm_set_timeout(boot.world, o.timeout_s);
+    bench_target target;
+    err = make_target(&o, &boot, &target);
 
-    size_t max_count = o.max_bytes / sizeof(float) + (size_t)comm->size;
-    float *send = malloc(max_count * sizeof(float));
-    float *recv = malloc(max_count * sizeof(float));
-    int status = EM_EXIT_OK;
-    if (!send || !recv) {
-        fprintf(stderr, "bench-comm: cannot allocate 2 x %zu bytes\n", max_count * sizeof(float));
-        status = EM_EXIT_RUNTIME;
-    }
+    bool on_device = strcmp(o.backend, "nccl") == 0;
+    size_t max_bytes = (o.max_bytes / sizeof(float) + (size_t)boot.size) * sizeof(float);
+    em_bench_buffer send = {0}, recv = {0};
+    if (!err) err = em_bench_buffer_alloc(&send, max_bytes, on_device);
+    if (!err) err = em_bench_buffer_alloc(&recv, max_bytes, on_device);
+
     int capacity = 256, count = 0;
     bench_row *rows = em_xcalloc((size_t)capacity, sizeof *rows);
     double busbw_sum = 0;
     long long wrong = 0;
-    for (size_t bytes = o.min_bytes; status == EM_EXIT_OK && bytes <= o.max_bytes;
-         bytes *= (size_t)o.factor) {
-        for (int op = 0; op < OP_COUNT && status == EM_EXIT_OK; op++) {
+    for (size_t bytes = o.min_bytes; !err && bytes <= o.max_bytes; bytes *= (size_t)o.factor) {
+        for (int op = 0; op < OP_COUNT && !err; op++) {
             if (!o.ops[op] || count >= capacity) continue;
-            err = bench_one(comm, &o, (bench_op)op, bytes, send, recv, &rows[count]);
+            err = bench_one(&target, &o, (bench_op)op, bytes, &send, &recv, &rows[count]);
             if (err) {
-                fprintf(stderr, "bench-comm: rank %d, %s of %zu bytes: %s\n", boot.rank,
-                        op_names[op], bytes, err->message);
-                status = err->exit_code;
-                em_error_free(err);
+                err = em_error_prefix(err, "%s of %zu bytes", op_names[op], bytes);
                 break;
             }
             busbw_sum += rows[count].busbw;
@@ -264,12 +307,20 @@ static int bench_comm_main(int argc, char **argv) {
         }
         if (bytes > o.max_bytes / (size_t)o.factor) break;
     }
-    if (status == EM_EXIT_OK && boot.rank == 0)
-        print_rows(&o, rows, count, boot.size, boot.node_count, count ? busbw_sum / count : 0);
-    if (status == EM_EXIT_OK && wrong) status = EM_EXIT_RUNTIME;
+    int status = EM_EXIT_OK;
+    if (err) {
+        fprintf(stderr, "bench-comm: rank %d: %s\n", boot.rank, err->message);
+        status = err->exit_code;
+        em_error_free(err);
+    } else {
+        if (boot.rank == 0)
+            print_rows(&o, rows, count, boot.size, boot.node_count, count ? busbw_sum / count : 0);
+        if (wrong) status = EM_EXIT_RUNTIME;
+    }
     free(rows);
-    free(send);
-    free(recv);
+    em_bench_buffer_free(&send);
+    em_bench_buffer_free(&recv);
+    if (target.comm) free_target(&target);
     em_bootstrap_finalize(&boot);
     return status;
 }
@@ -278,14 +329,17 @@ const em_command em_command_bench_comm = {
     .name = "bench-comm",
     .summary = "measure collective bandwidth (all-reduce, all-gather, broadcast) like nccl-tests",
     .usage =
-        "usage: evalmesh bench-comm [--backend mpi] [-b 8] [-e 32M] [-f 2] [--iters 20]\n"
+        "usage: evalmesh bench-comm [--backend mpi|nccl] [-b 8] [-e 32M] [-f 2] [--iters 20]\n"
         "                           [--warmup 5] [--op allreduce|allgather|broadcast|all]\n"
-        "                           [--timeout S] [--json]\n\n"
+        "                           [--hierarchical] [--timeout S] [--json]\n\n"
         "Run it under a launcher (mpirun -np N, srun --mpi=pmix -n N). For each size from -b to\n"
         "-e, multiplied by -f, prints time per call, algbw = size / time and busbw (all-reduce:\n"
         "algbw * 2(n-1)/n, all-gather: algbw * (n-1)/n, broadcast: algbw) in GB/s, and #wrong:\n"
         "result elements that differ from the exactly known answer. Ends with the average bus\n"
         "bandwidth. Sizes take K, M, G suffixes (powers of 1024).\n\n"
+        "  --backend nccl   GPU buffers through NCCL (a build with CUDA, one GPU per local rank)\n"
+        "  --hierarchical   all-reduce as the mesh does it: sum inside each node, across the\n"
+        "                   node leaders, broadcast inside each node\n\n"
         "Exit status: 0 ok, 2 bad arguments, 4 a result was wrong, 5 a rank failed or timed out.\n",
     .main = bench_comm_main,
 };

@@ -45,6 +45,20 @@ for r in doc["results"]:
           f"busbw formula {r}")
 code, out, err = mpirun(2, "bench-comm", "-e", "4K", "--iters", "2")
 check(code == 0 and "# Avg bus bandwidth    :" in out.splitlines()[-1], f"text output {out[-200:]}")
+code, out, err = mpirun(3, "bench-comm", "-e", "64K", "-f", "8", "--iters", "2", "--hierarchical",
+                        "--json")
+doc = json.loads(out) if code == 0 else {"results": []}
+check(code == 0 and doc["hierarchical"] and len(doc["results"]) == 5, f"hierarchical: {err}")
+check(all(r["op"] == "allreduce" and r["wrong"] == 0 for r in doc["results"]), "hierarchical #wrong")
+code, out, err = mpirun(2, "bench-comm", "--hierarchical", "--op", "broadcast")
+check(code == 2 and "--hierarchical measures all-reduce only" in err, f"hierarchical op: {err}")
+# nccl: real GPU buffers where a GPU is visible, else the documented error on every rank.
+gpu = subprocess.run(["sh", "-c", "nvidia-smi -L"], capture_output=True).returncode == 0
+code, out, err = mpirun(2, "bench-comm", "--backend", "nccl", "-e", "64K", "--iters", "2")
+if gpu:
+    check(code == 0 and "#wrong" in out, f"nccl on a GPU machine: {err}")
+else:
+    check(code == 4 and "nccl backend: no CUDA device visible on rank" in err, f"nccl: {err}")
 code, out, err = mpirun(1, "bench-comm", "-e", "lots")
 check(code == 2 and "'lots' is not a size like 8, 64K or 256M" in err, f"bad size: {err}")
 
