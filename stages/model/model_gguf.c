@@ -1,6 +1,10 @@
 /* em_model from a GGUF file: hyperparameters from the `<arch>.*` keys with llama.cpp's defaults
  * for absent optional keys, tensors pointing into the mapping, the tokenizer from the
- * tokenizer.ggml.* keys, and the SHA-256 of everything before the tensor data. */
+ * tokenizer.ggml.* keys, and the SHA-256 of everything before the tensor data.
+ *
+ * llama.cpp writes qwen2 Q/K rows in Hugging Face's order (it applies "NEOX" RoPE, which rotates
+ * the two halves of each head); those rows are permuted into em_model's adjacent-pair order, as
+ * owned copies, so every em_model uses one RoPE convention. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,6 +12,7 @@
 
 #include "runner/util/sha256.h"
 #include "stages/model/gguf.h"
+#include "stages/model/hf_names.h"
 #include "stages/model/llama_weights.h"
 #include "stages/model/model_loaders.h"
 #include "stages/model/model_storage.h"
@@ -155,6 +160,23 @@ static em_status read_vocab(const em_gguf *g, em_llama_config *c) {
                         g->path, key);
 }
 
+/* qwen2: Q/K rows from rotate-half order to adjacent pairs (see the file comment). */
+static void permute_neox_rows(em_model *m, em_model_storage *storage) {
+    const em_llama_config *c = &m->config;
+    for (size_t i = 0; i < m->tensor_count; i++) {
+        em_tensor *t = &m->tensors[i];
+        bool is_q;
+        if (!em_gguf_name_is_qk(t->name, &is_q)) continue;
+        int heads = is_q ? c->n_heads : c->n_kv_heads;
+        int64_t rows = t->n_dims == 1 ? t->shape[0] : t->shape[1];
+        if (rows != (int64_t)heads * c->head_dim || c->head_dim % 2 != 0) continue;
+        /* (a wrong shape is reported by em_llama_bind) */
+        void *copy = em_model_storage_keep(storage, em_xmalloc(t->nbytes ? t->nbytes : 1));
+        em_qk_permute(t->data, copy, rows, t->nbytes / (size_t)rows, heads, true);
+        t->data = copy;
+    }
+}
+
 em_status em_model_load_gguf(const char *path, em_model **out) {
     *out = NULL;
     em_gguf *g;
@@ -185,6 +207,7 @@ em_status em_model_load_gguf(const char *path, em_model **out) {
     err = read_config(g, &m->config);
     if (!err) err = read_vocab(g, &m->config);
     if (!err) err = em_llama_config_check(&m->config, path);
+    if (!err && strcmp(m->config.architecture, "qwen2") == 0) permute_neox_rows(m, storage);
     if (!err) err = em_llama_bind(m, storage);
     if (!err && em_gguf_find(g, "tokenizer.ggml.model"))
         err = em_tokenizer_from_gguf(g, &m->tokenizer);

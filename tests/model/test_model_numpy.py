@@ -144,6 +144,19 @@ def st_as_gguf(st, config):
     return out
 
 
+def gguf_as_loaded(meta, tensors):
+    """qwen2 GGUF files hold Q/K rows in rotate-half order; em_model uses adjacent pairs."""
+    if meta["general.architecture"] != "qwen2":
+        return tensors
+    out = dict(tensors)
+    for name, (tname, shape, raw) in tensors.items():
+        if name.endswith(("attn_q.weight", "attn_q.bias", "attn_k.weight", "attn_k.bias")):
+            heads = meta["qwen2.attention.head_count" + ("" if ".attn_q." in name else "_kv")]
+            a = np.frombuffer(raw, dtype=np.float32).reshape(list(reversed(shape)))
+            out[name] = (tname, shape, np.ascontiguousarray(hf_to_gguf_rows(a, heads)).tobytes())
+    return out
+
+
 def dump(model_dump, path):
     return json.loads(subprocess.run([model_dump, path], check=True, capture_output=True).stdout)
 
@@ -182,6 +195,13 @@ def splitmix_weights(seed, name, fan_in, n):
 def main():
     mkmodel, model_dump = sys.argv[1], sys.argv[2]
     tmp = tempfile.mkdtemp(prefix="em-numpy-")
+    # the qwen2 architecture (F32, so the NumPy side can permute values)
+    qwen = os.path.join(tmp, "qwen2.gguf")
+    subprocess.run([mkmodel, "--out", qwen, "--qwen2", "--kv-heads", "2"], check=True)
+    meta, tensors, _, _ = read_gguf(qwen)
+    check(meta["general.architecture"] == "qwen2", "qwen2 architecture")
+    compare_with_dump(gguf_as_loaded(meta, tensors), dump(model_dump, qwen), qwen)
+
     for t in ["f32", "f16", "bf16", "q8_0", "q4_0"]:
         gguf = os.path.join(tmp, "m-%s.gguf" % t)
         extra = ["--qkv-bias", "--kv-heads", "2", "--seed", "42"]

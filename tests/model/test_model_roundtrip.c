@@ -67,10 +67,11 @@ static void same_tensors(const em_model *a, const em_model *b) {
     }
 }
 
-static void check_pair(const char *mk, const char *dir, const char *type, const char *extra) {
+static void check_pair(const char *mk, const char *dir, const char *tag, const char *type,
+                       const char *extra) {
     char gguf[512], st[512];
-    snprintf(gguf, sizeof gguf, "%s/m-%s.gguf", dir, type);
-    snprintf(st, sizeof st, "%s/m-%s", dir, type);
+    snprintf(gguf, sizeof gguf, "%s/%s-%s.gguf", dir, tag, type);
+    snprintf(st, sizeof st, "%s/%s-%s", dir, tag, type);
     CHECK_INT_EQ(run_mkmodel(mk, "--out %s --type %s %s", gguf, type, extra), 0);
     CHECK_INT_EQ(run_mkmodel(mk, "--out %s --format safetensors --type %s %s", st, type, extra), 0);
     em_model *a = load(gguf), *b = load(st);
@@ -102,6 +103,31 @@ static void check_pair(const char *mk, const char *dir, const char *type, const 
     }
     em_model_free(a);
     em_model_free(b);
+}
+
+/* In the qwen2 GGUF file the Q rows are in rotate-half order: row 1 of head 0 (adjacent-pair
+ * order) is file row head_dim/2. */
+static void check_qwen2_rows(const char *dir) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/qwen2-f32.gguf", dir);
+    em_model *m = load(path);
+    if (m) {
+        CHECK_STR_EQ(m->config.architecture, "qwen2");
+        CHECK(m->config.has_qkv_bias && m->layers[0].bq != NULL);
+        size_t size;
+        uint8_t *bytes = read_file(path, &size);
+        const em_tensor *q = m->layers[0].wq;
+        size_t row = (size_t)q->shape[0] * 4;
+        const uint8_t *file_q = memmem(bytes, size, (const uint8_t *)q->data, row);
+        CHECK(file_q != NULL); /* row 0 is row 0 in both orders */
+        if (file_q) {
+            int half = m->config.head_dim / 2;
+            CHECK(memcmp(file_q + (size_t)half * row, (const uint8_t *)q->data + row, row) == 0);
+            CHECK(memcmp(file_q + row, (const uint8_t *)q->data + row, row) != 0);
+        }
+        free(bytes);
+    }
+    em_model_free(m);
 }
 
 /* The Q8_0 model holds the F32 model's weights to within half a quantization step. */
@@ -227,9 +253,13 @@ int main(int argc, char **argv) {
     }
     const char *mk = argv[1];
     char *dir = scratch_dir();
-    check_pair(mk, dir, "f32", "--qkv-bias --kv-heads 2 --layers 3");
-    check_pair(mk, dir, "f16", "--tied --rope-scaling llama3 --rope-factor 32 --ctx 4096");
-    check_pair(mk, dir, "bf16", "--rope-scaling linear --rope-factor 4 --heads 8 --kv-heads 1");
+    check_pair(mk, dir, "m", "f32", "--qkv-bias --kv-heads 2 --layers 3");
+    check_pair(mk, dir, "m", "f16", "--tied --rope-scaling llama3 --rope-factor 32 --ctx 4096");
+    check_pair(mk, dir, "m", "bf16",
+               "--rope-scaling linear --rope-factor 4 --heads 8 --kv-heads 1");
+    /* qwen2: GGUF holds Q/K in rotate-half order; both load to the adjacent-pair order */
+    check_pair(mk, dir, "qwen2", "f32", "--qwen2 --kv-heads 2");
+    check_qwen2_rows(dir);
     check_q8_0(mk, dir);
     check_deterministic(mk, dir);
     check_stories_export(mk, dir);

@@ -42,6 +42,7 @@ static const char usage[] =
     "  --seed S         weight seed (default 1)\n"
     "  --tied           no output.weight: the token embedding is the output head\n"
     "  --qkv-bias       Q, K, V projection biases\n"
+    "  --qwen2          architecture qwen2 (biases; GGUF Q/K rows in llama.cpp's qwen2 order)\n"
     "  --rope-theta F   RoPE frequency base (default 10000)\n"
     "  --rms-eps F      RMS norm epsilon (default 1e-5)\n"
     "  --rope-scaling none|linear|llama3  with --rope-factor F (default 8 for llama3, 2 for\n"
@@ -59,6 +60,7 @@ typedef struct spec {
     em_tensor_type type;
     uint64_t seed;
     bool tied, qkv_bias;
+    bool qwen2; /* architecture qwen2: biases, and GGUF Q/K rows in Hugging Face order */
     float rope_theta, rms_eps;
     em_rope_scaling rope_scaling;
     float rope_factor, rope_low, rope_high;
@@ -209,8 +211,9 @@ static void make_row(const spec *s, const plan_tensor *t, int64_t row, float *va
     encode(values, n, t->type, out);
 }
 
-/* Writes a tensor's rows in file order: GGUF order, or for safetensors Q/K in HF order (row r
- * of the file is GGUF row perm(r) within its head). Batches of rows keep writes large. */
+/* Writes a tensor's rows in file order: GGUF order, or with hf_order (safetensors, and qwen2
+ * GGUF files) Q/K in HF order (row r of the file is GGUF row perm(r) within its head). Batches
+ * of rows keep writes large. */
 static bool write_tensor(const spec *s, const plan_tensor *t, FILE *f, bool hf_order) {
     int64_t rows = rows_of(t);
     size_t row_bytes = em_tensor_type_row_bytes(t->type, t->shape[0]);
@@ -250,28 +253,37 @@ static bool write_tensor(const spec *s, const plan_tensor *t, FILE *f, bool hf_o
     return ok;
 }
 
+/* "<arch>.<name>" in buf. */
+static const char *key(const char *arch, const char *name, char buf[96]) {
+    snprintf(buf, 96, "%s.%s", arch, name);
+    return buf;
+}
+
 static void write_gguf_config(const spec *s, gguf_writer *w) {
-    gguf_kv_string(w, "general.architecture", "llama");
+    const char *arch = s->qwen2 ? "qwen2" : "llama";
+    char k[96];
+    gguf_kv_string(w, "general.architecture", arch);
     gguf_kv_string(w, "general.name", "evalmesh-mkmodel");
-    gguf_kv_u32(w, "llama.vocab_size", (uint32_t)s->vocab);
-    gguf_kv_u32(w, "llama.context_length", (uint32_t)s->ctx);
-    gguf_kv_u32(w, "llama.embedding_length", (uint32_t)s->dim);
-    gguf_kv_u32(w, "llama.block_count", (uint32_t)s->layers);
-    gguf_kv_u32(w, "llama.feed_forward_length", (uint32_t)s->ffn);
-    gguf_kv_u32(w, "llama.attention.head_count", (uint32_t)s->heads);
-    gguf_kv_u32(w, "llama.attention.head_count_kv", (uint32_t)s->kv_heads);
-    gguf_kv_u32(w, "llama.rope.dimension_count", (uint32_t)(s->dim / s->heads));
-    gguf_kv_f32(w, "llama.rope.freq_base", s->rope_theta);
-    gguf_kv_f32(w, "llama.attention.layer_norm_rms_epsilon", s->rms_eps);
+    gguf_kv_u32(w, key(arch, "vocab_size", k), (uint32_t)s->vocab);
+    gguf_kv_u32(w, key(arch, "context_length", k), (uint32_t)s->ctx);
+    gguf_kv_u32(w, key(arch, "embedding_length", k), (uint32_t)s->dim);
+    gguf_kv_u32(w, key(arch, "block_count", k), (uint32_t)s->layers);
+    gguf_kv_u32(w, key(arch, "feed_forward_length", k), (uint32_t)s->ffn);
+    gguf_kv_u32(w, key(arch, "attention.head_count", k), (uint32_t)s->heads);
+    gguf_kv_u32(w, key(arch, "attention.head_count_kv", k), (uint32_t)s->kv_heads);
+    gguf_kv_u32(w, key(arch, "rope.dimension_count", k), (uint32_t)(s->dim / s->heads));
+    gguf_kv_f32(w, key(arch, "rope.freq_base", k), s->rope_theta);
+    gguf_kv_f32(w, key(arch, "attention.layer_norm_rms_epsilon", k), s->rms_eps);
     if (s->rope_scaling == EM_ROPE_SCALING_LINEAR) {
-        gguf_kv_string(w, "llama.rope.scaling.type", "linear");
-        gguf_kv_f32(w, "llama.rope.scaling.factor", s->rope_factor);
+        gguf_kv_string(w, key(arch, "rope.scaling.type", k), "linear");
+        gguf_kv_f32(w, key(arch, "rope.scaling.factor", k), s->rope_factor);
     } else if (s->rope_scaling == EM_ROPE_SCALING_LLAMA3) {
-        gguf_kv_string(w, "llama.rope.scaling.type", "llama3");
-        gguf_kv_f32(w, "llama.rope.scaling.factor", s->rope_factor);
-        gguf_kv_f32(w, "llama.rope.scaling.low_freq_factor", s->rope_low);
-        gguf_kv_f32(w, "llama.rope.scaling.high_freq_factor", s->rope_high);
-        gguf_kv_u32(w, "llama.rope.scaling.original_context_length", (uint32_t)s->rope_orig_ctx);
+        gguf_kv_string(w, key(arch, "rope.scaling.type", k), "llama3");
+        gguf_kv_f32(w, key(arch, "rope.scaling.factor", k), s->rope_factor);
+        gguf_kv_f32(w, key(arch, "rope.scaling.low_freq_factor", k), s->rope_low);
+        gguf_kv_f32(w, key(arch, "rope.scaling.high_freq_factor", k), s->rope_high);
+        gguf_kv_u32(w, key(arch, "rope.scaling.original_context_length", k),
+                    (uint32_t)s->rope_orig_ctx);
     }
 }
 
@@ -309,7 +321,8 @@ static em_status write_gguf(const spec *s, const plan_tensor *plan, size_t n) {
     if (!err && !f) err = em_error_new(EM_EXIT_BAD_INPUT, "%s: %s", s->out, strerror(errno));
     bool ok = !err && gguf_write_header(w, f);
     for (size_t i = 0; i < n && ok; i++) {
-        ok = write_tensor(s, &plan[i], f, false) && gguf_write_padding(f, tensor_bytes(&plan[i]));
+        ok =
+            write_tensor(s, &plan[i], f, s->qwen2) && gguf_write_padding(f, tensor_bytes(&plan[i]));
     }
     if (f && fclose(f) != 0) ok = false;
     if (!err && !ok) err = em_error_new(EM_EXIT_RUNTIME, "%s: write failed", s->out);
@@ -320,8 +333,9 @@ static em_status write_gguf(const spec *s, const plan_tensor *plan, size_t n) {
 static bool write_config_json(const spec *s, const char *path) {
     cJSON *c = cJSON_CreateObject();
     cJSON *archs = cJSON_AddArrayToObject(c, "architectures");
-    cJSON_AddItemToArray(archs, cJSON_CreateString("LlamaForCausalLM"));
-    cJSON_AddStringToObject(c, "model_type", "llama");
+    cJSON_AddItemToArray(archs,
+                         cJSON_CreateString(s->qwen2 ? "Qwen2ForCausalLM" : "LlamaForCausalLM"));
+    cJSON_AddStringToObject(c, "model_type", s->qwen2 ? "qwen2" : "llama");
     cJSON_AddNumberToObject(c, "vocab_size", s->vocab);
     cJSON_AddNumberToObject(c, "hidden_size", s->dim);
     cJSON_AddNumberToObject(c, "intermediate_size", s->ffn);
@@ -486,7 +500,8 @@ static int parse_args(int argc, char **argv, spec *s, const char **from) {
             printf("%s", usage);
             exit(0);
         }
-        bool flag = strcmp(a, "--tied") == 0 || strcmp(a, "--qkv-bias") == 0;
+        bool flag =
+            strcmp(a, "--tied") == 0 || strcmp(a, "--qkv-bias") == 0 || strcmp(a, "--qwen2") == 0;
         if (!flag && !takes_value(a)) return fail("unknown option '%s' (see --help)", a);
         if (!flag && i + 1 >= argc) return fail("%s needs a value (see --help)", a);
         const char *v = flag ? NULL : argv[++i];
@@ -495,6 +510,8 @@ static int parse_args(int argc, char **argv, spec *s, const char **from) {
             s->tied = true;
         else if (strcmp(a, "--qkv-bias") == 0)
             s->qkv_bias = true;
+        else if (strcmp(a, "--qwen2") == 0)
+            s->qwen2 = s->qkv_bias = true;
         else if (strcmp(a, "--out") == 0)
             s->out = v;
         else if (strcmp(a, "--from") == 0)
@@ -624,6 +641,7 @@ static void spec_from_model(spec *s, const em_model *m) {
     s->ctx = c->n_ctx_train;
     s->tied = c->tied_output;
     s->qkv_bias = c->has_qkv_bias;
+    s->qwen2 = strcmp(c->architecture, "qwen2") == 0;
     s->rope_theta = c->rope_freq_base;
     s->rms_eps = c->rms_eps;
     s->rope_scaling = c->rope_scaling;
