@@ -73,24 +73,24 @@ static void check_merge(void) {
 }
 
 static void check_errors(void) {
-    check_error("cycle_a.yaml", "@/cycle_b.yaml:3:5: include cycle: @/cycle_a.yaml -> "
+    check_error("cycle_a.yaml", "@/cycle_b.yaml:4:5: include cycle: @/cycle_a.yaml -> "
                                 "@/cycle_b.yaml -> @/cycle_a.yaml");
     check_error("self_include.yaml",
-                "@/self_include.yaml:1:10: include cycle: @/self_include.yaml -> "
+                "@/self_include.yaml:2:10: include cycle: @/self_include.yaml -> "
                 "@/self_include.yaml");
-    check_error("inc_missing.yaml", "@/inc_missing.yaml:4:5: cannot read included file "
+    check_error("inc_missing.yaml", "@/inc_missing.yaml:5:5: cannot read included file "
                                     "'@/nowhere.yaml': No such file or directory");
-    check_error("inc_directory.yaml", "@/inc_directory.yaml:1:10: cannot read included file "
+    check_error("inc_directory.yaml", "@/inc_directory.yaml:2:10: cannot read included file "
                                       "'@/sub': it is a directory");
     check_error("inc_bad_type.yaml",
-                "@/inc_bad_type.yaml:1:10: include needs a file name, found a map");
+                "@/inc_bad_type.yaml:2:10: include needs a file name, found a map");
     /* errors inside an included file name that file */
-    check_error("inc_malformed.yaml", "@/malformed_indent.yaml:5:4: did not find expected key "
+    check_error("inc_malformed.yaml", "@/malformed_indent.yaml:6:4: did not find expected key "
                                       "(while parsing a block mapping at "
-                                      "@/malformed_indent.yaml:3:3)");
+                                      "@/malformed_indent.yaml:4:3)");
     check_error(
         "inc_top_list.yaml",
-        "@/top_list.yaml:1:1: the top level of a recipe must be a map of keys, found a list");
+        "@/top_list.yaml:2:1: the top level of a recipe must be a map of keys, found a list");
 }
 
 int main(void) {

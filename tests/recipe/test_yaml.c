@@ -203,16 +203,18 @@ static void check_deep_nesting(void) {
 }
 
 static void check_bad_files(void) {
-    check_file_error("tab_indent.yaml", "@:3:1: tab character in indentation (use spaces)");
-    check_file_error("malformed_indent.yaml", "@:5:4: did not find expected key (while parsing a "
-                                              "block mapping at @:3:3)");
+    check_file_error("tab_indent.yaml", "@:4:1: tab character in indentation (use spaces)");
+    check_file_error("malformed_indent.yaml", "@:6:4: did not find expected key (while parsing a "
+                                              "block mapping at @:4:3)");
+    check_file_error("malformed_flow.yaml", "@:5:4: did not find expected ',' or '}' (while "
+                                            "parsing a flow mapping at @:4:6)");
     check_file_error("two_docs.yaml",
-                     "@:2:1: a second YAML document (a recipe is one document; remove the '---')");
+                     "@:3:1: a second YAML document (a recipe is one document; remove the '---')");
     check_file_error("empty.yaml", "@: empty recipe");
     check_file_error("comment_only.yaml", "@: empty recipe");
-    check_file_error("duplicate_key.yaml", "@:4:1: duplicate key 'seed' (first defined at @:2:1)");
+    check_file_error("duplicate_key.yaml", "@:5:1: duplicate key 'seed' (first defined at @:3:1)");
     check_file_error("top_list.yaml",
-                     "@:1:1: the top level of a recipe must be a map of keys, found a list");
+                     "@:2:1: the top level of a recipe must be a map of keys, found a list");
     em_node *n = NULL;
     em_status err = em_recipe_load(file_path("no_such_file.yaml"), &n);
     char *expected =
