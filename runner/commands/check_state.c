@@ -2,7 +2,8 @@
  * a running (or finished, or failed) evaluation keeps in RUN_DIR/state/ (see runner/rank_state.h)
  * and lists each rank's stage, progress and heartbeat age, naming the ranks that are behind (in an
  * earlier stage, or far less progress in the same stage, than the most advanced rank) and the ranks
- * that are silent (no heartbeat for longer than the threshold while still running). */
+ * that are silent (no heartbeat for longer than the threshold while still running). The stage
+ * order comes from the run's recipe.resolved.yaml. */
 #include <cjson/cJSON.h>
 #include <dirent.h>
 #include <stdbool.h>
@@ -12,6 +13,7 @@
 #include <time.h>
 
 #include "runner/command.h"
+#include "runner/pipeline.h"
 #include "runner/util/error.h"
 
 typedef struct rank_entry {
@@ -72,25 +74,30 @@ static bool parse_entry(const char *path, rank_entry *e, int *rank) {
     return ok;
 }
 
-/* The order of stages is the recipe's topological order, which the state files do not carry;
- * the stage names of the resolved recipe give it (stages are written in that order). */
 static int stage_index(char stages[][128], int count, const char *stage) {
     for (int i = 0; i < count; i++)
         if (strcmp(stages[i], stage) == 0) return i;
     return -1;
 }
 
+/* The order of stages is the run's topological order, which the state files do not carry: it
+ * comes from preparing the run's resolved recipe again (the same order every rank walked).
+ * Returns how many stage names were stored; 0 when the recipe cannot be read. */
 static int load_stage_order(const char *run_dir, char stages[][128], int max) {
     char path[4096];
-    snprintf(path, sizeof path, "%s/stage-order.txt", run_dir);
-    FILE *f = fopen(path, "r");
-    if (!f) return 0;
-    int n = 0;
-    while (n < max && fgets(stages[n], 128, f)) {
-        stages[n][strcspn(stages[n], "\n")] = 0;
-        if (stages[n][0]) n++;
+    snprintf(path, sizeof path, "%s/recipe.resolved.yaml", run_dir);
+    em_pipeline *pipeline = NULL;
+    em_status err = em_pipeline_load(path, NULL, 0, &pipeline);
+    if (err) {
+        fprintf(stderr, "check-state: %s (stage order unknown: only silent ranks are flagged)\n",
+                err->message);
+        em_error_free(err);
+        return 0;
     }
-    fclose(f);
+    int n = 0;
+    for (size_t i = 0; i < pipeline->dag->count && n < max; i++)
+        snprintf(stages[n++], 128, "%s", pipeline->dag->stages[pipeline->dag->order[i]].name);
+    em_pipeline_free(pipeline);
     return n;
 }
 

@@ -48,8 +48,12 @@ check(code == 2 and "unknown argument '--bogus'" in err, "check-env bad argument
 # an earlier stage, rank 3 never wrote anything.
 with tempfile.TemporaryDirectory() as d:
     os.mkdir(os.path.join(d, "state"))
-    with open(os.path.join(d, "stage-order.txt"), "w") as f:
-        f.write("model\ndata\nfwd\nagg\n")
+    # the stage order comes from the run's resolved recipe: agg after fwd after data
+    with open(os.path.join(d, "recipe.resolved.yaml"), "w") as f:
+        f.write("name: st\nstages:\n"
+                "  agg: {kind: env_check, after: [fwd]}\n"
+                "  fwd: {kind: env_check, after: [data]}\n"
+                "  data: {kind: env_check}\n")
     now = time.time()
 
     def state(rank, stage, status, done, total, age):

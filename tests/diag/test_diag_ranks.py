@@ -96,6 +96,13 @@ with tempfile.TemporaryDirectory() as d:
                 'same_environment: true}}\n')
     code, out, err = mpirun(2, "run", recipe, "--run-dir", os.path.join(d, "run2"))
     check(code == 0, f"env_check passing exit {code}: {err}")
+    # check-state on the real run directories: the passing run is all done, the failed one not
+    p = subprocess.run([BIN, "check-state", os.path.join(d, "run2")], capture_output=True, text=True)
+    check(p.returncode == 0 and p.stdout.splitlines()[-1] == "2 ranks: 0 silent, 0 behind, 0 failed",
+          f"check-state run2: {p.stdout}{p.stderr}")
+    p = subprocess.run([BIN, "check-state", os.path.join(d, "run1")], capture_output=True, text=True)
+    check(p.returncode == 5 and p.stdout.splitlines()[-1] == "2 ranks: 0 silent, 0 behind, 2 failed",
+          f"check-state run1: {p.stdout}{p.stderr}")
     with open(recipe, "w") as f:
         f.write('name: envtest\nstages:\n  env: {kind: env_check, require: {kernel: "newest"}}\n')
     code, out, err = mpirun(1, "validate", recipe)
