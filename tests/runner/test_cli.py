@@ -2,12 +2,14 @@
 message and exit status 2 from `evalmesh validate` and `evalmesh run`, and leaves no run
 directory; every recipe in recipes/ validates; a run writes the resolved recipe, the log and the
 rank state, and never overwrites an earlier run, also on two ranks under mpirun; `dag`, `stages`
-and `--help` print what they promise.
+and `--help` print what they promise; every stage kind has a schema that allows `kind` and
+`after`.
 
 Each bad file starts with comment lines: a description, `# expect: MESSAGE` where {file} stands
 for the recipe path given to evalmesh and {dir} for its folder, and optionally `# args: ...`
 (overrides after the recipe)."""
 import glob
+import json
 import os
 import re
 import subprocess
@@ -230,6 +232,30 @@ def test_dag_and_stages():
         check(os.listdir(cwd) == [], f"dag/stages left {os.listdir(cwd)}")
 
 
+def test_schemas():
+    """Every stage kind has its schema, which allows `kind` (as a constant) and `after`."""
+    kinds = sorted(os.path.basename(p)[:-2] for p in glob.glob(os.path.join(SRC, "stages", "*.c")))
+    schemas = sorted(os.path.basename(p)[:-len(".schema.json")]
+                     for p in glob.glob(os.path.join(SRC, "schemas", "stages", "*.schema.json")))
+    check(kinds == schemas, f"stage kinds {kinds} but stage schemas {schemas}")
+    paths = [os.path.join(SRC, "schemas", "stages", k + ".schema.json") for k in schemas]
+    for path in [os.path.join(SRC, "schemas", "recipe.schema.json")] + paths:
+        with open(path) as f:
+            schema = json.load(f)
+        name = os.path.relpath(path, SRC)
+        check(schema.get("$schema") == "https://json-schema.org/draft/2020-12/schema",
+              f"{name}: $schema {schema.get('$schema')}")
+        check(schema.get("$id", "").endswith(os.path.relpath(path, os.path.join(SRC, "schemas"))),
+              f"{name}: $id {schema.get('$id')}")
+        check(bool(schema.get("title")) and bool(schema.get("description")),
+              f"{name}: needs a title and a description")
+        if path in paths:
+            kind = os.path.basename(path)[:-len(".schema.json")]
+            props = schema.get("properties", {})
+            check(props.get("kind", {}).get("const") == kind, f"{name}: kind is {props.get('kind')}")
+            check("after" in props, f"{name}: no 'after'")
+
+
 def test_two_ranks():
     mpirun = os.environ.get("EVALMESH_MPIRUN", "")
     if not mpirun:
@@ -264,6 +290,7 @@ test_recipes_validate()
 test_run_writes_run_directory()
 test_run_dir_option()
 test_dag_and_stages()
+test_schemas()
 test_two_ranks()
 if failures:
     print(f"{len(failures)} failures")
