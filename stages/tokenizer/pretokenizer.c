@@ -154,7 +154,8 @@ static size_t match_gpt2(const cursor *c, size_t i) {
     return whitespace_run(c, i);
 }
 
-static size_t match_llama3(const cursor *c, size_t i) {
+/* Llama 3's rules; Qwen2's are the same with numbers split into single digits. */
+static size_t match_llama3(const cursor *c, size_t i, size_t max_digits) {
     size_t k = contraction(c, i, true);
     if (k) return i + k;
     uint32_t cpt = c->cpts[i];
@@ -166,9 +167,9 @@ static size_t match_llama3(const cursor *c, size_t i) {
         while (flags_at(c, j) & F_LETTER) j++;
         return j;
     }
-    if (f & F_NUMBER) { /* \p{N}{1,3} */
+    if (f & F_NUMBER) { /* \p{N}{1,3} (Qwen2: \p{N}) */
         size_t j = i;
-        while (j < i + 3 && (flags_at(c, j) & F_NUMBER)) j++;
+        while (j < i + max_digits && (flags_at(c, j) & F_NUMBER)) j++;
         return j;
     }
     /* ' ?[^\s\p{L}\p{N}]+[\r\n]*' */
@@ -216,7 +217,9 @@ void em_pretokenize(em_pretokenizer kind, const char *text, size_t len, em_preto
     cursor c = {buf->cpts, buf->flags, n};
     buf->n_words = 0;
     for (size_t i = 0; i < n;) {
-        size_t end = kind == EM_PRE_LLAMA3 ? match_llama3(&c, i) : match_gpt2(&c, i);
+        size_t end = kind == EM_PRE_GPT2     ? match_gpt2(&c, i)
+                     : kind == EM_PRE_LLAMA3 ? match_llama3(&c, i, 3)
+                                             : match_llama3(&c, i, 1);
         buf->words[buf->n_words++] = buf->starts[end];
         i = end;
     }

@@ -3,7 +3,8 @@
  * Unicode categories from utf8proc). \s is Unicode White_Space, \p{L} letters, \p{N} numbers.
  *   gpt2:   's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
  *   llama3: (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}
- *           | ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+ */
+ *           | ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+ *   qwen2:  llama3's with \p{N} (one digit per word) instead of \p{N}{1,3} */
 #ifndef EVALMESH_TOKENIZER_PRETOKENIZER_H
 #define EVALMESH_TOKENIZER_PRETOKENIZER_H
 
@@ -13,6 +14,7 @@
 typedef enum em_pretokenizer {
     EM_PRE_GPT2,   /* GGUF tokenizer.ggml.pre "default" or "gpt-2" */
     EM_PRE_LLAMA3, /* "llama3", "llama-v3", "llama-bpe" */
+    EM_PRE_QWEN2,  /* "qwen2" */
 } em_pretokenizer;
 
 /* Scratch space reused between calls. */

@@ -71,9 +71,13 @@ static em_status read_pre(const em_gguf *g, em_tokenizer *tok) {
             return NULL;
         }
     }
+    if (pre.len == 5 && memcmp(pre.data, "qwen2", 5) == 0) {
+        tok->pre = EM_PRE_QWEN2;
+        return NULL;
+    }
     return em_error_new(EM_EXIT_BAD_INPUT,
                         "%s: tokenizer.ggml.pre '%.*s' is not supported (supported: default, "
-                        "gpt-2, llama3, llama-v3, llama-bpe)",
+                        "gpt-2, llama3, llama-v3, llama-bpe, qwen2)",
                         g->path, (int)pre.len, pre.data);
 }
 

@@ -18,6 +18,9 @@
 /* The regular expressions of the supported pre-tokenizers, as tokenizer.json spells them. */
 static const char GPT2_PATTERN[] =
     "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
+static const char QWEN2_PATTERN[] =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| "
+    "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 static const char LLAMA3_PATTERN[] =
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| "
     "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
@@ -108,10 +111,12 @@ static em_status read_pre_tokenizer(const char *path, const cJSON *root, em_toke
                                     path);
             if (strcmp(regex->valuestring, LLAMA3_PATTERN) == 0)
                 tok->pre = EM_PRE_LLAMA3;
+            else if (strcmp(regex->valuestring, QWEN2_PATTERN) == 0)
+                tok->pre = EM_PRE_QWEN2;
             else if (strcmp(regex->valuestring, GPT2_PATTERN) != 0)
                 return em_error_new(EM_EXIT_BAD_INPUT,
                                     "%s: pre_tokenizer Split pattern '%s' is not supported (only "
-                                    "GPT-2's and Llama 3's)",
+                                    "GPT-2's, Llama 3's and Qwen2's)",
                                     path, regex->valuestring);
         } else {
             return em_error_new(EM_EXIT_BAD_INPUT,

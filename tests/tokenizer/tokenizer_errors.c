@@ -90,7 +90,7 @@ static void test_gguf_errors(void) {
     g = gpt2_gguf("qwen9", 258, merges, 2);
     CHECK_ERROR(gguf_error(&g, NULL),
                 "tiny.gguf: tokenizer.ggml.pre 'qwen9' is not supported (supported: default, "
-                "gpt-2, llama3, llama-v3, llama-bpe)");
+                "gpt-2, llama3, llama-v3, llama-bpe, qwen2)");
 
     static const char *bad_merges[] = {"a b", "a bx"};
     g = gpt2_gguf("gpt-2", 258, bad_merges, 2);
@@ -233,6 +233,33 @@ static void test_tiny_bpe(void) {
     em_tokenizer_free(tok);
 }
 
+/* Numbers: Llama 3 splits digits in threes ("123", "45": the merge "1 2" applies), Qwen2 one by
+ * one (no merge can apply). */
+static void test_digits(void) {
+    const char *tokens[257];
+    memcpy(tokens, BYTE_TOKENS, 256 * sizeof(char *));
+    tokens[256] = "12";
+    static const char *merges[] = {"1 2"};
+    const char *pres[] = {"llama3", "qwen2"};
+    static const int32_t llama3[] = {256, '3', '4', '5'};
+    static const int32_t qwen2[] = {'1', '2', '3', '4', '5'};
+    for (int k = 0; k < 2; k++) {
+        tiny_gguf g = tg_begin();
+        tg_kv_string(&g, "tokenizer.ggml.model", "gpt2");
+        tg_kv_string(&g, "tokenizer.ggml.pre", pres[k]);
+        tg_kv_strings(&g, "tokenizer.ggml.tokens", tokens, 257);
+        tg_kv_strings(&g, "tokenizer.ggml.merges", merges, 1);
+        em_tokenizer *tok;
+        CHECK(gguf_error(&g, &tok) == NULL);
+        if (!tok) return;
+        if (k == 0)
+            encode_check(tok, "12345", 5, llama3, 4);
+        else
+            encode_check(tok, "12345", 5, qwen2, 5);
+        em_tokenizer_free(tok);
+    }
+}
+
 /* SentencePiece: "▁a", "b", "▁ab" ... no byte tokens; with and without an unknown token. */
 static void test_tiny_spm(void) {
     static const char *tokens[] = {"<unk>",
@@ -334,8 +361,8 @@ static void test_json(void) {
         json_error("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}, "
                    "\"pre_tokenizer\": {\"type\": \"Split\", \"pattern\": {\"Regex\": "
                    "\"\\\\w+\"}, \"behavior\": \"Isolated\"}}"),
-        "tokenizer.json: pre_tokenizer Split pattern '\\w+' is not supported (only GPT-2's "
-        "and Llama 3's)");
+        "tokenizer.json: pre_tokenizer Split pattern '\\w+' is not supported (only GPT-2's, "
+        "Llama 3's and Qwen2's)");
     CHECK_ERROR(
         json_error("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1, \"ab\": "
                    "2}, \"merges\": [\"a b\", \"a bx\"]}, " PRE_LLAMA3 "}"),
@@ -413,6 +440,7 @@ int main(void) {
     test_gguf_errors();
     test_tiny_bpe();
     test_tiny_spm();
+    test_digits();
     test_json();
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
