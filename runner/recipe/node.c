@@ -151,11 +151,11 @@ static bool is_core_float(const char *s) {
     if (*s == '-' || *s == '+') s++;
     if (!strcmp(s, ".inf") || !strcmp(s, ".Inf") || !strcmp(s, ".INF")) return true;
     size_t digits = 0;
-    while (isdigit((unsigned char)*s)) s++, digits++;
+    for (; isdigit((unsigned char)*s); s++) digits++;
     if (*s == '.') {
         s++;
         size_t frac = 0;
-        while (isdigit((unsigned char)*s)) s++, frac++;
+        for (; isdigit((unsigned char)*s); s++) frac++;
         if (digits == 0 && frac == 0) return false;
     } else if (digits == 0) {
         return false;
@@ -412,7 +412,10 @@ static void write_yaml_node(const em_node *node, int indent, bool first_line_ind
  * nested block. A map inside a list starts on the dash's line ("- key: v"). */
 static void write_yaml_value(const em_node *v, int indent, bool after_dash, FILE *out) {
     if (v->kind == EM_NODE_SCALAR) {
-        if (v->text[0] || v->quoted) fputc(' ', out), write_yaml_scalar(v, out);
+        if (v->text[0] || v->quoted) {
+            fputc(' ', out);
+            write_yaml_scalar(v, out);
+        }
         fputc('\n', out);
     } else if (is_empty_collection(v)) {
         fputs(v->kind == EM_NODE_MAP ? " {}\n" : " []\n", out);

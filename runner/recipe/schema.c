@@ -208,10 +208,12 @@ static void line_col(const char *text, size_t offset, int *line, int *col) {
     *line = 1;
     *col = 1;
     for (size_t i = 0; i < offset && text[i]; i++) {
-        if (text[i] == '\n')
-            (*line)++, *col = 1;
-        else
+        if (text[i] == '\n') {
+            (*line)++;
+            *col = 1;
+        } else {
             (*col)++;
+        }
     }
 }
 

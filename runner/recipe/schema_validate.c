@@ -213,36 +213,33 @@ static const cJSON *keyword(const cJSON *s, const char *name) {
 
 static em_status validate(vctx *c, const cJSON *s, em_node *node, const char *path, int *progress);
 
+static em_status out_of_range(const vctx *c, const em_node *node, const char *path,
+                              const char *words, const cJSON *bound) {
+    char *want = format_number(bound->valuedouble);
+    em_status err =
+        fail_subject(c, node->mark, path, "must be %s %s, got %s", words, want, node->text);
+    free(want);
+    return err;
+}
+
 static em_status check_number(const vctx *c, const cJSON *s, const em_node *node,
                               const char *path) {
     double v;
     em_status err = em_node_as_double(node, &v);
-    if (err) return em_error_free(err), NULL; /* not a number: `type` speaks for it */
-    static const struct {
-        const char *keyword;
-        const char *words;
-        int sign; /* the value must be: 1 >= bound, 2 > bound, -1 <= bound, -2 < bound */
-    } bounds[] = {{"minimum", "at least", 1},
-                  {"exclusiveMinimum", "greater than", 2},
-                  {"maximum", "at most", -1},
-                  {"exclusiveMaximum", "less than", -2}};
-    for (size_t i = 0; i < sizeof bounds / sizeof *bounds; i++) {
-        const cJSON *b = keyword(s, bounds[i].keyword);
-        if (!b) continue;
-        double bound = b->valuedouble;
-        int sign = bounds[i].sign;
-        bool ok = sign == 1    ? v >= bound
-                  : sign == 2  ? v > bound
-                  : sign == -1 ? v <= bound
-                               : v < bound;
-        if (!ok) {
-            char *want = format_number(bound);
-            err = fail_subject(c, node->mark, path, "must be %s %s, got %s", bounds[i].words, want,
-                               node->text);
-            free(want);
-            return err;
-        }
+    if (err) {
+        em_error_free(err); /* not a number: `type` speaks for it */
+        return NULL;
     }
+    /* written as !(v >= bound) so that .nan is out of every range */
+    const cJSON *b;
+    if ((b = keyword(s, "minimum")) && !(v >= b->valuedouble))
+        return out_of_range(c, node, path, "at least", b);
+    if ((b = keyword(s, "exclusiveMinimum")) && !(v > b->valuedouble))
+        return out_of_range(c, node, path, "greater than", b);
+    if ((b = keyword(s, "maximum")) && !(v <= b->valuedouble))
+        return out_of_range(c, node, path, "at most", b);
+    if ((b = keyword(s, "exclusiveMaximum")) && !(v < b->valuedouble))
+        return out_of_range(c, node, path, "less than", b);
     return NULL;
 }
 

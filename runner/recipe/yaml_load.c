@@ -39,10 +39,12 @@ static em_mark mark_at_offset(const loader *ld, size_t offset) {
     em_mark m = {ld->file, 1, 1};
     for (size_t i = 0; i < offset && i < ld->len; i++) {
         unsigned char c = (unsigned char)ld->text[i];
-        if (c == '\n')
-            m.line++, m.col = 1;
-        else if ((c & 0xC0) != 0x80)
+        if (c == '\n') {
+            m.line++;
+            m.col = 1;
+        } else if ((c & 0xC0) != 0x80) {
             m.col++;
+        }
     }
     return m;
 }
@@ -132,7 +134,10 @@ static em_status parse_seq(loader *ld, const yaml_event_t *start, em_node **out)
     for (;;) {
         yaml_event_t ev;
         em_status err = next_event(ld, &ev);
-        if (err) return em_node_free(seq), err;
+        if (err) {
+            em_node_free(seq);
+            return err;
+        }
         if (ev.type == YAML_SEQUENCE_END_EVENT) {
             yaml_event_delete(&ev);
             break;
@@ -140,7 +145,10 @@ static em_status parse_seq(loader *ld, const yaml_event_t *start, em_node **out)
         em_node *item = NULL;
         err = parse_node(ld, &ev, &item);
         yaml_event_delete(&ev);
-        if (err) return em_node_free(seq), err;
+        if (err) {
+            em_node_free(seq);
+            return err;
+        }
         em_node_seq_append(seq, item);
     }
     *out = seq;

@@ -118,6 +118,8 @@ static void check_errors(void) {
             "t.yaml:3:13: stage 'wiki': option 'max_length' must be at most 65536, got 70000");
     invalid("kind: dataset\npath: x\nratio: 0\n",
             "t.yaml:3:8: stage 'wiki': option 'ratio' must be greater than 0, got 0");
+    invalid("kind: dataset\npath: x\nratio: .nan\n",
+            "t.yaml:3:8: stage 'wiki': option 'ratio' must be greater than 0, got .nan");
     invalid("kind: dataset\npath: x\nratio: 1.0\n",
             "t.yaml:3:8: stage 'wiki': option 'ratio' must be less than 1, got 1.0");
     invalid("kind: dataset\npath: x\nprotocol: slide\n",
