@@ -67,6 +67,64 @@ static void same_tensors(const em_model *a, const em_model *b) {
     }
 }
 
+/* The default byte-level vocabulary encodes text as its bytes after BOS, from both formats. */
+static void check_byte_tokenizer(const em_model *m) {
+    if (!m->tokenizer) return;
+    const char *text = "Hi there\n\xc3\xa9";
+    int32_t *ids = NULL;
+    size_t n = 0;
+    em_encode_options o = em_tokenizer_default_options(m->tokenizer);
+    CHECK(o.add_bos && !o.add_eos);
+    em_status err = em_tokenizer_encode(m->tokenizer, text, strlen(text), o, &ids, &n);
+    CHECK(err == NULL);
+    em_error_free(err);
+    CHECK_INT_EQ(n, strlen(text) + 1);
+    if (n == strlen(text) + 1) {
+        CHECK_INT_EQ(ids[0], 256);
+        for (size_t i = 1; i < n; i++) CHECK_INT_EQ(ids[i], (uint8_t)text[i - 1]);
+    }
+    free(ids);
+    CHECK_INT_EQ(em_tokenizer_eos(m->tokenizer), 257);
+}
+
+/* --tokenizer FILE copies a vocabulary: a GGUF's into a GGUF, a tokenizer.json beside the
+ * safetensors; the vocabulary size follows it. */
+static void check_given_tokenizer(const char *mk, const char *dir) {
+    const char *data = getenv("EVALMESH_SHARED_DATA");
+    char spm[4096], llama3[4096], out[512], out_st[512];
+    snprintf(spm, sizeof spm, "%s/tokenizers/llama-spm/ggml-vocab-llama-spm.gguf",
+             data ? data : "../shared/data");
+    snprintf(llama3, sizeof llama3, "%s/tokenizers/llama3/tokenizer.json",
+             data ? data : "../shared/data");
+    FILE *f = fopen(spm, "rb");
+    if (!f) {
+        printf("note: %s absent, --tokenizer checks skipped\n", spm);
+        return;
+    }
+    fclose(f);
+    snprintf(out, sizeof out, "%s/spm.gguf", dir);
+    snprintf(out_st, sizeof out_st, "%s/llama3-st", dir);
+    CHECK_INT_EQ(run_mkmodel(mk, "--out %s --tokenizer %s --dim 32 --heads 2 --layers 1", out, spm),
+                 0);
+    CHECK_INT_EQ(run_mkmodel(mk,
+                             "--out %s --format safetensors --tokenizer %s --vocab 128256 --dim 32 "
+                             "--heads 2 --layers 1 --type bf16",
+                             out_st, llama3),
+                 0);
+    em_model *a = load(out), *b = load(out_st);
+    if (a) {
+        CHECK_INT_EQ(a->config.n_vocab, 32000);
+        CHECK(a->tokenizer && strcmp(em_tokenizer_kind(a->tokenizer), "llama") == 0);
+    }
+    if (b) {
+        CHECK_INT_EQ(b->config.n_vocab, 128256);
+        CHECK(b->tokenizer && strcmp(em_tokenizer_kind(b->tokenizer), "gpt2") == 0);
+        if (b->tokenizer) CHECK_INT_EQ(em_tokenizer_vocab_size(b->tokenizer), 128256);
+    }
+    em_model_free(a);
+    em_model_free(b);
+}
+
 static void check_pair(const char *mk, const char *dir, const char *tag, const char *type,
                        const char *extra) {
     char gguf[512], st[512];
@@ -81,6 +139,8 @@ static void check_pair(const char *mk, const char *dir, const char *tag, const c
         same_config(&a->config, &b->config);
         same_tensors(a, b);
         CHECK(a->tokenizer != NULL && b->tokenizer != NULL);
+        check_byte_tokenizer(a);
+        check_byte_tokenizer(b);
         /* matrices keep the requested type; norms and biases are F32 in memory */
         CHECK_STR_EQ(em_tensor_type_name(a->layers[0].wq->type), strcmp(type, "f32") == 0 ? "F32"
                                                                  : strcmp(type, "f16") == 0
@@ -260,6 +320,7 @@ int main(int argc, char **argv) {
     /* qwen2: GGUF holds Q/K in rotate-half order; both load to the adjacent-pair order */
     check_pair(mk, dir, "qwen2", "f32", "--qwen2 --kv-heads 2");
     check_qwen2_rows(dir);
+    check_given_tokenizer(mk, dir);
     check_q8_0(mk, dir);
     check_deterministic(mk, dir);
     check_stories_export(mk, dir);
