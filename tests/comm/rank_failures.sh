@@ -1,6 +1,7 @@
 #!/bin/bash
-# A rank that leaves early or sleeps past the 3 s collective timeout must not hang the job: the
-# other ranks fail within the timeout plus slack, with a message naming that rank, exit status 5.
+# A rank that leaves early, sleeps past the 3 s collective timeout or starts after the bootstrap's
+# 3 s timeout must not hang the job: the other ranks fail within the timeout plus slack, with a
+# message naming that rank, exit status 5.
 # Usage: rank_failures.sh MPIRUN COMM_FAIL_BINARY
 set -u
 MPIRUN=$1
@@ -19,6 +20,19 @@ expect_rank() {
     case "$message" in *"$3"*) ;; *) fail "$1: '$message' does not contain '$3'" ;; esac
 }
 
+# some_ranks DIR STATUS TEXT RANKS...: at least one of RANKS wrote its file, and every file
+# written is right (the launcher may kill the slower ranks once the first failed).
+some_ranks() {
+    local dir=$1 status=$2 text=$3 found=0
+    shift 3
+    for r in "$@"; do
+        [ -f "$dir/rank-$r.txt" ] || continue
+        found=1
+        expect_rank "$dir/rank-$r.txt" "$status" "$text"
+    done
+    [ "$found" = 1 ] || fail "none of ranks $* in $dir wrote a status"
+}
+
 # 1. Rank 2 of 4 sleeps 60 s: the others time out after 3 s and name it; mpirun then ends the
 #    job with the first failing rank's status, 5. `timeout 40` guards against a hang.
 mkdir -p "$T/sleep"
@@ -29,10 +43,24 @@ elapsed=$(( $(date +%s) - start ))
 cat "$T/sleep.log"
 [ "$rc" = 5 ] || fail "sleeping rank: mpirun exited with $rc, expected 5"
 [ "$elapsed" -le 20 ] || fail "sleeping rank: the job took $elapsed s to end"
-for r in 0 1 3; do
-    expect_rank "$T/sleep/rank-$r.txt" 5 "timed out after 3 s: rank 2 did not arrive"
-done
+some_ranks "$T/sleep" 5 "rank 2 did not arrive" 0 1 3
 [ ! -f "$T/sleep/rank-2.txt" ] || fail "the sleeping rank should have been stopped by mpirun"
+
+# 1b. The same with mpirun told not to end the job (every rank then writes its status), and a
+#     sleep of 8 s: the others name rank 2; rank 2, on waking, fails at once because they aborted.
+mkdir -p "$T/sleep8"
+start=$(date +%s)
+COMM_FAIL_DIR=$T/sleep8 timeout 40 "$MPIRUN" --mca orte_abort_on_non_zero_status 0 -np 4 \
+    -x COMM_FAIL_DIR "$BIN" sleep 2 8 > "$T/sleep8.log" 2>&1
+rc=$?
+elapsed=$(( $(date +%s) - start ))
+cat "$T/sleep8.log"
+[ "$elapsed" -le 20 ] || fail "sleeping rank (8 s): the job took $elapsed s to end"
+for r in 0 1 3; do
+    expect_rank "$T/sleep8/rank-$r.txt" 5 "timed out after 3 s: rank 2 did not arrive"
+done
+expect_rank "$T/sleep8/rank-2.txt" 5 "allreduce: rank "
+expect_rank "$T/sleep8/rank-2.txt" 5 " aborted: allreduce (collective 2 of a 4-rank group) timed out"
 
 # 2. Rank 1 of 3 exits with status 4 before the collective. By default mpirun ends the whole job
 #    at once with that status (no hang).
@@ -55,6 +83,18 @@ cat "$T/exit2.log"
 for r in 0 2; do
     expect_rank "$T/exit/rank-$r.txt" 5 "timed out after 3 s: rank 1 did not answer"
 done
+
+# 4. Rank 1 of 3 starts 20 s late: the bootstrap's PMIx fence (timeout 3 s) fails on the others,
+#    naming rank 1, with status 5.
+start=$(date +%s)
+timeout 40 "$MPIRUN" -np 3 "$BIN" late 1 20 > "$T/late.log" 2>&1
+rc=$?
+elapsed=$(( $(date +%s) - start ))
+cat "$T/late.log"
+[ "$rc" = 5 ] || fail "late rank: mpirun exited with $rc, expected 5"
+[ "$elapsed" -le 15 ] || fail "late rank: the job took $elapsed s to end"
+grep -qE "rank [02]: bootstrap: PMIx fence did not complete within 3 s: rank 1 did not answer" \
+    "$T/late.log" || fail "late rank: no rank named rank 1"
 
 if [ "$fails" -gt 0 ]; then echo "$fails failures"; exit 1; fi
 echo "all rank-failure checks passed"
