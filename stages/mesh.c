@@ -84,7 +84,7 @@ static em_status mesh_run(em_stage *self, const em_run_context *ctx) {
         err = em_comm_nccl_world(ctx->world, ctx->local_rank, ctx->collective_timeout_s, &world);
     if (err) return err;
     em_mesh *m = NULL;
-    err = em_mesh_build(world, ctx->node_id, st->dp, st->tp, st->cp, &m);
+    err = em_mesh_build_nodes(world, ctx->node_id, ctx->node_count, st->dp, st->tp, st->cp, &m);
     if (err) return err;
     em_log_info("mesh: dp %d x tp %d x cp %d over %d rank%s on %d node%s, backend %s; this rank: "
                 "dp %d tp %d cp %d, local rank %d of %d",

@@ -40,7 +40,9 @@ char *em_mesh_shape(int world_size, int *dp, int *tp, int *cp) {
     return NULL;
 }
 
-em_status em_mesh_build(em_comm *world, int node_id, int dp, int tp, int cp, em_mesh **out) {
+/* node_count < 0: ask the node leaders (host-memory broadcast). */
+static em_status build(em_comm *world, int node_id, int node_count, int dp, int tp, int cp,
+                       em_mesh **out) {
     *out = NULL;
     if ((long)dp * tp * cp != world->size)
         return em_error_new(EM_EXIT_FAILURE, "mesh: %d*%d*%d is not the world size %d", dp, tp, cp,
@@ -61,7 +63,10 @@ em_status em_mesh_build(em_comm *world, int node_id, int dp, int tp, int cp, em_
         m->local_size = m->node->size;
         err = em_comm_split(world, m->local_rank, r, &m->cross);
     }
-    if (!err) {
+    if (!err && node_count >= 0) {
+        m->node_count = node_count;
+        m->node_id = node_id;
+    } else if (!err) {
         /* Node leaders count the nodes and tell their node. */
         int nodes = m->local_rank == 0 ? m->cross->size : 0;
         int index = m->local_rank == 0 ? m->cross->rank : 0;
@@ -79,6 +84,25 @@ em_status em_mesh_build(em_comm *world, int node_id, int dp, int tp, int cp, em_
     }
     *out = m;
     return NULL;
+}
+
+em_status em_mesh_build(em_comm *world, int node_id, int dp, int tp, int cp, em_mesh **out) {
+    if (strcmp(world->backend->name, "nccl") == 0) {
+        *out = NULL;
+        return em_error_new(EM_EXIT_FAILURE, "mesh: em_mesh_build needs a CPU world; for nccl "
+                                             "use em_mesh_build_nodes");
+    }
+    return build(world, node_id, -1, dp, tp, cp, out);
+}
+
+em_status em_mesh_build_nodes(em_comm *world, int node_id, int node_count, int dp, int tp, int cp,
+                              em_mesh **out) {
+    if (node_id < 0 || node_id >= node_count) {
+        *out = NULL;
+        return em_error_new(EM_EXIT_FAILURE, "mesh: node id %d is not below the node count %d",
+                            node_id, node_count);
+    }
+    return build(world, node_id, node_count, dp, tp, cp, out);
 }
 
 void em_mesh_free(em_mesh *m) {
@@ -101,6 +125,8 @@ em_status em_mesh_allreduce(em_mesh *m, const void *send, void *recv, size_t cou
 }
 
 em_status em_mesh_exact_sum_allreduce(em_mesh *m, em_exact_sum *sums, size_t n) {
+    if (strcmp(m->backend, "nccl") == 0)
+        return em_error_new(EM_EXIT_FAILURE, "exact sums need a CPU mesh (local or mpi), not nccl");
     if (n == 0) return NULL;
     int64_t *flat = em_xmalloc(n * 4 * sizeof *flat);
     em_exact_sum_pack(sums, n, flat);

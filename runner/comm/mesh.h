@@ -38,14 +38,21 @@ char *em_mesh_shape(int world_size, int *dp, int *tp, int *cp);
 
 /* Builds every group from `world` (the mesh takes it) on a node numbered node_id (equal for
  * ranks that share a node; the bootstrap's node id, or an emulated one in tests). The shape must
- * already be complete (em_mesh_shape). Collective over world. */
+ * already be complete (em_mesh_shape). Collective over world; the node leaders tell their node
+ * the node count and index through a host-memory broadcast, so world must be a CPU (local or mpi)
+ * communicator. */
 em_status em_mesh_build(em_comm *world, int node_id, int dp, int tp, int cp, em_mesh **out);
+/* The same for any backend (nccl included) when node ids are already 0..node_count-1 and the
+ * count is known (the bootstrap's node_id and node_count): only splits, no data moves. */
+em_status em_mesh_build_nodes(em_comm *world, int node_id, int node_count, int dp, int tp, int cp,
+                              em_mesh **out);
 void em_mesh_free(em_mesh *mesh);
 
-/* The hierarchical all-reduce (node, then leaders, then node broadcast). */
+/* The hierarchical all-reduce (node, then leaders, then node broadcast). Buffers are where the
+ * mesh's backend wants them: device memory for nccl. */
 em_status em_mesh_allreduce(em_mesh *mesh, const void *send, void *recv, size_t count,
                             em_dtype dtype, em_reduce_op op);
-/* Exact sums reduced hierarchically (host memory). */
+/* Exact sums reduced hierarchically; host memory, so a CPU mesh only (an error for nccl). */
 em_status em_mesh_exact_sum_allreduce(em_mesh *mesh, em_exact_sum *sums, size_t n);
 
 #endif

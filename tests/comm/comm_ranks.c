@@ -195,9 +195,11 @@ static void check_mesh_shape(int dp, int tp, int cp) {
     em_comm *copy = NULL;
     CHECK_OK(em_comm_split(boot.world, 0, boot.rank, &copy));
     em_mesh *m = NULL;
-    CHECK_OK(em_mesh_build(copy, 0, dp, tp, cp, &m));
+    CHECK_OK(em_mesh_build_nodes(copy, 0, 1, dp, tp, cp, &m));
     if (!m) return;
     int r = boot.rank;
+    CHECK_INT_EQ(m->node_count, 1);
+    CHECK_INT_EQ(m->local_size, boot.size);
     CHECK_INT_EQ((m->dp_rank * cp + m->cp_rank) * tp + m->tp_rank, r);
     CHECK_INT_EQ(m->tp_group->size, tp);
     CHECK_INT_EQ(m->cp_group->size, cp);
@@ -238,6 +240,18 @@ static void check_hierarchical(void) {
     CHECK_INT_EQ(m->local_size, node == 1 ? 1 : (n > 1 ? n - 1 : 1));
     CHECK_INT_EQ(m->local_rank, node == 1 ? 0 : r);
     CHECK_INT_EQ(m->cross->size, m->local_rank == 0 ? m->node_count : 1);
+    /* Told the node count instead, the groups are the same. */
+    em_comm *copy2 = NULL;
+    CHECK_OK(em_comm_split(boot.world, 0, boot.rank, &copy2));
+    em_mesh *m2 = NULL;
+    CHECK_OK(em_mesh_build_nodes(copy2, node, n > 1 ? 2 : 1, n, 1, 1, &m2));
+    if (m2) {
+        CHECK_INT_EQ(m2->node_count, m->node_count);
+        CHECK_INT_EQ(m2->local_rank, m->local_rank);
+        CHECK_INT_EQ(m2->local_size, m->local_size);
+        CHECK_INT_EQ(m2->cross->size, m->cross->size);
+        em_mesh_free(m2);
+    }
     /* Integer sums and maxima, and float64 sums of integers: exact, like the flat all-reduce. */
     enum { N = 4 };
     int64_t in[N], out[N], flat[N];
