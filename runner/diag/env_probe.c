@@ -163,10 +163,13 @@ void em_env_collect(em_env_facts *f) {
     f->omp_threads = omp_get_max_threads();
     collect_cuda(f);
     snprintf(f->pmix, sizeof f->pmix, "%s", PMIx_Get_version());
+    f->pmix[strcspn(f->pmix, "(")] = 0; /* "OpenPMIx 4.2.2rc2 (PMIx Standard: ...)" */
+    size_t len = strlen(f->pmix);
+    while (len > 0 && f->pmix[len - 1] == ' ') f->pmix[--len] = 0;
     f->pmix_launched = getenv("PMIX_NAMESPACE") != NULL || getenv("PMIX_RANK") != NULL;
     char mpi[MPI_MAX_LIBRARY_VERSION_STRING];
-    int len = 0;
-    MPI_Get_library_version(mpi, &len);
+    int mpi_len = 0;
+    MPI_Get_library_version(mpi, &mpi_len);
     mpi[strcspn(mpi, ",\n")] = 0;
     snprintf(f->mpi_library, sizeof f->mpi_library, "%s", mpi);
     collect_network(f);
