@@ -120,9 +120,10 @@ static int tokenize_main(int argc, char **argv) {
             ids_only = true;
         else if (strcmp(a, "--parse-special") == 0)
             parse_special = true;
-        else if ((strcmp(a, "--text-file") == 0 || strcmp(a, "--split-marker") == 0) &&
-                 i + 1 < argc)
-            *(a[2] == 't' ? &text_file : &marker) = argv[++i];
+        else if (strcmp(a, "--text-file") == 0 && i + 1 < argc)
+            text_file = argv[++i];
+        else if (strcmp(a, "--split-marker") == 0 && i + 1 < argc)
+            marker = argv[++i];
         else if (a[0] == '-' && a[1] != 0) {
             fprintf(stderr, "tokenize: unknown or incomplete option '%s'\n\n%s", a, USAGE);
             return EM_EXIT_BAD_INPUT;

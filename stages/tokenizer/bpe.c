@@ -55,7 +55,7 @@ void em_bpe_prepare(em_tokenizer *tok) {
         uint32_t len = 0;
         for (uint32_t i = 0; i < t.len;) {
             int k;
-            int b = em_unicode_to_byte(em_utf8_decode(t.data + i, t.len - i, &k));
+            int b = em_unicode_to_byte(em_utf8_decode(t.data + i, &k));
             if (b >= 0) {
                 piece[len++] = (char)b;
             } else {

@@ -46,9 +46,9 @@ static uint8_t classify(uint32_t c) {
     return f;
 }
 
-uint32_t em_utf8_decode(const char *s, size_t len, int *n) {
+uint32_t em_utf8_decode(const char *s, int *n) {
     const uint8_t *u = (const uint8_t *)s;
-    if (u[0] < 0x80 || len < 2) {
+    if (u[0] < 0x80) {
         *n = 1;
         return u[0];
     }
@@ -56,7 +56,7 @@ uint32_t em_utf8_decode(const char *s, size_t len, int *n) {
         *n = 2;
         return (uint32_t)(u[0] & 0x1F) << 6 | (u[1] & 0x3F);
     }
-    if (u[0] < 0xF0 || len < 4) {
+    if (u[0] < 0xF0) {
         *n = 3;
         return (uint32_t)(u[0] & 0x0F) << 12 | (uint32_t)(u[1] & 0x3F) << 6 | (u[2] & 0x3F);
     }
@@ -207,7 +207,7 @@ void em_pretokenize(em_pretokenizer kind, const char *text, size_t len, em_preto
     size_t n = 0;
     for (size_t i = 0; i < len; n++) {
         int k;
-        uint32_t cpt = em_utf8_decode(text + i, len - i, &k);
+        uint32_t cpt = em_utf8_decode(text + i, &k);
         buf->cpts[n] = cpt;
         buf->flags[n] = classify(cpt);
         buf->starts[n] = i;

@@ -31,8 +31,8 @@ typedef struct em_pretokenize_buf {
 void em_pretokenize(em_pretokenizer kind, const char *text, size_t len, em_pretokenize_buf *buf);
 void em_pretokenize_buf_free(em_pretokenize_buf *buf);
 
-/* Decodes the UTF-8 character at s[0..len) (which must be valid): its codepoint and length. */
-uint32_t em_utf8_decode(const char *s, size_t len, int *n);
+/* Decodes the valid UTF-8 character at s: its codepoint, and its length in *n. */
+uint32_t em_utf8_decode(const char *s, int *n);
 /* Offset of the first byte of text[0..len) that is not valid UTF-8 (overlong forms, surrogates
  * and values past U+10FFFF are invalid), or len when all of it is valid. */
 size_t em_utf8_invalid_offset(const char *text, size_t len);
