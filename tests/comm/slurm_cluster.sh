@@ -118,5 +118,24 @@ for r in 0 2; do
 done
 [ "$found" = 1 ] || fail "neither rank 0 nor rank 2 wrote a status"
 
+# 4. tools/slurm/eval.sbatch itself, shrunk to this one node: check-env on every rank, then a
+#    recipe with a mesh stage on 2 ranks.
+E=${EVALMESH_BIN:-}
+SRC=${EVALMESH_SOURCE_DIR:-}
+if [ -x "$E" ] && [ -f "$SRC/tools/slurm/eval.sbatch" ]; then
+    mkdir -p "$T/job"
+    printf 'name: sbatchtest\nstages:\n  grid: {kind: mesh, dp: auto}\n' > "$T/job/r.yaml"
+    (cd "$T/job" && EVALMESH=$E timeout 120 sbatch --wait --export=ALL --nodes=1 \
+        --ntasks-per-node=2 --gpus-per-node=0 --cpus-per-task=1 --output="$T/job/out.txt" \
+        "$SRC/tools/slurm/eval.sbatch" r.yaml > "$T/job/sbatch.txt" 2>&1)
+    rc=$?
+    cat "$T/job/sbatch.txt" "$T/job/out.txt"
+    [ "$rc" = 0 ] || fail "eval.sbatch exited with $rc"
+    grep -q "mesh: dp 2 x tp 1 x cp 1 over 2 ranks on 1 node, backend mpi" "$T/job/out.txt" \
+        || fail "eval.sbatch: the mesh stage did not run on 2 ranks"
+else
+    echo "note: EVALMESH_BIN or EVALMESH_SOURCE_DIR not set: eval.sbatch not tried"
+fi
+
 if [ "$fails" -gt 0 ]; then echo "$fails failures"; exit 1; fi
 echo "slurm cluster checks passed"
