@@ -10,8 +10,13 @@ static uint64_t pair_key(int32_t left, int32_t right) {
 }
 
 static size_t pair_slot(uint64_t key, size_t capacity) {
-    /* Multiplicative hashing (Fibonacci): spreads the pair over the table. */
-    return (size_t)((key * 0x9E3779B97F4A7C15ull) >> 17) & (capacity - 1);
+    /* SplitMix64's finalizer: every bit of both ids reaches the low bits used as the slot. */
+    key ^= key >> 30;
+    key *= 0xBF58476D1CE4E5B9ull;
+    key ^= key >> 27;
+    key *= 0x94D049BB133111EBull;
+    key ^= key >> 31;
+    return (size_t)key & (capacity - 1);
 }
 
 void em_merge_map_init(em_merge_map *map, size_t expected) {
