@@ -12,12 +12,14 @@
  * Relative json/html paths are inside the run directory; relative history paths (and an html
  * output's `history`) are relative to the recipe file's folder, like model and dataset paths.
  * Produces an em_report_artifact (stages/report/report_artifact.h). */
+#include <errno.h>
 #include <libgen.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "build_info.h"
 #include "runner/recipe/schema.h"
@@ -110,6 +112,9 @@ static em_status parse_push(const em_stage *self, const em_node *item, output *o
         em_xstrdup(o->type == PUSHGATEWAY ? "text/plain; version=0.0.4" : "application/json");
     r->verify_tls = em_node_get_bool(item, "verify_tls", true);
     r->ca_path = opt_dup(item, "ca_path");
+    if (r->ca_path && access(r->ca_path, R_OK) != 0)
+        return bad_option(self, em_node_get(item, "ca_path")->mark, "ca_path '%s': %s", r->ca_path,
+                          strerror(errno));
     r->timeout_s = em_node_get_double(item, "timeout_s", 10);
     r->retries = (int)em_node_get_int(item, "retries", 3);
     r->backoff_s = em_node_get_double(item, "backoff_s", 1);

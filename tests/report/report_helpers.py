@@ -1,8 +1,10 @@
 """Helpers for the report tests: a Prometheus Pushgateway started on a free loopback port, a
 loopback HTTP server that records webhook requests, and running the report driver or evalmesh."""
+import atexit
 import http.server
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -14,8 +16,16 @@ import urllib.request
 PUSHGATEWAY = "/usr/bin/prometheus-pushgateway"
 
 
+_temp_dirs = []
+_failed = False
+
+
 def fail(msg):
+    global _failed
+    _failed = True
     print("FAIL:", msg)
+    if _temp_dirs:
+        print("(kept for a look: %s)" % " ".join(_temp_dirs))
     sys.exit(1)
 
 
@@ -95,7 +105,8 @@ def samples(group):
 class Webhook:
     """A loopback HTTP server recording each request (method, path, headers, body)."""
 
-    def __init__(self, status=200):
+    def __init__(self, status=200, tls=None):
+        """tls: (certificate file, key file) to serve HTTPS instead of HTTP."""
         self.requests = []
         self.status = status
         hook = self
@@ -113,7 +124,14 @@ class Webhook:
                 pass
 
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = "http://127.0.0.1:%d/hook" % self.server.server_address[1]
+        scheme = "http"
+        if tls:
+            import ssl
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.load_cert_chain(*tls)
+            self.server.socket = ctx.wrap_socket(self.server.socket, server_side=True)
+            scheme = "https"
+        self.url = "%s://127.0.0.1:%d/hook" % (scheme, self.server.server_address[1])
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
 
@@ -146,8 +164,19 @@ def write(path, text):
     return path
 
 
+def _remove_temp_dirs():
+    if not _failed:
+        for d in _temp_dirs:
+            shutil.rmtree(d, ignore_errors=True)
+
+
 def tempdir():
-    return tempfile.mkdtemp(prefix="em-report-")
+    """A fresh folder, removed at exit unless a check failed."""
+    if not _temp_dirs:
+        atexit.register(_remove_temp_dirs)
+    d = tempfile.mkdtemp(prefix="em-report-")
+    _temp_dirs.append(d)
+    return d
 
 
 def all_files(folder):
