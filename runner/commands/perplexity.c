@@ -188,7 +188,13 @@ static int perplexity_main(int argc, char **argv) {
                      "--help)");
         return EM_EXIT_BAD_INPUT;
     }
+    /* Absolute paths, so a printed recipe works from wherever it is saved. */
+    char *model = realpath(a.model, NULL), *text = realpath(a.text, NULL);
+    if (model) a.model = model;
+    if (text) a.text = text;
     em_node *recipe = build_recipe(&a);
+    free(model);
+    free(text);
     if (print_recipe) {
         printf("# yaml-language-server: $schema=../schemas/recipe.schema.json\n");
         em_node_write_yaml(recipe, stdout);
