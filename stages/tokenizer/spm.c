@@ -23,8 +23,11 @@ typedef struct spm_symbol {
 
 struct em_spm_state {
     char *escaped;   /* the text with "▁" for spaces */
-    size_t *origin;  /* for each escaped byte, the offset of its byte in the caller's text */
-    size_t capacity; /* of escaped and origin */
+    size_t capacity; /* of escaped */
+    /* The fragment being encoded, to turn escaped positions back into text offsets. */
+    const char *text;
+    size_t offset;
+    bool prefix_space;
     spm_symbol *symbols;
     size_t symbols_capacity;
     em_bigram_queue queue;
@@ -38,7 +41,6 @@ em_spm_state *em_spm_state_new(void) {
 void em_spm_state_free(em_spm_state *st) {
     if (!st) return;
     free(st->escaped);
-    free(st->origin);
     free(st->symbols);
     em_bigram_queue_free(&st->queue);
     em_word_cache_free(&st->cache);
@@ -48,7 +50,7 @@ void em_spm_state_free(em_spm_state *st) {
 /* Pieces: "▁" reads as a space, a byte token <0xNN> as its byte, other tokens as their text. */
 /* Where a word starts: a "▁" at p > 0 that does not follow another "▁". */
 static bool word_start(const char *s, size_t p) {
-    return p > 0 && memcmp(s + p, SPACE_MARK, 3) == 0 &&
+    return p > 0 && s[p] == SPACE_MARK[0] && memcmp(s + p, SPACE_MARK, 3) == 0 &&
            (p < 3 || memcmp(s + p - 3, SPACE_MARK, 3) != 0);
 }
 
@@ -87,32 +89,42 @@ void em_spm_prepare(em_tokenizer *tok) {
     }
 }
 
-/* Escapes text into st->escaped, remembering where each byte came from. */
+/* Escapes text into st->escaped. */
 static size_t escape(em_spm_state *st, const char *text, size_t len, size_t offset,
                      bool prefix_space) {
     size_t need = 3 * (len + 1);
     if (need > st->capacity) {
         st->capacity = need;
         st->escaped = em_xrealloc(st->escaped, need);
-        st->origin = em_xrealloc(st->origin, need * sizeof(size_t));
     }
+    st->text = text;
+    st->offset = offset;
+    st->prefix_space = prefix_space;
     size_t n = 0;
     if (prefix_space) {
-        for (int k = 0; k < 3; k++) st->origin[n + k] = offset;
         memcpy(st->escaped + n, SPACE_MARK, 3);
         n += 3;
     }
     for (size_t i = 0; i < len; i++) {
         if (text[i] == ' ') {
-            for (int k = 0; k < 3; k++) st->origin[n + k] = offset + i;
             memcpy(st->escaped + n, SPACE_MARK, 3);
             n += 3;
         } else {
-            st->origin[n] = offset + i;
             st->escaped[n++] = text[i];
         }
     }
     return n;
+}
+
+/* The offset in the caller's text of the byte at escaped position p (for errors). */
+static size_t text_offset(const em_spm_state *st, size_t p) {
+    size_t j = st->prefix_space ? 3 : 0;
+    if (p < j) return st->offset;
+    for (size_t i = 0;; i++) {
+        size_t width = st->text[i] == ' ' ? 3 : 1;
+        if (p < j + width) return st->offset + i;
+        j += width;
+    }
 }
 
 /* Queues the pair (left, right) when their concatenation is a token. */
@@ -151,7 +163,7 @@ static em_status emit(const em_tokenizer *tok, const em_spm_state *st, const spm
         return em_error_new(EM_EXIT_BAD_INPUT,
                             "cannot encode the text at byte offset %zu: the vocabulary has no "
                             "token for '%.*s', no byte token <0x%02X> and no unknown token",
-                            st->origin[s->start + i], (int)s->n, text, (uint8_t)text[i]);
+                            text_offset(st, s->start + i), (int)s->n, text, (uint8_t)text[i]);
     }
     for (uint32_t i = 0; i < s->n; i++) em_ids_push(out, byte_token(tok, text + i));
     return NULL;
