@@ -56,7 +56,9 @@ static void print_text(const em_model *m) {
         printf(" (factor %g, low_freq_factor %g, high_freq_factor %g, original_context %d)",
                c->rope_llama3_factor, c->rope_llama3_low_freq_factor,
                c->rope_llama3_high_freq_factor, c->rope_llama3_original_ctx);
-    printf("\n  rms_epsilon         %g\n", c->rms_eps);
+    printf("\n  rope_freqs          %s\n",
+           m->rope_freqs ? "rope_freqs.weight (frequency factors)" : "none");
+    printf("  rms_epsilon         %g\n", c->rms_eps);
     printf("  qkv_bias            %s\n", c->has_qkv_bias ? "yes" : "no");
     printf("  tied_output         %s\n", c->tied_output ? "yes" : "no");
     printf("\ntokenizer: ");
@@ -111,6 +113,7 @@ static void print_json(const em_model *m) {
         cJSON_AddNumberToObject(h, "rope_llama3_high_freq_factor", c->rope_llama3_high_freq_factor);
         cJSON_AddNumberToObject(h, "rope_llama3_original_context", c->rope_llama3_original_ctx);
     }
+    cJSON_AddBoolToObject(h, "rope_freqs_tensor", m->rope_freqs != NULL);
     cJSON_AddNumberToObject(h, "rms_epsilon", c->rms_eps);
     cJSON_AddBoolToObject(h, "qkv_bias", c->has_qkv_bias);
     cJSON_AddBoolToObject(h, "tied_output", c->tied_output);

@@ -111,6 +111,9 @@ em_status em_llama_bind(em_model *m, em_model_storage *storage) {
     if (!err) err = need(m, storage, "output_norm.weight", 1, dim, 1, false, &m->output_norm);
     if (!err) err = need(m, storage, "output.weight", 2, dim, vocab, true, &m->output);
     if (err) return err;
+    if (!err)
+        err = need(m, storage, "rope_freqs.weight", 1, c->rope_dim / 2, 1, true, &m->rope_freqs);
+    if (err) return err;
     c->tied_output = m->output == NULL;
     if (c->tied_output) m->output = m->tok_embd;
     if (em_model_find_tensor(m, "blk.0.attn_q.bias")) c->has_qkv_bias = true;

@@ -1,7 +1,8 @@
 /* Binds a model's tensor table (GGUF names) to the Llama layout: finds token_embd, output_norm,
- * output (absent: tied to token_embd) and blk.N.* for every layer, checks each tensor's type and
- * shape against the config, and converts 1-D tensors (norms, biases) stored as F16/BF16 to F32
- * so that every em_model has F32 norms and biases. Used by the GGUF and safetensors loaders. */
+ * output (absent: tied to token_embd), rope_freqs (optional) and blk.N.* for every layer, checks
+ * each tensor's type and shape against the config, and converts 1-D tensors (norms, biases) stored
+ * as F16/BF16 to F32 so that every em_model has F32 norms and biases. Used by the GGUF and
+ * safetensors loaders. */
 #ifndef EVALMESH_LLAMA_WEIGHTS_H
 #define EVALMESH_LLAMA_WEIGHTS_H
 
@@ -10,7 +11,8 @@
 
 /* Checks the config's numbers against each other (heads divide the dimension, ...). */
 em_status em_llama_config_check(const em_llama_config *c, const char *path);
-/* Fills model->tok_embd, output_norm, output, layers and config.tied_output/has_qkv_bias. */
+/* Fills model->tok_embd, output_norm, output, rope_freqs, layers and config.tied_output and
+ * has_qkv_bias. */
 em_status em_llama_bind(em_model *model, em_model_storage *storage);
 
 #endif

@@ -99,6 +99,10 @@ typedef struct em_model {
     uint64_t file_size;       /* bytes on disk, all shards */
     void *impl;               /* the reader's mappings and owned buffers */
     void (*impl_free)(void *impl);
+    /* {rope_dim/2} F32 divisors of the RoPE frequencies, or NULL: llama.cpp's Llama 3.1 GGUF
+     * files carry the llama3 scaling as this tensor (rope_freqs.weight) instead of
+     * rope.scaling.* keys; theta_i = pos * freq_base^(-2i/rope_dim) / rope_freqs[i]. */
+    const em_tensor *rope_freqs;
 } em_model;
 
 /* Opens a GGUF file, a .safetensors file or a directory holding a Hugging Face checkpoint

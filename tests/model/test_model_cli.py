@@ -104,6 +104,13 @@ def check_inspect(evalmesh, mkmodel, tmp):
                                              "shape": [128, 32], "bytes": 128 * 32 * 2},
           "attn_k entry %r" % tensors["blk.2.attn_k.weight"])
     check(tensors["blk.0.ffn_norm.weight"]["type"] == "F32", "norms are F32")
+    check(h["rope_freqs_tensor"] is False, "no rope_freqs tensor")
+
+    freqs = os.path.join(tmp, "freqs.gguf")
+    subprocess.run([mkmodel, "--out", freqs, "--rope-scaling", "llama3", "--rope-freqs"], check=True)
+    rc, out, err = run([evalmesh, "inspect", freqs])
+    check(rc == 0 and "  rope_freqs          rope_freqs.weight (frequency factors)" in out.splitlines()
+          and "  rope_scaling        none" in out.splitlines(), "inspect rope_freqs: %s" % out)
 
     # the same through a safetensors checkpoint
     st = os.path.join(tmp, "m-st")
@@ -191,6 +198,7 @@ def check_mkmodel_errors(mkmodel, tmp):
         (["--out", out, "--dim", "60", "--heads", "8"], "dim/heads must be even"),
         (["--out", out, "--type", "q4_0", "--ffn", "100"], "needs --dim and --ffn multiples of 32"),
         (["--out", out, "--type", "f8"], "bad value for --type"),
+        (["--out", out, "--rope-freqs"], "--rope-freqs goes with --rope-scaling llama3"),
         (["--out", out, "--wat"], "unknown option '--wat'"),
         (["--dim", "64"], "--out PATH is required"),
         (["--from", os.path.join(tmp, "none.gguf"), "--out", out], "none.gguf: cannot open model"),

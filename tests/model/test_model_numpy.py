@@ -195,6 +195,30 @@ def splitmix_weights(seed, name, fan_in, n):
 def main():
     mkmodel, model_dump = sys.argv[1], sys.argv[2]
     tmp = tempfile.mkdtemp(prefix="em-numpy-")
+    # Llama 3.1 frequency factors as llama.cpp's converter computes them
+    freqs = os.path.join(tmp, "freqs.gguf")
+    subprocess.run([mkmodel, "--out", freqs, "--rope-scaling", "llama3", "--rope-factor", "32",
+                    "--rope-theta", "500000", "--rope-freqs", "--dim", "256", "--heads", "2"], check=True)
+    meta, tensors, _, _ = read_gguf(freqs)
+    check("llama.rope.scaling.type" not in meta, "rope_freqs replaces the scaling keys")
+    compare_with_dump(tensors, dump(model_dump, freqs), freqs)
+    got = np.frombuffer(tensors["rope_freqs.weight"][2], dtype=np.float32)
+    d = 128
+    want = []
+    for f in 1.0 / (500000.0 ** (np.arange(0, d, 2) / d)):
+        wavelen = 2 * np.pi / f
+        if wavelen < 8192 / 4.0:
+            want.append(1.0)
+        elif wavelen > 8192 / 1.0:
+            want.append(32.0)
+        else:
+            smooth = (8192 / wavelen - 1.0) / (4.0 - 1.0)
+            want.append(1 / ((1 - smooth) / 32.0 + smooth))
+    want = np.array(want, dtype=np.float32)
+    check(got.shape == (64,) and np.allclose(got, want, rtol=1e-6, atol=0), "rope_freqs values")
+    check(got[0] == 1.0 and got[-1] == 32.0, "rope_freqs: 1 for the fastest pair, the factor for the slowest")
+    check(np.any((got > 1.0) & (got < 32.0)), "rope_freqs has smoothed entries")
+
     # the qwen2 architecture (F32, so the NumPy side can permute values)
     qwen = os.path.join(tmp, "qwen2.gguf")
     subprocess.run([mkmodel, "--out", qwen, "--qwen2", "--kv-heads", "2"], check=True)

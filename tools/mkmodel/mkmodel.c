@@ -8,6 +8,7 @@
  * back to the same em_model. In GGUF, 1-D tensors (norms, biases) are F32 as llama.cpp writes
  * them, rounded through --type when it is f16/bf16 so that the two formats agree bit for bit. */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,6 +50,8 @@ static const char usage[] =
     "                   linear), --rope-low F (1), --rope-high F (4), --rope-orig-ctx N (8192)\n"
     "  --tokenizer byte|FILE  byte-level vocabulary (default) or the vocabulary of a GGUF file\n"
     "                   (GGUF output) or a tokenizer.json (safetensors output)\n"
+    "  --rope-freqs     GGUF: write llama3 scaling as the rope_freqs.weight tensor of\n"
+    "                   frequency factors (as llama.cpp's converter does) instead of keys\n"
     "  --gguf-version 2|3  (default 3)\n"
     "  --from GGUF      export that file's weights and config to safetensors; its tokenizer\n"
     "                   goes to tokenizer.gguf (vocabulary only) in the directory\n";
@@ -60,7 +63,8 @@ typedef struct spec {
     em_tensor_type type;
     uint64_t seed;
     bool tied, qkv_bias;
-    bool qwen2; /* architecture qwen2: biases, and GGUF Q/K rows in Hugging Face order */
+    bool qwen2;      /* architecture qwen2: biases, and GGUF Q/K rows in Hugging Face order */
+    bool rope_freqs; /* GGUF llama3 scaling as a rope_freqs.weight tensor, as llama.cpp writes it */
     float rope_theta, rms_eps;
     em_rope_scaling rope_scaling;
     float rope_factor, rope_low, rope_high;
@@ -119,6 +123,8 @@ static plan_tensor *make_plan(const spec *s, size_t *count) {
     add(&plan, &n, "token_embd.weight", WEIGHT_MATRIX, s->type, 2, s->dim, s->vocab);
     add(&plan, &n, "output_norm.weight", WEIGHT_NORM, vec, 1, s->dim, 1);
     if (!s->tied) add(&plan, &n, "output.weight", WEIGHT_MATRIX, s->type, 2, s->dim, s->vocab);
+    if (s->rope_freqs && !s->safetensors)
+        add(&plan, &n, "rope_freqs.weight", WEIGHT_NORM, EM_TENSOR_F32, 1, hd / 2, 1);
     for (int l = 0; l < s->layers; l++) {
         struct {
             const char *suffix;
@@ -193,6 +199,27 @@ static void encode(const float *x, int64_t n, em_tensor_type type, void *out) {
     }
 }
 
+/* llama.cpp's Llama 3.1 frequency factors (convert_hf_to_gguf.py): for each rotated pair i,
+ * wavelength 2*pi*base^(2i/d); short wavelengths keep 1, long ones get the factor, and those in
+ * between a smooth mix. out has head_dim/2 entries. */
+static void llama3_rope_freqs(const spec *s, float *out) {
+    int d = s->dim / s->heads;
+    double low_wavelen = s->rope_orig_ctx / s->rope_low,
+           high_wavelen = s->rope_orig_ctx / s->rope_high;
+    for (int i = 0; i < d / 2; i++) {
+        double wavelen = 2 * M_PI * pow(s->rope_theta, 2.0 * i / d);
+        if (wavelen < high_wavelen) {
+            out[i] = 1.0f;
+        } else if (wavelen > low_wavelen) {
+            out[i] = s->rope_factor;
+        } else {
+            double smooth =
+                (s->rope_orig_ctx / wavelen - s->rope_low) / (s->rope_high - s->rope_low);
+            out[i] = (float)(1.0 / ((1 - smooth) / s->rope_factor + smooth));
+        }
+    }
+}
+
 /* The values of one GGUF row of a generated tensor, as written to the file. 1-D F32 tensors
  * are rounded through the --type when it is a 16-bit type (see the file comment). */
 static void make_row(const spec *s, const plan_tensor *t, int64_t row, float *values, void *out) {
@@ -200,6 +227,11 @@ static void make_row(const spec *s, const plan_tensor *t, int64_t row, float *va
     if (t->source) {
         size_t row_bytes = em_tensor_type_row_bytes(t->type, n);
         memcpy(out, (const char *)t->source->data + (size_t)row * row_bytes, row_bytes);
+        return;
+    }
+    if (strcmp(t->name, "rope_freqs.weight") == 0) {
+        llama3_rope_freqs(s, values);
+        encode(values, n, t->type, out);
         return;
     }
     random_weights(s->seed, t->name, t->kind, t->shape[0], row * n, values, n);
@@ -274,6 +306,7 @@ static void write_gguf_config(const spec *s, gguf_writer *w) {
     gguf_kv_u32(w, key(arch, "rope.dimension_count", k), (uint32_t)(s->dim / s->heads));
     gguf_kv_f32(w, key(arch, "rope.freq_base", k), s->rope_theta);
     gguf_kv_f32(w, key(arch, "attention.layer_norm_rms_epsilon", k), s->rms_eps);
+    if (s->rope_freqs) return; /* the scaling is in the rope_freqs.weight tensor */
     if (s->rope_scaling == EM_ROPE_SCALING_LINEAR) {
         gguf_kv_string(w, key(arch, "rope.scaling.type", k), "linear");
         gguf_kv_f32(w, key(arch, "rope.scaling.factor", k), s->rope_factor);
@@ -500,8 +533,8 @@ static int parse_args(int argc, char **argv, spec *s, const char **from) {
             printf("%s", usage);
             exit(0);
         }
-        bool flag =
-            strcmp(a, "--tied") == 0 || strcmp(a, "--qkv-bias") == 0 || strcmp(a, "--qwen2") == 0;
+        bool flag = strcmp(a, "--tied") == 0 || strcmp(a, "--qkv-bias") == 0 ||
+                    strcmp(a, "--qwen2") == 0 || strcmp(a, "--rope-freqs") == 0;
         if (!flag && !takes_value(a)) return fail("unknown option '%s' (see --help)", a);
         if (!flag && i + 1 >= argc) return fail("%s needs a value (see --help)", a);
         const char *v = flag ? NULL : argv[++i];
@@ -512,6 +545,8 @@ static int parse_args(int argc, char **argv, spec *s, const char **from) {
             s->qkv_bias = true;
         else if (strcmp(a, "--qwen2") == 0)
             s->qwen2 = s->qkv_bias = true;
+        else if (strcmp(a, "--rope-freqs") == 0)
+            s->rope_freqs = true;
         else if (strcmp(a, "--out") == 0)
             s->out = v;
         else if (strcmp(a, "--from") == 0)
@@ -595,6 +630,8 @@ static int check_spec(spec *s) {
                  s->dim, s->heads, s->kv_heads);
         return fail("%s", msg);
     }
+    if (s->rope_freqs && s->rope_scaling != EM_ROPE_SCALING_LLAMA3)
+        return fail("%s", "--rope-freqs goes with --rope-scaling llama3");
     bool quant = s->type == EM_TENSOR_Q8_0 || s->type == EM_TENSOR_Q4_0;
     if (quant && s->safetensors) return fail("%s", "safetensors holds f32, f16 and bf16 only");
     if (quant && (s->dim % EM_QK || s->ffn % EM_QK)) {
