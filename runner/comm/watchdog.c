@@ -110,19 +110,17 @@ static void *watch(void *arg) {
         bool idle = true;
         if (test_locked(&q_req, &status)) {
             idle = false;
-            if (n_replies == 64) { /* wait for old replies to drain before reusing slots */
-                em_mpi_lock();
-                MPI_Waitall(n_replies, replies, MPI_STATUSES_IGNORE);
-                em_mpi_unlock();
-                n_replies = 0;
-            }
-            reply_values[n_replies] = entered_on((uint64_t)query[0]);
+            /* Replies go out from a ring of 64 slots; a slot whose reply is still in flight
+             * (its rank is gone) is let go before reuse. */
+            int slot = n_replies++ % 64;
             em_mpi_lock();
-            MPI_Isend(&reply_values[n_replies], 1, MPI_INT64_T, status.MPI_SOURCE, TAG_REPLY,
-                      control, &replies[n_replies]);
+            if (n_replies > 64 && replies[slot] != MPI_REQUEST_NULL)
+                MPI_Request_free(&replies[slot]);
+            reply_values[slot] = entered_on((uint64_t)query[0]);
+            MPI_Isend(&reply_values[slot], 1, MPI_INT64_T, status.MPI_SOURCE, TAG_REPLY, control,
+                      &replies[slot]);
             MPI_Irecv(query, 2, MPI_INT64_T, MPI_ANY_SOURCE, TAG_QUERY, control, &q_req);
             em_mpi_unlock();
-            n_replies++;
         }
         if (test_locked(&a_req, &status)) {
             idle = false;
@@ -146,7 +144,7 @@ static void *watch(void *arg) {
     MPI_Cancel(&a_req);
     MPI_Wait(&a_req, MPI_STATUS_IGNORE);
     /* Replies to ranks that are gone may never complete: let MPI drop them. */
-    for (int i = 0; i < n_replies; i++)
+    for (int i = 0; i < n_replies && i < 64; i++)
         if (replies[i] != MPI_REQUEST_NULL) MPI_Request_free(&replies[i]);
     em_mpi_unlock();
     return NULL;
