@@ -1,0 +1,65 @@
+"""recipes/demo.yaml needs nothing outside the repository: its model file is what the
+evalmesh-mkmodel command in the recipe's comment makes, and the run gives the same exact metrics
+on 1 and 2 ranks (and, without mpirun, at least runs on one).
+
+Usage: test_demo.py PATH_TO_evalmesh-mkmodel"""
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+BIN = os.environ["EVALMESH_BIN"]
+SOURCE = os.environ["EVALMESH_SOURCE_DIR"]
+MPIRUN = os.environ.get("EVALMESH_MPIRUN", "")
+MKMODEL = sys.argv[1]
+recipe = os.path.join(SOURCE, "recipes", "demo.yaml")
+failures = 0
+tmp = tempfile.mkdtemp(prefix="eval_demo_")
+
+
+def check(name, ok, detail=""):
+    global failures
+    if not ok:
+        failures += 1
+        print(f"FAIL {name} {detail}")
+
+
+# The model file is reproducible from the command in the recipe's comment.
+text = open(recipe).read()
+m = re.search(r"#   evalmesh-mkmodel (.*?)\n#     (.*?)\n", text)
+args = (m.group(1).rstrip(" \\") + " " + m.group(2)).split()
+out_index = args.index("--out") + 1
+committed = os.path.join(SOURCE, args[out_index])
+args[out_index] = os.path.join(tmp, "demo-model.gguf")
+subprocess.run([MKMODEL, *args], check=True)
+check("model reproducible", open(committed, "rb").read() == open(args[out_index], "rb").read())
+
+
+def run(np):
+    run_dir = os.path.join(tmp, f"run{np}")
+    cmd = [BIN, "run", recipe, "--run-dir", run_dir]
+    env = dict(os.environ)
+    if np > 1:
+        cmd = [MPIRUN, "-np", str(np), "--allow-run-as-root", "--oversubscribe", *cmd]
+        if "ASAN_OPTIONS" in env:  # see test_e2e.py
+            env["ASAN_OPTIONS"] += ":detect_leaks=0"
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
+    check(f"demo np={np} rc", p.returncode == 0, p.stderr[-2000:])
+    path = os.path.join(run_dir, "results.json")
+    if not os.path.exists(path):
+        return None
+    metrics = json.load(open(path))["metrics"]["ppl"]
+    return {k: v for k, v in metrics.items() if not v.get("timing")}
+
+
+one = run(1)
+if one:
+    check("demo ppl", 100 < one["token_ppl"]["value"] < 2000, str(one["token_ppl"]))
+    fables = [p.strip("\n") for p in open(os.path.join(SOURCE, "recipes", "data", "demo.txt")).read().split("\n\n")]
+    check("demo documents", one["words"]["value"] == sum(len(re.split(r"\s+", f)) for f in fables))
+if MPIRUN and one:
+    check("demo 2 ranks identical", run(2) == one)
+print("failures:", failures)
+sys.exit(1 if failures else 0)
