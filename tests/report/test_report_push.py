@@ -75,6 +75,19 @@ check(rc == 0, "push run exit %d: %s" % (rc, err))
 check_group("nightly", run_dir, "nightly")
 check(not os.path.exists(os.path.join(run_dir, "push-spool")), "no spool after a delivered push")
 
+# 1b. Labels from the recipe: added to the grouping key, or replacing the default ones; a value
+#     with a slash travels base64-encoded and comes back as it was.
+path = recipe("labelled", gw.url, "labelled", True)
+with open(path) as f:
+    text = f.read()
+write(path, text.replace("        job: labelled\n",
+                         "        job: labelled\n        labels: {cluster: a100/x, model: mine}\n"))
+rc, out, err = run([driver(), path, os.path.join(work, "run1b")])
+check(rc == 0, "labelled push: exit %d: %s" % (rc, err))
+labels = group_of("labelled")["labels"]
+check(labels.get("cluster") == "a100/x" and labels.get("model") == "mine" and
+      labels.get("dataset") == "wiki.test.raw", "recipe labels: %s" % labels)
+
 # 2. Gateway down, required: exit 4, three attempts logged, results written, push spooled.
 gw.stop()
 run_dir = os.path.join(work, "run2")
