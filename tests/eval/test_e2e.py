@@ -3,9 +3,8 @@
   WikiText a much higher one (the trained model really works);
 - one recipe with chunked, sliding and rolling datasets gives bit-identical results.json metrics
   (timing fields aside) under mpirun with 1, 2, 3 and 4 ranks and with 1 and 2 threads;
-- fewer windows than ranks, empty documents, documents shorter than a window, invalid UTF-8,
-  token ids outside the vocabulary and text too short for one chunk, each with its documented
-  outcome and exit status."""
+- fewer windows than ranks (2 chunks on 4 ranks) gives the same metrics as one rank.
+Input handling and bad input are in test_inputs.py (no shared data needed)."""
 import json
 import math
 import os
@@ -150,81 +149,6 @@ if MPIRUN and res1:
         check("2 chunks on 4 ranks identical", exact_metrics(res4) == exact_metrics(res1))
         busy = [r for r in res4["ranks"] if r["windows"] > 0]
         check("2 chunks on 4 ranks: two ranks busy", len(busy) == 2, str(res4["ranks"]))
-
-# 4. Empty documents are skipped and counted; a document shorter than one window is one window.
-text = "Once upon a time.\n<doc>\n   \n<doc>\nThe cat sat.\n<doc><doc>Lily ran home fast.\n"
-corpus = write("docs.txt", text)
-doc_recipe = write("docs.yaml", f"""
-name: docs
-stages:
-  model: {{kind: model, path: "{MODEL}"}}
-  data: {{kind: dataset, tokenizer: model, path: "{corpus}", protocol: rolling, max_length: 64, split: separator, separator: "<doc>"}}
-  f: {{kind: forward, model: model, data: data}}
-  agg: {{kind: aggregate, inputs: [f]}}
-  report: {{kind: report, metrics: agg, outputs: [json]}}
-""")
-rc, out, err, res = evalmesh(["run", doc_recipe])
-check("docs rc", rc == 0, err[-2000:])
-check("docs counted", "5 documents (2 empty, skipped)" in err, err[-2000:])
-if res:
-    kept = ["Once upon a time.", "The cat sat.", "Lily ran home fast."]
-    check("docs: one window each", res["metrics"]["f"]["windows"]["value"] == 3)
-    check("docs words", res["metrics"]["f"]["words"]["value"] == sum(len(re.split(r"\s+", d)) for d in kept))
-    check("docs bytes", res["metrics"]["f"]["bytes"]["value"] == sum(len(d) for d in kept))
-
-# 4b. JSONL documents (one per line, a blank line ignored, an empty text skipped and counted) and
-# a uint32 token file.
-jdocs = ["Tom had a red ball.", "", "The sun was hot.\nBen drank some water.", "Mia smiled at the dog."]
-jsonl = write("docs.jsonl", "\n".join(json.dumps({"id": i, "text": d}) for i, d in enumerate(jdocs)) + "\n\n")
-u32 = write("ids.u32", b"".join(((i * 37) % 500 + 1).to_bytes(4, "little") for i in range(300)), "wb")
-jrecipe = write("jsonl.yaml", f"""
-name: jsonl
-stages:
-  model: {{kind: model, path: "{MODEL}"}}
-  docs: {{kind: dataset, tokenizer: model, path: "{jsonl}", protocol: rolling, max_length: 8}}
-  ids: {{kind: dataset, tokenizer: model, path: "{u32}", protocol: chunked, n_ctx: 64}}
-  f_docs: {{kind: forward, model: model, data: docs}}
-  f_ids: {{kind: forward, model: model, data: ids}}
-  agg: {{kind: aggregate, inputs: [f_docs, f_ids]}}
-  report: {{kind: report, metrics: agg, outputs: [json]}}
-""")
-rc, out, err, res = evalmesh(["run", jrecipe])
-check("jsonl rc", rc == 0, err[-2000:])
-check("jsonl counted", "4 documents (1 empty, skipped)" in err, err[-2000:])
-if res:
-    kept = [d for d in jdocs if d]
-    md, mi = res["metrics"]["f_docs"], res["metrics"]["f_ids"]
-    check("jsonl words", md["words"]["value"] == sum(len(re.split(r"\s+", d)) for d in kept))
-    check("jsonl bytes", md["bytes"]["value"] == sum(len(d.encode()) for d in kept))
-    check("jsonl several windows per document", md["windows"]["value"] > 3)
-    check("u32 chunks", (mi["windows"]["value"], mi["tokens"]["value"]) == (4, 4 * 31), str(mi))
-badjson = write("bad.jsonl", '{"text": "fine"}\n{"body": "no text"}\n')
-rc, out, err, res = evalmesh(["run", jrecipe, f"stages.docs.path={badjson}"])
-check("bad jsonl rc", rc == 2, f"rc={rc} {err[-1500:]}")
-check("bad jsonl message", f'{badjson}:2: no string field "text"' in err, err[-1500:])
-
-# 5. Bad input: one clear error and exit status 2, on one rank and on several.
-bad = write("bad.txt", b"Once upon\na ti\xffme.\n" * 50, "wb")
-for np in ([None, 2] if MPIRUN else [None]):
-    rc, out, err, res = evalmesh(["perplexity", "-m", MODEL, "-f", bad, "-c", "64"], np=np)
-    check(f"utf8 np={np} rc", rc == 2, f"rc={rc} {err[-1500:]}")
-    check(f"utf8 np={np} message", f"{bad}:2:5: invalid UTF-8 (byte 0xff at byte offset 14)" in err, err[-1500:])
-ids = write("ids.u16", bytes([1, 0, 2, 0, 88, 2, 3, 0]), "wb")  # third id is 600 >= 512
-ids_recipe = write("ids.yaml", f"""
-name: ids
-stages:
-  model: {{kind: model, path: "{MODEL}"}}
-  data: {{kind: dataset, tokenizer: model, path: "{ids}", protocol: chunked, n_ctx: 4}}
-  f: {{kind: forward, model: model, data: data}}
-  agg: {{kind: aggregate, inputs: [f]}}
-""")
-rc, out, err, res = evalmesh(["run", ids_recipe])
-check("u16 rc", rc == 2, f"rc={rc} {err[-1500:]}")
-check("u16 message", f"{ids}: token 2 (byte offset 4) is id 600, outside the vocabulary of 512 tokens" in err, err[-1500:])
-short = write("short.txt", "Hi.")
-rc, out, err, res = evalmesh(["perplexity", "-m", MODEL, "-f", short, "-c", "128"])
-check("short rc", rc == 2, f"rc={rc} {err[-1500:]}")
-check("short message", re.search(r"short.txt: the text has \d+ tokens: fewer than one chunk of n_ctx = 128 tokens", err) is not None, err[-1500:])
 
 shutil.rmtree(tmp, ignore_errors=True)
 print("failures:", failures)
