@@ -5,7 +5,9 @@
  *   chunked  llama.cpp's perplexity tool: the stream (tokenized once, with BOS when the
  *            tokenizer adds one) is cut into n_tokens / n_ctx chunks of n_ctx tokens; the first
  *            token of each chunk is replaced by BOS and positions n_ctx/2 .. n_ctx-2 are scored,
- *            predicting tokens n_ctx/2+1 .. n_ctx-1 of the chunk.
+ *            predicting tokens n_ctx/2+1 .. n_ctx-1 of the chunk. (llama.cpp refuses text of
+ *            fewer than 2 * n_ctx tokens; here one chunk is enough. The chunks and the scored
+ *            tokens are the same whenever llama.cpp accepts the text.)
  *   sliding  Hugging Face's perplexity guide: windows of max_length tokens starting every stride
  *            tokens; each window scores the tokens the previous window did not reach, so every
  *            token after the first is scored exactly once, with the longest context available.
