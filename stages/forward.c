@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "runner/rank_state.h"
 #include "runner/stage.h"
@@ -28,7 +29,9 @@ static const em_input_spec forward_inputs[] = {
     {NULL, 0, false, false},
 };
 
-/* threads: the option, else this node's cores shared evenly by its ranks. */
+/* threads: the option, else this node's cores shared evenly by its ranks. When the launcher
+ * already bound the rank to some of the cores (mpirun --bind-to, srun --cpu-bind), those are the
+ * rank's share as they are. */
 static em_status forward_init(em_stage *self, const em_run_context *ctx) {
     forward_state *st = em_xcalloc(1, sizeof *st);
     self->state = st;
@@ -39,8 +42,10 @@ static em_status forward_init(em_stage *self, const em_run_context *ctx) {
         if (err) return err;
         st->threads = (int)n;
     } else {
+        int usable = omp_get_num_procs(); /* the CPUs this process may run on */
+        long online = sysconf(_SC_NPROCESSORS_ONLN);
         int ranks = ctx->local_size > 0 ? ctx->local_size : 1;
-        st->threads = omp_get_num_procs() / ranks;
+        st->threads = usable < online ? usable : usable / ranks;
         if (st->threads < 1) st->threads = 1;
     }
     return NULL;
