@@ -1,6 +1,8 @@
-/* Loads a Hugging Face tokenizer.json holding a byte-level BPE model (GPT-2, Llama 3 and the
- * like): model.vocab and model.merges ("a b" strings or ["a", "b"] pairs), the pre-tokenizer
- * (a ByteLevel one, with a Split whose pattern picks GPT-2's or Llama 3's rules), added_tokens
+/* Loads a Hugging Face tokenizer.json holding a BPE model: byte-level (GPT-2, Llama 3, Qwen2:
+ * a ByteLevel pre-tokenizer, with a Split whose pattern picks the rules) or SentencePiece-style
+ * (Llama 2, TinyLlama, Mistral: "▁" for spaces through a normalizer or a Metaspace
+ * pre-tokenizer; byte_fallback gives the byte tokens; merge order becomes the token scores).
+ * model.vocab and model.merges ("a b" strings or ["a", "b"] pairs), added_tokens
  * (special ones become control tokens, the others user-defined ones) and the post-processor (a
  * TemplateProcessing that puts a special token before or after the text means add BOS or EOS).
  * A tokenizer_config.json beside the file, when present, has the last word on add_bos_token,
@@ -303,6 +305,90 @@ static em_status read_merges(const char *path, const cJSON *model, em_tokenizer 
     return NULL;
 }
 
+/* SentencePiece-style tokenizer.json (Llama 2, TinyLlama, Mistral): spaces become "▁" through a
+ * normalizer (Prepend "▁" and Replace " " with "▁") or a Metaspace pre-tokenizer. */
+static bool is_metaspace(const cJSON *root) {
+    const cJSON *pre = cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer");
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(pre, "type");
+    if (cJSON_IsString(type) && strcmp(type->valuestring, "Metaspace") == 0) return true;
+    const cJSON *norm = cJSON_GetObjectItemCaseSensitive(root, "normalizer");
+    const cJSON *list = cJSON_GetObjectItemCaseSensitive(norm, "normalizers"), *n;
+    cJSON_ArrayForEach(n, list) {
+        const cJSON *content = cJSON_GetObjectItemCaseSensitive(n, "content");
+        if (cJSON_IsString(content) && strcmp(content->valuestring, "\xE2\x96\x81") == 0)
+            return true;
+    }
+    return false;
+}
+
+/* The SentencePiece setup: whether a "▁" goes before the text; anything else is an error. */
+static em_status read_metaspace(const char *path, const cJSON *root, em_tokenizer *tok) {
+    tok->family = EM_FAMILY_SPM;
+    tok->add_space_prefix = false;
+    const cJSON *norm = cJSON_GetObjectItemCaseSensitive(root, "normalizer");
+    /* A Sequence of normalizers, or one. */
+    const cJSON *list = cJSON_GetObjectItemCaseSensitive(norm, "normalizers"), *n;
+    for (n = list ? list->child : (norm && !cJSON_IsNull(norm) ? norm : NULL); n;
+         n = list ? n->next : NULL) {
+        const cJSON *type = cJSON_GetObjectItemCaseSensitive(n, "type");
+        const char *name = cJSON_IsString(type) ? type->valuestring : "(none)";
+        const cJSON *prepend = cJSON_GetObjectItemCaseSensitive(n, "prepend");
+        const cJSON *pattern = cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetObjectItemCaseSensitive(n, "pattern"), "String");
+        const cJSON *content = cJSON_GetObjectItemCaseSensitive(n, "content");
+        if (strcmp(name, "Prepend") == 0 && cJSON_IsString(prepend) &&
+            strcmp(prepend->valuestring, "\xE2\x96\x81") == 0)
+            tok->add_space_prefix = true;
+        else if (!(strcmp(name, "Replace") == 0 && cJSON_IsString(pattern) &&
+                   strcmp(pattern->valuestring, " ") == 0 && cJSON_IsString(content) &&
+                   strcmp(content->valuestring, "\xE2\x96\x81") == 0))
+            return em_error_new(EM_EXIT_BAD_INPUT,
+                                "%s: normalizer '%s' is not supported (SentencePiece-style files: "
+                                "Prepend \"\xE2\x96\x81\" and Replace \" \" with it)",
+                                path, name);
+    }
+    const cJSON *pre = cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer");
+    if (pre && !cJSON_IsNull(pre)) {
+        const cJSON *type = cJSON_GetObjectItemCaseSensitive(pre, "type");
+        const cJSON *scheme = cJSON_GetObjectItemCaseSensitive(pre, "prepend_scheme");
+        if (!cJSON_IsString(type) || strcmp(type->valuestring, "Metaspace") != 0)
+            return em_error_new(EM_EXIT_BAD_INPUT,
+                                "%s: a SentencePiece-style tokenizer.json needs no pre_tokenizer "
+                                "or Metaspace",
+                                path);
+        tok->add_space_prefix = !cJSON_IsString(scheme) || strcmp(scheme->valuestring, "never");
+    }
+    return NULL;
+}
+
+/* SentencePiece merges by token score: a token made by merge number r scores -r (its first
+ * merge), so the merge order of the file is kept; tokens no merge makes come last. */
+static void scores_from_merges(em_tokenizer *tok) {
+    for (int32_t id = 0; id < tok->vocab.n_tokens; id++) tok->vocab.scores[id] = -1e30f;
+    for (size_t i = 0; i < tok->merges.capacity; i++) {
+        const em_merge *m = &tok->merges.slots[i];
+        if (m->key == UINT64_MAX) continue;
+        float score = -(float)m->rank;
+        if (score > tok->vocab.scores[m->result]) tok->vocab.scores[m->result] = score;
+    }
+    em_merge_map_free(&tok->merges);
+}
+
+/* Types the SentencePiece way: byte tokens <0xNN> (with byte_fallback) and the unknown token. */
+static void spm_types(const cJSON *model, em_tokenizer *tok) {
+    em_vocab *v = &tok->vocab;
+    bool byte_fallback = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(model, "byte_fallback"));
+    const cJSON *unk = cJSON_GetObjectItemCaseSensitive(model, "unk_token");
+    for (int32_t id = 0; id < v->n_tokens; id++) {
+        const em_bytes t = v->text[id];
+        if (v->types[id] != EM_TOKEN_NORMAL) continue;
+        if (byte_fallback && t.len == 6 && memcmp(t.data, "<0x", 3) == 0 && t.data[5] == '>')
+            v->types[id] = EM_TOKEN_BYTE;
+        if (cJSON_IsString(unk) && strcmp(t.data, unk->valuestring) == 0)
+            v->types[id] = EM_TOKEN_UNKNOWN;
+    }
+}
+
 static em_status build(const char *path, const cJSON *root, em_tokenizer *tok) {
     const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
     if (!cJSON_IsObject(model)) return missing(path, "model");
@@ -311,24 +397,31 @@ static em_status build(const char *path, const cJSON *root, em_tokenizer *tok) {
     if (strcmp(type->valuestring, "BPE") != 0)
         return em_error_new(EM_EXIT_BAD_INPUT, "%s: model.type '%s' is not supported (only BPE)",
                             path, type->valuestring);
-    const cJSON *normalizer = cJSON_GetObjectItemCaseSensitive(root, "normalizer");
-    if (normalizer && !cJSON_IsNull(normalizer))
-        return em_error_new(EM_EXIT_BAD_INPUT,
-                            "%s: a normalizer is not supported (byte-level BPE has none)", path);
-    tok->family = EM_FAMILY_BPE;
     tok->bos = tok->eos = tok->unk = -1;
-    em_status err = read_pre_tokenizer(path, root, tok);
-    if (err) return err;
-    tok->ignore_merges = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(model, "ignore_merges"));
+    em_status err;
+    if (is_metaspace(root)) {
+        if ((err = read_metaspace(path, root, tok))) return err;
+    } else {
+        const cJSON *normalizer = cJSON_GetObjectItemCaseSensitive(root, "normalizer");
+        if (normalizer && !cJSON_IsNull(normalizer))
+            return em_error_new(EM_EXIT_BAD_INPUT,
+                                "%s: a normalizer is not supported (byte-level BPE has none)",
+                                path);
+        tok->family = EM_FAMILY_BPE;
+        if ((err = read_pre_tokenizer(path, root, tok))) return err;
+        tok->ignore_merges = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(model, "ignore_merges"));
+    }
     if ((err =
              read_vocab(path, model, cJSON_GetObjectItemCaseSensitive(root, "added_tokens"), tok)))
         return err;
+    if (tok->family == EM_FAMILY_SPM) spm_types(model, tok);
     if ((err = em_tokenizer_finish(tok, path))) return err;
     const cJSON *unk = cJSON_GetObjectItemCaseSensitive(model, "unk_token");
     if (unk && !cJSON_IsNull(unk) &&
         (err = token_ref(path, "model.unk_token", unk, tok, &tok->unk)))
         return err;
     if ((err = read_merges(path, model, tok))) return err;
+    if (tok->family == EM_FAMILY_SPM) scores_from_merges(tok);
     if ((err = read_post_processor(path, root, tok))) return err;
     return read_config(path, tok);
 }
