@@ -17,8 +17,10 @@ typedef struct em_tokenizer em_tokenizer;
  * tokenizer_config.json beside it when present, for add_bos/add_eos and special tokens). A folder
  * means its tokenizer.json. A file starting with "GGUF" is read as GGUF, any other as JSON.
  * Supported: GGUF tokenizer.ggml.model "llama" and "gpt2" (tokenizer.ggml.pre "default", "gpt-2",
- * "llama3", "llama-v3", "llama-bpe", "qwen2"); tokenizer.json with model.type BPE and a ByteLevel
- * pre-tokenizer (a Split with GPT-2's, Llama 3's or Qwen2's regex). Anything else, missing keys,
+ * "llama3", "llama-v3", "llama-bpe", "qwen2"); tokenizer.json with model.type BPE and either a
+ * ByteLevel pre-tokenizer (a Split with GPT-2's, Llama 3's or Qwen2's regex) or SentencePiece's
+ * "▁" for spaces (normalizer Prepend/Replace or a Metaspace pre-tokenizer; the merge order gives
+ * the scores). Anything else, missing keys,
  * merges naming unknown tokens ("merge 17 'a bx' refers to unknown token 'bx'", merges counted from
  * 0) and out-of-range ids are errors with exit status 2 naming the file. */
 em_status em_tokenizer_load(const char *path, em_tokenizer **out);

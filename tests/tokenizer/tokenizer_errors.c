@@ -424,6 +424,15 @@ static void test_json(void) {
                 "tokenizer_config.json: bos_token '<nope>' is not a token of the vocabulary");
 
     CHECK_ERROR(json_error("not json"), "tokenizer.json:1:1: invalid JSON");
+    CHECK_ERROR(json_error("{\"model\": {\"type\": \"BPE\"}, \"normalizer\": {\"type\": "
+                           "\"Lowercase\"}}"),
+                "tokenizer.json: a normalizer is not supported (byte-level BPE has none)");
+    CHECK_ERROR(json_error("{\"model\": {\"type\": \"BPE\"}, \"normalizer\": {\"type\": "
+                           "\"Sequence\", \"normalizers\": [{\"type\": \"Replace\", \"pattern\": "
+                           "{\"String\": \" \"}, \"content\": \"\xE2\x96\x81\"}, {\"type\": "
+                           "\"NFKC\"}]}}"),
+                "tokenizer.json: normalizer 'NFKC' is not supported (SentencePiece-style files: "
+                "Prepend \"\xE2\x96\x81\" and Replace \" \" with it)");
     em_status missing = em_tokenizer_load("/nonexistent/tokenizer.json", &tok);
     CHECK(missing != NULL);
     if (missing)
