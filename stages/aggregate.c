@@ -12,7 +12,8 @@
  * S.seconds, S.tokens_per_second, S.rank_tokens_per_second_min/_max, S.slowest_rank,
  * S.fastest_rank, flagged timing because they depend on the machine) and the mean NLL of every
  * window of the first input, in window order, for the report's histogram. With
- * `print_estimate: true` rank 0 prints llama.cpp's "Final estimate: PPL = X +/- Y" line.
+ * `print_estimate: true` rank 0 prints llama.cpp's running "[1]X,[2]Y,..." line (first input)
+ * and its "Final estimate: PPL = X +/- Y" line (each input).
  *
  * Produces EM_ARTIFACT_METRICS (em_metrics, stages/metrics/metrics.h). */
 #include <math.h>
@@ -143,8 +144,11 @@ static em_status gather_work(const em_scores *s, const char *stage, const em_run
 }
 
 /* Every window's mean NLL, in window order, on every rank. Each rank holds a contiguous range
- * of windows and ranks are in window order, so the blocks are concatenated by rank. */
-static em_status gather_window_nll(const em_scores *s, const em_run_context *ctx, em_metrics *m) {
+ * of windows and ranks are in window order, so the blocks are concatenated by rank. With
+ * `print_running`, rank 0 also prints llama.cpp's running estimate after each window:
+ * "[1]5.1234,[2]5.3012,..." (the perplexity of the windows so far). */
+static em_status gather_window_nll(const em_scores *s, const em_run_context *ctx, em_metrics *m,
+                                   bool print_running) {
     int64_t mine = (int64_t)s->window_count;
     int64_t *counts = em_xcalloc((size_t)ctx->world_size, sizeof *counts);
     em_status err = em_allgather(ctx->world, &mine, counts, sizeof mine);
@@ -153,23 +157,35 @@ static em_status gather_window_nll(const em_scores *s, const em_run_context *ctx
         if (counts[r] > most) most = counts[r];
         total += counts[r];
     }
-    /* Equal blocks of `most` (allgather's shape); each rank fills the front of its own. */
-    double *block = em_xcalloc((size_t)(most ? most : 1), sizeof *block);
-    double *all = em_xcalloc((size_t)ctx->world_size * (size_t)(most ? most : 1), sizeof *all);
+    /* Equal blocks of `most` (mean NLL, scored tokens) pairs, allgather's shape; each rank
+     * fills the front of its own. */
+    size_t pairs = (size_t)(most ? most : 1);
+    double *block = em_xcalloc(2 * pairs, sizeof *block);
+    double *all = em_xcalloc((size_t)ctx->world_size * 2 * pairs, sizeof *all);
     for (size_t w = 0; w < s->window_count; w++) {
         const em_window_score *ws = &s->windows[w];
         double sum = 0;
         for (int32_t k = 0; k < ws->token_count; k++) sum += s->nll[ws->first_token + (size_t)k];
-        block[w] = ws->token_count ? sum / ws->token_count : 0;
+        block[2 * w] = ws->token_count ? sum / ws->token_count : 0;
+        block[2 * w + 1] = ws->token_count;
     }
-    if (!err && most) err = em_allgather(ctx->world, block, all, (size_t)most * sizeof *block);
+    if (!err && most) err = em_allgather(ctx->world, block, all, 2 * pairs * sizeof *block);
     if (!err) {
         m->window_nll = em_xcalloc((size_t)(total ? total : 1), sizeof *m->window_nll);
         m->window_count = (size_t)total;
         size_t next = 0;
-        for (int r = 0; r < ctx->world_size; r++)
-            for (int64_t i = 0; i < counts[r]; i++)
-                m->window_nll[next++] = all[(size_t)r * (size_t)most + (size_t)i];
+        double nll = 0, tokens = 0;
+        for (int r = 0; r < ctx->world_size; r++) {
+            for (int64_t i = 0; i < counts[r]; i++) {
+                const double *pair = &all[((size_t)r * pairs + (size_t)i) * 2];
+                m->window_nll[next++] = pair[0];
+                nll += pair[0] * pair[1];
+                tokens += pair[1];
+                if (print_running && tokens > 0)
+                    em_log_summary("[%zu]%.4f,", next, exp(nll / tokens));
+            }
+        }
+        if (print_running) em_log_summary("\n");
     }
     free(block);
     free(all);
@@ -190,6 +206,7 @@ static em_status aggregate_run(em_stage *self, const em_run_context *ctx) {
     m->world_size = ctx->world_size;
     m->ranks = em_xcalloc((size_t)ctx->world_size, sizeof *m->ranks);
     em_status err = NULL;
+    bool print = em_node_get_bool(self->options, "print_estimate", false);
     size_t n = em_stage_input_count(self, "inputs");
     for (size_t i = 0; i < n && !err; i++) {
         const em_scores *s = em_stage_input_artifact(self, "inputs", i)->data;
@@ -197,7 +214,7 @@ static em_status aggregate_run(em_stage *self, const em_run_context *ctx) {
         err = reduce_scores(s, stage, ctx, m);
         if (!err) err = gather_work(s, stage, ctx, m);
         if (!err && i == 0) {
-            err = gather_window_nll(s, ctx, m);
+            err = gather_window_nll(s, ctx, m, print);
             m->model_path = copy_or_null(s->model_path);
             m->model_header_sha256 = copy_or_null(s->model_header_sha256);
             m->dataset_path = copy_or_null(s->dataset_path);
@@ -208,7 +225,7 @@ static em_status aggregate_run(em_stage *self, const em_run_context *ctx) {
         em_metrics_free(m);
         return err;
     }
-    for (size_t i = 0; i < n && em_node_get_bool(self->options, "print_estimate", false); i++) {
+    for (size_t i = 0; i < n && print; i++) {
         char key[256];
         snprintf(key, sizeof key, "%s.token_ppl", em_stage_input_producer(self, "inputs", i)->name);
         const em_metric *ppl = em_metrics_find(m, key);

@@ -82,6 +82,9 @@ if m and res:
     print(f"stories260K, TinyStories sample, chunked n_ctx 128: PPL = {ppl:.4f}")
     check("stories single digit", 1.0 < ppl < 10.0, str(ppl))
     check("stories printed = results.json", abs(float(m.group(1)) - ppl) < 1e-4, m.group(1))
+    running = re.findall(r"\[(\d+)\]([0-9.]+),", out)
+    check("running estimate per chunk", [int(i) for i, _ in running] == list(range(1, 15)), out[:400])
+    check("running estimate ends at the final one", running and running[-1][1] == m.group(1), out[:400])
     tokens = res["metrics"]["ppl"]["tokens"]["value"]
     windows = res["metrics"]["ppl"]["windows"]["value"]
     check("stories 63 scored tokens per chunk", tokens == windows * 63, f"{tokens} {windows}")
