@@ -1,9 +1,10 @@
 /* Rank 0's progress display during a run: every rank already keeps its progress in
  * <run_dir>/state/rank-<R>.json (runner/rank_state.h, rate-limited atomic writes), so rank 0 reads
  * those files from a background thread — the forward never waits for it and no collective is
- * involved. On a terminal it redraws one line on stderr:
- *   [fwd] 7/20 windows (35.0%), 350 tokens/s, ETA 0:08, slowest rank 1 (20%)
- * otherwise it logs that line every 10 seconds. Nothing is shown when the log level is below
+ * involved (ranks on other nodes are seen when the run directory is on a shared file system, as
+ * for `evalmesh check-state`; ranks whose files rank 0 cannot read are left out). On a terminal it
+ * redraws one line on stderr: [fwd] 7/20 windows (35.0%), 350 tokens/s, ETA 0:08, slowest rank 1
+ * (20%) otherwise it logs that line every 10 seconds. Nothing is shown when the log level is below
  * info (`evalmesh run --quiet`). */
 #ifndef EVALMESH_PROGRESS_H
 #define EVALMESH_PROGRESS_H

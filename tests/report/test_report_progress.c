@@ -8,6 +8,7 @@
 
 #include "runner/progress.h"
 #include "runner/rank_state.h"
+#include "runner/util/log.h"
 #include "test.h"
 
 /* A state file as runner/rank_state.c writes it. */
@@ -72,6 +73,15 @@ int main(void) {
     em_rank_state_close(st);
     em_progress_read(dir, 4, &t);
     CHECK_INT_EQ(t.ranks, 2);
+
+    /* the display thread: none below info (--quiet), and it stops at once when asked */
+    em_log_set_level(EM_LOG_WARN);
+    CHECK(em_progress_start(dir, 4) == NULL);
+    em_log_set_level(EM_LOG_INFO);
+    em_progress *p = em_progress_start(dir, 4);
+    CHECK(p != NULL);
+    em_progress_stop(p);
+    em_progress_stop(NULL);
 
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
