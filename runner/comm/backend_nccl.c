@@ -259,8 +259,17 @@ static em_status nccl_split(em_comm *comm, int color, int key, em_comm **out) {
         free(world_ranks);
         return err;
     }
-    return wrap(child, my_index, n, world_ranks, child_id(impl->id, impl->splits, color),
-                comm->timeout_s, out);
+    /* The child finishes initialising on its own: wait for it too. */
+    em_comm *made = NULL;
+    err = wrap(child, my_index, n, world_ranks, child_id(impl->id, impl->splits, color),
+               comm->timeout_s, &made);
+    if (!err) err = wait_idle(made, false, "split (new communicator)");
+    if (err) {
+        em_comm_destroy(made);
+        return err;
+    }
+    *out = made;
+    return NULL;
 }
 
 static void nccl_destroy(em_comm *comm) {
