@@ -194,12 +194,6 @@ static void add_bias(float *y, const float *b, int T, int n, int threads) {
     }
 }
 
-/* x (n) += y (n) */
-static void add_residual(float *x, const float *y, size_t n, int threads) {
-#pragma omp parallel for num_threads(threads) if (n >= EM_PARALLEL_MIN_WORK)
-    for (size_t i = 0; i < n; i++) x[i] += y[i];
-}
-
 static em_status check_ids(const int32_t *ids, int T, int n_vocab, const char *what) {
     for (int t = 0; t < T; t++) {
         if (ids[t] < 0 || ids[t] >= n_vocab) {
@@ -237,9 +231,10 @@ em_status em_llama_forward_window(em_llama_forward *f, const int32_t *input, con
         const layer_vectors *lv = &f->layers[l];
         /* attention block */
         em_rmsnorm(f->x, lv->attn_norm, T, D, c->rms_eps, f->xn, threads);
-        em_matmul(f->xn, T, w->wq, f->q, s); /* q (T, QD) */
-        em_matmul(f->xn, T, w->wk, f->k, s); /* k (T, KVD) */
-        em_matmul(f->xn, T, w->wv, f->v, s); /* v (T, KVD) */
+        /* q (T, QD), k (T, KVD), v (T, KVD) */
+        const em_tensor *qkv_w[3] = {w->wq, w->wk, w->wv};
+        float *qkv[3] = {f->q, f->k, f->v};
+        em_matmul_many(f->xn, T, 3, qkv_w, qkv, s);
         if (lv->bq) {
             add_bias(f->q, lv->bq, T, QD, threads);
             add_bias(f->k, lv->bk, T, KVD, threads);
@@ -248,15 +243,15 @@ em_status em_llama_forward_window(em_llama_forward *f, const int32_t *input, con
         em_rope_apply(f->q, T, QD, H, hd, c->rope_dim, f->rope, threads);
         em_rope_apply(f->k, T, KVD, KV, hd, c->rope_dim, f->rope, threads);
         em_attention(f->q, f->k, f->v, T, H, KV, hd, f->att, s); /* att (T, QD) */
-        em_matmul(f->att, T, w->wo, f->xn, s);                   /* xn (T, D) */
-        add_residual(f->x, f->xn, (size_t)T * D, threads);
+        em_matmul(f->att, T, w->wo, f->x, true, s);              /* x (T, D) += att Wo^T */
         /* MLP block */
         em_rmsnorm(f->x, lv->ffn_norm, T, D, c->rms_eps, f->xn, threads);
-        em_matmul(f->xn, T, w->w_gate, f->gate, s); /* gate (T, F) */
-        em_matmul(f->xn, T, w->w_up, f->up, s);     /* up (T, F) */
+        /* gate (T, F), up (T, F) */
+        const em_tensor *gate_up_w[2] = {w->w_gate, w->w_up};
+        float *gate_up[2] = {f->gate, f->up};
+        em_matmul_many(f->xn, T, 2, gate_up_w, gate_up, s);
         em_swiglu(f->gate, f->up, (size_t)T * F, threads);
-        em_matmul(f->gate, T, w->w_down, f->xn, s); /* xn (T, D) */
-        add_residual(f->x, f->xn, (size_t)T * D, threads);
+        em_matmul(f->gate, T, w->w_down, f->x, true, s); /* x (T, D) += h Wdown^T */
     }
 
     /* the head sees only the scored positions: xn (T - score_from, D) */

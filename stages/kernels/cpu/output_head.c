@@ -39,7 +39,7 @@ em_status em_output_head(const float *x, int T, const em_tensor *w, const int32_
         int rows = (int)(n_vocab - row0 < EM_HEAD_TILE_ROWS ? n_vocab - row0 : EM_HEAD_TILE_ROWS);
         float *tile = s->buf[omp_get_thread_num()];           /* (rows, D) */
         float *logits = tile + (size_t)EM_HEAD_TILE_ROWS * D; /* (T, rows) */
-        em_matmul_rows(x, T, w, row0, rows, logits, rows, tile);
+        em_matmul_rows(x, T, w, row0, rows, logits, rows, 0.0f, tile);
         for (int t = 0; t < T; t++) {
             float *l = logits + (size_t)t * rows;
             if (target[t] >= row0 && target[t] < row0 + rows) target_logit[t] = l[target[t] - row0];
