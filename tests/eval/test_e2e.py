@@ -5,6 +5,7 @@
   (timing fields aside) under mpirun with 1, 2, 3 and 4 ranks and with 1 and 2 threads;
 - fewer windows than ranks (2 chunks on 4 ranks) gives the same metrics as one rank.
 Input handling and bad input are in test_inputs.py (no shared data needed)."""
+import hashlib
 import json
 import math
 import os
@@ -82,6 +83,8 @@ if m and res:
     print(f"stories260K, TinyStories sample, chunked n_ctx 128: PPL = {ppl:.4f}")
     check("stories single digit", 1.0 < ppl < 10.0, str(ppl))
     check("stories printed = results.json", abs(float(m.group(1)) - ppl) < 1e-4, m.group(1))
+    want_sha = hashlib.sha256(open(STORIES, "rb").read()).hexdigest()
+    check("dataset sha256", res["dataset"]["sha256"] == want_sha, str(res["dataset"]))
     running = re.findall(r"\[(\d+)\]([0-9.]+),", out)
     check("running estimate per chunk", [int(i) for i, _ in running] == list(range(1, 15)), out[:400])
     check("running estimate ends at the final one", running and running[-1][1] == m.group(1), out[:400])
