@@ -1,5 +1,6 @@
 /* Weight rows to floats: F32 copy, F16 (hardware F16C when the CPU has it, else a bit-exact
- * scalar conversion), BF16 (a shift), Q8_0 and Q4_0 (scale times small integers). */
+ * scalar conversion), BF16 (a shift), Q8_0 and Q4_0 (scale times small integers). The loops are
+ * also compiled for AVX2 and chosen at load time; the results are exact either way. */
 #include "stages/kernels/cpu/dequantize.h"
 
 #include <immintrin.h>
@@ -49,7 +50,8 @@ static void f16_row(const uint16_t *src, float *dst, int64_t n) {
     for (int64_t i = head; i < n; i++) dst[i] = em_f16_to_f32(src[i]);
 }
 
-static void bf16_row(const uint16_t *src, float *dst, int64_t n) {
+__attribute__((target_clones("avx2", "default"))) static void bf16_row(const uint16_t *src,
+                                                                       float *dst, int64_t n) {
     for (int64_t i = 0; i < n; i++) {
         uint32_t bits = (uint32_t)src[i] << 16;
         memcpy(&dst[i], &bits, sizeof bits);
@@ -57,7 +59,8 @@ static void bf16_row(const uint16_t *src, float *dst, int64_t n) {
 }
 
 /* A Q8_0 block: f16 scale d, then 32 int8 q; value j = d * q[j]. */
-static void q8_0_row(const uint8_t *src, float *dst, int64_t n) {
+__attribute__((target_clones("avx2", "default"))) static void q8_0_row(const uint8_t *src,
+                                                                       float *dst, int64_t n) {
     for (int64_t b = 0; b < n / EM_QK; b++) {
         const uint8_t *block = src + b * (2 + EM_QK);
         uint16_t dh;
@@ -71,7 +74,8 @@ static void q8_0_row(const uint8_t *src, float *dst, int64_t n) {
 
 /* A Q4_0 block: f16 scale d, then 16 bytes; value j<16 is the low nibble of byte j, value j>=16
  * the high nibble of byte j-16, each minus 8, times d. */
-static void q4_0_row(const uint8_t *src, float *dst, int64_t n) {
+__attribute__((target_clones("avx2", "default"))) static void q4_0_row(const uint8_t *src,
+                                                                       float *dst, int64_t n) {
     for (int64_t b = 0; b < n / EM_QK; b++) {
         const uint8_t *block = src + b * (2 + EM_QK / 2);
         uint16_t dh;
