@@ -2,7 +2,8 @@
 # Starts a real one-node Slurm cluster in a temporary directory (munged, slurmctld, slurmd from
 # Debian's slurm-wlm and munge; recipe in ../shared/notes/slurm-single-node.md) and runs, through
 # `srun --mpi=pmix`: the bootstrap and collective checks with 4 ranks, a rank that leaves early
-# (the step must end) and a rank that sleeps past the 3 s timeout (the others exit 5 naming it).
+# (the step must end), a rank that sleeps past the 3 s timeout (the others exit 5 naming it), a
+# rank that starts after the bootstrap's timeout, and tools/slurm/eval.sbatch.
 # The daemons are stopped by their pids at the end, also on failure.
 # Usage: slurm_cluster.sh COMM_RANKS_BINARY COMM_FAIL_BINARY. Exit 77 when Slurm is not installed.
 set -u
@@ -118,7 +119,18 @@ for r in 0 2; do
 done
 [ "$found" = 1 ] || fail "neither rank 0 nor rank 2 wrote a status"
 
-# 4. tools/slurm/eval.sbatch itself, shrunk to this one node: check-env on every rank, then a
+# 4. Rank 1 of 3 starts 20 s late: the bootstrap's PMIx fence (timeout 3 s) fails, naming it;
+#    srun -K ends the step once they exit.
+start=$(date +%s)
+timeout 60 srun -K --mpi=pmix -n 3 --export=ALL "$FAIL_BIN" late 1 20 > "$T/late.log" 2>&1
+rc=$?
+cat "$T/late.log"
+[ "$rc" != 0 ] && [ "$rc" != 124 ] || fail "srun with a late rank ended with $rc"
+[ $(( $(date +%s) - start )) -le 15 ] || fail "the step with a late rank took too long"
+grep -qE "rank [02]: bootstrap: PMIx fence did not complete within 3 s: rank 1 did not answer" \
+    "$T/late.log" || fail "late rank: no rank named rank 1"
+
+# 5. tools/slurm/eval.sbatch itself, shrunk to this one node: check-env on every rank, then a
 #    recipe with a mesh stage on 2 ranks.
 E=${EVALMESH_BIN:-}
 SRC=${EVALMESH_SOURCE_DIR:-}
