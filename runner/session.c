@@ -7,6 +7,7 @@
 
 #include "runner/comm/bootstrap.h"
 #include "runner/executor.h"
+#include "runner/progress.h"
 #include "runner/rank_state.h"
 #include "runner/run_dir.h"
 #include "runner/util/log.h"
@@ -81,7 +82,10 @@ static int run_initialised(em_pipeline *p, em_run_context *ctx, const em_session
         if (ctx->rank == 0)
             em_log_info("%s: %zu stages on %d rank%s, run directory %s", p->path, p->dag->count,
                         ctx->world_size, ctx->world_size > 1 ? "s" : "", dir);
+        /* rank 0 shows the progress of all ranks, read from their state files */
+        em_progress *progress = ctx->rank == 0 ? em_progress_start(dir, ctx->world_size) : NULL;
         err = em_executor_run(p->dag, ctx, opts->threads, state);
+        em_progress_stop(progress);
     }
     int code = 0;
     if (err) {
