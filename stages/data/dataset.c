@@ -8,7 +8,8 @@
 #include "runner/util/error.h"
 #include "stages/data/dataset_build.h"
 
-/* What the windows point into: the token stream and one block of copied inputs. */
+/* What the windows point into: the token stream and one block of inputs that start with a
+ * replacement token. */
 typedef struct dataset_storage {
     int32_t *stream;
     int32_t *inputs;
@@ -38,27 +39,31 @@ em_dataset *em_dataset_build(const em_window_plan *plan, int32_t *stream, int64_
     ds->protocol = em_xstrdup(em_protocol_name(protocol));
     ds->windows = em_xcalloc(ds->count, sizeof *ds->windows);
 
-    size_t input_tokens = 0;
-    for (int64_t i = first; i < last; i++) input_tokens += (size_t)plan->windows[i].length;
-    st->inputs = em_xmalloc(input_tokens * sizeof *st->inputs);
+    /* Windows whose first input is a replacement token (BOS, the rolling prefix) get their own
+     * copy of the input; the others read it straight from the stream. */
+    size_t copied = 0;
+    for (int64_t i = first; i < last; i++)
+        if (plan->windows[i].first_input >= 0) copied += (size_t)plan->windows[i].length;
+    st->inputs = em_xmalloc((copied ? copied : 1) * sizeof *st->inputs);
     int32_t *next = st->inputs;
     for (int64_t i = first; i < last; i++) {
         const em_window_spec *spec = &plan->windows[i];
         em_window *w = &ds->windows[i - first];
-        /* input[i] = stream[start + i], input[0] replaced when first_input >= 0. */
-        int32_t skip = spec->first_input >= 0 ? 1 : 0;
-        if (skip) next[0] = spec->first_input;
-        memcpy(next + skip, stream + spec->start + skip,
-               (size_t)(spec->length - skip) * sizeof *next);
+        if (spec->first_input >= 0) {
+            next[0] = spec->first_input;
+            memcpy(next + 1, stream + spec->start + 1, (size_t)(spec->length - 1) * sizeof *next);
+            w->input = next;
+            next += spec->length;
+        } else {
+            w->input = stream + spec->start;
+        }
         w->index = i;
         w->document = spec->document;
         w->length = spec->length;
         w->score_from = spec->score_from;
-        w->input = next;
         w->target = stream + spec->start + 1;
         w->words = spec->words;
         w->bytes = spec->bytes;
-        next += spec->length;
     }
     return ds;
 }

@@ -1,7 +1,7 @@
 /* Building a rank's em_dataset from the corpus-wide window plan: the rank keeps windows
- * first .. last-1 and gets its own copies of their input tokens (input[0] may be a BOS or prefix
- * token that is not in the stream); targets point into the token stream, which the dataset
- * takes over. */
+ * first .. last-1. Inputs and targets point into the token stream, which the dataset takes
+ * over, except inputs that start with a BOS or prefix token not in the stream: those are
+ * copied. */
 #ifndef EVALMESH_DATASET_BUILD_H
 #define EVALMESH_DATASET_BUILD_H
 
