@@ -150,8 +150,9 @@ em_status em_control_fence(double timeout_s, const char *probe_key) {
     }
     if (missing == 0)
         return em_error_new(EM_EXIT_DISTRIBUTED,
-                            "PMIx fence did not complete within %d s (every rank published its "
-                            "data, so a rank or the launcher stalled inside the fence)",
+                            "PMIx fence did not complete within %d s (every other rank had "
+                            "published its data: a rank left or the launcher stalled in the "
+                            "fence)",
                             seconds);
     return em_error_new(EM_EXIT_DISTRIBUTED,
                         "PMIx fence did not complete within %d s: rank%s %s%s did not answer",
