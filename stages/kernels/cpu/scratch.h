@@ -10,7 +10,7 @@
 /* Work (elements, or multiply-adds for matrix products) below which a kernel runs on the calling
  * thread alone: waking a team of threads costs more, and far more on a busy machine. Whether a
  * loop runs in parallel never changes its results: each element is computed the same way. */
-#define EM_PARALLEL_MIN_WORK (1 << 18)
+#define EM_PARALLEL_MIN_WORK (1 << 22)
 
 typedef struct em_scratch {
     int threads;   /* OpenMP threads the kernels use */
