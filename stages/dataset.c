@@ -61,6 +61,8 @@ static em_status dataset_init(em_stage *self, const em_run_context *ctx) {
     st->corpus.split = (em_split_rule)em_split_rule_parse(em_node_get_string(o, "split", "none"));
     st->corpus.separator = em_node_get_string(o, "separator", NULL);
     st->corpus.max_documents = em_node_get_int(o, "max_documents", 0);
+    st->corpus.wikitext_detokenize =
+        strcmp(em_node_get_string(o, "detokenize", "none"), "wikitext") == 0;
     st->add_bos_set = em_node_get(o, "add_bos") != NULL;
     st->corpus.add_bos = em_node_get_bool(o, "add_bos", false);
     st->protocol = (em_protocol)em_protocol_parse(em_node_get_string(o, "protocol", "chunked"));

@@ -10,6 +10,7 @@
 #include <cjson/cJSON.h>
 
 #include "runner/util/sha256.h"
+#include "stages/data/wikitext_detok.h"
 #include "stages/tokenizer/tokenizer.h"
 
 static const char *format_names[] = {"text", "jsonl", "tokens_u16", "tokens_u32"};
@@ -91,7 +92,15 @@ static em_status add_document(em_corpus *c, size_t *cap, const char *path, const
     enc.parse_special = false;
     int32_t *ids = NULL;
     size_t n = 0;
-    em_status err = em_tokenizer_encode(tok, text, len, enc, &ids, &n);
+    em_status err;
+    if (opt->wikitext_detokenize) {
+        size_t detok_len;
+        char *detok = em_wikitext_detokenize(text, len, &detok_len);
+        err = em_tokenizer_encode(tok, detok, detok_len, enc, &ids, &n);
+        free(detok);
+    } else {
+        err = em_tokenizer_encode(tok, text, len, enc, &ids, &n);
+    }
     if (err) return em_error_prefix(err, "%s%s", path, where);
     if (n == 0) {
         c->empty_documents++;

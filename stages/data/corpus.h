@@ -33,11 +33,12 @@ em_input_format em_input_format_from_path(const char *path);
 
 typedef struct em_corpus_options {
     em_input_format format;
-    const char *text_field; /* jsonl */
-    em_split_rule split;    /* text */
-    const char *separator;  /* text with EM_SPLIT_SEPARATOR */
-    bool add_bos;           /* prepend BOS when tokenizing text (token files are used as given) */
-    int64_t max_documents;  /* keep the first N non-empty documents; <= 0: all */
+    const char *text_field;   /* jsonl */
+    em_split_rule split;      /* text */
+    const char *separator;    /* text with EM_SPLIT_SEPARATOR */
+    bool add_bos;             /* prepend BOS when tokenizing text (token files are used as given) */
+    int64_t max_documents;    /* keep the first N non-empty documents; <= 0: all */
+    bool wikitext_detokenize; /* score lm-eval's detokenized text (counts stay the original's) */
 } em_corpus_options;
 
 typedef struct em_corpus {

@@ -5,6 +5,7 @@
  *   eval_probe sliding N_TOKENS MAX_LENGTH STRIDE MAX_WINDOWS
  *   eval_probe rolling MAX_LENGTH PREFIX MAX_WINDOWS DOC_LEN...
  *   eval_probe words FILE        (one count per line of FILE's documents split by "@@@")
+ *   eval_probe detok FILE        (FILE after lm-eval's wikitext detokenizer, on stdout)
  * The token stream is synthetic: token i of the stream has id 1000 + i. For every window it
  * prints "doc W: input ids | scored target ids". */
 #include <stdio.h>
@@ -13,6 +14,7 @@
 
 #include "stages/data/protocol.h"
 #include "stages/data/text.h"
+#include "stages/data/wikitext_detok.h"
 
 static int print_plan(em_status err, const em_window_plan *plan) {
     if (err) {
@@ -36,10 +38,23 @@ static int print_plan(em_status err, const em_window_plan *plan) {
     return 0;
 }
 
+static char buf[1 << 22];
+
+static int detok(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return 1;
+    size_t len = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    size_t out_len;
+    char *out = em_wikitext_detokenize(buf, len, &out_len);
+    fwrite(out, 1, out_len, stdout);
+    free(out);
+    return 0;
+}
+
 static int words(const char *path) {
     FILE *f = fopen(path, "rb");
     if (!f) return 1;
-    static char buf[1 << 20];
     size_t len = fread(buf, 1, sizeof buf, f);
     fclose(f);
     em_text_span *spans;
@@ -77,6 +92,8 @@ int main(int argc, char **argv) {
         free(docs);
     } else if (strcmp(argv[1], "words") == 0 && argc == 3) {
         return words(argv[2]);
+    } else if (strcmp(argv[1], "detok") == 0 && argc == 3) {
+        return detok(argv[2]);
     } else {
         return 1;
     }

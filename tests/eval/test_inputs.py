@@ -109,6 +109,31 @@ rc, out, err, res = evalmesh(["run", jrecipe, f"stages.docs.path={badjson}"])
 check("bad jsonl rc", rc == 2, f"rc={rc} {err[-1500:]}")
 check("bad jsonl message", f'{badjson}:2: no string field "text"' in err, err[-1500:])
 
+# 2b. detokenize: wikitext scores the detokenized article but counts words and bytes on the
+# original, as lm-eval does. The demo model's vocabulary is bytes, so tokens = detokenized bytes.
+article = " = Robert = \n\n He was born in 1 @,@ 000 ( in a small town ) ; the \" best \" actor . \n"
+detok = " = Robert =\n\nHe was born in 1,000 (in a small town); the \"best\" actor. "  # of the trimmed article
+wiki_file = write("wiki.txt", article)
+wrecipe = write("wiki.yaml", f"""
+name: wiki
+stages:
+  model: {{kind: model, path: "{MODEL}"}}
+  raw: {{kind: dataset, tokenizer: model, path: "{wiki_file}", protocol: rolling, max_length: 16, split: wikitext_article}}
+  detok: {{kind: dataset, tokenizer: model, path: "{wiki_file}", protocol: rolling, max_length: 16, split: wikitext_article, detokenize: wikitext}}
+  f_raw: {{kind: forward, model: model, data: raw}}
+  f_detok: {{kind: forward, model: model, data: detok}}
+  agg: {{kind: aggregate, inputs: [f_raw, f_detok]}}
+  report: {{kind: report, metrics: agg, outputs: [json]}}
+""")
+rc, out, err, res = evalmesh(["run", wrecipe])
+check("detok rc", rc == 0, err[-2000:])
+if res:
+    raw, det = res["metrics"]["f_raw"], res["metrics"]["f_detok"]
+    original = article.strip("\n")
+    check("detok tokens", det["tokens"]["value"] == len(detok.encode()), str(det["tokens"]))
+    check("raw tokens", raw["tokens"]["value"] == len(original.encode()), str(raw["tokens"]))
+    check("detok counts the original", (det["words"]["value"], det["bytes"]["value"]) == (len(re.split(r"\s+", original)), len(original.encode())), str(det))
+
 # 3. Bad input: one clear error and exit status 2, on one rank and on several.
 bad = write("bad.txt", b"Once upon\na ti\xffme.\n" * 50, "wb")
 for np in ([None, 2] if MPIRUN else [None]):

@@ -1,7 +1,9 @@
 """Window construction of the chunked, sliding and rolling protocols against independent Python
 re-implementations of llama.cpp's perplexity loop, Hugging Face's perplexity guide and
-lm-evaluation-harness's get_rolling_token_windows + make_disjoint_window; and the word count
-against lm-evaluation-harness's len(re.split(r"\\s+", doc)).
+lm-evaluation-harness's get_rolling_token_windows + make_disjoint_window; the word count
+against lm-evaluation-harness's len(re.split(r"\\s+", doc)); and the wikitext detokenizer
+against lm-evaluation-harness's wikitext_detokenizer (on the WikiText-2 test split when
+../shared/data is present).
 
 Usage: test_protocols.py PATH_TO_eval_probe"""
 import os
@@ -170,6 +172,61 @@ with tempfile.NamedTemporaryFile("w", encoding="utf-8", delete=False) as f:
 rc, out = probe("words", path)
 os.unlink(path)
 check("words", [int(x) for x in out.split()], [len(re.split(r"\s+", d)) for d in docs])
+
+
+
+def wikitext_detokenizer(string):
+    """lm_eval/tasks/wikitext/preprocess_wikitext.py: wikitext_detokenizer (on doc["page"])."""
+    # contractions
+    string = string.replace("s '", "s'")
+    string = re.sub(r"/' [0-9]/", r"/'[0-9]/", string)
+    # number separators
+    string = string.replace(" @-@ ", "-")
+    string = string.replace(" @,@ ", ",")
+    string = string.replace(" @.@ ", ".")
+    # punctuation
+    string = string.replace(" : ", ": ")
+    string = string.replace(" ; ", "; ")
+    string = string.replace(" . ", ". ")
+    string = string.replace(" ! ", "! ")
+    string = string.replace(" ? ", "? ")
+    string = string.replace(" , ", ", ")
+    # double brackets
+    string = re.sub(r"\(\s*([^\)]*?)\s*\)", r"(\1)", string)
+    string = re.sub(r"\[\s*([^\]]*?)\s*\]", r"[\1]", string)
+    string = re.sub(r"{\s*([^}]*?)\s*}", r"{\1}", string)
+    string = re.sub(r"\"\s*([^\"]*?)\s*\"", r'"\1"', string)
+    string = re.sub(r"'\s*([^']*?)\s*'", r"'\1'", string)
+    # miscellaneous
+    string = string.replace("= = = =", "====")
+    string = string.replace("= = =", "===")
+    string = string.replace("= =", "==")
+    string = string.replace(" " + chr(176) + " ", chr(176))
+    string = string.replace(" \n", "\n")
+    string = string.replace("\n ", "\n")
+    string = string.replace(" N ", " 1 ")
+    string = string.replace(" 's", "'s")
+    return string
+
+
+# wikitext detokenizer: synthetic cases, then the whole WikiText-2 test split when present
+texts = [" = = Early life = = \n He was born in 1 @,@ 000 B.C. ( in a ( small ) town ) ; the \" best \" . \n",
+         "the players ' scores were 3 @.@ 5 and 4 @-@ 2 , at 20 \u00b0 C ! Why ? [ see { note } ] ",
+         "it 's N years /' 5/ old ' quoted '  and ( unclosed",
+         "\u3000( \u2003x\u00a0) \" \" ''  \n \n  = = = = Deep = = = =", ""]
+wiki = os.path.join(os.environ.get("EVALMESH_SHARED_DATA", ""), "text", "wikitext-2-raw-v1.test.txt")
+if os.path.exists(wiki):
+    texts.append(open(wiki, encoding="utf-8").read())
+for i, t in enumerate(texts):
+    with tempfile.NamedTemporaryFile("w", encoding="utf-8", delete=False) as f:
+        f.write(t)
+        path = f.name
+    out = subprocess.run([PROBE, "detok", path], capture_output=True).stdout.decode("utf-8")
+    os.unlink(path)
+    want = wikitext_detokenizer(t)
+    if out != want:
+        k = next((j for j in range(min(len(out), len(want))) if out[j] != want[j]), min(len(out), len(want)))
+        check(f"detok text {i} at {k}", out[k - 40:k + 40], want[k - 40:k + 40])
 
 print("failures:", failures)
 sys.exit(1 if failures else 0)
