@@ -10,14 +10,14 @@
 #include "runner/comm/comm.h"
 
 typedef struct em_bootstrap {
-    bool launched;   /* started by a PMIx launcher */
-    int rank;        /* world rank */
-    int size;        /* world size */
-    int local_rank;  /* rank among the ranks on this node */
-    int local_size;  /* ranks on this node */
-    int node_id;     /* 0-based index of this node */
-    int node_count;  /* nodes in the run */
-    em_comm *world;  /* CPU communicator over all ranks */
+    bool launched;  /* started by a PMIx launcher */
+    int rank;       /* world rank */
+    int size;       /* world size */
+    int local_rank; /* rank among the ranks on this node */
+    int local_size; /* ranks on this node */
+    int node_id;    /* 0-based index of this node */
+    int node_count; /* nodes in the run */
+    em_comm *world; /* CPU communicator over all ranks */
 } em_bootstrap;
 
 /* Initialises PMIx (when launched) and the world communicator; fails with EM_EXIT_DISTRIBUTED and

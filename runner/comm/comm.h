@@ -50,11 +50,11 @@ typedef struct em_comm_backend {
 
 struct em_comm {
     const em_comm_backend *backend;
-    int rank;          /* in this communicator */
+    int rank; /* in this communicator */
     int size;
-    int *world_ranks;  /* world rank of each member (size entries), for error messages */
-    double timeout_s;  /* limit for each collective */
-    void *impl;        /* the backend's handle */
+    int *world_ranks; /* world rank of each member (size entries), for error messages */
+    double timeout_s; /* limit for each collective */
+    void *impl;       /* the backend's handle */
 };
 
 /* Calls through the table (NULL comm is an error, not a crash). */

@@ -253,7 +253,7 @@ static em_status make_target(const bench_options *o, const em_bootstrap *boot, b
         t->comm = comm;
         return NULL;
     }
-    err = em_mesh_build(comm, boot->node_id, boot->size, 1, 1, &t->mesh);
+    err = em_mesh_build_nodes(comm, boot->node_id, boot->node_count, boot->size, 1, 1, &t->mesh);
     if (err) return err;
     t->comm = t->mesh->world;
     return NULL;
