@@ -3,11 +3,11 @@
  *
  * The vocabulary is cut into tiles of EM_HEAD_TILE_ROWS rows of the output weight (a constant).
  * For each tile v, one sgemm gives the logits (T, tile rows) in the thread's scratch; from them
- * come, per position t, the tile's max m_v[t], its sum of exp(logit - m_v[t]) in double, its
- * first argmax and, in the tile holding the target, the target's logit. These partials take
- * T x tiles x 24 bytes (about 1/40 of the logits for 256-row tiles) and are merged per position
- * in tile order: M = max m_v, S = sum_v s_v exp(m_v - M), nll = M + log S - logit[target].
- * Memory per thread: EM_HEAD_TILE_ROWS x (D + T) floats. */
+ * come, per position t, the tile's max m_v[t], its sum of exp(logit - m_v[t]) (float
+ * exponentials, fast_exp.h, summed in double), its first argmax and, in the tile holding the
+ * target, the target's logit. These partials take T x tiles x 16 bytes (1/64 of the float logits
+ * for 256-row tiles) and are merged per position in tile order: M = max m_v, S = sum_v s_v exp(m_v
+ * - M), nll = M + log S - logit[target]. Memory per thread: EM_HEAD_TILE_ROWS x (D + T) floats. */
 #ifndef EVALMESH_KERNELS_OUTPUT_HEAD_H
 #define EVALMESH_KERNELS_OUTPUT_HEAD_H
 
