@@ -90,6 +90,27 @@ static int parse_options(int argc, char **argv, net_options *o) {
     return 0;
 }
 
+/* One m x m table of the links: latency, or bandwidth when `bandwidth`. */
+static void print_matrix(const char *title, const char *who, const link_result *matrix,
+                         const int *labels, int m, bool bandwidth) {
+    printf("\n%s\n%8s", title, who);
+    for (int b = 0; b < m; b++) printf(" %9d", labels[b]);
+    printf("\n");
+    for (int a = 0; a < m; a++) {
+        printf("%8d", labels[a]);
+        for (int b = 0; b < m; b++) {
+            const link_result *l = &matrix[a * m + b];
+            if (a == b)
+                printf(" %9s", "-");
+            else if (bandwidth)
+                printf(" %9.3f", l->bw_gbs);
+            else
+                printf(" %9.1f", l->rtt_us);
+        }
+        printf("\n");
+    }
+}
+
 static void print_report(const net_options *o, const link_result *matrix, const int *labels, int m,
                          bool by_rank) {
     const char *who = by_rank ? "rank" : "node";
@@ -110,30 +131,8 @@ static void print_report(const net_options *o, const link_result *matrix, const 
     printf("# evalmesh test-network: %d %ss, %zu-byte messages, %d iterations per link\n", m, who,
            o->bytes, o->iters);
     if (m <= 16) {
-        printf("\nround-trip latency (us)\n%8s", who);
-        for (int b = 0; b < m; b++) printf(" %9d", labels[b]);
-        printf("\n");
-        for (int a = 0; a < m; a++) {
-            printf("%8d", labels[a]);
-            for (int b = 0; b < m; b++)
-                if (a == b)
-                    printf(" %9s", "-");
-                else
-                    printf(" %9.1f", matrix[a * m + b].rtt_us);
-            printf("\n");
-        }
-        printf("\nbandwidth (GB/s)\n%8s", who);
-        for (int b = 0; b < m; b++) printf(" %9d", labels[b]);
-        printf("\n");
-        for (int a = 0; a < m; a++) {
-            printf("%8d", labels[a]);
-            for (int b = 0; b < m; b++)
-                if (a == b)
-                    printf(" %9s", "-");
-                else
-                    printf(" %9.3f", matrix[a * m + b].bw_gbs);
-            printf("\n");
-        }
+        print_matrix("round-trip latency (us)", who, matrix, labels, m, false);
+        print_matrix("bandwidth (GB/s)", who, matrix, labels, m, true);
     }
     printf("\nslowest links:\n");
     int links = m * (m - 1) / 2;
