@@ -111,7 +111,8 @@ def config(meta):
     return c
 
 
-def rope_freqs(c):
+def rope_freqs(c, factors=None):
+    """The rotation frequencies; factors: the rope_freqs.weight tensor (Llama 3.1 GGUFs)."""
     i = np.arange(c["rope_dim"] // 2, dtype=np.float64)
     f = c["base"] ** (-2.0 * i / c["rope_dim"])
     if c["scaling"] == "linear" and c["factor"] and c["factor"] != 1.0:
@@ -123,14 +124,16 @@ def rope_freqs(c):
         blended = (1 - smooth) * f / factor + smooth * f
         f = np.where(wavelen < c["orig"] / c["high"], f,
                      np.where(wavelen > c["orig"] / c["low"], f / factor, blended))
+    if factors is not None:
+        f = f / factors.astype(np.float64)
     return f
 
 
-def rope(x, n_heads, c):
+def rope(x, n_heads, c, factors=None):
     """x (T, n_heads*head_dim): rotate adjacent pairs of the first rope_dim dims of each head."""
     T = x.shape[0]
     x = x.reshape(T, n_heads, c["head_dim"]).copy()
-    ang = np.arange(T, dtype=np.float64)[:, None] * rope_freqs(c)[None, :]  # (T, rope_dim/2)
+    ang = np.arange(T, dtype=np.float64)[:, None] * rope_freqs(c, factors)[None, :]  # (T, rope_dim/2)
     cos, sin = np.cos(ang)[:, None, :], np.sin(ang)[:, None, :]
     a, b = x[:, :, 0:c["rope_dim"]:2].copy(), x[:, :, 1:c["rope_dim"]:2].copy()
     x[:, :, 0:c["rope_dim"]:2] = a * cos - b * sin
@@ -154,7 +157,8 @@ def forward(meta, t, tokens_in, targets):
         q, k, v = (xn @ t[p + n + ".weight"].T for n in ("attn_q", "attn_k", "attn_v"))
         if p + "attn_q.bias" in t:
             q, k, v = q + t[p + "attn_q.bias"], k + t[p + "attn_k.bias"], v + t[p + "attn_v.bias"]
-        q, k = rope(q, H, c), rope(k, KV, c)
+        factors = t.get("rope_freqs.weight")
+        q, k = rope(q, H, c, factors), rope(k, KV, c, factors)
         out = np.zeros((T, H * hd))
         for h in range(H):
             g = h // (H // KV)

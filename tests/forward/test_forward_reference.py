@@ -147,6 +147,10 @@ MKMODEL_CASES = [
     ("rope_llama3", BASE + ["--kv-heads", "2", "--rope-scaling", "llama3", "--rope-factor", "8",
                             "--rope-low", "1", "--rope-high", "4", "--rope-orig-ctx", "64",
                             "--rope-theta", "500000"]),
+    # Llama 3.1 as llama.cpp converts it: no scaling keys, a rope_freqs.weight tensor instead
+    ("rope_freqs_tensor", BASE + ["--kv-heads", "2", "--rope-scaling", "llama3", "--rope-factor",
+                                  "8", "--rope-low", "1", "--rope-high", "4", "--rope-orig-ctx",
+                                  "64", "--rope-theta", "500000", "--rope-freqs"]),
     ("wide_head_dim", ["--vocab", "520", "--dim", "256", "--layers", "1", "--heads", "2",
                        "--kv-heads", "1", "--ffn", "384", "--type", "q8_0"]),
 ]

@@ -224,7 +224,7 @@ em_status em_llama_forward_window(em_llama_forward *f, const int32_t *input, con
     /* x (T, D) = embedding rows of the input tokens */
 #pragma omp parallel for num_threads(threads) if ((int64_t)T * D >= EM_PARALLEL_MIN_WORK)
     for (int t = 0; t < T; t++) em_rows_to_float(m->tok_embd, input[t], 1, f->x + (size_t)t * D);
-    em_rope_table(c, T, f->rope);
+    em_rope_table(c, m->rope_freqs ? m->rope_freqs->data : NULL, T, f->rope);
 
     for (int l = 0; l < c->n_layers; l++) {
         const em_layer_weights *w = &m->layers[l];

@@ -5,7 +5,7 @@
 
 #include "stages/kernels/cpu/scratch.h"
 
-void em_rope_freqs(const em_llama_config *c, double *freqs) {
+void em_rope_freqs(const em_llama_config *c, const float *factors, double *freqs) {
     int half = c->rope_dim / 2;
     for (int i = 0; i < half; i++) {
         double f = pow((double)c->rope_freq_base, -2.0 * i / c->rope_dim);
@@ -24,14 +24,15 @@ void em_rope_freqs(const em_llama_config *c, double *freqs) {
                 f = (1.0 - smooth) * f / factor + smooth * f;
             }
         }
+        if (factors) f /= factors[i];
         freqs[i] = f;
     }
 }
 
-void em_rope_table(const em_llama_config *c, int T, float *cos_sin) {
+void em_rope_table(const em_llama_config *c, const float *factors, int T, float *cos_sin) {
     int half = c->rope_dim / 2;
     double freqs[half];
-    em_rope_freqs(c, freqs);
+    em_rope_freqs(c, factors, freqs);
     for (int t = 0; t < T; t++) {
         for (int i = 0; i < half; i++) {
             double angle = t * freqs[i];

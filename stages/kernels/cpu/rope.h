@@ -3,18 +3,20 @@
  * freq_i = base^(-2i/rope_dim) adjusted by the model's scaling:
  *   - linear: pos * freq_scale;
  *   - Llama 3: wavelengths longer than original_ctx/low_freq_factor are divided by factor,
- *     shorter than original_ctx/high_freq_factor kept, and in between blended smoothly.
+ *     shorter than original_ctx/high_freq_factor kept, and in between blended smoothly;
+ *   - per-frequency factors (the rope_freqs.weight tensor llama.cpp writes for Llama 3.1
+ *     models instead of scaling keys): freq_i / factors[i].
  * Angles, cosines and sines are computed in double, then rounded to float. */
 #ifndef EVALMESH_KERNELS_ROPE_H
 #define EVALMESH_KERNELS_ROPE_H
 
 #include "stages/model/model.h"
 
-/* The frequencies (rope_dim/2) of config c, scaling applied. */
-void em_rope_freqs(const em_llama_config *c, double *freqs);
+/* The frequencies (rope_dim/2) of config c, scaling applied; factors is (rope_dim/2) or NULL. */
+void em_rope_freqs(const em_llama_config *c, const float *factors, double *freqs);
 
 /* cos_sin is (T, rope_dim/2, 2): cos and sin of the angle at positions 0..T-1. */
-void em_rope_table(const em_llama_config *c, int T, float *cos_sin);
+void em_rope_table(const em_llama_config *c, const float *factors, int T, float *cos_sin);
 
 /* x is (T, n_heads * head_dim) with row stride ld: rotates each head in place. */
 void em_rope_apply(float *x, int T, int ld, int n_heads, int head_dim, int rope_dim,
