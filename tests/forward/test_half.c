@@ -25,7 +25,7 @@ int main(void) {
     float z = em_f16_to_f32(0x8000);
     memcpy(&neg_zero, &z, sizeof z);
     CHECK_INT_EQ(neg_zero, 0x80000000u);
-    if (__builtin_cpu_supports("f16c")) {
+    if (em_cpu_has_f16c()) {
         int mismatches = 0;
         for (uint32_t h = 0; h < 65536; h++) {
             if ((h & 0x7c00) == 0x7c00 && (h & 0x3ff)) continue; /* NaN payloads */

@@ -3,6 +3,7 @@
  * also compiled for AVX2 and chosen at load time; the results are exact either way. */
 #include "stages/kernels/cpu/dequantize.h"
 
+#include <cpuid.h>
 #include <immintrin.h>
 #include <string.h>
 
@@ -44,8 +45,14 @@ __attribute__((target("avx,f16c"))) static void f16_row_f16c(const uint16_t *src
     }
 }
 
+/* cpuid, because clang's __builtin_cpu_supports does not know "f16c". */
+bool em_cpu_has_f16c(void) {
+    unsigned a, b, c, d;
+    return __builtin_cpu_supports("avx") && __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+}
+
 static void f16_row(const uint16_t *src, float *dst, int64_t n) {
-    int64_t head = __builtin_cpu_supports("f16c") ? n - n % 8 : 0;
+    int64_t head = em_cpu_has_f16c() ? n - n % 8 : 0;
     if (head > 0) f16_row_f16c(src, dst, head);
     for (int64_t i = head; i < n; i++) dst[i] = em_f16_to_f32(src[i]);
 }

@@ -19,4 +19,7 @@ void em_rows_to_float(const em_tensor *w, int64_t row0, int64_t rows, float *dst
 /* One IEEE half (bits) as a float. */
 float em_f16_to_f32(uint16_t h);
 
+/* Whether this CPU converts halves in hardware (AVX and F16C). */
+bool em_cpu_has_f16c(void);
+
 #endif
