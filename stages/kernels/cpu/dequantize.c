@@ -45,10 +45,15 @@ __attribute__((target("avx,f16c"))) static void f16_row_f16c(const uint16_t *src
     }
 }
 
-/* cpuid, because clang's __builtin_cpu_supports does not know "f16c". */
+/* Asked once through cpuid (clang's __builtin_cpu_supports does not know "f16c"); cpuid is slow
+ * in a virtual machine, where it traps to the hypervisor, so the answer is kept. */
 bool em_cpu_has_f16c(void) {
-    unsigned a, b, c, d;
-    return __builtin_cpu_supports("avx") && __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+    static int known = -1; /* -1: not asked yet; threads racing here all store the same answer */
+    if (known < 0) {
+        unsigned a, b, c, d;
+        known = __builtin_cpu_supports("avx") && __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+    }
+    return known == 1;
 }
 
 static void f16_row(const uint16_t *src, float *dst, int64_t n) {
