@@ -12,7 +12,8 @@ typedef struct em_command {
     int (*main)(int argc, char **argv);
 } em_command;
 
-/* The registry generated from the files runner/commands/<name>.c: NULL-terminated, sorted by file name. */
+/* The registry generated from the files runner/commands/<name>.c: NULL-terminated, sorted by file
+ * name. */
 extern const em_command *const em_commands[];
 
 #endif

@@ -58,18 +58,18 @@ typedef struct em_stage_input {
 
 /* What every rank knows about the run, given to each stage. */
 typedef struct em_run_context {
-    int rank;                    /* in the world, 0-based */
-    int world_size;              /* ranks in the run */
-    int local_rank;              /* rank among the ranks on this node */
-    int local_size;              /* ranks on this node */
-    int node_id;                 /* 0-based index of this rank's node */
-    int node_count;              /* nodes in the run */
-    struct em_comm *world;       /* CPU communicator over all ranks (local or mpi backend) */
-    const char *run_dir;         /* where stages write files: set in run; NULL in init, validate */
-    const char *recipe_name;     /* the recipe's `name:` */
-    const char *recipe_path;     /* the top recipe file */
-    const em_node *recipe;       /* the whole resolved recipe (after includes, overrides, defaults) */
-    long long seed;              /* the recipe's `seed:` */
+    int rank;                /* in the world, 0-based */
+    int world_size;          /* ranks in the run */
+    int local_rank;          /* rank among the ranks on this node */
+    int local_size;          /* ranks on this node */
+    int node_id;             /* 0-based index of this rank's node */
+    int node_count;          /* nodes in the run */
+    struct em_comm *world;   /* CPU communicator over all ranks (local or mpi backend) */
+    const char *run_dir;     /* where stages write files: set in run; NULL in init, validate */
+    const char *recipe_name; /* the recipe's `name:` */
+    const char *recipe_path; /* the top recipe file */
+    const em_node *recipe;   /* the whole resolved recipe (after includes, overrides, defaults) */
+    long long seed;          /* the recipe's `seed:` */
     double collective_timeout_s; /* limit for every collective */
 } em_run_context;
 
@@ -77,15 +77,15 @@ typedef struct em_stage em_stage;
 typedef struct em_stage_kind em_stage_kind;
 
 struct em_stage {
-    const char *name;           /* the instance name in the recipe */
+    const char *name; /* the instance name in the recipe */
     const em_stage_kind *kind;
-    em_node *options;           /* the stage's map, validated, defaults applied (runner owns) */
-    em_mark mark;               /* where the stage is defined */
-    em_stage_input *inputs;     /* resolved references, in the order of the kind's specs */
+    em_node *options;       /* the stage's map, validated, defaults applied (runner owns) */
+    em_mark mark;           /* where the stage is defined */
+    em_stage_input *inputs; /* resolved references, in the order of the kind's specs */
     size_t input_count;
-    void *state;                /* the kind's private state, set by init, freed by destroy */
-    em_artifact output;         /* set by run */
-    double seconds;             /* wall time of run on this rank */
+    void *state;        /* the kind's private state, set by init, freed by destroy */
+    em_artifact output; /* set by run */
+    double seconds;     /* wall time of run on this rank */
 };
 
 struct em_stage_kind {

@@ -40,7 +40,8 @@ em_status em_error_newv(int exit_code, const char *fmt, va_list ap);
 em_status em_error_at(int exit_code, em_mark mark, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Puts "prefix: " before the message of err (returns err, for `return em_error_prefix(...)`). */
-em_status em_error_prefix(em_status err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+em_status em_error_prefix(em_status err, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 void em_error_free(em_status err);
 
 /* Formats a mark as "file:line:col" (or less when parts are unknown) into buf. */

@@ -9,18 +9,18 @@
 #include <stdint.h>
 
 typedef struct em_metric {
-    char *key;        /* "<stage>.<metric>" */
+    char *key; /* "<stage>.<metric>" */
     double value;
-    double error;     /* standard error, when has_error */
+    double error; /* standard error, when has_error */
     bool has_error;
-    bool timing;      /* depends on the machine (seconds, tokens/s): not part of exact comparisons */
+    bool timing; /* depends on the machine (seconds, tokens/s): not part of exact comparisons */
 } em_metric;
 
 typedef struct em_rank_timing {
     int rank;
-    int64_t tokens;   /* scored tokens this rank computed */
+    int64_t tokens; /* scored tokens this rank computed */
     int64_t windows;
-    double seconds;   /* time in forward on this rank */
+    double seconds; /* time in forward on this rank */
 } em_rank_timing;
 
 typedef struct em_metrics {
@@ -28,9 +28,9 @@ typedef struct em_metrics {
     size_t count;
     em_rank_timing *ranks; /* world_size entries */
     int world_size;
-    double *window_nll;    /* mean NLL of every window, in window order (for histograms) */
+    double *window_nll; /* mean NLL of every window, in window order (for histograms) */
     size_t window_count;
-    char *model_path;      /* provenance for reports; NULL when unknown */
+    char *model_path; /* provenance for reports; NULL when unknown */
     char *model_header_sha256;
     char *dataset_path;
     char *dataset_sha256;

@@ -15,14 +15,14 @@ typedef struct em_window_score {
 } em_window_score;
 
 typedef struct em_scores {
-    size_t token_count;     /* scored tokens on this rank */
-    double *nll;            /* (token_count) -log p(target) */
-    int32_t *argmax;        /* (token_count) the most likely token */
-    int32_t *target;        /* (token_count) the token that came */
+    size_t token_count; /* scored tokens on this rank */
+    double *nll;        /* (token_count) -log p(target) */
+    int32_t *argmax;    /* (token_count) the most likely token */
+    int32_t *target;    /* (token_count) the token that came */
     em_window_score *windows;
     size_t window_count;
-    double seconds;         /* forward time on this rank */
-    char *model_path;       /* provenance, copied from the model and dataset */
+    double seconds;   /* forward time on this rank */
+    char *model_path; /* provenance, copied from the model and dataset */
     char *model_header_sha256;
     char *dataset_path;
     char *dataset_sha256;

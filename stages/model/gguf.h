@@ -43,7 +43,7 @@ struct em_gguf_value {
         struct {
             em_gguf_type elem_type;
             uint64_t count;
-            const void *data;       /* fixed-size elements: raw little-endian data in the mapping */
+            const void *data; /* fixed-size elements: raw little-endian data in the mapping */
             em_gguf_string *strings; /* STRING elements (count entries) */
             em_gguf_value *arrays;   /* ARRAY elements (count entries) */
         } arr;

@@ -8,7 +8,8 @@
  *   - Q and K projection rows are in the GGUF order: RoPE rotates adjacent pairs (x[2i], x[2i+1])
  *     of each head. The safetensors reader permutes Hugging Face's rows into this order.
  *   - Quantized types store blocks of 32 values along shape[0]: Q8_0 = {f16 scale, 32 x int8},
- *     Q4_0 = {f16 scale, 16 bytes of nibbles: value j in low nibbles j<16, high nibbles j>=16, minus 8}.
+ *     Q4_0 = {f16 scale, 16 bytes of nibbles: value j in low nibbles j<16, high nibbles j>=16,
+ * minus 8}.
  *   - 1-D tensors (norms, biases) are always F32: the loaders convert F16/BF16 ones. */
 #ifndef EVALMESH_MODEL_H
 #define EVALMESH_MODEL_H
@@ -54,18 +55,18 @@ typedef enum em_rope_scaling {
 typedef struct em_llama_config {
     char architecture[32]; /* "llama", "qwen2", ... */
     int n_vocab;
-    int dim;          /* embedding length */
-    int n_layers;     /* block count */
-    int ffn_dim;      /* feed-forward length */
+    int dim;      /* embedding length */
+    int n_layers; /* block count */
+    int ffn_dim;  /* feed-forward length */
     int n_heads;
     int n_kv_heads;
-    int head_dim;     /* dim / n_heads unless the file says otherwise */
-    int rope_dim;     /* rotated dims per head (default head_dim) */
-    int n_ctx_train;  /* context length */
+    int head_dim;    /* dim / n_heads unless the file says otherwise */
+    int rope_dim;    /* rotated dims per head (default head_dim) */
+    int n_ctx_train; /* context length */
     float rope_freq_base;
     em_rope_scaling rope_scaling;
-    float rope_freq_scale;           /* LINEAR: 1 / factor */
-    float rope_llama3_factor;        /* LLAMA3: factor, low/high frequency factors, old context */
+    float rope_freq_scale;    /* LINEAR: 1 / factor */
+    float rope_llama3_factor; /* LLAMA3: factor, low/high frequency factors, old context */
     float rope_llama3_low_freq_factor;
     float rope_llama3_high_freq_factor;
     int rope_llama3_original_ctx;
@@ -75,29 +76,30 @@ typedef struct em_llama_config {
 } em_llama_config;
 
 typedef struct em_layer_weights {
-    const em_tensor *attn_norm;            /* {dim} */
-    const em_tensor *wq, *wk, *wv, *wo;    /* {dim, n_heads*head_dim}, {dim, n_kv*head_dim} x2, {n_heads*head_dim, dim} */
-    const em_tensor *bq, *bk, *bv;         /* biases or NULL */
-    const em_tensor *ffn_norm;             /* {dim} */
+    const em_tensor *attn_norm; /* {dim} */
+    const em_tensor *wq, *wk, *wv,
+        *wo; /* {dim, n_heads*head_dim}, {dim, n_kv*head_dim} x2, {n_heads*head_dim, dim} */
+    const em_tensor *bq, *bk, *bv;           /* biases or NULL */
+    const em_tensor *ffn_norm;               /* {dim} */
     const em_tensor *w_gate, *w_up, *w_down; /* {dim, ffn}, {dim, ffn}, {ffn, dim} */
 } em_layer_weights;
 
 struct em_tokenizer;
 
 typedef struct em_model {
-    char *path;               /* the file (or directory) it was loaded from */
-    char *format;             /* "gguf" or "safetensors" */
+    char *path;   /* the file (or directory) it was loaded from */
+    char *format; /* "gguf" or "safetensors" */
     em_llama_config config;
-    em_tensor *tensors;       /* every tensor in the file(s) */
+    em_tensor *tensors; /* every tensor in the file(s) */
     size_t tensor_count;
-    const em_tensor *tok_embd;    /* {dim, n_vocab} */
-    const em_tensor *output_norm; /* {dim} */
-    const em_tensor *output;      /* {dim, n_vocab}; == tok_embd when tied */
-    em_layer_weights *layers;     /* n_layers */
+    const em_tensor *tok_embd;      /* {dim, n_vocab} */
+    const em_tensor *output_norm;   /* {dim} */
+    const em_tensor *output;        /* {dim, n_vocab}; == tok_embd when tied */
+    em_layer_weights *layers;       /* n_layers */
     struct em_tokenizer *tokenizer; /* NULL when the file has none; freed with the model */
-    char header_sha256[65];   /* checksum of the file header (GGUF: up to tensor data; st: JSON) */
-    uint64_t file_size;       /* bytes on disk, all shards */
-    void *impl;               /* the reader's mappings and owned buffers */
+    char header_sha256[65]; /* checksum of the file header (GGUF: up to tensor data; st: JSON) */
+    uint64_t file_size;     /* bytes on disk, all shards */
+    void *impl;             /* the reader's mappings and owned buffers */
     void (*impl_free)(void *impl);
     /* {rope_dim/2} F32 divisors of the RoPE frequencies, or NULL: llama.cpp's Llama 3.1 GGUF
      * files carry the llama3 scaling as this tensor (rope_freqs.weight) instead of
