@@ -6,18 +6,14 @@
 - fewer windows than ranks (2 chunks on 4 ranks) gives the same metrics as one rank.
 Input handling and bad input are in test_inputs.py (no shared data needed)."""
 import hashlib
-import json
 import math
 import os
 import re
-import shutil
-import subprocess
 import sys
-import tempfile
 
-BIN = os.environ["EVALMESH_BIN"]
+from eval_helpers import MPIRUN, EvalSession
+
 DATA = os.environ.get("EVALMESH_SHARED_DATA", "")
-MPIRUN = os.environ.get("EVALMESH_MPIRUN", "")
 MODEL = os.path.join(DATA, "models", "stories260K.gguf")
 STORIES = os.path.join(DATA, "text", "tinystories_sample.txt")
 WIKI = os.path.join(DATA, "text", "wikitext-2-raw-v1.test.txt")
@@ -25,52 +21,14 @@ if not (os.path.exists(MODEL) and os.path.exists(STORIES) and os.path.exists(WIK
     print(f"SKIPPED: shared data not found under '{DATA}'")
     sys.exit(77)
 
-failures = 0
-tmp = tempfile.mkdtemp(prefix="eval_e2e_")
-runs = 0
-
-
-def check(name, ok, detail=""):
-    global failures
-    if not ok:
-        failures += 1
-        print(f"FAIL {name} {detail}")
-
-
-def evalmesh(args, np=None):
-    """Runs evalmesh (under mpirun -np when np is given) with a fresh run directory; returns
-    (exit status, stdout, stderr, results.json or None)."""
-    global runs
-    runs += 1
-    run_dir = os.path.join(tmp, f"run{runs}")
-    cmd = [BIN, *args, "--run-dir", run_dir]
-    env = dict(os.environ)
-    if np is not None:
-        cmd = [MPIRUN, "-np", str(np), "--allow-run-as-root", "--oversubscribe", *cmd]
-        # LeakSanitizer's exit-time tracer sometimes crashes (signal 11) in oversubscribed
-        # OpenMPI jobs after the run finished; leaks are checked by the single-process runs.
-        if "ASAN_OPTIONS" in env:
-            env["ASAN_OPTIONS"] += ":detect_leaks=0"
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
-    results = None
-    path = os.path.join(run_dir, "results.json")
-    if os.path.exists(path):
-        with open(path) as f:
-            results = json.load(f)
-    return p.returncode, p.stdout, p.stderr, results
+session = EvalSession("eval_e2e_")
+check, evalmesh, write = session.check, session.evalmesh, session.write
 
 
 def exact_metrics(results):
     """metrics.<stage>.<metric> without the timing ones."""
     return {f"{s}.{k}": v for s, ms in results["metrics"].items() for k, v in ms.items()
             if not v.get("timing")}
-
-
-def write(name, data, mode="w"):
-    path = os.path.join(tmp, name)
-    with open(path, mode) as f:
-        f.write(data)
-    return path
 
 
 # 1. The trained model on its own kind of text, and on WikiText.
@@ -156,6 +114,4 @@ if MPIRUN and res1:
         busy = [r for r in res4["ranks"] if r["windows"] > 0]
         check("2 chunks on 4 ranks: two ranks busy", len(busy) == 2, str(res4["ranks"]))
 
-shutil.rmtree(tmp, ignore_errors=True)
-print("failures:", failures)
-sys.exit(1 if failures else 0)
+session.finish()

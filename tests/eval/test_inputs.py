@@ -6,55 +6,13 @@ too short for one chunk), each with its documented message and exit status 2."""
 import json
 import os
 import re
-import shutil
-import subprocess
-import sys
-import tempfile
 
-BIN = os.environ["EVALMESH_BIN"]
-MPIRUN = os.environ.get("EVALMESH_MPIRUN", "")
+from eval_helpers import MPIRUN, EvalSession
+
 MODEL = os.path.join(os.environ["EVALMESH_SOURCE_DIR"], "recipes", "data", "demo-model.gguf")
 
-failures = 0
-tmp = tempfile.mkdtemp(prefix="eval_inputs_")
-runs = 0
-
-
-def check(name, ok, detail=""):
-    global failures
-    if not ok:
-        failures += 1
-        print(f"FAIL {name} {detail}")
-
-
-def evalmesh(args, np=None):
-    """Runs evalmesh (under mpirun -np when np is given) with a fresh run directory; returns
-    (exit status, stdout, stderr, results.json or None)."""
-    global runs
-    runs += 1
-    run_dir = os.path.join(tmp, f"run{runs}")
-    cmd = [BIN, *args, "--run-dir", run_dir]
-    env = dict(os.environ)
-    if np is not None:
-        cmd = [MPIRUN, "-np", str(np), "--allow-run-as-root", "--oversubscribe", *cmd]
-        # LeakSanitizer's exit-time tracer sometimes crashes (signal 11) in oversubscribed
-        # OpenMPI jobs after the run finished; leaks are checked by the single-process runs.
-        if "ASAN_OPTIONS" in env:
-            env["ASAN_OPTIONS"] += ":detect_leaks=0"
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
-    results = None
-    path = os.path.join(run_dir, "results.json")
-    if os.path.exists(path):
-        with open(path) as f:
-            results = json.load(f)
-    return p.returncode, p.stdout, p.stderr, results
-
-
-def write(name, data, mode="w"):
-    path = os.path.join(tmp, name)
-    with open(path, mode) as f:
-        f.write(data)
-    return path
+session = EvalSession("eval_inputs_")
+check, evalmesh, write = session.check, session.evalmesh, session.write
 
 
 # 1. Empty documents are skipped and counted; a document shorter than one window is one window.
@@ -157,6 +115,4 @@ rc, out, err, res = evalmesh(["perplexity", "-m", MODEL, "-f", short, "-c", "128
 check("short rc", rc == 2, f"rc={rc} {err[-1500:]}")
 check("short message", re.search(r"short.txt: the text has \d+ tokens: fewer than one chunk of n_ctx = 128 tokens", err) is not None, err[-1500:])
 
-shutil.rmtree(tmp, ignore_errors=True)
-print("failures:", failures)
-sys.exit(1 if failures else 0)
+session.finish()
