@@ -202,3 +202,17 @@ FIXED_METRICS = """\
     model_sha256: ab12
     dataset_sha256: cd34
 """
+
+
+def report_recipe(folder, name, outputs, more=""):
+    """Writes folder/NAME.yaml: the FIXED_METRICS stage `m`, then a report stage `out` whose
+    `outputs:` list is the given lines (each indented six spaces), then `more` (further stages);
+    returns its path. The report stage's `kind:` is on line 18 and its first output on line 21."""
+    return write(os.path.join(folder, name + ".yaml"), """\
+name: %s
+stages:
+%s  out:
+    kind: report
+    metrics: m
+    outputs:
+%s%s""" % (name, FIXED_METRICS, outputs, more))

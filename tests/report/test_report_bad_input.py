@@ -6,24 +6,13 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from report_helpers import FIXED_METRICS, check, driver, run, tempdir, write
+from report_helpers import check, driver, report_recipe, run, tempdir
 
 work = tempdir()
 
 
-def recipe(name, outputs):
-    return write(os.path.join(work, name + ".yaml"), """\
-name: %s
-stages:
-%s  out:
-    kind: report
-    metrics: m
-    outputs:
-%s""" % (name, FIXED_METRICS, outputs))
-
-
 def attempt(name, outputs, run_dir=None):
-    path = recipe(name, outputs)
+    path = report_recipe(work, name, outputs)
     run_dir = run_dir or os.path.join(work, name)
     rc, out, err = run([driver(), path, run_dir])
     return path, rc, out, err, run_dir

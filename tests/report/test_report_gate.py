@@ -6,7 +6,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from report_helpers import FIXED_METRICS, Webhook, check, driver, run, tempdir, write
+from report_helpers import Webhook, check, driver, report_recipe, run, tempdir, write
 
 work = tempdir()
 hook = Webhook()
@@ -14,22 +14,17 @@ hook = Webhook()
 
 def recipe(name, gate, history=None):
     hist = "      - {type: history, path: %s}\n" % history if history else ""
-    return write(os.path.join(work, name + ".yaml"), """\
-name: %s
-stages:
-%s  out:
-    kind: report
-    metrics: m
-    outputs:
+    return report_recipe(work, name, """\
       - table
       - json
       - html
 %s      - {type: webhook, url: %s, retries: 0}
+""" % (hist, hook.url), """\
   gate:
     kind: gate
     metrics: m
     after: [out]
-%s""" % (name, FIXED_METRICS, hist, hook.url, gate))
+%s""" % gate)
 
 
 def gate_run(name, gate, history=None):

@@ -8,7 +8,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from report_helpers import (FIXED_METRICS, Pushgateway, check, driver, evalmesh, run, samples,
+from report_helpers import (Pushgateway, check, driver, evalmesh, report_recipe, run, samples,
                             tempdir, write)
 
 work = tempdir()
@@ -16,13 +16,7 @@ gw = Pushgateway(work).start()
 
 
 def recipe(name, url, job, required, retries=2):
-    return write(os.path.join(work, name + ".yaml"), """\
-name: %s
-stages:
-%s  out:
-    kind: report
-    metrics: m
-    outputs:
+    return report_recipe(work, name, """\
       - json
       - type: pushgateway
         url: %s
@@ -31,7 +25,7 @@ stages:
         retries: %d
         backoff_s: 0.05
         timeout_s: 2
-""" % (name, FIXED_METRICS, url, job, "true" if required else "false", retries))
+""" % (url, job, "true" if required else "false", retries))
 
 
 def expected(commit, recipe_name):

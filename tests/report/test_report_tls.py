@@ -6,7 +6,7 @@ import shutil
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from report_helpers import FIXED_METRICS, Webhook, check, driver, run, skip, tempdir, write
+from report_helpers import Webhook, check, driver, report_recipe, run, skip, tempdir
 
 if not shutil.which("openssl"):
     skip("openssl is not installed")
@@ -21,15 +21,9 @@ check(hook.url.startswith("https://"), hook.url)
 
 
 def attempt(name, extra):
-    path = write(os.path.join(work, name + ".yaml"), """\
-name: %s
-stages:
-%s  out:
-    kind: report
-    metrics: m
-    outputs:
+    path = report_recipe(work, name, """\
       - {type: webhook, url: %s, required: true, retries: 0%s}
-""" % (name, FIXED_METRICS, hook.url, extra))
+""" % (hook.url, extra))
     return run([driver(), path, os.path.join(work, name)])
 
 

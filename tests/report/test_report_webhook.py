@@ -9,7 +9,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from report_helpers import (FIXED_METRICS, Webhook, all_files, check, driver, evalmesh, run,
+from report_helpers import (Webhook, all_files, check, driver, evalmesh, report_recipe, run,
                             tempdir, write)
 
 TOKEN = "tok-3f9c2a7e51d84b60"
@@ -18,13 +18,7 @@ hook = Webhook()
 
 
 def recipe(name, auth, required=True, retries=2):
-    return write(os.path.join(work, name + ".yaml"), """\
-name: %s
-stages:
-%s  out:
-    kind: report
-    metrics: m
-    outputs:
+    return report_recipe(work, name, """\
       - json
       - type: webhook
         url: %s
@@ -32,7 +26,7 @@ stages:
         retries: %d
         backoff_s: 0.05
         auth: %s
-""" % (name, FIXED_METRICS, hook.url, "true" if required else "false", retries, auth))
+""" % (hook.url, "true" if required else "false", retries, auth))
 
 
 def no_secret(run_dir, log_text, secret):
