@@ -1,40 +1,16 @@
-"""An independent NumPy reference for the CPU forward: a small GGUF reader (v2/v3 metadata and
-tensors; F32, F16, BF16, Q8_0 and Q4_0 dequantized in NumPy) and a float64 Llama forward that
-returns, for each scored position, -log p(target) and the argmax. Written from the GGUF and
-Llama definitions, sharing no code with the C side."""
-import struct
+"""An independent NumPy reference for the CPU forward: GGUF tensors (read with
+tests/support/gguf_reader.py; F32, F16, BF16, Q8_0 and Q4_0 dequantized in NumPy) and a float64
+Llama forward that returns, for each scored position, -log p(target) and the argmax. Written
+from the GGUF and Llama definitions, sharing no code with the C side."""
+import os
+import sys
 
 import numpy as np
 
-GGUF_SCALAR = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?",
-               10: "<Q", 11: "<q", 12: "<d"}
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from gguf_reader import read_gguf_index  # noqa: E402
+
 QK = 32
-
-
-class Reader:
-    def __init__(self, data):
-        self.data, self.pos = data, 0
-
-    def take(self, fmt):
-        (v,) = struct.unpack_from(fmt, self.data, self.pos)
-        self.pos += struct.calcsize(fmt)
-        return v
-
-    def string(self):
-        n = self.take("<Q")
-        s = bytes(self.data[self.pos:self.pos + n]).decode("utf-8", "replace")
-        self.pos += n
-        return s
-
-    def value(self, t):
-        if t in GGUF_SCALAR:
-            return self.take(GGUF_SCALAR[t])
-        if t == 8:
-            return self.string()
-        if t == 9:
-            et, n = self.take("<I"), self.take("<Q")
-            return [self.value(et) for _ in range(n)]
-        raise ValueError("bad GGUF value type %d" % t)
 
 
 def dequantize(ggml_type, raw, n_in, n_out):
@@ -64,25 +40,8 @@ def dequantize(ggml_type, raw, n_in, n_out):
 
 def read_gguf(path):
     """(metadata dict, {name: float64 array (n_out, n_in) or (n,)}, {name: ggml type})"""
-    data = memoryview(open(path, "rb").read())
-    r = Reader(data)
-    assert bytes(data[:4]) == b"GGUF", path
-    r.pos = 4
-    version = r.take("<I")
-    assert version in (2, 3)
-    n_tensors, n_kv = r.take("<Q"), r.take("<Q")
-    meta = {}
-    for _ in range(n_kv):
-        key = r.string()
-        meta[key] = r.value(r.take("<I"))
-    infos = []
-    for _ in range(n_tensors):
-        name = r.string()
-        n_dims = r.take("<I")
-        shape = [r.take("<Q") for _ in range(n_dims)]
-        infos.append((name, shape, r.take("<I"), r.take("<Q")))
-    align = meta.get("general.alignment", 32)
-    start = (r.pos + align - 1) // align * align
+    data, meta, infos, start = read_gguf_index(path)
+    data = memoryview(data)  # slices below share the file's bytes instead of copying them
     tensors, types = {}, {}
     for name, shape, t, off in infos:
         n_in = shape[0]

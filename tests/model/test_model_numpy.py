@@ -17,8 +17,9 @@ import tempfile
 
 import numpy as np
 
-GGUF_SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?",
-                10: "<Q", 11: "<q", 12: "<d"}
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from gguf_reader import read_gguf_index  # noqa: E402
+
 # ggml type id: (name, values per block, bytes per block)
 GGML_TYPES = {0: ("F32", 1, 4), 1: ("F16", 1, 2), 2: ("Q4_0", 32, 18), 8: ("Q8_0", 32, 34),
               30: ("BF16", 1, 2)}
@@ -33,50 +34,9 @@ def check(cond, what):
         print("FAILED:", what)
 
 
-class Reader:
-    def __init__(self, data):
-        self.data, self.pos = data, 0
-
-    def take(self, fmt):
-        v = struct.unpack_from(fmt, self.data, self.pos)[0]
-        self.pos += struct.calcsize(fmt)
-        return v
-
-    def string(self):
-        n = self.take("<Q")
-        s = self.data[self.pos:self.pos + n].decode("utf-8", "replace")
-        self.pos += n
-        return s
-
-    def value(self, t):
-        if t == 8:
-            return self.string()
-        if t == 9:
-            et, n = self.take("<I"), self.take("<Q")
-            return [self.value(et) for _ in range(n)]
-        return self.take(GGUF_SCALARS[t])
-
-
 def read_gguf(path):
-    """Returns (metadata dict, {name: (type name, shape, bytes)}, data offset)."""
-    data = open(path, "rb").read()
-    r = Reader(data)
-    assert data[:4] == b"GGUF"
-    r.pos = 4
-    version, n_tensors, n_kv = r.take("<I"), r.take("<Q"), r.take("<Q")
-    assert version in (2, 3)
-    meta = {}
-    for _ in range(n_kv):
-        key = r.string()
-        meta[key] = r.value(r.take("<I"))
-    infos = []
-    for _ in range(n_tensors):
-        name = r.string()
-        n_dims = r.take("<I")
-        shape = [r.take("<Q") for _ in range(n_dims)]
-        infos.append((name, shape, r.take("<I"), r.take("<Q")))
-    align = meta.get("general.alignment", 32)
-    start = (r.pos + align - 1) // align * align
+    """Returns (metadata dict, {name: (type name, shape, bytes)}, data offset, file bytes)."""
+    data, meta, infos, start = read_gguf_index(path)
     tensors = {}
     for name, shape, t, off in infos:
         tname, block, block_bytes = GGML_TYPES[t]
