@@ -6,11 +6,11 @@ Compared with `evalmesh tokenize --ids-only --no-bos` for GPT-2 (GGUF) and Llama
 exercised) and on llama.cpp's test strings."""
 import json
 import os
-import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gguf_vocab import read_gguf_metadata  # noqa: E402
+from tokenize_run import evalmesh_ids  # noqa: E402
 
 try:
     import regex
@@ -19,7 +19,6 @@ except ImportError:
     sys.exit(77)
 
 DATA = os.environ.get("EVALMESH_SHARED_DATA", "../shared/data")
-BIN = os.environ.get("EVALMESH_BIN", "evalmesh")
 GPT2 = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 LLAMA3 = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+"""
           r"""[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+""")
@@ -78,20 +77,6 @@ class Bpe:
         return [i for w in self.pattern.findall(text) for i in self.word(w)]
 
 
-def evalmesh_ids(tokenizer, inputs):
-    marker = "__ggml_vocab_test__"
-    path = os.path.join(os.environ.get("EVALMESH_BUILD_DIR", "."), "bpe_reference_input.txt")
-    with open(path, "w", encoding="utf-8") as f:
-        for text in inputs:
-            f.write(text + "\n" + marker + "\n")
-    out = subprocess.run([BIN, "tokenize", tokenizer, "--text-file", path, "--split-marker",
-                          marker, "--ids-only", "--no-bos"], capture_output=True, text=True)
-    if out.returncode != 0:
-        print(out.stderr)
-        sys.exit(1)
-    return [[int(x) for x in l.split()] for l in out.stdout.split("\n")[:-1]]
-
-
 def main():
     gpt2_path = os.path.join(DATA, "tokenizers/gpt-2/ggml-vocab-gpt-2.gguf")
     llama3_path = os.path.join(DATA, "tokenizers/llama3/tokenizer.json")
@@ -112,7 +97,7 @@ def main():
     inputs += open(tests, encoding="utf-8").read().split("\n__ggml_vocab_test__\n")[:-1]
     failures = 0
     for name, path, ref in (("gpt-2", gpt2_path, gpt2), ("llama3", llama3_path, llama3)):
-        got = evalmesh_ids(path, inputs)
+        got = evalmesh_ids(path, inputs, "bpe_reference_input.txt")
         same = sum(1 for text, ids in zip(inputs, got) if ref.encode(text) == ids)
         print(f"{name}: {same}/{len(inputs)} inputs agree with the reference")
         if same != len(inputs) or len(got) != len(inputs):

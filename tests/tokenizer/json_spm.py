@@ -12,9 +12,9 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gguf_vocab import read_gguf_metadata  # noqa: E402
+from tokenize_run import BIN, tokenize_file  # noqa: E402
 
 DATA = os.environ.get("EVALMESH_SHARED_DATA", "../shared/data")
-BIN = os.environ["EVALMESH_BIN"]
 gguf = os.path.join(DATA, "tokenizers/llama-spm/ggml-vocab-llama-spm.gguf")
 if not os.path.exists(gguf):
     print(f"SKIPPED: {gguf} is absent (shared test data)")
@@ -55,10 +55,7 @@ with tempfile.TemporaryDirectory() as d:
     path = os.path.join(d, "tokenizer.json")
     with open(path, "w", encoding="utf-8") as f:
         json.dump(tokenizer, f)
-    out = subprocess.run([BIN, "tokenize", path, "--text-file", gguf + ".inp", "--split-marker",
-                          "__ggml_vocab_test__", "--ids-only", "--no-bos"], capture_output=True,
-                         text=True)
-    got = [l.split() for l in out.stdout.split("\n")[:-1]]
+    out, got = tokenize_file(path, gguf + ".inp")
     expected = [l.split() for l in open(gguf + ".out", encoding="utf-8").read().split("\n")[:-1]]
     same = sum(1 for g, e in zip(got, expected) if g == e)
     print(f"Llama 2 as tokenizer.json: {same}/{len(expected)} test strings give the expected ids")

@@ -5,14 +5,13 @@ the TinyStories sample (stories260K's own vocabulary) and on WikiText lines (Lla
 vocabulary). Prints the ids of one sentence, which tokenizer_stories.c checks against the C
 tokenizer."""
 import os
-import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gguf_vocab import read_gguf_metadata  # noqa: E402
+from tokenize_run import evalmesh_ids  # noqa: E402
 
 DATA = os.environ.get("EVALMESH_SHARED_DATA", "../shared/data")
-BIN = os.environ.get("EVALMESH_BIN", "evalmesh")
 
 
 def read_gguf_vocab(path):
@@ -58,20 +57,6 @@ class Spm:
         return out
 
 
-def evalmesh_ids(tokenizer, lines):
-    marker = "__ggml_vocab_test__"
-    path = os.path.join(os.environ.get("EVALMESH_BUILD_DIR", "."), "spm_reference_input.txt")
-    with open(path, "w", encoding="utf-8") as f:
-        for line in lines:
-            f.write(line + "\n" + marker + "\n")
-    out = subprocess.run([BIN, "tokenize", tokenizer, "--text-file", path, "--split-marker",
-                          marker, "--ids-only", "--no-bos"], capture_output=True, text=True)
-    if out.returncode != 0:
-        print(out.stderr)
-        sys.exit(1)
-    return [[int(x) for x in l.split()] for l in out.stdout.split("\n")[:-1]]
-
-
 def main():
     stories = os.path.join(DATA, "models/stories260K.gguf")
     llama = os.path.join(DATA, "tokenizers/llama-spm/ggml-vocab-llama-spm.gguf")
@@ -86,7 +71,7 @@ def main():
               (llama, [l for l in open(wiki, encoding="utf-8").read().split("\n") if l][:60])]
     for tokenizer, lines in checks:
         ref = Spm(tokenizer)
-        got = evalmesh_ids(tokenizer, lines)
+        got = evalmesh_ids(tokenizer, lines, "spm_reference_input.txt")
         same = sum(1 for line, ids in zip(lines, got) if ref.encode(line) == ids)
         print(f"{os.path.basename(tokenizer)}: {same}/{len(lines)} lines agree with the reference")
         if same != len(lines) or len(got) != len(lines):
