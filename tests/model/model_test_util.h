@@ -1,5 +1,5 @@
-/* Helpers shared by the model tests: a scratch directory, running evalmesh-mkmodel, and reading
- * and writing whole files. */
+/* Helpers shared by the model tests: a scratch directory, running evalmesh-mkmodel, reading and
+ * writing whole files, and the message of a bad-input error. */
 #ifndef EVALMESH_MODEL_TEST_UTIL_H
 #define EVALMESH_MODEL_TEST_UTIL_H
 
@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "runner/util/error.h"
+#include "test.h"
 
 /* A fresh directory under /tmp, removed by scratch_remove. */
 static inline char *scratch_dir(void) {
@@ -63,6 +64,17 @@ static inline void write_file(const char *path, const void *data, size_t size) {
         perror(path);
         exit(1);
     }
+}
+
+/* The message of a parser's error (err is freed), after checking its exit status is 2 (bad
+ * input); "" when err is NULL (the parse succeeded), which the callers treat as a failure. The
+ * caller frees the message. */
+static inline char *bad_input_message(em_status err) {
+    if (!err) return em_xstrdup("");
+    CHECK_INT_EQ(err->exit_code, EM_EXIT_BAD_INPUT);
+    char *msg = em_xstrdup(err->message);
+    em_error_free(err);
+    return msg;
 }
 
 #endif

@@ -44,15 +44,8 @@ static char *parse_error(const uint8_t *data, size_t size) {
     memcpy(copy, data, size);
     em_gguf *g = NULL;
     em_status err = em_gguf_parse(copy, size, "bad.gguf", &g);
-    char *msg;
-    if (err) {
-        CHECK_INT_EQ(err->exit_code, EM_EXIT_BAD_INPUT);
-        msg = em_xstrdup(err->message);
-        em_error_free(err);
-    } else {
-        msg = em_xstrdup("");
-        em_gguf_close(g);
-    }
+    if (!err) em_gguf_close(g);
+    char *msg = bad_input_message(err);
     free(copy);
     return msg;
 }

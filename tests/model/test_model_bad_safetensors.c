@@ -29,15 +29,8 @@ static char *parse_error(const uint8_t *data, size_t size) {
     memcpy(copy, data, size);
     em_safetensors *st = NULL;
     em_status err = em_safetensors_parse(copy, size, "x.safetensors", &st);
-    char *msg;
-    if (err) {
-        CHECK_INT_EQ(err->exit_code, EM_EXIT_BAD_INPUT);
-        msg = em_xstrdup(err->message);
-        em_error_free(err);
-    } else {
-        msg = em_xstrdup("");
-        em_safetensors_close(st);
-    }
+    if (!err) em_safetensors_close(st);
+    char *msg = bad_input_message(err);
     free(copy);
     return msg;
 }
