@@ -12,7 +12,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gguf_vocab import read_gguf_metadata  # noqa: E402
-from tokenize_run import BIN, tokenize_file  # noqa: E402
+from tokenize_run import BIN, matches_llama_cpp_cases  # noqa: E402
 
 DATA = os.environ.get("EVALMESH_SHARED_DATA", "../shared/data")
 gguf = os.path.join(DATA, "tokenizers/gpt-2/ggml-vocab-gpt-2.gguf")
@@ -42,12 +42,7 @@ with tempfile.TemporaryDirectory() as d:
         json.dump(tokenizer, f)
     with open(os.path.join(d, "tokenizer_config.json"), "w", encoding="utf-8") as f:
         json.dump({"add_bos_token": True, "bos_token": "<|endoftext|>"}, f)
-    out, got = tokenize_file(d, gguf + ".inp")
-    expected = [l.split() for l in open(gguf + ".out", encoding="utf-8").read().split("\n")[:-1]]
-    same = sum(1 for g, e in zip(got, expected) if g == e)
-    print(f"GPT-2 as tokenizer.json: {same}/{len(expected)} test strings give the expected ids")
-    if out.returncode != 0 or same != len(expected) or len(got) != len(expected):
-        print(out.stderr)
+    if not matches_llama_cpp_cases(d, gguf, "GPT-2 as tokenizer.json"):
         failures += 1
     # BOS from tokenizer_config.json; the special token only with --parse-special.
     out = subprocess.run([BIN, "tokenize", d, "--ids-only", "Hello<|endoftext|>"],

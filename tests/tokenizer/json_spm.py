@@ -12,7 +12,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gguf_vocab import read_gguf_metadata  # noqa: E402
-from tokenize_run import BIN, tokenize_file  # noqa: E402
+from tokenize_run import BIN, matches_llama_cpp_cases  # noqa: E402
 
 DATA = os.environ.get("EVALMESH_SHARED_DATA", "../shared/data")
 gguf = os.path.join(DATA, "tokenizers/llama-spm/ggml-vocab-llama-spm.gguf")
@@ -55,16 +55,7 @@ with tempfile.TemporaryDirectory() as d:
     path = os.path.join(d, "tokenizer.json")
     with open(path, "w", encoding="utf-8") as f:
         json.dump(tokenizer, f)
-    out, got = tokenize_file(path, gguf + ".inp")
-    expected = [l.split() for l in open(gguf + ".out", encoding="utf-8").read().split("\n")[:-1]]
-    same = sum(1 for g, e in zip(got, expected) if g == e)
-    print(f"Llama 2 as tokenizer.json: {same}/{len(expected)} test strings give the expected ids")
-    if out.returncode != 0 or same != len(expected) or len(got) != len(expected):
-        print(out.stderr)
-        for g, e in zip(got, expected):
-            if g != e:
-                print("  first difference:", g[:12], e[:12])
-                break
+    if not matches_llama_cpp_cases(path, gguf, "Llama 2 as tokenizer.json"):
         failures += 1
     out = subprocess.run([BIN, "tokenize", path, "--ids-only", "Hello world"],
                          capture_output=True, text=True)

@@ -1,5 +1,6 @@
 """Runs `evalmesh tokenize --ids-only --no-bos` on many texts at once (one file, texts separated
-by llama.cpp's test marker) for the Python tokenizer tests, and reads the ids back per text."""
+by llama.cpp's test marker) for the Python tokenizer tests, reads the ids back per text, and
+checks them against llama.cpp's expected ids for its test strings."""
 import os
 import subprocess
 import sys
@@ -28,3 +29,21 @@ def evalmesh_ids(tokenizer, texts, file_name):
         print(out.stderr)
         sys.exit(1)
     return [[int(x) for x in l] for l in ids]
+
+
+def matches_llama_cpp_cases(tokenizer, gguf, label):
+    """Tokenizes llama.cpp's test strings for a vocabulary (GGUF.inp) with tokenizer and compares
+    with their expected ids (GGUF.out). Prints how many agree, and on a mismatch evalmesh's stderr
+    and the first difference; returns True when evalmesh succeeded and every string agrees."""
+    out, got = tokenize_file(tokenizer, gguf + ".inp")
+    expected = [l.split() for l in open(gguf + ".out", encoding="utf-8").read().split("\n")[:-1]]
+    same = sum(1 for g, e in zip(got, expected) if g == e)
+    print(f"{label}: {same}/{len(expected)} test strings give the expected ids")
+    if out.returncode != 0 or same != len(expected) or len(got) != len(expected):
+        print(out.stderr)
+        for g, e in zip(got, expected):
+            if g != e:
+                print("  first difference:", g[:12], e[:12])
+                break
+        return False
+    return True
