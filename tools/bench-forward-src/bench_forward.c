@@ -1,8 +1,14 @@
 /* Benchmark of the CPU forward (run by tools/bench-forward): loads a model, runs a few windows of
  * n_ctx tokens through em_llama_forward and prints tokens/s, achieved GFLOP/s (2 FLOPs per
  * multiply-add of every matmul, attention included), OpenBLAS sgemm GFLOP/s measured on this
- * machine at M=n_ctx, N=K=dim (single-threaded and with all threads), their ratio, and peak RSS
- * against the model file size.
+ * machine at M=n_ctx, N=K=dim with the same threads, their ratio, and peak RSS against the model
+ * file size.
+ *
+ * The reference is measured fairly: after each forward window, single-threaded sgemm runs on every
+ * thread at M=n_ctx, N=K=dim for as many FLOPs as the window did, so both see the machine in the
+ * same state for the same time;
+ * the ratio of each pair is taken and the median over windows reported (a best-of-few short sgemm
+ * calls would catch the machine's luckiest milliseconds and overstate the reference).
  * Usage: bench_forward MODEL [N_CTX=512] [WINDOWS=3] [THREADS=all cores] */
 #include <cblas.h>
 #include <omp.h>
@@ -28,28 +34,62 @@ static double cpu_seconds(void) {
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-/* GFLOP/s of C (M, N) = A (M, K) B^T with OpenBLAS using `threads` threads (best of 5), and
- * GFLOP per CPU-second (best of 5) in *per_cpu_second. */
-static double sgemm_gflops(int M, int N, int K, int threads, double *per_cpu_second) {
-    float *a = malloc((size_t)M * K * sizeof(float)), *b = malloc((size_t)N * K * sizeof(float));
-    float *c = malloc((size_t)M * N * sizeof(float));
-    for (size_t i = 0; i < (size_t)M * K; i++) a[i] = (float)(i % 7) * 0.1f;
-    for (size_t i = 0; i < (size_t)N * K; i++) b[i] = (float)(i % 5) * 0.1f;
-    openblas_set_num_threads(threads);
-    double best = 1e30, best_cpu = 1e30;
-    for (int rep = 0; rep < 6; rep++) {
-        double t0 = now_seconds(), c0 = cpu_seconds();
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, a, K, b, K, 0.0f, c, N);
-        double dt = now_seconds() - t0, dc = cpu_seconds() - c0;
-        if (rep > 0 && dt < best) best = dt; /* the first call warms up */
-        if (rep > 0 && dc < best_cpu) best_cpu = dc;
+/* The sgemm reference: C (M, N) = A (M, K) B^T by single-threaded OpenBLAS sgemm on each of
+ * `threads` OpenMP threads at once (each with its own output): the machine's sgemm throughput at
+ * this shape on those cores, free of any partitioning overhead and measured with the same OpenMP
+ * threads the forward uses (so no thread pool waits on another). */
+typedef struct sgemm_reference {
+    int M, N, K;
+    float *a, *b;
+    float **c; /* one output per thread */
+    int threads;
+} sgemm_reference;
+
+static void reference_init(sgemm_reference *r, int M, int N, int K, int threads) {
+    r->M = M, r->N = N, r->K = K, r->threads = threads;
+    r->a = malloc((size_t)M * K * sizeof(float));
+    r->b = malloc((size_t)N * K * sizeof(float));
+    r->c = malloc((size_t)threads * sizeof *r->c);
+    for (int t = 0; t < threads; t++) r->c[t] = malloc((size_t)M * N * sizeof(float));
+    for (size_t i = 0; i < (size_t)M * K; i++) r->a[i] = (float)(i % 7) * 0.1f;
+    for (size_t i = 0; i < (size_t)N * K; i++) r->b[i] = (float)(i % 5) * 0.1f;
+}
+
+/* Runs sgemm on `threads` threads until at least `flops` were done in all; the achieved FLOPs,
+ * wall and CPU seconds. */
+static double reference_run(const sgemm_reference *r, int threads, double flops, double *seconds,
+                            double *cpu) {
+    double per_call = 2.0 * r->M * r->N * r->K;
+    int calls = (int)(flops / per_call / threads + 0.999);
+    if (calls < 1) calls = 1;
+    double t0 = now_seconds(), c0 = cpu_seconds();
+#pragma omp parallel num_threads(threads)
+    {
+        float *c = r->c[omp_get_thread_num()];
+        for (int i = 0; i < calls; i++)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r->M, r->N, r->K, 1.0f, r->a, r->K,
+                        r->b, r->K, 0.0f, c, r->N);
     }
-    *per_cpu_second = 2.0 * M * N * K / best_cpu / 1e9;
-    openblas_set_num_threads(1);
-    free(a);
-    free(b);
-    free(c);
-    return 2.0 * M * N * K / best / 1e9;
+    *seconds = now_seconds() - t0;
+    *cpu = cpu_seconds() - c0;
+    return per_call * calls * threads;
+}
+
+static void reference_free(sgemm_reference *r) {
+    for (int t = 0; t < r->threads; t++) free(r->c[t]);
+    free(r->c);
+    free(r->a);
+    free(r->b);
+}
+
+static int compare_doubles(const void *x, const void *y) {
+    double a = *(const double *)x, b = *(const double *)y;
+    return (a > b) - (a < b);
+}
+
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, compare_doubles);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 int main(int argc, char **argv) {
@@ -81,28 +121,37 @@ int main(int argc, char **argv) {
     }
     double *nll = malloc((size_t)n_ctx * sizeof *nll);
     int32_t *argmax = malloc((size_t)n_ctx * sizeof *argmax);
-    /* one window to fault in the mapped weights, then the timed ones */
+    double flops = em_llama_forward_flops(c, n_ctx, 0); /* per window */
+    sgemm_reference ref;
+    reference_init(&ref, n_ctx, c->dim, c->dim, threads);
+    /* one window (and one reference block) to warm up, then the timed pairs */
     err = em_llama_forward_window(f, ids, ids + 1, n_ctx, 0, nll, argmax);
-    /* the machine may be shared: report the mean and the fastest window */
-    double seconds = 0, best = 1e30, best_cpu = 1e30;
+    double warm_s, warm_cpu;
+    reference_run(&ref, threads, flops, &warm_s, &warm_cpu);
+    double seconds = 0, best = 1e30, ref_gflops_sum = 0;
+    double *ratio = malloc((size_t)windows * sizeof *ratio);
+    double *ratio_cpu = malloc((size_t)windows * sizeof *ratio_cpu);
+    double *fwd_gflops = malloc((size_t)windows * sizeof *fwd_gflops);
     for (int w = 0; w < windows && !err; w++) {
         double t0 = now_seconds(), c0 = cpu_seconds();
         err = em_llama_forward_window(f, ids, ids + 1, n_ctx, 0, nll, argmax);
         double dt = now_seconds() - t0, dc = cpu_seconds() - c0;
+        double ref_s, ref_cpu;
+        double ref_flops = reference_run(&ref, threads, flops, &ref_s, &ref_cpu);
         seconds += dt;
         if (dt < best) best = dt;
-        if (dc < best_cpu) best_cpu = dc;
+        fwd_gflops[w] = flops / dt / 1e9;
+        ref_gflops_sum += ref_flops / ref_s / 1e9;
+        ratio[w] = (flops / dt) / (ref_flops / ref_s);
+        ratio_cpu[w] = (flops / dc) / (ref_flops / ref_cpu);
     }
     if (err) {
         fprintf(stderr, "error: %s\n", err->message);
         return err->exit_code;
     }
-    double flops = em_llama_forward_flops(c, n_ctx, 0); /* per window */
-    double gflops = flops / best / 1e9;
-    double gflops_cpu = flops / best_cpu / 1e9;
-    double sgemm1_cpu, sgemm_all_cpu;
-    double sgemm1 = sgemm_gflops(n_ctx, c->dim, c->dim, 1, &sgemm1_cpu);
-    double sgemm_all = sgemm_gflops(n_ctx, c->dim, c->dim, threads, &sgemm_all_cpu);
+    double sgemm1_s, sgemm1_cpu;
+    double sgemm1_flops = reference_run(&ref, 1, flops / 4, &sgemm1_s, &sgemm1_cpu);
+    reference_free(&ref);
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     double rss_mib = ru.ru_maxrss / 1024.0, file_mib = m->file_size / 1048576.0;
@@ -111,16 +160,20 @@ int main(int argc, char **argv) {
            argv[1], type, c->dim, c->n_layers, c->ffn_dim, c->n_vocab, n_ctx, windows, threads);
     printf("  tokens/s        %10.1f  mean, %.1f fastest window\n", n_ctx * windows / seconds,
            n_ctx / best);
-    printf("  forward GFLOP/s %10.1f  fastest window (%.1f GFLOP per window)\n", gflops,
-           flops / 1e9);
-    printf("  sgemm GFLOP/s   %10.1f  1 thread, %.1f with %d threads (M=%d, N=K=%d)\n", sgemm1,
-           sgemm_all, threads, n_ctx, c->dim);
-    printf("  ratio           %10.1f%% of sgemm with %d threads\n", 100.0 * gflops / sgemm_all,
-           threads);
-    printf("  per CPU-second  %10.1f  GFLOP forward, %.1f sgemm with %d threads: %.1f%%\n",
-           gflops_cpu, sgemm_all_cpu, threads, 100.0 * gflops_cpu / sgemm_all_cpu);
+    printf("  forward GFLOP/s %10.1f  median window (%.1f GFLOP per window)\n",
+           median(fwd_gflops, windows), flops / 1e9);
+    printf("  sgemm GFLOP/s   %10.1f  with %d threads between the windows, %.1f with 1 thread "
+           "(M=%d, N=K=%d)\n",
+           ref_gflops_sum / windows, threads, sgemm1_flops / sgemm1_s / 1e9, n_ctx, c->dim);
+    printf("  ratio           %10.1f%% of sgemm (median of %d window/sgemm pairs)\n",
+           100.0 * median(ratio, windows), windows);
+    printf("  per CPU-second  %10.1f%% of sgemm (median of the pairs, CPU time)\n",
+           100.0 * median(ratio_cpu, windows));
     printf("  peak RSS        %10.1f MiB, model file %.1f MiB (%.2fx)\n", rss_mib, file_mib,
            rss_mib / file_mib);
+    free(ratio);
+    free(ratio_cpu);
+    free(fwd_gflops);
     free(ids);
     free(nll);
     free(argmax);
