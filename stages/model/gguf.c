@@ -79,8 +79,7 @@ static char *string_dup(em_gguf_string s) {
     return c;
 }
 
-/* Bytes of one element of a fixed-size type; 0 for STRING and ARRAY and unknown types. */
-static size_t fixed_size(uint32_t type) {
+size_t em_gguf_type_size(uint32_t type) {
     switch (type) {
     case EM_GGUF_UINT8:
     case EM_GGUF_INT8:
@@ -189,11 +188,11 @@ static em_status read_array(reader *r, int depth, em_gguf_value *v) {
     /* The smallest encoding of one element: a string is at least its 8-byte length, an array
      * at least its type and count. A count that cannot fit in the bytes left is rejected before
      * anything is allocated for it. */
-    size_t elem_min = fixed_size(elem_type);
+    size_t elem_min = em_gguf_type_size(elem_type);
     if (elem_type == EM_GGUF_STRING) elem_min = 8;
     if (elem_type == EM_GGUF_ARRAY) elem_min = 12;
     if (v->arr.count > remaining(r) / elem_min) {
-        if (fixed_size(elem_type))
+        if (em_gguf_type_size(elem_type))
             return truncated(r, v->arr.count * elem_min); /* no overflow: count < 2^64 / 8 */
         return em_error_new(EM_EXIT_BAD_INPUT,
                             "%s: truncated or corrupt %s: an array of %llu %s elements at offset "
@@ -201,7 +200,7 @@ static em_status read_array(reader *r, int depth, em_gguf_value *v) {
                             r->name, r->where, (unsigned long long)v->arr.count,
                             em_gguf_type_name(v->arr.elem_type), r->pos, remaining(r));
     }
-    if (fixed_size(elem_type)) {
+    if (em_gguf_type_size(elem_type)) {
         v->arr.data = r->data + r->pos;
         r->pos += v->arr.count * elem_min;
         return NULL;
@@ -226,7 +225,7 @@ static em_status read_value(reader *r, em_gguf_type type, int depth, em_gguf_val
     v->type = type;
     if (type == EM_GGUF_STRING) return read_string(r, &v->str);
     if (type == EM_GGUF_ARRAY) return read_array(r, depth, v);
-    size_t n = fixed_size(type);
+    size_t n = em_gguf_type_size(type);
     if (remaining(r) < n) return truncated(r, n);
     decode_scalar(v, r->data + r->pos);
     r->pos += n;

@@ -90,5 +90,7 @@ em_status em_gguf_get_f64(const em_gguf *g, const char *key, double *out, bool *
 em_status em_gguf_get_string(const em_gguf *g, const char *key, em_gguf_string *out, bool *found);
 em_status em_gguf_get_bool(const em_gguf *g, const char *key, bool *out, bool *found);
 const char *em_gguf_type_name(em_gguf_type type);
+/* Bytes of one value of a fixed-size type; 0 for STRING, ARRAY and unknown types. */
+size_t em_gguf_type_size(uint32_t type);
 
 #endif

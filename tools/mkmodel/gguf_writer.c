@@ -106,24 +106,6 @@ void gguf_kv_f32_array(gguf_writer *w, const char *key, const float *values, siz
     put(&w->kvs, values, 4 * n);
 }
 
-static size_t scalar_bytes(em_gguf_type t) {
-    switch (t) {
-    case EM_GGUF_UINT8:
-    case EM_GGUF_INT8:
-    case EM_GGUF_BOOL:
-        return 1;
-    case EM_GGUF_UINT16:
-    case EM_GGUF_INT16:
-        return 2;
-    case EM_GGUF_UINT32:
-    case EM_GGUF_INT32:
-    case EM_GGUF_FLOAT32:
-        return 4;
-    default:
-        return 8;
-    }
-}
-
 /* Re-encodes a parsed value (its scalar fields were decoded; arrays keep their raw data). */
 static void put_value(bytes *b, const em_gguf_value *v) {
     if (v->type == EM_GGUF_STRING) {
@@ -137,14 +119,14 @@ static void put_value(bytes *b, const em_gguf_value *v) {
         } else if (v->arr.elem_type == EM_GGUF_ARRAY) {
             for (uint64_t i = 0; i < v->arr.count; i++) put_value(b, &v->arr.arrays[i]);
         } else {
-            put(b, v->arr.data, v->arr.count * scalar_bytes(v->arr.elem_type));
+            put(b, v->arr.data, v->arr.count * em_gguf_type_size(v->arr.elem_type));
         }
     } else if (v->type == EM_GGUF_FLOAT32) {
         float f = (float)v->f64;
         put(b, &f, 4);
     } else {
         /* integers and bools: the low bytes of the 64-bit field (little-endian) */
-        put(b, &v->u64, scalar_bytes(v->type));
+        put(b, &v->u64, em_gguf_type_size(v->type));
     }
 }
 
