@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "runner/recipe/recipe.h"
+#include "recipe_test_util.h"
 #include "test.h"
 
 static const em_mark here = {"t.yaml", 4, 12};
@@ -125,15 +126,6 @@ static void check_getters(void) {
     CHECK_STR_EQ(err ? err->message : NULL, "expected a string, found nothing");
     em_error_free(err);
     em_node_free(map);
-}
-
-static em_node *parse(const char *text) {
-    em_node *n = NULL;
-    em_status err = em_yaml_parse(text, strlen(text), "t.yaml", &n);
-    if (err) fprintf(stderr, "unexpected error: %s\n", err->message);
-    CHECK(err == NULL);
-    em_error_free(err);
-    return n;
 }
 
 static void check_lookup(void) {

@@ -7,6 +7,7 @@
 #include "runner/recipe/embedded.h"
 #include "runner/recipe/recipe.h"
 #include "runner/recipe/schema.h"
+#include "recipe_test_util.h"
 #include "test.h"
 
 static em_schema *schema;
@@ -22,15 +23,6 @@ static char *read_text(const char *path) {
     fclose(mem);
     fclose(f);
     return text;
-}
-
-static em_node *parse(const char *yaml) {
-    em_node *n = NULL;
-    em_status err = em_yaml_parse(yaml, strlen(yaml), "t.yaml", &n);
-    if (err) fprintf(stderr, "unexpected YAML error: %s\n", err->message);
-    CHECK(err == NULL);
-    em_error_free(err);
-    return n;
 }
 
 /* Validates yaml (a stage map) and returns the completed tree; the caller frees it. */

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "runner/recipe/recipe.h"
+#include "recipe_test_util.h"
 #include "test.h"
 
 static char files_dir[4096];
@@ -45,15 +46,6 @@ static void check_file_error(const char *name, const char *message) {
     CHECK_STR_EQ(err->message, expected);
     CHECK_INT_EQ(err->exit_code, 2);
     em_error_free(err);
-}
-
-static em_node *parse(const char *text) {
-    em_node *n = NULL;
-    em_status err = em_yaml_parse(text, strlen(text), "t.yaml", &n);
-    if (err) fprintf(stderr, "unexpected error: %s\n", err->message);
-    CHECK(err == NULL);
-    em_error_free(err);
-    return n;
 }
 
 static void check_marks(void) {
