@@ -1,13 +1,15 @@
 /* Batch and thread invariance of the CPU forward: a window's per-token results (nll and argmax)
  * must be bit-identical whether it runs alone or after other windows of other lengths, and with
- * 1 or 2 OpenMP threads. Uses the model given as argv[1], else the shared stories260K.gguf.
- * (Kernels run small work on one thread: the reference test passes a model wide enough that the
- * matmul, attention and output head loops really run on 2 threads.) */
+ * 1 or 2 OpenMP threads, and whichever GEMM microkernel (avx512, avx2, c) runs. Uses the model
+ * given as argv[1], else the shared stories260K.gguf. (Kernels run small work on one thread: the
+ * reference test passes a model wide enough that the matmul, attention and output head loops really
+ * run on 2 threads.) */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "stages/kernels/cpu/gemm_microkernel.h"
 #include "stages/kernels/cpu/llama_forward.h"
 #include "stages/model/model.h"
 #include "test.h"
@@ -95,6 +97,26 @@ int main(int argc, char **argv) {
         CHECK(memcmp(nll[0], nll[r], (size_t)n * sizeof(double)) == 0);
         CHECK(memcmp(argmax[0], argmax[r], (size_t)n * sizeof(int32_t)) == 0);
     }
+    /* every microkernel this CPU can run gives the same bits */
+    const char *kernels[] = {"c", "avx2", "avx512"};
+    for (int i = 0; i < 3; i++) {
+        setenv("EVALMESH_CPU_KERNEL", kernels[i], 1);
+        em_gemm_microkernel *kernel;
+        const char *name;
+        em_status probe = em_gemm_microkernel_select(&kernel, &name);
+        if (probe) {
+            printf("kernel %s: not on this CPU, skipped\n", kernels[i]);
+            em_error_free(probe);
+            continue;
+        }
+        double kernel_nll[200];
+        int32_t kernel_argmax[200];
+        run(m, 2, mixed, 3, 1, kernel_nll, kernel_argmax);
+        CHECK(memcmp(nll[0], kernel_nll, (size_t)n * sizeof(double)) == 0);
+        CHECK(memcmp(argmax[0], kernel_argmax, (size_t)n * sizeof(int32_t)) == 0);
+        printf("kernel %s: identical\n", kernels[i]);
+    }
+    unsetenv("EVALMESH_CPU_KERNEL");
     /* the results are real numbers, not a constant: some variation and all finite */
     int distinct = 0;
     for (int i = 0; i < n; i++) {

@@ -102,11 +102,11 @@ __attribute__((target_clones("avx2", "default"))) static void q4_0_row(const uin
     }
 }
 
-void em_rows_to_float(const em_tensor *w, int64_t row0, int64_t rows, float *dst) {
+void em_rows_to_float(const em_tensor *w, int64_t row0, int64_t rows, float *dst, int64_t ld) {
     int64_t n_in = w->shape[0];
     size_t row_bytes = em_tensor_type_row_bytes(w->type, n_in);
     const uint8_t *src = (const uint8_t *)w->data + (size_t)row0 * row_bytes;
-    for (int64_t r = 0; r < rows; r++, src += row_bytes, dst += n_in) {
+    for (int64_t r = 0; r < rows; r++, src += row_bytes, dst += ld) {
         switch (w->type) {
         case EM_TENSOR_F32:
             memcpy(dst, src, (size_t)n_in * sizeof(float));

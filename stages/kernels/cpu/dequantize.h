@@ -13,8 +13,9 @@
 /* Whether the forward can use weights of this type (F32, F16, BF16, Q8_0, Q4_0). */
 bool em_weight_type_supported(em_tensor_type type);
 
-/* dst is (rows, n_in): rows row0 .. row0+rows-1 of w as floats, n_in = w->shape[0]. */
-void em_rows_to_float(const em_tensor *w, int64_t row0, int64_t rows, float *dst);
+/* dst is (rows, n_in) with row stride ld >= n_in: rows row0 .. row0+rows-1 of w as floats,
+ * n_in = w->shape[0]. */
+void em_rows_to_float(const em_tensor *w, int64_t row0, int64_t rows, float *dst, int64_t ld);
 
 /* One IEEE half (bits) as a float. */
 float em_f16_to_f32(uint16_t h);

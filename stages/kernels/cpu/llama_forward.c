@@ -6,6 +6,7 @@
 
 #include "stages/kernels/cpu/attention.h"
 #include "stages/kernels/cpu/dequantize.h"
+#include "stages/kernels/cpu/gemm.h"
 #include "stages/kernels/cpu/matmul.h"
 #include "stages/kernels/cpu/output_head.h"
 #include "stages/kernels/cpu/rmsnorm.h"
@@ -66,7 +67,7 @@ static float *vector_to_float(const em_tensor *t, int64_t n) {
     row.shape[0] = n;
     row.shape[1] = 1;
     float *out = em_xmalloc((size_t)n * sizeof(float));
-    em_rows_to_float(&row, 0, 1, out);
+    em_rows_to_float(&row, 0, 1, out, n);
     return out;
 }
 
@@ -114,12 +115,17 @@ em_status em_llama_forward_new(const em_model *model, int threads, em_llama_forw
     em_status err = check_model(model);
     if (err) return err;
     const em_llama_config *c = &model->config;
-    /* our OpenMP threads each call sgemm; OpenBLAS itself must not split them further */
+    /* our OpenMP threads each call sgemm in attention; OpenBLAS must not split them further */
     openblas_set_num_threads(1);
     em_llama_forward *f = em_xcalloc(1, sizeof *f);
     f->model = model;
     f->threads = threads < 1 ? 1 : threads;
-    em_scratch_init(&f->scratch, f->threads);
+    err = em_scratch_init(&f->scratch, f->threads);
+    if (err) {
+        em_scratch_free(&f->scratch);
+        free(f);
+        return err;
+    }
     f->layers = em_xcalloc((size_t)c->n_layers, sizeof *f->layers);
     int64_t QD = (int64_t)c->n_heads * c->head_dim, KVD = (int64_t)c->n_kv_heads * c->head_dim;
     for (int l = 0; l < c->n_layers; l++) {
@@ -156,14 +162,21 @@ static em_status reserve(em_llama_forward *f, int T) {
     const em_llama_config *c = &f->model->config;
     size_t D = (size_t)c->dim, F = (size_t)c->ffn_dim, QD = (size_t)c->n_heads * c->head_dim;
     size_t KVD = (size_t)c->n_kv_heads * c->head_dim;
-    size_t need = em_matmul_scratch_floats(c->dim);
-    if (em_matmul_scratch_floats(c->ffn_dim) > need) need = em_matmul_scratch_floats(c->ffn_dim);
-    if (em_matmul_scratch_floats((int64_t)QD) > need) need = em_matmul_scratch_floats((int64_t)QD);
-    if (em_attention_scratch_floats(T) > need) need = em_attention_scratch_floats(T);
+    /* per thread: the largest of a matmul tile for each input width, attention, the head */
+    size_t need = em_attention_scratch_floats(T);
+    int64_t widths[3] = {c->dim, c->ffn_dim, (int64_t)QD};
+    size_t packed = 0;
+    for (int i = 0; i < 3; i++) {
+        size_t tile = em_matmul_tile_floats(T, widths[i], EM_MATMUL_TILE_ROWS);
+        if (tile > need) need = tile;
+        if (em_gemm_packed_floats(T, (int)widths[i]) > packed) {
+            packed = em_gemm_packed_floats(T, (int)widths[i]);
+        }
+    }
     if (em_output_head_scratch_floats(T, c->dim) > need) {
         need = em_output_head_scratch_floats(T, c->dim);
     }
-    em_status err = em_scratch_reserve(&f->scratch, need);
+    em_status err = em_scratch_reserve(&f->scratch, need, packed);
     if (err) return err;
     if (T <= f->capacity) return NULL;
     free_activations(f);
@@ -223,7 +236,7 @@ em_status em_llama_forward_window(em_llama_forward *f, const int32_t *input, con
 
     /* x (T, D) = embedding rows of the input tokens */
 #pragma omp parallel for num_threads(threads) if ((int64_t)T * D >= EM_PARALLEL_MIN_WORK)
-    for (int t = 0; t < T; t++) em_rows_to_float(m->tok_embd, input[t], 1, f->x + (size_t)t * D);
+    for (int t = 0; t < T; t++) em_rows_to_float(m->tok_embd, input[t], 1, f->x + (size_t)t * D, D);
     em_rope_table(c, m->rope_freqs ? m->rope_freqs->data : NULL, T, f->rope);
 
     for (int l = 0; l < c->n_layers; l++) {
@@ -268,6 +281,10 @@ double em_llama_forward_flops(const em_llama_config *c, int T, int score_from) {
     double attention = 2.0 * 2.0 * QD * ((double)T * (T + 1) / 2.0);
     double head = 2.0 * (double)(T - score_from) * D * c->n_vocab;
     return c->n_layers * (projections + attention) + head;
+}
+
+const char *em_llama_forward_kernel(const em_llama_forward *f) {
+    return f->scratch.kernel_name;
 }
 
 void em_llama_forward_free(em_llama_forward *f) {

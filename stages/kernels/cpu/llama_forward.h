@@ -5,8 +5,10 @@
  *
  * Windows are computed one at a time with kernel shapes that depend only on the window's length
  * and first scored position, never on the thread count or on other windows, so a window's
- * per-token results are bit-identical wherever and with whatever it runs. OpenBLAS is set to one
- * thread; parallelism is over tiles, heads and rows with OpenMP. */
+ * per-token results are bit-identical wherever and with whatever it runs. Projections and the
+ * head run on the packed GEMM of gemm.h (its results do not even depend on the CPU's instruction
+ * set); attention's small products on OpenBLAS sgemm, set to one thread. Parallelism is over
+ * tiles, heads and rows with OpenMP. */
 #ifndef EVALMESH_KERNELS_LLAMA_FORWARD_H
 #define EVALMESH_KERNELS_LLAMA_FORWARD_H
 
@@ -31,6 +33,9 @@ em_status em_llama_forward_window(em_llama_forward *f, const int32_t *input, con
 /* Floating-point operations of one window: 2 per multiply-add of every matmul (projections,
  * MLP, output head on the scored positions) and of attention (causal: key j <= query i only). */
 double em_llama_forward_flops(const em_llama_config *c, int T, int score_from);
+
+/* The GEMM microkernel in use: "avx512", "avx2" or "c" (see gemm_microkernel.h). */
+const char *em_llama_forward_kernel(const em_llama_forward *f);
 
 void em_llama_forward_free(em_llama_forward *f);
 

@@ -1,34 +1,41 @@
-/* Tiled y = x W^T over OpenMP threads with single-threaded OpenBLAS sgemm (see matmul.h). */
+/* Tiled y = x W^T over OpenMP threads with the packed GEMM of gemm.h (see matmul.h). */
 #include "stages/kernels/cpu/matmul.h"
 
-#include <cblas.h>
 #include <omp.h>
-#include <stdbool.h>
 
 #include "stages/kernels/cpu/dequantize.h"
+#include "stages/kernels/cpu/gemm.h"
 
-size_t em_matmul_scratch_floats(int64_t n_in) {
-    return (size_t)EM_MATMUL_TILE_ROWS * (size_t)n_in;
+/* A tile's result: ct (padded rows, padded tokens) at the start of a thread's scratch. */
+static size_t tile_result_floats(int T, int rows) {
+    return (size_t)em_gemm_padded_rows(rows) * (size_t)em_gemm_padded_tokens(T);
 }
 
-void em_matmul_rows(const float *x, int T, const em_tensor *w, int64_t row0, int64_t rows, float *y,
-                    int ldy, float beta, float *tile) {
+size_t em_matmul_tile_floats(int T, int64_t n_in, int rows) {
+    return tile_result_floats(T, rows) + (size_t)rows * (size_t)(n_in + EM_GEMM_ROW_PAD);
+}
+
+void em_matmul_pack(const float *x, int T, int n_in, em_scratch *s) {
+    int panels = em_gemm_padded_tokens(T) / EM_GEMM_PANEL;
+    bool parallel = (int64_t)T * n_in >= EM_PARALLEL_MIN_WORK / 16;
+#pragma omp parallel for num_threads(s->threads) if (parallel)
+    for (int p = 0; p < panels; p++) em_gemm_pack_panel(x, T, n_in, p, s->packed);
+}
+
+float *em_matmul_tile_rows(const em_tensor *w, int T, int64_t row0, int rows, const em_scratch *s,
+                           float *buf) {
     int n_in = (int)w->shape[0];
-    const float *wt; /* (rows, n_in) */
-    if (w->type == EM_TENSOR_F32) {
-        wt = (const float *)w->data + row0 * n_in;
-    } else {
-        em_rows_to_float(w, row0, rows, tile);
-        wt = tile;
-    }
-    /* y (T, rows) = x (T, n_in) . wt^T (+ y) */
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, (int)rows, n_in, 1.0f, x, n_in, wt,
-                n_in, beta, y, ldy);
+    size_t ldw = (size_t)n_in + EM_GEMM_ROW_PAD;
+    float *ct = buf;                               /* (padded rows, padded T) */
+    float *wt = buf + tile_result_floats(T, rows); /* (rows, n_in), row stride ldw */
+    em_rows_to_float(w, row0, rows, wt, (int64_t)ldw);
+    em_gemm_tile(s->kernel, s->packed, T, n_in, wt, ldw, rows, ct);
+    return ct;
 }
 
 /* The tiles of count weights, numbered across all of them; y (T, n_out) per weight. */
-static void matmul_tiles(const float *x, int T, int count, const em_tensor *const *w,
-                         float *const *y, float beta, em_scratch *s) {
+static void matmul_tiles(int T, int count, const em_tensor *const *w, float *const *y,
+                         bool accumulate, em_scratch *s) {
     int64_t tiles = 0, work = 0;
     for (int i = 0; i < count; i++) {
         tiles += (w[i]->shape[1] + EM_MATMUL_TILE_ROWS - 1) / EM_MATMUL_TILE_ROWS;
@@ -48,18 +55,20 @@ static void matmul_tiles(const float *x, int T, int count, const em_tensor *cons
         }
         int64_t n_out = w[i]->shape[1];
         int64_t row0 = first * EM_MATMUL_TILE_ROWS;
-        int64_t rows = n_out - row0 < EM_MATMUL_TILE_ROWS ? n_out - row0 : EM_MATMUL_TILE_ROWS;
-        em_matmul_rows(x, T, w[i], row0, rows, y[i] + row0, (int)n_out, beta,
-                       s->buf[omp_get_thread_num()]);
+        int rows = (int)(n_out - row0 < EM_MATMUL_TILE_ROWS ? n_out - row0 : EM_MATMUL_TILE_ROWS);
+        const float *ct = em_matmul_tile_rows(w[i], T, row0, rows, s, s->buf[omp_get_thread_num()]);
+        em_gemm_unpack(ct, T, rows, y[i] + row0, (size_t)n_out, accumulate);
     }
 }
 
 void em_matmul(const float *x, int T, const em_tensor *w, float *y, bool accumulate,
                em_scratch *s) {
-    matmul_tiles(x, T, 1, &w, &y, accumulate ? 1.0f : 0.0f, s);
+    em_matmul_pack(x, T, (int)w->shape[0], s);
+    matmul_tiles(T, 1, &w, &y, accumulate, s);
 }
 
 void em_matmul_many(const float *x, int T, int count, const em_tensor *const *w, float *const *y,
                     em_scratch *s) {
-    matmul_tiles(x, T, count, w, y, 0.0f, s);
+    em_matmul_pack(x, T, (int)w[0]->shape[0], s);
+    matmul_tiles(T, count, w, y, false, s);
 }

@@ -7,10 +7,17 @@
 #include <stdlib.h>
 
 #include "stages/kernels/cpu/fast_exp.h"
+#include "stages/kernels/cpu/gemm.h"
 #include "stages/kernels/cpu/matmul.h"
 
+/* Per-position working arrays after the tile in a thread's scratch: max and argmax (floats' room
+ * each) and the double sum (two floats' room). */
+static size_t per_position_floats(int T) {
+    return 4 * (size_t)em_gemm_padded_tokens(T);
+}
+
 size_t em_output_head_scratch_floats(int T, int D) {
-    return (size_t)EM_HEAD_TILE_ROWS * ((size_t)D + (size_t)T);
+    return em_matmul_tile_floats(T, D, EM_HEAD_TILE_ROWS) + per_position_floats(T);
 }
 
 /* What one vocabulary tile says about one position. */
@@ -19,6 +26,38 @@ typedef struct tile_partial {
     float max;      /* the tile's largest logit */
     int32_t argmax; /* its first index (global id) */
 } tile_partial;
+
+/* The partials of one tile for positions 0..T-1 from its logits lt (rows, ldl), which are
+ * overwritten; target_logit[t] is set where the target is in the tile. */
+static void tile_partials(float *lt, size_t ldl, int T, int rows, int64_t row0,
+                          const int32_t *target, float *max, int32_t *best, double *sum,
+                          float *target_logit, tile_partial *out) {
+    for (int t = 0; t < T; t++) {
+        max[t] = lt[t];
+        best[t] = 0;
+        sum[t] = 0.0;
+        if (target[t] >= row0 && target[t] < row0 + rows) {
+            target_logit[t] = lt[(size_t)(target[t] - row0) * ldl + t];
+        }
+    }
+    for (int j = 1; j < rows; j++) {
+        const float *l = lt + (size_t)j * ldl;
+        for (int t = 0; t < T; t++) {
+            best[t] = l[t] > max[t] ? j : best[t];
+            max[t] = l[t] > max[t] ? l[t] : max[t];
+        }
+    }
+    for (int j = 0; j < rows; j++) {
+        float *l = lt + (size_t)j * ldl;
+        for (int t = 0; t < T; t++) l[t] -= max[t];
+        em_exp_inplace(l, (size_t)T);
+        for (int t = 0; t < T; t++) sum[t] += l[t];
+    }
+    for (int t = 0; t < T; t++) {
+        out[t] =
+            (tile_partial){.sum_exp = sum[t], .max = max[t], .argmax = (int32_t)row0 + best[t]};
+    }
+}
 
 em_status em_output_head(const float *x, int T, const em_tensor *w, const int32_t *target,
                          double *nll, int32_t *argmax, em_scratch *s) {
@@ -32,40 +71,21 @@ em_status em_output_head(const float *x, int T, const em_tensor *w, const int32_
         free(target_logit);
         return em_error_new(EM_EXIT_RUNTIME, "out of memory for the output head partials");
     }
+    em_matmul_pack(x, T, D, s);
+    size_t ldl = (size_t)em_gemm_padded_tokens(T);
+    size_t tile_floats = em_matmul_tile_floats(T, D, EM_HEAD_TILE_ROWS);
     bool parallel = tiles > 1 && (int64_t)T * D * n_vocab >= EM_PARALLEL_MIN_WORK;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(s->threads) if (parallel)
     for (int64_t v = 0; v < tiles; v++) {
         int64_t row0 = v * EM_HEAD_TILE_ROWS;
         int rows = (int)(n_vocab - row0 < EM_HEAD_TILE_ROWS ? n_vocab - row0 : EM_HEAD_TILE_ROWS);
-        float *tile = s->buf[omp_get_thread_num()];           /* (rows, D) */
-        float *logits = tile + (size_t)EM_HEAD_TILE_ROWS * D; /* (T, rows) */
-        em_matmul_rows(x, T, w, row0, rows, logits, rows, 0.0f, tile);
-        for (int t = 0; t < T; t++) {
-            float *l = logits + (size_t)t * rows;
-            if (target[t] >= row0 && target[t] < row0 + rows) target_logit[t] = l[target[t] - row0];
-            float max = l[0];
-            int best = 0;
-            for (int j = 1; j < rows; j++) {
-                if (l[j] > max) {
-                    max = l[j];
-                    best = j;
-                }
-            }
-            for (int j = 0; j < rows; j++) l[j] -= max;
-            em_exp_inplace(l, (size_t)rows);
-            /* four running sums in double, combined in a fixed order */
-            double sum4[4] = {0.0, 0.0, 0.0, 0.0};
-            int j = 0;
-            for (; j + 4 <= rows; j += 4) {
-                for (int k = 0; k < 4; k++) sum4[k] += l[j + k];
-            }
-            for (; j < rows; j++) sum4[0] += l[j];
-            double sum = (sum4[0] + sum4[1]) + (sum4[2] + sum4[3]);
-            tile_partial *p = &part[v * T + t];
-            p->sum_exp = sum;
-            p->max = max;
-            p->argmax = (int32_t)(row0 + best);
-        }
+        float *buf = s->buf[omp_get_thread_num()];
+        /* logits (rows, ldl) */
+        float *lt = em_matmul_tile_rows(w, T, row0, rows, s, buf);
+        float *max = buf + tile_floats;          /* (T) */
+        int32_t *best = (int32_t *)(max + ldl);  /* (T) */
+        double *sum = (double *)(max + 2 * ldl); /* (T) */
+        tile_partials(lt, ldl, T, rows, row0, target, max, best, sum, target_logit, part + v * T);
     }
 #pragma omp parallel for num_threads(s->threads) if ((int64_t)T * tiles >= EM_PARALLEL_MIN_WORK)
     for (int t = 0; t < T; t++) {

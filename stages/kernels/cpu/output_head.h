@@ -2,12 +2,13 @@
  * and the argmax, computed vocabulary tile by vocabulary tile.
  *
  * The vocabulary is cut into tiles of EM_HEAD_TILE_ROWS rows of the output weight (a constant).
- * For each tile v, one sgemm gives the logits (T, tile rows) in the thread's scratch; from them
- * come, per position t, the tile's max m_v[t], its sum of exp(logit - m_v[t]) (float
- * exponentials, fast_exp.h, summed in double), its first argmax and, in the tile holding the
- * target, the target's logit. These partials take T x tiles x 16 bytes (1/64 of the float logits
- * for 256-row tiles) and are merged per position in tile order: M = max m_v, S = sum_v s_v exp(m_v
- * - M), nll = M + log S - logit[target]. Memory per thread: EM_HEAD_TILE_ROWS x (D + T) floats. */
+ * For each tile v, em_matmul_tile_rows gives the logits transposed, (tile rows, T), in the
+ * thread's scratch; from them come, per position t (vectorized across positions), the tile's max
+ * m_v[t], its sum of exp(logit - m_v[t]) (float exponentials, fast_exp.h, summed in double in
+ * row order), its first argmax and, in the tile holding the target, the target's logit. These
+ * partials take T x tiles x 16 bytes (1/48 of the float logits for 192-row tiles) and are merged
+ * per position in tile order: M = max m_v, S = sum_v s_v exp(m_v - M), nll = M + log S -
+ * logit[target]. Memory per thread: about EM_HEAD_TILE_ROWS x (D + T) floats. */
 #ifndef EVALMESH_KERNELS_OUTPUT_HEAD_H
 #define EVALMESH_KERNELS_OUTPUT_HEAD_H
 
@@ -17,9 +18,10 @@
 #include "stages/kernels/cpu/scratch.h"
 #include "stages/model/model.h"
 
-#define EM_HEAD_TILE_ROWS 256
+#define EM_HEAD_TILE_ROWS 192 /* a multiple of EM_GEMM_ROWS */
 
-/* Scratch floats per thread that em_output_head needs. */
+/* Scratch floats per thread that em_output_head needs (it packs x into the shared scratch of
+ * em_gemm_packed_floats(T, D) too). */
 size_t em_output_head_scratch_floats(int T, int D);
 
 /* x is (T, D) (after the final norm), w is the output weight {D, n_vocab}, target is (T) ids in

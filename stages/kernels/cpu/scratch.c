@@ -1,26 +1,42 @@
-/* Per-thread scratch buffers (see scratch.h). */
+/* Per-thread scratch buffers, the shared packed-activation buffer and the kernel choice (see
+ * scratch.h). */
 #include "stages/kernels/cpu/scratch.h"
 
 #include <stdlib.h>
 
-void em_scratch_init(em_scratch *s, int threads) {
-    s->threads = threads;
-    s->floats = 0;
+em_status em_scratch_init(em_scratch *s, int threads) {
+    *s = (em_scratch){.threads = threads};
     s->buf = em_xcalloc((size_t)threads, sizeof(float *));
+    return em_gemm_microkernel_select(&s->kernel, &s->kernel_name);
 }
 
-em_status em_scratch_reserve(em_scratch *s, size_t floats) {
-    if (floats <= s->floats) return NULL;
-    for (int i = 0; i < s->threads; i++) {
-        free(s->buf[i]);
-        s->buf[i] = aligned_alloc(64, (floats * sizeof(float) + 63) / 64 * 64);
-        if (!s->buf[i]) {
-            s->floats = 0;
-            return em_error_new(EM_EXIT_RUNTIME, "out of memory: %d scratch buffers of %zu MiB",
-                                s->threads, floats * sizeof(float) >> 20);
+static float *alloc_floats(size_t floats) {
+    return aligned_alloc(64, (floats * sizeof(float) + 63) / 64 * 64);
+}
+
+em_status em_scratch_reserve(em_scratch *s, size_t floats, size_t packed_floats) {
+    if (floats > s->floats) {
+        for (int i = 0; i < s->threads; i++) {
+            free(s->buf[i]);
+            s->buf[i] = alloc_floats(floats);
+            if (!s->buf[i]) {
+                s->floats = 0;
+                return em_error_new(EM_EXIT_RUNTIME, "out of memory: %d scratch buffers of %zu MiB",
+                                    s->threads, floats * sizeof(float) >> 20);
+            }
         }
+        s->floats = floats;
     }
-    s->floats = floats;
+    if (packed_floats > s->packed_floats) {
+        free(s->packed);
+        s->packed = alloc_floats(packed_floats);
+        if (!s->packed) {
+            s->packed_floats = 0;
+            return em_error_new(EM_EXIT_RUNTIME, "out of memory: packed activations of %zu MiB",
+                                packed_floats * sizeof(float) >> 20);
+        }
+        s->packed_floats = packed_floats;
+    }
     return NULL;
 }
 
@@ -28,6 +44,6 @@ void em_scratch_free(em_scratch *s) {
     if (!s->buf) return;
     for (int i = 0; i < s->threads; i++) free(s->buf[i]);
     free(s->buf);
-    s->buf = NULL;
-    s->floats = 0;
+    free(s->packed);
+    *s = (em_scratch){0};
 }

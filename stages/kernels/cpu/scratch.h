@@ -1,11 +1,14 @@
-/* Per-thread float scratch buffers, so each OpenMP thread converts weight tiles or holds
- * attention scores in its own memory. Sized once for the largest need of a forward pass. */
+/* The working memory of the CPU kernels: per-thread float buffers, so each OpenMP thread converts
+ * weight tiles or holds attention scores in its own memory, one shared buffer for the packed
+ * activations of a matrix product, and the GEMM microkernel chosen for this CPU. Sized once for
+ * the largest need of a forward pass. */
 #ifndef EVALMESH_KERNELS_SCRATCH_H
 #define EVALMESH_KERNELS_SCRATCH_H
 
 #include <stddef.h>
 
 #include "runner/util/error.h"
+#include "stages/kernels/cpu/gemm_microkernel.h"
 
 /* Work (elements, or multiply-adds for matrix products) below which a kernel runs on the calling
  * thread alone: waking a team of threads costs more, and far more on a busy machine. Whether a
@@ -16,11 +19,17 @@ typedef struct em_scratch {
     int threads;   /* OpenMP threads the kernels use */
     size_t floats; /* capacity of each buffer */
     float **buf;   /* (threads) buffers of `floats` floats */
+    size_t packed_floats;
+    float *packed;               /* activations packed for em_gemm_tile, shared by the threads */
+    em_gemm_microkernel *kernel; /* see em_gemm_microkernel_select */
+    const char *kernel_name;
 } em_scratch;
 
-void em_scratch_init(em_scratch *s, int threads);
-/* Makes every buffer hold at least `floats` floats (an error when memory runs out). */
-em_status em_scratch_reserve(em_scratch *s, size_t floats);
+/* Also chooses the GEMM microkernel: an error when EVALMESH_CPU_KERNEL names a wrong one. */
+em_status em_scratch_init(em_scratch *s, int threads);
+/* Makes every per-thread buffer hold at least `floats` floats and the shared one
+ * `packed_floats` (an error when memory runs out). */
+em_status em_scratch_reserve(em_scratch *s, size_t floats, size_t packed_floats);
 void em_scratch_free(em_scratch *s);
 
 #endif

@@ -1,0 +1,112 @@
+/* Packing, blocking and unpacking around the GEMM microkernels (see gemm.h). The transposes use
+ * SSE 4x4 blocks where the target has SSE (every x86-64), plain loops elsewhere and at edges;
+ * they only move floats, so either way gives the same bits. */
+#include "stages/kernels/cpu/gemm.h"
+
+#if defined(__SSE__)
+#include <xmmintrin.h>
+#endif
+
+int em_gemm_padded_tokens(int T) {
+    return (T + EM_GEMM_TOKENS - 1) / EM_GEMM_TOKENS * EM_GEMM_TOKENS;
+}
+
+int em_gemm_padded_rows(int rows) {
+    return (rows + EM_GEMM_ROWS - 1) / EM_GEMM_ROWS * EM_GEMM_ROWS;
+}
+
+size_t em_gemm_packed_floats(int T, int K) {
+    return (size_t)em_gemm_padded_tokens(T) * (size_t)K;
+}
+
+void em_gemm_pack_panel(const float *x, int T, int K, int panel, float *xp) {
+    float *out = xp + (size_t)panel * K * EM_GEMM_PANEL; /* (K, EM_GEMM_PANEL) */
+    for (int i = 0; i < EM_GEMM_PANEL; i += 4) {
+        /* four tokens at a time: their rows of x, NULL past T */
+        const float *row[4];
+        bool all = true;
+        for (int r = 0; r < 4; r++) {
+            int t = panel * EM_GEMM_PANEL + i + r;
+            row[r] = t < T ? x + (size_t)t * K : NULL;
+            all = all && row[r];
+        }
+        int k = 0;
+#if defined(__SSE__)
+        for (; all && k + 4 <= K; k += 4) {
+            __m128 r0 = _mm_loadu_ps(row[0] + k), r1 = _mm_loadu_ps(row[1] + k);
+            __m128 r2 = _mm_loadu_ps(row[2] + k), r3 = _mm_loadu_ps(row[3] + k);
+            _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+            _mm_storeu_ps(out + (size_t)(k + 0) * EM_GEMM_PANEL + i, r0);
+            _mm_storeu_ps(out + (size_t)(k + 1) * EM_GEMM_PANEL + i, r1);
+            _mm_storeu_ps(out + (size_t)(k + 2) * EM_GEMM_PANEL + i, r2);
+            _mm_storeu_ps(out + (size_t)(k + 3) * EM_GEMM_PANEL + i, r3);
+        }
+#endif
+        for (; k < K; k++) {
+            for (int r = 0; r < 4; r++) {
+                out[(size_t)k * EM_GEMM_PANEL + i + r] = row[r] ? row[r][k] : 0.0f;
+            }
+        }
+    }
+}
+
+void em_gemm_tile(em_gemm_microkernel *kernel, const float *xp, int T, int K, const float *wt,
+                  size_t ldw, int rows, float *ct) {
+    static const float zeros[EM_GEMM_KC]; /* stands in for the rows past `rows` */
+    size_t ldc = (size_t)em_gemm_padded_tokens(T);
+    size_t panel_stride = (size_t)K * EM_GEMM_PANEL;
+    for (int k0 = 0; k0 < K; k0 += EM_GEMM_KC) {
+        int kc = K - k0 < EM_GEMM_KC ? K - k0 : EM_GEMM_KC;
+        for (size_t t0 = 0; t0 < ldc; t0 += EM_GEMM_TOKENS) {
+            const float *x = xp + t0 / EM_GEMM_PANEL * panel_stride + (size_t)k0 * EM_GEMM_PANEL;
+            for (int j0 = 0; j0 < rows; j0 += EM_GEMM_ROWS) {
+                const float *w[EM_GEMM_ROWS];
+                for (int r = 0; r < EM_GEMM_ROWS; r++) {
+                    w[r] = j0 + r < rows ? wt + (size_t)(j0 + r) * ldw + k0 : zeros;
+                }
+                kernel(kc, x, panel_stride, w, ct + (size_t)j0 * ldc + t0, ldc, k0 == 0);
+            }
+        }
+    }
+}
+
+void em_gemm_unpack(const float *ct, int T, int rows, float *y, size_t ldy, bool accumulate) {
+    size_t ldc = (size_t)em_gemm_padded_tokens(T);
+    int t = 0;
+#if defined(__SSE__)
+    for (; t + 4 <= T; t += 4) {
+        int j = 0;
+        for (; j + 4 <= rows; j += 4) {
+            const float *c = ct + (size_t)j * ldc + t;
+            __m128 r0 = _mm_loadu_ps(c), r1 = _mm_loadu_ps(c + ldc);
+            __m128 r2 = _mm_loadu_ps(c + 2 * ldc), r3 = _mm_loadu_ps(c + 3 * ldc);
+            _MM_TRANSPOSE4_PS(r0, r1, r2, r3); /* now r_i is token t+i, rows j..j+3 */
+            float *out = y + (size_t)t * ldy + j;
+            if (accumulate) {
+                r0 = _mm_add_ps(_mm_loadu_ps(out), r0);
+                r1 = _mm_add_ps(_mm_loadu_ps(out + ldy), r1);
+                r2 = _mm_add_ps(_mm_loadu_ps(out + 2 * ldy), r2);
+                r3 = _mm_add_ps(_mm_loadu_ps(out + 3 * ldy), r3);
+            }
+            _mm_storeu_ps(out, r0);
+            _mm_storeu_ps(out + ldy, r1);
+            _mm_storeu_ps(out + 2 * ldy, r2);
+            _mm_storeu_ps(out + 3 * ldy, r3);
+        }
+        for (; j < rows; j++) {
+            for (int i = 0; i < 4; i++) {
+                float v = ct[(size_t)j * ldc + t + i];
+                float *out = y + (size_t)(t + i) * ldy + j;
+                *out = accumulate ? *out + v : v;
+            }
+        }
+    }
+#endif
+    for (; t < T; t++) {
+        for (int j = 0; j < rows; j++) {
+            float v = ct[(size_t)j * ldc + t];
+            float *out = y + (size_t)t * ldy + j;
+            *out = accumulate ? *out + v : v;
+        }
+    }
+}

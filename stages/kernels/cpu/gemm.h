@@ -1,0 +1,44 @@
+/* The CPU matrix product of the forward: ct = W x^T for a tile of weight rows W (rows, K) and
+ * activations x (T, K), built around the microkernels of gemm_microkernel.h.
+ *
+ * x is packed once per product into panels of EM_GEMM_PANEL tokens, column-major within a panel
+ * (em_gemm_pack_panel), and shared by every thread. Each thread takes a tile of weight rows as
+ * floats (converted from the file's type into its own scratch, with a padded row stride so the
+ * rows do not all fall into the same cache sets) and walks it in blocks of EM_GEMM_KC columns
+ * (kept in cache) x EM_GEMM_TOKENS tokens x EM_GEMM_ROWS rows. The result of a tile is
+ * transposed, ct (rows, T), which is what the output head wants; em_gemm_unpack writes it into a
+ * row-major y (T, n). Each element is one fma chain over k in order (gemm_microkernel.h), so
+ * results do not depend on tiles, blocks, threads or instruction set. */
+#ifndef EVALMESH_KERNELS_GEMM_H
+#define EVALMESH_KERNELS_GEMM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "stages/kernels/cpu/gemm_microkernel.h"
+
+#define EM_GEMM_KC 256     /* columns per block: a block of two panels is 32 KiB */
+#define EM_GEMM_ROW_PAD 16 /* floats added to the stride of weight rows in scratch */
+
+/* T rounded up to whole kernel calls (EM_GEMM_TOKENS): the token stride of ct. */
+int em_gemm_padded_tokens(int T);
+/* rows rounded up to whole kernel calls (EM_GEMM_ROWS): the rows ct must hold. */
+int em_gemm_padded_rows(int rows);
+/* Floats of the packed x (T, K). */
+size_t em_gemm_packed_floats(int T, int K);
+
+/* Packs panel p of x (T, K), tokens p*16 .. p*16+15 (zeros past T), into xp: token i at column
+ * k goes to xp[(p * K + k) * EM_GEMM_PANEL + i]. Panels are independent: threads share them. */
+void em_gemm_pack_panel(const float *x, int T, int K, int panel, float *xp);
+
+/* ct (em_gemm_padded_rows(rows), em_gemm_padded_tokens(T)) = wt xp^T, where wt is rows rows of
+ * K floats with row stride ldw and xp is x (T, K) packed. Rows past `rows` and tokens past T
+ * hold products of zeros and are to be ignored. */
+void em_gemm_tile(em_gemm_microkernel *kernel, const float *xp, int T, int K, const float *wt,
+                  size_t ldw, int rows, float *ct);
+
+/* y[t * ldy + j] = ct[j * em_gemm_padded_tokens(T) + t] (or += when accumulate) for t < T,
+ * j < rows. */
+void em_gemm_unpack(const float *ct, int T, int rows, float *y, size_t ldy, bool accumulate);
+
+#endif

@@ -1,0 +1,36 @@
+/* The innermost product of the CPU GEMM (gemm.h): EM_GEMM_ROWS weight rows times EM_GEMM_TOKENS
+ * tokens over a block of kc input columns, written for three instruction sets (AVX-512F,
+ * AVX2+FMA, plain C).
+ *
+ * Every kernel computes each output element as one chain of fused multiply-adds in k order,
+ *     c = fma(x[t][k], w[j][k], c)  for k = 0, 1, ..., kc-1,
+ * starting from 0 (first block) or from the value left in ct by the previous block. A fused
+ * multiply-add is rounded once by IEEE rules whatever executes it, and storing a float between
+ * blocks is exact, so the result is the same chain over the whole row however the caller blocks
+ * k, tiles the rows, splits the work over threads, and whichever of the three kernels runs:
+ * bit-identical on every x86-64 CPU (and on any CPU through the C kernel). */
+#ifndef EVALMESH_KERNELS_GEMM_MICROKERNEL_H
+#define EVALMESH_KERNELS_GEMM_MICROKERNEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "runner/util/error.h"
+
+#define EM_GEMM_ROWS 12   /* weight rows per kernel call */
+#define EM_GEMM_PANEL 16  /* tokens per packed activation panel */
+#define EM_GEMM_TOKENS 32 /* tokens per kernel call: two panels */
+
+/* xp is two packed panels, at xp and xp + panel_stride, each (kc, EM_GEMM_PANEL): token i of a
+ * panel at column k is xp[k * EM_GEMM_PANEL + i]. w[j] points at kc floats of weight row j.
+ * ct is (EM_GEMM_ROWS, EM_GEMM_TOKENS) with row stride ldc: ct[j * ldc + t] = (first ? 0 :
+ * ct[j * ldc + t]) + sum over k of x[t][k] w[j][k], as the fma chain above. */
+typedef void em_gemm_microkernel(int kc, const float *xp, size_t panel_stride,
+                                 const float *const *w, float *ct, size_t ldc, bool first);
+
+/* The kernel for this CPU (AVX-512F, else AVX2 with FMA, else plain C) or the one the environment
+ * variable EVALMESH_CPU_KERNEL names (avx512, avx2 or c): tests compare them. An error (exit 2)
+ * when that variable names an unknown kernel or one this CPU cannot run. */
+em_status em_gemm_microkernel_select(em_gemm_microkernel **kernel, const char **name);
+
+#endif
