@@ -26,7 +26,7 @@ static void gemm(em_gemm_microkernel *kernel, const float *x, int T, int K, cons
     float *xp = malloc(em_gemm_packed_floats(T, K) * sizeof(float));
     float *wt = malloc((size_t)rows * ldw * sizeof(float));
     float *ct =
-        malloc((size_t)em_gemm_padded_rows(rows) * em_gemm_padded_tokens(T) * sizeof(float));
+        malloc((size_t)em_gemm_padded_rows(rows) * em_gemm_result_stride(T) * sizeof(float));
     for (int p = 0; p < em_gemm_padded_tokens(T) / EM_GEMM_PANEL; p++) {
         em_gemm_pack_panel(x, T, K, p, xp);
     }

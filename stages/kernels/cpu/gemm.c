@@ -11,6 +11,10 @@ int em_gemm_padded_tokens(int T) {
     return (T + EM_GEMM_TOKENS - 1) / EM_GEMM_TOKENS * EM_GEMM_TOKENS;
 }
 
+size_t em_gemm_result_stride(int T) {
+    return (size_t)em_gemm_padded_tokens(T) + EM_GEMM_ROW_PAD;
+}
+
 int em_gemm_padded_rows(int rows) {
     return (rows + EM_GEMM_ROWS - 1) / EM_GEMM_ROWS * EM_GEMM_ROWS;
 }
@@ -53,12 +57,13 @@ void em_gemm_pack_panel(const float *x, int T, int K, int panel, float *xp) {
 void em_gemm_tile(em_gemm_microkernel *kernel, const float *xp, int T, int K, const float *wt,
                   size_t ldw, int rows, float *ct) {
     static const float zeros[EM_GEMM_KC]; /* stands in for the rows past `rows` */
-    size_t ldc = (size_t)em_gemm_padded_tokens(T);
+    size_t ldc = em_gemm_result_stride(T);
     size_t panel_stride = (size_t)K * EM_GEMM_PANEL;
     for (int k0 = 0; k0 < K; k0 += EM_GEMM_KC) {
         int kc = K - k0 < EM_GEMM_KC ? K - k0 : EM_GEMM_KC;
-        for (size_t t0 = 0; t0 < ldc; t0 += EM_GEMM_TOKENS) {
-            const float *x = xp + t0 / EM_GEMM_PANEL * panel_stride + (size_t)k0 * EM_GEMM_PANEL;
+        for (int t0 = 0; t0 < em_gemm_padded_tokens(T); t0 += EM_GEMM_TOKENS) {
+            const float *x =
+                xp + (size_t)(t0 / EM_GEMM_PANEL) * panel_stride + (size_t)k0 * EM_GEMM_PANEL;
             for (int j0 = 0; j0 < rows; j0 += EM_GEMM_ROWS) {
                 const float *w[EM_GEMM_ROWS];
                 for (int r = 0; r < EM_GEMM_ROWS; r++) {
@@ -71,7 +76,7 @@ void em_gemm_tile(em_gemm_microkernel *kernel, const float *xp, int T, int K, co
 }
 
 void em_gemm_unpack(const float *ct, int T, int rows, float *y, size_t ldy, bool accumulate) {
-    size_t ldc = (size_t)em_gemm_padded_tokens(T);
+    size_t ldc = em_gemm_result_stride(T);
     int t = 0;
 #if defined(__SSE__)
     for (; t + 4 <= T; t += 4) {

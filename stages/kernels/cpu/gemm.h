@@ -22,6 +22,9 @@
 
 /* T rounded up to whole kernel calls (EM_GEMM_TOKENS): the token stride of ct. */
 int em_gemm_padded_tokens(int T);
+/* The row stride of ct: padded tokens plus one cache line, so that its rows do not all fall into
+ * the same few cache sets (a stride of 512 floats is 2 KiB). */
+size_t em_gemm_result_stride(int T);
 /* rows rounded up to whole kernel calls (EM_GEMM_ROWS): the rows ct must hold. */
 int em_gemm_padded_rows(int rows);
 /* Floats of the packed x (T, K). */
@@ -31,13 +34,13 @@ size_t em_gemm_packed_floats(int T, int K);
  * k goes to xp[(p * K + k) * EM_GEMM_PANEL + i]. Panels are independent: threads share them. */
 void em_gemm_pack_panel(const float *x, int T, int K, int panel, float *xp);
 
-/* ct (em_gemm_padded_rows(rows), em_gemm_padded_tokens(T)) = wt xp^T, where wt is rows rows of
+/* ct (em_gemm_padded_rows(rows), em_gemm_result_stride(T)) = wt xp^T, where wt is rows rows of
  * K floats with row stride ldw and xp is x (T, K) packed. Rows past `rows` and tokens past T
  * hold products of zeros and are to be ignored. */
 void em_gemm_tile(em_gemm_microkernel *kernel, const float *xp, int T, int K, const float *wt,
                   size_t ldw, int rows, float *ct);
 
-/* y[t * ldy + j] = ct[j * em_gemm_padded_tokens(T) + t] (or += when accumulate) for t < T,
+/* y[t * ldy + j] = ct[j * em_gemm_result_stride(T) + t] (or += when accumulate) for t < T,
  * j < rows. */
 void em_gemm_unpack(const float *ct, int T, int rows, float *y, size_t ldy, bool accumulate);
 

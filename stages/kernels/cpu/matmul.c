@@ -8,7 +8,7 @@
 
 /* A tile's result: ct (padded rows, padded tokens) at the start of a thread's scratch. */
 static size_t tile_result_floats(int T, int rows) {
-    return (size_t)em_gemm_padded_rows(rows) * (size_t)em_gemm_padded_tokens(T);
+    return (size_t)em_gemm_padded_rows(rows) * em_gemm_result_stride(T);
 }
 
 size_t em_matmul_tile_floats(int T, int64_t n_in, int rows) {
@@ -25,8 +25,14 @@ void em_matmul_pack(const float *x, int T, int n_in, em_scratch *s) {
 float *em_matmul_tile_rows(const em_tensor *w, int T, int64_t row0, int rows, const em_scratch *s,
                            float *buf) {
     int n_in = (int)w->shape[0];
+    float *ct = buf; /* (padded rows, result stride) */
+    if (w->type == EM_TENSOR_F32 && ((size_t)n_in * sizeof(float)) % 4096 != 0) {
+        /* in place in the mapped file: rows 4 KiB apart would share cache sets, others do not */
+        const float *rows_in_file = (const float *)w->data + row0 * n_in;
+        em_gemm_tile(s->kernel, s->packed, T, n_in, rows_in_file, (size_t)n_in, rows, ct);
+        return ct;
+    }
     size_t ldw = (size_t)n_in + EM_GEMM_ROW_PAD;
-    float *ct = buf;                               /* (padded rows, padded T) */
     float *wt = buf + tile_result_floats(T, rows); /* (rows, n_in), row stride ldw */
     em_rows_to_float(w, row0, rows, wt, (int64_t)ldw);
     em_gemm_tile(s->kernel, s->packed, T, n_in, wt, ldw, rows, ct);

@@ -14,7 +14,7 @@
 #include "stages/kernels/cpu/scratch.h"
 #include "stages/model/model.h"
 
-#define EM_MATMUL_TILE_ROWS 96 /* a multiple of EM_GEMM_ROWS */
+#define EM_MATMUL_TILE_ROWS 48 /* a multiple of EM_GEMM_ROWS */
 
 /* Per-thread scratch floats for a tile of `rows` weight rows of n_in columns and T positions:
  * the tile's result ct and the tile as floats (see em_matmul_tile_rows). em_matmul needs

@@ -13,7 +13,7 @@
 /* Per-position working arrays after the tile in a thread's scratch: max and argmax (floats' room
  * each) and the double sum (two floats' room). */
 static size_t per_position_floats(int T) {
-    return 4 * (size_t)em_gemm_padded_tokens(T);
+    return 4 * em_gemm_result_stride(T);
 }
 
 size_t em_output_head_scratch_floats(int T, int D) {
@@ -72,7 +72,7 @@ em_status em_output_head(const float *x, int T, const em_tensor *w, const int32_
         return em_error_new(EM_EXIT_RUNTIME, "out of memory for the output head partials");
     }
     em_matmul_pack(x, T, D, s);
-    size_t ldl = (size_t)em_gemm_padded_tokens(T);
+    size_t ldl = em_gemm_result_stride(T);
     size_t tile_floats = em_matmul_tile_floats(T, D, EM_HEAD_TILE_ROWS);
     bool parallel = tiles > 1 && (int64_t)T * D * n_vocab >= EM_PARALLEL_MIN_WORK;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(s->threads) if (parallel)
