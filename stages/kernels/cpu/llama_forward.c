@@ -201,7 +201,7 @@ static em_status reserve(em_llama_forward *f, int T) {
 
 /* y (T, n) += b (n) on every row */
 static void add_bias(float *y, const float *b, int T, int n, int threads) {
-#pragma omp parallel for num_threads(threads) if ((int64_t)T * n >= EM_PARALLEL_MIN_WORK)
+#pragma omp parallel for num_threads(threads) if ((int64_t)T * n >= EM_PARALLEL_MIN_ELEMENTS)
     for (int t = 0; t < T; t++) {
         for (int i = 0; i < n; i++) y[(size_t)t * n + i] += b[i];
     }
@@ -235,7 +235,7 @@ em_status em_llama_forward_window(em_llama_forward *f, const int32_t *input, con
     em_scratch *s = &f->scratch;
 
     /* x (T, D) = embedding rows of the input tokens */
-#pragma omp parallel for num_threads(threads) if ((int64_t)T * D >= EM_PARALLEL_MIN_WORK)
+#pragma omp parallel for num_threads(threads) if ((int64_t)T * D >= EM_PARALLEL_MIN_ELEMENTS)
     for (int t = 0; t < T; t++) em_rows_to_float(m->tok_embd, input[t], 1, f->x + (size_t)t * D, D);
     em_rope_table(c, m->rope_freqs ? m->rope_freqs->data : NULL, T, f->rope);
 

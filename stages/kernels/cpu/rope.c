@@ -46,7 +46,7 @@ void em_rope_apply(float *x, int T, int ld, int n_heads, int head_dim, int rope_
                    const float *cos_sin, int threads) {
     int half = rope_dim / 2;
 #pragma omp parallel for num_threads(threads) if ((int64_t)T * n_heads * rope_dim >=               \
-                                                  EM_PARALLEL_MIN_WORK)
+                                                  EM_PARALLEL_MIN_ELEMENTS)
     for (int t = 0; t < T; t++) {
         const float *cs = cos_sin + (size_t)t * half * 2;
         for (int h = 0; h < n_heads; h++) {

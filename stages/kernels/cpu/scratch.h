@@ -14,6 +14,9 @@
  * thread alone: waking a team of threads costs more, and far more on a busy machine. Whether a
  * loop runs in parallel never changes its results: each element is computed the same way. */
 #define EM_PARALLEL_MIN_WORK (1 << 22)
+/* The same for loops that touch each element a few times (norms, RoPE, SwiGLU, biases): a pass
+ * over a (512, 768) activation is worth two threads. */
+#define EM_PARALLEL_MIN_ELEMENTS (1 << 16)
 
 typedef struct em_scratch {
     int threads;   /* OpenMP threads the kernels use */

@@ -8,7 +8,7 @@
 
 void em_swiglu(float *gate, const float *up, size_t n, int threads) {
     size_t chunks = (n + CHUNK - 1) / CHUNK;
-#pragma omp parallel for num_threads(threads) if (n >= EM_PARALLEL_MIN_WORK)
+#pragma omp parallel for num_threads(threads) if (n >= EM_PARALLEL_MIN_ELEMENTS)
     for (size_t c = 0; c < chunks; c++) {
         size_t i0 = c * CHUNK, m = n - i0 < CHUNK ? n - i0 : CHUNK;
         float *g = gate + i0;
