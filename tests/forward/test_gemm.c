@@ -19,7 +19,7 @@ static float random_float(void) {
     return (float)((int32_t)(seed >> 8) - (1 << 23)) / (float)(1 << 23); /* [-1, 1) */
 }
 
-/* One product y (T, rows) [+]= x (T, K) W^T through pack, tile and unpack. */
+/* One product y (T, rows) [+]= x (T, K) W^T through pack, tile and transpose. */
 static void gemm(em_gemm_microkernel *kernel, const float *x, int T, int K, const float *w,
                  int rows, float *y, bool accumulate) {
     size_t ldw = (size_t)K + EM_GEMM_ROW_PAD;
@@ -28,11 +28,11 @@ static void gemm(em_gemm_microkernel *kernel, const float *x, int T, int K, cons
     float *ct =
         malloc((size_t)em_gemm_padded_rows(rows) * em_gemm_result_stride(T) * sizeof(float));
     for (int p = 0; p < em_gemm_padded_tokens(T) / EM_GEMM_PANEL; p++) {
-        em_gemm_pack_panel(x, T, K, p, xp);
+        em_gemm_pack_panel(x, (size_t)K, T, K, p, xp);
     }
     for (int j = 0; j < rows; j++) memcpy(wt + j * ldw, w + (size_t)j * K, K * sizeof(float));
     em_gemm_tile(kernel, xp, T, K, wt, ldw, rows, ct);
-    em_gemm_unpack(ct, T, rows, y, (size_t)rows, accumulate);
+    em_transpose(ct, em_gemm_result_stride(T), rows, T, y, (size_t)rows, accumulate);
     free(xp);
     free(wt);
     free(ct);

@@ -1,53 +1,145 @@
-/* Causal GQA attention in query blocks (see attention.h). */
+/* Causal GQA attention in query blocks on the packed GEMM (see attention.h). */
 #include "stages/kernels/cpu/attention.h"
 
-#include <cblas.h>
 #include <math.h>
 #include <omp.h>
 #include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
 
 #include "stages/kernels/cpu/fast_exp.h"
+#include "stages/kernels/cpu/gemm.h"
 
-size_t em_attention_scratch_floats(int T) {
-    return (size_t)EM_ATTN_QUERY_BLOCK * (size_t)T;
+/* Row stride of V^T: T plus a cache line, so its rows do not share cache sets. */
+static size_t vt_stride(int T) {
+    return (size_t)T + EM_GEMM_ROW_PAD;
+}
+
+size_t em_attention_vt_floats(int T, int n_kv_heads, int head_dim) {
+    return (size_t)n_kv_heads * (size_t)head_dim * vt_stride(T);
+}
+
+/* One block's working memory, carved from a thread's scratch. */
+typedef struct block_memory {
+    float *q_packed;  /* (padded block, head_dim): the block's queries packed */
+    float *scores;    /* (padded T keys, result stride of a block): S^T, then P^T */
+    float *p_packed;  /* (padded block, T): P packed */
+    float *out;       /* (padded head_dim, result stride of a block): (P V)^T */
+    float *max, *sum; /* (block) per query */
+} block_memory;
+
+/* The sizes of the parts of block_memory, each rounded up to whole cache lines. */
+static void block_part_floats(int T, int head_dim, size_t sizes[6]) {
+    size_t ld = em_gemm_result_stride(EM_ATTN_QUERY_BLOCK); /* the widest a block needs */
+    sizes[0] = em_gemm_packed_floats(EM_ATTN_QUERY_BLOCK, head_dim);
+    sizes[1] = (size_t)em_gemm_padded_rows(T) * ld;
+    sizes[2] = em_gemm_packed_floats(EM_ATTN_QUERY_BLOCK, T);
+    sizes[3] = (size_t)em_gemm_padded_rows(head_dim) * ld;
+    sizes[4] = sizes[5] = EM_ATTN_QUERY_BLOCK;
+    for (int i = 0; i < 6; i++) sizes[i] = (sizes[i] + 15) / 16 * 16;
+}
+
+size_t em_attention_scratch_floats(int T, int head_dim) {
+    size_t sizes[6], total = 0;
+    block_part_floats(T, head_dim, sizes);
+    for (int i = 0; i < 6; i++) total += sizes[i];
+    return total;
+}
+
+static block_memory carve_block_memory(int T, int head_dim, float *base) {
+    size_t sizes[6];
+    block_part_floats(T, head_dim, sizes);
+    block_memory m;
+    m.q_packed = base;
+    m.scores = m.q_packed + sizes[0];
+    m.p_packed = m.scores + sizes[1];
+    m.out = m.p_packed + sizes[2];
+    m.max = m.out + sizes[3];
+    m.sum = m.max + sizes[4];
+    return m;
+}
+
+/* In place on scores (keys, ld) for queries q0 .. q0+rows-1 and keys 0 .. keys-1: scale, causal
+ * mask (query q0+i sees keys 0..q0+i) and softmax down each column. Masked entries become 0. */
+static void softmax_columns(float *scores, size_t ld, int keys, int q0, int rows, float scale,
+                            float *max, float *sum) {
+    for (int i = 0; i < rows; i++) {
+        max[i] = -INFINITY;
+        sum[i] = 0.0f;
+    }
+    for (int j = 0; j < keys; j++) {
+        float *s = scores + (size_t)j * ld;
+        int first = j - q0 > 0 ? j - q0 : 0; /* the first query that sees key j */
+        for (int i = 0; i < first && i < rows; i++) s[i] = 0.0f;
+        for (int i = first; i < rows; i++) {
+            s[i] *= scale;
+            max[i] = s[i] > max[i] ? s[i] : max[i];
+        }
+    }
+    for (int j = 0; j < keys; j++) {
+        float *s = scores + (size_t)j * ld;
+        int first = j - q0 > 0 ? j - q0 : 0;
+        if (first >= rows) continue;
+        for (int i = first; i < rows; i++) s[i] -= max[i];
+        em_exp_inplace(s + first, (size_t)(rows - first));
+        for (int i = first; i < rows; i++) sum[i] += s[i];
+    }
+    for (int i = 0; i < rows; i++) sum[i] = 1.0f / sum[i];
+    for (int j = 0; j < keys; j++) {
+        float *s = scores + (size_t)j * ld;
+        for (int i = 0; i < rows; i++) s[i] *= sum[i];
+    }
 }
 
 void em_attention(const float *q, const float *k, const float *v, int T, int n_heads,
-                  int n_kv_heads, int head_dim, float *out, em_scratch *s) {
+                  int n_kv_heads, int head_dim, float *out, float *vt, em_scratch *s) {
     int q_ld = n_heads * head_dim, kv_ld = n_kv_heads * head_dim;
     int group = n_heads / n_kv_heads;
     int blocks = (T + EM_ATTN_QUERY_BLOCK - 1) / EM_ATTN_QUERY_BLOCK;
     float scale = 1.0f / sqrtf((float)head_dim);
+    size_t ldv = vt_stride(T);
     bool parallel = (int64_t)n_heads * T * T / 2 * head_dim >= EM_PARALLEL_MIN_WORK;
+
+    /* vt (kv_ld, ldv) = v^T, in blocks of 64 keys */
+#pragma omp parallel for num_threads(s->threads) if (parallel)
+    for (int t0 = 0; t0 < T; t0 += 64) {
+        int n = T - t0 < 64 ? T - t0 : 64;
+        em_transpose(v + (size_t)t0 * kv_ld, (size_t)kv_ld, n, kv_ld, vt + t0, ldv, false);
+    }
+
 #pragma omp parallel for schedule(dynamic, 1) num_threads(s->threads) if (parallel)
     for (int task = 0; task < n_heads * blocks; task++) {
         /* later blocks first: they are the longest, so threads finish together */
         int h = task % n_heads, b = blocks - 1 - task / n_heads;
         int g = h / group;
         int q0 = b * EM_ATTN_QUERY_BLOCK;
-        int q1 = q0 + EM_ATTN_QUERY_BLOCK < T ? q0 + EM_ATTN_QUERY_BLOCK : T;
-        int rows = q1 - q0;
-        float *scores = s->buf[omp_get_thread_num()]; /* (rows, q1) */
-        /* scores = scale * Q[q0:q1, h] . K[0:q1, g]^T */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, q1, head_dim, scale,
-                    q + (size_t)q0 * q_ld + (size_t)h * head_dim, q_ld, k + (size_t)g * head_dim,
-                    kv_ld, 0.0f, scores, q1);
-        for (int i = 0; i < rows; i++) {
-            float *row = scores + (size_t)i * q1;
-            int n = q0 + i + 1; /* keys 0..q0+i are visible */
-            float max = row[0];
-            for (int j = 1; j < n; j++) max = row[j] > max ? row[j] : max;
-            for (int j = 0; j < n; j++) row[j] -= max;
-            em_exp_inplace(row, (size_t)n);
-            float sum = 0.0f;
-            for (int j = 0; j < n; j++) sum += row[j];
-            float inv = 1.0f / sum;
-            for (int j = 0; j < n; j++) row[j] *= inv;
-            for (int j = n; j < q1; j++) row[j] = 0.0f;
+        int rows = T - q0 < EM_ATTN_QUERY_BLOCK ? T - q0 : EM_ATTN_QUERY_BLOCK;
+        int keys = q0 + rows; /* keys 0..keys-1 are visible to some query of the block */
+        size_t ld = em_gemm_result_stride(rows); /* of scores and out */
+        block_memory m = carve_block_memory(T, head_dim, s->buf[omp_get_thread_num()]);
+
+        /* scores (keys, ld) = K[0:keys, g] Q[q0:q0+rows, h]^T */
+        const float *q_block = q + (size_t)q0 * q_ld + (size_t)h * head_dim;
+        for (int p = 0; p < em_gemm_padded_tokens(rows) / EM_GEMM_PANEL; p++) {
+            em_gemm_pack_panel(q_block, (size_t)q_ld, rows, head_dim, p, m.q_packed);
         }
-        /* out[q0:q1, h] = P (rows, q1) . V[0:q1, g] */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, head_dim, q1, 1.0f, scores, q1,
-                    v + (size_t)g * head_dim, kv_ld, 0.0f,
-                    out + (size_t)q0 * q_ld + (size_t)h * head_dim, q_ld);
+        em_gemm_tile(s->kernel, m.q_packed, rows, head_dim, k + (size_t)g * head_dim, (size_t)kv_ld,
+                     keys, m.scores);
+        softmax_columns(m.scores, ld, keys, q0, rows, scale, m.max, m.sum);
+
+        /* P^T's rows hold each key's probabilities for the block's queries: the 16-query
+         * segments of a row are the packed panels of P (rows, keys) */
+        for (int p = 0; p < em_gemm_padded_tokens(rows) / EM_GEMM_PANEL; p++) {
+            for (int j = 0; j < keys; j++) {
+                memcpy(m.p_packed + ((size_t)p * keys + j) * EM_GEMM_PANEL,
+                       m.scores + (size_t)j * ld + (size_t)p * EM_GEMM_PANEL,
+                       EM_GEMM_PANEL * sizeof(float));
+            }
+        }
+        /* out (head_dim, ld) = V[0:keys, g]^T P^T, into att[q0:q0+rows, h] */
+        em_gemm_tile(s->kernel, m.p_packed, rows, keys, vt + (size_t)g * head_dim * ldv, ldv,
+                     head_dim, m.out);
+        em_transpose(m.out, ld, head_dim, rows, out + (size_t)q0 * q_ld + (size_t)h * head_dim,
+                     (size_t)q_ld, false);
     }
 }

@@ -1,4 +1,4 @@
-/* Packing, blocking and unpacking around the GEMM microkernels (see gemm.h). The transposes use
+/* Packing, blocking and transposing around the GEMM microkernels (see gemm.h). The transposes use
  * SSE 4x4 blocks where the target has SSE (every x86-64), plain loops elsewhere and at edges;
  * they only move floats, so either way gives the same bits. */
 #include "stages/kernels/cpu/gemm.h"
@@ -23,7 +23,7 @@ size_t em_gemm_packed_floats(int T, int K) {
     return (size_t)em_gemm_padded_tokens(T) * (size_t)K;
 }
 
-void em_gemm_pack_panel(const float *x, int T, int K, int panel, float *xp) {
+void em_gemm_pack_panel(const float *x, size_t ldx, int T, int K, int panel, float *xp) {
     float *out = xp + (size_t)panel * K * EM_GEMM_PANEL; /* (K, EM_GEMM_PANEL) */
     for (int i = 0; i < EM_GEMM_PANEL; i += 4) {
         /* four tokens at a time: their rows of x, NULL past T */
@@ -31,7 +31,7 @@ void em_gemm_pack_panel(const float *x, int T, int K, int panel, float *xp) {
         bool all = true;
         for (int r = 0; r < 4; r++) {
             int t = panel * EM_GEMM_PANEL + i + r;
-            row[r] = t < T ? x + (size_t)t * K : NULL;
+            row[r] = t < T ? x + (size_t)t * ldx : NULL;
             all = all && row[r];
         }
         int k = 0;
@@ -75,42 +75,42 @@ void em_gemm_tile(em_gemm_microkernel *kernel, const float *xp, int T, int K, co
     }
 }
 
-void em_gemm_unpack(const float *ct, int T, int rows, float *y, size_t ldy, bool accumulate) {
-    size_t ldc = em_gemm_result_stride(T);
-    int t = 0;
+void em_transpose(const float *src, size_t lds, int rows, int cols, float *dst, size_t ldd,
+                  bool accumulate) {
+    int c = 0;
 #if defined(__SSE__)
-    for (; t + 4 <= T; t += 4) {
-        int j = 0;
-        for (; j + 4 <= rows; j += 4) {
-            const float *c = ct + (size_t)j * ldc + t;
-            __m128 r0 = _mm_loadu_ps(c), r1 = _mm_loadu_ps(c + ldc);
-            __m128 r2 = _mm_loadu_ps(c + 2 * ldc), r3 = _mm_loadu_ps(c + 3 * ldc);
-            _MM_TRANSPOSE4_PS(r0, r1, r2, r3); /* now r_i is token t+i, rows j..j+3 */
-            float *out = y + (size_t)t * ldy + j;
+    for (; c + 4 <= cols; c += 4) {
+        int r = 0;
+        for (; r + 4 <= rows; r += 4) {
+            const float *in = src + (size_t)r * lds + c;
+            __m128 r0 = _mm_loadu_ps(in), r1 = _mm_loadu_ps(in + lds);
+            __m128 r2 = _mm_loadu_ps(in + 2 * lds), r3 = _mm_loadu_ps(in + 3 * lds);
+            _MM_TRANSPOSE4_PS(r0, r1, r2, r3); /* now r_i is column c+i, rows r..r+3 */
+            float *out = dst + (size_t)c * ldd + r;
             if (accumulate) {
                 r0 = _mm_add_ps(_mm_loadu_ps(out), r0);
-                r1 = _mm_add_ps(_mm_loadu_ps(out + ldy), r1);
-                r2 = _mm_add_ps(_mm_loadu_ps(out + 2 * ldy), r2);
-                r3 = _mm_add_ps(_mm_loadu_ps(out + 3 * ldy), r3);
+                r1 = _mm_add_ps(_mm_loadu_ps(out + ldd), r1);
+                r2 = _mm_add_ps(_mm_loadu_ps(out + 2 * ldd), r2);
+                r3 = _mm_add_ps(_mm_loadu_ps(out + 3 * ldd), r3);
             }
             _mm_storeu_ps(out, r0);
-            _mm_storeu_ps(out + ldy, r1);
-            _mm_storeu_ps(out + 2 * ldy, r2);
-            _mm_storeu_ps(out + 3 * ldy, r3);
+            _mm_storeu_ps(out + ldd, r1);
+            _mm_storeu_ps(out + 2 * ldd, r2);
+            _mm_storeu_ps(out + 3 * ldd, r3);
         }
-        for (; j < rows; j++) {
+        for (; r < rows; r++) {
             for (int i = 0; i < 4; i++) {
-                float v = ct[(size_t)j * ldc + t + i];
-                float *out = y + (size_t)(t + i) * ldy + j;
+                float v = src[(size_t)r * lds + c + i];
+                float *out = dst + (size_t)(c + i) * ldd + r;
                 *out = accumulate ? *out + v : v;
             }
         }
     }
 #endif
-    for (; t < T; t++) {
-        for (int j = 0; j < rows; j++) {
-            float v = ct[(size_t)j * ldc + t];
-            float *out = y + (size_t)t * ldy + j;
+    for (; c < cols; c++) {
+        for (int r = 0; r < rows; r++) {
+            float v = src[(size_t)r * lds + c];
+            float *out = dst + (size_t)c * ldd + r;
             *out = accumulate ? *out + v : v;
         }
     }

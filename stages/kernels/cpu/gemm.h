@@ -6,7 +6,7 @@
  * floats (converted from the file's type into its own scratch, with a padded row stride so the
  * rows do not all fall into the same cache sets) and walks it in blocks of EM_GEMM_KC columns
  * (kept in cache) x EM_GEMM_TOKENS tokens x EM_GEMM_ROWS rows. The result of a tile is
- * transposed, ct (rows, T), which is what the output head wants; em_gemm_unpack writes it into a
+ * transposed, ct (rows, T), which is what the output head wants; em_transpose writes it into a
  * row-major y (T, n). Each element is one fma chain over k in order (gemm_microkernel.h), so
  * results do not depend on tiles, blocks, threads or instruction set. */
 #ifndef EVALMESH_KERNELS_GEMM_H
@@ -30,9 +30,10 @@ int em_gemm_padded_rows(int rows);
 /* Floats of the packed x (T, K). */
 size_t em_gemm_packed_floats(int T, int K);
 
-/* Packs panel p of x (T, K), tokens p*16 .. p*16+15 (zeros past T), into xp: token i at column
- * k goes to xp[(p * K + k) * EM_GEMM_PANEL + i]. Panels are independent: threads share them. */
-void em_gemm_pack_panel(const float *x, int T, int K, int panel, float *xp);
+/* Packs panel p of x (T, K) with row stride ldx, tokens p*16 .. p*16+15 (zeros past T), into xp:
+ * token i at column k goes to xp[(p * K + k) * EM_GEMM_PANEL + i]. Panels are independent:
+ * threads share them. */
+void em_gemm_pack_panel(const float *x, size_t ldx, int T, int K, int panel, float *xp);
 
 /* ct (em_gemm_padded_rows(rows), em_gemm_result_stride(T)) = wt xp^T, where wt is rows rows of
  * K floats with row stride ldw and xp is x (T, K) packed. Rows past `rows` and tokens past T
@@ -40,8 +41,10 @@ void em_gemm_pack_panel(const float *x, int T, int K, int panel, float *xp);
 void em_gemm_tile(em_gemm_microkernel *kernel, const float *xp, int T, int K, const float *wt,
                   size_t ldw, int rows, float *ct);
 
-/* y[t * ldy + j] = ct[j * em_gemm_result_stride(T) + t] (or += when accumulate) for t < T,
- * j < rows. */
-void em_gemm_unpack(const float *ct, int T, int rows, float *y, size_t ldy, bool accumulate);
+/* dst[c * ldd + r] = src[r * lds + c] (or += when accumulate) for r < rows, c < cols. With src a
+ * tile's ct (lds = em_gemm_result_stride(T), cols = T) this writes the tile's rows into y (T, n).
+ */
+void em_transpose(const float *src, size_t lds, int rows, int cols, float *dst, size_t ldd,
+                  bool accumulate);
 
 #endif

@@ -30,6 +30,7 @@ struct em_llama_forward {
     float *xn;          /* (T, D) normalized x, and projection outputs before the residual add */
     float *q, *att;     /* (T, H*hd) */
     float *k, *v;       /* (T, KV*hd) */
+    float *vt;          /* v transposed, for attention (see em_attention_vt_floats) */
     float *gate, *up;   /* (T, F) */
     float *rope;        /* (T, rope_dim/2, 2) */
 };
@@ -151,6 +152,7 @@ static void free_activations(em_llama_forward *f) {
     free(f->att);
     free(f->k);
     free(f->v);
+    free(f->vt);
     free(f->gate);
     free(f->up);
     free(f->rope);
@@ -163,7 +165,7 @@ static em_status reserve(em_llama_forward *f, int T) {
     size_t D = (size_t)c->dim, F = (size_t)c->ffn_dim, QD = (size_t)c->n_heads * c->head_dim;
     size_t KVD = (size_t)c->n_kv_heads * c->head_dim;
     /* per thread: the largest of a matmul tile for each input width, attention, the head */
-    size_t need = em_attention_scratch_floats(T);
+    size_t need = em_attention_scratch_floats(T, c->head_dim);
     int64_t widths[3] = {c->dim, c->ffn_dim, (int64_t)QD};
     size_t packed = 0;
     for (int i = 0; i < 3; i++) {
@@ -187,10 +189,12 @@ static em_status reserve(em_llama_forward *f, int T) {
     f->att = malloc(t * QD * sizeof(float));
     f->k = malloc(t * KVD * sizeof(float));
     f->v = malloc(t * KVD * sizeof(float));
+    f->vt = malloc(em_attention_vt_floats(T, c->n_kv_heads, c->head_dim) * sizeof(float));
     f->gate = malloc(t * F * sizeof(float));
     f->up = malloc(t * F * sizeof(float));
     f->rope = malloc(t * (size_t)c->rope_dim * sizeof(float));
-    if (!f->x || !f->xn || !f->q || !f->att || !f->k || !f->v || !f->gate || !f->up || !f->rope) {
+    if (!f->x || !f->xn || !f->q || !f->att || !f->k || !f->v || !f->vt || !f->gate || !f->up ||
+        !f->rope) {
         free_activations(f);
         return em_error_new(EM_EXIT_RUNTIME, "out of memory for the activations of %d positions",
                             T);
@@ -255,8 +259,8 @@ em_status em_llama_forward_window(em_llama_forward *f, const int32_t *input, con
         }
         em_rope_apply(f->q, T, QD, H, hd, c->rope_dim, f->rope, threads);
         em_rope_apply(f->k, T, KVD, KV, hd, c->rope_dim, f->rope, threads);
-        em_attention(f->q, f->k, f->v, T, H, KV, hd, f->att, s); /* att (T, QD) */
-        em_matmul(f->att, T, w->wo, f->x, true, s);              /* x (T, D) += att Wo^T */
+        em_attention(f->q, f->k, f->v, T, H, KV, hd, f->att, f->vt, s); /* att (T, QD) */
+        em_matmul(f->att, T, w->wo, f->x, true, s);                     /* x (T, D) += att Wo^T */
         /* MLP block */
         em_rmsnorm(f->x, lv->ffn_norm, T, D, c->rms_eps, f->xn, threads);
         /* gate (T, F), up (T, F) */

@@ -19,7 +19,7 @@ void em_matmul_pack(const float *x, int T, int n_in, em_scratch *s) {
     int panels = em_gemm_padded_tokens(T) / EM_GEMM_PANEL;
     bool parallel = (int64_t)T * n_in >= EM_PARALLEL_MIN_WORK / 16;
 #pragma omp parallel for num_threads(s->threads) if (parallel)
-    for (int p = 0; p < panels; p++) em_gemm_pack_panel(x, T, n_in, p, s->packed);
+    for (int p = 0; p < panels; p++) em_gemm_pack_panel(x, (size_t)n_in, T, n_in, p, s->packed);
 }
 
 float *em_matmul_tile_rows(const em_tensor *w, int T, int64_t row0, int rows, const em_scratch *s,
@@ -63,7 +63,7 @@ static void matmul_tiles(int T, int count, const em_tensor *const *w, float *con
         int64_t row0 = first * EM_MATMUL_TILE_ROWS;
         int rows = (int)(n_out - row0 < EM_MATMUL_TILE_ROWS ? n_out - row0 : EM_MATMUL_TILE_ROWS);
         const float *ct = em_matmul_tile_rows(w[i], T, row0, rows, s, s->buf[omp_get_thread_num()]);
-        em_gemm_unpack(ct, T, rows, y[i] + row0, (size_t)n_out, accumulate);
+        em_transpose(ct, em_gemm_result_stride(T), rows, T, y[i] + row0, (size_t)n_out, accumulate);
     }
 }
 
