@@ -92,7 +92,7 @@ static void softmax_columns(float *scores, size_t ld, int keys, int q0, int rows
 }
 
 void em_attention(const float *q, const float *k, const float *v, int T, int n_heads,
-                  int n_kv_heads, int head_dim, float *out, float *vt, em_scratch *s) {
+                  int n_kv_heads, int head_dim, float *out_packed, float *vt, em_scratch *s) {
     int q_ld = n_heads * head_dim, kv_ld = n_kv_heads * head_dim;
     int group = n_heads / n_kv_heads;
     int blocks = (T + EM_ATTN_QUERY_BLOCK - 1) / EM_ATTN_QUERY_BLOCK;
@@ -136,10 +136,18 @@ void em_attention(const float *q, const float *k, const float *v, int T, int n_h
                        EM_GEMM_PANEL * sizeof(float));
             }
         }
-        /* out (head_dim, ld) = V[0:keys, g]^T P^T, into att[q0:q0+rows, h] */
+        /* out (head_dim, ld) = V[0:keys, g]^T P^T: row d holds feature h*head_dim+d of the
+         * block's queries, whose 16-query segments go to the packed output */
         em_gemm_tile(s->kernel, m.p_packed, rows, keys, vt + (size_t)g * head_dim * ldv, ldv,
                      head_dim, m.out);
-        em_transpose(m.out, ld, head_dim, rows, out + (size_t)q0 * q_ld + (size_t)h * head_dim,
-                     (size_t)q_ld, false);
+        for (int d = 0; d < head_dim; d++) {
+            for (int p = 0; p < em_gemm_padded_tokens(rows) / EM_GEMM_PANEL; p++) {
+                size_t panel = (size_t)q0 / EM_GEMM_PANEL + (size_t)p;
+                memcpy(out_packed +
+                           (panel * q_ld + (size_t)h * head_dim + (size_t)d) * EM_GEMM_PANEL,
+                       m.out + (size_t)d * ld + (size_t)p * EM_GEMM_PANEL,
+                       EM_GEMM_PANEL * sizeof(float));
+            }
+        }
     }
 }

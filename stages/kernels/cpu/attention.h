@@ -5,7 +5,8 @@
  * S^T (q1, q1 - q0) = K Q^T, with K's rows read in place. The scale 1/sqrt(head_dim), the causal
  * mask and the softmax then run down each query's column, vectorized across the block's queries;
  * P^T's rows are already the packed panels of P, and the output block is P V = P (V^T)^T, one
- * more GEMM against V transposed once per call. Query head h reads KV head h / (n_heads /
+ * more GEMM against V transposed once per call, written straight into the packed layout the
+ * output projection reads (gemm.h). Query head h reads KV head h / (n_heads /
  * n_kv_heads). Memory per thread is about 2 x EM_ATTN_QUERY_BLOCK x T floats, never (T, T) per
  * head. Every dot product is one fma chain (gemm_microkernel.h) over head_dim or over keys
  * 0..q1-1 (masked ones are exact zeros), so results depend only on T: not on threads, batches or
@@ -25,9 +26,10 @@ size_t em_attention_scratch_floats(int T, int head_dim);
 /* Floats of the V^T buffer em_attention needs: (n_kv_heads * head_dim, T + padding). */
 size_t em_attention_vt_floats(int T, int n_kv_heads, int head_dim);
 
-/* q is (T, n_heads * head_dim), k and v are (T, n_kv_heads * head_dim), out is
- * (T, n_heads * head_dim); vt is em_attention_vt_floats of working memory. */
+/* q is (T, n_heads * head_dim), k and v are (T, n_kv_heads * head_dim); out_packed is the
+ * output (T, n_heads * head_dim) packed (em_gemm_packed_floats); vt is em_attention_vt_floats of
+ * working memory. */
 void em_attention(const float *q, const float *k, const float *v, int T, int n_heads,
-                  int n_kv_heads, int head_dim, float *out, float *vt, em_scratch *s);
+                  int n_kv_heads, int head_dim, float *out_packed, float *vt, em_scratch *s);
 
 #endif

@@ -11,7 +11,6 @@
 #include "stages/kernels/cpu/output_head.h"
 #include "stages/kernels/cpu/rmsnorm.h"
 #include "stages/kernels/cpu/rope.h"
-#include "stages/kernels/cpu/swiglu.h"
 
 /* Small per-layer vectors converted to floats once. */
 typedef struct layer_vectors {
@@ -27,11 +26,12 @@ struct em_llama_forward {
     float *output_norm; /* (D) */
     int capacity;       /* the longest window the activations below can hold */
     float *x;           /* (T, D) the residual stream */
-    float *xn;          /* (T, D) normalized x, and projection outputs before the residual add */
-    float *q, *att;     /* (T, H*hd) */
+    float *xn;          /* (T, D) normalized x */
+    float *q;           /* (T, H*hd) */
     float *k, *v;       /* (T, KV*hd) */
     float *vt;          /* v transposed, for attention (see em_attention_vt_floats) */
-    float *gate, *up;   /* (T, F) */
+    float *att_packed;  /* attention's output (T, H*hd), packed for the output projection */
+    float *h_packed;    /* the MLP's SwiGLU (T, F), packed for the down projection */
     float *rope;        /* (T, rope_dim/2, 2) */
 };
 
@@ -149,12 +149,11 @@ static void free_activations(em_llama_forward *f) {
     free(f->x);
     free(f->xn);
     free(f->q);
-    free(f->att);
+    free(f->att_packed);
     free(f->k);
     free(f->v);
     free(f->vt);
-    free(f->gate);
-    free(f->up);
+    free(f->h_packed);
     free(f->rope);
     f->capacity = 0;
 }
@@ -164,21 +163,19 @@ static em_status reserve(em_llama_forward *f, int T) {
     const em_llama_config *c = &f->model->config;
     size_t D = (size_t)c->dim, F = (size_t)c->ffn_dim, QD = (size_t)c->n_heads * c->head_dim;
     size_t KVD = (size_t)c->n_kv_heads * c->head_dim;
-    /* per thread: the largest of a matmul tile for each input width, attention, the head */
+    /* per thread: the largest of a matmul tile for each input width, the fused gate and up
+     * tiles, attention, the head; shared: the packed xn */
     size_t need = em_attention_scratch_floats(T, c->head_dim);
     int64_t widths[3] = {c->dim, c->ffn_dim, (int64_t)QD};
-    size_t packed = 0;
     for (int i = 0; i < 3; i++) {
         size_t tile = em_matmul_tile_floats(T, widths[i], EM_MATMUL_TILE_ROWS);
         if (tile > need) need = tile;
-        if (em_gemm_packed_floats(T, (int)widths[i]) > packed) {
-            packed = em_gemm_packed_floats(T, (int)widths[i]);
-        }
     }
+    if (em_matmul_swiglu_floats(T, c->dim) > need) need = em_matmul_swiglu_floats(T, c->dim);
     if (em_output_head_scratch_floats(T, c->dim) > need) {
         need = em_output_head_scratch_floats(T, c->dim);
     }
-    em_status err = em_scratch_reserve(&f->scratch, need, packed);
+    em_status err = em_scratch_reserve(&f->scratch, need, em_gemm_packed_floats(T, c->dim));
     if (err) return err;
     if (T <= f->capacity) return NULL;
     free_activations(f);
@@ -186,14 +183,13 @@ static em_status reserve(em_llama_forward *f, int T) {
     f->x = malloc(t * D * sizeof(float));
     f->xn = malloc(t * D * sizeof(float));
     f->q = malloc(t * QD * sizeof(float));
-    f->att = malloc(t * QD * sizeof(float));
+    f->att_packed = malloc(em_gemm_packed_floats(T, (int)QD) * sizeof(float));
     f->k = malloc(t * KVD * sizeof(float));
     f->v = malloc(t * KVD * sizeof(float));
     f->vt = malloc(em_attention_vt_floats(T, c->n_kv_heads, c->head_dim) * sizeof(float));
-    f->gate = malloc(t * F * sizeof(float));
-    f->up = malloc(t * F * sizeof(float));
+    f->h_packed = malloc(em_gemm_packed_floats(T, (int)F) * sizeof(float));
     f->rope = malloc(t * (size_t)c->rope_dim * sizeof(float));
-    if (!f->x || !f->xn || !f->q || !f->att || !f->k || !f->v || !f->vt || !f->gate || !f->up ||
+    if (!f->x || !f->xn || !f->q || !f->k || !f->v || !f->vt || !f->att_packed || !f->h_packed ||
         !f->rope) {
         free_activations(f);
         return em_error_new(EM_EXIT_RUNTIME, "out of memory for the activations of %d positions",
@@ -234,7 +230,7 @@ em_status em_llama_forward_window(em_llama_forward *f, const int32_t *input, con
     if (!err) err = check_ids(target + score_from, T - score_from, c->n_vocab, "target");
     if (!err) err = reserve(f, T);
     if (err) return err;
-    int D = c->dim, F = c->ffn_dim, H = c->n_heads, KV = c->n_kv_heads, hd = c->head_dim;
+    int D = c->dim, H = c->n_heads, KV = c->n_kv_heads, hd = c->head_dim;
     int QD = H * hd, KVD = KV * hd, threads = f->threads;
     em_scratch *s = &f->scratch;
 
@@ -251,7 +247,8 @@ em_status em_llama_forward_window(em_llama_forward *f, const int32_t *input, con
         /* q (T, QD), k (T, KVD), v (T, KVD) */
         const em_tensor *qkv_w[3] = {w->wq, w->wk, w->wv};
         float *qkv[3] = {f->q, f->k, f->v};
-        em_matmul_many(f->xn, T, 3, qkv_w, qkv, s);
+        em_matmul_pack(f->xn, T, D, s->packed, s);
+        em_matmul_packed(s->packed, T, 3, qkv_w, qkv, false, s);
         if (lv->bq) {
             add_bias(f->q, lv->bq, T, QD, threads);
             add_bias(f->k, lv->bk, T, KVD, threads);
@@ -259,16 +256,14 @@ em_status em_llama_forward_window(em_llama_forward *f, const int32_t *input, con
         }
         em_rope_apply(f->q, T, QD, H, hd, c->rope_dim, f->rope, threads);
         em_rope_apply(f->k, T, KVD, KV, hd, c->rope_dim, f->rope, threads);
-        em_attention(f->q, f->k, f->v, T, H, KV, hd, f->att, f->vt, s); /* att (T, QD) */
-        em_matmul(f->att, T, w->wo, f->x, true, s);                     /* x (T, D) += att Wo^T */
+        em_attention(f->q, f->k, f->v, T, H, KV, hd, f->att_packed, f->vt, s); /* att (T, QD) */
+        em_matmul_packed(f->att_packed, T, 1, &w->wo, &f->x, true, s);         /* x += att Wo^T */
         /* MLP block */
         em_rmsnorm(f->x, lv->ffn_norm, T, D, c->rms_eps, f->xn, threads);
-        /* gate (T, F), up (T, F) */
-        const em_tensor *gate_up_w[2] = {w->w_gate, w->w_up};
-        float *gate_up[2] = {f->gate, f->up};
-        em_matmul_many(f->xn, T, 2, gate_up_w, gate_up, s);
-        em_swiglu(f->gate, f->up, (size_t)T * F, threads);
-        em_matmul(f->gate, T, w->w_down, f->x, true, s); /* x (T, D) += h Wdown^T */
+        /* h (T, F) = silu(xn Wgate^T) * (xn Wup^T) */
+        em_matmul_pack(f->xn, T, D, s->packed, s);
+        em_matmul_swiglu_packed(s->packed, T, w->w_gate, w->w_up, f->h_packed, s);
+        em_matmul_packed(f->h_packed, T, 1, &w->w_down, &f->x, true, s); /* x += h Wdown^T */
     }
 
     /* the head sees only the scored positions: xn (T - score_from, D) */

@@ -71,7 +71,7 @@ em_status em_output_head(const float *x, int T, const em_tensor *w, const int32_
         free(target_logit);
         return em_error_new(EM_EXIT_RUNTIME, "out of memory for the output head partials");
     }
-    em_matmul_pack(x, T, D, s);
+    em_matmul_pack(x, T, D, s->packed, s);
     size_t ldl = em_gemm_result_stride(T);
     size_t tile_floats = em_matmul_tile_floats(T, D, EM_HEAD_TILE_ROWS);
     bool parallel = tiles > 1 && (int64_t)T * D * n_vocab >= EM_PARALLEL_MIN_WORK;
@@ -81,7 +81,7 @@ em_status em_output_head(const float *x, int T, const em_tensor *w, const int32_
         int rows = (int)(n_vocab - row0 < EM_HEAD_TILE_ROWS ? n_vocab - row0 : EM_HEAD_TILE_ROWS);
         float *buf = s->buf[omp_get_thread_num()];
         /* logits (rows, ldl) */
-        float *lt = em_matmul_tile_rows(w, T, row0, rows, s, buf);
+        float *lt = em_matmul_tile_rows(w, s->packed, T, row0, rows, s, buf);
         float *max = buf + tile_floats;          /* (T) */
         int32_t *best = (int32_t *)(max + ldl);  /* (T) */
         double *sum = (double *)(max + 2 * ldl); /* (T) */

@@ -4,7 +4,7 @@
 
 #include <stddef.h>
 
-/* gate and up are (n) floats; the result replaces gate. */
-void em_swiglu(float *gate, const float *up, size_t n, int threads);
+/* gate and up are (n) floats; the result replaces gate. One thread: the caller spreads rows. */
+void em_swiglu(float *gate, const float *up, size_t n);
 
 #endif
