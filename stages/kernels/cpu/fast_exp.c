@@ -23,7 +23,8 @@ static inline float exp_in_range(float x) {
     return p * scale.f;
 }
 
-__attribute__((target_clones("avx2", "default"))) void em_exp_inplace(float *x, size_t n) {
+__attribute__((target_clones("avx512f", "avx2", "default"))) void em_exp_inplace(float *x,
+                                                                                 size_t n) {
     for (size_t i = 0; i < n; i++) {
         float v = x[i] < -87.0f ? -87.0f : x[i];
         x[i] = v > 88.0f ? 88.0f : v;

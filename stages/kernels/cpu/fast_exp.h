@@ -4,7 +4,8 @@
  * (Cephes' coefficients; relative error below 1e-7), 2^n built from its exponent bits. Inputs are
  * first clamped to [-87, 88] in a separate pass (a clamp feeding arithmetic in the same loop keeps
  * GCC from vectorizing), so results are never 0 or inf. Vectorized or not, the result is the same:
- * only float +, * and conversions in a fixed order (ISO C mode does not contract them to FMAs). */
+ * only float +, * and conversions in a fixed order (the build passes -ffp-contract=off, so no
+ * instruction set contracts them to FMAs). */
 #ifndef EVALMESH_KERNELS_FAST_EXP_H
 #define EVALMESH_KERNELS_FAST_EXP_H
 

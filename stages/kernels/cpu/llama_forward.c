@@ -1,7 +1,6 @@
 /* The Llama forward over one window (see llama_forward.h). */
 #include "stages/kernels/cpu/llama_forward.h"
 
-#include <cblas.h>
 #include <stdlib.h>
 
 #include "stages/kernels/cpu/attention.h"
@@ -23,16 +22,17 @@ struct em_llama_forward {
     int threads;
     em_scratch scratch;
     layer_vectors *layers;
-    float *output_norm; /* (D) */
-    int capacity;       /* the longest window the activations below can hold */
-    float *x;           /* (T, D) the residual stream */
-    float *xn;          /* (T, D) normalized x */
-    float *q;           /* (T, H*hd) */
-    float *k, *v;       /* (T, KV*hd) */
-    float *vt;          /* v transposed, for attention (see em_attention_vt_floats) */
-    float *att_packed;  /* attention's output (T, H*hd), packed for the output projection */
-    float *h_packed;    /* the MLP's SwiGLU (T, F), packed for the down projection */
-    float *rope;        /* (T, rope_dim/2, 2) */
+    float *output_norm;      /* (D) */
+    int capacity;            /* the longest window the activations below can hold */
+    size_t activation_bytes; /* of the arrays below */
+    float *x;                /* (T, D) the residual stream */
+    float *xn;               /* (T, D) normalized x */
+    float *q;                /* (T, H*hd) */
+    float *k, *v;            /* (T, KV*hd) */
+    float *vt;               /* v transposed, for attention (see em_attention_vt_floats) */
+    float *att_packed;       /* attention's output (T, H*hd), packed for the output projection */
+    float *h_packed;         /* the MLP's SwiGLU (T, F), packed for the down projection */
+    float *rope;             /* (T, rope_dim/2, 2) */
 };
 
 /* A tensor the forward needs: present, a supported type, shape {n_in, n_out}. */
@@ -116,8 +116,6 @@ em_status em_llama_forward_new(const em_model *model, int threads, em_llama_forw
     em_status err = check_model(model);
     if (err) return err;
     const em_llama_config *c = &model->config;
-    /* our OpenMP threads each call sgemm in attention; OpenBLAS must not split them further */
-    openblas_set_num_threads(1);
     em_llama_forward *f = em_xcalloc(1, sizeof *f);
     f->model = model;
     f->threads = threads < 1 ? 1 : threads;
@@ -196,6 +194,10 @@ static em_status reserve(em_llama_forward *f, int T) {
                             T);
     }
     f->capacity = T;
+    f->activation_bytes = (t * (2 * D + QD + 2 * KVD + (size_t)c->rope_dim) +
+                           em_attention_vt_floats(T, c->n_kv_heads, c->head_dim) +
+                           em_gemm_packed_floats(T, (int)QD) + em_gemm_packed_floats(T, (int)F)) *
+                          sizeof(float);
     return NULL;
 }
 
@@ -280,6 +282,13 @@ double em_llama_forward_flops(const em_llama_config *c, int T, int score_from) {
     double attention = 2.0 * 2.0 * QD * ((double)T * (T + 1) / 2.0);
     double head = 2.0 * (double)(T - score_from) * D * c->n_vocab;
     return c->n_layers * (projections + attention) + head;
+}
+
+size_t em_llama_forward_memory(const em_llama_forward *f) {
+    const em_scratch *s = &f->scratch;
+    size_t scratch = ((size_t)s->threads * s->floats + s->packed_floats) * sizeof(float);
+    size_t head = em_output_head_partial_bytes(f->capacity, f->model->config.n_vocab);
+    return f->activation_bytes + scratch + head;
 }
 
 const char *em_llama_forward_kernel(const em_llama_forward *f) {

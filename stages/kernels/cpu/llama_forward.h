@@ -34,6 +34,10 @@ em_status em_llama_forward_window(em_llama_forward *f, const int32_t *input, con
  * MLP, output head on the scored positions) and of attention (causal: key j <= query i only). */
 double em_llama_forward_flops(const em_llama_config *c, int T, int score_from);
 
+/* Bytes of activations and scratch the forward holds for its longest window so far, plus what
+ * the output head allocates while it runs: the memory a window needs besides the model. */
+size_t em_llama_forward_memory(const em_llama_forward *f);
+
 /* The GEMM microkernel in use: "avx512", "avx2" or "c" (see gemm_microkernel.h). */
 const char *em_llama_forward_kernel(const em_llama_forward *f);
 

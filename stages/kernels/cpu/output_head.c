@@ -27,6 +27,11 @@ typedef struct tile_partial {
     int32_t argmax; /* its first index (global id) */
 } tile_partial;
 
+size_t em_output_head_partial_bytes(int T, int64_t n_vocab) {
+    size_t tiles = (size_t)((n_vocab + EM_HEAD_TILE_ROWS - 1) / EM_HEAD_TILE_ROWS);
+    return tiles * (size_t)T * sizeof(tile_partial) + (size_t)T * sizeof(float);
+}
+
 /* The partials of one tile for positions 0..T-1 from its logits lt (rows, ldl), which are
  * overwritten; target_logit[t] is set where the target is in the tile. */
 static void tile_partials(float *lt, size_t ldl, int T, int rows, int64_t row0,

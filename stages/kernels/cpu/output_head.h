@@ -24,6 +24,9 @@
  * em_gemm_packed_floats(T, D) too). */
 size_t em_output_head_scratch_floats(int T, int D);
 
+/* Bytes em_output_head allocates for its per-tile partials while it runs. */
+size_t em_output_head_partial_bytes(int T, int64_t n_vocab);
+
 /* x is (T, D) (after the final norm), w is the output weight {D, n_vocab}, target is (T) ids in
  * [0, n_vocab); nll and argmax are (T). Fails only when memory for the partials runs out. */
 em_status em_output_head(const float *x, int T, const em_tensor *w, const int32_t *target,
