@@ -2,7 +2,8 @@
 byte-level vocabulary of 258 tokens), so it needs no shared data: empty documents skipped and
 counted, documents shorter than one window, JSONL documents, uint32 token files, and bad input
 (invalid UTF-8 on one and two ranks, token ids outside the vocabulary, a bad JSONL line, text
-too short for one chunk), each with its documented message and exit status 2."""
+too short for one chunk, a wrong EVALMESH_CPU_KERNEL), each with its documented message and exit
+status 2; the plain C GEMM kernel gives the same metrics as the default one."""
 import json
 import os
 import re
@@ -28,6 +29,7 @@ stages:
   report: {{kind: report, metrics: agg, outputs: [json]}}
 """)
 rc, out, err, res = evalmesh(["run", doc_recipe])
+docs_results = res
 check("docs rc", rc == 0, err[-2000:])
 check("docs counted", "5 documents (2 empty, skipped)" in err, err[-2000:])
 if res:
@@ -114,5 +116,19 @@ short = write("short.txt", "Hi.")
 rc, out, err, res = evalmesh(["perplexity", "-m", MODEL, "-f", short, "-c", "128"])
 check("short rc", rc == 2, f"rc={rc} {err[-1500:]}")
 check("short message", re.search(r"short.txt: the text has \d+ tokens: fewer than one chunk of n_ctx = 128 tokens", err) is not None, err[-1500:])
+
+# 4. The GEMM microkernel: a wrong name is an error naming the variable; the plain C kernel gives
+# the same bits as the one chosen for this CPU.
+os.environ["EVALMESH_CPU_KERNEL"] = "sse9"
+rc, out, err, res = evalmesh(["run", doc_recipe])
+check("kernel rc", rc == 2, f"rc={rc} {err[-1500:]}")
+check("kernel message", "error: rank 0, stage 'f' (forward): EVALMESH_CPU_KERNEL=sse9 is not a CPU kernel (avx512, avx2 or c)" in err, err[-1500:])
+os.environ["EVALMESH_CPU_KERNEL"] = "c"
+rc, out, err, res = evalmesh(["run", doc_recipe])
+del os.environ["EVALMESH_CPU_KERNEL"]
+check("c kernel rc", rc == 0, err[-1500:])
+if res and docs_results:
+    exact = lambda r: {k: v["value"] for k, v in r["metrics"]["f"].items() if not v.get("timing")}
+    check("c kernel same metrics", exact(res) == exact(docs_results), f"{exact(res)} != {exact(docs_results)}")
 
 session.finish()
