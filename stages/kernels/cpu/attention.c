@@ -10,6 +10,10 @@
 #include "stages/kernels/cpu/fast_exp.h"
 #include "stages/kernels/cpu/gemm.h"
 
+/* Blocks start on whole kernel calls, so a block's output panels are whole panels of the
+ * packed output. */
+_Static_assert(EM_ATTN_QUERY_BLOCK % EM_GEMM_TOKENS == 0, "query blocks of whole kernel calls");
+
 /* Row stride of V^T: T plus a cache line, so its rows do not share cache sets. */
 static size_t vt_stride(int T) {
     return (size_t)T + EM_GEMM_ROW_PAD;
