@@ -64,29 +64,37 @@ __attribute__((target("avx512f"))) static void microkernel_avx512(int kc, const 
     }
 }
 
-/* AVX2: 16 ymm registers hold 12 rows x 8 tokens, so the 32 tokens are done as four groups of 8,
- * each reading the 12 weight rows again (from L1). */
+/* AVX2: 16 ymm registers hold 6 rows x 16 tokens (12 accumulators, two token vectors, a
+ * broadcast), so the 12 rows x 32 tokens are done as four such passes. */
 __attribute__((target("avx2,fma"))) static void microkernel_avx2(int kc, const float *xp,
                                                                  size_t panel_stride,
                                                                  const float *const *w, float *ct,
                                                                  size_t ldc, bool first) {
-    for (int group = 0; group < EM_GEMM_TOKENS / 8; group++) {
-        const float *x = xp + (size_t)(group / 2) * panel_stride + (group % 2) * 8;
-        float *c = ct + group * 8;
-        __m256 acc[EM_GEMM_ROWS];
-#pragma GCC unroll 12
-        for (int j = 0; j < EM_GEMM_ROWS; j++) {
-            acc[j] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(c + j * ldc);
+    for (int pass = 0; pass < 4; pass++) {
+        int j0 = (pass % 2) * 6, panel = pass / 2;
+        const float *x = xp + (size_t)panel * panel_stride;
+        float *c = ct + (size_t)j0 * ldc + panel * EM_GEMM_PANEL;
+        __m256 acc[6][2];
+#pragma GCC unroll 6
+        for (int j = 0; j < 6; j++) {
+            acc[j][0] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(c + j * ldc);
+            acc[j][1] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(c + j * ldc + 8);
         }
         for (int k = 0; k < kc; k++) {
             __m256 a = _mm256_loadu_ps(x + k * EM_GEMM_PANEL);
-#pragma GCC unroll 12
-            for (int j = 0; j < EM_GEMM_ROWS; j++) {
-                acc[j] = _mm256_fmadd_ps(a, _mm256_broadcast_ss(w[j] + k), acc[j]);
+            __m256 b = _mm256_loadu_ps(x + k * EM_GEMM_PANEL + 8);
+#pragma GCC unroll 6
+            for (int j = 0; j < 6; j++) {
+                __m256 wk = _mm256_broadcast_ss(w[j0 + j] + k);
+                acc[j][0] = _mm256_fmadd_ps(a, wk, acc[j][0]);
+                acc[j][1] = _mm256_fmadd_ps(b, wk, acc[j][1]);
             }
         }
-#pragma GCC unroll 12
-        for (int j = 0; j < EM_GEMM_ROWS; j++) _mm256_storeu_ps(c + j * ldc, acc[j]);
+#pragma GCC unroll 6
+        for (int j = 0; j < 6; j++) {
+            _mm256_storeu_ps(c + j * ldc, acc[j][0]);
+            _mm256_storeu_ps(c + j * ldc + 8, acc[j][1]);
+        }
     }
 }
 #endif
