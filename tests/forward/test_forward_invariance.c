@@ -1,6 +1,6 @@
 /* Batch and thread invariance of the CPU forward: a window's per-token results (nll and argmax)
  * must be bit-identical whether it runs alone or after other windows of other lengths, and with
- * 1 or 2 OpenMP threads, and whichever GEMM microkernel (avx512, avx2, c) runs. Uses the model
+ * 1, 2 or 16 OpenMP threads, and whichever GEMM microkernel (avx512, avx2, c) runs. Uses the model
  * given as argv[1], else the shared stories260K.gguf. (Kernels run small work on one thread: the
  * reference test passes a model wide enough that the matmul, attention and output head loops really
  * run on 2 threads.) */
@@ -87,13 +87,14 @@ int main(int argc, char **argv) {
     window alone[1] = {ws[0]};
     window mixed[3] = {ws[1], ws[0], ws[2]};
     int n = ws[0].length - ws[0].score_from;
-    double nll[4][200];
-    int32_t argmax[4][200];
+    double nll[5][200];
+    int32_t argmax[5][200];
     run(m, 1, alone, 1, 0, nll[0], argmax[0]);
     run(m, 2, alone, 1, 0, nll[1], argmax[1]);
     run(m, 1, mixed, 3, 1, nll[2], argmax[2]);
     run(m, 2, mixed, 3, 1, nll[3], argmax[3]);
-    for (int r = 1; r < 4; r++) {
+    run(m, 16, mixed, 3, 1, nll[4], argmax[4]); /* smaller weight tiles, more of them */
+    for (int r = 1; r < 5; r++) {
         CHECK(memcmp(nll[0], nll[r], (size_t)n * sizeof(double)) == 0);
         CHECK(memcmp(argmax[0], argmax[r], (size_t)n * sizeof(int32_t)) == 0);
     }

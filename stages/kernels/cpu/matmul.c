@@ -46,21 +46,30 @@ float *em_matmul_tile_rows(const em_tensor *w, const float *xp, int T, int64_t r
     return ct;
 }
 
-/* Tiles of EM_MATMUL_TILE_ROWS rows of a weight with n_out rows. */
-static int64_t tile_count(const em_tensor *w) {
-    return (w->shape[1] + EM_MATMUL_TILE_ROWS - 1) / EM_MATMUL_TILE_ROWS;
+/* Rows per tile of a weight with n_out rows: EM_MATMUL_TILE_ROWS, or fewer (whole kernel calls)
+ * when that would leave fewer than four tiles per thread, so that many threads finish together.
+ * Results do not depend on it (matmul.h). */
+static int tile_height(const em_tensor *w, int threads) {
+    int64_t height = w->shape[1] / (4 * (int64_t)threads) / EM_GEMM_ROWS * EM_GEMM_ROWS;
+    if (height < EM_GEMM_ROWS) return EM_GEMM_ROWS;
+    return height < EM_MATMUL_TILE_ROWS ? (int)height : EM_MATMUL_TILE_ROWS;
 }
 
-static int tile_rows(const em_tensor *w, int64_t row0) {
+static int64_t tile_count(const em_tensor *w, int height) {
+    return (w->shape[1] + height - 1) / height;
+}
+
+/* The rows of the tile starting at row0 (the last one may be short). */
+static int tile_rows(const em_tensor *w, int64_t row0, int height) {
     int64_t left = w->shape[1] - row0;
-    return (int)(left < EM_MATMUL_TILE_ROWS ? left : EM_MATMUL_TILE_ROWS);
+    return (int)(left < height ? left : height);
 }
 
 void em_matmul_packed(const float *xp, int T, int count, const em_tensor *const *w, float *const *y,
                       bool accumulate, em_scratch *s) {
     int64_t tiles = 0, work = 0;
     for (int i = 0; i < count; i++) {
-        tiles += tile_count(w[i]);
+        tiles += tile_count(w[i], tile_height(w[i], s->threads));
         work += (int64_t)T * w[i]->shape[0] * w[i]->shape[1];
     }
     bool parallel = tiles > 1 && work >= EM_PARALLEL_MIN_WORK;
@@ -69,9 +78,13 @@ void em_matmul_packed(const float *xp, int T, int count, const em_tensor *const 
         /* which weight, and which of its tiles */
         int i = 0;
         int64_t first = tile;
-        while (first >= tile_count(w[i])) first -= tile_count(w[i++]);
-        int64_t row0 = first * EM_MATMUL_TILE_ROWS;
-        int rows = tile_rows(w[i], row0);
+        while (first >= tile_count(w[i], tile_height(w[i], s->threads))) {
+            first -= tile_count(w[i], tile_height(w[i], s->threads));
+            i++;
+        }
+        int height = tile_height(w[i], s->threads);
+        int64_t row0 = first * height;
+        int rows = tile_rows(w[i], row0, height);
         float *ct = em_matmul_tile_rows(w[i], xp, T, row0, rows, s, s->buf[omp_get_thread_num()]);
         em_transpose(ct, em_gemm_result_stride(T), rows, T, y[i] + row0, (size_t)w[i]->shape[1],
                      accumulate);
@@ -80,14 +93,15 @@ void em_matmul_packed(const float *xp, int T, int count, const em_tensor *const 
 
 void em_matmul_swiglu_packed(const float *xp, int T, const em_tensor *w_gate, const em_tensor *w_up,
                              float *hp, em_scratch *s) {
-    int64_t F = w_gate->shape[1], tiles = tile_count(w_gate);
+    int height = tile_height(w_gate, s->threads);
+    int64_t F = w_gate->shape[1], tiles = tile_count(w_gate, height);
     size_t ldc = em_gemm_result_stride(T);
     int panels = em_gemm_padded_tokens(T) / EM_GEMM_PANEL;
     bool parallel = tiles > 1 && 2 * (int64_t)T * w_gate->shape[0] * F >= EM_PARALLEL_MIN_WORK;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(s->threads) if (parallel)
     for (int64_t tile = 0; tile < tiles; tile++) {
-        int64_t row0 = tile * EM_MATMUL_TILE_ROWS;
-        int rows = tile_rows(w_gate, row0);
+        int64_t row0 = tile * height;
+        int rows = tile_rows(w_gate, row0, height);
         float *buf = s->buf[omp_get_thread_num()];
         /* gate and up rows row0.., transposed: (rows, ldc) each */
         float *gate = em_matmul_tile_rows(w_gate, xp, T, row0, rows, s, buf);

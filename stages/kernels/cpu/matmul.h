@@ -2,11 +2,11 @@
  * any supported type, used straight from the mapped file.
  *
  * x is packed (gemm.h) once per product, or arrives packed from the kernel that made it
- * (attention's output, the SwiGLU of the MLP). W is cut into tiles of EM_MATMUL_TILE_ROWS rows;
- * OpenMP spreads the tiles over threads, and each thread converts its tile to floats in its own
- * scratch and multiplies it by em_gemm_tile. Every element of y is one fma chain over n_in in
- * order (gemm_microkernel.h), so results are bit-identical for any thread count, tile size,
- * window batch or CPU. */
+ * (attention's output, the SwiGLU of the MLP). W is cut into tiles of at most EM_MATMUL_TILE_ROWS
+ * rows (fewer when there are many threads); OpenMP spreads the tiles over threads, and each
+ * thread converts its tile to floats in its own scratch and multiplies it by em_gemm_tile. Every
+ * element of y is one fma chain over n_in in order (gemm_microkernel.h), so results are
+ * bit-identical for any thread count, tile size, window batch or CPU. */
 #ifndef EVALMESH_KERNELS_MATMUL_H
 #define EVALMESH_KERNELS_MATMUL_H
 
@@ -15,7 +15,7 @@
 #include "stages/kernels/cpu/scratch.h"
 #include "stages/model/model.h"
 
-#define EM_MATMUL_TILE_ROWS 48 /* a multiple of EM_GEMM_ROWS */
+#define EM_MATMUL_TILE_ROWS 48 /* the most rows per tile, a multiple of EM_GEMM_ROWS */
 
 /* Per-thread scratch floats for a tile of `rows` weight rows of n_in columns and T positions:
  * the tile's result ct and the tile as floats (see em_matmul_tile_rows). em_matmul_packed needs
