@@ -5,7 +5,6 @@
 #include <omp.h>
 #include <stdbool.h>
 #include <stdint.h>
-#include <string.h>
 
 #include "stages/kernels/cpu/fast_exp.h"
 #include "stages/kernels/cpu/gemm.h"
@@ -26,50 +25,49 @@ size_t em_attention_vt_floats(int T, int n_kv_heads, int head_dim) {
 /* One block's working memory, carved from a thread's scratch. */
 typedef struct block_memory {
     float *q_packed;  /* (padded block, head_dim): the block's queries packed */
-    float *scores;    /* (padded T keys, result stride of a block): S^T, then P^T */
-    float *p_packed;  /* (padded block, T): P packed */
-    float *out;       /* (padded head_dim, result stride of a block): (P V)^T */
-    float *max, *sum; /* (block) per query */
+    float *scores;    /* (padded T keys, result stride of a block): S^T, then exp(S - max)^T */
+    float *out;       /* (padded head_dim, result stride of a block): (exp(S - max) V)^T */
+    float *max, *sum; /* (block) per query; sum becomes 1 / sum */
 } block_memory;
 
 /* The sizes of the parts of block_memory, each rounded up to whole cache lines. */
-static void block_part_floats(int T, int head_dim, size_t sizes[6]) {
+static void block_part_floats(int T, int head_dim, size_t sizes[5]) {
     size_t ld = em_gemm_result_stride(EM_ATTN_QUERY_BLOCK); /* the widest a block needs */
     sizes[0] = em_gemm_packed_floats(EM_ATTN_QUERY_BLOCK, head_dim);
     sizes[1] = (size_t)em_gemm_padded_rows(T) * ld;
-    sizes[2] = em_gemm_packed_floats(EM_ATTN_QUERY_BLOCK, T);
-    sizes[3] = (size_t)em_gemm_padded_rows(head_dim) * ld;
-    sizes[4] = sizes[5] = EM_ATTN_QUERY_BLOCK;
-    for (int i = 0; i < 6; i++) sizes[i] = (sizes[i] + 15) / 16 * 16;
+    sizes[2] = (size_t)em_gemm_padded_rows(head_dim) * ld;
+    sizes[3] = sizes[4] = EM_ATTN_QUERY_BLOCK;
+    for (int i = 0; i < 5; i++) sizes[i] = (sizes[i] + 15) / 16 * 16;
 }
 
 size_t em_attention_scratch_floats(int T, int head_dim) {
-    size_t sizes[6], total = 0;
+    size_t sizes[5], total = 0;
     block_part_floats(T, head_dim, sizes);
-    for (int i = 0; i < 6; i++) total += sizes[i];
+    for (int i = 0; i < 5; i++) total += sizes[i];
     return total;
 }
 
 static block_memory carve_block_memory(int T, int head_dim, float *base) {
-    size_t sizes[6];
+    size_t sizes[5];
     block_part_floats(T, head_dim, sizes);
     block_memory m;
     m.q_packed = base;
     m.scores = m.q_packed + sizes[0];
-    m.p_packed = m.scores + sizes[1];
-    m.out = m.p_packed + sizes[2];
-    m.max = m.out + sizes[3];
-    m.sum = m.max + sizes[4];
+    m.out = m.scores + sizes[1];
+    m.max = m.out + sizes[2];
+    m.sum = m.max + sizes[3];
     return m;
 }
 
 /* In place on scores (keys, ld) for queries q0 .. q0+rows-1 and keys 0 .. keys-1: scale, causal
- * mask (query q0+i sees keys 0..q0+i) and softmax down each column. Masked entries become 0. */
-static void softmax_columns(float *scores, size_t ld, int keys, int q0, int rows, float scale,
-                            float *max, float *sum) {
-    for (int i = 0; i < rows; i++) {
-        max[i] = -INFINITY;
-        sum[i] = 0.0f;
+ * mask (query q0+i sees keys 0..q0+i) and the exponentials of the softmax down each column;
+ * masked entries become 0. inv_sum[i] = 1 / (the column's sum): the caller divides the output
+ * rather than every probability. Entries up to `padded` queries are left finite. */
+static void softmax_columns(float *scores, size_t ld, int keys, int q0, int rows, int padded,
+                            float scale, float *max, float *inv_sum) {
+    for (int i = 0; i < padded; i++) {
+        max[i] = i < rows ? -INFINITY : 0.0f;
+        inv_sum[i] = i < rows ? 0.0f : 1.0f;
     }
     for (int j = 0; j < keys; j++) {
         float *s = scores + (size_t)j * ld;
@@ -86,13 +84,9 @@ static void softmax_columns(float *scores, size_t ld, int keys, int q0, int rows
         if (first >= rows) continue;
         for (int i = first; i < rows; i++) s[i] -= max[i];
         em_exp_inplace(s + first, (size_t)(rows - first));
-        for (int i = first; i < rows; i++) sum[i] += s[i];
+        for (int i = first; i < rows; i++) inv_sum[i] += s[i];
     }
-    for (int i = 0; i < rows; i++) sum[i] = 1.0f / sum[i];
-    for (int j = 0; j < keys; j++) {
-        float *s = scores + (size_t)j * ld;
-        for (int i = 0; i < rows; i++) s[i] *= sum[i];
-    }
+    for (int i = 0; i < rows; i++) inv_sum[i] = 1.0f / inv_sum[i];
 }
 
 void em_attention(const float *q, const float *k, const float *v, int T, int n_heads,
@@ -127,30 +121,27 @@ void em_attention(const float *q, const float *k, const float *v, int T, int n_h
         for (int p = 0; p < em_gemm_padded_tokens(rows) / EM_GEMM_PANEL; p++) {
             em_gemm_pack_panel(q_block, (size_t)q_ld, rows, head_dim, p, m.q_packed);
         }
-        em_gemm_tile(s->kernel, m.q_packed, rows, head_dim, k + (size_t)g * head_dim, (size_t)kv_ld,
-                     keys, m.scores);
-        softmax_columns(m.scores, ld, keys, q0, rows, scale, m.max, m.sum);
+        em_gemm_tile(s->kernel, em_gemm_packed(m.q_packed, head_dim), rows, head_dim,
+                     k + (size_t)g * head_dim, (size_t)kv_ld, keys, m.scores);
+        int padded = em_gemm_padded_tokens(rows);
+        softmax_columns(m.scores, ld, keys, q0, rows, padded, scale, m.max, m.sum);
 
-        /* P^T's rows hold each key's probabilities for the block's queries: the 16-query
-         * segments of a row are the packed panels of P (rows, keys) */
-        for (int p = 0; p < em_gemm_padded_tokens(rows) / EM_GEMM_PANEL; p++) {
-            for (int j = 0; j < keys; j++) {
-                memcpy(m.p_packed + ((size_t)p * keys + j) * EM_GEMM_PANEL,
-                       m.scores + (size_t)j * ld + (size_t)p * EM_GEMM_PANEL,
-                       EM_GEMM_PANEL * sizeof(float));
-            }
-        }
-        /* out (head_dim, ld) = V[0:keys, g]^T P^T: row d holds feature h*head_dim+d of the
-         * block's queries, whose 16-query segments go to the packed output */
-        em_gemm_tile(s->kernel, m.p_packed, rows, keys, vt + (size_t)g * head_dim * ldv, ldv,
-                     head_dim, m.out);
+        /* out (head_dim, ld) = V[0:keys, g]^T E with E = exp(S - max)^T (keys, queries) read in
+         * place: the 16-query segments of its rows are panels of queries. Row d of out holds
+         * feature h*head_dim+d of the block's queries; divided by the sums, its 16-query
+         * segments go to the packed output. */
+        em_gemm_panels e = {m.scores, ld, EM_GEMM_PANEL};
+        em_gemm_tile(s->kernel, e, rows, keys, vt + (size_t)g * head_dim * ldv, ldv, head_dim,
+                     m.out);
         for (int d = 0; d < head_dim; d++) {
-            for (int p = 0; p < em_gemm_padded_tokens(rows) / EM_GEMM_PANEL; p++) {
+            const float *od = m.out + (size_t)d * ld;
+            for (int p = 0; p < padded / EM_GEMM_PANEL; p++) {
                 size_t panel = (size_t)q0 / EM_GEMM_PANEL + (size_t)p;
-                memcpy(out_packed +
-                           (panel * q_ld + (size_t)h * head_dim + (size_t)d) * EM_GEMM_PANEL,
-                       m.out + (size_t)d * ld + (size_t)p * EM_GEMM_PANEL,
-                       EM_GEMM_PANEL * sizeof(float));
+                float *to =
+                    out_packed + (panel * q_ld + (size_t)h * head_dim + (size_t)d) * EM_GEMM_PANEL;
+                for (int i = 0; i < EM_GEMM_PANEL; i++) {
+                    to[i] = od[p * EM_GEMM_PANEL + i] * m.sum[p * EM_GEMM_PANEL + i];
+                }
             }
         }
     }

@@ -54,22 +54,26 @@ void em_gemm_pack_panel(const float *x, size_t ldx, int T, int K, int panel, flo
     }
 }
 
-void em_gemm_tile(em_gemm_microkernel *kernel, const float *xp, int T, int K, const float *wt,
+em_gemm_panels em_gemm_packed(const float *xp, int K) {
+    return (em_gemm_panels){xp, EM_GEMM_PANEL, (size_t)K * EM_GEMM_PANEL};
+}
+
+void em_gemm_tile(em_gemm_microkernel *kernel, em_gemm_panels xp, int T, int K, const float *wt,
                   size_t ldw, int rows, float *ct) {
     static const float zeros[EM_GEMM_KC]; /* stands in for the rows past `rows` */
     size_t ldc = em_gemm_result_stride(T);
-    size_t panel_stride = (size_t)K * EM_GEMM_PANEL;
     for (int k0 = 0; k0 < K; k0 += EM_GEMM_KC) {
         int kc = K - k0 < EM_GEMM_KC ? K - k0 : EM_GEMM_KC;
         for (int t0 = 0; t0 < em_gemm_padded_tokens(T); t0 += EM_GEMM_TOKENS) {
-            const float *x =
-                xp + (size_t)(t0 / EM_GEMM_PANEL) * panel_stride + (size_t)k0 * EM_GEMM_PANEL;
+            const float *x = xp.x + (size_t)(t0 / EM_GEMM_PANEL) * xp.panel_stride +
+                             (size_t)k0 * xp.column_stride;
             for (int j0 = 0; j0 < rows; j0 += EM_GEMM_ROWS) {
                 const float *w[EM_GEMM_ROWS];
                 for (int r = 0; r < EM_GEMM_ROWS; r++) {
                     w[r] = j0 + r < rows ? wt + (size_t)(j0 + r) * ldw + k0 : zeros;
                 }
-                kernel(kc, x, panel_stride, w, ct + (size_t)j0 * ldc + t0, ldc, k0 == 0);
+                kernel(kc, x, xp.column_stride, xp.panel_stride, w, ct + (size_t)j0 * ldc + t0, ldc,
+                       k0 == 0);
             }
         }
     }

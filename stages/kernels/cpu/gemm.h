@@ -35,10 +35,21 @@ size_t em_gemm_packed_floats(int T, int K);
  * threads share them. */
 void em_gemm_pack_panel(const float *x, size_t ldx, int T, int K, int panel, float *xp);
 
-/* ct (em_gemm_padded_rows(rows), em_gemm_result_stride(T)) = wt xp^T, where wt is rows rows of
- * K floats with row stride ldw and xp is x (T, K) packed. Rows past `rows` and tokens past T
- * hold products of zeros and are to be ignored. */
-void em_gemm_tile(em_gemm_microkernel *kernel, const float *xp, int T, int K, const float *wt,
+/* Where the values of x (T, K) are: token t at column k is
+ * x[(t / EM_GEMM_PANEL) * panel_stride + k * column_stride + t % EM_GEMM_PANEL], for t up to
+ * em_gemm_padded_tokens(T). Packed activations are em_gemm_packed(xp, K); attention's
+ * probabilities, stored transposed (keys, queries), are read in place as panels of queries. */
+typedef struct em_gemm_panels {
+    const float *x;
+    size_t column_stride, panel_stride;
+} em_gemm_panels;
+
+/* x (T, K) packed by em_gemm_pack_panel. */
+em_gemm_panels em_gemm_packed(const float *xp, int K);
+
+/* ct (em_gemm_padded_rows(rows), em_gemm_result_stride(T)) = wt x^T, where wt is rows rows of
+ * K floats with row stride ldw. Rows past `rows` and tokens past T are to be ignored. */
+void em_gemm_tile(em_gemm_microkernel *kernel, em_gemm_panels x, int T, int K, const float *wt,
                   size_t ldw, int rows, float *ct);
 
 /* dst[c * ldd + r] = src[r * lds + c] (or += when accumulate) for r < rows, c < cols. With src a

@@ -13,8 +13,8 @@
 
 /* Plain C: the definition the vector kernels must match bit for bit. fmaf rounds once, as the
  * vector fused multiply-adds do. */
-static void microkernel_c(int kc, const float *xp, size_t panel_stride, const float *const *w,
-                          float *ct, size_t ldc, bool first) {
+static void microkernel_c(int kc, const float *xp, size_t column_stride, size_t panel_stride,
+                          const float *const *w, float *ct, size_t ldc, bool first) {
     float acc[EM_GEMM_ROWS][EM_GEMM_TOKENS];
     for (int j = 0; j < EM_GEMM_ROWS; j++) {
         for (int t = 0; t < EM_GEMM_TOKENS; t++) acc[j][t] = first ? 0.0f : ct[j * ldc + t];
@@ -24,7 +24,7 @@ static void microkernel_c(int kc, const float *xp, size_t panel_stride, const fl
             float wk = w[j][k];
             for (int t = 0; t < EM_GEMM_TOKENS; t++) {
                 const float *panel = xp + (size_t)(t / EM_GEMM_PANEL) * panel_stride;
-                acc[j][t] = fmaf(panel[k * EM_GEMM_PANEL + t % EM_GEMM_PANEL], wk, acc[j][t]);
+                acc[j][t] = fmaf(panel[k * column_stride + t % EM_GEMM_PANEL], wk, acc[j][t]);
             }
         }
     }
@@ -36,10 +36,9 @@ static void microkernel_c(int kc, const float *xp, size_t panel_stride, const fl
 #ifdef EM_GEMM_X86
 /* AVX-512: 12 rows x 2 panels of 16 tokens in 24 zmm accumulators; per column k, two panel loads
  * and 12 broadcasts feed 24 fused multiply-adds. */
-__attribute__((target("avx512f"))) static void microkernel_avx512(int kc, const float *xp,
-                                                                  size_t panel_stride,
-                                                                  const float *const *w, float *ct,
-                                                                  size_t ldc, bool first) {
+__attribute__((target("avx512f"))) static void
+microkernel_avx512(int kc, const float *xp, size_t column_stride, size_t panel_stride,
+                   const float *const *w, float *ct, size_t ldc, bool first) {
     __m512 acc[EM_GEMM_ROWS][2];
 #pragma GCC unroll 12
     for (int j = 0; j < EM_GEMM_ROWS; j++) {
@@ -48,8 +47,8 @@ __attribute__((target("avx512f"))) static void microkernel_avx512(int kc, const 
     }
     const float *x0 = xp, *x1 = xp + panel_stride;
     for (int k = 0; k < kc; k++) {
-        __m512 a = _mm512_loadu_ps(x0 + k * EM_GEMM_PANEL);
-        __m512 b = _mm512_loadu_ps(x1 + k * EM_GEMM_PANEL);
+        __m512 a = _mm512_loadu_ps(x0 + k * column_stride);
+        __m512 b = _mm512_loadu_ps(x1 + k * column_stride);
 #pragma GCC unroll 12
         for (int j = 0; j < EM_GEMM_ROWS; j++) {
             __m512 wk = _mm512_set1_ps(w[j][k]);
@@ -66,10 +65,9 @@ __attribute__((target("avx512f"))) static void microkernel_avx512(int kc, const 
 
 /* AVX2: 16 ymm registers hold 6 rows x 16 tokens (12 accumulators, two token vectors, a
  * broadcast), so the 12 rows x 32 tokens are done as four such passes. */
-__attribute__((target("avx2,fma"))) static void microkernel_avx2(int kc, const float *xp,
-                                                                 size_t panel_stride,
-                                                                 const float *const *w, float *ct,
-                                                                 size_t ldc, bool first) {
+__attribute__((target("avx2,fma"))) static void
+microkernel_avx2(int kc, const float *xp, size_t column_stride, size_t panel_stride,
+                 const float *const *w, float *ct, size_t ldc, bool first) {
     for (int pass = 0; pass < 4; pass++) {
         int j0 = (pass % 2) * 6, panel = pass / 2;
         const float *x = xp + (size_t)panel * panel_stride;
@@ -81,8 +79,8 @@ __attribute__((target("avx2,fma"))) static void microkernel_avx2(int kc, const f
             acc[j][1] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(c + j * ldc + 8);
         }
         for (int k = 0; k < kc; k++) {
-            __m256 a = _mm256_loadu_ps(x + k * EM_GEMM_PANEL);
-            __m256 b = _mm256_loadu_ps(x + k * EM_GEMM_PANEL + 8);
+            __m256 a = _mm256_loadu_ps(x + k * column_stride);
+            __m256 b = _mm256_loadu_ps(x + k * column_stride + 8);
 #pragma GCC unroll 6
             for (int j = 0; j < 6; j++) {
                 __m256 wk = _mm256_broadcast_ss(w[j0 + j] + k);

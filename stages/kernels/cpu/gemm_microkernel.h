@@ -21,11 +21,12 @@
 #define EM_GEMM_PANEL 16  /* tokens per packed activation panel */
 #define EM_GEMM_TOKENS 32 /* tokens per kernel call: two panels */
 
-/* xp is two packed panels, at xp and xp + panel_stride, each (kc, EM_GEMM_PANEL): token i of a
- * panel at column k is xp[k * EM_GEMM_PANEL + i]. w[j] points at kc floats of weight row j.
+/* xp is two panels of EM_GEMM_PANEL tokens, at xp and xp + panel_stride: token i of a panel at
+ * column k is xp[k * column_stride + i] (column_stride is EM_GEMM_PANEL for packed activations,
+ * see gemm.h). w[j] points at kc floats of weight row j.
  * ct is (EM_GEMM_ROWS, EM_GEMM_TOKENS) with row stride ldc: ct[j * ldc + t] = (first ? 0 :
  * ct[j * ldc + t]) + sum over k of x[t][k] w[j][k], as the fma chain above. */
-typedef void em_gemm_microkernel(int kc, const float *xp, size_t panel_stride,
+typedef void em_gemm_microkernel(int kc, const float *xp, size_t column_stride, size_t panel_stride,
                                  const float *const *w, float *ct, size_t ldc, bool first);
 
 /* The kernel for this CPU (AVX-512F, else AVX2 with FMA, else plain C) or the one the environment
