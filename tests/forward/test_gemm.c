@@ -31,7 +31,7 @@ static void gemm(em_gemm_microkernel *kernel, const float *x, int T, int K, cons
         em_gemm_pack_panel(x, (size_t)K, T, K, p, xp);
     }
     for (int j = 0; j < rows; j++) memcpy(wt + j * ldw, w + (size_t)j * K, K * sizeof(float));
-    em_gemm_tile(kernel, em_gemm_packed(xp, K), T, K, wt, ldw, rows, ct);
+    em_gemm_tile(kernel, em_gemm_packed(xp, K), T, K, wt, ldw, rows, ct, em_gemm_result_stride(T));
     em_transpose(ct, em_gemm_result_stride(T), rows, T, y, (size_t)rows, accumulate);
     free(xp);
     free(wt);

@@ -25,7 +25,7 @@ size_t em_attention_vt_floats(int T, int n_kv_heads, int head_dim) {
 /* One block's working memory, carved from a thread's scratch. */
 typedef struct block_memory {
     float *q_packed;  /* (padded block, head_dim): the block's queries packed */
-    float *scores;    /* (padded T keys, result stride of a block): S^T, then exp(S - max)^T */
+    float *scores;    /* (padded T keys, padded block): S^T, then exp(S - max)^T */
     float *out;       /* (padded head_dim, result stride of a block): (exp(S - max) V)^T */
     float *max, *sum; /* (block) per query; sum becomes 1 / sum */
 } block_memory;
@@ -34,7 +34,7 @@ typedef struct block_memory {
 static void block_part_floats(int T, int head_dim, size_t sizes[5]) {
     size_t ld = em_gemm_result_stride(EM_ATTN_QUERY_BLOCK); /* the widest a block needs */
     sizes[0] = em_gemm_packed_floats(EM_ATTN_QUERY_BLOCK, head_dim);
-    sizes[1] = (size_t)em_gemm_padded_rows(T) * ld;
+    sizes[1] = (size_t)em_gemm_padded_rows(T) * EM_ATTN_QUERY_BLOCK;
     sizes[2] = (size_t)em_gemm_padded_rows(head_dim) * ld;
     sizes[3] = sizes[4] = EM_ATTN_QUERY_BLOCK;
     for (int i = 0; i < 5; i++) sizes[i] = (sizes[i] + 15) / 16 * 16;
@@ -59,12 +59,13 @@ static block_memory carve_block_memory(int T, int head_dim, float *base) {
     return m;
 }
 
-/* In place on scores (keys, ld) for queries q0 .. q0+rows-1 and keys 0 .. keys-1: scale, causal
- * mask (query q0+i sees keys 0..q0+i) and the exponentials of the softmax down each column;
- * masked entries become 0. inv_sum[i] = 1 / (the column's sum): the caller divides the output
- * rather than every probability. Entries up to `padded` queries are left finite. */
-static void softmax_columns(float *scores, size_t ld, int keys, int q0, int rows, int padded,
-                            float scale, float *max, float *inv_sum) {
+/* In place on scores (keys, padded) for queries q0 .. q0+rows-1 and keys 0 .. keys-1: scale,
+ * causal mask (query q0+i sees keys 0..q0+i) and the exponentials of the softmax down each
+ * column; masked entries become 0. inv_sum[i] = 1 / (the column's sum): the caller divides the
+ * output rather than every probability. Entries of the padded queries are left finite. */
+static void softmax_columns(float *scores, int keys, int q0, int rows, int padded, float scale,
+                            float *max, float *inv_sum) {
+    size_t ld = (size_t)padded;
     for (int i = 0; i < padded; i++) {
         max[i] = i < rows ? -INFINITY : 0.0f;
         inv_sum[i] = i < rows ? 0.0f : 1.0f;
@@ -78,10 +79,20 @@ static void softmax_columns(float *scores, size_t ld, int keys, int q0, int rows
             max[i] = s[i] > max[i] ? s[i] : max[i];
         }
     }
-    for (int j = 0; j < keys; j++) {
+    /* keys 0..q0 are seen by every query of the block: their rows are one run for the
+     * exponential (the padded queries' entries are 0 - 0 there) */
+    size_t full = (size_t)q0 + 1;
+    for (size_t j = 0; j < full; j++) {
+        for (int i = 0; i < padded; i++) scores[j * ld + i] -= max[i];
+    }
+    em_exp_inplace(scores, full * ld);
+    for (size_t j = 0; j < full; j++) {
+        for (int i = 0; i < rows; i++) inv_sum[i] += scores[j * ld + i];
+    }
+    /* the keys on the block's diagonal, each seen from query j - q0 on */
+    for (int j = q0 + 1; j < keys; j++) {
         float *s = scores + (size_t)j * ld;
-        int first = j - q0 > 0 ? j - q0 : 0;
-        if (first >= rows) continue;
+        int first = j - q0;
         for (int i = first; i < rows; i++) s[i] -= max[i];
         em_exp_inplace(s + first, (size_t)(rows - first));
         for (int i = first; i < rows; i++) inv_sum[i] += s[i];
@@ -113,26 +124,26 @@ void em_attention(const float *q, const float *k, const float *v, int T, int n_h
         int q0 = b * EM_ATTN_QUERY_BLOCK;
         int rows = T - q0 < EM_ATTN_QUERY_BLOCK ? T - q0 : EM_ATTN_QUERY_BLOCK;
         int keys = q0 + rows; /* keys 0..keys-1 are visible to some query of the block */
-        size_t ld = em_gemm_result_stride(rows); /* of scores and out */
+        int padded = em_gemm_padded_tokens(rows);
+        size_t ld = em_gemm_result_stride(rows); /* of out */
         block_memory m = carve_block_memory(T, head_dim, s->buf[omp_get_thread_num()]);
 
-        /* scores (keys, ld) = K[0:keys, g] Q[q0:q0+rows, h]^T */
+        /* scores (keys, padded) = K[0:keys, g] Q[q0:q0+rows, h]^T */
         const float *q_block = q + (size_t)q0 * q_ld + (size_t)h * head_dim;
         for (int p = 0; p < em_gemm_padded_tokens(rows) / EM_GEMM_PANEL; p++) {
             em_gemm_pack_panel(q_block, (size_t)q_ld, rows, head_dim, p, m.q_packed);
         }
         em_gemm_tile(s->kernel, em_gemm_packed(m.q_packed, head_dim), rows, head_dim,
-                     k + (size_t)g * head_dim, (size_t)kv_ld, keys, m.scores);
-        int padded = em_gemm_padded_tokens(rows);
-        softmax_columns(m.scores, ld, keys, q0, rows, padded, scale, m.max, m.sum);
+                     k + (size_t)g * head_dim, (size_t)kv_ld, keys, m.scores, (size_t)padded);
+        softmax_columns(m.scores, keys, q0, rows, padded, scale, m.max, m.sum);
 
         /* out (head_dim, ld) = V[0:keys, g]^T E with E = exp(S - max)^T (keys, queries) read in
          * place: the 16-query segments of its rows are panels of queries. Row d of out holds
          * feature h*head_dim+d of the block's queries; divided by the sums, its 16-query
          * segments go to the packed output. */
-        em_gemm_panels e = {m.scores, ld, EM_GEMM_PANEL};
+        em_gemm_panels e = {m.scores, (size_t)padded, EM_GEMM_PANEL};
         em_gemm_tile(s->kernel, e, rows, keys, vt + (size_t)g * head_dim * ldv, ldv, head_dim,
-                     m.out);
+                     m.out, ld);
         for (int d = 0; d < head_dim; d++) {
             const float *od = m.out + (size_t)d * ld;
             for (int p = 0; p < padded / EM_GEMM_PANEL; p++) {

@@ -59,9 +59,8 @@ em_gemm_panels em_gemm_packed(const float *xp, int K) {
 }
 
 void em_gemm_tile(em_gemm_microkernel *kernel, em_gemm_panels xp, int T, int K, const float *wt,
-                  size_t ldw, int rows, float *ct) {
+                  size_t ldw, int rows, float *ct, size_t ldc) {
     static const float zeros[EM_GEMM_KC]; /* stands in for the rows past `rows` */
-    size_t ldc = em_gemm_result_stride(T);
     for (int k0 = 0; k0 < K; k0 += EM_GEMM_KC) {
         int kc = K - k0 < EM_GEMM_KC ? K - k0 : EM_GEMM_KC;
         for (int t0 = 0; t0 < em_gemm_padded_tokens(T); t0 += EM_GEMM_TOKENS) {

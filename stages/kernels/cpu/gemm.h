@@ -47,10 +47,11 @@ typedef struct em_gemm_panels {
 /* x (T, K) packed by em_gemm_pack_panel. */
 em_gemm_panels em_gemm_packed(const float *xp, int K);
 
-/* ct (em_gemm_padded_rows(rows), em_gemm_result_stride(T)) = wt x^T, where wt is rows rows of
- * K floats with row stride ldw. Rows past `rows` and tokens past T are to be ignored. */
+/* ct (em_gemm_padded_rows(rows), em_gemm_padded_tokens(T)) with row stride ldc (usually
+ * em_gemm_result_stride(T)) = wt x^T, where wt is rows rows of K floats with row stride ldw. Rows
+ * past `rows` and tokens past T are to be ignored. */
 void em_gemm_tile(em_gemm_microkernel *kernel, em_gemm_panels x, int T, int K, const float *wt,
-                  size_t ldw, int rows, float *ct);
+                  size_t ldw, int rows, float *ct, size_t ldc);
 
 /* dst[c * ldd + r] = src[r * lds + c] (or += when accumulate) for r < rows, c < cols. With src a
  * tile's ct (lds = em_gemm_result_stride(T), cols = T) this writes the tile's rows into y (T, n).

@@ -37,13 +37,14 @@ float *em_matmul_tile_rows(const em_tensor *w, const float *xp, int T, int64_t r
         /* in place in the mapped file: rows 4 KiB apart would share cache sets, others do not */
         const float *rows_in_file = (const float *)w->data + row0 * n_in;
         em_gemm_tile(s->kernel, em_gemm_packed(xp, n_in), T, n_in, rows_in_file, (size_t)n_in, rows,
-                     ct);
+                     ct, em_gemm_result_stride(T));
         return ct;
     }
     size_t ldw = (size_t)n_in + EM_GEMM_ROW_PAD;
     float *wt = buf + tile_result_floats(T, rows); /* (rows, n_in), row stride ldw */
     em_rows_to_float(w, row0, rows, wt, (int64_t)ldw);
-    em_gemm_tile(s->kernel, em_gemm_packed(xp, n_in), T, n_in, wt, ldw, rows, ct);
+    em_gemm_tile(s->kernel, em_gemm_packed(xp, n_in), T, n_in, wt, ldw, rows, ct,
+                 em_gemm_result_stride(T));
     return ct;
 }
 
