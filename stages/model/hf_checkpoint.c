@@ -207,16 +207,7 @@ static em_status add_shard(em_model *m, em_model_storage *storage, em_safetensor
         for (int d = 0; d < 4; d++) t->shape[d] = d < s->n_dims ? s->shape[s->n_dims - 1 - d] : 1;
         t->data = s->data;
         t->nbytes = s->nbytes;
-        bool is_q;
-        if (em_gguf_name_is_qk(name, &is_q)) {
-            int heads = is_q ? c->n_heads : c->n_kv_heads;
-            int64_t rows = t->n_dims == 1 ? t->shape[0] : t->shape[1];
-            if (rows != (int64_t)heads * c->head_dim || c->head_dim % 2 != 0) continue;
-            /* (a wrong shape is reported by em_llama_bind) */
-            void *copy = em_model_storage_keep(storage, em_xmalloc(t->nbytes ? t->nbytes : 1));
-            em_qk_permute(t->data, copy, rows, t->nbytes / (size_t)rows, heads, true);
-            t->data = copy;
-        }
+        em_qk_tensor_to_gguf(t, c, storage);
     }
     return NULL;
 }

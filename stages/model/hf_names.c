@@ -85,3 +85,14 @@ void em_qk_permute(const void *src, void *dst, int64_t rows, size_t row_bytes, i
                 memcpy(out + to * row_bytes, in + from * row_bytes, row_bytes);
             }
 }
+
+void em_qk_tensor_to_gguf(em_tensor *t, const em_llama_config *c, em_model_storage *storage) {
+    bool is_q;
+    if (!em_gguf_name_is_qk(t->name, &is_q)) return;
+    int heads = is_q ? c->n_heads : c->n_kv_heads;
+    int64_t rows = t->n_dims == 1 ? t->shape[0] : t->shape[1];
+    if (rows != (int64_t)heads * c->head_dim || c->head_dim % 2 != 0) return;
+    void *copy = em_model_storage_keep(storage, em_xmalloc(t->nbytes ? t->nbytes : 1));
+    em_qk_permute(t->data, copy, rows, t->nbytes / (size_t)rows, heads, true);
+    t->data = copy;
+}

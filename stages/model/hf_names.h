@@ -17,6 +17,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "stages/model/model.h"
+#include "stages/model/model_storage.h"
+
 /* The GGUF name of a HF tensor name into out; false when the name is not a Llama weight. */
 bool em_hf_to_gguf_name(const char *hf, char *out, size_t size);
 /* The HF name of a GGUF tensor name; false when the name is not a Llama weight. */
@@ -28,5 +31,10 @@ bool em_gguf_name_is_qk(const char *gguf, bool *is_q);
  * from HF order to GGUF order (to_gguf) or back. src and dst must not overlap. */
 void em_qk_permute(const void *src, void *dst, int64_t rows, size_t row_bytes, int n_heads,
                    bool to_gguf);
+
+/* When t (named in GGUF terms) is a Q or K projection with the n_heads * head_dim rows c
+ * expects: its rows put in GGUF order into a copy that storage keeps, and t->data pointed at it.
+ * Other tensors, and a Q/K of another shape (em_llama_bind reports that), are left alone. */
+void em_qk_tensor_to_gguf(em_tensor *t, const em_llama_config *c, em_model_storage *storage);
 
 #endif

@@ -162,18 +162,8 @@ static em_status read_vocab(const em_gguf *g, em_llama_config *c) {
 
 /* qwen2: Q/K rows from rotate-half order to adjacent pairs (see the file comment). */
 static void permute_neox_rows(em_model *m, em_model_storage *storage) {
-    const em_llama_config *c = &m->config;
     for (size_t i = 0; i < m->tensor_count; i++) {
-        em_tensor *t = &m->tensors[i];
-        bool is_q;
-        if (!em_gguf_name_is_qk(t->name, &is_q)) continue;
-        int heads = is_q ? c->n_heads : c->n_kv_heads;
-        int64_t rows = t->n_dims == 1 ? t->shape[0] : t->shape[1];
-        if (rows != (int64_t)heads * c->head_dim || c->head_dim % 2 != 0) continue;
-        /* (a wrong shape is reported by em_llama_bind) */
-        void *copy = em_model_storage_keep(storage, em_xmalloc(t->nbytes ? t->nbytes : 1));
-        em_qk_permute(t->data, copy, rows, t->nbytes / (size_t)rows, heads, true);
-        t->data = copy;
+        em_qk_tensor_to_gguf(&m->tensors[i], &m->config, storage);
     }
 }
 
