@@ -7,14 +7,8 @@ import tempfile
 import time
 
 BIN = os.environ["EVALMESH_BIN"]
-failures = 0
-
-
-def check(cond, what):
-    global failures
-    if not cond:
-        failures += 1
-        print("FAILED:", what, file=sys.stderr)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from checks import check, finish  # noqa: E402
 
 
 def run(*args):
@@ -88,5 +82,4 @@ with tempfile.TemporaryDirectory() as d:
 code, out, err = run("check-state", "/nonexistent/run")
 check(code == 2 and "/nonexistent/run/state: no state directory" in err, f"missing dir: {err}")
 
-print(f"{failures} failed" if failures else "all checks passed")
-sys.exit(1 if failures else 0)
+sys.exit(finish())

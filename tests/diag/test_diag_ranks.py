@@ -12,14 +12,8 @@ MPIRUN = os.environ.get("EVALMESH_MPIRUN", "")
 if not MPIRUN:
     print("SKIPPED: mpirun not found")
     sys.exit(77)
-failures = 0
-
-
-def check(cond, what):
-    global failures
-    if not cond:
-        failures += 1
-        print("FAILED:", what, file=sys.stderr)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from checks import check, finish  # noqa: E402
 
 
 def mpirun(n, *args):
@@ -108,5 +102,4 @@ with tempfile.TemporaryDirectory() as d:
     code, out, err = mpirun(1, "validate", recipe)
     check(code == 2 and "env.yaml:3:" in err and "kernel" in err, f"bad requirement: {err}")
 
-print(f"{failures} failed" if failures else "all checks passed")
-sys.exit(1 if failures else 0)
+sys.exit(finish())

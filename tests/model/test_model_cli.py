@@ -13,14 +13,8 @@ import subprocess
 import sys
 import tempfile
 
-failures = 0
-
-
-def check(cond, what):
-    global failures
-    if not cond:
-        failures += 1
-        print("FAILED:", what)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from checks import check, finish  # noqa: E402
 
 
 def run(args, cwd=None):
@@ -218,8 +212,7 @@ def main():
     check_stage(evalmesh, mkmodel, tmp)
     check_mkmodel_errors(mkmodel, tmp)
     shutil.rmtree(tmp)
-    print("%d failures" % failures)
-    return 1 if failures else 0
+    return finish()
 
 
 if __name__ == "__main__":

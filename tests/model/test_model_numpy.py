@@ -24,14 +24,7 @@ from gguf_reader import read_gguf_index  # noqa: E402
 GGML_TYPES = {0: ("F32", 1, 4), 1: ("F16", 1, 2), 2: ("Q4_0", 32, 18), 8: ("Q8_0", 32, 34),
               30: ("BF16", 1, 2)}
 
-failures = 0
-
-
-def check(cond, what):
-    global failures
-    if not cond:
-        failures += 1
-        print("FAILED:", what)
+from checks import check, finish  # noqa: E402
 
 
 def read_gguf(path):
@@ -239,8 +232,7 @@ def main():
         print("note: %s absent, stories checks skipped" % stories)
 
     subprocess.run(["rm", "-rf", tmp])
-    print("%d failures" % failures)
-    return 1 if failures else 0
+    return finish()
 
 
 if __name__ == "__main__":

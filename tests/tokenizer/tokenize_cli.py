@@ -8,14 +8,8 @@ import tempfile
 
 DATA = os.environ.get("EVALMESH_SHARED_DATA", "../shared/data")
 BIN = os.environ["EVALMESH_BIN"]
-failures = 0
-
-
-def check(cond, what):
-    global failures
-    if not cond:
-        failures += 1
-        print("FAILED:", what)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from checks import check, finish  # noqa: E402
 
 
 def run(*args):
@@ -67,4 +61,4 @@ out = run("/nonexistent.gguf", "x")
 check(out.returncode == 2 and out.stderr ==
       "tokenize: /nonexistent.gguf: cannot open tokenizer: No such file or directory\n",
       f"missing file: {out.stderr!r}")
-sys.exit(1 if failures else 0)
+sys.exit(finish())
