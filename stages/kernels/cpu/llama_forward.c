@@ -154,6 +154,13 @@ static void free_activations(em_llama_forward *f) {
     free(f->h_packed);
     free(f->rope);
     f->capacity = 0;
+    f->activation_bytes = 0;
+}
+
+/* malloc of floats that adds their bytes to *bytes. */
+static float *alloc_floats(size_t floats, size_t *bytes) {
+    *bytes += floats * sizeof(float);
+    return malloc(floats * sizeof(float));
 }
 
 /* Makes the activations and scratch hold a window of T positions. */
@@ -177,16 +184,16 @@ static em_status reserve(em_llama_forward *f, int T) {
     if (err) return err;
     if (T <= f->capacity) return NULL;
     free_activations(f);
-    size_t t = (size_t)T;
-    f->x = malloc(t * D * sizeof(float));
-    f->xn = malloc(t * D * sizeof(float));
-    f->q = malloc(t * QD * sizeof(float));
-    f->att_packed = malloc(em_gemm_packed_floats(T, (int)QD) * sizeof(float));
-    f->k = malloc(t * KVD * sizeof(float));
-    f->v = malloc(t * KVD * sizeof(float));
-    f->vt = malloc(em_attention_vt_floats(T, c->n_kv_heads, c->head_dim) * sizeof(float));
-    f->h_packed = malloc(em_gemm_packed_floats(T, (int)F) * sizeof(float));
-    f->rope = malloc(t * (size_t)c->rope_dim * sizeof(float));
+    size_t t = (size_t)T, *bytes = &f->activation_bytes;
+    f->x = alloc_floats(t * D, bytes);
+    f->xn = alloc_floats(t * D, bytes);
+    f->q = alloc_floats(t * QD, bytes);
+    f->att_packed = alloc_floats(em_gemm_packed_floats(T, (int)QD), bytes);
+    f->k = alloc_floats(t * KVD, bytes);
+    f->v = alloc_floats(t * KVD, bytes);
+    f->vt = alloc_floats(em_attention_vt_floats(T, c->n_kv_heads, c->head_dim), bytes);
+    f->h_packed = alloc_floats(em_gemm_packed_floats(T, (int)F), bytes);
+    f->rope = alloc_floats(t * (size_t)c->rope_dim, bytes);
     if (!f->x || !f->xn || !f->q || !f->k || !f->v || !f->vt || !f->att_packed || !f->h_packed ||
         !f->rope) {
         free_activations(f);
@@ -194,10 +201,6 @@ static em_status reserve(em_llama_forward *f, int T) {
                             T);
     }
     f->capacity = T;
-    f->activation_bytes = (t * (2 * D + QD + 2 * KVD + (size_t)c->rope_dim) +
-                           em_attention_vt_floats(T, c->n_kv_heads, c->head_dim) +
-                           em_gemm_packed_floats(T, (int)QD) + em_gemm_packed_floats(T, (int)F)) *
-                          sizeof(float);
     return NULL;
 }
 
