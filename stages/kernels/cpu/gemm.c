@@ -25,33 +25,14 @@ size_t em_gemm_packed_floats(int T, int K) {
 
 void em_gemm_pack_panel(const float *x, size_t ldx, int T, int K, int panel, float *xp) {
     float *out = xp + (size_t)panel * K * EM_GEMM_PANEL; /* (K, EM_GEMM_PANEL) */
-    for (int i = 0; i < EM_GEMM_PANEL; i += 4) {
-        /* four tokens at a time: their rows of x, NULL past T */
-        const float *row[4];
-        bool all = true;
-        for (int r = 0; r < 4; r++) {
-            int t = panel * EM_GEMM_PANEL + i + r;
-            row[r] = t < T ? x + (size_t)t * ldx : NULL;
-            all = all && row[r];
-        }
-        int k = 0;
-#if defined(__SSE__)
-        for (; all && k + 4 <= K; k += 4) {
-            __m128 r0 = _mm_loadu_ps(row[0] + k), r1 = _mm_loadu_ps(row[1] + k);
-            __m128 r2 = _mm_loadu_ps(row[2] + k), r3 = _mm_loadu_ps(row[3] + k);
-            _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
-            _mm_storeu_ps(out + (size_t)(k + 0) * EM_GEMM_PANEL + i, r0);
-            _mm_storeu_ps(out + (size_t)(k + 1) * EM_GEMM_PANEL + i, r1);
-            _mm_storeu_ps(out + (size_t)(k + 2) * EM_GEMM_PANEL + i, r2);
-            _mm_storeu_ps(out + (size_t)(k + 3) * EM_GEMM_PANEL + i, r3);
-        }
-#endif
-        for (; k < K; k++) {
-            for (int r = 0; r < 4; r++) {
-                out[(size_t)k * EM_GEMM_PANEL + i + r] = row[r] ? row[r][k] : 0.0f;
-            }
+    int t0 = panel * EM_GEMM_PANEL;
+    int tokens = T - t0 < EM_GEMM_PANEL ? T - t0 : EM_GEMM_PANEL;
+    if (tokens < EM_GEMM_PANEL) {
+        for (int k = 0; k < K; k++) {
+            for (int i = tokens; i < EM_GEMM_PANEL; i++) out[(size_t)k * EM_GEMM_PANEL + i] = 0.0f;
         }
     }
+    em_transpose(x + (size_t)t0 * ldx, ldx, tokens, K, out, EM_GEMM_PANEL, false);
 }
 
 em_gemm_panels em_gemm_packed(const float *xp, int K) {
