@@ -6,7 +6,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "runner/util/log.h"
+#include "util/log.h"
 
 enum { PENDING, RUNNING, DONE, FAILED, SKIPPED };
 

@@ -12,8 +12,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "runner/util/error.h"
-#include "runner/util/log.h"
+#include "util/error.h"
+#include "util/log.h"
 
 static cJSON *read_state(const char *run_dir, int rank) {
     char path[4096];

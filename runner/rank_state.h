@@ -7,7 +7,7 @@
 
 #include <stdint.h>
 
-#include "runner/util/error.h"
+#include "util/error.h"
 
 typedef struct em_rank_state em_rank_state;
 

@@ -10,7 +10,7 @@
 #include "runner/progress.h"
 #include "runner/rank_state.h"
 #include "runner/run_dir.h"
-#include "runner/util/log.h"
+#include "util/log.h"
 
 /* Start-up limit when the recipe could not be read (the default of init_timeout_s). */
 #define DEFAULT_INIT_TIMEOUT_S 180.0

@@ -14,7 +14,7 @@
 #include <stddef.h>
 
 #include "runner/recipe/node.h"
-#include "runner/util/error.h"
+#include "util/error.h"
 
 struct em_comm;
 

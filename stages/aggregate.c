@@ -24,7 +24,7 @@
 #include "runner/comm/comm.h"
 #include "runner/comm/exact_sum.h"
 #include "runner/stage.h"
-#include "runner/util/log.h"
+#include "util/log.h"
 #include "stages/metrics/metrics.h"
 #include "stages/metrics/nll_stats.h"
 #include "stages/metrics/scores.h"

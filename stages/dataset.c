@@ -18,11 +18,11 @@
 
 #include "runner/comm/comm.h"
 #include "runner/stage.h"
-#include "runner/util/log.h"
+#include "util/log.h"
 #include "stages/data/corpus.h"
-#include "stages/data/dataset_build.h"
+#include "stages/data/window_set_build.h"
 #include "stages/data/shard.h"
-#include "stages/model/model.h"
+#include "stages/model/loaded_model.h"
 #include "stages/tokenizer/tokenizer.h"
 
 typedef struct dataset_state {

@@ -10,7 +10,7 @@
 #include "runner/comm/comm.h"
 #include "runner/diag/env_probe.h"
 #include "runner/stage.h"
-#include "runner/util/log.h"
+#include "util/log.h"
 
 #define FAILURE_TEXT 480
 

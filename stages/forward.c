@@ -12,11 +12,11 @@
 
 #include "runner/rank_state.h"
 #include "runner/stage.h"
-#include "runner/util/log.h"
-#include "stages/data/dataset.h"
+#include "util/log.h"
+#include "stages/data/window_set.h"
 #include "stages/kernels/cpu/llama_forward.h"
 #include "stages/metrics/scores.h"
-#include "stages/model/model.h"
+#include "stages/model/loaded_model.h"
 
 typedef struct forward_state {
     int threads;

@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "runner/stage.h"
-#include "runner/util/log.h"
+#include "util/log.h"
 #include "stages/metrics/metrics.h"
 #include "stages/report/check.h"
 #include "stages/report/history.h"

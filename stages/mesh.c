@@ -10,9 +10,9 @@
 #include "build_info.h"
 #include "runner/comm/backend_local.h"
 #include "runner/comm/backend_nccl.h"
-#include "runner/comm/mesh.h"
+#include "runner/comm/mesh_groups.h"
 #include "runner/stage.h"
-#include "runner/util/log.h"
+#include "util/log.h"
 
 typedef struct mesh_state {
     int dp, tp, cp; /* 0 = auto until init completes them */

@@ -11,8 +11,8 @@
 #include <sys/stat.h>
 
 #include "runner/stage.h"
-#include "runner/util/log.h"
-#include "stages/model/model.h"
+#include "util/log.h"
+#include "stages/model/loaded_model.h"
 #include "stages/tokenizer/tokenizer.h"
 
 typedef struct model_state {

@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "runner/util/error.h"
+#include "util/error.h"
 
 typedef enum em_dtype {
     EM_DTYPE_INT64,

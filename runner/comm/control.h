@@ -8,7 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "runner/util/error.h"
+#include "util/error.h"
 
 /* Connects to the PMIx server when `launched`, giving this rank and the job size. */
 em_status em_control_init(bool launched, int *rank, int *size);

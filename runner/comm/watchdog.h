@@ -17,7 +17,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "runner/util/error.h"
+#include "util/error.h"
 
 void em_mpi_lock(void);
 void em_mpi_unlock(void);

@@ -7,7 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "runner/util/error.h"
+#include "util/error.h"
 
 typedef struct em_bench_buffer {
     void *host;   /* always present */

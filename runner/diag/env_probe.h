@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "runner/util/error.h"
+#include "util/error.h"
 
 #define EM_ENV_MAX_GPUS 16
 #define EM_ENV_MAX_IFACES 16

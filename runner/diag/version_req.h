@@ -5,7 +5,7 @@
 
 #include <stdbool.h>
 
-#include "runner/util/error.h"
+#include "util/error.h"
 
 /* Compares dotted versions numerically part by part (missing parts are 0): <0, 0, >0. */
 int em_version_compare(const char *a, const char *b);

@@ -14,7 +14,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "runner/util/error.h"
+#include "util/error.h"
 
 typedef enum em_node_kind {
     EM_NODE_SCALAR,

@@ -9,7 +9,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "runner/util/sha256.h"
+#include "util/sha256.h"
 #include "stages/data/wikitext_detok.h"
 #include "stages/tokenizer/tokenizer.h"
 

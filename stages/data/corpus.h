@@ -12,7 +12,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "runner/util/error.h"
+#include "util/error.h"
 #include "stages/data/protocol.h"
 #include "stages/data/text.h"
 

@@ -22,7 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "runner/util/error.h"
+#include "util/error.h"
 
 typedef enum em_protocol {
     EM_PROTOCOL_CHUNKED,

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runner/util/error.h"
+#include "util/error.h"
 
 static const char *rule_names[] = {"none", "line", "blank_line", "wikitext_article", "separator"};
 

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runner/util/error.h"
+#include "util/error.h"
 
 em_metrics *em_metrics_new(void) {
     return em_xcalloc(1, sizeof(em_metrics));

@@ -4,7 +4,7 @@
 
 #include <stdio.h>
 
-#include "stages/model/model.h"
+#include "stages/model/loaded_model.h"
 
 static const em_ggml_type_info types[] = {
     [0] = {"F32", 1, 4},         [1] = {"F16", 1, 2},         [2] = {"Q4_0", 32, 18},

@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "runner/util/error.h"
+#include "util/error.h"
 
 typedef enum em_gguf_type {
     EM_GGUF_UINT8 = 0,

@@ -11,7 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "runner/util/sha256.h"
+#include "util/sha256.h"
 #include "stages/model/hf_names.h"
 #include "stages/model/llama_weights.h"
 #include "stages/model/model_loaders.h"

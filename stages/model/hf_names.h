@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "stages/model/model.h"
+#include "stages/model/loaded_model.h"
 #include "stages/model/model_storage.h"
 
 /* The GGUF name of a HF tensor name into out; false when the name is not a Llama weight. */

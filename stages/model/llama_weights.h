@@ -6,7 +6,7 @@
 #ifndef EVALMESH_LLAMA_WEIGHTS_H
 #define EVALMESH_LLAMA_WEIGHTS_H
 
-#include "stages/model/model.h"
+#include "stages/model/loaded_model.h"
 #include "stages/model/model_storage.h"
 
 /* Checks the config's numbers against each other (heads divide the dimension, ...). */

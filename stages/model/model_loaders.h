@@ -3,7 +3,7 @@
 #ifndef EVALMESH_MODEL_LOADERS_H
 #define EVALMESH_MODEL_LOADERS_H
 
-#include "stages/model/model.h"
+#include "stages/model/loaded_model.h"
 
 em_status em_model_load_gguf(const char *path, em_model **out);
 /* path: a directory (config.json, model.safetensors or model.safetensors.index.json) or a

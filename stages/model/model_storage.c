@@ -3,7 +3,7 @@
 
 #include <stdlib.h>
 
-#include "runner/util/error.h"
+#include "util/error.h"
 #include "stages/model/gguf.h"
 #include "stages/model/safetensors.h"
 

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runner/util/error.h"
+#include "util/error.h"
 
 static uint64_t fnv1a(const char *s) {
     uint64_t h = 14695981039346656037ull;

@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "stages/model/model.h"
+#include "stages/model/loaded_model.h"
 
 typedef struct em_st_tensor {
     char *name;

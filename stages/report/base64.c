@@ -1,7 +1,7 @@
 /* Base64 encoding (see base64.h). */
 #include "stages/report/base64.h"
 
-#include "runner/util/error.h"
+#include "util/error.h"
 
 char *em_base64_encode(const void *data, size_t len, bool url_safe) {
     const char *alphabet = url_safe

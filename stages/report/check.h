@@ -13,7 +13,7 @@
 
 #include <cJSON.h>
 
-#include "runner/util/error.h"
+#include "util/error.h"
 #include "stages/metrics/metrics.h"
 
 typedef enum em_check_rule {

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "runner/util/log.h"
+#include "util/log.h"
 #include "stages/report/results.h"
 #include "stages/report/textfile.h"
 

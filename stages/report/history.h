@@ -9,7 +9,7 @@
 
 #include <cJSON.h>
 
-#include "runner/util/error.h"
+#include "util/error.h"
 
 typedef struct em_history {
     cJSON **entries;   /* results documents, in file order */

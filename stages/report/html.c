@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runner/util/error.h"
+#include "util/error.h"
 #include "stages/report/results.h"
 #include "stages/report/strbuf.h"
 

@@ -9,7 +9,7 @@
 
 #include <curl/curl.h>
 
-#include "runner/util/error.h"
+#include "util/error.h"
 #include "stages/report/base64.h"
 #include "stages/report/strbuf.h"
 

@@ -12,7 +12,7 @@
 
 #include <curl/curl.h>
 
-#include "runner/util/log.h"
+#include "util/log.h"
 #include "stages/report/base64.h"
 #include "stages/report/strbuf.h"
 #include "stages/report/textfile.h"

@@ -9,7 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "runner/util/error.h"
+#include "util/error.h"
 
 typedef enum em_auth_type {
     EM_AUTH_NONE,

@@ -17,7 +17,7 @@
 
 #include <cJSON.h>
 
-#include "runner/util/error.h"
+#include "util/error.h"
 #include "stages/metrics/metrics.h"
 
 #define EM_RESULTS_SCHEMA_ID "evalmesh.results/1"

@@ -10,7 +10,7 @@
 
 #include <cJSON.h>
 
-#include "runner/util/log.h"
+#include "util/log.h"
 #include "stages/report/textfile.h"
 
 #define SPOOL_DIR "push-spool"

@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "runner/util/error.h"
+#include "util/error.h"
 
 static void reserve(em_strbuf *b, size_t extra) {
     if (b->len + extra + 1 <= b->cap) return;

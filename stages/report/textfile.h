@@ -5,7 +5,7 @@
 
 #include <stddef.h>
 
-#include "runner/util/error.h"
+#include "util/error.h"
 
 /* Reads path into a NUL-terminated heap buffer (*len without the NUL). Errors (exit 2) name the
  * file and the reason. */

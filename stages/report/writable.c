@@ -8,7 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "runner/util/error.h"
+#include "util/error.h"
 
 bool em_path_writable(const char *path, const char **why) {
     struct stat st;

@@ -4,7 +4,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 
-#include "runner/util/error.h"
+#include "util/error.h"
 
 static bool before(const em_bigram *x, const em_bigram *y) {
     return x->priority < y->priority || (x->priority == y->priority && x->left < y->left);

@@ -3,7 +3,7 @@
 
 #include <stdlib.h>
 
-#include "runner/util/error.h"
+#include "util/error.h"
 
 static uint64_t pair_key(int32_t left, int32_t right) {
     return (uint64_t)(uint32_t)left << 32 | (uint32_t)right;

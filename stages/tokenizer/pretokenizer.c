@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <utf8proc.h>
 
-#include "runner/util/error.h"
+#include "util/error.h"
 
 /* Character classes. Every codepoint inside the text has F_IN; past either end flags are 0. */
 enum { F_IN = 1, F_LETTER = 2, F_NUMBER = 4, F_SPACE = 8 };

@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "runner/util/error.h"
+#include "util/error.h"
 
 typedef struct em_tokenizer em_tokenizer;
 

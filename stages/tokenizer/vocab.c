@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runner/util/error.h"
+#include "util/error.h"
 
 uint64_t em_bytes_hash(const char *data, size_t len) {
     uint64_t h = 1469598103934665603ull;

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runner/util/error.h"
+#include "util/error.h"
 
 /* Past this many bytes of cached words the cache starts over (it is only a speed-up). */
 #define CACHE_MAX_BYTES (64u << 20)

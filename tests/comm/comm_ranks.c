@@ -13,7 +13,7 @@
 #include "runner/comm/bootstrap.h"
 #include "exact_values.h"
 #include "runner/comm/control.h"
-#include "runner/comm/mesh.h"
+#include "runner/comm/mesh_groups.h"
 #include "test.h"
 
 static em_bootstrap boot;

@@ -8,7 +8,7 @@
 #include "exact_values.h"
 #include "runner/comm/backend_local.h"
 #include "runner/comm/exact_sum.h"
-#include "runner/comm/mesh.h"
+#include "runner/comm/mesh_groups.h"
 #include "test.h"
 
 static void check_local_backend(void) {

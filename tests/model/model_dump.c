@@ -5,8 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "runner/util/sha256.h"
-#include "stages/model/model.h"
+#include "util/sha256.h"
+#include "stages/model/loaded_model.h"
 
 int main(int argc, char **argv) {
     if (argc != 2) {

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runner/util/error.h"
+#include "util/error.h"
 #include "test.h"
 
 /* A fresh directory under /tmp, removed by scratch_remove. */

@@ -9,7 +9,7 @@
 #include "gguf_writer.h"
 #include "model_test_util.h"
 #include "stages/model/gguf.h"
-#include "stages/model/model.h"
+#include "stages/model/loaded_model.h"
 #include "test.h"
 
 static uint8_t *base;

@@ -9,7 +9,7 @@
 
 #include "model_test_util.h"
 #include "safetensors_writer.h"
-#include "stages/model/model.h"
+#include "stages/model/loaded_model.h"
 #include "stages/model/safetensors.h"
 #include "test.h"
 

@@ -7,9 +7,9 @@
 #include <math.h>
 
 #include "model_test_util.h"
-#include "runner/util/sha256.h"
+#include "util/sha256.h"
 #include "stages/model/half.h"
-#include "stages/model/model.h"
+#include "stages/model/loaded_model.h"
 #include "stages/tokenizer/tokenizer.h"
 #include "test.h"
 

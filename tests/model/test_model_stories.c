@@ -3,7 +3,7 @@
 #include <stdlib.h>
 
 #include "stages/model/gguf.h"
-#include "stages/model/model.h"
+#include "stages/model/loaded_model.h"
 #include "stages/tokenizer/tokenizer.h"
 #include "test.h"
 

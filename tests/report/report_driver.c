@@ -15,7 +15,7 @@
 #include "runner/executor.h"
 #include "runner/recipe/recipe.h"
 #include "runner/recipe/schema.h"
-#include "runner/util/log.h"
+#include "util/log.h"
 #include "stages/metrics/metrics.h"
 
 extern const em_stage_kind em_stage_kind_report;

@@ -8,7 +8,7 @@
 
 #include "runner/progress.h"
 #include "runner/rank_state.h"
-#include "runner/util/log.h"
+#include "util/log.h"
 #include "test.h"
 
 /* A state file as runner/rank_state.c writes it. */

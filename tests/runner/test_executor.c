@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "runner/executor.h"
-#include "runner/util/log.h"
+#include "util/log.h"
 
 static const em_run_context context = {
     .rank = 0, .world_size = 1, .local_size = 1, .node_count = 1};

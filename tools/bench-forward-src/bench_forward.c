@@ -23,7 +23,7 @@
 #include <time.h>
 
 #include "stages/kernels/cpu/llama_forward.h"
-#include "stages/model/model.h"
+#include "stages/model/loaded_model.h"
 
 static double now_seconds(void) {
     struct timespec ts;

@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "runner/util/error.h"
+#include "util/error.h"
 
 /* GPT-2's bytes_to_unicode: printable Latin-1 bytes map to themselves, the other bytes to
  * U+0100 and up, in byte order. */

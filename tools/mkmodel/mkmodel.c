@@ -20,12 +20,12 @@
 #include "gguf_writer.h"
 #include "quantize_blocks.h"
 #include "random_weights.h"
-#include "runner/util/error.h"
+#include "util/error.h"
 #include "safetensors_writer.h"
 #include "stages/model/gguf.h"
 #include "stages/model/half.h"
 #include "stages/model/hf_names.h"
-#include "stages/model/model.h"
+#include "stages/model/loaded_model.h"
 
 static const char usage[] =
     "usage: evalmesh-mkmodel --out PATH [options]\n"

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "stages/model/half.h"
-#include "stages/model/model.h"
+#include "stages/model/loaded_model.h"
 
 void quantize_q8_0(const float *x, int64_t n, void *out) {
     uint8_t *block = out;

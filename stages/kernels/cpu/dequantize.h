@@ -8,7 +8,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "stages/model/model.h"
+#include "stages/model/loaded_model.h"
 
 /* Whether the forward can use weights of this type (F32, F16, BF16, Q8_0, Q4_0). */
 bool em_weight_type_supported(em_tensor_type type);

@@ -15,7 +15,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "runner/util/error.h"
+#include "util/error.h"
 
 #define EM_GEMM_ROWS 12   /* weight rows per kernel call */
 #define EM_GEMM_PANEL 16  /* tokens per packed activation panel */

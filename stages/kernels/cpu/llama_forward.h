@@ -14,9 +14,9 @@
 
 #include <stdint.h>
 
-#include "runner/util/error.h"
+#include "util/error.h"
 #include "stages/kernels/cpu/scratch.h"
-#include "stages/model/model.h"
+#include "stages/model/loaded_model.h"
 
 typedef struct em_llama_forward em_llama_forward;
 

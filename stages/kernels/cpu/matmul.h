@@ -13,7 +13,7 @@
 #include <stdbool.h>
 
 #include "stages/kernels/cpu/scratch.h"
-#include "stages/model/model.h"
+#include "stages/model/loaded_model.h"
 
 #define EM_MATMUL_TILE_ROWS 48 /* the most rows per tile, a multiple of EM_GEMM_ROWS */
 

@@ -10,7 +10,7 @@
 #ifndef EVALMESH_KERNELS_ROPE_H
 #define EVALMESH_KERNELS_ROPE_H
 
-#include "stages/model/model.h"
+#include "stages/model/loaded_model.h"
 
 /* The frequencies (rope_dim/2) of config c, scaling applied; factors is (rope_dim/2) or NULL. */
 void em_rope_freqs(const em_llama_config *c, const float *factors, double *freqs);

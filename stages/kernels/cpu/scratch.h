@@ -7,7 +7,7 @@
 
 #include <stddef.h>
 
-#include "runner/util/error.h"
+#include "util/error.h"
 #include "stages/kernels/cpu/gemm_microkernel.h"
 
 /* Work (elements, or multiply-adds for matrix products) below which a kernel runs on the calling

@@ -1,0 +1,51 @@
+/* `evalmesh stages`: the stage kinds this build knows, with what each reads and produces. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/command.h"
+#include "runner/stage.h"
+#include "util/log.h"
+
+static const char usage[] =
+    "usage: evalmesh stages\n"
+    "\n"
+    "Lists the stage kinds a recipe's `kind:` may name, each with a one-line description,\n"
+    "the artifact it produces and the options that name other stages (with the artifact\n"
+    "types they accept). Options are described in schemas/stages/<kind>.schema.json.\n"
+    "\n"
+    "Exit statuses: 0 ok, 2 bad arguments.\n";
+
+static int stages_main(int argc, char **argv) {
+    if (argc > 1) {
+        em_log_error("evalmesh stages: unexpected argument '%s' (see evalmesh stages --help)",
+                     argv[1]);
+        return EM_EXIT_BAD_INPUT;
+    }
+    int width = 4;
+    for (const em_stage_kind *const *k = em_stage_kinds; *k; k++)
+        if ((int)strlen((*k)->name) > width) width = (int)strlen((*k)->name);
+    char type[128];
+    for (const em_stage_kind *const *k = em_stage_kinds; *k; k++) {
+        const em_stage_kind *kind = *k;
+        printf("%-*s  %s\n", width, kind->name, kind->summary);
+        printf("%-*s  produces %s%s", width, "",
+               em_artifact_type_name(kind->produces, type, sizeof type),
+               kind->collective ? "; calls collectives" : "");
+        const char *sep = "; reads ";
+        for (const em_input_spec *in = kind->inputs; in && in->option; in++) {
+            printf("%s%s (%s%s%s)", sep, in->option, in->is_list ? "list of " : "",
+                   em_artifact_type_name(in->accepts, type, sizeof type),
+                   in->optional ? ", optional" : "");
+            sep = ", ";
+        }
+        printf("\n");
+    }
+    return EM_EXIT_OK;
+}
+
+const em_command em_command_stages = {
+    .name = "stages",
+    .summary = "list the stage kinds a recipe can use",
+    .usage = usage,
+    .main = stages_main,
+};

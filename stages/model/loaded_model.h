@@ -1,0 +1,116 @@
+/* The in-memory description of a Llama-family model, the same whichever file it came from
+ * (GGUF or safetensors). Tensors point into the mmapped file when their bytes can be used as
+ * they are, and into buffers owned by the model when they had to be converted.
+ *
+ * Layout conventions (those of GGUF/ggml):
+ *   - shape[0] is the innermost (contiguous) dimension: a weight matrix W used as y = W x with
+ *     x of length n_in and y of length n_out has shape {n_in, n_out}: n_out rows of n_in values.
+ *   - Q and K projection rows are in the GGUF order: RoPE rotates adjacent pairs (x[2i], x[2i+1])
+ *     of each head. The safetensors reader permutes Hugging Face's rows into this order.
+ *   - Quantized types store blocks of 32 values along shape[0]: Q8_0 = {f16 scale, 32 x int8},
+ *     Q4_0 = {f16 scale, 16 bytes of nibbles: value j in low nibbles j<16, high nibbles j>=16,
+ * minus 8}.
+ *   - 1-D tensors (norms, biases) are always F32: the loaders convert F16/BF16 ones. */
+#ifndef EVALMESH_LOADED_MODEL_H
+#define EVALMESH_LOADED_MODEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util/error.h"
+
+/* Tensor element types; the values are ggml's type ids. */
+typedef enum em_tensor_type {
+    EM_TENSOR_F32 = 0,
+    EM_TENSOR_F16 = 1,
+    EM_TENSOR_Q4_0 = 2,
+    EM_TENSOR_Q8_0 = 8,
+    EM_TENSOR_BF16 = 30,
+} em_tensor_type;
+
+#define EM_QK 32 /* values per quantization block */
+
+const char *em_tensor_type_name(int type); /* "F32", ...; "type N" for unknown ids */
+/* Bytes for n values of type (n a multiple of EM_QK for quantized types). */
+size_t em_tensor_type_row_bytes(em_tensor_type type, int64_t n);
+
+typedef struct em_tensor {
+    const char *name;
+    em_tensor_type type;
+    int n_dims;
+    int64_t shape[4]; /* shape[0] innermost; unused dims are 1 */
+    const void *data; /* into the mapped file or an owned buffer */
+    size_t nbytes;
+} em_tensor;
+
+int64_t em_tensor_numel(const em_tensor *t);
+
+typedef enum em_rope_scaling {
+    EM_ROPE_SCALING_NONE,
+    EM_ROPE_SCALING_LINEAR, /* positions multiplied by freq_scale */
+    EM_ROPE_SCALING_LLAMA3, /* Llama 3.1 frequency smoothing */
+} em_rope_scaling;
+
+typedef struct em_llama_config {
+    char architecture[32]; /* "llama", "qwen2", ... */
+    int n_vocab;
+    int dim;      /* embedding length */
+    int n_layers; /* block count */
+    int ffn_dim;  /* feed-forward length */
+    int n_heads;
+    int n_kv_heads;
+    int head_dim;    /* dim / n_heads unless the file says otherwise */
+    int rope_dim;    /* rotated dims per head (default head_dim) */
+    int n_ctx_train; /* context length */
+    float rope_freq_base;
+    em_rope_scaling rope_scaling;
+    float rope_freq_scale;    /* LINEAR: 1 / factor */
+    float rope_llama3_factor; /* LLAMA3: factor, low/high frequency factors, old context */
+    float rope_llama3_low_freq_factor;
+    float rope_llama3_high_freq_factor;
+    int rope_llama3_original_ctx;
+    float rms_eps;
+    bool has_qkv_bias;
+    bool tied_output; /* no output tensor: the token embedding is the output head */
+} em_llama_config;
+
+typedef struct em_layer_weights {
+    const em_tensor *attn_norm; /* {dim} */
+    const em_tensor *wq, *wk, *wv,
+        *wo; /* {dim, n_heads*head_dim}, {dim, n_kv*head_dim} x2, {n_heads*head_dim, dim} */
+    const em_tensor *bq, *bk, *bv;           /* biases or NULL */
+    const em_tensor *ffn_norm;               /* {dim} */
+    const em_tensor *w_gate, *w_up, *w_down; /* {dim, ffn}, {dim, ffn}, {ffn, dim} */
+} em_layer_weights;
+
+struct em_tokenizer;
+
+typedef struct em_model {
+    char *path;   /* the file (or directory) it was loaded from */
+    char *format; /* "gguf" or "safetensors" */
+    em_llama_config config;
+    em_tensor *tensors; /* every tensor in the file(s) */
+    size_t tensor_count;
+    const em_tensor *tok_embd;      /* {dim, n_vocab} */
+    const em_tensor *output_norm;   /* {dim} */
+    const em_tensor *output;        /* {dim, n_vocab}; == tok_embd when tied */
+    em_layer_weights *layers;       /* n_layers */
+    struct em_tokenizer *tokenizer; /* NULL when the file has none; freed with the model */
+    char header_sha256[65]; /* checksum of the file header (GGUF: up to tensor data; st: JSON) */
+    uint64_t file_size;     /* bytes on disk, all shards */
+    void *impl;             /* the reader's mappings and owned buffers */
+    void (*impl_free)(void *impl);
+    /* {rope_dim/2} F32 divisors of the RoPE frequencies, or NULL: llama.cpp's Llama 3.1 GGUF
+     * files carry the llama3 scaling as this tensor (rope_freqs.weight) instead of
+     * rope.scaling.* keys; theta_i = pos * freq_base^(-2i/rope_dim) / rope_freqs[i]. */
+    const em_tensor *rope_freqs;
+} em_model;
+
+/* Opens a GGUF file, a .safetensors file or a directory holding a Hugging Face checkpoint
+ * (config.json, model.safetensors or model.safetensors.index.json, tokenizer.json). */
+em_status em_model_load(const char *path, em_model **out);
+void em_model_free(em_model *model);
+const em_tensor *em_model_find_tensor(const em_model *model, const char *name);
+
+#endif
