@@ -3,13 +3,13 @@
 
 #include <stdint.h>
 #include <stdlib.h>
-#include <time.h>
 
 #include "runner/comm/bootstrap.h"
 #include "runner/executor.h"
 #include "runner/progress.h"
 #include "runner/rank_state.h"
 #include "runner/run_dir.h"
+#include "util/clock.h"
 #include "util/log.h"
 
 /* Start-up limit when the recipe could not be read (the default of init_timeout_s). */
@@ -52,12 +52,6 @@ static int agree(em_comm *world, em_status err, const char *step) {
     return root ? root : first;
 }
 
-static double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* The run itself, once every rank has prepared and initialised the pipeline. */
 static int run_initialised(em_pipeline *p, em_run_context *ctx, const em_session_options *opts) {
     char *dir;
@@ -77,7 +71,7 @@ static int run_initialised(em_pipeline *p, em_run_context *ctx, const em_session
     em_rank_state_set_current(state);
     ctx->run_dir = dir;
 
-    double start = now_seconds();
+    double start = em_clock_seconds();
     if (!err) {
         if (ctx->rank == 0)
             em_log_info("%s: %zu stages on %d rank%s, run directory %s", p->path, p->dag->count,
@@ -94,7 +88,8 @@ static int run_initialised(em_pipeline *p, em_run_context *ctx, const em_session
             em_comm_abort(ctx->world, err->message);
         code = report(err);
     } else if (ctx->rank == 0) {
-        em_log_info("%s: done in %.2f s, run directory %s", p->path, now_seconds() - start, dir);
+        em_log_info("%s: done in %.2f s, run directory %s", p->path, em_clock_seconds() - start,
+                    dir);
     }
     em_rank_state_set_current(NULL);
     if (state) em_rank_state_close(state);

@@ -7,11 +7,11 @@
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "runner/rank_state.h"
 #include "runner/stage.h"
+#include "util/clock.h"
 #include "util/log.h"
 #include "stages/data/window_set.h"
 #include "stages/kernels/cpu/llama_forward.h"
@@ -51,12 +51,6 @@ static em_status forward_init(em_stage *self, const em_run_context *ctx) {
     return NULL;
 }
 
-static double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static void free_scores(void *data) {
     em_scores_free(data);
 }
@@ -84,7 +78,7 @@ static em_status forward_run(em_stage *self, const em_run_context *ctx) {
     forward_state *st = self->state;
     const em_model *model = em_stage_input_artifact(self, "model", 0)->data;
     const em_dataset *ds = em_stage_input_artifact(self, "data", 0)->data;
-    double start = now_seconds();
+    double start = em_clock_seconds();
 
     em_llama_forward *f;
     em_status err = em_llama_forward_new(model, st->threads, &f);
@@ -117,7 +111,7 @@ static em_status forward_run(em_stage *self, const em_run_context *ctx) {
         em_scores_free(s);
         return err;
     }
-    s->seconds = now_seconds() - start;
+    s->seconds = em_clock_seconds() - start;
     em_log_info("forward %s: %zu windows, %zu scored tokens in %.2f s (%.1f tokens/s, %d threads)",
                 self->name, ds->count, s->token_count, s->seconds,
                 s->seconds > 0 ? (double)s->token_count / s->seconds : 0.0, st->threads);

@@ -17,6 +17,7 @@
 #include "cli/command.h"
 #include "runner/diag/bench_args.h"
 #include "runner/diag/bench_buffers.h"
+#include "util/clock.h"
 #include "util/log.h"
 
 typedef enum bench_op { OP_ALLREDUCE, OP_ALLGATHER, OP_BROADCAST, OP_COUNT } bench_op;
@@ -118,9 +119,9 @@ static em_status bench_one(const bench_target *t, const bench_options *o, bench_
     for (int i = 0; i < o->warmup && !err; i++) err = run_op(t, op, send, recv, count);
     if (!err) err = em_barrier(comm);
     if (err) return err;
-    double start = em_seconds_now();
+    double start = em_clock_seconds();
     for (int i = 0; i < o->iters && !err; i++) err = run_op(t, op, send, recv, count);
-    double mine = (em_seconds_now() - start) / o->iters;
+    double mine = (em_clock_seconds() - start) / o->iters;
     if (err) return err;
     double slowest = 0;
     long long total_wrong = 0;

@@ -149,7 +149,7 @@ const em_command em_command_check_env = {
     .name = "check-env",
     .summary = "check this machine (or every rank) for what an evaluation needs",
     .usage = "usage: evalmesh check-env [--distributed] [--json]\n\n"
-             "Checks OS and kernel (>= 4.15), CPU and cores, memory, OpenBLAS and OpenMP threads,\n"
+             "Checks OS and kernel (>= 4.15), CPU and cores, memory, OpenMP (+ OpenBLAS) threads,\n"
              "CUDA driver/runtime and GPUs, NCCL (>= 2.14 when present), PMIx and whether a PMIx\n"
              "server is reachable, the MPI library and network interfaces. Each line says pass,\n"
              "warn, FAIL or info and why.\n\n"

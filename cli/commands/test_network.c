@@ -16,6 +16,7 @@
 #include "runner/comm/bootstrap.h"
 #include "cli/command.h"
 #include "runner/diag/bench_args.h"
+#include "util/clock.h"
 #include "util/log.h"
 
 typedef struct link_result {
@@ -35,19 +36,19 @@ typedef struct net_options {
 /* Measures one link inside a two-rank communicator. */
 static em_status measure_pair(em_comm *pair, const net_options *o, char *buf, link_result *out) {
     em_status err = em_barrier(pair);
-    double start = em_seconds_now();
+    double start = em_clock_seconds();
     for (int i = 0; i < o->iters && !err; i++) {
         err = em_broadcast(pair, buf, 8, 0);
         if (!err) err = em_broadcast(pair, buf, 8, 1);
     }
-    double rtt = (em_seconds_now() - start) / o->iters;
+    double rtt = (em_clock_seconds() - start) / o->iters;
     if (!err) err = em_barrier(pair);
-    start = em_seconds_now();
+    start = em_clock_seconds();
     for (int i = 0; i < o->iters && !err; i++) {
         err = em_broadcast(pair, buf, o->bytes, 0);
         if (!err) err = em_broadcast(pair, buf, o->bytes, 1);
     }
-    double one_way = (em_seconds_now() - start) / (2.0 * o->iters);
+    double one_way = (em_clock_seconds() - start) / (2.0 * o->iters);
     if (err) return err;
     out->rtt_us = rtt * 1e6;
     out->bw_gbs = one_way > 0 ? (double)o->bytes / one_way / 1e9 : 0;

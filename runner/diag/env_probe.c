@@ -1,7 +1,6 @@
 /* Collecting and judging the facts of the environment (see env_probe.h). */
 #include "runner/diag/env_probe.h"
 
-#include <cblas.h>
 #include <dlfcn.h>
 #include <ifaddrs.h>
 #include <mpi.h>
@@ -17,6 +16,9 @@
 #include <unistd.h>
 
 #include "build_info.h"
+#if EVALMESH_HAVE_OPENBLAS
+#include <cblas.h>
+#endif
 #include "runner/diag/version_req.h"
 
 /* The first line of `path` that starts with `key`, the part after the first ':' or '=' trimmed
@@ -158,8 +160,10 @@ void em_env_collect(em_env_facts *f) {
         sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : f->cores_online;
     f->memory_total_gb = meminfo_gb("MemTotal");
     f->memory_available_gb = meminfo_gb("MemAvailable");
+#if EVALMESH_HAVE_OPENBLAS
     snprintf(f->openblas_config, sizeof f->openblas_config, "%s", openblas_get_config());
     f->openblas_threads = openblas_get_num_threads();
+#endif
     f->omp_threads = omp_get_max_threads();
     collect_cuda(f);
     snprintf(f->pmix, sizeof f->pmix, "%s", PMIx_Get_version());
@@ -245,8 +249,11 @@ em_status em_env_judge(const em_env_facts *f, const em_env_requirements *req, em
     int per_node_threads =
         f->openblas_threads > f->omp_threads ? f->openblas_threads : f->omp_threads;
     int local = req->local_size > 0 ? req->local_size : 1;
-    snprintf(value, sizeof value, "OpenBLAS %d threads (%s); OpenMP %d threads",
-             f->openblas_threads, f->openblas_config, f->omp_threads);
+    if (f->openblas_config[0])
+        snprintf(value, sizeof value, "OpenBLAS %d threads (%s); OpenMP %d threads",
+                 f->openblas_threads, f->openblas_config, f->omp_threads);
+    else
+        snprintf(value, sizeof value, "OpenMP %d threads", f->omp_threads);
     if (per_node_threads * local > f->cores_usable * 2)
         add_check(r, "threads", EM_CHECK_WARN, value,
                   "%d ranks x %d threads oversubscribe %d cores: set OMP_NUM_THREADS or threads:",

@@ -1,8 +1,8 @@
-/* What this machine offers an evaluation: OS, kernel, CPU, memory, BLAS and OpenMP threads, CUDA
- * driver and GPUs, NCCL, PMIx, MPI, network interfaces. Collected without initialising anything
- * that could hang (CUDA and NCCL are looked up with dlopen, so a CPU-only machine is fine), then
- * judged line by line (pass/warn/fail with the reason) against requirements. Used by
- * `evalmesh check-env` and the env_check stage. */
+/* What this machine offers an evaluation: OS, kernel, CPU, memory, OpenMP threads (and OpenBLAS's
+ * when built with it), CUDA driver and GPUs, NCCL, PMIx, MPI, network interfaces. Collected without
+ * initialising anything that could hang (CUDA and NCCL are looked up with dlopen, so a CPU-only
+ * machine is fine), then judged line by line (pass/warn/fail with the reason) against requirements.
+ * Used by `evalmesh check-env` and the env_check stage. */
 #ifndef EVALMESH_ENV_PROBE_H
 #define EVALMESH_ENV_PROBE_H
 
@@ -32,7 +32,7 @@ typedef struct em_env_facts {
     int cores_usable; /* in this process's affinity mask */
     double memory_total_gb;
     double memory_available_gb;
-    char openblas_config[160];
+    char openblas_config[160]; /* "" when built without OpenBLAS */
     int openblas_threads;
     int omp_threads;
     char cuda_driver[32];  /* "" when no driver */

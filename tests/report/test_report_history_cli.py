@@ -6,7 +6,9 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from report_helpers import check, evalmesh, run, tempdir, write
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from report_helpers import evalmesh, run, tempdir, write
+from checks import check, finish  # noqa: E402
 
 work = tempdir()
 
@@ -45,4 +47,4 @@ check(rc == 2 and "none.jsonl: cannot open" in err, "missing file: %d %s" % (rc,
 bad = write(os.path.join(work, "bad.jsonl"), "{}\nnot json\n")
 rc, out, err = run([evalmesh(), "history", bad])
 check(rc == 2 and "no valid run (2 lines skipped)" in err, "no valid line: %d %s" % (rc, err))
-print("ok")
+sys.exit(finish())

@@ -18,19 +18,15 @@ import tempfile
 
 import yaml
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from checks import check, finish  # noqa: E402
+
 BIN = os.environ["EVALMESH_BIN"]
 SRC = os.environ["EVALMESH_SOURCE_DIR"]
 SHARED = os.environ.get("EVALMESH_SHARED_DATA", "")
 HERE = os.path.join(SRC, "tests", "runner")
 GOOD = os.path.join(HERE, "good", "runner_test.yaml")
 
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what)
 
 
 def evalmesh(args, cwd):
@@ -292,7 +288,4 @@ test_run_dir_option()
 test_dag_and_stages()
 test_schemas()
 test_two_ranks()
-if failures:
-    print(f"{len(failures)} failures")
-    sys.exit(1)
-print("all passed")
+sys.exit(finish())
