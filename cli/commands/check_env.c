@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli/command.h"
+#include "cli/options.h"
 #include "runner/comm/bootstrap.h"
 #include "runner/diag/env_probe.h"
 #include "util/log.h"
@@ -115,18 +116,22 @@ static int report_distributed(const em_env_report *report, bool json) {
 }
 
 static int check_env_main(int argc, char **argv) {
+    static const struct option options[] = {
+        {"json", no_argument, NULL, 'j'},
+        {"distributed", no_argument, NULL, 'd'},
+        {0},
+    };
     bool json = false, distributed = false;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--json") == 0)
+    int c;
+    while ((c = em_cli_option("check-env", argc, argv, "", options)) != -1) {
+        if (c == 'j')
             json = true;
-        else if (strcmp(argv[i], "--distributed") == 0)
+        else if (c == 'd')
             distributed = true;
-        else {
-            fprintf(stderr, "check-env: unknown argument '%s' (see evalmesh check-env --help)\n",
-                    argv[i]);
+        else
             return EM_EXIT_BAD_INPUT;
-        }
     }
+    if (optind < argc) return em_cli_unexpected("check-env", argv[optind]);
     em_env_facts facts;
     em_env_collect(&facts);
     em_env_requirements req = em_env_default_requirements();

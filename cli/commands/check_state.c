@@ -13,8 +13,10 @@
 #include <time.h>
 
 #include "cli/command.h"
+#include "cli/options.h"
 #include "runner/pipeline.h"
 #include "util/error.h"
+#include "util/log.h"
 
 typedef struct rank_entry {
     bool present;
@@ -102,28 +104,29 @@ static int load_stage_order(const char *run_dir, char stages[][128], int max) {
 }
 
 static int check_state_main(int argc, char **argv) {
-    const char *run_dir = NULL;
+    static const struct option options[] = {
+        {"json", no_argument, NULL, 'j'},
+        {"silent-after", required_argument, NULL, 's'},
+        {0},
+    };
     double silent_after = 60.0;
     bool json = false;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--json") == 0)
+    int c;
+    while ((c = em_cli_option("check-state", argc, argv, "", options)) != -1) {
+        if (c == 'j')
             json = true;
-        else if (strcmp(argv[i], "--silent-after") == 0 && i + 1 < argc)
-            silent_after = atof(argv[++i]);
-        else if (argv[i][0] == '-') {
-            fprintf(stderr, "check-state: unknown option '%s'\n", argv[i]);
+        else if (c == 's')
+            silent_after = atof(optarg);
+        else
             return EM_EXIT_BAD_INPUT;
-        } else if (!run_dir)
-            run_dir = argv[i];
-        else {
-            fprintf(stderr, "check-state: one run directory expected, got '%s' too\n", argv[i]);
-            return EM_EXIT_BAD_INPUT;
-        }
     }
-    if (!run_dir) {
-        fprintf(stderr, "check-state: no run directory (usage: evalmesh check-state RUN_DIR)\n");
+    if (optind >= argc) {
+        em_log_error("evalmesh check-state: no run directory (usage: evalmesh check-state "
+                     "RUN_DIR)");
         return EM_EXIT_BAD_INPUT;
     }
+    if (optind + 1 < argc) return em_cli_unexpected("check-state", argv[optind + 1]);
+    const char *run_dir = argv[optind];
     char state_dir[4096];
     snprintf(state_dir, sizeof state_dir, "%s/state", run_dir);
     DIR *dir = opendir(state_dir);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli/command.h"
+#include "cli/options.h"
 #include "util/log.h"
 #include "stages/model/loaded_model.h"
 #include "stages/tokenizer/tokenizer.h"
@@ -145,23 +146,22 @@ static void print_json(const em_model *m) {
 }
 
 static int inspect_main(int argc, char **argv) {
-    const char *path = NULL;
+    static const struct option options[] = {
+        {"json", no_argument, NULL, 'j'},
+        {0},
+    };
     bool json = false;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--json") == 0) {
-            json = true;
-        } else if (argv[i][0] == '-' || path) {
-            em_log_error("evalmesh inspect: unexpected argument '%s' (see evalmesh inspect --help)",
-                         argv[i]);
-            return EM_EXIT_BAD_INPUT;
-        } else {
-            path = argv[i];
-        }
+    int c;
+    while ((c = em_cli_option("inspect", argc, argv, "", options)) != -1) {
+        if (c != 'j') return EM_EXIT_BAD_INPUT;
+        json = true;
     }
-    if (!path) {
+    if (optind >= argc) {
         em_log_error("evalmesh inspect: missing MODEL (see evalmesh inspect --help)");
         return EM_EXIT_BAD_INPUT;
     }
+    if (optind + 1 < argc) return em_cli_unexpected("inspect", argv[optind + 1]);
+    const char *path = argv[optind];
     em_model *m;
     em_status err = em_model_load(path, &m);
     if (err) {

@@ -36,7 +36,11 @@ check({"kernel", "cpu", "memory", "threads", "cuda", "nccl", "pmix", "mpi", "net
       f"json check names {names}")
 
 code, out, err = run("check-env", "--bogus")
-check(code == 2 and "unknown argument '--bogus'" in err, "check-env bad argument")
+check(code == 2 and err == "error: evalmesh check-env: unknown option '--bogus' "
+      "(see evalmesh check-env --help)\n", f"check-env bad argument: {err!r}")
+code, out, err = run("check-env", "--jsno")
+check(code == 2 and err == "error: evalmesh check-env: unknown option '--jsno' "
+      "(did you mean '--json'?) (see evalmesh check-env --help)\n", f"check-env --jsno: {err!r}")
 
 # check-state on made-up state files: rank 0 finished, rank 1 silent in forward, rank 2 behind in
 # an earlier stage, rank 3 never wrote anything.

@@ -100,6 +100,20 @@ def test_bad_arguments():
              "error: evalmesh dag: unknown option '--svg' (see evalmesh dag --help)\n"),
             (["stages", "extra"],
              "error: evalmesh stages: unexpected argument 'extra' (see evalmesh stages --help)\n"),
+            # a mistyped command or option names the closest one
+            (["rn", GOOD], "error: evalmesh: unknown command 'rn' (did you mean 'run'?) "
+                           "(see evalmesh --help)\n"),
+            (["frobnicate"], "error: evalmesh: unknown command 'frobnicate' (see evalmesh --help)\n"),
+            (["--log-levl", "info", "stages"],
+             "error: evalmesh: unknown option '--log-levl' (did you mean '--log-level'?) "
+             "(see evalmesh --help)\n"),
+            (["--log-level=loud", "stages"],
+             "error: evalmesh: unknown log level 'loud' (error, warn, info, debug)\n"),
+            (["dag", GOOD, "--dto"],
+             "error: evalmesh dag: unknown option '--dto' (did you mean '--dot'?) "
+             "(see evalmesh dag --help)\n"),
+            (["dag", GOOD, "--dot=yes"],
+             "error: evalmesh dag: option '--dot' takes no value (see evalmesh dag --help)\n"),
         ]
         for args, expected in cases:
             r = evalmesh(args, cwd)
@@ -220,6 +234,9 @@ def test_dag_and_stages():
         r = evalmesh(["dag", GOOD, "--dot"], cwd)
         check('  "env" -> "mesh" [style=dashed, label="after"];\n' in r.stdout,
               f"dag --dot: {r.stdout!r}")
+        # options before operands, and global options as --name=value
+        r2 = evalmesh(["--log-level=debug", "dag", "--dot", GOOD], cwd)
+        check(r2.returncode == 0 and r2.stdout == r.stdout, f"dag --dot before RECIPE: {r2.stderr}")
         r = evalmesh(["stages"], cwd)
         check(r.returncode == 0, f"stages: {r.stderr}")
         kinds = sorted(os.path.basename(p)[:-2] for p in glob.glob(os.path.join(SRC, "stages", "*.c")))
