@@ -15,6 +15,7 @@
 #include "runner/comm/bootstrap.h"
 #include "runner/comm/mesh_groups.h"
 #include "cli/command.h"
+#include "cli/json_out.h"
 #include "cli/options.h"
 #include "runner/diag/bench_args.h"
 #include "runner/diag/bench_buffers.h"
@@ -211,15 +212,26 @@ static int parse_options(int argc, char **argv, bench_options *o) {
 static void print_rows(const bench_options *o, const bench_row *rows, int count, int ranks,
                        int nodes, double avg_busbw) {
     if (o->json) {
-        printf("{\"backend\": \"%s\", \"hierarchical\": %s, \"ranks\": %d, \"nodes\": %d, "
-               "\"iters\": %d, \"warmup\": %d, \"results\": [",
-               o->backend, o->hierarchical ? "true" : "false", ranks, nodes, o->iters, o->warmup);
-        for (int i = 0; i < count; i++)
-            printf("%s\n  {\"op\": \"%s\", \"bytes\": %zu, \"time_us\": %.3f, \"algbw_gbs\": %.6f, "
-                   "\"busbw_gbs\": %.6f, \"wrong\": %lld}",
-                   i ? "," : "", op_names[rows[i].op], rows[i].bytes, rows[i].seconds * 1e6,
-                   rows[i].algbw, rows[i].busbw, rows[i].wrong);
-        printf("\n], \"avg_busbw_gbs\": %.6f}\n", avg_busbw);
+        cJSON *doc = cJSON_CreateObject();
+        cJSON_AddStringToObject(doc, "backend", o->backend);
+        cJSON_AddBoolToObject(doc, "hierarchical", o->hierarchical);
+        cJSON_AddNumberToObject(doc, "ranks", ranks);
+        cJSON_AddNumberToObject(doc, "nodes", nodes);
+        cJSON_AddNumberToObject(doc, "iters", o->iters);
+        cJSON_AddNumberToObject(doc, "warmup", o->warmup);
+        cJSON *results = cJSON_AddArrayToObject(doc, "results");
+        for (int i = 0; i < count; i++) {
+            cJSON *row = cJSON_CreateObject();
+            cJSON_AddStringToObject(row, "op", op_names[rows[i].op]);
+            cJSON_AddNumberToObject(row, "bytes", (double)rows[i].bytes);
+            cJSON_AddNumberToObject(row, "time_us", rows[i].seconds * 1e6);
+            cJSON_AddNumberToObject(row, "algbw_gbs", rows[i].algbw);
+            cJSON_AddNumberToObject(row, "busbw_gbs", rows[i].busbw);
+            cJSON_AddNumberToObject(row, "wrong", (double)rows[i].wrong);
+            cJSON_AddItemToArray(results, row);
+        }
+        cJSON_AddNumberToObject(doc, "avg_busbw_gbs", avg_busbw);
+        em_print_json(doc);
         return;
     }
     printf("# evalmesh bench-comm: backend %s%s, %d ranks on %d nodes, float32, %d iters after %d "

@@ -6,6 +6,7 @@
  * order comes from the run's recipe.resolved.yaml. */
 #include <cjson/cJSON.h>
 #include <dirent.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +14,7 @@
 #include <time.h>
 
 #include "cli/command.h"
+#include "cli/json_out.h"
 #include "cli/options.h"
 #include "runner/pipeline.h"
 #include "util/error.h"
@@ -186,11 +188,15 @@ static int check_state_main(int argc, char **argv) {
     clock_gettime(CLOCK_REALTIME, &now_ts);
     double now = (double)now_ts.tv_sec + (double)now_ts.tv_nsec * 1e-9;
     int silent = 0, behind = 0, failed = 0;
-    if (json)
-        printf("{\"run_dir\": \"%s\", \"ranks\": [", run_dir);
-    else
+    cJSON *doc = NULL, *rank_list = NULL;
+    if (json) {
+        doc = cJSON_CreateObject();
+        cJSON_AddStringToObject(doc, "run_dir", run_dir);
+        rank_list = cJSON_AddArrayToObject(doc, "ranks");
+    } else {
         printf("%-6s %-20s %-8s %-16s %-10s %s\n", "rank", "stage", "status", "progress",
                "heartbeat", "note");
+    }
     for (int r = 0; r < world; r++) {
         rank_entry *e = &ranks[r];
         char note[160] = "";
@@ -215,24 +221,33 @@ static int check_state_main(int argc, char **argv) {
         }
         char progress[32] = "-";
         if (e->total > 0) snprintf(progress, sizeof progress, "%lld/%lld", e->done, e->total);
-        if (json)
-            printf("%s{\"rank\": %d, \"present\": %s, \"stage\": \"%s\", \"status\": \"%s\", "
-                   "\"done\": "
-                   "%lld, \"total\": %lld, \"tokens\": %lld, \"heartbeat_age_s\": %.1f, \"note\": "
-                   "\"%s\"}",
-                   r ? ", " : "", r, e->present ? "true" : "false", e->stage, e->status, e->done,
-                   e->total, e->tokens, age, note);
-        else {
+        if (json) {
+            cJSON *item = cJSON_CreateObject();
+            cJSON_AddNumberToObject(item, "rank", r);
+            cJSON_AddBoolToObject(item, "present", e->present);
+            cJSON_AddStringToObject(item, "stage", e->stage);
+            cJSON_AddStringToObject(item, "status", e->status);
+            cJSON_AddNumberToObject(item, "done", (double)e->done);
+            cJSON_AddNumberToObject(item, "total", (double)e->total);
+            cJSON_AddNumberToObject(item, "tokens", (double)e->tokens);
+            cJSON_AddNumberToObject(item, "heartbeat_age_s", round(age * 10) / 10);
+            cJSON_AddStringToObject(item, "note", note);
+            cJSON_AddItemToArray(rank_list, item);
+        } else {
             char age_text[32] = "-";
             if (e->present) snprintf(age_text, sizeof age_text, "%.0f s ago", age);
             printf("%-6d %-20s %-8s %-16s %-10s %s\n", r, e->present ? e->stage : "-",
                    e->present ? e->status : "-", progress, age_text, note);
         }
     }
-    if (json)
-        printf("], \"silent\": %d, \"behind\": %d, \"failed\": %d}\n", silent, behind, failed);
-    else
+    if (json) {
+        cJSON_AddNumberToObject(doc, "silent", silent);
+        cJSON_AddNumberToObject(doc, "behind", behind);
+        cJSON_AddNumberToObject(doc, "failed", failed);
+        em_print_json(doc);
+    } else {
         printf("%d ranks: %d silent, %d behind, %d failed\n", world, silent, behind, failed);
+    }
     free(ranks);
     return silent || behind || failed ? EM_EXIT_DISTRIBUTED : EM_EXIT_OK;
 }

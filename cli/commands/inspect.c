@@ -1,12 +1,12 @@
 /* `evalmesh inspect MODEL [--json]`: what a model file holds, as evalmesh reads it: format,
  * architecture, every hyperparameter (after defaults), the tokenizer, the tensor table, the file
  * size and the SHA-256 of the header (to pin a model in a recipe's `header_sha256:`). */
-#include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/command.h"
+#include "cli/json_out.h"
 #include "cli/options.h"
 #include "util/log.h"
 #include "stages/model/loaded_model.h"
@@ -139,10 +139,7 @@ static void print_json(const em_model *m) {
         cJSON_AddNumberToObject(e, "bytes", (double)t->nbytes);
         cJSON_AddItemToArray(tensors, e);
     }
-    char *text = cJSON_Print(root);
-    printf("%s\n", text);
-    free(text);
-    cJSON_Delete(root);
+    em_print_json(root);
 }
 
 static int inspect_main(int argc, char **argv) {

@@ -15,6 +15,7 @@
 
 #include "runner/comm/bootstrap.h"
 #include "cli/command.h"
+#include "cli/json_out.h"
 #include "cli/options.h"
 #include "runner/diag/bench_args.h"
 #include "util/log.h"
@@ -127,17 +128,22 @@ static void print_report(const net_options *o, const link_result *matrix, const 
                          bool by_rank) {
     const char *who = by_rank ? "rank" : "node";
     if (o->json) {
-        printf("{\"by\": \"%s\", \"bytes\": %zu, \"iters\": %d, \"links\": [", who, o->bytes,
-               o->iters);
-        bool first = true;
+        cJSON *doc = cJSON_CreateObject();
+        cJSON_AddStringToObject(doc, "by", who);
+        cJSON_AddNumberToObject(doc, "bytes", (double)o->bytes);
+        cJSON_AddNumberToObject(doc, "iters", o->iters);
+        cJSON *links = cJSON_AddArrayToObject(doc, "links");
         for (int a = 0; a < m; a++)
             for (int b = a + 1; b < m; b++) {
                 const link_result *l = &matrix[a * m + b];
-                printf("%s\n  {\"a\": %d, \"b\": %d, \"rtt_us\": %.2f, \"bw_gbs\": %.4f}",
-                       first ? "" : ",", labels[a], labels[b], l->rtt_us, l->bw_gbs);
-                first = false;
+                cJSON *link = cJSON_CreateObject();
+                cJSON_AddNumberToObject(link, "a", labels[a]);
+                cJSON_AddNumberToObject(link, "b", labels[b]);
+                cJSON_AddNumberToObject(link, "rtt_us", l->rtt_us);
+                cJSON_AddNumberToObject(link, "bw_gbs", l->bw_gbs);
+                cJSON_AddItemToArray(links, link);
             }
-        printf("\n]}\n");
+        em_print_json(doc);
         return;
     }
     printf("# evalmesh test-network: %d %ss, %zu-byte messages, %d iterations per link\n", m, who,
