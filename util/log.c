@@ -8,6 +8,7 @@
 #include <time.h>
 
 static em_log_level current_level = EM_LOG_INFO;
+static em_log_source level_source = EM_LOG_FROM_DEFAULT;
 static int log_rank = 0;
 static int log_world = 1;
 static int all_ranks_summary = 0;
@@ -28,7 +29,7 @@ void em_log_init(int rank, int world_size) {
     const char *env = getenv("EVALMESH_LOG");
     if (env && *env) {
         int level = em_log_level_parse(env);
-        if (level >= 0) current_level = (em_log_level)level;
+        if (level >= 0) em_log_choose_level((em_log_level)level, EM_LOG_FROM_ENV);
     }
     const char *all = getenv("EVALMESH_LOG_ALL_RANKS");
     all_ranks_summary = all && *all && strcmp(all, "0") != 0;
@@ -39,8 +40,14 @@ void em_log_set_rank(int rank, int world_size) {
     log_world = world_size;
 }
 
-void em_log_set_level(em_log_level level) {
+void em_log_choose_level(em_log_level level, em_log_source source) {
+    if (source < level_source) return;
     current_level = level;
+    level_source = source;
+}
+
+void em_log_set_level(em_log_level level) {
+    em_log_choose_level(level, EM_LOG_FROM_COMMAND_LINE);
 }
 
 em_log_level em_log_get_level(void) {

@@ -122,6 +122,34 @@ def test_bad_arguments():
         check(os.listdir(cwd) == [], f"bad arguments left {os.listdir(cwd)}")
 
 
+def test_log_level_precedence():
+    """--log-level beats EVALMESH_LOG, which beats the recipe's log_level:, which beats info."""
+    info_line = f"{GOOD}: 2 stages on 1 rank, run directory "
+    cases = [  # (global options, run options, EVALMESH_LOG, recipe log_level, info lines shown)
+        ([], [], None, "warn", False),
+        (["--log-level", "info"], [], None, "warn", True),
+        (["--log-level=info"], [], "error", "warn", True),
+        ([], ["--log-level", "info"], "warn", "error", True),
+        ([], [], "info", "warn", True),
+        ([], [], "warn", "info", False),
+        ([], [], None, "info", True),
+        (["--log-level", "warn"], [], "info", "debug", False),
+    ]
+    for global_opts, run_opts, env_level, recipe_level, shown in cases:
+        with tempfile.TemporaryDirectory() as cwd:
+            env = {k: v for k, v in os.environ.items() if k != "EVALMESH_LOG"}
+            if env_level:
+                env["EVALMESH_LOG"] = env_level
+            args = global_opts + ["run", GOOD, f"log_level={recipe_level}", "--run-dir",
+                                  os.path.join(cwd, "rd")] + run_opts
+            r = subprocess.run([BIN] + args, cwd=cwd, env=env, capture_output=True, text=True,
+                               timeout=300)
+            name = f"EVALMESH_LOG={env_level} evalmesh {' '.join(args)}"
+            check(r.returncode == 0, f"{name}: exit {r.returncode}: {r.stderr}")
+            check((info_line in r.stderr) == shown,
+                  f"{name}: info lines {'missing' if shown else 'shown'}: {r.stderr!r}")
+
+
 def test_recipes_validate():
     recipes = sorted(glob.glob(os.path.join(SRC, "recipes", "*.yaml")))
     check(len(recipes) > 0, "no recipes in recipes/")
@@ -303,6 +331,7 @@ def test_two_ranks():
 
 test_bad_recipes()
 test_bad_arguments()
+test_log_level_precedence()
 test_recipes_validate()
 test_run_writes_run_directory()
 test_run_dir_option()
