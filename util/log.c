@@ -87,8 +87,9 @@ void em_log(em_log_level level, const char *fmt, ...) {
         gmtime_r(&ts.tv_sec, &tm);
         char when[32];
         strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
-        fprintf(log_file, "%s.%03ldZ %s %s%s%s\n", when, ts.tv_nsec / 1000000, level_names[level],
-                prefix, tag, text);
+        /* the level's name stands where stderr has the tag ("error: ", "warning: ") */
+        fprintf(log_file, "%s.%03ldZ %s %s%s\n", when, ts.tv_nsec / 1000000, level_names[level],
+                prefix, text);
         fflush(log_file);
     }
     pthread_mutex_unlock(&log_lock);

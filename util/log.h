@@ -1,8 +1,8 @@
-/* Logging: levels, lines prefixed with the rank ("[r3] "), written to stderr and, once a run
- * directory exists, also to its log file. The level (error, warn, info, debug) comes from
- * --log-level, else EVALMESH_LOG, else the recipe's log_level, else it is info. Summaries meant for
- * a person go through em_log_summary, which prints on rank 0 only unless EVALMESH_LOG_ALL_RANKS is
- * set. */
+/* Logging: levels, lines prefixed with the rank ("[r3] "), written to stderr ("[r3] warning: text")
+ * and, once a run directory exists, also to its log file ("2026-01-02T03:04:05.678Z warn [r3]
+ * text"). The level (error, warn, info, debug) comes from --log-level, else EVALMESH_LOG, else
+ * the recipe's log_level, else it is info. Summaries meant for a person go through
+ * em_log_summary, which prints on rank 0 only unless EVALMESH_LOG_ALL_RANKS is set. */
 #ifndef EVALMESH_LOG_H
 #define EVALMESH_LOG_H
 

@@ -243,6 +243,20 @@ def test_run_dir_option():
         check(r.returncode == 0, f"empty --run-dir: exit {r.returncode}: {r.stderr}")
 
 
+def test_failed_run_log():
+    """A failing stage's error says its level once: "error: " on stderr, "error" in the log."""
+    with tempfile.TemporaryDirectory() as cwd:
+        rd = os.path.join(cwd, "rd")
+        r = evalmesh(["run", GOOD, 'stages.env.require={kernel: ">=99"}', "--run-dir", rd], cwd)
+        message = "rank 0, stage 'env' (env_check): environment requirements not met:"
+        check(r.returncode == 4, f"failing stage: exit {r.returncode}: {r.stderr}")
+        check(f"\nerror: {message}\n" in r.stderr, f"failing stage: stderr {r.stderr!r}")
+        with open(os.path.join(rd, "evalmesh.log")) as f:
+            lines = f.read().splitlines()
+        errors = [line.split(" ", 1)[1] for line in lines if " error " in line]
+        check(errors == [f"error {message}"], f"failing stage: log {lines}")
+
+
 def test_dag_and_stages():
     with tempfile.TemporaryDirectory() as cwd:
         r = evalmesh(["dag", GOOD], cwd)
@@ -335,6 +349,7 @@ test_log_level_precedence()
 test_recipes_validate()
 test_run_writes_run_directory()
 test_run_dir_option()
+test_failed_run_log()
 test_dag_and_stages()
 test_schemas()
 test_two_ranks()
