@@ -37,7 +37,7 @@ for r in doc["results"]:
     # both printed with 6 decimals
     check(abs(r["busbw_gbs"] - r["algbw_gbs"] * factor) <= 2e-6,
           f"busbw formula {r}")
-code, out, err = mpirun(2, "bench-comm", "-e", "4K", "--iters", "2")
+code, out, err = mpirun(2, "bench-comm", "-e4K", "--iters=2")
 check(code == 0 and "# Avg bus bandwidth    :" in out.splitlines()[-1], f"text output {out[-200:]}")
 code, out, err = mpirun(3, "bench-comm", "-e", "64K", "-f", "8", "--iters", "2", "--hierarchical",
                         "--json")

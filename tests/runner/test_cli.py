@@ -284,7 +284,11 @@ def test_dag_and_stages():
         kinds = sorted(os.path.basename(p)[:-2] for p in glob.glob(os.path.join(SRC, "stages", "*.c")))
         listed = [line.split()[0] for line in r.stdout.splitlines() if line and line[0] != " "]
         check(listed == kinds, f"stages lists {listed}, stages/ has {kinds}")
-        for command in ("run", "validate", "dag", "stages"):
+        listed = evalmesh(["--help"], cwd).stdout.split("commands:\n")[1].split("\n\n")[0]
+        commands = [line.split()[0] for line in listed.splitlines()]
+        check({"run", "validate", "dag", "stages", "check-state"} <= set(commands),
+              f"evalmesh --help lists {commands}")
+        for command in commands:
             r = evalmesh([command, "--help"], cwd)
             check(r.returncode == 0 and r.stdout.startswith(f"usage: evalmesh {command}"),
                   f"{command} --help: {r.returncode} {r.stdout[:60]!r}")
