@@ -163,7 +163,7 @@ static em_status gate_run(em_stage *self, const em_run_context *ctx) {
     free(table);
     free(done);
     if (!first_fail) {
-        em_log_info("gate '%s': %zu checks passed", self->name, n);
+        if (em_log_rank() == 0) em_log_info("gate '%s': %zu checks passed", self->name, n);
         return NULL;
     }
     return em_error_prefix(first_fail, "gate '%s': %zu of %zu checks failed; first", self->name,

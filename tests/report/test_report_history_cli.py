@@ -36,6 +36,13 @@ prev3 = "%+.3f%%" % ((9.8 - 9.5) / 9.5 * 100)
 check(rows[2][-2:] == [prev3, prev3], "run 3 changes %s" % rows[2])
 check(rows[1][-3:] == ["-5.000%", "+0.000%", "best"], "run 2 changes %s" % rows[1])
 
+# --metric=KEY is the same as --metric KEY, and options may come before FILE
+rc2, out2, err2 = run([evalmesh(), "history", "--metric=f.token_ppl", hist])
+check(rc2 == 0 and out2 == out, "--metric=KEY: %d %s" % (rc2, err2))
+rc, out, err = run([evalmesh(), "history", hist, "--metrc", "f.token_ppl"])
+check(rc == 2 and err == "error: evalmesh history: unknown option '--metrc' (did you mean "
+      "'--metric'?) (see evalmesh history --help)\n", "--metrc: %d %r" % (rc, err))
+
 rc, out, err = run([evalmesh(), "history", hist])
 check(rc == 0 and "f.token_accuracy (higher is better; best: run 2)" in out, "all metrics: " + out)
 

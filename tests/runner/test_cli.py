@@ -96,12 +96,54 @@ def test_bad_arguments():
              "error: evalmesh dag: unknown option '--svg' (see evalmesh dag --help)\n"),
             (["stages", "extra"],
              "error: evalmesh stages: unexpected argument 'extra' (see evalmesh stages --help)\n"),
+            # a mistyped command or option names the closest one
+            (["rn", GOOD], "error: evalmesh: unknown command 'rn' (did you mean 'run'?) "
+                           "(see evalmesh --help)\n"),
+            (["frobnicate"], "error: evalmesh: unknown command 'frobnicate' (see evalmesh --help)\n"),
+            (["--log-levl", "info", "stages"],
+             "error: evalmesh: unknown option '--log-levl' (did you mean '--log-level'?) "
+             "(see evalmesh --help)\n"),
+            (["--log-level=loud", "stages"],
+             "error: evalmesh: unknown log level 'loud' (error, warn, info, debug)\n"),
+            (["dag", GOOD, "--dto"],
+             "error: evalmesh dag: unknown option '--dto' (did you mean '--dot'?) "
+             "(see evalmesh dag --help)\n"),
+            (["dag", GOOD, "--dot=yes"],
+             "error: evalmesh dag: option '--dot' takes no value (see evalmesh dag --help)\n"),
         ]
         for args, expected in cases:
             r = evalmesh(args, cwd)
             check(r.returncode == 2, f"{args}: exit {r.returncode}")
             check(r.stderr == expected, f"{args}: stderr {r.stderr!r}")
         check(os.listdir(cwd) == [], f"bad arguments left {os.listdir(cwd)}")
+
+
+def test_log_level_precedence():
+    """--log-level beats EVALMESH_LOG, which beats the recipe's log_level:, which beats info."""
+    info_line = f"{GOOD}: 2 stages on 1 rank, run directory "
+    cases = [  # (global options, run options, EVALMESH_LOG, recipe log_level, info lines shown)
+        ([], [], None, "warn", False),
+        (["--log-level", "info"], [], None, "warn", True),
+        (["--log-level=info"], [], "error", "warn", True),
+        ([], ["--log-level", "info"], "warn", "error", True),
+        ([], [], "info", "warn", True),
+        ([], [], "warn", "info", False),
+        ([], [], None, "info", True),
+        (["--log-level", "warn"], [], "info", "debug", False),
+    ]
+    for global_opts, run_opts, env_level, recipe_level, shown in cases:
+        with tempfile.TemporaryDirectory() as cwd:
+            env = {k: v for k, v in os.environ.items() if k != "EVALMESH_LOG"}
+            if env_level:
+                env["EVALMESH_LOG"] = env_level
+            args = global_opts + ["run", GOOD, f"log_level={recipe_level}", "--run-dir",
+                                  os.path.join(cwd, "rd")] + run_opts
+            r = subprocess.run([BIN] + args, cwd=cwd, env=env, capture_output=True, text=True,
+                               timeout=300)
+            name = f"EVALMESH_LOG={env_level} evalmesh {' '.join(args)}"
+            check(r.returncode == 0, f"{name}: exit {r.returncode}: {r.stderr}")
+            check((info_line in r.stderr) == shown,
+                  f"{name}: info lines {'missing' if shown else 'shown'}: {r.stderr!r}")
 
 
 def test_recipes_validate():
@@ -197,6 +239,20 @@ def test_run_dir_option():
         check(r.returncode == 0, f"empty --run-dir: exit {r.returncode}: {r.stderr}")
 
 
+def test_failed_run_log():
+    """A failing stage's error says its level once: "error: " on stderr, "error" in the log."""
+    with tempfile.TemporaryDirectory() as cwd:
+        rd = os.path.join(cwd, "rd")
+        r = evalmesh(["run", GOOD, 'stages.env.require={kernel: ">=99"}', "--run-dir", rd], cwd)
+        message = "rank 0, stage 'env' (env_check): environment requirements not met:"
+        check(r.returncode == 4, f"failing stage: exit {r.returncode}: {r.stderr}")
+        check(f"\nerror: {message}\n" in r.stderr, f"failing stage: stderr {r.stderr!r}")
+        with open(os.path.join(rd, "evalmesh.log")) as f:
+            lines = f.read().splitlines()
+        errors = [line.split(" ", 1)[1] for line in lines if " error " in line]
+        check(errors == [f"error {message}"], f"failing stage: log {lines}")
+
+
 def test_dag_and_stages():
     with tempfile.TemporaryDirectory() as cwd:
         r = evalmesh(["dag", GOOD], cwd)
@@ -216,12 +272,19 @@ def test_dag_and_stages():
         r = evalmesh(["dag", GOOD, "--dot"], cwd)
         check('  "env" -> "mesh" [style=dashed, label="after"];\n' in r.stdout,
               f"dag --dot: {r.stdout!r}")
+        # options before operands, and global options as --name=value
+        r2 = evalmesh(["--log-level=debug", "dag", "--dot", GOOD], cwd)
+        check(r2.returncode == 0 and r2.stdout == r.stdout, f"dag --dot before RECIPE: {r2.stderr}")
         r = evalmesh(["stages"], cwd)
         check(r.returncode == 0, f"stages: {r.stderr}")
         kinds = sorted(os.path.basename(p)[:-2] for p in glob.glob(os.path.join(SRC, "stages", "*.c")))
         listed = [line.split()[0] for line in r.stdout.splitlines() if line and line[0] != " "]
         check(listed == kinds, f"stages lists {listed}, stages/ has {kinds}")
-        for command in ("run", "validate", "dag", "stages"):
+        listed = evalmesh(["--help"], cwd).stdout.split("commands:\n")[1].split("\n\n")[0]
+        commands = [line.split()[0] for line in listed.splitlines()]
+        check({"run", "validate", "dag", "stages", "check-state"} <= set(commands),
+              f"evalmesh --help lists {commands}")
+        for command in commands:
             r = evalmesh([command, "--help"], cwd)
             check(r.returncode == 0 and r.stdout.startswith(f"usage: evalmesh {command}"),
                   f"{command} --help: {r.returncode} {r.stdout[:60]!r}")
@@ -282,9 +345,11 @@ def test_two_ranks():
 
 test_bad_recipes()
 test_bad_arguments()
+test_log_level_precedence()
 test_recipes_validate()
 test_run_writes_run_directory()
 test_run_dir_option()
+test_failed_run_log()
 test_dag_and_stages()
 test_schemas()
 test_two_ranks()
