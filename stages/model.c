@@ -43,8 +43,8 @@ static em_status check_exists(const em_stage *self, const char *option, const ch
 static em_status model_init(em_stage *self, const em_run_context *ctx) {
     model_state *st = em_xcalloc(1, sizeof *st);
     self->state = st;
-    st->path = resolve(em_node_get_string(self->options, "path", ""), ctx);
-    st->format = em_node_get_string(self->options, "format", "auto");
+    st->path = resolve(em_node_option_string(self->options, "path"), ctx);
+    st->format = em_node_option_string(self->options, "format");
     st->header_sha256 = em_node_get_string(self->options, "header_sha256", NULL);
     const char *tok = em_node_get_string(self->options, "tokenizer", NULL);
     if (tok) st->tokenizer = resolve(tok, ctx);

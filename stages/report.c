@@ -121,7 +121,7 @@ static em_status parse_push(const em_stage *self, const em_node *item, output *o
     o->required = em_node_get_bool(item, "required", false);
     const em_node *auth = em_node_get(item, "auth");
     if (auth) {
-        const char *type = em_node_get_string(auth, "type", "bearer");
+        const char *type = em_node_option_string(auth, "type");
         r->auth = strcmp(type, "basic") == 0 ? EM_AUTH_BASIC : EM_AUTH_BEARER;
         r->auth_env = opt_dup(auth, "env");
         r->auth_file = opt_dup(auth, "file");

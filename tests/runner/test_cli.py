@@ -250,10 +250,36 @@ def test_schemas():
         check(bool(schema.get("title")) and bool(schema.get("description")),
               f"{name}: needs a title and a description")
         if path in paths:
-            kind = os.path.basename(path)[:-len(".schema.json")]
+            # `kind` and `after` are declared once, in the recipe schema, for every stage
             props = schema.get("properties", {})
-            check(props.get("kind", {}).get("const") == kind, f"{name}: kind is {props.get('kind')}")
-            check("after" in props, f"{name}: no 'after'")
+            check("kind" not in props and "after" not in props,
+                  f"{name}: declares {[k for k in ('kind', 'after') if k in props]}")
+            check("kind" not in schema.get("required", []), f"{name}: requires kind")
+        else:
+            stage = schema["properties"]["stages"]["additionalProperties"]
+            check(sorted(stage.get("properties", {})) == ["after", "kind"],
+                  f"{name}: a stage's own keys are {sorted(stage.get('properties', {}))}")
+
+
+def test_after_forms():
+    """`after:` names one stage (a string) or a list, for every kind: the recipe schema says so
+    once, and the DAG and the run accept both."""
+    with tempfile.TemporaryDirectory() as cwd:
+        for value in ("env", "[env]"):
+            r = evalmesh(["validate", GOOD, f"stages.mesh.after={value}"], cwd)
+            check(r.returncode == 0 and r.stdout == f"{GOOD}: ok (2 stages)\n",
+                  f"validate after={value}: exit {r.returncode}: {r.stderr}")
+            rd = os.path.join(cwd, "rd" + str(len(value)))
+            r = evalmesh(["run", GOOD, f"stages.mesh.after={value}", "--run-dir", rd], cwd)
+            check(r.returncode == 0, f"run after={value}: exit {r.returncode}: {r.stderr}")
+            with open(os.path.join(rd, "evalmesh.log")) as f:
+                log = f.read()
+            check(log.index("stage 'env' (env_check) done") < log.index("stage 'mesh' (mesh) done"),
+                  f"run after={value}: log {log!r}")
+        r = evalmesh(["dag", GOOD, "stages.mesh.after=env"], cwd)
+        check("    2  mesh   mesh       mesh      after: env\n" in r.stdout, f"dag: {r.stdout!r}")
+        r = evalmesh(["validate", GOOD, "stages.mesh.after=3"], cwd)
+        check(r.returncode == 2 and "after" in r.stderr, f"after=3: {r.stderr!r}")
 
 
 def test_two_ranks():
@@ -291,6 +317,7 @@ test_run_writes_run_directory()
 test_run_dir_option()
 test_dag_and_stages()
 test_schemas()
+test_after_forms()
 test_two_ranks()
 if failures:
     print(f"{len(failures)} failures")
