@@ -11,7 +11,6 @@
  * recipe's collective_timeout_s (WikiText-2's test split, 1.3 MB, takes under a second).
  *
  * Produces EM_ARTIFACT_DATASET (em_dataset, stages/data/dataset.h). */
-#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,14 +44,7 @@ static em_status dataset_init(em_stage *self, const em_run_context *ctx) {
     dataset_state *st = em_xcalloc(1, sizeof *st);
     self->state = st;
     const em_node *o = self->options;
-    const char *path = em_node_option_string(o, "path");
-    char *copy = em_xstrdup(ctx->recipe_path ? ctx->recipe_path : ".");
-    const char *dir = dirname(copy);
-    if (path[0] == '/' || strcmp(dir, ".") == 0)
-        st->path = em_xstrdup(path);
-    else
-        st->path = em_xasprintf("%s/%s", dir, path);
-    free(copy);
+    st->path = em_node_path(em_node_get(o, "path"));
     const char *format = em_node_option_string(o, "format");
     st->corpus.format = strcmp(format, "auto") == 0
                             ? em_input_format_from_path(st->path)

@@ -54,7 +54,7 @@ static em_status read_baseline(gate_state *st, const em_stage *self, bool relati
     if (!file && !hist) return NULL;
     char where[256];
     em_mark_format((file ? file : hist)->mark, where, sizeof where);
-    char *path = em_textfile_from_recipe(ctx->recipe_path, (file ? file : hist)->text);
+    char *path = em_node_path(file ? file : hist);
     if (file) {
         em_status err = em_results_load(path, &st->baseline);
         if (err) {

@@ -4,7 +4,6 @@
  * file's directory), format (auto|gguf|safetensors), tokenizer (a replacement tokenizer file),
  * header_sha256 (the expected header checksum). */
 #include <errno.h>
-#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,15 +21,6 @@ typedef struct model_state {
     const char *header_sha256;
 } model_state;
 
-/* path as given when absolute, else joined to the recipe file's directory. */
-static char *resolve(const char *path, const em_run_context *ctx) {
-    if (path[0] == '/' || !ctx->recipe_path) return em_xstrdup(path);
-    char *copy = em_xstrdup(ctx->recipe_path);
-    char *joined = em_xasprintf("%s/%s", dirname(copy), path);
-    free(copy);
-    return joined;
-}
-
 /* The option's file must exist (checked at init so a typo fails before anything runs). */
 static em_status check_exists(const em_stage *self, const char *option, const char *path) {
     struct stat st;
@@ -43,11 +33,11 @@ static em_status check_exists(const em_stage *self, const char *option, const ch
 static em_status model_init(em_stage *self, const em_run_context *ctx) {
     model_state *st = em_xcalloc(1, sizeof *st);
     self->state = st;
-    st->path = resolve(em_node_option_string(self->options, "path"), ctx);
+    st->path = em_node_path(em_node_get(self->options, "path"));
     st->format = em_node_option_string(self->options, "format");
     st->header_sha256 = em_node_get_string(self->options, "header_sha256", NULL);
-    const char *tok = em_node_get_string(self->options, "tokenizer", NULL);
-    if (tok) st->tokenizer = resolve(tok, ctx);
+    const em_node *tok = em_node_get(self->options, "tokenizer");
+    if (tok) st->tokenizer = em_node_path(tok);
     em_status err = check_exists(self, "path", st->path);
     if (!err && st->tokenizer) err = check_exists(self, "tokenizer", st->tokenizer);
     return err;

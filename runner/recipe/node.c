@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/paths.h"
+
 /* ---- construction ---------------------------------------------------------------------- */
 
 static em_node *node_new(em_node_kind kind, em_mark mark) {
@@ -354,6 +356,10 @@ const char *em_node_option_string(const em_node *map, const char *key) {
     em_status err = em_node_as_string(em_node_get(map, key), &v);
     if (err) missing_option(key, err);
     return v;
+}
+
+char *em_node_path(const em_node *node) {
+    return em_path_beside(node->mark.file, node->text);
 }
 
 /* ---- writing YAML ---------------------------------------------------------------------- */

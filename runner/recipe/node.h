@@ -93,6 +93,10 @@ int64_t em_node_option_int(const em_node *map, const char *key);
 double em_node_option_double(const em_node *map, const char *key);
 const char *em_node_option_string(const em_node *map, const char *key);
 
+/* A path the scalar `node` gives, resolved against the recipe file it was written in (the rule
+ * of util/paths.h). The caller frees the result. */
+char *em_node_path(const em_node *node);
+
 /* A word for error messages: "a map", "a list", "a string", "an integer", ... */
 const char *em_node_type_name(const em_node *node);
 /* The type and, for scalars, the value, for "found ..." in messages: `a string "abc"`,

@@ -282,6 +282,41 @@ def test_after_forms():
         check(r.returncode == 2 and "after" in r.stderr, f"after=3: {r.stderr!r}")
 
 
+def test_recipe_relative_paths():
+    """A path in a recipe is relative to the folder of the file that wrote it: an included file's
+    model and dataset paths to that file, an override's to the working directory."""
+    model = os.path.join(SHARED, "models", "stories260K.gguf")
+    text = os.path.join(SHARED, "text", "tinystories_sample.txt")
+    if not (os.path.isfile(model) and os.path.isfile(text)):
+        print("skipped the recipe-relative paths: no shared data")
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        os.makedirs(os.path.join(tmp, "top"))
+        parts = os.path.join(tmp, "parts")
+        os.makedirs(os.path.join(parts, "data"))
+        os.symlink(model, os.path.join(parts, "m.gguf"))
+        os.symlink(text, os.path.join(parts, "data", "t.txt"))
+        with open(os.path.join(parts, "stages.yaml"), "w") as f:
+            f.write("stages:\n"
+                    "  m: {kind: model, path: m.gguf}\n"
+                    "  d: {kind: dataset, tokenizer: m, path: data/t.txt}\n")
+        top = os.path.join(tmp, "top", "r.yaml")
+        with open(top, "w") as f:
+            f.write("name: paths\ninclude: ../parts/stages.yaml\n")
+        cwd = os.path.join(tmp, "top")
+        r = evalmesh(["validate", top], cwd)
+        check(r.returncode == 0, f"included paths: exit {r.returncode}: {r.stderr}")
+        # the same text written in the top recipe is relative to top/, where there is no m.gguf
+        with open(top, "w") as f:
+            f.write("name: paths\nstages:\n  m: {kind: model, path: m.gguf}\n")
+        r = evalmesh(["validate", top], cwd)
+        check(r.returncode == 2 and r.stderr == f"error: {top}:3:26: stage 'm': path "
+              f"{tmp}/top/m.gguf: No such file or directory\n", f"top-relative: {r.stderr!r}")
+        # an override is relative to the working directory
+        r = evalmesh(["validate", top, f"stages.m.path={os.path.relpath(model, tmp)}"], tmp)
+        check(r.returncode == 0, f"override path: exit {r.returncode}: {r.stderr}")
+
+
 def test_two_ranks():
     mpirun = os.environ.get("EVALMESH_MPIRUN", "")
     if not mpirun:
@@ -318,6 +353,7 @@ test_run_dir_option()
 test_dag_and_stages()
 test_schemas()
 test_after_forms()
+test_recipe_relative_paths()
 test_two_ranks()
 if failures:
     print(f"{len(failures)} failures")
