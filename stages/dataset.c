@@ -44,7 +44,8 @@ static em_status dataset_init(em_stage *self, const em_run_context *ctx) {
     dataset_state *st = em_xcalloc(1, sizeof *st);
     self->state = st;
     const em_node *o = self->options;
-    st->path = em_node_path(em_node_get(o, "path"));
+    em_status err = em_stage_input_file(self, "path", false, &st->path);
+    if (err) return err;
     const char *format = em_node_option_string(o, "format");
     st->corpus.format = strcmp(format, "auto") == 0
                             ? em_input_format_from_path(st->path)

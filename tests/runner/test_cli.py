@@ -317,6 +317,23 @@ def test_recipe_relative_paths():
         check(r.returncode == 0, f"override path: exit {r.returncode}: {r.stderr}")
 
 
+def test_missing_inputs_leave_nothing():
+    """`evalmesh perplexity` with a missing text or model file stops at the stage's init: exit 2,
+    the message names the file, and no runs/ directory is made."""
+    model = os.path.join(SRC, "recipes", "data", "demo-model.gguf")
+    text = os.path.join(SRC, "recipes", "data", "demo.txt")
+    with tempfile.TemporaryDirectory() as cwd:
+        r = evalmesh(["perplexity", "-m", model, "-f", "nope.txt"], cwd)
+        check(r.returncode == 2, f"perplexity -f nope.txt: exit {r.returncode}")
+        check(r.stderr.endswith("stage 'data': path nope.txt: No such file or directory\n")
+              and r.stderr.count("error:") == 1, f"perplexity -f nope.txt: {r.stderr!r}")
+        r = evalmesh(["perplexity", "-m", "nope.gguf", "-f", text], cwd)
+        check(r.returncode == 2, f"perplexity -m nope.gguf: exit {r.returncode}")
+        check(r.stderr.endswith("stage 'model': path nope.gguf: No such file or directory\n"),
+              f"perplexity -m nope.gguf: {r.stderr!r}")
+        check(os.listdir(cwd) == [], f"perplexity with a missing input left {os.listdir(cwd)}")
+
+
 def test_two_ranks():
     mpirun = os.environ.get("EVALMESH_MPIRUN", "")
     if not mpirun:
@@ -354,6 +371,7 @@ test_dag_and_stages()
 test_schemas()
 test_after_forms()
 test_recipe_relative_paths()
+test_missing_inputs_leave_nothing()
 test_two_ranks()
 if failures:
     print(f"{len(failures)} failures")
