@@ -24,6 +24,7 @@
 #include "build_info.h"
 #include "runner/recipe/schema.h"
 #include "runner/stage.h"
+#include "util/atomic_file.h"
 #include "util/log.h"
 #include "util/sha256.h"
 #include "stages/metrics/metrics.h"
@@ -321,7 +322,7 @@ static em_status write_local(output *o, const em_metrics *m, const cJSON *result
         char *dir = em_xstrdup(path);
         err = em_textfile_mkdirs(dirname(dir));
         free(dir);
-        if (!err) err = em_textfile_write(path, text, strlen(text));
+        if (!err) err = em_atomic_write(path, text, strlen(text), 0644);
         free(text);
         if (!art->results_path) art->results_path = em_xstrdup(path);
     } else if (o->type == HISTORY) {
@@ -335,7 +336,7 @@ static em_status write_local(output *o, const em_metrics *m, const cJSON *result
             em_html_input in = {results, m->window_nll, m->window_count, chart ? &history : NULL,
                                 o->chart_metric};
             char *page = em_html_report(&in);
-            err = em_textfile_write(path, page, strlen(page));
+            err = em_atomic_write(path, page, strlen(page), 0644);
             free(page);
         }
         em_history_free(&history);

@@ -7,6 +7,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "util/redact.h"
+
 static em_log_level current_level = EM_LOG_INFO;
 static em_log_source level_source = EM_LOG_FROM_DEFAULT;
 static int log_rank = 0;
@@ -73,6 +75,11 @@ void em_log(em_log_level level, const char *fmt, ...) {
     va_end(ap);
     size_t n = strlen(text);
     while (n > 0 && text[n - 1] == '\n') text[--n] = 0;
+    if (strstr(text, "://")) { /* no URL secret reaches a terminal or a log file */
+        char *clean = em_redact_urls(text);
+        snprintf(text, sizeof text, "%s", clean);
+        free(clean);
+    }
 
     char prefix[64] = "";
     if (log_world > 1) snprintf(prefix, sizeof prefix, "[r%d] ", log_rank);

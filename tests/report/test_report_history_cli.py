@@ -50,8 +50,23 @@ rc, out, err = run([evalmesh(), "history", hist, "--metric", "f.token_pl"])
 check(rc == 2 and "no metric 'f.token_pl' in any run (it has: f.token_ppl, f.token_accuracy)" in err,
       "unknown metric: %d %s" % (rc, err))
 rc, out, err = run([evalmesh(), "history", os.path.join(work, "none.jsonl")])
-check(rc == 2 and "none.jsonl: cannot open" in err, "missing file: %d %s" % (rc, err))
+check(rc == 2 and "cannot read '%s': No such file or directory" % os.path.join(work, "none.jsonl")
+      in err, "missing file: %d %s" % (rc, err))
 bad = write(os.path.join(work, "bad.jsonl"), "{}\nnot json\n")
 rc, out, err = run([evalmesh(), "history", bad])
 check(rc == 2 and "no valid run (2 lines skipped)" in err, "no valid line: %d %s" % (rc, err))
+
+# A torn line (an append cut short, without its newline) glued to the next complete run, as an
+# older writer left it: the complete run after it is still read, the torn bytes are reported.
+torn = entry(9.0, 0.45, "dddd")[:57]
+glued = write(os.path.join(work, "glued.jsonl"), "\n".join([
+    entry(10.0, 0.40, "a"), torn + entry(9.8, 0.41, "ccc"), entry(9.7, 0.43, "ee")]) + "\n")
+rc, out, err = run([evalmesh(), "history", glued, "--metric", "f.token_ppl"])
+check(rc == 0, "torn line: exit %d: %s" % (rc, err))
+check("%s:2: 57 bytes of a torn line (an append that did not finish) skipped before a complete "
+      "results document" % glued in err, "torn line warning: " + err)
+rows = [l.split() for l in out.splitlines() if l.strip() and l.split()[0].isdigit()]
+check([r[1] for r in rows] == ["1", "2", "3"], "torn line: all three runs listed: %s" % rows)
+check([(r[3], r[4]) for r in rows] == [("a", "10"), ("ccc", "9.8"), ("ee", "9.7")],
+      "torn line rows %s" % rows)
 sys.exit(finish())
