@@ -213,8 +213,9 @@ def check_not_regular(evalmesh, mkmodel, tmp):
     recipe = os.path.join(tmp, "fifo.yaml")
     open(recipe, "w").write("name: fifo\nstages:\n  m: {kind: model, path: pipe.gguf}\n")
     rc, out, err = bounded([evalmesh, "run", recipe, "--run-dir", os.path.join(tmp, "run-fifo")])
-    check(rc == 2 and "rank 0, stage 'm' (model): %s: not a regular file (a FIFO)"
-          % fifo in err, "FIFO as the model of a run: %s %s" % (rc, err))
+    # refused when the recipe is checked, before any rank opens it
+    check(rc == 2 and "%s:3:26: stage 'm': path %s: not a regular file" % (recipe, fifo) in err,
+          "FIFO as the model of a run: %s %s" % (rc, err))
     rc, out, err = inspect("/dev/null")
     check(rc == 2 and "/dev/null: not a regular file (a character device)" in err,
           "device as a model: %s %s" % (rc, err))
