@@ -28,10 +28,8 @@ typedef enum em_tensor_type {
     EM_TENSOR_BF16 = 30,
 } em_tensor_type;
 
-#define EM_QK 32 /* values per quantization block */
-
 const char *em_tensor_type_name(int type); /* "F32", ...; "type N" for unknown ids */
-/* Bytes for n values of type (n a multiple of EM_QK for quantized types). */
+/* Bytes for n values of type (n a multiple of the type's block size, ggml_types.h). */
 size_t em_tensor_type_row_bytes(em_tensor_type type, int64_t n);
 
 typedef struct em_tensor {
