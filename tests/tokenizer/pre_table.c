@@ -1,8 +1,8 @@
 /* The pre-tokenizer table: every tokenizer.ggml.pre name llama.cpp knows is found, every row's
  * expressions compile, names map to the rows and settings llama.cpp gives them, and the regex
  * engine splits as std::regex does on hand-checked cases (empty lookahead matches, $, {m,n},
- * collapsed categories). With --dump it prints the rows, one line per row: the row label and
- * its expressions, tab-separated, for pre_rows_reference.py. */
+ * collapsed categories). With --dump it prints the runnable rows, one line per row: a JSON array
+ * of the row label and its expressions, for pre_rows_reference.py. */
 #include <stdio.h>
 #include <string.h>
 
@@ -37,6 +37,19 @@ static const char *split(const char *name, const char *text) {
     return out;
 }
 
+static void print_json_string(const char *s) {
+    putchar('"');
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\')
+            printf("\\%c", *s);
+        else if ((unsigned char)*s < 0x20)
+            printf("\\u%04x", *s);
+        else
+            putchar(*s);
+    }
+    putchar('"');
+}
+
 static void dump(void) {
     size_t count;
     const em_pre_name *names = em_pre_names(&count);
@@ -45,9 +58,13 @@ static void dump(void) {
         bool seen = false;
         for (size_t j = 0; j < i; j++) seen |= names[j].row == row;
         if (seen || names[i].unsupported) continue;
-        printf("%s", row->label);
-        for (size_t k = 0; row->exprs[k]; k++) printf("\t%s", row->exprs[k]);
-        printf("\n");
+        printf("[");
+        print_json_string(row->label);
+        for (size_t k = 0; row->exprs[k]; k++) {
+            printf(", ");
+            print_json_string(row->exprs[k]);
+        }
+        printf("]\n");
     }
 }
 
