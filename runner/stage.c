@@ -49,3 +49,13 @@ size_t em_stage_input_count(const em_stage *self, const char *option) {
         if (strcmp(self->inputs[i].option, option) == 0) n++;
     return n;
 }
+
+struct em_mesh *em_stage_mesh(const em_stage *self, const em_run_context *ctx) {
+    const em_artifact *a = em_stage_input_artifact(self, "mesh", 0);
+    return a && a->data ? a->data : ctx->mesh;
+}
+
+const char *em_stage_mesh_name(const em_stage *self) {
+    const em_stage *producer = em_stage_input_producer(self, "mesh", 0);
+    return producer ? producer->name : "the default world mesh";
+}
