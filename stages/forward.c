@@ -1,26 +1,31 @@
-/* Stage `forward`: runs the model over this rank's scoring windows on the CPU and produces the
- * scores artifact (stages/metrics/scores.h): per scored token -log p(target), the argmax and the
- * target; per window its token range, words and bytes; the time taken; and provenance copied from
- * the model and dataset. Windows are computed one at a time with shapes that depend only on the
+/* Stage `forward`: runs the model over this rank's scoring windows on the forward backend named
+ * by `device:` (stages/kernels/forward_backend.h) and produces the scores artifact
+ * (stages/metrics/scores.h): per scored token -log p(target), the argmax and the target; per
+ * window its token range, words and bytes; the time taken; and provenance copied from the model
+ * and dataset. Windows are computed one at a time with shapes that depend only on the
  * window (stages/kernels/cpu/llama_forward.h), so each window's numbers are bit-identical on any
- * rank, with any thread count. The mesh must be the dataset's (checked in init). */
+ * rank, with any thread count. The mesh must be the dataset's (checked in init); its tp group
+ * splits each window's heads, MLP columns and vocabulary (stages/kernels/llama_block.h), so every
+ * rank of a tp group computes the same windows and ends with the same scores. */
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "runner/comm/forward_group.h"
 #include "runner/comm/mesh_groups.h"
 #include "runner/rank_state.h"
 #include "runner/stage.h"
 #include "util/log.h"
 #include "stages/data/window_set.h"
-#include "stages/kernels/cpu/llama_forward.h"
+#include "stages/kernels/forward_backend.h"
 #include "stages/metrics/scores.h"
 #include "stages/model/loaded_model.h"
 
 typedef struct forward_state {
     int threads;
+    const em_forward_backend *backend; /* the `device:` row */
 } forward_state;
 
 static const em_input_spec forward_inputs[] = {
@@ -60,6 +65,14 @@ static em_status forward_init(em_stage *self, const em_run_context *ctx) {
     self->state = st;
     em_status err = check_same_mesh(self);
     if (err) return err;
+    const char *device = em_node_get_string(self->options, "device", "cpu");
+    st->backend = em_forward_backend_find(device);
+    if (!st->backend) {
+        const em_map_entry *e = em_node_get_entry(self->options, "device");
+        return em_error_at(EM_EXIT_BAD_INPUT, e ? e->value->mark : self->mark,
+                           "stage '%s': device '%s' is not a forward backend of this build (%s)",
+                           self->name, device, em_forward_backend_names());
+    }
     const em_node *threads = em_node_get(self->options, "threads");
     if (!em_node_is_null(threads)) {
         int64_t n;
@@ -111,17 +124,21 @@ static em_status forward_run(em_stage *self, const em_run_context *ctx) {
     forward_state *st = self->state;
     const em_model *model = em_stage_input_artifact(self, "model", 0)->data;
     const em_dataset *ds = em_stage_input_artifact(self, "data", 0)->data;
-    const em_mesh *mesh = em_stage_mesh(self, ctx);
-    if (mesh->tp > 1 || mesh->cp > 1)
+    em_mesh *mesh = em_stage_mesh(self, ctx);
+    if (mesh->cp > 1)
         return em_error_new(EM_EXIT_BAD_INPUT,
-                            "%s has tp %d and cp %d, but this forward splits no window (tp = cp = "
-                            "1 only)",
-                            em_stage_mesh_name(self), mesh->tp, mesh->cp);
+                            "%s has cp %d, but this forward does not split windows into blocks "
+                            "yet (cp = 1 only)",
+                            em_stage_mesh_name(self), mesh->cp);
     double start = now_seconds();
 
-    em_llama_forward *f;
-    em_status err = em_llama_forward_new(model, st->threads, &f);
-    if (err) return err;
+    em_forward_groups groups = {.tp = em_forward_group_of(mesh->tp_group)};
+    const em_forward_backend *be = st->backend;
+    void *f;
+    em_status err = be->create(model, &groups, st->threads, &f);
+    if (err)
+        return em_error_prefix(err, "device %s, %s (tp %d, this rank's tp rank %d)", be->name,
+                               em_stage_mesh_name(self), mesh->tp, mesh->tp_rank);
     em_scores *s = new_scores(model, ds);
     em_rank_state *state = em_rank_state_current();
     size_t offset = 0;
@@ -134,8 +151,8 @@ static em_status forward_run(em_stage *self, const em_run_context *ctx) {
             break;
         }
         size_t n = (size_t)(w->length - w->score_from);
-        err = em_llama_forward_window(f, w->input, w->target, w->length, w->score_from,
-                                      s->nll + offset, s->argmax + offset);
+        err = be->score_window(f, w->input, w->target, w->length, w->score_from, s->nll + offset,
+                               s->argmax + offset);
         if (err) {
             err = em_error_prefix(err, "window %lld", (long long)w->index);
             break;
@@ -147,7 +164,8 @@ static em_status forward_run(em_stage *self, const em_run_context *ctx) {
         if (state)
             em_rank_state_progress(state, (int64_t)i + 1, (int64_t)ds->count, (int64_t)offset);
     }
-    em_llama_forward_free(f);
+    size_t weight_bytes = be->weight_bytes(f), memory = be->memory(f);
+    be->free(f);
     if (err) {
         em_scores_free(s);
         return err;
@@ -158,6 +176,9 @@ static em_status forward_run(em_stage *self, const em_run_context *ctx) {
                 "processed and %.1f scored tokens/s, %d threads)",
                 self->name, ds->count, (long long)processed, s->token_count, s->seconds,
                 (double)processed * per_s, (double)s->token_count * per_s, st->threads);
+    em_log_info("forward %s memory: %.2f MiB of weights in this rank's tp shard (tp %d), %.2f MiB "
+                "of activations and scratch",
+                self->name, (double)weight_bytes / 1048576.0, mesh->tp, (double)memory / 1048576.0);
     self->output = (em_artifact){EM_ARTIFACT_SCORES, s, free_scores};
     return NULL;
 }
@@ -168,7 +189,8 @@ static void forward_destroy(em_stage *self) {
 
 const em_stage_kind em_stage_kind_forward = {
     .name = "forward",
-    .summary = "run the model over this rank's windows on the CPU: per-token NLL and argmax",
+    .summary = "run the model over this rank's windows (device cpu; tp splits each window): "
+               "per-token NLL and argmax",
     .produces = EM_ARTIFACT_SCORES,
     .inputs = forward_inputs,
     .collective = true, /* over the mesh's tp and cp groups */
