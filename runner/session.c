@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "runner/comm/bootstrap.h"
+#include "runner/comm/mesh_groups.h"
 #include "runner/executor.h"
 #include "runner/progress.h"
 #include "runner/rank_state.h"
@@ -47,6 +48,15 @@ static int agree(em_comm *world, em_status err, const char *step) {
         em_log_error("%s failed on %d rank%s (see their messages)", step, failed,
                      failed > 1 ? "s" : "");
     return root ? root : first;
+}
+
+/* The mesh stages use when their recipe names none: dp over the whole world, on a copy of it. */
+static em_status default_mesh(const em_bootstrap *boot, em_mesh **out) {
+    em_comm *world;
+    em_status err = em_comm_split(boot->world, 0, boot->rank, &world);
+    if (!err)
+        err = em_mesh_build_nodes(world, boot->node_id, boot->node_count, boot->size, 1, 1, out);
+    return err;
 }
 
 /* The run itself, once every rank has prepared and initialised the pipeline. */
@@ -127,8 +137,11 @@ int em_session_run(em_status prepared, em_pipeline *p, const em_session_options 
         em_status init_err = em_executor_init(p->dag, &ctx);
         int initialised = init_err == NULL;
         code = agree(boot.world, init_err, "initialising the stages");
+        if (code == 0)
+            code = agree(boot.world, default_mesh(&boot, &ctx.mesh), "building the mesh");
         if (code == 0) code = run_initialised(p, &ctx, opts);
         if (initialised) em_executor_finish(p->dag);
+        em_mesh_free(ctx.mesh);
     }
     em_bootstrap_finalize(&boot);
     em_pipeline_free(p);

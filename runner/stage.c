@@ -75,3 +75,13 @@ em_status em_stage_input_file(const em_stage *self, const char *option, bool dir
     *path = NULL;
     return err;
 }
+
+struct em_mesh *em_stage_mesh(const em_stage *self, const em_run_context *ctx) {
+    const em_artifact *a = em_stage_input_artifact(self, "mesh", 0);
+    return a && a->data ? a->data : ctx->mesh;
+}
+
+const char *em_stage_mesh_name(const em_stage *self) {
+    const em_stage *producer = em_stage_input_producer(self, "mesh", 0);
+    return producer ? producer->name : "the default world mesh";
+}
