@@ -90,6 +90,25 @@ double em_pipeline_default_init_timeout(void) {
     return seconds;
 }
 
+em_run_context em_pipeline_context(const em_pipeline *p, const em_bootstrap *boot) {
+    const em_bootstrap alone = {.size = 1, .local_size = 1, .node_count = 1};
+    if (!boot) boot = &alone;
+    return (em_run_context){
+        .rank = boot->rank,
+        .world_size = boot->size,
+        .local_rank = boot->local_rank,
+        .local_size = boot->local_size,
+        .node_id = boot->node_id,
+        .node_count = boot->node_count,
+        .world = boot->world,
+        .run_dir = NULL,
+        .recipe_name = p->name,
+        .recipe = p->recipe,
+        .seed = p->seed,
+        .collective_timeout_s = p->collective_timeout_s,
+    };
+}
+
 void em_pipeline_free(em_pipeline *pipeline) {
     if (!pipeline) return;
     em_dag_free(pipeline->dag);

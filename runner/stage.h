@@ -67,7 +67,6 @@ typedef struct em_run_context {
     struct em_comm *world;   /* CPU communicator over all ranks (local or mpi backend) */
     const char *run_dir;     /* where stages write files: set in run; NULL in init, validate */
     const char *recipe_name; /* the recipe's `name:` */
-    const char *recipe_path; /* the top recipe file */
     const em_node *recipe;   /* the whole resolved recipe (after includes, overrides, defaults) */
     long long seed;          /* the recipe's `seed:` */
     double collective_timeout_s; /* limit for every collective */

@@ -123,7 +123,6 @@ int main(int argc, char **argv) {
                           .local_size = 1,
                           .node_count = 1,
                           .recipe_name = em_node_get_string(root, "name", "test"),
-                          .recipe_path = argv[1],
                           .recipe = root};
     if (!err) err = em_executor_init(dag, &ctx);
     if (err) {
