@@ -23,10 +23,10 @@ typedef struct forward_state {
 } forward_state;
 
 static const em_input_spec forward_inputs[] = {
-    {"model", EM_ARTIFACT_MODEL, false, false},
-    {"data", EM_ARTIFACT_DATASET, false, false},
-    {"mesh", EM_ARTIFACT_MESH, false, true},
-    {NULL, 0, false, false},
+    {"model", {"model"}, false, false},
+    {"data", {"dataset"}, false, false},
+    {"mesh", {"mesh"}, false, true},
+    {0},
 };
 
 /* threads: the option, else this node's cores shared evenly by its ranks. When the launcher
@@ -121,7 +121,7 @@ static em_status forward_run(em_stage *self, const em_run_context *ctx) {
     em_log_info("forward %s: %zu windows, %zu scored tokens in %.2f s (%.1f tokens/s, %d threads)",
                 self->name, ds->count, s->token_count, s->seconds,
                 s->seconds > 0 ? (double)s->token_count / s->seconds : 0.0, st->threads);
-    self->output = (em_artifact){EM_ARTIFACT_SCORES, s, free_scores};
+    self->output = (em_artifact){.data = s, .free = free_scores};
     return NULL;
 }
 
@@ -132,7 +132,7 @@ static void forward_destroy(em_stage *self) {
 const em_stage_kind em_stage_kind_forward = {
     .name = "forward",
     .summary = "run the model over this rank's windows on the CPU: per-token NLL and argmax",
-    .produces = EM_ARTIFACT_SCORES,
+    .produces = "scores",
     .inputs = forward_inputs,
     .collective = false,
     .init = forward_init,
