@@ -32,6 +32,10 @@ em_status em_pipeline_from_tree(em_node *recipe, const char *path, const char *c
                                 size_t override_count, em_pipeline **out);
 void em_pipeline_free(em_pipeline *pipeline);
 
+/* Warns (on the log, so call it on one rank) when no stage of the pipeline writes results: the
+ * run would compute and keep nothing. */
+void em_pipeline_warn_without_results(const em_pipeline *pipeline);
+
 /* The run context of this rank for the pipeline: where the rank sits (from boot; NULL: alone,
  * rank 0 of 1 without a world communicator, as `evalmesh validate` checks a recipe) and what the
  * recipe says. run_dir is NULL: the run directory is made once every stage accepted its options. */

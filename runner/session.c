@@ -75,6 +75,7 @@ static int run_initialised(em_pipeline *p, em_run_context *ctx, const em_session
     ctx->run_dir = dir;
 
     double start = now_seconds();
+    if (!err && ctx->rank == 0) em_pipeline_warn_without_results(p);
     if (!err) {
         if (ctx->rank == 0)
             em_log_info("%s: %zu stages on %d rank%s, run directory %s", p->path, p->dag->count,

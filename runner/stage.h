@@ -94,6 +94,9 @@ struct em_stage_kind {
      * after everything else finished. Bad input (2) and distributed failures (5) still stop the
      * run with their own status. */
     bool verdict;
+    /* The stage writes the run's results where a person or a program reads them (files, pushes):
+     * a recipe without such a stage computes and keeps nothing, which the runner warns about. */
+    bool writes_results;
     /* Parse and check options; no heavy work, no files read beyond what checking needs. Errors
      * name the option's place (em_error_at with the node's mark), exit status 2. May be NULL. */
     em_status (*init)(em_stage *self, const em_run_context *ctx);

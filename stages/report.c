@@ -408,6 +408,7 @@ const em_stage_kind em_stage_kind_report = {
     .produces = "report",
     .inputs = report_inputs,
     .collective = false,
+    .writes_results = true,
     .init = report_init,
     .run = report_run,
     .destroy = report_destroy,

@@ -46,6 +46,7 @@ static int validate_main(int argc, char **argv) {
         em_run_context ctx = em_pipeline_context(p, NULL);
         err = em_executor_init(p->dag, &ctx);
         if (!err) {
+            em_pipeline_warn_without_results(p);
             printf("%s: ok (%zu stage%s)\n", recipe, p->dag->count, p->dag->count == 1 ? "" : "s");
             em_executor_finish(p->dag);
         }
