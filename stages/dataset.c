@@ -12,7 +12,7 @@
  * Meanwhile the other ranks wait in the broadcast, so reading and tokenizing must fit in the
  * recipe's collective_timeout_s (WikiText-2's test split, 1.3 MB, takes under a second).
  *
- * Produces EM_ARTIFACT_DATASET (em_dataset, stages/data/dataset.h). */
+ * Produces a "dataset" artifact (em_dataset, stages/data/dataset.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -245,7 +245,7 @@ static em_status dataset_run(em_stage *self, const em_run_context *ctx) {
     free(scored);
     em_window_plan_free(&plan);
     em_corpus_free(&corpus);
-    self->output = (em_artifact){EM_ARTIFACT_DATASET, ds, free_dataset};
+    self->output = (em_artifact){.data = ds, .free = free_dataset};
     return NULL;
 }
 
@@ -258,15 +258,15 @@ static void dataset_destroy(em_stage *self) {
 }
 
 static const em_input_spec dataset_inputs[] = {
-    {"tokenizer", EM_ARTIFACT_MODEL, false, false},
-    {"mesh", EM_ARTIFACT_MESH, false, true},
-    {NULL, 0, false, false},
+    {"tokenizer", {"model"}, false, false},
+    {"mesh", {"mesh"}, false, true},
+    {0},
 };
 
 const em_stage_kind em_stage_kind_dataset = {
     .name = "dataset",
     .summary = "Reads text, JSONL or token ids into scoring windows; each rank gets its share",
-    .produces = EM_ARTIFACT_DATASET,
+    .produces = "dataset",
     .inputs = dataset_inputs,
     .collective = true,
     .init = dataset_init,

@@ -26,6 +26,8 @@ SRC = os.environ["EVALMESH_SOURCE_DIR"]
 SHARED = os.environ.get("EVALMESH_SHARED_DATA", "")
 HERE = os.path.join(SRC, "tests", "runner")
 GOOD = os.path.join(HERE, "good", "runner_test.yaml")
+NO_RESULTS = ("warning: {}: no stage writes results (add a report stage): nothing will be "
+              "written but the run directory's log and state\n")
 
 
 
@@ -208,7 +210,8 @@ def test_run_writes_run_directory():
         before = {n: open(os.path.join(first, n)).read() for n in ("recipe.resolved.yaml",)}
         r = evalmesh(["run", GOOD, "--quiet"], cwd)
         check(r.returncode == 0, f"second run: exit {r.returncode}: {r.stderr}")
-        check(r.stderr == "", f"--quiet printed {r.stderr!r}")
+        # --quiet prints warnings only: the recipe has no report stage
+        check(r.stderr == NO_RESULTS.format(GOOD), f"--quiet printed {r.stderr!r}")
         dirs2 = run_dirs(cwd)
         check(len(dirs2) == 2 and dirs[0] in dirs2, f"after the second run: {dirs2}")
         if len(dirs2) == 2:
@@ -393,6 +396,21 @@ def test_missing_inputs_leave_nothing():
         check(os.listdir(cwd) == [], f"perplexity with a missing input left {os.listdir(cwd)}")
 
 
+def test_no_results_warning():
+    """A recipe without a stage that writes results warns once, from validate and from run;
+    with a report stage there is no warning."""
+    with tempfile.TemporaryDirectory() as cwd:
+        r = evalmesh(["validate", GOOD], cwd)
+        check(r.returncode == 0 and r.stderr == NO_RESULTS.format(GOOD),
+              f"validate without a report: {r.stderr!r}")
+        r = evalmesh(["run", GOOD, "--run-dir", os.path.join(cwd, "rd")], cwd)
+        check(r.returncode == 0 and r.stderr.count("warning:") == 1 and
+              NO_RESULTS.format(GOOD) in r.stderr, f"run without a report: {r.stderr!r}")
+        demo = os.path.join(SRC, "recipes", "demo.yaml")
+        r = evalmesh(["validate", demo], cwd)
+        check(r.returncode == 0 and r.stderr == "", f"validate with a report: {r.stderr!r}")
+
+
 def test_two_ranks():
     mpirun = os.environ.get("EVALMESH_MPIRUN", "")
     if not mpirun:
@@ -405,6 +423,9 @@ def test_two_ranks():
         check(r.returncode == 0, f"2 ranks: exit {r.returncode}: {r.stderr}")
         dirs = run_dirs(cwd)
         check(len(dirs) == 1, f"2 ranks made {dirs}")
+        warnings = [line for line in r.stderr.splitlines() if "warning:" in line]
+        check(warnings == ["[r0] " + NO_RESULTS.format(GOOD).rstrip("\n")],
+              f"2 ranks: warnings {warnings}")
         if len(dirs) == 1:
             d = os.path.join(cwd, "runs", dirs[0])
             for name in ("evalmesh.log", "evalmesh.rank1.log", "state/rank-0.json",
@@ -433,5 +454,6 @@ test_schemas()
 test_after_forms()
 test_recipe_relative_paths()
 test_missing_inputs_leave_nothing()
+test_no_results_warning()
 test_two_ranks()
 sys.exit(finish())
