@@ -12,9 +12,6 @@
 #include "util/clock.h"
 #include "util/log.h"
 
-/* Start-up limit when the recipe could not be read (the default of init_timeout_s). */
-#define DEFAULT_INIT_TIMEOUT_S 180.0
-
 static int report(em_status err) {
     int code = err->exit_code;
     em_log_error("%s", err->message);
@@ -101,7 +98,8 @@ static int run_initialised(em_pipeline *p, em_run_context *ctx, const em_session
 
 int em_session_run(em_status prepared, em_pipeline *p, const em_session_options *opts) {
     em_bootstrap boot;
-    em_status err = em_bootstrap_init(p ? p->init_timeout_s : DEFAULT_INIT_TIMEOUT_S, &boot);
+    em_status err =
+        em_bootstrap_init(p ? p->init_timeout_s : em_pipeline_default_init_timeout(), &boot);
     if (err) {
         em_error_free(prepared);
         em_pipeline_free(p);

@@ -1,8 +1,13 @@
-/* Registry lookup, artifact type names and input access for stage kinds (see stage.h). */
+/* Registry lookup, artifact type names, input access and input-file checks for stage kinds (see
+ * stage.h). */
 #include "runner/stage.h"
 
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static const char *artifact_names[] = {"env",    "mesh",    "model",  "calibration", "dataset",
                                        "scores", "metrics", "report", "verdict"};
@@ -48,4 +53,25 @@ size_t em_stage_input_count(const em_stage *self, const char *option) {
     for (size_t i = 0; i < self->input_count; i++)
         if (strcmp(self->inputs[i].option, option) == 0) n++;
     return n;
+}
+
+em_status em_stage_input_file(const em_stage *self, const char *option, bool dir_ok, char **path) {
+    const em_node *node = em_node_get(self->options, option);
+    *path = em_node_path(node);
+    struct stat st;
+    const char *why = NULL;
+    if (stat(*path, &st) != 0)
+        why = strerror(errno);
+    else if (S_ISDIR(st.st_mode) && !dir_ok)
+        why = "a directory, not a file";
+    else if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))
+        why = "not a regular file";
+    else if (access(*path, S_ISDIR(st.st_mode) ? R_OK | X_OK : R_OK) != 0)
+        why = strerror(errno);
+    if (!why) return NULL;
+    em_status err = em_error_at(EM_EXIT_BAD_INPUT, node->mark, "stage '%s': %s %s: %s", self->name,
+                                option, *path, why);
+    free(*path);
+    *path = NULL;
+    return err;
 }

@@ -114,6 +114,13 @@ size_t em_stage_input_count(const em_stage *self, const char *option);
 /* The producing stage of an input (for its name, e.g. to key metrics). */
 const em_stage *em_stage_input_producer(const em_stage *self, const char *option, size_t index);
 
+/* The input file a stage's option names, resolved by the recipe path rule (util/paths.h) into
+ * *path (the caller frees it), when it exists and can be read: a regular file, or also a
+ * directory when dir_ok. Otherwise an error (exit status 2) at the option's file:line:col,
+ * "stage 'NAME': OPTION PATH: REASON". Kinds call it from init, so a missing input fails
+ * `evalmesh validate` and stops a run before its run directory exists. */
+em_status em_stage_input_file(const em_stage *self, const char *option, bool dir_ok, char **path);
+
 /* The registry generated from the files stages/<kind>.c: NULL-terminated, sorted by name. */
 extern const em_stage_kind *const em_stage_kinds[];
 const em_stage_kind *em_stage_kind_find(const char *name);

@@ -206,7 +206,7 @@ static em_status aggregate_run(em_stage *self, const em_run_context *ctx) {
     m->world_size = ctx->world_size;
     m->ranks = em_xcalloc((size_t)ctx->world_size, sizeof *m->ranks);
     em_status err = NULL;
-    bool print = em_node_get_bool(self->options, "print_estimate", false);
+    bool print = em_node_option_bool(self->options, "print_estimate");
     size_t n = em_stage_input_count(self, "inputs");
     for (size_t i = 0; i < n && !err; i++) {
         const em_scores *s = em_stage_input_artifact(self, "inputs", i)->data;

@@ -11,7 +11,6 @@
  * recipe's collective_timeout_s (WikiText-2's test split, 1.3 MB, takes under a second).
  *
  * Produces EM_ARTIFACT_DATASET (em_dataset, stages/data/dataset.h). */
-#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +18,7 @@
 #include "runner/comm/comm.h"
 #include "runner/stage.h"
 #include "util/log.h"
+#include "util/regular_file.h"
 #include "stages/data/corpus.h"
 #include "stages/data/window_set_build.h"
 #include "stages/data/shard.h"
@@ -45,32 +45,32 @@ static em_status dataset_init(em_stage *self, const em_run_context *ctx) {
     dataset_state *st = em_xcalloc(1, sizeof *st);
     self->state = st;
     const em_node *o = self->options;
-    const char *path = em_node_get_string(o, "path", "");
-    char *copy = em_xstrdup(ctx->recipe_path ? ctx->recipe_path : ".");
-    const char *dir = dirname(copy);
-    if (path[0] == '/' || strcmp(dir, ".") == 0)
-        st->path = em_xstrdup(path);
-    else
-        st->path = em_xasprintf("%s/%s", dir, path);
-    free(copy);
-    const char *format = em_node_get_string(o, "format", "auto");
+    em_status err = em_stage_input_file(self, "path", false, &st->path);
+    if (err) return err;
+    const char *format = em_node_option_string(o, "format");
     st->corpus.format = strcmp(format, "auto") == 0
                             ? em_input_format_from_path(st->path)
                             : (em_input_format)em_input_format_parse(format);
-    st->corpus.text_field = em_node_get_string(o, "text_field", "text");
-    st->corpus.split = (em_split_rule)em_split_rule_parse(em_node_get_string(o, "split", "none"));
+    st->corpus.text_field = em_node_option_string(o, "text_field");
+    st->corpus.split = (em_split_rule)em_split_rule_parse(em_node_option_string(o, "split"));
     st->corpus.separator = em_node_get_string(o, "separator", NULL);
-    st->corpus.max_documents = em_node_get_int(o, "max_documents", 0);
+    st->corpus.max_documents = em_node_option_int(o, "max_documents");
     st->corpus.wikitext_detokenize =
-        strcmp(em_node_get_string(o, "detokenize", "none"), "wikitext") == 0;
+        strcmp(em_node_option_string(o, "detokenize"), "wikitext") == 0;
     st->add_bos_set = em_node_get(o, "add_bos") != NULL;
     st->corpus.add_bos = em_node_get_bool(o, "add_bos", false);
-    st->protocol = (em_protocol)em_protocol_parse(em_node_get_string(o, "protocol", "chunked"));
-    st->n_ctx = (int)em_node_get_int(o, "n_ctx", 512);
-    st->max_length = (int)em_node_get_int(o, "max_length", 1024);
-    st->stride = (int)em_node_get_int(o, "stride", 512);
-    st->max_windows = em_node_get_int(o, "max_windows", 0);
+    st->protocol = (em_protocol)em_protocol_parse(em_node_option_string(o, "protocol"));
+    st->n_ctx = (int)em_node_option_int(o, "n_ctx");
+    st->max_length = (int)em_node_option_int(o, "max_length");
+    st->stride = (int)em_node_option_int(o, "stride");
+    st->max_windows = em_node_option_int(o, "max_windows");
 
+    em_status err = em_check_regular_file(st->path, "a dataset");
+    if (err) {
+        em_status placed = option_error(self, "path", "%s", err->message);
+        em_error_free(err);
+        return placed;
+    }
     if (st->corpus.split == EM_SPLIT_SEPARATOR && !st->corpus.separator)
         return option_error(self, "split", "split: %s needs a `separator:` string", "separator");
     if (st->protocol != EM_PROTOCOL_ROLLING) {

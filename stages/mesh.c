@@ -23,7 +23,7 @@ typedef struct mesh_state {
 static int read_size(const em_stage *self, const char *key) {
     const em_node *n = em_node_get(self->options, key);
     if (!n || em_node_scalar_type(n) != EM_SCALAR_INT) return 0;
-    return (int)em_node_get_int(self->options, key, 1);
+    return (int)em_node_option_int(self->options, key);
 }
 
 static em_status mesh_init(em_stage *self, const em_run_context *ctx) {
@@ -32,7 +32,7 @@ static em_status mesh_init(em_stage *self, const em_run_context *ctx) {
     st->dp = read_size(self, "dp");
     st->tp = read_size(self, "tp");
     st->cp = read_size(self, "cp");
-    st->backend = em_node_get_string(self->options, "backend", "auto");
+    st->backend = em_node_option_string(self->options, "backend");
     const em_node *backend_node = em_node_get(self->options, "backend");
     em_mark backend_mark = backend_node ? backend_node->mark : self->mark;
     if (strcmp(st->backend, "auto") == 0) st->backend = ctx->world_size > 1 ? "mpi" : "local";

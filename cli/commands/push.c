@@ -5,18 +5,23 @@
 #include <string.h>
 
 #include "cli/command.h"
+#include "cli/options.h"
 #include "util/error.h"
 #include "stages/report/spool.h"
 
 static int push_main(int argc, char **argv) {
-    if (argc != 2 || argv[1][0] == '-') {
+    static const struct option options[] = {{0}};
+    if (em_cli_option("push", argc, argv, "", options) != -1) return EM_EXIT_BAD_INPUT;
+    if (optind >= argc) {
         fprintf(stderr, "usage: evalmesh push RUN_DIR (see evalmesh push --help)\n");
         return EM_EXIT_BAD_INPUT;
     }
+    if (optind + 1 < argc) return em_cli_unexpected("push", argv[optind + 1]);
+    const char *run_dir = argv[optind];
     int sent = 0, failed = 0;
-    em_status err = em_spool_resend(argv[1], &sent, &failed);
+    em_status err = em_spool_resend(run_dir, &sent, &failed);
     if (sent + failed == 0 && !err) {
-        printf("nothing to send: %s/push-spool/ holds no spooled push\n", argv[1]);
+        printf("nothing to send: %s/push-spool/ holds no spooled push\n", run_dir);
         return EM_EXIT_OK;
     }
     printf("%d spooled push%s delivered, %d failed\n", sent, sent == 1 ? "" : "es", failed);

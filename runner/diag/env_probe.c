@@ -1,6 +1,7 @@
 /* Collecting and judging the facts of the environment (see env_probe.h). */
 #include "runner/diag/env_probe.h"
 
+#include <cjson/cJSON.h>
 #include <dlfcn.h>
 #include <ifaddrs.h>
 #include <mpi.h>
@@ -356,36 +357,25 @@ void em_env_print_text(const em_env_report *r, FILE *out) {
     fprintf(out, "%d failed, %d warnings\n", r->failures, r->warnings);
 }
 
-static void json_string(FILE *out, const char *s) {
-    fputc('"', out);
-    for (; *s; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\')
-            fprintf(out, "\\%c", ch);
-        else if (ch < 0x20)
-            fprintf(out, "\\u%04x", ch);
-        else
-            fputc(ch, out);
-    }
-    fputc('"', out);
-}
-
-void em_env_print_json(const em_env_report *r, FILE *out) {
-    fprintf(out, "{\"host\": ");
-    json_string(out, r->facts.hostname);
-    fprintf(out,
-            ", \"failures\": %d, \"warnings\": %d, \"fingerprint\": \"%016llx\", \"checks\": [",
-            r->failures, r->warnings, (unsigned long long)em_env_fingerprint(&r->facts));
+cJSON *em_env_report_json(const em_env_report *r) {
+    cJSON *doc = cJSON_CreateObject();
+    cJSON_AddStringToObject(doc, "host", r->facts.hostname);
+    cJSON_AddNumberToObject(doc, "failures", r->failures);
+    cJSON_AddNumberToObject(doc, "warnings", r->warnings);
+    char fingerprint[17];
+    snprintf(fingerprint, sizeof fingerprint, "%016llx",
+             (unsigned long long)em_env_fingerprint(&r->facts));
+    cJSON_AddStringToObject(doc, "fingerprint", fingerprint);
+    cJSON *checks = cJSON_AddArrayToObject(doc, "checks");
     for (int i = 0; i < r->check_count; i++) {
         const em_env_check *c = &r->checks[i];
-        fprintf(out, "%s\n  {\"name\": ", i ? "," : "");
-        json_string(out, c->name);
-        fprintf(out, ", \"status\": \"%s\", \"value\": ",
-                c->status == EM_CHECK_FAIL ? "fail" : em_check_status_name(c->status));
-        json_string(out, c->value);
-        fprintf(out, ", \"reason\": ");
-        json_string(out, c->reason);
-        fprintf(out, "}");
+        cJSON *check = cJSON_CreateObject();
+        cJSON_AddStringToObject(check, "name", c->name);
+        cJSON_AddStringToObject(
+            check, "status", c->status == EM_CHECK_FAIL ? "fail" : em_check_status_name(c->status));
+        cJSON_AddStringToObject(check, "value", c->value);
+        cJSON_AddStringToObject(check, "reason", c->reason);
+        cJSON_AddItemToArray(checks, check);
     }
-    fprintf(out, "\n]}\n");
+    return doc;
 }

@@ -6,6 +6,7 @@
 #ifndef EVALMESH_ENV_PROBE_H
 #define EVALMESH_ENV_PROBE_H
 
+#include <cjson/cJSON.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -93,6 +94,8 @@ uint64_t em_env_fingerprint(const em_env_facts *facts);
 
 const char *em_check_status_name(em_check_status status);
 void em_env_print_text(const em_env_report *report, FILE *out);
-void em_env_print_json(const em_env_report *report, FILE *out);
+/* The report as a JSON object (host, failures, warnings, fingerprint, checks); the caller
+ * deletes it. */
+cJSON *em_env_report_json(const em_env_report *report);
 
 #endif

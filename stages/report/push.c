@@ -15,7 +15,7 @@
 #include "util/log.h"
 #include "stages/report/base64.h"
 #include "stages/report/strbuf.h"
-#include "stages/report/textfile.h"
+#include "util/regular_file.h"
 
 void em_push_request_free_fields(em_push_request *req) {
     free(req->target);
@@ -78,7 +78,8 @@ static em_status read_credential(const em_push_request *req, char **out) {
         return em_error_new(EM_EXIT_BAD_INPUT, "%s push: auth %s needs `env` or `file`",
                             req->target, em_auth_type_name(req->auth));
     char *text;
-    em_status err = em_textfile_read(req->auth_file, &text, NULL);
+    em_status err =
+        em_read_regular_file(req->auth_file, EM_RECIPE_MAX_BYTES, "a credential file", &text, NULL);
     if (err) return em_error_prefix(err, "%s push: credential file", req->target);
     text[strcspn(text, "\r\n")] = 0;
     if (!text[0]) {

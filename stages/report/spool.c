@@ -10,7 +10,9 @@
 
 #include <cJSON.h>
 
+#include "util/atomic_file.h"
 #include "util/log.h"
+#include "util/regular_file.h"
 #include "stages/report/textfile.h"
 
 #define SPOOL_DIR "push-spool"
@@ -49,7 +51,7 @@ em_status em_spool_write(const char *run_dir, const char *name, const em_push_re
     cJSON_Delete(o);
     char *path = em_xasprintf("%s/%s.json", dir, name);
     free(dir);
-    err = em_textfile_write(path, text, strlen(text));
+    err = em_atomic_write(path, text, strlen(text), 0600);
     free(text);
     if (err || !path_out)
         free(path);
@@ -66,7 +68,7 @@ static char *opt_string(const cJSON *o, const char *key) {
 /* Reads a spool file back into a request and its body. */
 static em_status read_spool(const char *path, em_push_request *req, char **body) {
     char *text;
-    em_status err = em_textfile_read(path, &text, NULL);
+    em_status err = em_read_regular_file(path, EM_RECIPE_MAX_BYTES, "a spool file", &text, NULL);
     if (err) return err;
     cJSON *o = cJSON_Parse(text);
     free(text);

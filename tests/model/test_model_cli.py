@@ -130,7 +130,13 @@ def check_inspect(evalmesh, mkmodel, tmp):
     rc, out, err = run([evalmesh, "inspect"])
     check(rc == 2 and "missing MODEL" in err, "inspect without a model")
     rc, out, err = run([evalmesh, "inspect", model, "--yaml"])
-    check(rc == 2 and "unexpected argument '--yaml'" in err, "inspect bad option")
+    check(rc == 2 and "unknown option '--yaml'" in err, "inspect bad option: %s" % err)
+    rc, out, err = run([evalmesh, "inspect", "--jsn", model])
+    check(rc == 2 and "error: evalmesh inspect: unknown option '--jsn' (did you mean '--json'?)"
+          in err, "inspect --jsn: %s" % err)
+    rc, out, err = run([evalmesh, "inspect", model, "extra"])
+    check(rc == 2 and "evalmesh inspect: unexpected argument 'extra'" in err,
+          "inspect two models: %s" % err)
     text = os.path.join(tmp, "notes.txt")
     open(text, "w").write("hello")
     rc, out, err = run([evalmesh, "inspect", text])

@@ -106,7 +106,6 @@ static void test_files(void) {
     CHECK_INT_EQ(em_node_get_int(em_node_get_path(back, "stages.a"), "value", 0), 3);
     CHECK_STR_EQ(em_node_get_string(back, "name", NULL), "t");
     em_node_free(back);
-    em_node_free(recipe);
 
     FILE *log0 = NULL, *log3 = NULL;
     CHECK(em_run_dir_open_log("files", 0, &log0) == NULL);
@@ -116,7 +115,8 @@ static void test_files(void) {
     CHECK(is_file("files/evalmesh.log"));
     CHECK(is_file("files/evalmesh.rank3.log"));
 
-    em_status err = em_run_dir_write_recipe("no/such/dir", NULL);
+    em_status err = em_run_dir_write_recipe("no/such/dir", recipe);
+    em_node_free(recipe);
     CHECK(err != NULL);
     if (err) {
         CHECK_INT_EQ(err->exit_code, EM_EXIT_RUNTIME);

@@ -1,6 +1,7 @@
 """recipes/demo.yaml needs nothing outside the repository: its model file is what the
 evalmesh-mkmodel command in the recipe's comment makes, and the run gives the same exact metrics
-on 1 and 2 ranks (and, without mpirun, at least runs on one).
+on 1 and 2 ranks (and, without mpirun, at least runs on one); a passing gate is reported once,
+by rank 0.
 
 Usage: test_demo.py PATH_TO_evalmesh-mkmodel"""
 import json
@@ -33,7 +34,9 @@ check(open(committed, "rb").read() == open(args[out_index], "rb").read(), "model
 
 def run(np):
     run_dir = os.path.join(tmp, f"run{np}")
-    cmd = [BIN, "run", recipe, "--run-dir", run_dir]
+    # with a gate that passes: every rank checks it, rank 0 alone says so
+    cmd = [BIN, "run", recipe, "--run-dir", run_dir, "--log-level", "info",
+           "stages.g={kind: gate, metrics: metrics, after: [report], max: {ppl.token_ppl: 1e9}}"]
     env = dict(os.environ)
     if np > 1:
         cmd = [MPIRUN, "-np", str(np), "--allow-run-as-root", "--oversubscribe", *cmd]
@@ -41,6 +44,8 @@ def run(np):
             env["ASAN_OPTIONS"] += ":detect_leaks=0"
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
     check(p.returncode == 0, f"demo np={np} rc", p.stderr[-2000:])
+    check(p.stderr.count("gate 'g': 1 checks passed") == 1, f"demo np={np} gate passed once",
+          p.stderr[-2000:])
     path = os.path.join(run_dir, "results.json")
     if not os.path.exists(path):
         return None
