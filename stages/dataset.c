@@ -18,7 +18,6 @@
 #include "runner/comm/comm.h"
 #include "runner/stage.h"
 #include "util/log.h"
-#include "util/regular_file.h"
 #include "stages/data/corpus.h"
 #include "stages/data/window_set_build.h"
 #include "stages/data/shard.h"
@@ -65,12 +64,6 @@ static em_status dataset_init(em_stage *self, const em_run_context *ctx) {
     st->stride = (int)em_node_option_int(o, "stride");
     st->max_windows = em_node_option_int(o, "max_windows");
 
-    em_status err = em_check_regular_file(st->path, "a dataset");
-    if (err) {
-        em_status placed = option_error(self, "path", "%s", err->message);
-        em_error_free(err);
-        return placed;
-    }
     if (st->corpus.split == EM_SPLIT_SEPARATOR && !st->corpus.separator)
         return option_error(self, "split", "split: %s needs a `separator:` string", "separator");
     if (st->protocol != EM_PROTOCOL_ROLLING) {

@@ -330,6 +330,40 @@ static em_status read_alignment(em_gguf *g, const char *name) {
     return NULL;
 }
 
+static int by_offset(const void *a, const void *b) {
+    const em_gguf_tensor_info *x = *(const em_gguf_tensor_info *const *)a;
+    const em_gguf_tensor_info *y = *(const em_gguf_tensor_info *const *)b;
+    return x->offset < y->offset ? -1 : x->offset > y->offset;
+}
+
+/* A tensor's size follows from its type and shape; a tensor whose data would run into the next
+ * one's (by offset) has a type or shape that disagrees with the bytes the file gave it. */
+static em_status check_overlaps(const em_gguf *g, const char *name) {
+    const em_gguf_tensor_info **sorted = em_xmalloc(g->tensor_count * sizeof *sorted);
+    for (uint64_t i = 0; i < g->tensor_count; i++) sorted[i] = &g->tensors[i];
+    qsort(sorted, g->tensor_count, sizeof *sorted, by_offset);
+    em_status err = NULL;
+    for (uint64_t i = 0; i + 1 < g->tensor_count && !err; i++) {
+        const em_gguf_tensor_info *t = sorted[i], *next = sorted[i + 1];
+        if (t->offset + t->nbytes <= next->offset) continue;
+        char shape[96];
+        int len = snprintf(shape, sizeof shape, "{");
+        for (uint32_t d = 0; d < t->n_dims; d++)
+            len += snprintf(shape + len, sizeof shape - (size_t)len, "%s%lld", d ? ", " : "",
+                            (long long)t->shape[d]);
+        snprintf(shape + len, sizeof shape - (size_t)len, "}");
+        err = em_error_new(EM_EXIT_BAD_INPUT,
+                           "%s: tensor '%s' of type %s and shape %s needs %zu bytes at data "
+                           "offset %llu, but tensor '%s' starts at offset %llu: the type or "
+                           "shape disagrees with the tensor's size in the file",
+                           name, t->name, em_ggml_type_info_get(t->type)->name, shape, t->nbytes,
+                           (unsigned long long)t->offset, next->name,
+                           (unsigned long long)next->offset);
+    }
+    free(sorted);
+    return err;
+}
+
 static em_status place_tensors(em_gguf *g, reader *r) {
     uint64_t pad = (g->alignment - r->pos % g->alignment) % g->alignment;
     g->data_offset = r->pos + pad;
@@ -356,7 +390,7 @@ static em_status place_tensors(em_gguf *g, reader *r) {
                                 (unsigned long long)data_size);
         t->data = r->data + g->data_offset + t->offset;
     }
-    return NULL;
+    return check_overlaps(g, r->name);
 }
 
 static em_status parse(em_gguf *g, const uint8_t *data, size_t size, const char *name) {

@@ -213,8 +213,9 @@ def check_not_regular(evalmesh, mkmodel, tmp):
     recipe = os.path.join(tmp, "fifo.yaml")
     open(recipe, "w").write("name: fifo\nstages:\n  m: {kind: model, path: pipe.gguf}\n")
     rc, out, err = bounded([evalmesh, "run", recipe, "--run-dir", os.path.join(tmp, "run-fifo")])
-    check(rc == 2 and "rank 0, stage 'm' (model): %s: not a regular file (a FIFO)"
-          % fifo in err, "FIFO as the model of a run: %s %s" % (rc, err))
+    # refused when the recipe is checked, before any rank opens it
+    check(rc == 2 and "%s:3:26: stage 'm': path %s: not a regular file" % (recipe, fifo) in err,
+          "FIFO as the model of a run: %s %s" % (rc, err))
     rc, out, err = inspect("/dev/null")
     check(rc == 2 and "/dev/null: not a regular file (a character device)" in err,
           "device as a model: %s %s" % (rc, err))
@@ -251,8 +252,12 @@ def check_mkmodel_errors(mkmodel, tmp):
         (["--out", out, "--format", "safetensors", "--type", "q8_0"], "safetensors holds f32, f16 and bf16 only"),
         (["--out", out, "--vocab", "100"], "the byte tokenizer has 258 tokens; --vocab 100 is too small"),
         (["--out", out, "--dim", "60", "--heads", "8"], "dim/heads must be even"),
-        (["--out", out, "--type", "q4_0", "--ffn", "100"], "needs --dim and --ffn multiples of 32"),
+        (["--out", out, "--type", "q4_0", "--ffn", "100"],
+         "--type Q4_0 needs --dim and --ffn multiples of its block size 32"),
+        (["--out", out, "--type", "q4_k_m"],
+         "--type Q4_K needs --dim and --ffn multiples of its block size 256"),
         (["--out", out, "--type", "f8"], "bad value for --type"),
+        (["--out", out, "--type", "q8_k"], "bad value for --type"),
         (["--out", out, "--rope-freqs"], "--rope-freqs goes with --rope-scaling llama3"),
         (["--out", out, "--wat"], "unknown option '--wat'"),
         (["--dim", "64"], "--out PATH is required"),

@@ -10,6 +10,7 @@
 #include "stages/kernels/cpu/output_head.h"
 #include "stages/kernels/cpu/rmsnorm.h"
 #include "stages/kernels/cpu/rope.h"
+#include "stages/model/ggml_types.h"
 
 /* Small per-layer vectors converted to floats once. */
 typedef struct layer_vectors {
@@ -39,11 +40,12 @@ struct em_llama_forward {
 static em_status check_tensor(const em_model *m, const em_tensor *t, const char *what, int64_t n_in,
                               int64_t n_out) {
     if (!t) return em_error_new(EM_EXIT_BAD_INPUT, "model %s: has no %s tensor", m->path, what);
-    if (!em_weight_type_supported(t->type)) {
+    if (!em_ggml_type_supported((uint32_t)t->type)) {
         return em_error_new(EM_EXIT_BAD_INPUT,
                             "model %s: tensor '%s' has type %s, which the CPU forward does not "
-                            "support (F32, F16, BF16, Q8_0, Q4_0)",
-                            m->path, t->name, em_tensor_type_name(t->type));
+                            "support (%s)",
+                            m->path, t->name, em_tensor_type_name(t->type),
+                            em_ggml_supported_names());
     }
     if (t->shape[0] != n_in || t->shape[1] != n_out || t->shape[2] != 1 || t->shape[3] != 1) {
         return em_error_new(EM_EXIT_BAD_INPUT,
@@ -53,11 +55,12 @@ static em_status check_tensor(const em_model *m, const em_tensor *t, const char 
                             (long long)t->shape[2], (long long)t->shape[3], (long long)n_in,
                             (long long)n_out);
     }
-    if ((t->type == EM_TENSOR_Q8_0 || t->type == EM_TENSOR_Q4_0) && n_in % EM_QK != 0) {
+    int block = em_ggml_type_info_get((uint32_t)t->type)->block_size;
+    if (n_in % block != 0) {
         return em_error_new(EM_EXIT_BAD_INPUT,
                             "model %s: tensor '%s' is %s with rows of %lld values, not a "
                             "multiple of %d",
-                            m->path, t->name, em_tensor_type_name(t->type), (long long)n_in, EM_QK);
+                            m->path, t->name, em_tensor_type_name(t->type), (long long)n_in, block);
     }
     return NULL;
 }
