@@ -22,6 +22,11 @@ const char *em_file_kind(mode_t mode);
  * are exit 2, worded as em_read_regular_file's. */
 em_status em_check_regular_file(const char *path, const char *what);
 
+/* Opens path for reading (without waiting on a FIFO) and checks with fstat that it is a regular
+ * file: *fd and *st on success, else an error worded as em_read_regular_file's (exit 2). For
+ * readers that do not read the whole file into memory, such as the mapped model files. */
+em_status em_open_regular_file(const char *path, const char *what, int *fd, struct stat *st);
+
 /* Reads path into a NUL-terminated heap buffer (*len, when not NULL, excludes the NUL). Errors
  * are exit 2: "cannot read 'PATH': REASON", "cannot read 'PATH': it is a FIFO, not a regular
  * file (WHAT must be one)", "cannot read 'PATH': it is N bytes, more than the limit of LIMIT bytes
