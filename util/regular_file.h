@@ -22,6 +22,11 @@ const char *em_file_kind(mode_t mode);
  * are exit 2, worded as em_read_regular_file's. */
 em_status em_check_regular_file(const char *path, const char *what);
 
+/* Checks that a file whose contents decide where data goes (a push spool file, a run's resolved
+ * recipe) can be trusted: a regular file, not a symbolic link, owned by the effective user and
+ * writable by nobody else. Errors are exit 2 and say which condition failed. */
+em_status em_check_private_file(const char *path, const char *what);
+
 /* Reads path into a NUL-terminated heap buffer (*len, when not NULL, excludes the NUL). Errors
  * are exit 2: "cannot read 'PATH': REASON", "cannot read 'PATH': it is a FIFO, not a regular
  * file (WHAT must be one)", "cannot read 'PATH': it is N bytes, more than the limit of LIMIT bytes
