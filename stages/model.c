@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include "runner/stage.h"
+#include "util/regular_file.h"
 #include "util/log.h"
 #include "stages/model/loaded_model.h"
 #include "stages/tokenizer/tokenizer.h"
@@ -31,13 +32,19 @@ static char *resolve(const char *path, const em_run_context *ctx) {
     return joined;
 }
 
-/* The option's file must exist (checked at init so a typo fails before anything runs). */
+/* The option's file must exist (checked at init so a typo fails before anything runs), and be a
+ * regular file or a checkpoint directory: a FIFO or a device would block or never end. */
 static em_status check_exists(const em_stage *self, const char *option, const char *path) {
     struct stat st;
-    if (stat(path, &st) == 0) return NULL;
     const em_node *node = em_node_get(self->options, option);
-    return em_error_at(EM_EXIT_BAD_INPUT, node->mark, "stage '%s': %s %s: %s", self->name, option,
-                       path, strerror(errno));
+    if (stat(path, &st) != 0)
+        return em_error_at(EM_EXIT_BAD_INPUT, node->mark, "stage '%s': %s %s: %s", self->name,
+                           option, path, strerror(errno));
+    if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
+        return em_error_at(EM_EXIT_BAD_INPUT, node->mark,
+                           "stage '%s': %s %s: it is %s, not a regular file or a directory",
+                           self->name, option, path, em_file_kind(st.st_mode));
+    return NULL;
 }
 
 static em_status model_init(em_stage *self, const em_run_context *ctx) {

@@ -32,7 +32,7 @@ def run_recipe(text, *extra, name="r.yaml"):
     return run([evalmesh(), "run", path] + list(extra), timeout=HANG_GUARD)
 
 
-def pipeline(dataset=TEXT, report="[json]"):
+def pipeline(dataset=TEXT, report="[json]", model=MODEL):
     return """name: hostile
 stages:
   model: {kind: model, path: %s}
@@ -40,14 +40,14 @@ stages:
   ppl: {kind: forward, model: model, data: text}
   metrics: {kind: aggregate, inputs: [ppl]}
   report: {kind: report, metrics: metrics, outputs: %s}
-""" % (MODEL, dataset, report)
+""" % (model, dataset, report)
 
 
 def validate(path):
     return run([evalmesh(), "validate", path], timeout=HANG_GUARD)
 
 
-# 1. FIFO and /dev/zero as the dataset: exit 2 at init, naming the path, before anything runs.
+# 1. FIFO and /dev/zero as the dataset (and a FIFO as the model): exit 2 at init, naming the path, before anything runs.
 fifo = os.path.join(work, "data.fifo")
 os.mkfifo(fifo)
 rc, out, err = run_recipe(pipeline(dataset=fifo), "--run-dir", os.path.join(work, "fifo-run"))
@@ -56,6 +56,10 @@ check(rc == 2 and "cannot read '%s': it is a FIFO, not a regular file (a dataset
 rc, out, err = run_recipe(pipeline(dataset="/dev/zero"), "--run-dir", os.path.join(work, "zero"))
 check(rc == 2 and "cannot read '/dev/zero': it is a character device, not a regular file" in err,
       "/dev/zero dataset: %d %s" % (rc, err))
+# ... and as the model.
+rc, out, err = run_recipe(pipeline(model=fifo), "--run-dir", os.path.join(work, "fifo-model"))
+check(rc == 2 and "stage 'model': path %s: it is a FIFO, not a regular file or a directory" % fifo
+      in err, "FIFO model: %d %s" % (rc, err))
 
 # 2. FIFO and /dev/zero as includes, and as the recipe itself.
 for target, kind in ((fifo, "a FIFO"), ("/dev/zero", "a character device")):
