@@ -56,6 +56,15 @@ check(rc == 2 and "cannot read '%s': it is a FIFO, not a regular file (a dataset
 rc, out, err = run_recipe(pipeline(dataset="/dev/zero"), "--run-dir", os.path.join(work, "zero"))
 check(rc == 2 and "cannot read '/dev/zero': it is a character device, not a regular file" in err,
       "/dev/zero dataset: %d %s" % (rc, err))
+# A dataset over the 1 GiB limit for text read whole (a sparse file: nothing is read).
+sparse = os.path.join(work, "huge.txt")
+with open(sparse, "wb") as f:
+    f.truncate((1 << 30) + 1)
+rc, out, err = run_recipe(pipeline(dataset=sparse), "--run-dir", os.path.join(work, "huge"))
+check(rc == 2 and "cannot read '%s': it is 1073741825 bytes, more than the limit of 1073741824 "
+      "bytes for a dataset" % sparse in err, "huge dataset: %d %s" % (rc, err))
+os.unlink(sparse)
+
 # ... and as the model.
 rc, out, err = run_recipe(pipeline(model=fifo), "--run-dir", os.path.join(work, "fifo-model"))
 check(rc == 2 and "stage 'model': path %s: it is a FIFO, not a regular file or a directory" % fifo
