@@ -24,8 +24,10 @@
 #include "build_info.h"
 #include "runner/recipe/schema.h"
 #include "runner/stage.h"
+#include "stages/report.h"
 #include "util/atomic_file.h"
 #include "util/log.h"
+#include "util/redact.h"
 #include "util/sha256.h"
 #include "stages/metrics/metrics.h"
 #include "stages/report/history.h"
@@ -241,14 +243,15 @@ static const char *base_name(const char *path, char *buf, size_t size) {
     return buf;
 }
 
-/* The Pushgateway URL of this run's group: job, then model, dataset, recipe, commit and the
- * recipe's extra labels (which may replace those four). */
-static char *group_url(const output *o, const em_metrics *m, const em_run_context *ctx) {
-    char model[256], dataset[256];
+/* The Pushgateway grouping of this run: model, dataset, recipe, commit and the recipe's extra
+ * labels (which may replace those four); the job comes first in the URL. model and dataset are
+ * buffers of 256 bytes the labels point into. */
+static em_prom_label *group_labels(const output *o, const em_metrics *m, const em_run_context *ctx,
+                                   char *model, char *dataset, size_t *count) {
     size_t extra = o->labels && o->labels->kind == EM_NODE_MAP ? o->labels->count : 0;
     em_prom_label *labels = em_xcalloc(4 + extra, sizeof *labels);
-    labels[0] = (em_prom_label){"model", base_name(m->model_path, model, sizeof model)};
-    labels[1] = (em_prom_label){"dataset", base_name(m->dataset_path, dataset, sizeof dataset)};
+    labels[0] = (em_prom_label){"model", base_name(m->model_path, model, 256)};
+    labels[1] = (em_prom_label){"dataset", base_name(m->dataset_path, dataset, 256)};
     labels[2] = (em_prom_label){"recipe", ctx->recipe_name};
     labels[3] = (em_prom_label){"commit", EVALMESH_GIT_COMMIT};
     size_t n = 4;
@@ -260,28 +263,38 @@ static char *group_url(const output *o, const em_metrics *m, const em_run_contex
         labels[j] = (em_prom_label){e->key, value};
         if (j == n) n++;
     }
-    char *url = em_prometheus_group_url(o->req.url, o->job, labels, n);
-    free(labels);
-    return url;
+    /* A label without a value (no model path, no recipe name) is left out. */
+    size_t kept = 0;
+    for (size_t i = 0; i < n; i++)
+        if (labels[i].value) labels[kept++] = labels[i];
+    *count = kept;
+    return labels;
 }
 
-/* Sends one push; on failure spools it and returns the error. */
+/* Sends one push; on failure spools it (without URL or credential: see spool.h) and returns the
+ * error. */
 static em_status push(const em_stage *self, size_t index, output *o, const em_metrics *m,
                       const cJSON *results, const em_run_context *ctx) {
     em_push_request req = o->req;
+    em_spool_entry entry = {.stage = self->name, .output = (int)index, .target = req.target};
+    char model[256], dataset[256];
+    em_prom_label *labels = NULL;
     char *body;
     if (o->type == PUSHGATEWAY) {
-        req.url = group_url(o, m, ctx);
+        labels = group_labels(o, m, ctx, model, dataset, &entry.label_count);
+        req.url = em_prometheus_group_url(o->req.url, o->job, labels, entry.label_count);
+        entry.job = o->job;
+        entry.labels = labels;
         body = em_prometheus_text(m);
     } else {
         req.url = em_xstrdup(o->req.url);
         body = em_results_print(results, true);
     }
+    entry.body = body;
     em_status err = em_push_send(&req, body, strlen(body));
     if (err && ctx->run_dir) {
-        char *name = em_xasprintf("%s-%zu-%s", self->name, index, type_names[o->type]);
         char *spooled = NULL;
-        em_status serr = em_spool_write(ctx->run_dir, name, &req, body, &spooled);
+        em_status serr = em_spool_write(ctx->run_dir, &entry, &spooled);
         if (serr) {
             em_log_error("stage '%s': could not spool the failed push: %s", self->name,
                          serr->message);
@@ -294,10 +307,42 @@ static em_status push(const em_stage *self, size_t index, output *o, const em_me
             err = spooled_err;
         }
         free(spooled);
-        free(name);
     }
+    free(labels);
     free(req.url);
     free(body);
+    return err;
+}
+
+em_status em_report_push_request(const em_node *recipe, const char *stage, int index,
+                                 const char *target, em_push_request *out) {
+    memset(out, 0, sizeof *out);
+    const em_node *stages = em_node_get(recipe, "stages");
+    const em_node *st = stages ? em_node_get(stages, stage) : NULL;
+    const em_node *outs = st ? em_node_get(st, "outputs") : NULL;
+    if (!st || strcmp(em_node_get_string(st, "kind", ""), "report") != 0)
+        return em_error_new(EM_EXIT_BAD_INPUT, "the run's recipe has no report stage '%s'", stage);
+    if (!outs || outs->kind != EM_NODE_SEQ || index < 0 || (size_t)index >= outs->count)
+        return em_error_new(EM_EXIT_BAD_INPUT, "report stage '%s' has no output %d", stage, index);
+    const em_node *item = outs->items[index];
+    const char *type = em_node_get_string(item, "type", "");
+    if (strcmp(type, target) != 0)
+        return em_error_new(EM_EXIT_BAD_INPUT, "output %d of report stage '%s' is '%s', not '%s'",
+                            index, stage, type, target);
+    const char *url = em_node_get_string(item, "url", "");
+    if (em_has_url_secret(url) || strstr(url, EM_REDACTED))
+        return em_error_new(EM_EXIT_BAD_INPUT,
+                            "output %d of report stage '%s': its URL held a secret, which was "
+                            "redacted from recipe.resolved.yaml, so it cannot be sent again (give "
+                            "credentials through `auth`, never in the URL)",
+                            index, stage);
+    em_stage self = {.name = stage};
+    output o = {.type = strcmp(target, "pushgateway") == 0 ? PUSHGATEWAY : WEBHOOK};
+    em_run_context ctx = {.recipe_name = em_node_get_string(recipe, "name", NULL)};
+    em_status err = parse_push(&self, item, &o, &ctx);
+    *out = o.req;
+    free(o.job);
+    if (err) em_push_request_free_fields(out);
     return err;
 }
 

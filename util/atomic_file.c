@@ -55,18 +55,13 @@ em_status em_atomic_write(const char *path, const char *data, size_t len, mode_t
 }
 
 em_status em_atomic_append_line(const char *path, const char *line) {
-    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    int fd = open(path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (fd < 0)
         return em_error_new(EM_EXIT_RUNTIME, "cannot append to '%s': %s", path, strerror(errno));
     struct stat before;
     char last = '\n';
     int rc = fstat(fd, &before);
-    if (rc == 0 && before.st_size > 0) {
-        /* The descriptor is write-only: read the last byte through a second one. */
-        int rd = open(path, O_RDONLY | O_CLOEXEC);
-        if (rd < 0 || pread(rd, &last, 1, before.st_size - 1) != 1) last = '\n';
-        if (rd >= 0) close(rd);
-    }
+    if (rc == 0 && before.st_size > 0 && pread(fd, &last, 1, before.st_size - 1) != 1) last = '\n';
     size_t n = strlen(line), start = last == '\n' ? 1 : 0;
     char *buf = em_xmalloc(n + 2);
     buf[0] = '\n';

@@ -48,6 +48,24 @@ em_status em_open_regular_file(const char *path, const char *what, int *fd, stru
     return err;
 }
 
+em_status em_check_private_file(const char *path, const char *what) {
+    struct stat st;
+    if (lstat(path, &st) != 0)
+        return em_error_new(EM_EXIT_BAD_INPUT, "cannot read '%s': %s", path, strerror(errno));
+    if (!S_ISREG(st.st_mode)) return not_regular(path, st.st_mode, what);
+    if (st.st_uid != geteuid())
+        return em_error_new(EM_EXIT_BAD_INPUT,
+                            "refusing '%s': it belongs to uid %ld, not to this user (uid %ld); %s "
+                            "must be the user's own",
+                            path, (long)st.st_uid, (long)geteuid(), what);
+    if (st.st_mode & (S_IWGRP | S_IWOTH))
+        return em_error_new(EM_EXIT_BAD_INPUT,
+                            "refusing '%s': others may write it (mode %04o); %s must be writable "
+                            "by its owner only",
+                            path, (unsigned)(st.st_mode & 07777), what);
+    return NULL;
+}
+
 em_status em_read_regular_file(const char *path, size_t limit, const char *what, char **out,
                                size_t *len) {
     *out = NULL;

@@ -27,6 +27,11 @@ em_status em_check_regular_file(const char *path, const char *what);
  * readers that do not read the whole file into memory, such as the mapped model files. */
 em_status em_open_regular_file(const char *path, const char *what, int *fd, struct stat *st);
 
+/* Checks that a file whose contents decide where data goes (a push spool file, a run's resolved
+ * recipe) can be trusted: a regular file, not a symbolic link, owned by the effective user and
+ * writable by nobody else. Errors are exit 2 and say which condition failed. */
+em_status em_check_private_file(const char *path, const char *what);
+
 /* Reads path into a NUL-terminated heap buffer (*len, when not NULL, excludes the NUL). Errors
  * are exit 2: "cannot read 'PATH': REASON", "cannot read 'PATH': it is a FIFO, not a regular
  * file (WHAT must be one)", "cannot read 'PATH': it is N bytes, more than the limit of LIMIT bytes

@@ -4,7 +4,8 @@
  *   m: {kind: fixed_metrics, values: {f.token_ppl: [12.5, 0.25], f.bpb: 0.5},
  *       timing: [f.tokens_per_second], ranks: [[tokens, windows, seconds], ...],
  *       window_nll: [...], model: path, dataset: path}
- * usage: report_driver RECIPE RUN_DIR. The log goes to stderr and RUN_DIR/evalmesh.log; the exit
+ * usage: report_driver RECIPE RUN_DIR. RUN_DIR gets recipe.resolved.yaml (as `evalmesh run` writes
+ * it); the log goes to stderr and RUN_DIR/evalmesh.log; the exit
  * status is the one `evalmesh run` documents (the first error's). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +16,7 @@
 #include "runner/executor.h"
 #include "runner/recipe/recipe.h"
 #include "runner/recipe/schema.h"
+#include "runner/run_dir.h"
 #include "util/log.h"
 #include "stages/metrics/metrics.h"
 
@@ -130,10 +132,16 @@ int main(int argc, char **argv) {
         em_node_free(root);
         return fail(err);
     }
-    mkdir(argv[2], 0755);
-    char log_path[4096];
-    snprintf(log_path, sizeof log_path, "%s/evalmesh.log", argv[2]);
-    FILE *log = fopen(log_path, "a");
+    mkdir(argv[2], 0750);
+    FILE *log = NULL;
+    err = em_run_dir_write_recipe(argv[2], root); /* what `evalmesh push` reads back, as in a run */
+    if (!err) err = em_run_dir_open_log(argv[2], 0, &log);
+    if (err) {
+        em_executor_finish(dag);
+        em_dag_free(dag);
+        em_node_free(root);
+        return fail(err);
+    }
     em_log_set_file(log);
     ctx.run_dir = argv[2];
     err = em_executor_run(dag, &ctx, 1, NULL);

@@ -13,6 +13,7 @@
 #include "stages/report/results.h"
 #include "stages/report/table.h"
 #include "util/atomic_file.h"
+#include "util/redact.h"
 #include "util/regular_file.h"
 #include "test.h"
 
@@ -270,6 +271,26 @@ static void test_atomic_files(const char *dir) {
     free(path);
 }
 
+/* URL secrets: user-info passwords and query values whose names say secret, in any text. */
+static void test_redact(void) {
+    static const char *const cases[][2] = {
+        {"push to https://u:pw@h.example/x?a=1 failed",
+         "push to https://u:REDACTED@h.example/x?a=1 failed"},
+        {"url: 'http://h/p?x=1&access_token=abc&X-Amz-Signature=f00#frag'",
+         "url: 'http://h/p?x=1&access_token=REDACTED&X-Amz-Signature=REDACTED#frag'"},
+        {"http://h/?apiKey=k;sig=s&page=2", "http://h/?apiKey=REDACTED;sig=REDACTED&page=2"},
+        {"no url here: token=abc", "no url here: token=abc"},
+        {"http://127.0.0.1:9091/metrics/job/n", "http://127.0.0.1:9091/metrics/job/n"},
+        {"http://h/?token=", "http://h/?token="},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char *got = em_redact_urls(cases[i][0]);
+        CHECK_STR_EQ(got, cases[i][1]);
+        CHECK(em_has_url_secret(cases[i][0]) == (strcmp(cases[i][0], cases[i][1]) != 0));
+        free(got);
+    }
+}
+
 static int count(const char *s, const char *what) {
     int n = 0;
     for (const char *p = s; (p = strstr(p, what)); p++) n++;
@@ -321,6 +342,7 @@ int main(void) {
     test_prometheus();
     test_base64();
     test_atomic_files(dir);
+    test_redact();
     test_history(dir);
     test_table_and_html(dir);
     char *cmd = em_xasprintf("rm -rf '%s'", dir);
