@@ -15,10 +15,8 @@ __attribute__((target_clones("avx2", "default"))) void em_q4_0_row(const void *s
     for (int64_t b = 0; b < n / QK; b++) {
         const uint8_t *block = (const uint8_t *)src + b * 18, *qs = block + 2;
         float d = em_half_at(block), *y = dst + b * QK;
-        for (int j = 0; j < QK / 2; j++) {
-            y[j] = (float)((qs[j] & 0x0f) - 8) * d;
-            y[j + QK / 2] = (float)((qs[j] >> 4) - 8) * d;
-        }
+        for (int j = 0; j < QK / 2; j++) y[j] = (float)((qs[j] & 0x0f) - 8) * d;
+        for (int j = 0; j < QK / 2; j++) y[j + QK / 2] = (float)((qs[j] >> 4) - 8) * d;
     }
 }
 
@@ -28,10 +26,8 @@ __attribute__((target_clones("avx2", "default"))) void em_q4_1_row(const void *s
     for (int64_t b = 0; b < n / QK; b++) {
         const uint8_t *block = (const uint8_t *)src + b * 20, *qs = block + 4;
         float d = em_half_at(block), m = em_half_at(block + 2), *y = dst + b * QK;
-        for (int j = 0; j < QK / 2; j++) {
-            y[j] = (float)(qs[j] & 0x0f) * d + m;
-            y[j + QK / 2] = (float)(qs[j] >> 4) * d + m;
-        }
+        for (int j = 0; j < QK / 2; j++) y[j] = (float)(qs[j] & 0x0f) * d + m;
+        for (int j = 0; j < QK / 2; j++) y[j + QK / 2] = (float)(qs[j] >> 4) * d + m;
     }
 }
 

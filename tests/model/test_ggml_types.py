@@ -41,8 +41,8 @@ def table(driver):
     rows = {}
     for line in out.split("\n"):
         if line:
-            name, tid, block, size, computable = line.split()
-            rows[name] = (int(tid), int(block), int(size), computable == "1")
+            name, tid, block, size, computable, avx2 = line.split()
+            rows[name] = (int(tid), int(block), int(size), computable == "1", avx2 == "1")
     return rows
 
 
@@ -64,10 +64,10 @@ def random_blocks(name, n_blocks, block_bytes, rng):
     return raw
 
 
-def check_type(driver, name, block, size, rng):
+def check_type(driver, name, path, block, size, rng):
     n_blocks = 4096 if block == 1 else (2048 if block == 32 else 512)
     raw = random_blocks(name, n_blocks, size, rng)
-    p = subprocess.run([driver, name], input=raw.tobytes(), capture_output=True)
+    p = subprocess.run([driver, name, path], input=raw.tobytes(), capture_output=True)
     if not check(p.returncode == 0, "%s: driver exit %d: %s" % (name, p.returncode, p.stderr)):
         return
     ours = np.frombuffer(p.stdout, dtype=np.float32)
@@ -79,12 +79,12 @@ def check_type(driver, name, block, size, rng):
     a, b = ours.view(np.uint32), theirs.view(np.uint32)
     nan_both = np.isnan(ours) & np.isnan(theirs)
     bad = np.nonzero((a != b) & ~nan_both)[0]
-    print("%-8s %7d values, %d NaN, %d differ in bits" %
-          (name, ours.size, int(nan_both.sum()), len(bad)))
+    print("%-8s %-4s %7d values, %d NaN, %d differ in bits" %
+          (name, path, ours.size, int(nan_both.sum()), len(bad)))
     if len(bad):
         i = bad[0]
-        check(False, "%s: value %d (block %d) is %r (0x%08x), gguf %r (0x%08x); block bytes %s" %
-              (name, i, i // block, ours[i], a[i], theirs[i], b[i],
+        check(False, "%s (%s): value %d (block %d) is %r (0x%08x), gguf %r (0x%08x); block bytes %s" %
+              (name, path, i, i // block, ours[i], a[i], theirs[i], b[i],
                raw[i // block].tobytes().hex()))
 
 
@@ -103,9 +103,12 @@ def main():
     rng = np.random.default_rng(12)
     computable = [name for name, row in rows.items() if row[3]]
     print("computable types:", " ".join(computable))
+    print("with AVX2 row functions on this CPU:",
+          " ".join(name for name, row in rows.items() if row[4]) or "none")
     for name in computable:
-        tid, block, size, _ = rows[name]
-        check_type(driver, name, block, size, rng)
+        tid, block, size, _, avx2 = rows[name]
+        for path in ["c", "avx2"] if avx2 else ["c"]:
+            check_type(driver, name, path, block, size, rng)
     sys.exit(finish())
 
 
