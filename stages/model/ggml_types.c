@@ -43,7 +43,7 @@ static const em_ggml_type_info types[] = {
     [34] = {"TQ1_0", 34, 256, 54, em_tq1_0_row},
     [35] = {"TQ2_0", 35, 256, 66, em_tq2_0_row},
     [39] = {"MXFP4", 39, 32, 17, em_mxfp4_row},
-    [40] = {"NVFP4", 40, 64, 36, NULL},
+    [40] = {"NVFP4", 40, 64, 36, em_nvfp4_row},
     [41] = {"Q1_0", 41, 128, 18, NULL},
 };
 

@@ -5,7 +5,7 @@ for bit, except that a NaN may be any NaN: IEEE leaves the sign and payload of a
 open, compilers turn x * -1.f into a negation (which flips a NaN's sign), F16C quiets signaling
 NaNs and NumPy does not, so ggml builds differ there too. The blocks are random bytes with the scale fields also set to edge values (zero, -0,
 the smallest and largest subnormals, the smallest normal, the largest finite, infinities, NaN;
-E8M0 exponents 0, 1, 2, 254, 255 for MXFP4).
+E8M0 exponents 0, 1, 2, 254, 255 for MXFP4, UE4M3 0, 0x7F, subnormals and 0xFF for NVFP4).
 Usage: test_ggml_types.py DEQUANTIZE_DRIVER (needs gguf: see gguf_python.py)."""
 import os
 import subprocess
@@ -54,6 +54,9 @@ def random_blocks(name, n_blocks, block_bytes, rng):
         raw[k, off:off + 2] = edges[(k + i) % len(F16_EDGES)]
     if name == "MXFP4":
         raw[:len(E8M0_EDGES), 0] = E8M0_EDGES
+    if name == "NVFP4":  # four UE4M3 scales: zero, E4M3's NaN 0x7F, subnormals, the largest
+        raw[:4, :4] = [[0, 0x7F, 0xFF, 0x80], [1, 7, 8, 0x7E], [0x3F, 0x40, 0x77, 0x78],
+                       [0x81, 0xF9, 0xFE, 0x08]]
     if name == "IQ1_M":  # the f16 d is the top nibbles of the four u16 scale words (bytes 48..55)
         for k, h in enumerate(F16_EDGES):
             for w in range(4):
