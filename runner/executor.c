@@ -4,8 +4,8 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "util/clock.h"
 #include "util/log.h"
 
 enum { PENDING, RUNNING, DONE, FAILED, SKIPPED };
@@ -24,12 +24,6 @@ typedef struct schedule {
     size_t finished; /* DONE, FAILED or SKIPPED */
     int stop;        /* a stage failed (not a gate): start nothing more */
 } schedule;
-
-static double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static void free_artifact(em_stage *stage) {
     if (stage->output.free && stage->output.data) stage->output.free(stage->output.data);
@@ -142,9 +136,9 @@ static void *worker(void *arg) {
         em_log_debug("stage '%s' (%s) started", stage->name, stage->kind->name);
         pthread_mutex_unlock(&s->lock);
 
-        double start = now_seconds();
+        double start = em_clock_seconds();
         em_status err = stage->kind->run ? stage->kind->run(stage, s->ctx) : NULL;
-        double seconds = now_seconds() - start;
+        double seconds = em_clock_seconds() - start;
 
         pthread_mutex_lock(&s->lock);
         size_t release_count = 0;

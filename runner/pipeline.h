@@ -31,4 +31,8 @@ em_status em_pipeline_from_tree(em_node *recipe, const char *path, const char *c
                                 size_t override_count, em_pipeline **out);
 void em_pipeline_free(em_pipeline *pipeline);
 
+/* The recipe schema's default of init_timeout_s: the start-up limit when no recipe could be
+ * prepared (every rank still starts up to learn that). */
+double em_pipeline_default_init_timeout(void);
+
 #endif

@@ -2,6 +2,7 @@
  * small JSON document with em_atomic_write (temporary file, checked writes, rename), so a reader
  * never sees a half-written file, and a full disk leaves the previous state in place. */
 #include "runner/rank_state.h"
+#include "util/clock.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -32,12 +33,6 @@ struct em_rank_state {
 
 static em_rank_state *current_state;
 
-static double monotonic_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* Writes the JSON document; called with st->lock held. A failure is warned about once: the state
  * file is a diagnostic aid and must never stop an evaluation. */
 static void write_state(em_rank_state *st) {
@@ -50,14 +45,14 @@ static void write_state(em_rank_state *st) {
         "\"stage_seconds\": %.3f, \"heartbeat\": %.3f}\n",
         st->rank, st->world_size, (long)getpid(), st->host, st->stage, st->status,
         (long long)st->done, (long long)st->total, (long long)st->tokens,
-        monotonic_seconds() - st->started, heartbeat);
+        em_clock_seconds() - st->started, heartbeat);
     em_status err = em_atomic_write(st->path, text, strlen(text), 0644);
     free(text);
     if (err && !st->warned)
         em_log_warn("rank state: %s (later failures are not reported)", err->message);
     st->warned |= err != NULL;
     em_error_free(err);
-    st->last_written = monotonic_seconds();
+    st->last_written = em_clock_seconds();
 }
 
 /* Copies a stage name, dropping characters that would need escaping in JSON. */
@@ -90,7 +85,7 @@ em_status em_rank_state_open(const char *run_dir, int rank, int world_size, em_r
     st->world_size = world_size;
     snprintf(st->stage, sizeof st->stage, "%s", "(start)");
     snprintf(st->status, sizeof st->status, "%s", "running");
-    st->started = monotonic_seconds();
+    st->started = em_clock_seconds();
     pthread_mutex_init(&st->lock, NULL);
     write_state(st);
     *out = st;
@@ -101,7 +96,7 @@ void em_rank_state_stage(em_rank_state *st, const char *stage, const char *statu
     if (!st) return;
     pthread_mutex_lock(&st->lock);
     if (strcmp(st->stage, stage) != 0) {
-        st->started = monotonic_seconds();
+        st->started = em_clock_seconds();
         st->done = st->total = st->tokens = 0;
     }
     copy_plain(st->stage, sizeof st->stage, stage);
@@ -116,7 +111,7 @@ void em_rank_state_progress(em_rank_state *st, int64_t done, int64_t total, int6
     st->done = done;
     st->total = total;
     st->tokens = tokens;
-    if (done == total || monotonic_seconds() - st->last_written >= 0.5) write_state(st);
+    if (done == total || em_clock_seconds() - st->last_written >= 0.5) write_state(st);
     pthread_mutex_unlock(&st->lock);
 }
 

@@ -17,6 +17,7 @@
 #include "util/error.h"
 
 struct em_comm;
+struct em_mesh;
 
 /* Artifact types, one bit each so an input can accept several. */
 typedef enum em_artifact_type {
@@ -71,6 +72,9 @@ typedef struct em_run_context {
     const em_node *recipe;   /* the whole resolved recipe (after includes, overrides, defaults) */
     long long seed;          /* the recipe's `seed:` */
     double collective_timeout_s; /* limit for every collective */
+    /* The default mesh (dp = world size, tp = cp = 1, the world's backend) for stages whose
+     * recipe names no mesh stage; NULL in validate. Stages reach it through em_stage_mesh. */
+    struct em_mesh *mesh;
 } em_run_context;
 
 typedef struct em_stage em_stage;
@@ -113,6 +117,18 @@ const em_artifact *em_stage_input_artifact(const em_stage *self, const char *opt
 size_t em_stage_input_count(const em_stage *self, const char *option);
 /* The producing stage of an input (for its name, e.g. to key metrics). */
 const em_stage *em_stage_input_producer(const em_stage *self, const char *option, size_t index);
+
+/* The input file a stage's option names, resolved by the recipe path rule (util/paths.h) into
+ * *path (the caller frees it), when it exists and can be read: a regular file, or also a
+ * directory when dir_ok. Otherwise an error (exit status 2) at the option's file:line:col,
+ * "stage 'NAME': OPTION PATH: REASON". Kinds call it from init, so a missing input fails
+ * `evalmesh validate` and stops a run before its run directory exists. */
+em_status em_stage_input_file(const em_stage *self, const char *option, bool dir_ok, char **path);
+/* The mesh a stage works on: the artifact of its `mesh` option's stage, else the run's default
+ * world mesh (ctx->mesh). Stages call collectives only through this mesh's groups. */
+struct em_mesh *em_stage_mesh(const em_stage *self, const em_run_context *ctx);
+/* The name of that mesh for messages: the mesh stage's name, or "the default world mesh". */
+const char *em_stage_mesh_name(const em_stage *self);
 
 /* The registry generated from the files stages/<kind>.c: NULL-terminated, sorted by name. */
 extern const em_stage_kind *const em_stage_kinds[];

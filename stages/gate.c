@@ -54,7 +54,7 @@ static em_status read_baseline(gate_state *st, const em_stage *self, bool relati
     if (!file && !hist) return NULL;
     char where[256];
     em_mark_format((file ? file : hist)->mark, where, sizeof where);
-    char *path = em_textfile_from_recipe(ctx->recipe_path, (file ? file : hist)->text);
+    char *path = em_node_path(file ? file : hist);
     if (file) {
         em_status err = em_results_load(path, &st->baseline);
         if (err) {
@@ -86,7 +86,7 @@ static em_status read_baseline(gate_state *st, const em_stage *self, bool relati
 static em_status gate_init(em_stage *self, const em_run_context *ctx) {
     gate_state *st = em_xcalloc(1, sizeof *st);
     self->state = st;
-    st->tolerance_sigma = em_node_get_double(self->options, "tolerance_sigma", 0);
+    st->tolerance_sigma = em_node_option_double(self->options, "tolerance_sigma");
     bool relative = false;
     for (int r = 0; r < 4; r++) {
         const em_node *map = em_node_get(self->options, rule_options[r]);
@@ -163,7 +163,7 @@ static em_status gate_run(em_stage *self, const em_run_context *ctx) {
     free(table);
     free(done);
     if (!first_fail) {
-        em_log_info("gate '%s': %zu checks passed", self->name, n);
+        if (em_log_rank() == 0) em_log_info("gate '%s': %zu checks passed", self->name, n);
         return NULL;
     }
     return em_error_prefix(first_fail, "gate '%s': %zu of %zu checks failed; first", self->name,

@@ -3,15 +3,11 @@
  * mmapped, so ranks on one node share the page cache. Options: path (relative to the recipe
  * file's directory), format (auto|gguf|safetensors), tokenizer (a replacement tokenizer file),
  * header_sha256 (the expected header checksum). */
-#include <errno.h>
-#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "runner/stage.h"
-#include "util/regular_file.h"
 #include "util/log.h"
 #include "stages/model/loaded_model.h"
 #include "stages/tokenizer/tokenizer.h"
@@ -23,40 +19,15 @@ typedef struct model_state {
     const char *header_sha256;
 } model_state;
 
-/* path as given when absolute, else joined to the recipe file's directory. */
-static char *resolve(const char *path, const em_run_context *ctx) {
-    if (path[0] == '/' || !ctx->recipe_path) return em_xstrdup(path);
-    char *copy = em_xstrdup(ctx->recipe_path);
-    char *joined = em_xasprintf("%s/%s", dirname(copy), path);
-    free(copy);
-    return joined;
-}
-
-/* The option's file must exist (checked at init so a typo fails before anything runs), and be a
- * regular file or a checkpoint directory: a FIFO or a device would block or never end. */
-static em_status check_exists(const em_stage *self, const char *option, const char *path) {
-    struct stat st;
-    const em_node *node = em_node_get(self->options, option);
-    if (stat(path, &st) != 0)
-        return em_error_at(EM_EXIT_BAD_INPUT, node->mark, "stage '%s': %s %s: %s", self->name,
-                           option, path, strerror(errno));
-    if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
-        return em_error_at(EM_EXIT_BAD_INPUT, node->mark,
-                           "stage '%s': %s %s: it is %s, not a regular file or a directory",
-                           self->name, option, path, em_file_kind(st.st_mode));
-    return NULL;
-}
-
 static em_status model_init(em_stage *self, const em_run_context *ctx) {
     model_state *st = em_xcalloc(1, sizeof *st);
     self->state = st;
-    st->path = resolve(em_node_get_string(self->options, "path", ""), ctx);
-    st->format = em_node_get_string(self->options, "format", "auto");
+    st->format = em_node_option_string(self->options, "format");
     st->header_sha256 = em_node_get_string(self->options, "header_sha256", NULL);
-    const char *tok = em_node_get_string(self->options, "tokenizer", NULL);
-    if (tok) st->tokenizer = resolve(tok, ctx);
-    em_status err = check_exists(self, "path", st->path);
-    if (!err && st->tokenizer) err = check_exists(self, "tokenizer", st->tokenizer);
+    /* a checkpoint may be a directory; a replacement tokenizer is one file */
+    em_status err = em_stage_input_file(self, "path", true, &st->path);
+    if (!err && em_node_get(self->options, "tokenizer"))
+        err = em_stage_input_file(self, "tokenizer", false, &st->tokenizer);
     return err;
 }
 

@@ -114,7 +114,8 @@ static em_status parse_push(const em_stage *self, const em_node *item, output *o
     r->content_type =
         em_xstrdup(o->type == PUSHGATEWAY ? "text/plain; version=0.0.4" : "application/json");
     r->verify_tls = em_node_get_bool(item, "verify_tls", true);
-    r->ca_path = opt_dup(item, "ca_path");
+    const em_node *ca = em_node_get(item, "ca_path");
+    r->ca_path = ca ? em_node_path(ca) : NULL;
     if (r->ca_path && access(r->ca_path, R_OK) != 0)
         return bad_option(self, em_node_get(item, "ca_path")->mark, "ca_path '%s': %s", r->ca_path,
                           strerror(errno));
@@ -124,10 +125,11 @@ static em_status parse_push(const em_stage *self, const em_node *item, output *o
     o->required = em_node_get_bool(item, "required", false);
     const em_node *auth = em_node_get(item, "auth");
     if (auth) {
-        const char *type = em_node_get_string(auth, "type", "bearer");
+        const char *type = em_node_option_string(auth, "type");
         r->auth = strcmp(type, "basic") == 0 ? EM_AUTH_BASIC : EM_AUTH_BEARER;
         r->auth_env = opt_dup(auth, "env");
-        r->auth_file = opt_dup(auth, "file");
+        const em_node *file = em_node_get(auth, "file");
+        r->auth_file = file ? em_node_path(file) : NULL;
         if (!r->auth_env == !r->auth_file)
             return bad_option(self, auth->mark,
                               "auth needs exactly one of `env` (a variable holding the %s "
@@ -176,14 +178,13 @@ static em_status parse_output(const em_stage *self, const em_node *item, output 
     case HTML:
         o->path = em_xstrdup(em_node_get_string(map, "path", "report.html"));
         if (em_node_get(map, "history"))
-            o->chart_history =
-                em_textfile_from_recipe(ctx->recipe_path, em_node_get_string(map, "history", ""));
+            o->chart_history = em_node_path(em_node_get(map, "history"));
         o->chart_metric = opt_dup(map, "metric");
         break;
     case HISTORY:
         if (!em_node_get_string(map, "path", NULL))
             return bad_option(self, item->mark, "history output needs `path`");
-        o->path = em_textfile_from_recipe(ctx->recipe_path, em_node_get_string(map, "path", ""));
+        o->path = em_node_path(em_node_get(map, "path"));
         break;
     case PUSHGATEWAY:
     case WEBHOOK:

@@ -17,11 +17,6 @@
 /* "a FIFO", "a character device", "a directory", ...: what a non-regular mode is, for messages. */
 const char *em_file_kind(mode_t mode);
 
-/* Checks, without opening it, that path names a regular file (symbolic links followed): for
- * stages that read the file later but must refuse a FIFO or a device before anything runs. Errors
- * are exit 2, worded as em_read_regular_file's. */
-em_status em_check_regular_file(const char *path, const char *what);
-
 /* Checks that a file whose contents decide where data goes (a push spool file, a run's resolved
  * recipe) can be trusted: a regular file, not a symbolic link, owned by the effective user and
  * writable by nobody else. Errors are exit 2 and say which condition failed. */

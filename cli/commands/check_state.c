@@ -7,6 +7,7 @@
 #include <cjson/cJSON.h>
 #include <dirent.h>
 #include <errno.h>
+#include <math.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -16,8 +17,11 @@
 #include <unistd.h>
 
 #include "cli/command.h"
+#include "cli/json_out.h"
+#include "cli/options.h"
 #include "runner/pipeline.h"
 #include "util/error.h"
+#include "util/log.h"
 #include "util/regular_file.h"
 
 typedef struct rank_entry {
@@ -111,28 +115,29 @@ static int load_stage_order(const char *run_dir, char stages[][128], int max) {
 }
 
 static int check_state_main(int argc, char **argv) {
-    const char *run_dir = NULL;
+    static const struct option options[] = {
+        {"json", no_argument, NULL, 'j'},
+        {"silent-after", required_argument, NULL, 's'},
+        {0},
+    };
     double silent_after = 60.0;
     bool json = false;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--json") == 0)
+    int c;
+    while ((c = em_cli_option("check-state", argc, argv, "", options)) != -1) {
+        if (c == 'j')
             json = true;
-        else if (strcmp(argv[i], "--silent-after") == 0 && i + 1 < argc)
-            silent_after = atof(argv[++i]);
-        else if (argv[i][0] == '-') {
-            fprintf(stderr, "check-state: unknown option '%s'\n", argv[i]);
+        else if (c == 's')
+            silent_after = atof(optarg);
+        else
             return EM_EXIT_BAD_INPUT;
-        } else if (!run_dir)
-            run_dir = argv[i];
-        else {
-            fprintf(stderr, "check-state: one run directory expected, got '%s' too\n", argv[i]);
-            return EM_EXIT_BAD_INPUT;
-        }
     }
-    if (!run_dir) {
-        fprintf(stderr, "check-state: no run directory (usage: evalmesh check-state RUN_DIR)\n");
+    if (optind >= argc) {
+        em_log_error("evalmesh check-state: no run directory (usage: evalmesh check-state "
+                     "RUN_DIR)");
         return EM_EXIT_BAD_INPUT;
     }
+    if (optind + 1 < argc) return em_cli_unexpected("check-state", argv[optind + 1]);
+    const char *run_dir = argv[optind];
     char state_dir[4096];
     snprintf(state_dir, sizeof state_dir, "%s/state", run_dir);
     DIR *dir = opendir(state_dir);
@@ -192,11 +197,15 @@ static int check_state_main(int argc, char **argv) {
     clock_gettime(CLOCK_REALTIME, &now_ts);
     double now = (double)now_ts.tv_sec + (double)now_ts.tv_nsec * 1e-9;
     int silent = 0, behind = 0, failed = 0, dead = 0;
-    if (json)
-        printf("{\"run_dir\": \"%s\", \"ranks\": [", run_dir);
-    else
+    cJSON *doc = NULL, *rank_list = NULL;
+    if (json) {
+        doc = cJSON_CreateObject();
+        cJSON_AddStringToObject(doc, "run_dir", run_dir);
+        rank_list = cJSON_AddArrayToObject(doc, "ranks");
+    } else {
         printf("%-6s %-20s %-8s %-16s %-10s %s\n", "rank", "stage", "status", "progress",
                "heartbeat", "note");
+    }
     for (int r = 0; r < world; r++) {
         rank_entry *e = &ranks[r];
         char note[160] = "";
@@ -225,28 +234,37 @@ static int check_state_main(int argc, char **argv) {
         }
         char progress[32] = "-";
         if (e->total > 0) snprintf(progress, sizeof progress, "%lld/%lld", e->done, e->total);
-        if (json)
-            printf("%s{\"rank\": %d, \"present\": %s, \"stage\": \"%s\", \"status\": \"%s\", "
-                   "\"done\": "
-                   "%lld, \"total\": %lld, \"tokens\": %lld, \"heartbeat_age_s\": %.1f, \"note\": "
-                   "\"%s\"}",
-                   r ? ", " : "", r, e->present ? "true" : "false", e->stage, e->status, e->done,
-                   e->total, e->tokens, age, note);
-        else {
+        if (json) {
+            cJSON *item = cJSON_CreateObject();
+            cJSON_AddNumberToObject(item, "rank", r);
+            cJSON_AddBoolToObject(item, "present", e->present);
+            cJSON_AddStringToObject(item, "stage", e->stage);
+            cJSON_AddStringToObject(item, "status", e->status);
+            cJSON_AddNumberToObject(item, "done", (double)e->done);
+            cJSON_AddNumberToObject(item, "total", (double)e->total);
+            cJSON_AddNumberToObject(item, "tokens", (double)e->tokens);
+            cJSON_AddNumberToObject(item, "heartbeat_age_s", round(age * 10) / 10);
+            cJSON_AddStringToObject(item, "note", note);
+            cJSON_AddItemToArray(rank_list, item);
+        } else {
             char age_text[32] = "-";
             if (e->present) snprintf(age_text, sizeof age_text, "%.0f s ago", age);
             printf("%-6d %-20s %-8s %-16s %-10s %s\n", r, e->present ? e->stage : "-",
                    e->present ? e->status : "-", progress, age_text, note);
         }
     }
-    if (json)
-        printf("], \"silent\": %d, \"behind\": %d, \"failed\": %d, \"dead\": %d}\n", silent, behind,
-               failed, dead);
-    else if (dead)
+    if (json) {
+        cJSON_AddNumberToObject(doc, "silent", silent);
+        cJSON_AddNumberToObject(doc, "behind", behind);
+        cJSON_AddNumberToObject(doc, "failed", failed);
+        cJSON_AddNumberToObject(doc, "dead", dead);
+        em_print_json(doc);
+    } else if (dead) {
         printf("%d ranks: %d silent, %d behind, %d failed, %d dead\n", world, silent, behind,
                failed, dead);
-    else
+    } else {
         printf("%d ranks: %d silent, %d behind, %d failed\n", world, silent, behind, failed);
+    }
     free(ranks);
     return silent || behind || failed || dead ? EM_EXIT_DISTRIBUTED : EM_EXIT_OK;
 }

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli/command.h"
+#include "cli/options.h"
 #include "runner/pipeline.h"
 #include "util/log.h"
 
@@ -111,31 +112,25 @@ static void print_dot(const em_pipeline *p) {
 }
 
 static int dag_main(int argc, char **argv) {
-    const char *recipe = NULL;
-    const char **overrides = em_xcalloc((size_t)argc, sizeof *overrides);
-    size_t override_count = 0;
-    int dot = 0;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--dot") == 0) {
-            dot = 1;
-        } else if (argv[i][0] == '-') {
-            em_log_error("evalmesh dag: unknown option '%s' (see evalmesh dag --help)", argv[i]);
-            free(overrides);
-            return EM_EXIT_BAD_INPUT;
-        } else if (!recipe) {
-            recipe = argv[i];
-        } else {
-            overrides[override_count++] = argv[i];
-        }
+    static const struct option options[] = {
+        {"dot", no_argument, NULL, 'd'},
+        {0},
+    };
+    int dot = 0, c;
+    while ((c = em_cli_option("dag", argc, argv, "", options)) != -1) {
+        if (c != 'd') return EM_EXIT_BAD_INPUT;
+        dot = 1;
     }
-    if (!recipe) {
+    if (optind >= argc) {
         em_log_error("evalmesh dag: missing RECIPE (see evalmesh dag --help)");
-        free(overrides);
         return EM_EXIT_BAD_INPUT;
     }
+    const char *recipe = argv[optind];
+    /* the operands after RECIPE are overrides */
+    const char *const *overrides = (const char *const *)argv + optind + 1;
+    size_t override_count = (size_t)(argc - optind - 1);
     em_pipeline *p;
     em_status err = em_pipeline_load(recipe, overrides, override_count, &p);
-    free(overrides);
     if (err) {
         int code = err->exit_code;
         em_log_error("%s", err->message);

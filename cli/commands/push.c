@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "cli/command.h"
+#include "cli/options.h"
 #include "runner/recipe/recipe.h"
 #include "util/error.h"
 #include "util/regular_file.h"
@@ -22,25 +23,29 @@ static em_status resolve(const char *stage, int output, const char *target, void
 }
 
 static int push_main(int argc, char **argv) {
-    if (argc != 2 || argv[1][0] == '-') {
+    static const struct option options[] = {{0}};
+    if (em_cli_option("push", argc, argv, "", options) != -1) return EM_EXIT_BAD_INPUT;
+    if (optind >= argc) {
         fprintf(stderr, "usage: evalmesh push RUN_DIR (see evalmesh push --help)\n");
         return EM_EXIT_BAD_INPUT;
     }
+    if (optind + 1 < argc) return em_cli_unexpected("push", argv[optind + 1]);
+    const char *run_dir = argv[optind];
     int sent = 0, failed = 0;
-    char *recipe_path = em_xasprintf("%s/recipe.resolved.yaml", argv[1]);
+    char *recipe_path = em_xasprintf("%s/recipe.resolved.yaml", run_dir);
     em_node *recipe = NULL;
     em_status err = NULL;
-    char *spool = em_xasprintf("%s/push-spool", argv[1]);
+    char *spool = em_xasprintf("%s/push-spool", run_dir);
     if (access(spool, F_OK) == 0) {
         err = em_check_private_file(recipe_path, "the run's recipe");
         if (!err) err = em_recipe_load(recipe_path, &recipe);
     }
-    if (!err) err = em_spool_resend(argv[1], resolve, recipe, &sent, &failed);
+    if (!err) err = em_spool_resend(run_dir, resolve, recipe, &sent, &failed);
     em_node_free(recipe);
     free(recipe_path);
     free(spool);
     if (sent + failed == 0 && !err) {
-        printf("nothing to send: %s/push-spool/ holds no spooled push\n", argv[1]);
+        printf("nothing to send: %s/push-spool/ holds no spooled push\n", run_dir);
         return EM_EXIT_OK;
     }
     printf("%d spooled push%s delivered, %d failed\n", sent, sent == 1 ? "" : "es", failed);

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli/command.h"
+#include "cli/options.h"
 #include "runner/stage.h"
 #include "util/log.h"
 
@@ -16,11 +17,9 @@ static const char usage[] =
     "Exit statuses: 0 ok, 2 bad arguments.\n";
 
 static int stages_main(int argc, char **argv) {
-    if (argc > 1) {
-        em_log_error("evalmesh stages: unexpected argument '%s' (see evalmesh stages --help)",
-                     argv[1]);
-        return EM_EXIT_BAD_INPUT;
-    }
+    static const struct option options[] = {{0}};
+    if (em_cli_option("stages", argc, argv, "", options) != -1) return EM_EXIT_BAD_INPUT;
+    if (optind < argc) return em_cli_unexpected("stages", argv[optind]);
     int width = 4;
     for (const em_stage_kind *const *k = em_stage_kinds; *k; k++)
         if ((int)strlen((*k)->name) > width) width = (int)strlen((*k)->name);

@@ -9,7 +9,6 @@
 #include "runner/recipe/recipe.h"
 
 #include <errno.h>
-#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -33,43 +32,6 @@ typedef struct include_chain {
     const struct include_chain *up;
     include_budget *budget; /* shared by the whole chain */
 } include_chain;
-
-/* Removes "." segments and folds "dir/.." so messages show tidy paths. Works in place. */
-static void tidy_path(char *path) {
-    char *segs[PATH_MAX / 2];
-    size_t n = 0;
-    bool absolute = path[0] == '/';
-    char *copy = em_xstrdup(path);
-    for (char *save = NULL, *s = strtok_r(copy, "/", &save); s; s = strtok_r(NULL, "/", &save)) {
-        if (!strcmp(s, ".")) continue;
-        if (!strcmp(s, "..") && n > 0 && strcmp(segs[n - 1], "..") != 0) {
-            n--;
-            continue;
-        }
-        if (n < sizeof segs / sizeof *segs) segs[n++] = s;
-    }
-    char *out = path;
-    if (absolute) *out++ = '/';
-    for (size_t i = 0; i < n; i++) {
-        size_t len = strlen(segs[i]);
-        memmove(out, segs[i], len);
-        out += len;
-        if (i + 1 < n) *out++ = '/';
-    }
-    if (out == path) *out++ = '.';
-    *out = '\0';
-    free(copy);
-}
-
-/* name relative to the directory of the file `from` (name itself when absolute). */
-static char *resolve_include(const char *from, const char *name) {
-    if (name[0] == '/') return em_xstrdup(name);
-    const char *slash = strrchr(from, '/');
-    char *path =
-        slash ? em_xasprintf("%.*s/%s", (int)(slash - from), from, name) : em_xstrdup(name);
-    tidy_path(path);
-    return path;
-}
 
 static char *file_id(const char *path) {
     char *real = realpath(path, NULL);
@@ -134,7 +96,7 @@ static em_status include_one(const em_node *entry, const include_chain *chain, e
         free(found);
         return err;
     }
-    char *path = resolve_include(chain->path, entry->text);
+    char *path = em_node_path(entry);
     char *id = file_id(path);
     em_status err = NULL;
     for (const include_chain *c = chain; c && !err; c = c->up)

@@ -2,6 +2,8 @@
 #include "stages/report/textfile.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <libgen.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,12 +31,4 @@ em_status em_textfile_mkdirs(const char *path) {
 char *em_textfile_join(const char *dir, const char *name) {
     if (!dir || name[0] == '/') return em_xstrdup(name);
     return em_xasprintf("%s/%s", dir, name);
-}
-
-char *em_textfile_from_recipe(const char *recipe_path, const char *path) {
-    if (path[0] == '/' || !recipe_path) return em_xstrdup(path);
-    char *copy = em_xstrdup(recipe_path);
-    char *joined = em_xasprintf("%s/%s", dirname(copy), path);
-    free(copy);
-    return joined;
 }

@@ -85,10 +85,22 @@ em_status em_tokenizer_finish(em_tokenizer *tok, const char *source) {
     return NULL;
 }
 
+em_status em_tokenizer_use_pre_row(em_tokenizer *tok, const em_pre_row *row, const char *source) {
+    size_t n = 0;
+    while (row->exprs[n]) n++;
+    em_pretokenizer_free(tok->pre);
+    tok->pre = NULL;
+    char *what = em_xasprintf("%s: pre-tokenizer '%s'", source, row->label);
+    em_status err = em_pretokenizer_new(row->exprs, n, what, &tok->pre);
+    free(what);
+    return err;
+}
+
 void em_tokenizer_free(em_tokenizer *tok) {
     if (!tok) return;
     em_vocab_free(&tok->vocab);
     em_merge_map_free(&tok->merges);
+    em_pretokenizer_free(tok->pre);
     free(tok->specials);
     free(tok);
 }

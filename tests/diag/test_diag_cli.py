@@ -36,7 +36,11 @@ check({"kernel", "cpu", "memory", "threads", "cuda", "nccl", "pmix", "mpi", "net
       f"json check names {names}")
 
 code, out, err = run("check-env", "--bogus")
-check(code == 2 and "unknown argument '--bogus'" in err, "check-env bad argument")
+check(code == 2 and err == "error: evalmesh check-env: unknown option '--bogus' "
+      "(see evalmesh check-env --help)\n", f"check-env bad argument: {err!r}")
+code, out, err = run("check-env", "--jsno")
+check(code == 2 and err == "error: evalmesh check-env: unknown option '--jsno' "
+      "(did you mean '--json'?) (see evalmesh check-env --help)\n", f"check-env --jsno: {err!r}")
 
 # check-state on made-up state files: rank 0 finished, rank 1 silent in forward, rank 2 behind in
 # an earlier stage, rank 3 never wrote anything.
@@ -78,6 +82,23 @@ with tempfile.TemporaryDirectory() as d:
     state(0, "agg", "done", 0, 0, 1)
     code, out, err = run("check-state", d)
     check(code == 0 and out.splitlines()[-1] == "4 ranks: 0 silent, 0 behind, 0 failed", out)
+
+# A run directory named with a quote and a backslash, and a state file whose stage has both:
+# still JSON (and --silent-after=S before the operand).
+with tempfile.TemporaryDirectory() as parent:
+    d = os.path.join(parent, 'we"ird\\dir')
+    os.makedirs(os.path.join(d, "state"))
+    with open(os.path.join(d, "recipe.resolved.yaml"), "w") as f:
+        f.write("name: st\nstages:\n  fwd: {kind: env_check}\n")
+    with open(os.path.join(d, "state", "rank-0.json"), "w") as f:
+        json.dump({"rank": 0, "world_size": 1, "stage": 'say "hi"\\', "status": "done",
+                   "done": 3, "total": 3, "tokens": 30, "heartbeat": time.time()}, f)
+    code, out, err = run("check-state", "--json", "--silent-after=30", d)
+    doc = json.loads(out) if out.startswith("{") else {}
+    check(code == 0 and doc.get("run_dir") == d and doc.get("silent") == 0, f"{code} {out} {err}")
+    ranks = doc.get("ranks", [{}])
+    check(len(ranks) == 1 and ranks[0].get("stage") == 'say "hi"\\' and ranks[0].get("done") == 3
+          and ranks[0].get("present") is True and ranks[0].get("note") == "", f"ranks {ranks}")
 
 code, out, err = run("check-state", "/nonexistent/run")
 check(code == 2 and "/nonexistent/run/state: no state directory" in err, f"missing dir: {err}")

@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runner/comm/backend_local.h"
+#include "runner/comm/mesh_groups.h"
 #include "runner/stage.h"
 #include "stages/data/window_set.h"
 #include "stages/kernels/cpu/llama_forward.h"
@@ -59,10 +61,13 @@ static em_scores *run_stage(em_model *model, em_dataset *ds, int threads, em_sta
     em_stage self = {.name = "ppl", .kind = &em_stage_kind_forward, .options = options};
     self.inputs = inputs;
     self.input_count = 2;
-    em_run_context ctx = {.world_size = 1, .local_size = 1, .node_count = 1};
+    em_mesh *mesh; /* the runner's default mesh of one rank */
+    CHECK(em_mesh_build_nodes(em_comm_local_new(0, 60), 0, 1, 1, 1, 1, &mesh) == NULL);
+    em_run_context ctx = {.world_size = 1, .local_size = 1, .node_count = 1, .mesh = mesh};
     *err = em_stage_kind_forward.init(&self, &ctx);
     if (!*err) *err = em_stage_kind_forward.run(&self, &ctx);
     em_stage_kind_forward.destroy(&self);
+    em_mesh_free(mesh);
     em_node_free(options);
     if (*err) return NULL;
     CHECK(self.output.type == EM_ARTIFACT_SCORES);

@@ -92,15 +92,9 @@ static em_status validate(em_node *stages) {
         em_node *opts = stages->entries[i].value;
         const char *kind = em_node_get_string(opts, "kind", "");
         if (strcmp(kind, "report") != 0 && strcmp(kind, "gate") != 0) continue;
-        char path[64], what[128];
-        snprintf(path, sizeof path, "stages/%s.schema.json", kind);
+        char what[128];
         snprintf(what, sizeof what, "stage '%s'", stages->entries[i].key);
-        em_schema *schema;
-        em_status err = em_schema_load_embedded(path, &schema);
-        if (!err) {
-            err = em_schema_validate(schema, opts, what);
-            em_schema_free(schema);
-        }
+        em_status err = em_schema_validate_stage(opts, kind, what);
         if (err) return err;
     }
     return NULL;

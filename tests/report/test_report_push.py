@@ -8,8 +8,10 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from report_helpers import (Pushgateway, check, driver, evalmesh, report_recipe, run, samples,
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from report_helpers import (Pushgateway, driver, evalmesh, report_recipe, run, samples,
                             tempdir, write)
+from checks import check, finish  # noqa: E402
 
 work = tempdir()
 gw = Pushgateway(work).start()
@@ -142,4 +144,4 @@ for url, why in (("http//127.0.0.1:9", "malformed URL 'http//127.0.0.1:9'"),
     check(not os.path.exists(os.path.join(run_dir, "results.json")), "nothing written")
 
 gw.stop()
-print("ok")
+sys.exit(finish())

@@ -89,8 +89,13 @@ static void test_gguf_errors(void) {
 
     g = gpt2_gguf("qwen9", 258, merges, 2);
     CHECK_ERROR(gguf_error(&g, NULL),
-                "tiny.gguf: tokenizer.ggml.pre 'qwen9' is not supported (supported: default, "
-                "gpt-2, llama3, llama-v3, llama-bpe, qwen2)");
+                "tiny.gguf: tokenizer.ggml.pre 'qwen9' is not a pre-tokenizer llama.cpp knows (the "
+                "closest known one is 'qwen2')");
+    g = gpt2_gguf("gemma4", 258, merges, 2);
+    CHECK_ERROR(gguf_error(&g, NULL),
+                "tiny.gguf: tokenizer.ggml.pre 'gemma4' is not supported: it is BPE over raw UTF-8 "
+                "with \"\xE2\x96\x81\" for spaces, not byte-level BPE, which evalmesh does not "
+                "run yet");
 
     static const char *bad_merges[] = {"a b", "a bx"};
     g = gpt2_gguf("gpt-2", 258, bad_merges, 2);
@@ -356,13 +361,15 @@ static void test_json(void) {
         json_error("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}, "
                    "\"pre_tokenizer\": {\"type\": \"Whitespace\"}}"),
         "tokenizer.json: pre_tokenizer type 'Whitespace' is not supported (ByteLevel, "
-        "Split, Sequence)");
+        "Split, Digits, Sequence)");
     CHECK_ERROR(
         json_error("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}, "
-                   "\"pre_tokenizer\": {\"type\": \"Split\", \"pattern\": {\"Regex\": "
-                   "\"\\\\w+\"}, \"behavior\": \"Isolated\"}}"),
-        "tokenizer.json: pre_tokenizer Split pattern '\\w+' is not supported (only GPT-2's, "
-        "Llama 3's and Qwen2's)");
+                   "\"pre_tokenizer\": {\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": "
+                   "\"Split\", \"pattern\": {\"Regex\": \"\\\\w+\"}, \"behavior\": "
+                   "\"Isolated\"}, {\"type\": \"Digits\", \"individual_digits\": true}, "
+                   "{\"type\": \"ByteLevel\", \"use_regex\": false}]}}"),
+        "tokenizer.json: pre_tokenizer splits with '\\w+', then '\\p{N}', which is no "
+        "pre-tokenizer llama.cpp knows");
     CHECK_ERROR(
         json_error("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1, \"ab\": "
                    "2}, \"merges\": [\"a b\", \"a bx\"]}, " PRE_LLAMA3 "}"),
