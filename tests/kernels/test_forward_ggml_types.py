@@ -94,7 +94,7 @@ def read_with_gguf(path):
 
 def check_model(driver, path, label, rng):
     meta, tensors, types = read_with_gguf(path)
-    ids = rng.integers(0, 300, size=100)
+    ids = rng.integers(0, 300, size=64)
     nll_ref, argmax_ref, logits = reference.forward(meta, tensors, ids[:-1], ids[1:])
     p = subprocess.run([driver, path, "2", "0"] + [str(i) for i in ids], capture_output=True,
                        text=True)
