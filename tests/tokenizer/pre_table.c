@@ -118,6 +118,7 @@ int main(int argc, char **argv) {
 
     /* The engine on hand-checked cases. */
     CHECK_STR_EQ(split("superbpe", "x1234567 12"), "x|1|234|567| |12");
+    CHECK_STR_EQ(split("superbpe", "123456"), "123|456"); /* an empty match at 0 */
     CHECK_STR_EQ(split("gpt-2", "Hello  world's 123"), "Hello| | world|'s| 123");
     CHECK_STR_EQ(split("starcoder", "abc 2024!"), "abc| |2|0|2|4|!");
     CHECK_STR_EQ(split("falcon", "a1234+b"), "a|123|4|+|b");
