@@ -4,7 +4,10 @@
 # (rank 0's broadcast of the corpus) and the aggregate to the dp group only, node-local then
 # cross-node; that dp sizes give the same perplexity; that a forward or aggregate on another
 # mesh than its inputs' is refused at validation (exit 2, file:line:col); that OMP_NUM_THREADS
-# sets the forward's threads when the recipe does not.
+# sets the forward's threads when the recipe does not; that with tp = 2 both ranks of a tp group
+# score every window of their dp rank together (the forward's collectives on tp only), give the
+# same perplexity for dp 1 and 2 bit for bit and within 1e-5 of tp = 1, and that a tp the model's
+# KV heads cannot take is refused with the numbers (exit 2).
 # Usage: stages_mesh.sh MPIRUN (EVALMESH_BIN names the binary, EVALMESH_SOURCE_DIR the sources).
 set -u
 MPIRUN=$1
@@ -39,6 +42,8 @@ expect() {
 }
 has() { grep -qF -- "$1" "$T/out" || { cat "$T/out"; fail "no '$1' in the output"; }; }
 ppl_of() { grep -o "Final estimate: PPL = .*" "$T/out"; }
+# the exact token_ppl (17 digits) from the aggregate's debug line
+exact_ppl() { grep -o "ppl.token_ppl = [0-9.e+-]*" "$T/out" | head -1 | cut -d' ' -f3; }
 
 recipe "$T/r.yaml"
 expect 0 timeout 120 "$MPIRUN" -np 2 "$E" run "$T/r.yaml"
@@ -73,6 +78,25 @@ OMP_NUM_THREADS=3 expect 0 "$E" run "$T/omp.yaml"
 has "scored tokens/s, 3 threads)"
 OMP_NUM_THREADS=3 expect 0 "$E" run "$T/r.yaml"
 has "scored tokens/s, 1 threads)"
+
+# Tensor parallelism through the stages: dp 1 x tp 2 on 2 ranks, dp 2 x tp 2 on 4.
+expect 0 "$E" run "$T/r.yaml" --log-level debug
+ppl1=$(exact_ppl)
+expect 0 timeout 120 "$MPIRUN" -np 2 "$E" run "$T/r.yaml" stages.grid.tp=2 --log-level debug
+# 16 windows of 2 layers: 2 gathered partial sums per layer and 2 gathers of the head's tiles
+has "[r1] forward ppl: 16 windows, 4096 processed and 3649 scored tokens"
+has "[r0] mesh collectives: world 3, node 0, cross 0, dp 3, dp_node 4, dp_cross 2, tp 96, cp 0"
+has "[r1] mesh collectives: world 3, node 0, cross 0, dp 3, dp_node 4, dp_cross 2, tp 96, cp 0"
+ppl_tp=$(exact_ppl)
+expect 0 timeout 120 "$MPIRUN" -np 4 "$E" run "$T/r.yaml" stages.grid.tp=2 --log-level debug
+has "[r3] forward ppl: 8 windows, 2048 processed and 1712 scored tokens"
+[ "$(exact_ppl)" = "$ppl_tp" ] || fail "tp 2: dp 2 gives $(exact_ppl), dp 1 gives $ppl_tp"
+python3 -c "import sys; a, b = float('$ppl1'), float('$ppl_tp'); sys.exit(abs(a - b) > 1e-5 * a)" \
+    || fail "tp 2 perplexity $ppl_tp is not within 1e-5 of tp 1's $ppl1"
+expect 2 timeout 120 "$MPIRUN" -np 4 "$E" run "$T/r.yaml" stages.grid.tp=4
+has "[r0] error: rank 0, stage 'ppl' (forward): device cpu, grid (tp 4, this rank's tp rank 0): model $S/recipes/data/demo-model.gguf: tp = 4 does not divide the model's 2 KV heads"
+expect 2 "$E" run "$T/r.yaml" stages.ppl.device=gpu9
+has "r.yaml:6:3: stage 'ppl' (forward): <command line>:1:1: stage 'ppl': device 'gpu9' is not a forward backend of this build (cpu)"
 
 if [ "$fails" -gt 0 ]; then echo "$fails failures"; exit 1; fi
 echo "all $n runs of the stages-use-the-mesh checks passed"
