@@ -5,8 +5,9 @@
  * and dataset. Windows are computed one at a time with shapes that depend only on the
  * window (stages/kernels/cpu/llama_forward.h), so each window's numbers are bit-identical on any
  * rank, with any thread count. The mesh must be the dataset's (checked in init); its tp group
- * splits each window's heads, MLP columns and vocabulary (stages/kernels/llama_block.h), so every
- * rank of a tp group computes the same windows and ends with the same scores. */
+ * splits each window's heads, MLP columns and vocabulary, its cp group each window's positions
+ * (stages/kernels/llama_block.h), so every rank of a tp x cp group computes the same windows and
+ * ends with the same scores. */
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -125,14 +126,10 @@ static em_status forward_run(em_stage *self, const em_run_context *ctx) {
     const em_model *model = em_stage_input_artifact(self, "model", 0)->data;
     const em_dataset *ds = em_stage_input_artifact(self, "data", 0)->data;
     em_mesh *mesh = em_stage_mesh(self, ctx);
-    if (mesh->cp > 1)
-        return em_error_new(EM_EXIT_BAD_INPUT,
-                            "%s has cp %d, but this forward does not split windows into blocks "
-                            "yet (cp = 1 only)",
-                            em_stage_mesh_name(self), mesh->cp);
     double start = now_seconds();
 
-    em_forward_groups groups = {.tp = em_forward_group_of(mesh->tp_group)};
+    em_forward_groups groups = {.tp = em_forward_group_of(mesh->tp_group),
+                                .cp = em_forward_group_of(mesh->cp_group)};
     const em_forward_backend *be = st->backend;
     void *f;
     em_status err = be->create(model, &groups, st->threads, &f);

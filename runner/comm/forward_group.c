@@ -5,7 +5,15 @@ static em_status group_allgather(void *comm, const void *send, void *recv, size_
     return em_allgather(comm, send, recv, bytes);
 }
 
+static em_status group_sendrecv(void *comm, const void *send, int dest, void *recv, int source,
+                                size_t bytes) {
+    return em_sendrecv(comm, send, dest, recv, source, bytes);
+}
+
 em_forward_group em_forward_group_of(em_comm *comm) {
-    return (em_forward_group){
-        .rank = comm->rank, .size = comm->size, .comm = comm, .allgather = group_allgather};
+    return (em_forward_group){.rank = comm->rank,
+                              .size = comm->size,
+                              .comm = comm,
+                              .allgather = group_allgather,
+                              .sendrecv = group_sendrecv};
 }

@@ -6,7 +6,8 @@
 #include "runner/comm/comm.h"
 #include "stages/kernels/forward_backend.h"
 
-/* comm's rank and size, and an allgather through em_allgather (comm must outlive the group). */
+/* comm's rank and size, and allgather and sendrecv through the collective table (comm must
+ * outlive the group). */
 em_forward_group em_forward_group_of(em_comm *comm);
 
 #endif
