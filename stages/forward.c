@@ -50,6 +50,28 @@ static em_status check_same_mesh(const em_stage *self) {
                        self->name, em_stage_mesh_name(self), data->name, em_stage_mesh_name(data));
 }
 
+/* Context parallelism cuts a window into 2 cp blocks: the dataset's longest windows must have
+ * that many tokens (shorter ones, a document's last, are computed whole). Checked when the mesh
+ * gives cp as a number (an `auto` cp is known only once the world is). */
+static em_status check_cp_fits(const em_stage *self) {
+    const em_stage *mesh = em_stage_input_producer(self, "mesh", 0);
+    const em_stage *data = em_stage_input_producer(self, "data", 0);
+    const em_node *cp_node = mesh ? em_node_get(mesh->options, "cp") : NULL;
+    if (!data || !cp_node || em_node_scalar_type(cp_node) != EM_SCALAR_INT) return NULL;
+    int64_t cp = em_node_get_int(mesh->options, "cp", 1);
+    bool chunked = strcmp(em_node_get_string(data->options, "protocol", "chunked"), "chunked") == 0;
+    const char *key = chunked ? "n_ctx" : "max_length";
+    int64_t tokens = em_node_get_int(data->options, key, chunked ? 512 : 1024);
+    if (2 * cp <= tokens) return NULL;
+    const em_map_entry *e = em_node_get_entry(self->options, "mesh");
+    return em_error_at(EM_EXIT_BAD_INPUT, e ? e->value->mark : self->mark,
+                       "stage '%s': mesh '%s' has cp = %lld, but dataset '%s' makes windows of "
+                       "%lld tokens (%s), fewer than the 2 x cp = %lld blocks context parallelism "
+                       "cuts a window into",
+                       self->name, mesh->name, (long long)cp, data->name, (long long)tokens, key,
+                       (long long)(2 * cp));
+}
+
 /* OMP_NUM_THREADS when it holds a positive number, else 0. */
 static int omp_num_threads_env(void) {
     const char *v = getenv("OMP_NUM_THREADS");
@@ -65,6 +87,7 @@ static em_status forward_init(em_stage *self, const em_run_context *ctx) {
     forward_state *st = em_xcalloc(1, sizeof *st);
     self->state = st;
     em_status err = check_same_mesh(self);
+    if (!err) err = check_cp_fits(self);
     if (err) return err;
     const char *device = em_node_get_string(self->options, "device", "cpu");
     st->backend = em_forward_backend_find(device);

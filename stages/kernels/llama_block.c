@@ -156,12 +156,11 @@ em_status em_llama_compose_window(const em_llama_kernels *k, void *b, int n_laye
                                   int64_t n_vocab, const em_forward_groups *groups, int threads,
                                   const int32_t *input, const int32_t *target, int T,
                                   int score_from, double *nll, int32_t *argmax) {
-    const em_forward_group *tp = &groups->tp, *cp = &groups->cp;
-    if (cp->size > 1 && T < 2 * cp->size)
-        return em_error_new(EM_EXIT_BAD_INPUT,
-                            "a window of %d positions cannot be cut into the 2 x cp = %d blocks "
-                            "of context parallelism (cp = %d needs windows of at least %d tokens)",
-                            T, 2 * cp->size, cp->size, 2 * cp->size);
+    /* A window too short for 2 cp blocks (the tail of a document) is computed whole by every
+     * rank of the cp group: the same numbers on each, for any dp. */
+    const em_forward_group alone = {.rank = 0, .size = 1};
+    const em_forward_group *tp = &groups->tp;
+    const em_forward_group *cp = T >= 2 * groups->cp.size ? &groups->cp : &alone;
     /* this rank's positions, their inputs and targets: the whole window when cp = 1 */
     int32_t *pos = NULL, *own_in = NULL, *own_tg = NULL;
     const int32_t *in = input, *tg = target;

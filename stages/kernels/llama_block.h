@@ -18,7 +18,8 @@
  *   rank's K/V block (with its positions) around the cp ring, cp - 1 steps, every rank merging
  *   the blocks into an online softmax in ring order (its own first); each rank scores its own
  *   positions and the ranks gather the (position, nll, argmax) of the scored ones, so every rank
- *   ends with the whole window's scores. Activations per rank fall as 1/cp. */
+ *   ends with the whole window's scores. Activations per rank fall as 1/cp. A window shorter
+ *   than 2 cp positions (a document's last) is computed whole on every rank of the cp group. */
 #ifndef EVALMESH_KERNELS_LLAMA_BLOCK_H
 #define EVALMESH_KERNELS_LLAMA_BLOCK_H
 
@@ -64,7 +65,7 @@ int em_cp_positions(int T, int cp, int r, int32_t *positions);
 
 /* Runs one window through the kernels: input and target (T) ids, positions score_from..T-1
  * scored into nll and argmax (T - score_from), the same on every rank of the groups. n_vocab is
- * the whole vocabulary. A window shorter than 2 cp is an error (exit status 2). */
+ * the whole vocabulary. */
 em_status em_llama_compose_window(const em_llama_kernels *k, void *b, int n_layers, int dim,
                                   int64_t n_vocab, const em_forward_groups *groups, int threads,
                                   const int32_t *input, const int32_t *target, int T,
