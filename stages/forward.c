@@ -151,8 +151,8 @@ static em_status forward_run(em_stage *self, const em_run_context *ctx) {
     em_mesh *mesh = em_stage_mesh(self, ctx);
     double start = now_seconds();
 
-    em_forward_groups groups = {.tp = em_forward_group_of(mesh->tp_group),
-                                .cp = em_forward_group_of(mesh->cp_group)};
+    em_forward_link tp = {mesh->tp_group, 0}, cp = {mesh->cp_group, 0};
+    em_forward_groups groups = {.tp = em_forward_group_of(&tp), .cp = em_forward_group_of(&cp)};
     const em_forward_backend *be = st->backend;
     void *f;
     em_status err = be->create(model, &groups, st->threads, &f);
@@ -197,8 +197,9 @@ static em_status forward_run(em_stage *self, const em_run_context *ctx) {
                 self->name, ds->count, (long long)processed, s->token_count, s->seconds,
                 (double)processed * per_s, (double)s->token_count * per_s, st->threads);
     em_log_info("forward %s memory: %.2f MiB of weights in this rank's tp shard (tp %d), %.2f MiB "
-                "of activations and scratch",
-                self->name, (double)weight_bytes / 1048576.0, mesh->tp, (double)memory / 1048576.0);
+                "of activations and scratch (cp %d); %.3f s in tp and %.3f s in cp collectives",
+                self->name, (double)weight_bytes / 1048576.0, mesh->tp, (double)memory / 1048576.0,
+                mesh->cp, tp.seconds, cp.seconds);
     self->output = (em_artifact){EM_ARTIFACT_SCORES, s, free_scores};
     return NULL;
 }
