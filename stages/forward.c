@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "runner/comm/backend_table.h"
 #include "runner/comm/forward_group.h"
 #include "runner/comm/mesh_groups.h"
 #include "runner/rank_state.h"
@@ -149,11 +150,19 @@ static em_status forward_run(em_stage *self, const em_run_context *ctx) {
     const em_model *model = em_stage_input_artifact(self, "model", 0)->data;
     const em_dataset *ds = em_stage_input_artifact(self, "data", 0)->data;
     em_mesh *mesh = em_stage_mesh(self, ctx);
+    const em_forward_backend *be = st->backend;
+    bool split = mesh->tp > 1 || mesh->cp > 1;
+    if (split && em_backend_find(mesh->backend)->gpu_buffers != be->gpu_buffers)
+        return em_error_new(EM_EXIT_BAD_INPUT,
+                            "device %s splits windows through buffers in %s memory, but %s has "
+                            "backend %s, whose collectives take %s memory (use backend %s)",
+                            be->name, be->gpu_buffers ? "GPU" : "host", em_stage_mesh_name(self),
+                            mesh->backend, be->gpu_buffers ? "host" : "GPU",
+                            be->gpu_buffers ? "nccl" : "mpi");
     double start = now_seconds();
 
     em_forward_link tp = {mesh->tp_group, 0}, cp = {mesh->cp_group, 0};
     em_forward_groups groups = {.tp = em_forward_group_of(&tp), .cp = em_forward_group_of(&cp)};
-    const em_forward_backend *be = st->backend;
     void *f;
     em_status err = be->create(model, &groups, st->threads, &f);
     if (err)

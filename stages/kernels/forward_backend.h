@@ -41,6 +41,7 @@ em_status em_forward_ring_step(const em_forward_group *g, const void *send, void
 
 typedef struct em_forward_backend {
     const char *name; /* the forward's `device:` */
+    bool gpu_buffers; /* what it hands its groups' collectives lives in GPU memory */
     /* Checks the model and the split (exit status 2 naming what does not fit) and prepares a
      * forward with `threads` CPU threads holding only this rank's share of the weights. */
     em_status (*create)(const em_model *model, const em_forward_groups *groups, int threads,

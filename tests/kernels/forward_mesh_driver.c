@@ -48,9 +48,12 @@ int main(int argc, char **argv) {
     const em_forward_backend *be = em_forward_backend_find("cpu");
     void *f = NULL;
     em_forward_groups groups;
+    em_forward_link tp_link, cp_link;
     if (!err) {
-        groups.tp = em_forward_group_of(mesh->tp_group);
-        groups.cp = em_forward_group_of(mesh->cp_group);
+        tp_link = (em_forward_link){mesh->tp_group, 0};
+        cp_link = (em_forward_link){mesh->cp_group, 0};
+        groups.tp = em_forward_group_of(&tp_link);
+        groups.cp = em_forward_group_of(&cp_link);
         err = be->create(model, &groups, 1, &f);
     }
     int n = T - score_from;

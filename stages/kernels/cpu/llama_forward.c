@@ -450,6 +450,7 @@ static void backend_free(void *f) {
 
 const em_forward_backend em_forward_backend_cpu = {
     .name = "cpu",
+    .gpu_buffers = false,
     .create = backend_create,
     .score_window = backend_score,
     .memory = backend_memory,
