@@ -2,8 +2,10 @@
 message and exit status 2 from `evalmesh validate` and `evalmesh run`, and leaves no run
 directory; every recipe in recipes/ validates; a run writes the resolved recipe, the log and the
 rank state, and never overwrites an earlier run, also on two ranks under mpirun; `dag`, `stages`
-and `--help` print what they promise; every stage kind has a schema that allows `kind` and
-`after`.
+and `--help` print what they promise; `kind` and `after` are declared once, in the recipe schema,
+and `after:` takes a name or a list; paths are relative to the file that wrote them; a missing
+input file stops `perplexity` before a run directory exists; a recipe without a report warns
+once; `perplexity` fills recipes/perplexity.yaml from getopt_long options.
 
 Each bad file starts with comment lines: a description, `# expect: MESSAGE` where {file} stands
 for the recipe path given to evalmesh and {dir} for its folder, and optionally `# args: ...`
