@@ -100,7 +100,7 @@ expect 2 timeout 120 "$MPIRUN" -np 4 "$E" run "$T/r.yaml" stages.grid.tp=4
 has "stage 'ppl' (forward): device cpu, grid (tp 4, this rank's tp rank "
 has "model $S/recipes/data/demo-model.gguf: tp = 4 does not divide the model's 2 KV heads"
 expect 2 "$E" run "$T/r.yaml" stages.ppl.device=gpu9
-has "r.yaml:6:3: stage 'ppl' (forward): <command line>:1:1: stage 'ppl': device 'gpu9' is not a forward backend of this build (cpu)"
+has "<command line>:1:1: stage 'ppl': device 'gpu9' is not a forward backend of this build (cpu)"
 
 # Context parallelism through the stages: cp 2 on 2 ranks, dp 2 x cp 2 and tp 2 x cp 2 on 4.
 expect 0 timeout 120 "$MPIRUN" -np 2 "$E" run "$T/r.yaml" stages.grid.cp=2 --log-level debug
