@@ -7,6 +7,7 @@
 
 #include "runner/recipe/recipe.h"
 #include "runner/recipe/schema.h"
+#include "util/log.h"
 
 /* Checks root against an embedded schema; a missing or broken schema is a bug in evalmesh. */
 static em_status validate_with(const char *schema_path, em_node *root, const char *what) {
@@ -88,6 +89,33 @@ double em_pipeline_default_init_timeout(void) {
         exit(EM_EXIT_FAILURE);
     }
     return seconds;
+}
+
+void em_pipeline_warn_without_results(const em_pipeline *p) {
+    for (size_t i = 0; i < p->dag->count; i++)
+        if (p->dag->stages[i].kind->writes_results) return;
+    em_log_warn("%s: no stage writes results (add a report stage): nothing will be written but "
+                "the run directory's log and state",
+                p->path);
+}
+
+em_run_context em_pipeline_context(const em_pipeline *p, const em_bootstrap *boot) {
+    const em_bootstrap alone = {.size = 1, .local_size = 1, .node_count = 1};
+    if (!boot) boot = &alone;
+    return (em_run_context){
+        .rank = boot->rank,
+        .world_size = boot->size,
+        .local_rank = boot->local_rank,
+        .local_size = boot->local_size,
+        .node_id = boot->node_id,
+        .node_count = boot->node_count,
+        .world = boot->world,
+        .run_dir = NULL,
+        .recipe_name = p->name,
+        .recipe = p->recipe,
+        .seed = p->seed,
+        .collective_timeout_s = p->collective_timeout_s,
+    };
 }
 
 void em_pipeline_free(em_pipeline *pipeline) {

@@ -79,6 +79,7 @@ static int run_initialised(em_pipeline *p, em_run_context *ctx, const em_session
     ctx->run_dir = dir;
 
     double start = em_clock_seconds();
+    if (!err && ctx->rank == 0) em_pipeline_warn_without_results(p);
     if (!err) {
         if (ctx->rank == 0)
             em_log_info("%s: %zu stages on %d rank%s, run directory %s", p->path, p->dag->count,
@@ -119,21 +120,7 @@ int em_session_run(em_status prepared, em_pipeline *p, const em_session_options 
     int code = agree(boot.world, prepared, "preparing the recipe");
     if (code == 0) {
         em_comm_set_timeout(boot.world, p->collective_timeout_s);
-        em_run_context ctx = {
-            .rank = boot.rank,
-            .world_size = boot.size,
-            .local_rank = boot.local_rank,
-            .local_size = boot.local_size,
-            .node_id = boot.node_id,
-            .node_count = boot.node_count,
-            .world = boot.world,
-            .run_dir = NULL, /* not created before every stage has accepted its options */
-            .recipe_name = p->name,
-            .recipe_path = p->path,
-            .recipe = p->recipe,
-            .seed = p->seed,
-            .collective_timeout_s = p->collective_timeout_s,
-        };
+        em_run_context ctx = em_pipeline_context(p, &boot);
         em_status init_err = em_executor_init(p->dag, &ctx);
         int initialised = init_err == NULL;
         code = agree(boot.world, init_err, "initialising the stages");

@@ -11,19 +11,20 @@
 
 #include "util/regular_file.h"
 
-static const char *artifact_names[] = {"env",    "mesh",    "model",  "calibration", "dataset",
-                                       "scores", "metrics", "report", "verdict"};
+bool em_input_accepts(const em_input_spec *spec, const char *type) {
+    for (size_t i = 0; i < EM_INPUT_MAX_TYPES && spec->accepts[i]; i++)
+        if (strcmp(spec->accepts[i], type) == 0) return true;
+    return false;
+}
 
-const char *em_artifact_type_name(unsigned type_mask, char *buf, size_t size) {
+const char *em_input_accepts_text(const em_input_spec *spec, char *buf, size_t size) {
     size_t used = 0;
     buf[0] = 0;
-    for (unsigned bit = 0; bit < sizeof artifact_names / sizeof *artifact_names; bit++) {
-        if (!(type_mask & (1u << bit))) continue;
-        int n = snprintf(buf + used, size - used, "%s%s", used ? " or " : "", artifact_names[bit]);
+    for (size_t i = 0; i < EM_INPUT_MAX_TYPES && spec->accepts[i]; i++) {
+        int n = snprintf(buf + used, size - used, "%s%s", i ? " or " : "", spec->accepts[i]);
         if (n < 0 || (size_t)n >= size - used) break;
         used += (size_t)n;
     }
-    if (!used) snprintf(buf, size, "nothing");
     return buf;
 }
 

@@ -17,7 +17,7 @@
  * `print_estimate: true` rank 0 prints llama.cpp's running "[1]X,[2]Y,..." line (first input)
  * and its "Final estimate: PPL = X +/- Y" line (each input).
  *
- * Produces EM_ARTIFACT_METRICS (em_metrics, stages/metrics/metrics.h). */
+ * Produces a "metrics" artifact (em_metrics, stages/metrics/metrics.h). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -258,20 +258,20 @@ static em_status aggregate_run(em_stage *self, const em_run_context *ctx) {
         const em_metric *x = &m->items[i];
         if (!x->timing) em_log_debug("aggregate '%s': %s = %.17g", self->name, x->key, x->value);
     }
-    self->output = (em_artifact){EM_ARTIFACT_METRICS, m, free_metrics};
+    self->output = (em_artifact){.data = m, .free = free_metrics};
     return NULL;
 }
 
 static const em_input_spec aggregate_inputs[] = {
-    {"inputs", EM_ARTIFACT_SCORES, true, false},
-    {"mesh", EM_ARTIFACT_MESH, false, true},
-    {NULL, 0, false, false},
+    {"inputs", {"scores"}, true, false},
+    {"mesh", {"mesh"}, false, true},
+    {0},
 };
 
 const em_stage_kind em_stage_kind_aggregate = {
     .name = "aggregate",
     .summary = "Exact global perplexity metrics from forward scores, identical on every rank",
-    .produces = EM_ARTIFACT_METRICS,
+    .produces = "metrics",
     .inputs = aggregate_inputs,
     .collective = true,
     .init = aggregate_init,

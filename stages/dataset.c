@@ -12,7 +12,7 @@
  * Meanwhile the other ranks wait in the broadcast, so reading and tokenizing must fit in the
  * recipe's collective_timeout_s (WikiText-2's test split, 1.3 MB, takes under a second).
  *
- * Produces EM_ARTIFACT_DATASET (em_dataset, stages/data/dataset.h). */
+ * Produces a "dataset" artifact (em_dataset, stages/data/dataset.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,7 +80,7 @@ static em_status dataset_init(em_stage *self, const em_run_context *ctx) {
                                 "need protocol rolling",
                                 em_protocol_name(st->protocol));
     }
-    if (st->protocol == EM_PROTOCOL_SLIDING && st->stride >= st->max_length) {
+    if (st->protocol == EM_PROTOCOL_SLIDING && st->max_length > 0 && st->stride >= st->max_length) {
         char text[96];
         snprintf(text, sizeof text, "stride = %d must be less than max_length = %d", st->stride,
                  st->max_length);
@@ -202,6 +202,16 @@ static em_status dataset_run(em_stage *self, const em_run_context *ctx) {
                             em_stage_input_producer(self, "tokenizer", 0)->name);
     const em_tokenizer *tok = model->tokenizer;
 
+    /* n_ctx or max_length 0: the model's context length (llama-perplexity's -c 0) */
+    int *window = st->protocol == EM_PROTOCOL_CHUNKED ? &st->n_ctx : &st->max_length;
+    if (*window == 0) *window = model->config.n_ctx_train;
+    if (*window <= 0)
+        return em_error_at(EM_EXIT_BAD_INPUT, self->mark,
+                           "stage '%s': %s is 0 but model stage '%s' does not say its context "
+                           "length: give it",
+                           self->name, st->protocol == EM_PROTOCOL_CHUNKED ? "n_ctx" : "max_length",
+                           em_stage_input_producer(self, "tokenizer", 0)->name);
+
     em_corpus corpus;
     memset(&corpus, 0, sizeof corpus);
     em_mesh *mesh = em_stage_mesh(self, ctx);
@@ -245,7 +255,7 @@ static em_status dataset_run(em_stage *self, const em_run_context *ctx) {
     free(scored);
     em_window_plan_free(&plan);
     em_corpus_free(&corpus);
-    self->output = (em_artifact){EM_ARTIFACT_DATASET, ds, free_dataset};
+    self->output = (em_artifact){.data = ds, .free = free_dataset};
     return NULL;
 }
 
@@ -258,15 +268,15 @@ static void dataset_destroy(em_stage *self) {
 }
 
 static const em_input_spec dataset_inputs[] = {
-    {"tokenizer", EM_ARTIFACT_MODEL, false, false},
-    {"mesh", EM_ARTIFACT_MESH, false, true},
-    {NULL, 0, false, false},
+    {"tokenizer", {"model"}, false, false},
+    {"mesh", {"mesh"}, false, true},
+    {0},
 };
 
 const em_stage_kind em_stage_kind_dataset = {
     .name = "dataset",
     .summary = "Reads text, JSONL or token ids into scoring windows; each rank gets its share",
-    .produces = EM_ARTIFACT_DATASET,
+    .produces = "dataset",
     .inputs = dataset_inputs,
     .collective = true,
     .init = dataset_init,

@@ -67,7 +67,7 @@ static em_status env_check_run(em_stage *self, const em_run_context *ctx) {
         free(report);
         return err;
     }
-    self->output = (em_artifact){EM_ARTIFACT_ENV, report, free_report};
+    self->output = (em_artifact){.data = report, .free = free_report};
 
     rank_verdict mine = {0};
     mine.fingerprint = em_env_fingerprint(&facts);
@@ -123,7 +123,7 @@ static void env_check_destroy(em_stage *self) {
 const em_stage_kind em_stage_kind_env_check = {
     .name = "env_check",
     .summary = "check every rank's environment against requirements before anything heavy runs",
-    .produces = EM_ARTIFACT_ENV,
+    .produces = "env",
     .inputs = NULL,
     .collective = true,
     .init = env_check_init,

@@ -29,10 +29,10 @@ typedef struct forward_state {
 } forward_state;
 
 static const em_input_spec forward_inputs[] = {
-    {"model", EM_ARTIFACT_MODEL, false, false},
-    {"data", EM_ARTIFACT_DATASET, false, false},
-    {"mesh", EM_ARTIFACT_MESH, false, true},
-    {NULL, 0, false, false},
+    {"model", {"model"}, false, false},
+    {"data", {"dataset"}, false, false},
+    {"mesh", {"mesh"}, false, true},
+    {0},
 };
 
 /* The dataset's windows were split over its mesh's dp group; computing them on another mesh would
@@ -173,7 +173,7 @@ static em_status forward_run(em_stage *self, const em_run_context *ctx) {
     em_log_info("forward %s memory: %.2f MiB of weights in this rank's tp shard (tp %d), %.2f MiB "
                 "of activations and scratch",
                 self->name, (double)weight_bytes / 1048576.0, mesh->tp, (double)memory / 1048576.0);
-    self->output = (em_artifact){EM_ARTIFACT_SCORES, s, free_scores};
+    self->output = (em_artifact){.data = s, .free = free_scores};
     return NULL;
 }
 
@@ -185,7 +185,7 @@ const em_stage_kind em_stage_kind_forward = {
     .name = "forward",
     .summary = "run the model over this rank's windows (device cpu; tp splits each window): "
                "per-token NLL and argmax",
-    .produces = EM_ARTIFACT_SCORES,
+    .produces = "scores",
     .inputs = forward_inputs,
     .collective = true, /* over the mesh's tp and cp groups */
     .init = forward_init,

@@ -92,7 +92,7 @@ static em_status mesh_run(em_stage *self, const em_run_context *ctx) {
                 m->node_count, m->node_count == 1 ? "" : "s", m->backend, m->dp_rank, m->tp_rank,
                 m->cp_rank, m->local_rank, m->local_size);
     if (st->count_calls) em_mesh_count_calls(m);
-    self->output = (em_artifact){.type = EM_ARTIFACT_MESH, .data = m, .free = free_mesh};
+    self->output = (em_artifact){.data = m, .free = free_mesh};
     return NULL;
 }
 
@@ -104,7 +104,7 @@ static void mesh_destroy(em_stage *self) {
 const em_stage_kind em_stage_kind_mesh = {
     .name = "mesh",
     .summary = "communicators: world, node-local, cross-node, dp/tp/cp groups (dp*tp*cp = world)",
-    .produces = EM_ARTIFACT_MESH,
+    .produces = "mesh",
     .inputs = NULL,
     .collective = true,
     .init = mesh_init,

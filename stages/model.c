@@ -1,5 +1,5 @@
 /* Stage `model`: loads a model file (GGUF or a Hugging Face safetensors checkpoint) on this rank
- * and produces EM_ARTIFACT_MODEL with data = em_model * (stages/model/model.h). Weights are
+ * and produces a "model" artifact with data = em_model * (stages/model/model.h). Weights are
  * mmapped, so ranks on one node share the page cache. Options: path (relative to the recipe
  * file's directory), format (auto|gguf|safetensors), tokenizer (a replacement tokenizer file),
  * header_sha256 (the expected header checksum). */
@@ -62,7 +62,7 @@ static em_status model_run(em_stage *self, const em_run_context *ctx) {
     em_log_info("model %s: %s %s, %d layers, dim %d, %d/%d heads, vocab %d, %zu tensors%s",
                 self->name, m->format, c->architecture, c->n_layers, c->dim, c->n_heads,
                 c->n_kv_heads, c->n_vocab, m->tensor_count, m->tokenizer ? "" : ", no tokenizer");
-    self->output = (em_artifact){EM_ARTIFACT_MODEL, m, free_model};
+    self->output = (em_artifact){.data = m, .free = free_model};
     return NULL;
 }
 
@@ -77,7 +77,7 @@ static void model_destroy(em_stage *self) {
 const em_stage_kind em_stage_kind_model = {
     .name = "model",
     .summary = "load a GGUF file or safetensors checkpoint (weights mmapped, config, tokenizer)",
-    .produces = EM_ARTIFACT_MODEL,
+    .produces = "model",
     .inputs = NULL,
     .collective = false,
     .init = model_init,

@@ -67,13 +67,12 @@ typedef struct report_state {
 static em_status bad_option(const em_stage *self, em_mark mark, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static em_status bad_option(const em_stage *self, em_mark mark, const char *fmt, ...) {
-    char where[256], text[1024];
-    em_mark_format(mark, where, sizeof where);
+    char text[1024];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(text, sizeof text, fmt, ap);
     va_end(ap);
-    return em_error_new(EM_EXIT_BAD_INPUT, "%s: stage '%s': %s", where, self->name, text);
+    return em_error_at(EM_EXIT_BAD_INPUT, mark, "stage '%s': %s", self->name, text);
 }
 
 static char *opt_dup(const em_node *map, const char *key) {
@@ -105,10 +104,7 @@ static em_status parse_push(const em_stage *self, const em_node *item, output *o
     if (!r->url) return bad_option(self, item->mark, "%s output needs `url`", r->target);
     em_status err = em_push_check_url(r->url);
     if (err) {
-        const em_node *url = em_node_get(item, "url");
-        char where[256];
-        em_mark_format(url->mark, where, sizeof where);
-        return em_error_prefix(err, "%s: stage '%s'", where, self->name);
+        return em_error_prefix_at(err, em_node_get(item, "url")->mark, "stage '%s'", self->name);
     }
     r->method = em_xstrdup(o->type == PUSHGATEWAY ? "PUT" : "POST");
     r->content_type =
@@ -395,7 +391,7 @@ static em_status write_local(output *o, const em_metrics *m, const cJSON *result
 static em_status report_run(em_stage *self, const em_run_context *ctx) {
     report_state *st = self->state;
     em_report_artifact *art = em_xcalloc(1, sizeof *art);
-    self->output = (em_artifact){EM_ARTIFACT_REPORT, art, em_report_artifact_free};
+    self->output = (em_artifact){.data = art, .free = em_report_artifact_free};
     if (ctx->rank != 0) return NULL;
     const em_artifact *in = em_stage_input_artifact(self, "metrics", 0);
     const em_metrics *m = in ? in->data : NULL;
@@ -447,7 +443,7 @@ static em_status report_run(em_stage *self, const em_run_context *ctx) {
 }
 
 static const em_input_spec report_inputs[] = {
-    {.option = "metrics", .accepts = EM_ARTIFACT_METRICS},
+    {.option = "metrics", .accepts = {"metrics"}},
     {0},
 };
 
@@ -455,9 +451,10 @@ const em_stage_kind em_stage_kind_report = {
     .name = "report",
     .summary = "write metrics as a table, results.json, history, HTML; push to a Pushgateway or "
                "webhook",
-    .produces = EM_ARTIFACT_REPORT,
+    .produces = "report",
     .inputs = report_inputs,
     .collective = false,
+    .writes_results = true,
     .init = report_init,
     .run = report_run,
     .destroy = report_destroy,

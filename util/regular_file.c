@@ -24,6 +24,23 @@ static em_status not_regular(const char *path, mode_t mode, const char *what) {
                         em_file_kind(mode), what);
 }
 
+em_status em_open_regular_file(const char *path, const char *what, int *fd, struct stat *st) {
+    /* O_NONBLOCK: opening a FIFO with no writer must not wait; fstat then refuses it. */
+    *fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (*fd < 0)
+        return em_error_new(EM_EXIT_BAD_INPUT, "cannot read '%s': %s", path, strerror(errno));
+    em_status err = NULL;
+    if (fstat(*fd, st) != 0)
+        err = em_error_new(EM_EXIT_BAD_INPUT, "cannot read '%s': %s", path, strerror(errno));
+    else if (!S_ISREG(st->st_mode))
+        err = not_regular(path, st->st_mode, what);
+    if (err) {
+        close(*fd);
+        *fd = -1;
+    }
+    return err;
+}
+
 em_status em_check_private_file(const char *path, const char *what) {
     struct stat st;
     if (lstat(path, &st) != 0)
@@ -45,21 +62,10 @@ em_status em_check_private_file(const char *path, const char *what) {
 em_status em_read_regular_file(const char *path, size_t limit, const char *what, char **out,
                                size_t *len) {
     *out = NULL;
-    /* O_NONBLOCK: opening a FIFO with no writer must not wait; fstat then refuses it. */
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
-    if (fd < 0)
-        return em_error_new(EM_EXIT_BAD_INPUT, "cannot read '%s': %s", path, strerror(errno));
+    int fd;
     struct stat st;
-    if (fstat(fd, &st) != 0) {
-        em_status err =
-            em_error_new(EM_EXIT_BAD_INPUT, "cannot read '%s': %s", path, strerror(errno));
-        close(fd);
-        return err;
-    }
-    if (!S_ISREG(st.st_mode)) {
-        close(fd);
-        return not_regular(path, st.st_mode, what);
-    }
+    em_status err = em_open_regular_file(path, what, &fd, &st);
+    if (err) return err;
     if ((size_t)st.st_size > limit) {
         close(fd);
         return em_error_new(
@@ -83,8 +89,7 @@ em_status em_read_regular_file(const char *path, size_t limit, const char *what,
         ssize_t got = read(fd, buf + n, cap - n);
         if (got < 0 && errno == EINTR) continue;
         if (got < 0) {
-            em_status err =
-                em_error_new(EM_EXIT_BAD_INPUT, "cannot read '%s': %s", path, strerror(errno));
+            err = em_error_new(EM_EXIT_BAD_INPUT, "cannot read '%s': %s", path, strerror(errno));
             free(buf);
             close(fd);
             return err;

@@ -17,6 +17,11 @@
 /* "a FIFO", "a character device", "a directory", ...: what a non-regular mode is, for messages. */
 const char *em_file_kind(mode_t mode);
 
+/* Opens path for reading (without waiting on a FIFO) and checks with fstat that it is a regular
+ * file: *fd and *st on success, else an error worded as em_read_regular_file's (exit 2). For
+ * readers that do not read the whole file into memory, such as the mapped model files. */
+em_status em_open_regular_file(const char *path, const char *what, int *fd, struct stat *st);
+
 /* Checks that a file whose contents decide where data goes (a push spool file, a run's resolved
  * recipe) can be trusted: a regular file, not a symbolic link, owned by the effective user and
  * writable by nobody else. Errors are exit 2 and say which condition failed. */

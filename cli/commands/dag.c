@@ -55,11 +55,9 @@ static char *describe_reads(const em_dag *dag, size_t i) {
 static void print_text(const em_pipeline *p) {
     const em_dag *dag = p->dag;
     int name_w = 5, kind_w = 4, type_w = 8;
-    char type[64];
     for (size_t i = 0; i < dag->count; i++) {
         int n = (int)strlen(dag->stages[i].name), k = (int)strlen(dag->stages[i].kind->name);
-        int t =
-            (int)strlen(em_artifact_type_name(dag->stages[i].kind->produces, type, sizeof type));
+        int t = (int)strlen(dag->stages[i].kind->produces);
         if (n > name_w) name_w = n;
         if (k > kind_w) kind_w = k;
         if (t > type_w) type_w = t;
@@ -73,7 +71,7 @@ static void print_text(const em_pipeline *p) {
         const em_stage *s = &dag->stages[i];
         char *reads = describe_reads(dag, i);
         printf("  %3zu  %-*s  %-*s  %-*s  %s\n", k + 1, name_w, s->name, kind_w, s->kind->name,
-               type_w, em_artifact_type_name(s->kind->produces, type, sizeof type), reads);
+               type_w, s->kind->produces, reads);
         free(reads);
     }
     int any = 0;
@@ -88,14 +86,12 @@ static void print_text(const em_pipeline *p) {
 
 static void print_dot(const em_pipeline *p) {
     const em_dag *dag = p->dag;
-    char type[64];
     printf("digraph \"%s\" {\n  rankdir=LR;\n  node [shape=box, fontname=\"monospace\"];\n",
            p->name);
     for (size_t k = 0; k < dag->count; k++) {
         const em_stage *s = &dag->stages[dag->order[k]];
         printf("  \"%s\" [label=\"%s\\n%s -> %s\"%s];\n", s->name, s->name, s->kind->name,
-               em_artifact_type_name(s->kind->produces, type, sizeof type),
-               s->kind->collective ? ", style=bold" : "");
+               s->kind->produces, s->kind->collective ? ", style=bold" : "");
     }
     for (size_t k = 0; k < dag->count; k++) {
         size_t i = dag->order[k];

@@ -27,14 +27,12 @@ static int stages_main(int argc, char **argv) {
     for (const em_stage_kind *const *k = em_stage_kinds; *k; k++) {
         const em_stage_kind *kind = *k;
         printf("%-*s  %s\n", width, kind->name, kind->summary);
-        printf("%-*s  produces %s%s", width, "",
-               em_artifact_type_name(kind->produces, type, sizeof type),
+        printf("%-*s  produces %s%s", width, "", kind->produces,
                kind->collective ? "; calls collectives" : "");
         const char *sep = "; reads ";
         for (const em_input_spec *in = kind->inputs; in && in->option; in++) {
             printf("%s%s (%s%s%s)", sep, in->option, in->is_list ? "list of " : "",
-                   em_artifact_type_name(in->accepts, type, sizeof type),
-                   in->optional ? ", optional" : "");
+                   em_input_accepts_text(in, type, sizeof type), in->optional ? ", optional" : "");
             sep = ", ";
         }
         printf("\n");

@@ -125,17 +125,17 @@ __attribute__((target_clones("avx2", "default"))) void em_q6_k_row(const void *s
         const uint8_t *block = (const uint8_t *)src + b * 210, *ql = block, *qh = block + 128;
         const int8_t *sc = (const int8_t *)(block + 192);
         float d = em_half_at(block + 208), *y = dst + b * QK_K;
-        for (int half = 0; half < 2; half++, y += 128, ql += 64, qh += 32, sc += 8) {
-            for (int l = 0; l < 32; l++) {
-                int is = l / 16;
-                int q1 = ((ql[l] & 0x0f) | ((qh[l] >> 0) & 3) << 4) - 32;
-                int q2 = ((ql[l + 32] & 0x0f) | ((qh[l] >> 2) & 3) << 4) - 32;
-                int q3 = ((ql[l] >> 4) | ((qh[l] >> 4) & 3) << 4) - 32;
-                int q4 = ((ql[l + 32] >> 4) | ((qh[l] >> 6) & 3) << 4) - 32;
-                y[l] = d * (float)sc[is] * (float)q1;
-                y[l + 32] = d * (float)sc[is + 2] * (float)q2;
-                y[l + 64] = d * (float)sc[is + 4] * (float)q3;
-                y[l + 96] = d * (float)sc[is + 6] * (float)q4;
+        /* ggml computes d * sc[is] * q left to right: (d * sc) is dl */
+        for (int half = 0; half < 2; half++, ql += 64, qh += 32) {
+            for (int g = 0; g < 4; g++) {
+                const uint8_t *lo = ql + 32 * (g % 2);
+                for (int part = 0; part < 2; part++, y += 16) {
+                    float dl = d * (float)sc[8 * half + 2 * g + part];
+                    for (int l = 16 * part; l < 16 * part + 16; l++) {
+                        int q = ((lo[l] >> (4 * (g / 2))) & 0x0f) | ((qh[l] >> (2 * g)) & 3) << 4;
+                        y[l - 16 * part] = dl * (float)(q - 32);
+                    }
+                }
             }
         }
     }

@@ -15,10 +15,8 @@ __attribute__((target_clones("avx2", "default"))) void em_q4_0_row(const void *s
     for (int64_t b = 0; b < n / QK; b++) {
         const uint8_t *block = (const uint8_t *)src + b * 18, *qs = block + 2;
         float d = em_half_at(block), *y = dst + b * QK;
-        for (int j = 0; j < QK / 2; j++) {
-            y[j] = (float)((qs[j] & 0x0f) - 8) * d;
-            y[j + QK / 2] = (float)((qs[j] >> 4) - 8) * d;
-        }
+        for (int j = 0; j < QK / 2; j++) y[j] = (float)((qs[j] & 0x0f) - 8) * d;
+        for (int j = 0; j < QK / 2; j++) y[j + QK / 2] = (float)((qs[j] >> 4) - 8) * d;
     }
 }
 
@@ -28,10 +26,8 @@ __attribute__((target_clones("avx2", "default"))) void em_q4_1_row(const void *s
     for (int64_t b = 0; b < n / QK; b++) {
         const uint8_t *block = (const uint8_t *)src + b * 20, *qs = block + 4;
         float d = em_half_at(block), m = em_half_at(block + 2), *y = dst + b * QK;
-        for (int j = 0; j < QK / 2; j++) {
-            y[j] = (float)(qs[j] & 0x0f) * d + m;
-            y[j + QK / 2] = (float)(qs[j] >> 4) * d + m;
-        }
+        for (int j = 0; j < QK / 2; j++) y[j] = (float)(qs[j] & 0x0f) * d + m;
+        for (int j = 0; j < QK / 2; j++) y[j + QK / 2] = (float)(qs[j] >> 4) * d + m;
     }
 }
 
@@ -92,26 +88,6 @@ __attribute__((target_clones("avx2", "default"))) void em_iq4_nl_row(const void 
         for (int j = 0; j < QK / 2; j++) {
             y[j] = d * (float)em_iq4nl_values[qs[j] & 0x0f];
             y[j + QK / 2] = d * (float)em_iq4nl_values[qs[j] >> 4];
-        }
-    }
-}
-
-/* MXFP4 (17 bytes): an E8M0 exponent e, qs[16] of E2M1 codes. ggml keeps the codes doubled as
- * small integers and halves the scale: value = code value * 2^(e - 128), where that scale is
- * built bit by bit (e < 2 gives the subnormals 2^-128 and 2^-127). */
-static const int8_t mxfp4_values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
-
-static float e8m0_half(uint8_t e) {
-    return em_f32_from_bits(e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23);
-}
-
-void em_mxfp4_row(const void *src, float *dst, int64_t n) {
-    for (int64_t b = 0; b < n / QK; b++) {
-        const uint8_t *block = (const uint8_t *)src + b * 17, *qs = block + 1;
-        float d = e8m0_half(block[0]), *y = dst + b * QK;
-        for (int j = 0; j < QK / 2; j++) {
-            y[j] = (float)mxfp4_values[qs[j] & 0x0f] * d;
-            y[j + QK / 2] = (float)mxfp4_values[qs[j] >> 4] * d;
         }
     }
 }

@@ -13,8 +13,8 @@
 static const em_ggml_type_info types[] = {
     [0] = {"F32", 0, 1, 4, em_f32_row},
     [1] = {"F16", 1, 1, 2, em_f16_row},
-    [2] = {"Q4_0", 2, 32, 18, em_q4_0_row},
-    [3] = {"Q4_1", 3, 32, 20, em_q4_1_row},
+    [2] = {"Q4_0", 2, 32, 18, em_q4_0_row, em_q4_0_row_avx2},
+    [3] = {"Q4_1", 3, 32, 20, em_q4_1_row, em_q4_1_row_avx2},
     [6] = {"Q5_0", 6, 32, 22, em_q5_0_row},
     [7] = {"Q5_1", 7, 32, 24, em_q5_1_row},
     [8] = {"Q8_0", 8, 32, 34, em_q8_0_row},
@@ -23,16 +23,16 @@ static const em_ggml_type_info types[] = {
     [11] = {"Q3_K", 11, 256, 110, em_q3_k_row},
     [12] = {"Q4_K", 12, 256, 144, em_q4_k_row},
     [13] = {"Q5_K", 13, 256, 176, em_q5_k_row},
-    [14] = {"Q6_K", 14, 256, 210, em_q6_k_row},
+    [14] = {"Q6_K", 14, 256, 210, em_q6_k_row, em_q6_k_row_avx2},
     [15] = {"Q8_K", 15, 256, 292, NULL},
     [16] = {"IQ2_XXS", 16, 256, 66, em_iq2_xxs_row},
     [17] = {"IQ2_XS", 17, 256, 74, em_iq2_xs_row},
     [18] = {"IQ3_XXS", 18, 256, 98, em_iq3_xxs_row},
     [19] = {"IQ1_S", 19, 256, 50, em_iq1_s_row},
-    [20] = {"IQ4_NL", 20, 32, 18, em_iq4_nl_row},
+    [20] = {"IQ4_NL", 20, 32, 18, em_iq4_nl_row, em_iq4_nl_row_avx2},
     [21] = {"IQ3_S", 21, 256, 110, em_iq3_s_row},
     [22] = {"IQ2_S", 22, 256, 82, em_iq2_s_row},
-    [23] = {"IQ4_XS", 23, 256, 136, em_iq4_xs_row},
+    [23] = {"IQ4_XS", 23, 256, 136, em_iq4_xs_row, em_iq4_xs_row_avx2},
     [24] = {"I8", 24, 1, 1, NULL}, /* integer and F64 tensors: not weights */
     [25] = {"I16", 25, 1, 2, NULL},
     [26] = {"I32", 26, 1, 4, NULL},
@@ -43,7 +43,7 @@ static const em_ggml_type_info types[] = {
     [34] = {"TQ1_0", 34, 256, 54, em_tq1_0_row},
     [35] = {"TQ2_0", 35, 256, 66, em_tq2_0_row},
     [39] = {"MXFP4", 39, 32, 17, em_mxfp4_row},
-    [40] = {"NVFP4", 40, 64, 36, NULL},
+    [40] = {"NVFP4", 40, 64, 36, em_nvfp4_row},
     [41] = {"Q1_0", 41, 128, 18, NULL},
 };
 
@@ -58,6 +58,10 @@ const em_ggml_type_info *em_ggml_type_by_name(const char *name) {
     for (size_t i = 0; i < N_TYPES; i++)
         if (types[i].name && strcasecmp(types[i].name, name) == 0) return &types[i];
     return NULL;
+}
+
+em_ggml_row_fn *em_ggml_row_function(const em_ggml_type_info *type) {
+    return type->to_float_avx2 && em_cpu_has_avx2() ? type->to_float_avx2 : type->to_float;
 }
 
 bool em_ggml_type_supported(uint32_t type) {

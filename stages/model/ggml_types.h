@@ -23,12 +23,16 @@ typedef struct em_ggml_type_info {
     int block_size;           /* values per block (1 for plain types) */
     size_t block_bytes;       /* bytes per block */
     em_ggml_row_fn *to_float; /* NULL: a type evalmesh does not compute with (Q8_K, I32, ...) */
+    em_ggml_row_fn *to_float_avx2; /* the same floats with AVX2 intrinsics, NULL when to_float
+                                      is all there is (its loops may still be vectorized) */
 } em_ggml_type_info;
 
 /* NULL for ids ggml does not (or no longer) define. */
 const em_ggml_type_info *em_ggml_type_info_get(uint32_t type);
 /* By name, any case ("q4_k" or "Q4_K"); NULL when no type has that name. */
 const em_ggml_type_info *em_ggml_type_by_name(const char *name);
+/* The fastest row function of a supported type this CPU runs: to_float_avx2 or to_float. */
+em_ggml_row_fn *em_ggml_row_function(const em_ggml_type_info *type);
 /* Whether weights of this type can be turned into floats (its row has a to_float). */
 bool em_ggml_type_supported(uint32_t type);
 /* The names of the supported types, comma-separated ("F32, F16, ..."), for messages. */

@@ -459,7 +459,7 @@ em_status em_gguf_parse(const uint8_t *data, size_t size, const char *name, em_g
 em_status em_gguf_open(const char *path, em_gguf **out) {
     *out = NULL;
     em_mapped_file file;
-    em_status err = em_mapped_file_open(path, &file);
+    em_status err = em_mapped_file_open(path, "a GGUF file", &file);
     if (err) return err;
     gguf_file *f = em_xcalloc(1, sizeof *f);
     f->g.path = em_xstrdup(path);

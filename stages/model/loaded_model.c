@@ -27,7 +27,7 @@ em_status em_model_load(const char *path, em_model **out) {
         return em_model_load_hf(path, out);
     /* mapped, not read: a FIFO or device is refused here instead of blocking the read */
     em_mapped_file file;
-    em_status err = em_mapped_file_open(path, &file);
+    em_status err = em_mapped_file_open(path, "a model", &file);
     if (err) return err;
     bool gguf = file.size >= 4 && memcmp(file.data, "GGUF", 4) == 0;
     em_mapped_file_close(&file);

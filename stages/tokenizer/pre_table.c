@@ -338,7 +338,7 @@ static char *case_free(const char *pattern) {
 
 const em_pre_row *em_pre_find_hf(const char *const *patterns, size_t n) {
     if (n > EM_PRE_MAX_EXPRS) return NULL;
-    char *exprs[EM_PRE_MAX_EXPRS];
+    char *exprs[EM_PRE_MAX_EXPRS] = {0};
     for (size_t k = 0; k < n; k++) exprs[k] = case_free(patterns[k]);
     const em_pre_row *row = em_pre_find_exprs((const char *const *)exprs, n);
     /* Then with the hand-written rewrites (a pattern may be a row's own spelling too). */

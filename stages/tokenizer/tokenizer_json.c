@@ -7,7 +7,6 @@
  * TemplateProcessing that puts a special token before or after the text means add BOS or EOS).
  * A tokenizer_config.json beside the file, when present, has the last word on add_bos_token,
  * add_eos_token, bos_token and eos_token. */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,35 +15,14 @@
 #include <cjson/cJSON.h>
 
 #include "stages/tokenizer/tokenizer_impl.h"
-
-/* Reads a whole file. */
-static em_status read_file(const char *path, char **data, size_t *len) {
-    *data = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) return em_error_new(EM_EXIT_BAD_INPUT, "%s: cannot open: %s", path, strerror(errno));
-    size_t cap = 1 << 16, n = 0;
-    char *buf = em_xmalloc(cap);
-    size_t got;
-    while ((got = fread(buf + n, 1, cap - n, f)) > 0) {
-        n += got;
-        if (n == cap) buf = em_xrealloc(buf, cap *= 2);
-    }
-    bool failed = ferror(f);
-    fclose(f);
-    if (failed) {
-        free(buf);
-        return em_error_new(EM_EXIT_BAD_INPUT, "%s: read error", path);
-    }
-    *data = buf;
-    *len = n;
-    return NULL;
-}
+#include "util/regular_file.h"
 
 /* Parses JSON; a syntax error names its line and column. */
 static em_status parse_json(const char *path, cJSON **out) {
     char *data;
     size_t len = 0;
-    em_status err = read_file(path, &data, &len);
+    em_status err =
+        em_read_regular_file(path, EM_TEXT_MAX_BYTES, "a tokenizer JSON file", &data, &len);
     if (err) return err;
     const char *end = NULL;
     *out = cJSON_ParseWithLengthOpts(data, len, &end, false);

@@ -51,8 +51,8 @@ static void make_dataset(em_dataset *ds, em_window *w) {
 static em_scores *run_stage(em_model *model, em_dataset *ds, int threads, em_status *err) {
     em_mark mark = {0};
     em_stage producer_model = {.name = "model"}, producer_data = {.name = "wiki"};
-    producer_model.output = (em_artifact){EM_ARTIFACT_MODEL, model, NULL};
-    producer_data.output = (em_artifact){EM_ARTIFACT_DATASET, ds, NULL};
+    producer_model.output = (em_artifact){"model", model, NULL};
+    producer_data.output = (em_artifact){"dataset", ds, NULL};
     em_stage_input inputs[2] = {{"model", 0, &producer_model}, {"data", 0, &producer_data}};
     char text[16];
     snprintf(text, sizeof text, "%d", threads);
@@ -70,7 +70,7 @@ static em_scores *run_stage(em_model *model, em_dataset *ds, int threads, em_sta
     em_mesh_free(mesh);
     em_node_free(options);
     if (*err) return NULL;
-    CHECK(self.output.type == EM_ARTIFACT_SCORES);
+    CHECK(self.output.data != NULL && self.output.free != NULL);
     return self.output.data;
 }
 

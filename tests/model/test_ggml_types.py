@@ -5,7 +5,7 @@ for bit, except that a NaN may be any NaN: IEEE leaves the sign and payload of a
 open, compilers turn x * -1.f into a negation (which flips a NaN's sign), F16C quiets signaling
 NaNs and NumPy does not, so ggml builds differ there too. The blocks are random bytes with the scale fields also set to edge values (zero, -0,
 the smallest and largest subnormals, the smallest normal, the largest finite, infinities, NaN;
-E8M0 exponents 0, 1, 2, 254, 255 for MXFP4).
+E8M0 exponents 0, 1, 2, 254, 255 for MXFP4, UE4M3 0, 0x7F, subnormals and 0xFF for NVFP4).
 Usage: test_ggml_types.py DEQUANTIZE_DRIVER (needs gguf: see gguf_python.py)."""
 import os
 import subprocess
@@ -41,8 +41,8 @@ def table(driver):
     rows = {}
     for line in out.split("\n"):
         if line:
-            name, tid, block, size, computable = line.split()
-            rows[name] = (int(tid), int(block), int(size), computable == "1")
+            name, tid, block, size, computable, avx2 = line.split()
+            rows[name] = (int(tid), int(block), int(size), computable == "1", avx2 == "1")
     return rows
 
 
@@ -54,6 +54,9 @@ def random_blocks(name, n_blocks, block_bytes, rng):
         raw[k, off:off + 2] = edges[(k + i) % len(F16_EDGES)]
     if name == "MXFP4":
         raw[:len(E8M0_EDGES), 0] = E8M0_EDGES
+    if name == "NVFP4":  # four UE4M3 scales: zero, E4M3's NaN 0x7F, subnormals, the largest
+        raw[:4, :4] = [[0, 0x7F, 0xFF, 0x80], [1, 7, 8, 0x7E], [0x3F, 0x40, 0x77, 0x78],
+                       [0x81, 0xF9, 0xFE, 0x08]]
     if name == "IQ1_M":  # the f16 d is the top nibbles of the four u16 scale words (bytes 48..55)
         for k, h in enumerate(F16_EDGES):
             for w in range(4):
@@ -64,10 +67,10 @@ def random_blocks(name, n_blocks, block_bytes, rng):
     return raw
 
 
-def check_type(driver, name, block, size, rng):
+def check_type(driver, name, path, block, size, rng):
     n_blocks = 4096 if block == 1 else (2048 if block == 32 else 512)
     raw = random_blocks(name, n_blocks, size, rng)
-    p = subprocess.run([driver, name], input=raw.tobytes(), capture_output=True)
+    p = subprocess.run([driver, name, path], input=raw.tobytes(), capture_output=True)
     if not check(p.returncode == 0, "%s: driver exit %d: %s" % (name, p.returncode, p.stderr)):
         return
     ours = np.frombuffer(p.stdout, dtype=np.float32)
@@ -79,12 +82,12 @@ def check_type(driver, name, block, size, rng):
     a, b = ours.view(np.uint32), theirs.view(np.uint32)
     nan_both = np.isnan(ours) & np.isnan(theirs)
     bad = np.nonzero((a != b) & ~nan_both)[0]
-    print("%-8s %7d values, %d NaN, %d differ in bits" %
-          (name, ours.size, int(nan_both.sum()), len(bad)))
+    print("%-8s %-4s %7d values, %d NaN, %d differ in bits" %
+          (name, path, ours.size, int(nan_both.sum()), len(bad)))
     if len(bad):
         i = bad[0]
-        check(False, "%s: value %d (block %d) is %r (0x%08x), gguf %r (0x%08x); block bytes %s" %
-              (name, i, i // block, ours[i], a[i], theirs[i], b[i],
+        check(False, "%s (%s): value %d (block %d) is %r (0x%08x), gguf %r (0x%08x); block bytes %s" %
+              (name, path, i, i // block, ours[i], a[i], theirs[i], b[i],
                raw[i // block].tobytes().hex()))
 
 
@@ -103,9 +106,12 @@ def main():
     rng = np.random.default_rng(12)
     computable = [name for name, row in rows.items() if row[3]]
     print("computable types:", " ".join(computable))
+    print("with AVX2 row functions on this CPU:",
+          " ".join(name for name, row in rows.items() if row[4]) or "none")
     for name in computable:
-        tid, block, size, _ = rows[name]
-        check_type(driver, name, block, size, rng)
+        tid, block, size, _, avx2 = rows[name]
+        for path in ["c", "avx2"] if avx2 else ["c"]:
+            check_type(driver, name, path, block, size, rng)
     sys.exit(finish())
 
 

@@ -191,9 +191,9 @@ def check_stage(evalmesh, mkmodel, tmp):
 
 
 def check_not_regular(evalmesh, mkmodel, tmp):
-    """A FIFO, a directory or a device where a model file belongs: one message naming the path and
-    what it is, exit status 2, and no wait for a writer that never comes (the timeout turns a
-    blocking open into a failed check instead of a hung test)."""
+    """A FIFO, a directory or a device where a model or tokenizer file belongs: one message naming
+    the path and what it is, exit status 2, and no wait for a writer that never comes (the timeout
+    turns a blocking open into a failed check instead of a hung test)."""
     def bounded(args):
         try:
             p = subprocess.run(args, capture_output=True, text=True, timeout=60)
@@ -207,7 +207,8 @@ def check_not_regular(evalmesh, mkmodel, tmp):
     fifo = os.path.join(tmp, "pipe.gguf")
     os.mkfifo(fifo)
     rc, out, err = inspect(fifo)
-    check(rc == 2 and err == "error: %s: not a regular file (a FIFO)\n" % fifo,
+    check(rc == 2 and err == "error: cannot read '%s': it is a FIFO, not a regular file (a model "
+          "must be one)\n" % fifo,
           "FIFO as a GGUF model: %s %s" % (rc, err))
     check(out == "", "nothing on stdout for a FIFO")
     recipe = os.path.join(tmp, "fifo.yaml")
@@ -217,8 +218,19 @@ def check_not_regular(evalmesh, mkmodel, tmp):
     check(rc == 2 and "%s:3:26: stage 'm': path %s: not a regular file" % (recipe, fifo) in err,
           "FIFO as the model of a run: %s %s" % (rc, err))
     rc, out, err = inspect("/dev/null")
-    check(rc == 2 and "/dev/null: not a regular file (a character device)" in err,
+    check(rc == 2 and "cannot read '/dev/null': it is a character device, not a regular file" in err,
           "device as a model: %s %s" % (rc, err))
+
+    # the same FIFO as a tokenizer, and a folder whose tokenizer.json is a FIFO
+    rc, out, err = bounded([evalmesh, "tokenize", fifo, "hello"])
+    check(rc == 2 and err == "tokenize: cannot read '%s': it is a FIFO, not a regular file (a "
+          "tokenizer must be one)\n" % fifo, "FIFO as a tokenizer: %s %s" % (rc, err))
+    tokdir = os.path.join(tmp, "fifo-tok")
+    os.mkdir(tokdir)
+    os.mkfifo(os.path.join(tokdir, "tokenizer.json"))
+    rc, out, err = bounded([evalmesh, "tokenize", tokdir, "hello"])
+    check(rc == 2 and "cannot read '%s/tokenizer.json': it is a FIFO, not a regular file" % tokdir
+          in err, "FIFO as tokenizer.json: %s %s" % (rc, err))
 
     # a checkpoint folder whose weights file is a FIFO, named directly (the safetensors reader)
     ckpt = os.path.join(tmp, "fifo-st")
@@ -227,7 +239,8 @@ def check_not_regular(evalmesh, mkmodel, tmp):
     os.remove(weights)
     os.mkfifo(weights)
     rc, out, err = inspect(weights)
-    check(rc == 2 and "%s: not a regular file (a FIFO)" % weights in err,
+    check(rc == 2 and "cannot read '%s': it is a FIFO, not a regular file (a safetensors file "
+          "must be one)" % weights in err,
           "FIFO as a safetensors file: %s %s" % (rc, err))
 
     # a directory as the model: a Hugging Face checkpoint folder, which this one is not
@@ -242,7 +255,8 @@ def check_not_regular(evalmesh, mkmodel, tmp):
     json.dump({"weight_map": {"token_embd.weight": "shard.safetensors"}},
               open(os.path.join(ckpt, "model.safetensors.index.json"), "w"))
     rc, out, err = inspect(ckpt)
-    check(rc == 2 and "%s/shard.safetensors: not a regular file (a directory)" % ckpt in err,
+    check(rc == 2 and "cannot read '%s/shard.safetensors': it is a directory, not a regular file"
+          % ckpt in err,
           "directory as a safetensors shard: %s %s" % (rc, err))
 
 

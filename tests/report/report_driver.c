@@ -34,7 +34,7 @@ static char *opt_dup(const em_node *map, const char *key) {
 
 static em_status fixed_run(em_stage *self, const em_run_context *ctx) {
     em_metrics *m = em_metrics_new();
-    self->output = (em_artifact){EM_ARTIFACT_METRICS, m, free_metrics};
+    self->output = (em_artifact){.data = m, .free = free_metrics};
     const em_node *values = em_node_get(self->options, "values");
     for (size_t i = 0; values && i < values->count; i++) {
         const em_node *v = values->entries[i].value;
@@ -79,7 +79,7 @@ static em_status fixed_run(em_stage *self, const em_run_context *ctx) {
 static const em_stage_kind fixed_metrics_kind = {
     .name = "fixed_metrics",
     .summary = "test-only: metrics given in the options",
-    .produces = EM_ARTIFACT_METRICS,
+    .produces = "metrics",
     .run = fixed_run,
 };
 
@@ -125,7 +125,6 @@ int main(int argc, char **argv) {
                           .local_size = 1,
                           .node_count = 1,
                           .recipe_name = em_node_get_string(root, "name", "test"),
-                          .recipe_path = argv[1],
                           .recipe = root};
     if (!err) err = em_executor_init(dag, &ctx);
     if (err) {

@@ -26,6 +26,8 @@ SRC = os.environ["EVALMESH_SOURCE_DIR"]
 SHARED = os.environ.get("EVALMESH_SHARED_DATA", "")
 HERE = os.path.join(SRC, "tests", "runner")
 GOOD = os.path.join(HERE, "good", "runner_test.yaml")
+NO_RESULTS = ("warning: {}: no stage writes results (add a report stage): nothing will be "
+              "written but the run directory's log and state\n")
 
 
 
@@ -208,7 +210,8 @@ def test_run_writes_run_directory():
         before = {n: open(os.path.join(first, n)).read() for n in ("recipe.resolved.yaml",)}
         r = evalmesh(["run", GOOD, "--quiet"], cwd)
         check(r.returncode == 0, f"second run: exit {r.returncode}: {r.stderr}")
-        check(r.stderr == "", f"--quiet printed {r.stderr!r}")
+        # --quiet prints warnings only: the recipe has no report stage
+        check(r.stderr == NO_RESULTS.format(GOOD), f"--quiet printed {r.stderr!r}")
         dirs2 = run_dirs(cwd)
         check(len(dirs2) == 2 and dirs[0] in dirs2, f"after the second run: {dirs2}")
         if len(dirs2) == 2:
@@ -393,6 +396,84 @@ def test_missing_inputs_leave_nothing():
         check(os.listdir(cwd) == [], f"perplexity with a missing input left {os.listdir(cwd)}")
 
 
+def test_no_results_warning():
+    """A recipe without a stage that writes results warns once, from validate and from run;
+    with a report stage there is no warning."""
+    with tempfile.TemporaryDirectory() as cwd:
+        r = evalmesh(["validate", GOOD], cwd)
+        check(r.returncode == 0 and r.stderr == NO_RESULTS.format(GOOD),
+              f"validate without a report: {r.stderr!r}")
+        r = evalmesh(["run", GOOD, "--run-dir", os.path.join(cwd, "rd")], cwd)
+        check(r.returncode == 0 and r.stderr.count("warning:") == 1 and
+              NO_RESULTS.format(GOOD) in r.stderr, f"run without a report: {r.stderr!r}")
+        demo = os.path.join(SRC, "recipes", "demo.yaml")
+        r = evalmesh(["validate", demo], cwd)
+        check(r.returncode == 0 and r.stderr == "", f"validate with a report: {r.stderr!r}")
+
+
+def perplexity_metrics(cwd, args, run_dir_args):
+    """Runs evalmesh perplexity on the demo model and text; returns (exit status, stderr, the
+    metrics of results.json without timings, or None)."""
+    model = os.path.join(SRC, "recipes", "data", "demo-model.gguf")
+    text = os.path.join(SRC, "recipes", "data", "demo.txt")
+    r = evalmesh(["perplexity", "-m", model, "-f", text] + args + run_dir_args, cwd)
+    rd = run_dir_args[0].split("=", 1)[1] if "=" in run_dir_args[0] else run_dir_args[1]
+    path = os.path.join(rd, "results.json")
+    if not os.path.exists(path):
+        return r.returncode, r.stderr, None
+    with open(path) as f:
+        metrics = json.load(f)["metrics"]["ppl"]
+    return r.returncode, r.stderr, {k: v["value"] for k, v in metrics.items() if not v.get("timing")}
+
+
+def test_perplexity_cli():
+    """evalmesh perplexity fills recipes/perplexity.yaml from getopt_long options: --name=VALUE
+    works, -c 0 is the model's context length (512 for the demo model), --stride is refused
+    unless the protocol is sliding, and --print-recipe prints a recipe that runs to the same
+    numbers."""
+    with tempfile.TemporaryDirectory() as cwd:
+        rc, err, ref = perplexity_metrics(cwd, ["-c", "128"], ["--run-dir", os.path.join(cwd, "a")])
+        check(rc == 0 and ref and ref["windows"] == 28, f"-c 128: exit {rc}: {err[-800:]} {ref}")
+        rc, err, same = perplexity_metrics(cwd, ["--ctx-size=128"], [f"--run-dir={cwd}/b"])
+        check(rc == 0 and same == ref, f"--ctx-size=128 --run-dir=: exit {rc}: {same} != {ref}")
+        rc, err, full = perplexity_metrics(cwd, ["-c", "512"], ["--run-dir", os.path.join(cwd, "c")])
+        rc0, err0, model_ctx = perplexity_metrics(cwd, ["-c", "0"], ["--run-dir", f"{cwd}/d"])
+        check(rc == 0 and rc0 == 0 and full and model_ctx == full and full["windows"] == 7,
+              f"-c 0: exit {rc0}: {err0[-800:]} {model_ctx} != {full}")
+        rc, err, sliding = perplexity_metrics(
+            cwd, ["--protocol=sliding", "-c", "128", "--stride=32"], ["--run-dir", f"{cwd}/e"])
+        check(rc == 0 and sliding and sliding["windows"] == 112,
+              f"sliding: exit {rc}: {err[-800:]} {sliding}")
+        for protocol in ("chunked", "rolling"):
+            rc, err, res = perplexity_metrics(cwd, ["--protocol", protocol, "--stride", "64"],
+                                              ["--run-dir", f"{cwd}/f"])
+            check(rc == 2 and err == f"error: evalmesh perplexity: --stride applies to --protocol "
+                  f"sliding only, not {protocol} (whose windows do not overlap)\n",
+                  f"--stride with {protocol}: exit {rc}: {err!r}")
+        check(not os.path.exists(f"{cwd}/f"), "--stride with chunked made a run directory")
+        rc, err, res = perplexity_metrics(cwd, ["-c", "-3"], ["--run-dir", f"{cwd}/f"])
+        check(rc == 2 and err == "error: evalmesh perplexity: --ctx-size needs a non-negative "
+              "integer, not '-3'\n", f"-c -3: {rc} {err!r}")
+
+        # --print-recipe: a recipe that validates and runs to the same numbers
+        model = os.path.join(SRC, "recipes", "data", "demo-model.gguf")
+        text = os.path.join(SRC, "recipes", "data", "demo.txt")
+        r = evalmesh(["perplexity", "-m", model, "-f", text, "-c", "128", "--print-recipe"], cwd)
+        check(r.returncode == 0 and r.stdout.startswith("# yaml-language-server"), f"{r.stderr}")
+        printed = yaml.safe_load(r.stdout)
+        check(printed["stages"]["data"] == {"kind": "dataset", "tokenizer": "model", "path": text,
+                                            "format": "text", "protocol": "chunked", "n_ctx": 128},
+              f"printed data stage {printed['stages']['data']}")
+        saved = os.path.join(cwd, "saved.yaml")
+        with open(saved, "w") as f:
+            f.write(r.stdout)
+        r = evalmesh(["run", saved, f"--run-dir={cwd}/g"], cwd)
+        with open(os.path.join(cwd, "g", "results.json")) as f:
+            metrics = json.load(f)["metrics"]["ppl"]
+        again = {k: v["value"] for k, v in metrics.items() if not v.get("timing")}
+        check(r.returncode == 0 and again == ref, f"the printed recipe: {again} != {ref}")
+
+
 def test_two_ranks():
     mpirun = os.environ.get("EVALMESH_MPIRUN", "")
     if not mpirun:
@@ -405,6 +486,9 @@ def test_two_ranks():
         check(r.returncode == 0, f"2 ranks: exit {r.returncode}: {r.stderr}")
         dirs = run_dirs(cwd)
         check(len(dirs) == 1, f"2 ranks made {dirs}")
+        warnings = [line for line in r.stderr.splitlines() if "warning:" in line]
+        check(warnings == ["[r0] " + NO_RESULTS.format(GOOD).rstrip("\n")],
+              f"2 ranks: warnings {warnings}")
         if len(dirs) == 1:
             d = os.path.join(cwd, "runs", dirs[0])
             for name in ("evalmesh.log", "evalmesh.rank1.log", "state/rank-0.json",
@@ -433,5 +517,7 @@ test_schemas()
 test_after_forms()
 test_recipe_relative_paths()
 test_missing_inputs_leave_nothing()
+test_no_results_warning()
+test_perplexity_cli()
 test_two_ranks()
 sys.exit(finish())

@@ -19,6 +19,7 @@
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/resource.h>
 
 #include "stages/kernels/cpu/llama_forward.h"
@@ -156,7 +157,13 @@ int main(int argc, char **argv) {
     reference_free(&ref);
     double file_mib = m->file_size / 1048576.0;
     double buffers_mib = em_llama_forward_memory(f) / 1048576.0;
-    const char *type = em_tensor_type_name(m->layers[0].wq->type);
+    char type[64] = ""; /* the matrices' types, "Q4_K+Q6_K" for a mix */
+    for (size_t i = 0; i < m->tensor_count; i++) {
+        const char *name = em_tensor_type_name(m->tensors[i].type);
+        if (m->tensors[i].n_dims == 2 && !strstr(type, name))
+            snprintf(type + strlen(type), sizeof type - strlen(type), "%s%s", type[0] ? "+" : "",
+                     name);
+    }
     printf("model %s (%s, dim %d, %d layers, ffn %d, vocab %d), n_ctx %d, %d windows, %d threads, "
            "%s kernel\n",
            argv[1], type, c->dim, c->n_layers, c->ffn_dim, c->n_vocab, n_ctx, windows, threads,

@@ -8,5 +8,6 @@ void em_rows_to_float(const em_tensor *w, int64_t row0, int64_t rows, float *dst
     const em_ggml_type_info *info = em_ggml_type_info_get((uint32_t)w->type);
     size_t row_bytes = em_tensor_type_row_bytes(w->type, n_in);
     const uint8_t *src = (const uint8_t *)w->data + (size_t)row0 * row_bytes;
-    for (int64_t r = 0; r < rows; r++, src += row_bytes, dst += ld) info->to_float(src, dst, n_in);
+    em_ggml_row_fn *to_float = em_ggml_row_function(info);
+    for (int64_t r = 0; r < rows; r++, src += row_bytes, dst += ld) to_float(src, dst, n_in);
 }

@@ -7,8 +7,8 @@
  * and first scored position, never on the thread count or on other windows, so a window's
  * per-token results are bit-identical wherever and with whatever it runs. Projections and the
  * head run on the packed GEMM of gemm.h (its results do not even depend on the CPU's instruction
- * set); attention's small products on OpenBLAS sgemm, set to one thread. Parallelism is over
- * tiles, heads and rows with OpenMP. */
+ * set), and so do attention's products (attention.h). Parallelism is over tiles, heads and rows
+ * with OpenMP. */
 #ifndef EVALMESH_KERNELS_LLAMA_FORWARD_H
 #define EVALMESH_KERNELS_LLAMA_FORWARD_H
 
