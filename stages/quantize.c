@@ -1,0 +1,90 @@
+/* Stage `quantize`: quantizes the model of its `model` input (stages/quant/quantize_model.h) and
+ * produces a new EM_ARTIFACT_MODEL (data = em_model *) holding the quantized tensors, which the
+ * forward runs directly. Options: model, scheme (a scheme of stages/quant/quant_scheme.c or a
+ * llama-quantize mix), embeddings, output, allow_requantize, threads. A tensor the scheme cannot
+ * take (row length, already quantized) stops the stage with exit 2 and the place of `scheme`. */
+#include <stdlib.h>
+#include <time.h>
+
+#include "runner/stage.h"
+#include "util/log.h"
+#include "stages/model/loaded_model.h"
+#include "stages/quant/quantize_model.h"
+
+typedef struct quantize_state {
+    em_quantize_options opt;
+    em_mark scheme_mark;
+} quantize_state;
+
+static const em_input_spec quantize_inputs[] = {
+    {"model", EM_ARTIFACT_MODEL, false, false},
+    {NULL, 0, false, false},
+};
+
+static em_status quantize_init(em_stage *self, const em_run_context *ctx) {
+    quantize_state *st = em_xcalloc(1, sizeof *st);
+    self->state = st;
+    const em_node *scheme = em_node_get(self->options, "scheme");
+    st->scheme_mark = scheme->mark;
+    st->opt.plan.scheme = em_node_get_string(self->options, "scheme", "");
+    if (!em_quant_plan_scheme_known(st->opt.plan.scheme))
+        return em_error_at(EM_EXIT_BAD_INPUT, scheme->mark, "stage '%s': unknown scheme '%s'",
+                           self->name, st->opt.plan.scheme);
+    st->opt.plan.embeddings = em_node_get_bool(self->options, "embeddings", false);
+    st->opt.plan.output = em_node_get_bool(self->options, "output", false);
+    st->opt.allow_requantize = em_node_get_bool(self->options, "allow_requantize", false);
+    const em_node *threads = em_node_get(self->options, "threads");
+    if (!em_node_is_null(threads)) {
+        int64_t n;
+        em_status err = em_node_as_int(threads, &n);
+        if (err) return err;
+        st->opt.threads = (int)n;
+    }
+    return NULL;
+}
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void free_model(void *data) {
+    em_model_free(data);
+}
+
+static em_status quantize_run(em_stage *self, const em_run_context *ctx) {
+    quantize_state *st = self->state;
+    const em_model *src = em_stage_input_artifact(self, "model", 0)->data;
+    double start = now_seconds();
+    em_model *m;
+    em_quantize_summary sum;
+    em_status err = em_quantize_model(src, &st->opt, &m, &sum);
+    if (err) {
+        char where[1024];
+        em_mark_format(st->scheme_mark, where, sizeof where);
+        return em_error_prefix(err, "%s: stage '%s' (scheme %s)", where, self->name,
+                               st->opt.plan.scheme);
+    }
+    em_log_info("quantize %s: %s, %zu tensors, %.1f MiB -> %.1f MiB in %.2f s", self->name,
+                st->opt.plan.scheme, sum.quantized, (double)sum.bytes_before / (1 << 20),
+                (double)sum.bytes_after / (1 << 20), now_seconds() - start);
+    self->output = (em_artifact){EM_ARTIFACT_MODEL, m, free_model};
+    return NULL;
+}
+
+static void quantize_destroy(em_stage *self) {
+    free(self->state);
+}
+
+const em_stage_kind em_stage_kind_quantize = {
+    .name = "quantize",
+    .summary = "quantize a model's weights (ggml Q8_0 ... Q6_K, llama-quantize mixes) for the "
+               "forward",
+    .produces = EM_ARTIFACT_MODEL,
+    .inputs = quantize_inputs,
+    .collective = false,
+    .init = quantize_init,
+    .run = quantize_run,
+    .destroy = quantize_destroy,
+};
