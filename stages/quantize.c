@@ -63,8 +63,7 @@ static em_status quantize_run(em_stage *self, const em_run_context *ctx) {
     if (err) {
         char where[1024];
         em_mark_format(st->scheme_mark, where, sizeof where);
-        return em_error_prefix(err, "%s: stage '%s' (scheme %s)", where, self->name,
-                               st->opt.plan.scheme);
+        return em_error_prefix(err, "%s: scheme %s", where, st->opt.plan.scheme);
     }
     em_log_info("quantize %s: %s, %zu tensors, %.1f MiB -> %.1f MiB in %.2f s", self->name,
                 st->opt.plan.scheme, sum.quantized, (double)sum.bytes_before / (1 << 20),
