@@ -1,9 +1,12 @@
 /* Stage `quantize`: quantizes the model of its `model` input (stages/quant/quantize_model.h) and
  * produces a new EM_ARTIFACT_MODEL (data = em_model *) holding the quantized tensors, which the
  * forward runs directly. Options: model, scheme (a scheme of stages/quant/quant_scheme.c or a
- * llama-quantize mix), embeddings, output, allow_requantize, threads. A tensor the scheme cannot
+ * llama-quantize mix, or torchao's int8_weight_only / int4_weight_only with group_size),
+ * embeddings, output, allow_requantize, threads. A tensor the scheme cannot
  * take (row length, already quantized) stops the stage with exit 2 and the place of `scheme`. */
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "runner/stage.h"
@@ -14,6 +17,7 @@
 typedef struct quantize_state {
     em_quantize_options opt;
     em_mark scheme_mark;
+    char scheme[32]; /* the table's row: int4_weight_only becomes int4_weight_only_g<group_size> */
 } quantize_state;
 
 static const em_input_spec quantize_inputs[] = {
@@ -26,7 +30,17 @@ static em_status quantize_init(em_stage *self, const em_run_context *ctx) {
     self->state = st;
     const em_node *scheme = em_node_get(self->options, "scheme");
     st->scheme_mark = scheme->mark;
-    st->opt.plan.scheme = em_node_get_string(self->options, "scheme", "");
+    const char *name = em_node_get_string(self->options, "scheme", "");
+    if (strcmp(name, "int4_weight_only") == 0) {
+        int64_t group = 128;
+        const em_node *g = em_node_get(self->options, "group_size");
+        em_status err = em_node_is_null(g) ? NULL : em_node_as_int(g, &group);
+        if (err) return err;
+        snprintf(st->scheme, sizeof st->scheme, "%s_g%lld", name, (long long)group);
+    } else {
+        snprintf(st->scheme, sizeof st->scheme, "%s", name);
+    }
+    st->opt.plan.scheme = st->scheme;
     if (!em_quant_plan_scheme_known(st->opt.plan.scheme))
         return em_error_at(EM_EXIT_BAD_INPUT, scheme->mark, "stage '%s': unknown scheme '%s'",
                            self->name, st->opt.plan.scheme);

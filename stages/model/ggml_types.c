@@ -5,6 +5,7 @@
 #include <stdio.h>
 
 #include "stages/model/loaded_model.h"
+#include "stages/model/torchao_types.h"
 
 static const em_ggml_type_info types[] = {
     [0] = {"F32", 1, 4},         [1] = {"F16", 1, 2},         [2] = {"Q4_0", 32, 18},
@@ -21,6 +22,7 @@ static const em_ggml_type_info types[] = {
 };
 
 const em_ggml_type_info *em_ggml_type_info_get(uint32_t type) {
+    if (em_torchao_type_info(type)) return em_torchao_type_info(type);
     if (type >= sizeof types / sizeof types[0] || !types[type].name) return NULL;
     return &types[type];
 }

@@ -18,4 +18,11 @@ void em_quantize_row_q4_k(const float *x, int64_t n, void *out);
 void em_quantize_row_q5_k(const float *x, int64_t n, void *out);
 void em_quantize_row_q6_k(const float *x, int64_t n, void *out);
 
+/* int8: the row is one group (its scale repeated in each 32-value block); int4: groups of g. */
+void em_quantize_row_torchao_int8(const float *x, int64_t n, void *out);
+void em_quantize_row_torchao_int4_g32(const float *x, int64_t n, void *out);
+void em_quantize_row_torchao_int4_g64(const float *x, int64_t n, void *out);
+void em_quantize_row_torchao_int4_g128(const float *x, int64_t n, void *out);
+void em_quantize_row_torchao_int4_g256(const float *x, int64_t n, void *out);
+
 #endif

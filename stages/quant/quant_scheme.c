@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "stages/model/loaded_model.h"
+#include "stages/model/torchao_types.h"
 #include "stages/quant/quant_rows.h"
 
 /* ggml type ids of the types em_tensor_type does not name (yet). */
@@ -18,6 +19,13 @@ static const em_quant_scheme schemes[] = {
     {"Q4_K", Q4_K, 256, 144, em_quantize_row_q4_k},
     {"Q5_K", Q5_K, 256, 176, em_quantize_row_q5_k},
     {"Q6_K", Q6_K, 256, 210, em_quantize_row_q6_k},
+    {"int8_weight_only", EM_TENSOR_TORCHAO_I8, 32, 36, em_quantize_row_torchao_int8},
+    {"int4_weight_only_g32", EM_TENSOR_TORCHAO_I4_G32, 32, 20, em_quantize_row_torchao_int4_g32},
+    {"int4_weight_only_g64", EM_TENSOR_TORCHAO_I4_G64, 64, 36, em_quantize_row_torchao_int4_g64},
+    {"int4_weight_only_g128", EM_TENSOR_TORCHAO_I4_G128, 128, 68,
+     em_quantize_row_torchao_int4_g128},
+    {"int4_weight_only_g256", EM_TENSOR_TORCHAO_I4_G256, 256, 132,
+     em_quantize_row_torchao_int4_g256},
 };
 
 const em_quant_scheme *em_quant_scheme_find(const char *name) {

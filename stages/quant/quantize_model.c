@@ -106,7 +106,6 @@ em_status em_quantize_model(const em_model *src, const em_quantize_options *opt,
         summary->quantized++;
         summary->bytes_before += t->nbytes;
         summary->bytes_after += nbytes;
-        summary->type_counts[s->type]++;
         t->type = (em_tensor_type)s->type;
         t->data = blocks;
         t->nbytes = nbytes;

@@ -19,10 +19,9 @@ typedef struct em_quantize_options {
 } em_quantize_options;
 
 typedef struct em_quantize_summary {
-    size_t quantized;       /* tensors quantized */
-    size_t bytes_before;    /* of the quantized tensors, as stored in the source */
-    size_t bytes_after;     /* of the quantized tensors, quantized */
-    size_t type_counts[64]; /* tensors quantized to each ggml type id */
+    size_t quantized;    /* tensors quantized */
+    size_t bytes_before; /* of the quantized tensors, as stored in the source */
+    size_t bytes_after;  /* of the quantized tensors, quantized */
 } em_quantize_summary;
 
 /* Errors (exit 2) name the tensor: a row length the scheme's block does not divide, a tensor

@@ -2,6 +2,8 @@
 and the formulas of stages/quant/quant_legacy.c and quant_kquants.c), and the test inputs the
 quantizer tests share. Dequantizing is exact arithmetic on small integers and f16 scales, so these
 are independent of the order of operations of any quantizer."""
+import struct
+
 import numpy as np
 
 # name: (ggml type id, values per block, bytes per block)
@@ -9,6 +11,60 @@ SCHEMES = {
     "Q8_0": (8, 32, 34), "Q4_0": (2, 32, 18), "Q4_1": (3, 32, 20), "Q5_0": (6, 32, 22),
     "Q5_1": (7, 32, 24), "Q4_K": (12, 256, 144), "Q5_K": (13, 256, 176), "Q6_K": (14, 256, 210),
 }
+# torchao's schemes: evalmesh's own type ids (stages/model/torchao_types.h)
+TORCHAO = {"int8_weight_only": (200, 32, 36), "int4_weight_only_g32": (201, 32, 20),
+           "int4_weight_only_g64": (202, 64, 36), "int4_weight_only_g128": (203, 128, 68),
+           "int4_weight_only_g256": (204, 256, 132)}
+
+
+def bf16_bits(x):
+    """float32 scalar -> the bits of the nearest bfloat16 (ties to even)."""
+    u = np.uint64(np.float32(x).view(np.uint32))
+    return np.uint16((u + np.uint64(0x7FFF) + ((u >> np.uint64(16)) & np.uint64(1))) >> np.uint64(16))
+
+
+def bf16_round(x):
+    return np.uint32(np.uint32(bf16_bits(x)) << np.uint32(16)).view(np.float32)
+
+
+def torchao_quantize(name, x):
+    """torchao's definitions in float32 NumPy (rows of x): int8_weight_only is torchao's
+    choose_qparams_affine/quantize_affine with MappingType.SYMMETRIC over each row; int4 is
+    torchtune's get_groupwise_affine_qparams + groupwise_affine_quantize_tensor_from_qparams
+    with bf16 scales and zeros. Returns the blocks in evalmesh's layout."""
+    x = np.asarray(x, dtype=np.float32)
+    out = []
+    if name == "int8_weight_only":
+        for row in x:
+            s = np.float32(np.abs(row).max()) / np.float32(127.5)
+            s = max(s, np.float32(np.finfo(np.float32).eps))
+            q = np.clip(np.rint(row * (np.float32(1.0) / s)), -128, 127).astype(np.int8)
+            for b in range(len(row) // 32):
+                out.append(np.float32(s).tobytes() + q[32 * b:32 * b + 32].tobytes())
+        return b"".join(out)
+    g = TORCHAO[name][1]
+    for grp in x.reshape(-1, g):
+        rng = grp.max() - grp.min()
+        s = bf16_round(max(rng, np.float32(1e-6)) / np.float32(15))
+        z = bf16_round(grp.min() + s * np.float32(8))
+        lo = bf16_round(z - s * np.float32(8))
+        q = np.clip(np.rint((grp - lo) / s), 0, 15).astype(np.uint8)
+        qs = q[:g // 2] | q[g // 2:] << 4
+        out.append(struct.pack("<HH", bf16_bits(s), bf16_bits(z)) + qs.tobytes())
+    return b"".join(out)
+
+
+def torchao_dequantize(name, data):
+    """x = s * q (int8) or (q - 8) * s + z (int4), from the layouts' definitions."""
+    _, g, bb = TORCHAO[name]
+    b = np.frombuffer(data, np.uint8).reshape(-1, bb)
+    if name == "int8_weight_only":
+        return (b[:, :4].copy().view(np.float32).astype(np.float64) *
+                b[:, 4:].view(np.int8)).ravel()
+    s = (b[:, :2].copy().view("<u2").astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    z = (b[:, 2:4].copy().view("<u2").astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    q = np.concatenate([b[:, 4:] & 0xF, b[:, 4:] >> 4], axis=1).astype(np.float64)
+    return ((q - 8) * s + z).ravel()
 
 
 def f16(b):

@@ -21,7 +21,8 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "support"))
 from checks import check, finish  # noqa: E402
-from quant_numpy import SCHEMES, dequantize, test_matrix  # noqa: E402
+from quant_numpy import (SCHEMES, TORCHAO, dequantize, test_matrix, torchao_dequantize,  # noqa: E402
+                         torchao_quantize)
 
 QUANT_DUMP = sys.argv[1]
 TMP = tempfile.mkdtemp(prefix="quant_blocks_")
@@ -164,8 +165,44 @@ def check_round_trip():
               f"{worst:.3f} of the bound, {underflow} tiny super-blocks")
 
 
+def check_torchao():
+    rng = np.random.default_rng(9)
+    inputs = [test_matrix(), (rng.standard_normal((16, 1024)) * 0.02).astype(np.float32)]
+    for name, (_, g, _) in TORCHAO.items():
+        for i, x in enumerate(inputs):
+            got = quantize(name, x)
+            check(got == torchao_quantize(name, x), f"{name}: input {i} equals the NumPy definition")
+        x = test_matrix()
+        y = torchao_dequantize(name, quantize(name, x)).reshape(x.shape[0], -1)
+        if name == "int8_weight_only":  # half a step of the row's scale (at least FLT_EPSILON)
+            step = np.maximum(np.abs(x).max(axis=1, keepdims=True) / 127.5, np.finfo(np.float32).eps)
+            bound = step * 0.5 + np.abs(x).max(axis=1, keepdims=True) * 2.0 ** -20  # f32 ulps
+            err = np.abs(x - y).max(axis=1, keepdims=True)
+        else:  # half a step of the group's bf16 scale, plus the bf16 rounding of the zero point
+            xg, yg = x.reshape(-1, g).astype(np.float64), y.reshape(-1, g)
+            rngs = np.maximum(xg.max(axis=1) - xg.min(axis=1), 1e-6)
+            bound = (rngs / 15 * (0.5 + 2.0 ** -8) * 1.02 + np.abs(xg).max(axis=1) * 2.0 ** -8
+                     + rngs * 2.0 ** -7)
+            err = np.abs(xg - yg).max(axis=1)
+        check(np.all(err <= bound), f"{name}: round trip within the bound "
+              f"(worst {np.max(err / bound):.3f} of it)")
+    # hand-computed: s = 127.5 / 127.5 = 1, halves round to even, 127.5 -> 128 clamps to 127
+    row = np.array([127.5, 0.5, 1.5, 2.5, -0.5, -2.5, -127.5, 3.0] + [0.0] * 24, np.float32)
+    q = [127, 0, 2, 2, 0, -2, -128, 3] + [0] * 24
+    check(quantize("int8_weight_only", row.reshape(1, 32)) ==
+          np.float32(1.0).tobytes() + struct.pack("32b", *q), "int8: hand-computed row")
+    check(quantize("int8_weight_only", np.zeros((1, 32), np.float32)) ==
+          np.float32(np.finfo(np.float32).eps).tobytes() + bytes(32), "int8: zero row, s = eps")
+    # int4 constant group: range 0 -> s = bf16(1e-6 / 15), z = bf16(c + 8 s); q = round((c - lo)/s)
+    for c in (0.0, 1.0, -3.5):
+        blk = quantize("int4_weight_only_g32", np.full((1, 32), c, np.float32))
+        y = torchao_dequantize("int4_weight_only_g32", blk)
+        check(np.all(np.abs(y - c) <= abs(c) * 2.0 ** -8 + 1e-6), f"int4: constant {c} group")
+
+
 check_ggml_reference()
 check_hand_blocks()
+check_torchao()
 check_round_trip()
 check_gguf()
 sys.exit(finish())

@@ -4,8 +4,10 @@
   (an independent quantizer and the file loader);
 - by default only the blocks' linear weights are quantized (2 layers x 7 tensors), which scores
   between the F32 model and the fully quantized one, and the same from a safetensors checkpoint;
-- bad input: a block the rows do not fill (Q4_K on rows of 64) and an already-quantized model
-  (refused unless allow_requantize) stop the run with exit 2 and the place of `scheme`.
+- torchao's int8_weight_only and int4_weight_only run in the forward, close to F32;
+- bad input: a block or group the rows do not fill (Q4_K or int4 group 128 on rows of 64) and an
+  already-quantized model (refused unless allow_requantize) stop the run with exit 2 and the
+  place of `scheme`.
 
 usage: test_quant_stage.py MKMODEL
 """
@@ -87,6 +89,24 @@ for scheme, path in files.items():
         check(f"{scheme} blocks only: not the F32 or fully quantized result",
               ppl(lin) not in (ppl(base), ppl(mem)))
         check(f"{scheme}: safetensors source == GGUF source", exact(st) == exact(lin))
+
+# torchao's schemes run in the forward directly (no full-precision copy): close to F32.
+for scheme, extra, tol in (("int8_weight_only", {}, 0.002), ("int4_weight_only", {"group_size": 32}, 0.1)):
+    rc, out, err, res = evalmesh(["run", recipe(f"ao_{scheme}.yaml", f32, {"scheme": scheme, **extra})])
+    check(f"{scheme} rc", rc == 0 and res, err[-2000:])
+    if res and base:
+        print(f"{scheme}: token ppl {ppl(res):.6f}")
+        check(f"{scheme}: near F32", ppl(res) != ppl(base) and abs(ppl(res) / ppl(base) - 1) < tol,
+              f"{ppl(res)} vs {ppl(base)}")
+
+# Bad input: a group size that does not divide the rows (64).
+path = recipe("bad_group.yaml", f32, {"scheme": "int4_weight_only", "group_size": 128})
+rc, out, err, _ = evalmesh(["run", path])
+check("int4 group 128 on rows of 64: exit 2", rc == 2, f"rc {rc} {err[-2000:]}")
+check("int4 group 128 on rows of 64: message",
+      re.search(r"bad_group\.yaml:7:13: scheme int4_weight_only_g128: tensor blk\.0\.attn_q\.weight: "
+                r"rows of 64 values are not a multiple of int4_weight_only_g128's block of 128", err),
+      err[-2000:])
 
 # Bad input: the row length (64) is not a multiple of Q4_K's 256-value super-block.
 path = recipe("bad_block.yaml", f32, {"scheme": "Q4_K"})

@@ -3,13 +3,15 @@
  * also compiled for AVX2 and chosen at load time; the results are exact either way. */
 #include "stages/kernels/cpu/dequantize.h"
 
+#include "stages/model/torchao_types.h"
+
 #include <cpuid.h>
 #include <immintrin.h>
 #include <string.h>
 
 bool em_weight_type_supported(em_tensor_type type) {
     return type == EM_TENSOR_F32 || type == EM_TENSOR_F16 || type == EM_TENSOR_BF16 ||
-           type == EM_TENSOR_Q8_0 || type == EM_TENSOR_Q4_0;
+           type == EM_TENSOR_Q8_0 || type == EM_TENSOR_Q4_0 || em_torchao_type_info(type);
 }
 
 float em_f16_to_f32(uint16_t h) {
@@ -123,6 +125,8 @@ void em_rows_to_float(const em_tensor *w, int64_t row0, int64_t rows, float *dst
         case EM_TENSOR_Q4_0:
             q4_0_row(src, dst, n_in);
             break;
+        default:
+            em_torchao_row_to_float((uint32_t)w->type, src, dst, n_in);
         }
     }
 }
