@@ -2,8 +2,10 @@
  * produces a new EM_ARTIFACT_MODEL (data = em_model *) holding the quantized tensors, which the
  * forward runs directly. Options: model, scheme (a scheme of stages/quant/quant_scheme.c or a
  * llama-quantize mix, or torchao's int8_weight_only / int4_weight_only with group_size),
- * embeddings, output, allow_requantize, threads. A tensor the scheme cannot
- * take (row length, already quantized) stops the stage with exit 2 and the place of `scheme`. */
+ * embeddings, output, allow_requantize, threads, gguf (rank 0 writes the quantized model there
+ * as a GGUF file llama.cpp loads; a relative path is in the run directory). A tensor the scheme
+ * cannot take (row length, already quantized) stops the stage with exit 2 and the place of
+ * `scheme`. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,12 +14,14 @@
 #include "runner/stage.h"
 #include "util/log.h"
 #include "stages/model/loaded_model.h"
+#include "stages/quant/quant_gguf.h"
 #include "stages/quant/quantize_model.h"
 
 typedef struct quantize_state {
     em_quantize_options opt;
     em_mark scheme_mark;
-    char scheme[32]; /* the table's row: int4_weight_only becomes int4_weight_only_g<group_size> */
+    char scheme[32];  /* the table's row: int4_weight_only becomes int4_weight_only_g<group_size> */
+    const char *gguf; /* write the quantized model there (relative: to the run directory) */
 } quantize_state;
 
 static const em_input_spec quantize_inputs[] = {
@@ -47,6 +51,7 @@ static em_status quantize_init(em_stage *self, const em_run_context *ctx) {
     st->opt.plan.embeddings = em_node_get_bool(self->options, "embeddings", false);
     st->opt.plan.output = em_node_get_bool(self->options, "output", false);
     st->opt.allow_requantize = em_node_get_bool(self->options, "allow_requantize", false);
+    st->gguf = em_node_get_string(self->options, "gguf", NULL);
     const em_node *threads = em_node_get(self->options, "threads");
     if (!em_node_is_null(threads)) {
         int64_t n;
@@ -82,6 +87,18 @@ static em_status quantize_run(em_stage *self, const em_run_context *ctx) {
     em_log_info("quantize %s: %s, %zu tensors, %.1f MiB -> %.1f MiB in %.2f s", self->name,
                 st->opt.plan.scheme, sum.quantized, (double)sum.bytes_before / (1 << 20),
                 (double)sum.bytes_after / (1 << 20), now_seconds() - start);
+    if (st->gguf) {
+        char *path = st->gguf[0] == '/' || !ctx->run_dir
+                         ? em_xstrdup(st->gguf)
+                         : em_xasprintf("%s/%s", ctx->run_dir, st->gguf);
+        err = ctx->rank == 0 ? em_quantized_model_write_gguf(m, st->opt.plan.scheme, path) : NULL;
+        if (!err && ctx->rank == 0) em_log_info("quantize %s: wrote %s", self->name, path);
+        free(path);
+        if (err) {
+            em_model_free(m);
+            return err;
+        }
+    }
     self->output = (em_artifact){EM_ARTIFACT_MODEL, m, free_model};
     return NULL;
 }
