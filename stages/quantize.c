@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "runner/stage.h"
 #include "util/log.h"
@@ -62,12 +61,6 @@ static em_status quantize_init(em_stage *self, const em_run_context *ctx) {
     return NULL;
 }
 
-static double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static void free_model(void *data) {
     em_model_free(data);
 }
@@ -75,7 +68,6 @@ static void free_model(void *data) {
 static em_status quantize_run(em_stage *self, const em_run_context *ctx) {
     quantize_state *st = self->state;
     const em_model *src = em_stage_input_artifact(self, "model", 0)->data;
-    double start = now_seconds();
     em_model *m;
     em_quantize_summary sum;
     em_status err = em_quantize_model(src, &st->opt, &m, &sum);
@@ -84,9 +76,9 @@ static em_status quantize_run(em_stage *self, const em_run_context *ctx) {
         em_mark_format(st->scheme_mark, where, sizeof where);
         return em_error_prefix(err, "%s: scheme %s", where, st->opt.plan.scheme);
     }
-    em_log_info("quantize %s: %s, %zu tensors, %.1f MiB -> %.1f MiB in %.2f s", self->name,
+    em_log_info("quantize %s: %s, %zu tensors, %.1f MiB -> %.1f MiB", self->name,
                 st->opt.plan.scheme, sum.quantized, (double)sum.bytes_before / (1 << 20),
-                (double)sum.bytes_after / (1 << 20), now_seconds() - start);
+                (double)sum.bytes_after / (1 << 20));
     if (st->gguf) {
         char *path = st->gguf[0] == '/' || !ctx->run_dir
                          ? em_xstrdup(st->gguf)

@@ -1,7 +1,7 @@
 """The quantize stage end to end (evalmesh run: model -> quantize -> forward -> aggregate):
 - a F32 model quantized in memory to Q8_0 / Q4_0 (embeddings and output head included) scores
   bit-identically to the same weights written as a Q8_0 / Q4_0 GGUF file by evalmesh-mkmodel
-  (an independent quantizer and the file loader);
+  and loaded from it (the quantizers themselves are checked in test_quant_blocks.py);
 - by default only the blocks' linear weights are quantized (2 layers x 7 tensors), which scores
   between the F32 model and the fully quantized one, and the same from a safetensors checkpoint;
 - torchao's int8_weight_only and int4_weight_only run in the forward, close to F32;

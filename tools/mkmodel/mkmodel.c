@@ -18,7 +18,6 @@
 
 #include "byte_vocab.h"
 #include "stages/model/gguf_writer.h"
-#include "quantize_blocks.h"
 #include "random_weights.h"
 #include "util/error.h"
 #include "safetensors_writer.h"
@@ -26,6 +25,7 @@
 #include "stages/model/half.h"
 #include "stages/model/hf_names.h"
 #include "stages/model/loaded_model.h"
+#include "stages/quant/quant_scheme.h"
 
 static const char usage[] =
     "usage: evalmesh-mkmodel --out PATH [options]\n"
@@ -192,10 +192,8 @@ static void encode(const float *x, int64_t n, em_tensor_type type, void *out) {
         uint16_t *h = out;
         for (int64_t i = 0; i < n; i++)
             h[i] = type == EM_TENSOR_F16 ? em_f32_to_f16(x[i]) : em_f32_to_bf16(x[i]);
-    } else if (type == EM_TENSOR_Q8_0) {
-        quantize_q8_0(x, n, out);
     } else {
-        quantize_q4_0(x, n, out);
+        em_quant_scheme_for_type(type)->quantize_row(x, n, out);
     }
 }
 
