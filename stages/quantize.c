@@ -2,10 +2,10 @@
  * produces a new EM_ARTIFACT_MODEL (data = em_model *) holding the quantized tensors, which the
  * forward runs directly. Options: model, scheme (a scheme of stages/quant/quant_scheme.c or a
  * llama-quantize mix, or torchao's int8_weight_only / int4_weight_only with group_size),
- * embeddings, output, allow_requantize, threads, gguf (rank 0 writes the quantized model there
- * as a GGUF file llama.cpp loads; a relative path is in the run directory). A tensor the scheme
- * cannot take (row length, already quantized) stops the stage with exit 2 and the place of
- * `scheme`. */
+ * embeddings, output, exclude (tensor names to keep), allow_requantize, threads, gguf (rank 0
+ * writes the quantized model there as a GGUF file llama.cpp loads; a relative path is in the run
+ * directory). A tensor the scheme cannot take (row length, already quantized) stops the stage with
+ * exit 2 and the place of `scheme`. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +21,7 @@ typedef struct quantize_state {
     em_mark scheme_mark;
     char scheme[32];  /* the table's row: int4_weight_only becomes int4_weight_only_g<group_size> */
     const char *gguf; /* write the quantized model there (relative: to the run directory) */
+    const char **exclude;
 } quantize_state;
 
 static const em_input_spec quantize_inputs[] = {
@@ -51,6 +52,16 @@ static em_status quantize_init(em_stage *self, const em_run_context *ctx) {
     st->opt.plan.output = em_node_get_bool(self->options, "output", false);
     st->opt.allow_requantize = em_node_get_bool(self->options, "allow_requantize", false);
     st->gguf = em_node_get_string(self->options, "gguf", NULL);
+    const em_node *exclude = em_node_get(self->options, "exclude");
+    if (exclude && exclude->kind == EM_NODE_SEQ) {
+        st->exclude = em_xcalloc(exclude->count ? exclude->count : 1, sizeof *st->exclude);
+        for (size_t i = 0; i < exclude->count; i++) {
+            em_status err = em_node_as_string(exclude->items[i], &st->exclude[i]);
+            if (err) return err;
+        }
+        st->opt.plan.exclude = st->exclude;
+        st->opt.plan.exclude_count = exclude->count;
+    }
     const em_node *threads = em_node_get(self->options, "threads");
     if (!em_node_is_null(threads)) {
         int64_t n;
@@ -68,6 +79,11 @@ static void free_model(void *data) {
 static em_status quantize_run(em_stage *self, const em_run_context *ctx) {
     quantize_state *st = self->state;
     const em_model *src = em_stage_input_artifact(self, "model", 0)->data;
+    const em_node *exclude = em_node_get(self->options, "exclude");
+    for (size_t i = 0; i < st->opt.plan.exclude_count; i++)
+        if (!em_model_find_tensor(src, st->exclude[i]))
+            return em_error_at(EM_EXIT_BAD_INPUT, exclude->items[i]->mark,
+                               "exclude: the model has no tensor '%s'", st->exclude[i]);
     em_model *m;
     em_quantize_summary sum;
     em_status err = em_quantize_model(src, &st->opt, &m, &sum);
@@ -96,7 +112,9 @@ static em_status quantize_run(em_stage *self, const em_run_context *ctx) {
 }
 
 static void quantize_destroy(em_stage *self) {
-    free(self->state);
+    quantize_state *st = self->state;
+    if (st) free(st->exclude);
+    free(st);
 }
 
 const em_stage_kind em_stage_kind_quantize = {

@@ -56,6 +56,8 @@ const em_quant_scheme *em_quant_plan_scheme_for(const em_quant_plan *plan, const
     bool is_embd = t == m->tok_embd;
     bool embd_chosen = is_embd && (plan->embeddings || (plan->output && m->config.tied_output));
     if (layer < 0 && !(is_head && plan->output) && !embd_chosen) return NULL;
+    for (size_t i = 0; i < plan->exclude_count; i++)
+        if (strcmp(plan->exclude[i], t->name) == 0) return NULL;
     const mix *mx = find_mix(plan->scheme);
     if (!mx) return em_quant_scheme_find(plan->scheme);
 

@@ -11,7 +11,7 @@
  *   - a K type whose rows are not a multiple of 256 falls back: Q4_K -> Q5_0, Q5_K -> Q5_1,
  *     Q6_K -> Q8_0.
  * The chosen tensors are the linear weights of the blocks (attn_q/k/v/output, ffn_gate/up/down),
- * plus the token embedding and the output head when asked. */
+ * plus the token embedding and the output head when asked, less the tensors named in exclude. */
 #ifndef EVALMESH_QUANT_PLAN_H
 #define EVALMESH_QUANT_PLAN_H
 
@@ -21,9 +21,11 @@
 #include "stages/quant/quant_scheme.h"
 
 typedef struct em_quant_plan {
-    const char *scheme; /* a table scheme's name, "Q4_K_M" or "Q5_K_M" */
-    bool embeddings;    /* also quantize token_embd */
-    bool output;        /* also quantize the output head (when not tied to token_embd) */
+    const char *scheme;         /* a table scheme's name, "Q4_K_M" or "Q5_K_M" */
+    bool embeddings;            /* also quantize token_embd */
+    bool output;                /* also quantize the output head (when not tied to token_embd) */
+    const char *const *exclude; /* tensor names kept as they are */
+    size_t exclude_count;
 } em_quant_plan;
 
 /* Whether name is a scheme of the table or a mix. */

@@ -4,6 +4,8 @@
   and loaded from it (the quantizers themselves are checked in test_quant_blocks.py);
 - by default only the blocks' linear weights are quantized (2 layers x 7 tensors), which scores
   between the F32 model and the fully quantized one, and the same from a safetensors checkpoint;
+- two ranks give the metrics of one;
+- exclude keeps named tensors (an unknown name is located bad input);
 - torchao's int8_weight_only and int4_weight_only run in the forward, close to F32;
 - bad input: a block or group the rows do not fill (Q4_K or int4 group 128 on rows of 64) and an
   already-quantized model (refused unless allow_requantize) stop the run with exit 2 and the
@@ -17,7 +19,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "stages"))
-from eval_helpers import EvalSession  # noqa: E402
+from eval_helpers import MPIRUN, EvalSession  # noqa: E402
 
 MKMODEL = sys.argv[1]
 session = EvalSession("quant_stage_")
@@ -107,6 +109,26 @@ check("int4 group 128 on rows of 64: message",
       re.search(r"bad_group\.yaml:7:13: scheme int4_weight_only_g128: tensor blk\.0\.attn_q\.weight: "
                 r"rows of 64 values are not a multiple of int4_weight_only_g128's block of 128", err),
       err[-2000:])
+
+# Two ranks: each quantizes its own copy; the metrics are those of one rank.
+if MPIRUN:
+    path = recipe("ranks.yaml", f32, {"scheme": "Q4_0"})
+    rc1, _, err1, one = evalmesh(["run", path])
+    rc2, _, err2, two = evalmesh(["run", path], np=2)
+    check("2 ranks rc", rc1 == 0 and rc2 == 0 and one and two, err2[-2000:])
+    if one and two:
+        check("2 ranks: same metrics as 1", exact(one) == exact(two), f"{exact(one)} vs {exact(two)}")
+
+# exclude: named tensors stay as they are; a name the model lacks is located bad input.
+path = recipe("exclude.yaml", f32, {"scheme": "Q8_0", "exclude": "[blk.1.ffn_down.weight,output.weight]"})
+rc, out, err, res = evalmesh(["run", path])
+check("exclude rc", rc == 0 and res, err[-2000:])
+check("exclude: 13 tensors", re.search(r"quantize q: Q8_0, 13 tensors", err), err[-2000:])
+path = recipe("exclude_bad.yaml", f32, {"scheme": "Q8_0", "exclude": "[blk.9.ffn_down.weight]"})
+rc, out, err, res = evalmesh(["run", path])
+check("exclude unknown: exit 2", rc == 2, f"rc {rc} {err[-2000:]}")
+check("exclude unknown: message", re.search(r"exclude_bad\.yaml:8:\d+: exclude: the model has no "
+                                            r"tensor 'blk\.9\.ffn_down\.weight'", err), err[-2000:])
 
 # Bad input: the row length (64) is not a multiple of Q4_K's 256-value super-block.
 path = recipe("bad_block.yaml", f32, {"scheme": "Q4_K"})
