@@ -6,6 +6,7 @@
  * writes the quantized model there as a GGUF file llama.cpp loads; a relative path is in the run
  * directory). A tensor the scheme cannot take (row length, already quantized) stops the stage with
  * exit 2 and the place of `scheme`. */
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,6 +69,9 @@ static em_status quantize_init(em_stage *self, const em_run_context *ctx) {
         em_status err = em_node_as_int(threads, &n);
         if (err) return err;
         st->opt.threads = (int)n;
+    } else { /* this node's cores shared by its ranks */
+        int ranks = ctx->local_size > 0 ? ctx->local_size : 1;
+        st->opt.threads = omp_get_num_procs() / ranks > 0 ? omp_get_num_procs() / ranks : 1;
     }
     return NULL;
 }
