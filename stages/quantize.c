@@ -1,5 +1,5 @@
 /* Stage `quantize`: quantizes the model of its `model` input (stages/quant/quantize_model.h) and
- * produces a new EM_ARTIFACT_MODEL (data = em_model *) holding the quantized tensors, which the
+ * produces a new "model" artifact (data = em_model *) holding the quantized tensors, which the
  * forward runs directly. Options: model, scheme (a scheme of stages/quant/quant_scheme.c or a
  * llama-quantize mix, or torchao's int8_weight_only / int4_weight_only with group_size),
  * embeddings, output, exclude (tensor names to keep), allow_requantize, threads, gguf (rank 0
@@ -26,8 +26,8 @@ typedef struct quantize_state {
 } quantize_state;
 
 static const em_input_spec quantize_inputs[] = {
-    {"model", EM_ARTIFACT_MODEL, false, false},
-    {NULL, 0, false, false},
+    {"model", {"model"}, false, false},
+    {NULL, {NULL}, false, false},
 };
 
 static em_status quantize_init(em_stage *self, const em_run_context *ctx) {
@@ -111,7 +111,7 @@ static em_status quantize_run(em_stage *self, const em_run_context *ctx) {
             return err;
         }
     }
-    self->output = (em_artifact){EM_ARTIFACT_MODEL, m, free_model};
+    self->output = (em_artifact){.data = m, .free = free_model};
     return NULL;
 }
 
@@ -125,7 +125,7 @@ const em_stage_kind em_stage_kind_quantize = {
     .name = "quantize",
     .summary = "quantize a model's weights (ggml Q8_0 ... Q6_K, llama-quantize mixes) for the "
                "forward",
-    .produces = EM_ARTIFACT_MODEL,
+    .produces = "model",
     .inputs = quantize_inputs,
     .collective = false,
     .init = quantize_init,

@@ -56,7 +56,7 @@ char *em_xasprintf(const char *fmt, ...) {
 }
 
 em_status em_error_newv(int exit_code, const char *fmt, va_list ap) {
-    em_error *e = em_xmalloc(sizeof *e);
+    em_error *e = em_xcalloc(1, sizeof *e);
     e->exit_code = exit_code;
     e->message = vformat(fmt, ap);
     return e;
@@ -89,6 +89,7 @@ em_status em_error_at(int exit_code, em_mark mark, const char *fmt, ...) {
     char *msg = vformat(fmt, ap);
     va_end(ap);
     em_status e = em_error_new(exit_code, "%s: %s", where, msg);
+    e->mark = mark;
     free(msg);
     return e;
 }
@@ -103,6 +104,22 @@ em_status em_error_prefix(em_status err, const char *fmt, ...) {
     free(prefix);
     free(err->message);
     err->message = joined;
+    return err;
+}
+
+em_status em_error_prefix_at(em_status err, em_mark mark, const char *fmt, ...) {
+    if (!err) return err;
+    char where[1024];
+    em_mark_format(mark, where, sizeof where);
+    va_list ap;
+    va_start(ap, fmt);
+    char *prefix = vformat(fmt, ap);
+    va_end(ap);
+    char *joined = em_xasprintf("%s: %s: %s", where, prefix, err->message);
+    free(prefix);
+    free(err->message);
+    err->message = joined;
+    err->mark = mark;
     return err;
 }
 

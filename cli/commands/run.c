@@ -72,13 +72,10 @@ static int run_main(int argc, char **argv) {
     em_pipeline *pipeline = NULL;
     em_status err = em_pipeline_load(recipe, overrides, override_count, &pipeline);
     free(overrides);
-    /* The recipe's log_level is the default below the environment and the command line; a
-     * level other than info was already chosen by one of them. */
-    const char *env = getenv("EVALMESH_LOG");
+    /* The recipe's log_level counts only where neither the command line nor EVALMESH_LOG chose. */
     int recipe_level =
         pipeline && pipeline->log_level ? em_log_level_parse(pipeline->log_level) : -1;
-    if (recipe_level >= 0 && level < 0 && !(env && *env) && em_log_get_level() == EM_LOG_INFO)
-        em_log_set_level((em_log_level)recipe_level);
+    if (recipe_level >= 0) em_log_choose_level((em_log_level)recipe_level, EM_LOG_FROM_RECIPE);
     return em_session_run(err, pipeline, &opts);
 }
 

@@ -43,21 +43,10 @@ static int validate_main(int argc, char **argv) {
     em_status err = em_pipeline_load(recipe, overrides, override_count, &p);
     free(overrides);
     if (!err) {
-        em_run_context ctx = {
-            .rank = 0,
-            .world_size = 1,
-            .local_rank = 0,
-            .local_size = 1,
-            .node_id = 0,
-            .node_count = 1,
-            .recipe_name = p->name,
-            .recipe_path = p->path,
-            .recipe = p->recipe,
-            .seed = p->seed,
-            .collective_timeout_s = p->collective_timeout_s,
-        };
+        em_run_context ctx = em_pipeline_context(p, NULL);
         err = em_executor_init(p->dag, &ctx);
         if (!err) {
+            em_pipeline_warn_without_results(p);
             printf("%s: ok (%zu stage%s)\n", recipe, p->dag->count, p->dag->count == 1 ? "" : "s");
             em_executor_finish(p->dag);
         }

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "runner/comm/watchdog.h"
+#include "util/clock.h"
 
 typedef struct mpi_impl {
     MPI_Comm comm;
@@ -19,12 +20,6 @@ typedef struct mpi_impl {
     int64_t splits; /* splits made, for child ids */
     char *aborted;  /* why this communicator stopped, or NULL */
 } mpi_impl;
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static em_status mpi_error(const char *what, int rc) {
     char text[MPI_MAX_ERROR_STRING];
@@ -60,7 +55,7 @@ static void enter(em_comm *comm) {
 /* Polls req until it completes, another rank aborts, or the timeout passes. */
 static em_status wait_request(em_comm *comm, MPI_Request *req, const char *what) {
     mpi_impl *impl = comm->impl;
-    double start = now(), deadline = start + comm->timeout_s;
+    double start = em_clock_seconds(), deadline = start + comm->timeout_s;
     long polls = 0;
     for (;;) {
         int done = 0;
@@ -71,7 +66,7 @@ static em_status wait_request(em_comm *comm, MPI_Request *req, const char *what)
         if (done) return NULL;
         em_status err = check_alive(comm, what);
         if (err) return err;
-        if (now() > deadline) break;
+        if (em_clock_seconds() > deadline) break;
         /* Spin briefly for small fast collectives, then back off to keep CPUs free. */
         if (++polls > 1000) {
             struct timespec ts = {0, polls > 20000 ? 1000000L : 50000L};

@@ -21,6 +21,7 @@
 
 #include "runner/comm/control.h"
 #include "runner/comm/watchdog.h"
+#include "util/clock.h"
 
 typedef struct nccl_impl {
     ncclComm_t comm;
@@ -33,12 +34,6 @@ typedef struct nccl_impl {
 } nccl_impl;
 
 extern const em_comm_backend em_backend_nccl;
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static bool mpi_running(void) {
     int up = 0, down = 0;
@@ -87,7 +82,7 @@ static em_status nccl_result(em_comm *comm, ncclResult_t rc, const char *what) {
  * or the timeout passes. */
 static em_status wait_idle(em_comm *comm, bool stream_too, const char *what) {
     nccl_impl *impl = comm->impl;
-    double deadline = now() + comm->timeout_s;
+    double deadline = em_clock_seconds() + comm->timeout_s;
     for (;;) {
         ncclResult_t async = ncclSuccess;
         ncclCommGetAsyncError(impl->comm, &async);
@@ -105,7 +100,7 @@ static em_status wait_idle(em_comm *comm, bool stream_too, const char *what) {
         }
         em_status err = check_alive(comm, what);
         if (err) return err;
-        if (now() > deadline) break;
+        if (em_clock_seconds() > deadline) break;
         struct timespec ts = {0, 100000L};
         nanosleep(&ts, NULL);
     }

@@ -8,17 +8,13 @@
  * n_dims x u64 dims, u32 type, u64 offset), padding to general.alignment, tensor data. */
 #include "stages/model/gguf.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "stages/model/ggml_types.h"
 #include "stages/model/name_set.h"
+#include "util/mapped_file.h"
 
 #define GGUF_MAX_DIMS 4
 #define GGUF_MAX_ARRAY_DEPTH 8
@@ -26,7 +22,7 @@
 /* The public struct plus what only the reader needs. */
 typedef struct gguf_file {
     em_gguf g;
-    bool mapped; /* map came from mmap (em_gguf_open), not from the caller */
+    em_mapped_file file; /* the mapping behind map (em_gguf_open); zero when the caller's */
 } gguf_file;
 
 /* A cursor over the file image. `where` names the section being read, for errors. */
@@ -334,6 +330,40 @@ static em_status read_alignment(em_gguf *g, const char *name) {
     return NULL;
 }
 
+static int by_offset(const void *a, const void *b) {
+    const em_gguf_tensor_info *x = *(const em_gguf_tensor_info *const *)a;
+    const em_gguf_tensor_info *y = *(const em_gguf_tensor_info *const *)b;
+    return x->offset < y->offset ? -1 : x->offset > y->offset;
+}
+
+/* A tensor's size follows from its type and shape; a tensor whose data would run into the next
+ * one's (by offset) has a type or shape that disagrees with the bytes the file gave it. */
+static em_status check_overlaps(const em_gguf *g, const char *name) {
+    const em_gguf_tensor_info **sorted = em_xmalloc(g->tensor_count * sizeof *sorted);
+    for (uint64_t i = 0; i < g->tensor_count; i++) sorted[i] = &g->tensors[i];
+    qsort(sorted, g->tensor_count, sizeof *sorted, by_offset);
+    em_status err = NULL;
+    for (uint64_t i = 0; i + 1 < g->tensor_count && !err; i++) {
+        const em_gguf_tensor_info *t = sorted[i], *next = sorted[i + 1];
+        if (t->offset + t->nbytes <= next->offset) continue;
+        char shape[96];
+        int len = snprintf(shape, sizeof shape, "{");
+        for (uint32_t d = 0; d < t->n_dims; d++)
+            len += snprintf(shape + len, sizeof shape - (size_t)len, "%s%lld", d ? ", " : "",
+                            (long long)t->shape[d]);
+        snprintf(shape + len, sizeof shape - (size_t)len, "}");
+        err = em_error_new(EM_EXIT_BAD_INPUT,
+                           "%s: tensor '%s' of type %s and shape %s needs %zu bytes at data "
+                           "offset %llu, but tensor '%s' starts at offset %llu: the type or "
+                           "shape disagrees with the tensor's size in the file",
+                           name, t->name, em_ggml_type_info_get(t->type)->name, shape, t->nbytes,
+                           (unsigned long long)t->offset, next->name,
+                           (unsigned long long)next->offset);
+    }
+    free(sorted);
+    return err;
+}
+
 static em_status place_tensors(em_gguf *g, reader *r) {
     uint64_t pad = (g->alignment - r->pos % g->alignment) % g->alignment;
     g->data_offset = r->pos + pad;
@@ -360,7 +390,7 @@ static em_status place_tensors(em_gguf *g, reader *r) {
                                 (unsigned long long)data_size);
         t->data = r->data + g->data_offset + t->offset;
     }
-    return NULL;
+    return check_overlaps(g, r->name);
 }
 
 static em_status parse(em_gguf *g, const uint8_t *data, size_t size, const char *name) {
@@ -428,33 +458,15 @@ em_status em_gguf_parse(const uint8_t *data, size_t size, const char *name, em_g
 
 em_status em_gguf_open(const char *path, em_gguf **out) {
     *out = NULL;
-    int fd = open(path, O_RDONLY);
-    if (fd < 0)
-        return em_error_new(EM_EXIT_BAD_INPUT, "%s: cannot open: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
-        return em_error_new(EM_EXIT_BAD_INPUT, "%s: not a regular file", path);
-    }
-    size_t size = (size_t)st.st_size;
-    const uint8_t *map = NULL;
-    if (size > 0) {
-        void *m = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (m == MAP_FAILED) {
-            em_status err = em_error_new(EM_EXIT_BAD_INPUT, "%s: cannot map %zu bytes: %s", path,
-                                         size, strerror(errno));
-            close(fd);
-            return err;
-        }
-        map = m;
-    }
-    close(fd);
+    em_mapped_file file;
+    em_status err = em_mapped_file_open(path, "a GGUF file", &file);
+    if (err) return err;
     gguf_file *f = em_xcalloc(1, sizeof *f);
     f->g.path = em_xstrdup(path);
-    f->g.map = map;
-    f->g.map_size = size;
-    f->mapped = map != NULL;
-    em_status err = parse(&f->g, map ? map : (const uint8_t *)"", size, path);
+    f->g.map = file.data;
+    f->g.map_size = file.size;
+    f->file = file;
+    err = parse(&f->g, file.data, file.size, path);
     if (err) {
         em_gguf_close(&f->g);
         return err;
@@ -477,7 +489,7 @@ void em_gguf_close(em_gguf *g) {
         for (uint64_t i = 0; i < g->tensor_count; i++) free(g->tensors[i].name);
         free(g->tensors);
     }
-    if (f->mapped) munmap((void *)g->map, g->map_size);
+    em_mapped_file_close(&f->file);
     free(g->path);
     free(f);
 }

@@ -80,9 +80,8 @@ static em_status need(em_model *m, em_model_storage *storage, const char *name, 
     }
     if (!em_ggml_type_supported((uint32_t)t->type))
         return em_error_new(EM_EXIT_BAD_INPUT,
-                            "%s: unsupported tensor type %s in tensor %s (supported: F32, F16, "
-                            "BF16, Q8_0, Q4_0)",
-                            m->path, em_tensor_type_name(t->type), name);
+                            "%s: unsupported tensor type %s in tensor %s (supported: %s)", m->path,
+                            em_tensor_type_name(t->type), name, em_ggml_supported_names());
     int64_t want[2] = {d0, d1};
     if (!same_shape(t, want, n_dims)) {
         char have_text[96], want_text[96];

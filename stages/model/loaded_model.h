@@ -7,9 +7,8 @@
  *     x of length n_in and y of length n_out has shape {n_in, n_out}: n_out rows of n_in values.
  *   - Q and K projection rows are in the GGUF order: RoPE rotates adjacent pairs (x[2i], x[2i+1])
  *     of each head. The safetensors reader permutes Hugging Face's rows into this order.
- *   - Quantized types store blocks of 32 values along shape[0]: Q8_0 = {f16 scale, 32 x int8},
- *     Q4_0 = {f16 scale, 16 bytes of nibbles: value j in low nibbles j<16, high nibbles j>=16,
- * minus 8}.
+ *   - Quantized types store blocks of values along shape[0], in ggml's layouts: block sizes,
+ *     bytes and conversion to floats are in the tensor-type table (ggml_types.h).
  *   - 1-D tensors (norms, biases) are always F32: the loaders convert F16/BF16 ones. */
 #ifndef EVALMESH_LOADED_MODEL_H
 #define EVALMESH_LOADED_MODEL_H
@@ -29,10 +28,8 @@ typedef enum em_tensor_type {
     EM_TENSOR_BF16 = 30,
 } em_tensor_type;
 
-#define EM_QK 32 /* values per quantization block */
-
 const char *em_tensor_type_name(int type); /* "F32", ...; "type N" for unknown ids */
-/* Bytes for n values of type (n a multiple of EM_QK for quantized types). */
+/* Bytes for n values of type (n a multiple of the type's block size, ggml_types.h). */
 size_t em_tensor_type_row_bytes(em_tensor_type type, int64_t n);
 
 typedef struct em_tensor {

@@ -38,7 +38,7 @@ static em_status check_tensor(const em_tensor *t, const em_quant_scheme *s, bool
                             "tensor %s is already quantized (%s); quantizing it again to %s loses "
                             "more precision: set allow_requantize: true to do it anyway",
                             t->name, em_tensor_type_name(t->type), s->name);
-    if (!em_weight_type_supported(t->type))
+    if (!em_ggml_type_supported((uint32_t)t->type))
         return em_error_new(EM_EXIT_BAD_INPUT, "tensor %s: cannot read %s values as floats",
                             t->name, em_tensor_type_name(t->type));
     return NULL;

@@ -177,6 +177,19 @@ static void check_patches(void) {
     expect_parse_error(copy, base_size,
                        "tensor 'blk.0.attn_q.weight' of type Q4_0 has 48 values "
                        "per row, not a multiple of its block size 32");
+    /* a K-quant needs rows of whole 256-value super-blocks */
+    uint32_t q4_k = 12;
+    expect_patched(q.type, &q4_k, 4,
+                   "tensor 'blk.0.attn_q.weight' of type Q4_K has 64 values per row, not a "
+                   "multiple of its block size 256");
+    /* F64 doubles the tensor's size: it runs into the next tensor's bytes */
+    uint32_t f64 = 28;
+    memcpy(copy, base, base_size);
+    memcpy(copy + q.type, &f64, 4);
+    expect_parse_error(copy, base_size,
+                       "tensor 'blk.0.attn_q.weight' of type F64 and shape {64, 64} needs 32768 "
+                       "bytes at data offset");
+    expect_parse_error(copy, base_size, "the type or shape disagrees with the tensor's size");
     free(copy);
     uint64_t offset;
     memcpy(&offset, base + q.offset, 8);
@@ -213,16 +226,16 @@ static void check_model_errors(const char *mk, const char *dir) {
     uint32_t three = 3;
     expect_load_error(dir, base, base_size, heads + 29 + 4, &three, 4,
                       "head count 4 is not a multiple of the KV head count 3");
-    /* Q5_K is sized and skipped by the parser, but a needed tensor of that type is refused */
+    /* Q8_K is sized and skipped by the parser, but a needed tensor of that type is refused */
     char path[512];
     snprintf(path, sizeof path, "%s/wide.gguf", dir);
     CHECK_INT_EQ(run_mkmodel(mk, "--out %s --dim 256 --heads 4 --layers 1 --ffn 256", path), 0);
     size_t wide_size;
     uint8_t *wide = read_file(path, &wide_size);
     info_at wq = tensor_info(wide, wide_size, "blk.0.attn_q.weight");
-    uint32_t q5_k = 13;
-    expect_load_error(dir, wide, wide_size, wq.type, &q5_k, 4,
-                      "unsupported tensor type Q5_K in tensor blk.0.attn_q.weight");
+    uint32_t q8_k = 15;
+    expect_load_error(dir, wide, wide_size, wq.type, &q8_k, 4,
+                      "unsupported tensor type Q8_K in tensor blk.0.attn_q.weight");
     free(wide);
 }
 

@@ -21,6 +21,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "stages"))
 from eval_helpers import EvalSession  # noqa: E402
+from checks import check as check_that  # noqa: E402  (tests/support, on the path eval_helpers set)
 
 try:
     from gguf import GGMLQuantizationType as T
@@ -31,7 +32,11 @@ except ImportError:
 
 MKMODEL, QUANT_DUMP = sys.argv[1], sys.argv[2]
 session = EvalSession("quant_gguf_")
-check, evalmesh, write = session.check, session.evalmesh, session.write
+evalmesh, write = session.evalmesh, session.write
+
+
+def check(name, ok, detail=""):
+    check_that(ok, name, detail)
 text = write("text.txt", "".join(f"Line {i}: pack my box with five dozen liquor jugs.\n"
                                  for i in range(30)))
 

@@ -20,10 +20,15 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "stages"))
 from eval_helpers import MPIRUN, EvalSession  # noqa: E402
+from checks import check as check_that  # noqa: E402  (tests/support, on the path eval_helpers set)
 
 MKMODEL = sys.argv[1]
 session = EvalSession("quant_stage_")
-check, evalmesh, write = session.check, session.evalmesh, session.write
+evalmesh, write = session.evalmesh, session.write
+
+
+def check(name, ok, detail=""):
+    check_that(ok, name, detail)
 
 
 def mkmodel(name, *args):

@@ -3,6 +3,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "stages/report/base64.h"
@@ -11,7 +12,9 @@
 #include "stages/report/prometheus.h"
 #include "stages/report/results.h"
 #include "stages/report/table.h"
-#include "stages/report/textfile.h"
+#include "util/atomic_file.h"
+#include "util/redact.h"
+#include "util/regular_file.h"
 #include "test.h"
 
 /* Two stages' metrics, one timing metric, two ranks and four windows. */
@@ -195,9 +198,9 @@ static void test_history(const char *dir) {
     char *path = em_xasprintf("%s/sub/history.jsonl", dir);
     CHECK(em_history_append(path, doc) == NULL);
     /* a corrupt line and a JSON line that is not a results document, then a good run */
-    em_textfile_append_line(path, "{\"schema\": \"evalmesh.results/1\", \"metr");
-    em_textfile_append_line(path, "{\"hello\": 1}");
-    em_textfile_append_line(path, "");
+    em_atomic_append_line(path, "{\"schema\": \"evalmesh.results/1\", \"metr");
+    em_atomic_append_line(path, "{\"hello\": 1}");
+    em_atomic_append_line(path, "");
     em_metrics_set(m, "f_ref.token_ppl", 12.0);
     cJSON *doc2 = em_results_build(m, &info);
     CHECK(em_history_append(path, doc2) == NULL);
@@ -218,13 +221,74 @@ static void test_history(const char *dir) {
     CHECK_INT_EQ(h.count, 0);
     em_status err = em_history_load(missing, false, &h);
     CHECK(err && err->exit_code == EM_EXIT_BAD_INPUT);
-    if (err) CHECK_CONTAINS(err->message, "none.jsonl: cannot open");
+    if (err) CHECK_CONTAINS(err->message, "none.jsonl': No such file or directory");
     em_error_free(err);
     free(missing);
     free(path);
     cJSON_Delete(doc);
     cJSON_Delete(doc2);
     em_metrics_free(m);
+}
+
+static char *slurp(const char *path) {
+    char *text = NULL;
+    em_status err = em_read_regular_file(path, 1 << 20, "a test file", &text, NULL);
+    em_error_free(err);
+    return text;
+}
+
+/* The atomic writer replaces whole files and leaves no temporary file behind, even when it fails;
+ * an append after a torn last line (no '\n') starts a new line instead of continuing it. */
+static void test_atomic_files(const char *dir) {
+    char *path = em_xasprintf("%s/a.json", dir);
+    CHECK(em_atomic_write(path, "old\n", 4, 0644) == NULL);
+    CHECK(em_atomic_write(path, "new!\n", 5, 0600) == NULL);
+    char *text = slurp(path);
+    CHECK_STR_EQ(text, "new!\n");
+    free(text);
+    struct stat st;
+    CHECK(stat(path, &st) == 0 && (st.st_mode & 0777) == 0600);
+    char *missing = em_xasprintf("%s/no/such/b.json", dir);
+    em_status err = em_atomic_write(missing, "x", 1, 0644);
+    CHECK(err && err->exit_code == EM_EXIT_RUNTIME);
+    if (err) CHECK_CONTAINS(err->message, "/no/such/b.json': No such file or directory");
+    em_error_free(err);
+    free(missing);
+    char *cmd = em_xasprintf("test $(ls -A '%s' | wc -l) -eq 1", dir);
+    CHECK(system(cmd) == 0); /* a.json alone: no temporary file left */
+    free(cmd);
+
+    char *hist = em_xasprintf("%s/torn.jsonl", dir);
+    CHECK(em_atomic_write(hist, "{\"a\":1}\n{\"sche", 14, 0644) == NULL);
+    CHECK(em_atomic_append_line(hist, "{\"b\":2}") == NULL);
+    CHECK(em_atomic_append_line(hist, "{\"c\":3}") == NULL);
+    text = slurp(hist);
+    CHECK_STR_EQ(text, "{\"a\":1}\n{\"sche\n{\"b\":2}\n{\"c\":3}\n");
+    free(text);
+    unlink(hist);
+    unlink(path);
+    free(hist);
+    free(path);
+}
+
+/* URL secrets: user-info passwords and query values whose names say secret, in any text. */
+static void test_redact(void) {
+    static const char *const cases[][2] = {
+        {"push to https://u:pw@h.example/x?a=1 failed",
+         "push to https://u:REDACTED@h.example/x?a=1 failed"},
+        {"url: 'http://h/p?x=1&access_token=abc&X-Amz-Signature=f00#frag'",
+         "url: 'http://h/p?x=1&access_token=REDACTED&X-Amz-Signature=REDACTED#frag'"},
+        {"http://h/?apiKey=k;sig=s&page=2", "http://h/?apiKey=REDACTED;sig=REDACTED&page=2"},
+        {"no url here: token=abc", "no url here: token=abc"},
+        {"http://127.0.0.1:9091/metrics/job/n", "http://127.0.0.1:9091/metrics/job/n"},
+        {"http://h/?token=", "http://h/?token="},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char *got = em_redact_urls(cases[i][0]);
+        CHECK_STR_EQ(got, cases[i][1]);
+        CHECK(em_has_url_secret(cases[i][0]) == (strcmp(cases[i][0], cases[i][1]) != 0));
+        free(got);
+    }
 }
 
 static int count(const char *s, const char *what) {
@@ -277,6 +341,8 @@ int main(void) {
     test_results();
     test_prometheus();
     test_base64();
+    test_atomic_files(dir);
+    test_redact();
     test_history(dir);
     test_table_and_html(dir);
     char *cmd = em_xasprintf("rm -rf '%s'", dir);

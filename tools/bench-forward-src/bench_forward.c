@@ -19,25 +19,12 @@
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/resource.h>
-#include <time.h>
 
 #include "stages/kernels/cpu/llama_forward.h"
 #include "stages/model/loaded_model.h"
-
-static double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-/* CPU time of all threads of the process: on a shared machine, time spent descheduled does not
- * count, so GFLOP per CPU-second compares kernels fairly when other jobs run. */
-static double cpu_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
+#include "util/clock.h"
 
 /* The sgemm reference: C (M, N) = A (M, K) B^T by single-threaded OpenBLAS sgemm on each of
  * `threads` OpenMP threads at once (each with its own output): the machine's sgemm throughput at
@@ -67,7 +54,7 @@ static double reference_run(const sgemm_reference *r, int threads, double flops,
     double per_call = 2.0 * r->M * r->N * r->K;
     int calls = (int)(flops / per_call / threads + 0.999);
     if (calls < 1) calls = 1;
-    double t0 = now_seconds(), c0 = cpu_seconds();
+    double t0 = em_clock_seconds(), c0 = em_clock_process_cpu_seconds();
 #pragma omp parallel num_threads(threads)
     {
         float *c = r->c[omp_get_thread_num()];
@@ -75,8 +62,8 @@ static double reference_run(const sgemm_reference *r, int threads, double flops,
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r->M, r->N, r->K, 1.0f, r->a, r->K,
                         r->b, r->K, 0.0f, c, r->N);
     }
-    *seconds = now_seconds() - t0;
-    *cpu = cpu_seconds() - c0;
+    *seconds = em_clock_seconds() - t0;
+    *cpu = em_clock_process_cpu_seconds() - c0;
     return per_call * calls * threads;
 }
 
@@ -149,9 +136,9 @@ int main(int argc, char **argv) {
     double *ratio_cpu = malloc((size_t)windows * sizeof *ratio_cpu);
     double *fwd_gflops = malloc((size_t)windows * sizeof *fwd_gflops);
     for (int w = 0; w < windows && !err; w++) {
-        double t0 = now_seconds(), c0 = cpu_seconds();
+        double t0 = em_clock_seconds(), c0 = em_clock_process_cpu_seconds();
         err = em_llama_forward_window(f, ids, ids + 1, n_ctx, 0, nll, argmax);
-        double dt = now_seconds() - t0, dc = cpu_seconds() - c0;
+        double dt = em_clock_seconds() - t0, dc = em_clock_process_cpu_seconds() - c0;
         double ref_s, ref_cpu;
         double ref_flops = reference_run(&ref, threads, flops, &ref_s, &ref_cpu);
         seconds += dt;
@@ -170,7 +157,13 @@ int main(int argc, char **argv) {
     reference_free(&ref);
     double file_mib = m->file_size / 1048576.0;
     double buffers_mib = em_llama_forward_memory(f) / 1048576.0;
-    const char *type = em_tensor_type_name(m->layers[0].wq->type);
+    char type[64] = ""; /* the matrices' types, "Q4_K+Q6_K" for a mix */
+    for (size_t i = 0; i < m->tensor_count; i++) {
+        const char *name = em_tensor_type_name(m->tensors[i].type);
+        if (m->tensors[i].n_dims == 2 && !strstr(type, name))
+            snprintf(type + strlen(type), sizeof type - strlen(type), "%s%s", type[0] ? "+" : "",
+                     name);
+    }
     printf("model %s (%s, dim %d, %d layers, ffn %d, vocab %d), n_ctx %d, %d windows, %d threads, "
            "%s kernel\n",
            argv[1], type, c->dim, c->n_layers, c->ffn_dim, c->n_vocab, n_ctx, windows, threads,

@@ -18,14 +18,15 @@
 
 #include "byte_vocab.h"
 #include "stages/model/gguf_writer.h"
+#include "quantize_blocks.h"
 #include "random_weights.h"
 #include "util/error.h"
 #include "safetensors_writer.h"
+#include "stages/model/ggml_types.h"
 #include "stages/model/gguf.h"
 #include "stages/model/half.h"
 #include "stages/model/hf_names.h"
 #include "stages/model/loaded_model.h"
-#include "stages/quant/quant_scheme.h"
 
 static const char usage[] =
     "usage: evalmesh-mkmodel --out PATH [options]\n"
@@ -39,7 +40,10 @@ static const char usage[] =
     "  --kv-heads K     KV heads (default H)\n"
     "  --ffn F          feed-forward length (default 4*D rounded up to a multiple of 32)\n"
     "  --ctx N          training context length (default 2048)\n"
-    "  --type T         f32|f16|bf16|q8_0|q4_0 for the matrices (default f32; q* only GGUF)\n"
+    "  --type T         the matrices' type (default f32; all but f32, f16, bf16 GGUF only):\n"
+    "                   f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_k q3_k q4_k q5_k q6_k iq4_nl\n"
+    "                   iq4_xs tq2_0, or q4_k_m / q5_k_m: llama-quantize's mixes, Q4_K / Q5_K\n"
+    "                   with Q6_K for the output head, and attn_v and ffn_down in some layers\n"
     "  --seed S         weight seed (default 1)\n"
     "  --tied           no output.weight: the token embedding is the output head\n"
     "  --qkv-bias       Q, K, V projection biases\n"
@@ -61,6 +65,7 @@ typedef struct spec {
     bool safetensors;
     int vocab, dim, layers, heads, kv_heads, ffn, ctx;
     em_tensor_type type;
+    bool k_m_mix; /* --type q4_k_m / q5_k_m: some matrices Q6_K (matrix_type) */
     uint64_t seed;
     bool tied, qkv_bias;
     bool qwen2;      /* architecture qwen2: biases, and GGUF Q/K rows in Hugging Face order */
@@ -112,6 +117,22 @@ static void add(plan_tensor **plan, size_t *n, const char *name, weight_kind kin
     t->shape[1] = n_dims == 2 ? d1 : 1;
 }
 
+/* llama.cpp's use_more_bits: the layers of a K_M mix whose attn_v and ffn_down get Q6_K. */
+static bool more_bits(int layer, int layers) {
+    return layer < layers / 8 || layer >= 7 * layers / 8 || (layer - layers / 8) % 3 == 2;
+}
+
+/* The type of a weight matrix: --type, or in a K_M mix Q6_K for the output head (the token
+ * embedding when tied) and for attn_v and ffn_down of the more_bits layers. */
+static em_tensor_type matrix_type(const spec *s, const char *suffix, int layer) {
+    if (!s->k_m_mix) return s->type;
+    bool head = strcmp(suffix, "output.weight") == 0 ||
+                (s->tied && strcmp(suffix, "token_embd.weight") == 0);
+    bool wide = (strcmp(suffix, "attn_v.weight") == 0 || strcmp(suffix, "ffn_down.weight") == 0) &&
+                more_bits(layer, s->layers);
+    return head || wide ? (em_tensor_type)em_ggml_type_by_name("Q6_K")->id : s->type;
+}
+
 /* The tensors of a Llama model in GGUF order (llama.cpp's: embedding, output norm, output,
  * then each block). */
 static plan_tensor *make_plan(const spec *s, size_t *count) {
@@ -120,9 +141,12 @@ static plan_tensor *make_plan(const spec *s, size_t *count) {
     int hd = s->dim / s->heads;
     int64_t q = (int64_t)s->heads * hd, kv = (int64_t)s->kv_heads * hd;
     em_tensor_type vec = s->safetensors ? s->type : EM_TENSOR_F32;
-    add(&plan, &n, "token_embd.weight", WEIGHT_MATRIX, s->type, 2, s->dim, s->vocab);
+    add(&plan, &n, "token_embd.weight", WEIGHT_MATRIX, matrix_type(s, "token_embd.weight", 0), 2,
+        s->dim, s->vocab);
     add(&plan, &n, "output_norm.weight", WEIGHT_NORM, vec, 1, s->dim, 1);
-    if (!s->tied) add(&plan, &n, "output.weight", WEIGHT_MATRIX, s->type, 2, s->dim, s->vocab);
+    if (!s->tied)
+        add(&plan, &n, "output.weight", WEIGHT_MATRIX, matrix_type(s, "output.weight", 0), 2,
+            s->dim, s->vocab);
     if (s->rope_freqs && !s->safetensors)
         add(&plan, &n, "rope_freqs.weight", WEIGHT_NORM, EM_TENSOR_F32, 1, hd / 2, 1);
     for (int l = 0; l < s->layers; l++) {
@@ -149,8 +173,9 @@ static plan_tensor *make_plan(const spec *s, size_t *count) {
             if (parts[i].kind == WEIGHT_BIAS && !s->qkv_bias) continue;
             char name[64];
             snprintf(name, sizeof name, "blk.%d.%s", l, parts[i].suffix);
-            add(&plan, &n, name, parts[i].kind, parts[i].n_dims == 2 ? s->type : vec,
-                parts[i].n_dims, parts[i].d0, parts[i].d1);
+            add(&plan, &n, name, parts[i].kind,
+                parts[i].n_dims == 2 ? matrix_type(s, parts[i].suffix, l) : vec, parts[i].n_dims,
+                parts[i].d0, parts[i].d1);
         }
     }
     *count = n;
@@ -184,17 +209,9 @@ static em_status make_export_plan(const em_model *m, plan_tensor **out, size_t *
     return NULL;
 }
 
-/* Converts n floats to type (F32, F16, BF16, Q8_0, Q4_0) into out. */
+/* Converts n floats to type (one quantize_blocks.h writes) into out. */
 static void encode(const float *x, int64_t n, em_tensor_type type, void *out) {
-    if (type == EM_TENSOR_F32) {
-        memcpy(out, x, (size_t)n * 4);
-    } else if (type == EM_TENSOR_F16 || type == EM_TENSOR_BF16) {
-        uint16_t *h = out;
-        for (int64_t i = 0; i < n; i++)
-            h[i] = type == EM_TENSOR_F16 ? em_f32_to_f16(x[i]) : em_f32_to_bf16(x[i]);
-    } else {
-        em_quant_scheme_for_type(type)->quantize_row(x, n, out);
-    }
+    quantizer_for((uint32_t)type)(x, n, out);
 }
 
 /* llama.cpp's Llama 3.1 frequency factors (convert_hf_to_gguf.py): for each rotated pair i,
@@ -593,20 +610,11 @@ static int parse_args(int argc, char **argv, spec *s, const char **from) {
                               : strcmp(v, "llama3") == 0 ? EM_ROPE_SCALING_LLAMA3
                                                          : EM_ROPE_SCALING_NONE;
         } else if (strcmp(a, "--type") == 0) {
-            static const struct {
-                const char *name;
-                em_tensor_type type;
-            } types[] = {{"f32", EM_TENSOR_F32},
-                         {"f16", EM_TENSOR_F16},
-                         {"bf16", EM_TENSOR_BF16},
-                         {"q8_0", EM_TENSOR_Q8_0},
-                         {"q4_0", EM_TENSOR_Q4_0}};
-            ok = false;
-            for (size_t t = 0; t < sizeof types / sizeof types[0]; t++)
-                if (strcmp(v, types[t].name) == 0) {
-                    s->type = types[t].type;
-                    ok = true;
-                }
+            s->k_m_mix = strcmp(v, "q4_k_m") == 0 || strcmp(v, "q5_k_m") == 0;
+            const em_ggml_type_info *info =
+                em_ggml_type_by_name(s->k_m_mix ? (v[1] == '4' ? "Q4_K" : "Q5_K") : v);
+            ok = info && quantizer_for(info->id);
+            if (ok) s->type = (em_tensor_type)info->id;
         } else
             return fail("unknown option '%s' (see --help)", a);
         if (!ok) return fail("bad value for %s (see --help)", a);
@@ -630,10 +638,12 @@ static int check_spec(spec *s) {
     }
     if (s->rope_freqs && s->rope_scaling != EM_ROPE_SCALING_LLAMA3)
         return fail("%s", "--rope-freqs goes with --rope-scaling llama3");
-    bool quant = s->type == EM_TENSOR_Q8_0 || s->type == EM_TENSOR_Q4_0;
-    if (quant && s->safetensors) return fail("%s", "safetensors holds f32, f16 and bf16 only");
-    if (quant && (s->dim % EM_QK || s->ffn % EM_QK)) {
-        snprintf(msg, sizeof msg, "--type q8_0/q4_0 needs --dim and --ffn multiples of %d", EM_QK);
+    const em_ggml_type_info *info = em_ggml_type_info_get((uint32_t)s->type);
+    int block = s->k_m_mix ? em_ggml_type_by_name("Q6_K")->block_size : info->block_size;
+    if (block > 1 && s->safetensors) return fail("%s", "safetensors holds f32, f16 and bf16 only");
+    if (s->dim % block || s->ffn % block) {
+        snprintf(msg, sizeof msg, "--type %s needs --dim and --ffn multiples of its block size %d",
+                 info->name, block);
         return fail("%s", msg);
     }
     if (!s->tokenizer && s->vocab < BYTE_VOCAB_TOKENS) {

@@ -1,0 +1,119 @@
+"""The tensor-type table against the PyPI gguf package (an independent implementation of ggml's
+formats): every type gguf knows has the same id, block size and bytes per block in the table,
+and every type evalmesh computes with dequantizes random blocks to exactly gguf's floats, bit
+for bit, except that a NaN may be any NaN: IEEE leaves the sign and payload of a NaN product
+open, compilers turn x * -1.f into a negation (which flips a NaN's sign), F16C quiets signaling
+NaNs and NumPy does not, so ggml builds differ there too. The blocks are random bytes with the scale fields also set to edge values (zero, -0,
+the smallest and largest subnormals, the smallest normal, the largest finite, infinities, NaN;
+E8M0 exponents 0, 1, 2, 254, 255 for MXFP4, UE4M3 0, 0x7F, subnormals and 0xFF for NVFP4).
+Usage: test_ggml_types.py DEQUANTIZE_DRIVER (needs gguf: see gguf_python.py)."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gguf_python import reexec_with_gguf  # noqa: E402
+
+reexec_with_gguf()
+import warnings  # noqa: E402
+from gguf import GGMLQuantizationType, GGML_QUANT_SIZES, quants  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from checks import check, finish  # noqa: E402
+
+F16_EDGES = [0x0000, 0x8000, 0x0001, 0x8001, 0x03FF, 0x0400, 0x7BFF, 0xFBFF, 0x3C00, 0x7C00,
+             0xFC00, 0x7E00, 0x1400, 0x0200]
+E8M0_EDGES = [0, 1, 2, 127, 254, 255]
+
+# Byte offsets of the f16 scales in each block (ggml-common.h).
+F16_FIELDS = {
+    "Q4_0": [0], "Q4_1": [0, 2], "Q5_0": [0], "Q5_1": [0, 2], "Q8_0": [0],
+    "Q2_K": [80, 82], "Q3_K": [108], "Q4_K": [0, 2], "Q5_K": [0, 2], "Q6_K": [208],
+    "IQ4_NL": [0], "IQ4_XS": [0], "IQ2_XXS": [0], "IQ2_XS": [0], "IQ2_S": [0], "IQ3_XXS": [0],
+    "IQ3_S": [0], "IQ1_S": [0], "TQ1_0": [52], "TQ2_0": [64],
+}
+
+
+def table(driver):
+    out = subprocess.run([driver, "--list"], capture_output=True, text=True, check=True).stdout
+    rows = {}
+    for line in out.split("\n"):
+        if line:
+            name, tid, block, size, computable, avx2 = line.split()
+            rows[name] = (int(tid), int(block), int(size), computable == "1", avx2 == "1")
+    return rows
+
+
+def random_blocks(name, n_blocks, block_bytes, rng):
+    raw = rng.integers(0, 256, size=(n_blocks, block_bytes), dtype=np.uint8)
+    edges = np.array(F16_EDGES, dtype="<u2").view(np.uint8).reshape(-1, 2)
+    for i, off in enumerate(F16_FIELDS.get(name, [])):
+        k = np.arange(len(F16_EDGES) * 3)  # the first blocks carry the edge scales
+        raw[k, off:off + 2] = edges[(k + i) % len(F16_EDGES)]
+    if name == "MXFP4":
+        raw[:len(E8M0_EDGES), 0] = E8M0_EDGES
+    if name == "NVFP4":  # four UE4M3 scales: zero, E4M3's NaN 0x7F, subnormals, the largest
+        raw[:4, :4] = [[0, 0x7F, 0xFF, 0x80], [1, 7, 8, 0x7E], [0x3F, 0x40, 0x77, 0x78],
+                       [0x81, 0xF9, 0xFE, 0x08]]
+    if name == "IQ1_M":  # the f16 d is the top nibbles of the four u16 scale words (bytes 48..55)
+        for k, h in enumerate(F16_EDGES):
+            for w in range(4):
+                hi = (h >> (4 * w)) & 0xF
+                raw[k, 49 + 2 * w] = (raw[k, 49 + 2 * w] & 0x0F) | (hi << 4)
+    if name in ("F16", "BF16"):
+        raw[:len(F16_EDGES)] = np.array(F16_EDGES, dtype="<u2").view(np.uint8).reshape(-1, 2)
+    return raw
+
+
+def check_type(driver, name, path, block, size, rng):
+    n_blocks = 4096 if block == 1 else (2048 if block == 32 else 512)
+    raw = random_blocks(name, n_blocks, size, rng)
+    p = subprocess.run([driver, name, path], input=raw.tobytes(), capture_output=True)
+    if not check(p.returncode == 0, "%s: driver exit %d: %s" % (name, p.returncode, p.stderr)):
+        return
+    ours = np.frombuffer(p.stdout, dtype=np.float32)
+    qtype = GGMLQuantizationType[name]
+    theirs = quants.dequantize(raw.reshape(-1), qtype).astype(np.float32).reshape(-1)
+    if not check(ours.size == theirs.size,
+                 "%s: %d floats, gguf %d" % (name, ours.size, theirs.size)):
+        return
+    a, b = ours.view(np.uint32), theirs.view(np.uint32)
+    nan_both = np.isnan(ours) & np.isnan(theirs)
+    bad = np.nonzero((a != b) & ~nan_both)[0]
+    print("%-8s %-4s %7d values, %d NaN, %d differ in bits" %
+          (name, path, ours.size, int(nan_both.sum()), len(bad)))
+    if len(bad):
+        i = bad[0]
+        check(False, "%s (%s): value %d (block %d) is %r (0x%08x), gguf %r (0x%08x); block bytes %s" %
+              (name, path, i, i // block, ours[i], a[i], theirs[i], b[i],
+               raw[i // block].tobytes().hex()))
+
+
+def main():
+    warnings.simplefilter("ignore", RuntimeWarning)  # gguf's inf * 0 and NaN arithmetic
+    driver = sys.argv[1]
+    rows = table(driver)
+    # the table against gguf's GGML_QUANT_SIZES: every type gguf knows, same id and sizes
+    for qtype, (block, size) in GGML_QUANT_SIZES.items():
+        if qtype.name == "Q8_1":
+            size = 36  # gguf-py says 40, from an old layout; ggml's block_q8_1 is 4 + 32 bytes
+        row = rows.get(qtype.name)
+        check(row is not None and row[:3] == (int(qtype), block, size),
+              "%s: table row %s, gguf says id %d, %d values in %d bytes" %
+              (qtype.name, row, int(qtype), block, size))
+    rng = np.random.default_rng(12)
+    computable = [name for name, row in rows.items() if row[3]]
+    print("computable types:", " ".join(computable))
+    print("with AVX2 row functions on this CPU:",
+          " ".join(name for name, row in rows.items() if row[4]) or "none")
+    for name in computable:
+        tid, block, size, _, avx2 = rows[name]
+        for path in ["c", "avx2"] if avx2 else ["c"]:
+            check_type(driver, name, path, block, size, rng)
+    sys.exit(finish())
+
+
+if __name__ == "__main__":
+    main()
