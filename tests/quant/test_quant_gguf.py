@@ -6,8 +6,8 @@ reader) and with evalmesh:
   other metadata unchanged, and each tensor's bytes are the quantizer's for the source weights;
 - Q4_K_M on rows of 64: llama-quantize's fallbacks (Q4_K -> Q5_0, Q6_K -> Q8_0, head -> Q8_0)
   while ffn_down (rows of 256) keeps the K types;
-- Q8_0: every tensor's bytes equal gguf.quants.quantize of the source weights, and the written
-  file scores exactly as the in-memory model it was written from;
+- Q8_0: every tensor's bytes equal gguf.quants.quantize of the source weights;
+- the written Q4_K_M and Q8_0 files score exactly as the in-memory models they were written from;
 - bad input: GGUF output of a torchao scheme, or from a safetensors source, stops with exit 2.
 
 usage: test_quant_gguf.py MKMODEL QUANT_DUMP
@@ -69,6 +69,24 @@ stages:
     return rc, err, res
 
 
+def score_file(name, path):
+    """model (the file) -> forward -> aggregate -> report; returns (rc, err, results)."""
+    body = f"""name: {name}
+stages:
+  model: {{kind: model, path: "{path}"}}
+  data: {{kind: dataset, tokenizer: model, path: "{text}", protocol: chunked, n_ctx: 40}}
+  fwd: {{kind: forward, model: model, data: data, threads: 1}}
+  agg: {{kind: aggregate, inputs: [fwd]}}
+  report: {{kind: report, metrics: agg, outputs: [json]}}
+"""
+    rc, _, err, res = evalmesh(["run", write(name + ".yaml", body)])
+    return rc, err, res
+
+
+def exact(res):
+    return {k: v["value"] for k, v in res["metrics"]["fwd"].items() if not v.get("timing")}
+
+
 def tensors(path):
     r = GGUFReader(path)
     return r, {t.name: t for t in r.tensors}
@@ -110,9 +128,9 @@ def expected_type(name, n_layers, row, base):
 # Q4_K_M with rows of 256 (dim 256, ffn 512), 8 layers.
 big = mkmodel("big.gguf", "--dim", "256", "--ffn", "512", "--layers", "8", "--heads", "4")
 out = os.path.join(session.tmp, "big-Q4_K_M.gguf")
-rc, err, _ = run("mix", big, {"scheme": "Q4_K_M", "embeddings": "true", "output": "true",
-                              "gguf": out})
-check("Q4_K_M run", rc == 0 and os.path.exists(out), err[-2000:])
+rc, err, mix_mem = run("mix", big, {"scheme": "Q4_K_M", "embeddings": "true", "output": "true",
+                                    "gguf": out}, score=True)
+check("Q4_K_M run", rc == 0 and mix_mem and os.path.exists(out), err[-2000:])
 if os.path.exists(out):
     r, ts = tensors(out)
     src_r, _ = tensors(big)
@@ -136,6 +154,12 @@ if os.path.exists(out):
             differ.append(name)
     check("Q4_K_M types as llama-quantize", not wrong, str(wrong))
     check("Q4_K_M bytes are the quantizer's", not differ, str(differ))
+    rc, err, mix_disk = score_file("mixfile", out)
+    check("Q4_K_M file run", rc == 0 and mix_disk, err[-2000:])
+    if mix_mem and mix_disk:
+        check("written Q4_K_M file scores as the in-memory model", exact(mix_mem) == exact(mix_disk),
+              f"{exact(mix_mem)} vs {exact(mix_disk)}")
+        print(f"Q4_K_M token ppl {mix_mem['metrics']['fwd']['token_ppl']['value']:.6f}")
     kinds = sorted({t.tensor_type.name for t in ts.values()})
     print(f"Q4_K_M file: {len(ts)} tensors, types {kinds}")
     for name in ("blk.0.attn_v.weight", "blk.1.attn_v.weight", "blk.3.ffn_down.weight",
@@ -169,20 +193,11 @@ if os.path.exists(out):
     n_q8 = sum(t.tensor_type.name == "Q8_0" for t in ts.values())
     check("Q8_0 tensors: 8 layers x 7 + token_embd", n_q8 == 57, str(n_q8))
     check("Q8_0 bytes equal gguf.quants.quantize", not differ, str(differ))
-    body = f"""name: q8file
-stages:
-  model: {{kind: model, path: "{out}"}}
-  data: {{kind: dataset, tokenizer: model, path: "{text}", protocol: chunked, n_ctx: 40}}
-  fwd: {{kind: forward, model: model, data: data, threads: 1}}
-  agg: {{kind: aggregate, inputs: [fwd]}}
-  report: {{kind: report, metrics: agg, outputs: [json]}}
-"""
-    rc, _, err, disk = evalmesh(["run", write("q8file.yaml", body)])
+    rc, err, disk = score_file("q8file", out)
     check("Q8_0 file run", rc == 0 and disk, err[-2000:])
     if mem and disk:
-        a = {k: v["value"] for k, v in mem["metrics"]["fwd"].items() if not v.get("timing")}
-        b = {k: v["value"] for k, v in disk["metrics"]["fwd"].items() if not v.get("timing")}
-        check("written Q8_0 file scores as the in-memory model", a == b, f"{a} vs {b}")
+        check("written Q8_0 file scores as the in-memory model", exact(mem) == exact(disk),
+              f"{exact(mem)} vs {exact(disk)}")
 
 # Bad input.
 rc, err, _ = run("ao", small, {"scheme": "int8_weight_only", "gguf": "x.gguf"})
