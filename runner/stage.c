@@ -9,6 +9,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "util/regular_file.h"
+
 bool em_input_accepts(const em_input_spec *spec, const char *type) {
     for (size_t i = 0; i < EM_INPUT_MAX_TYPES && spec->accepts[i]; i++)
         if (strcmp(spec->accepts[i], type) == 0) return true;
@@ -61,13 +63,16 @@ em_status em_stage_input_file(const em_stage *self, const char *option, bool dir
     *path = em_node_path(node);
     struct stat st;
     const char *why = NULL;
+    char kind[64];
     if (stat(*path, &st) != 0)
         why = strerror(errno);
     else if (S_ISDIR(st.st_mode) && !dir_ok)
         why = "a directory, not a file";
-    else if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))
-        why = "not a regular file";
-    else if (access(*path, S_ISDIR(st.st_mode) ? R_OK | X_OK : R_OK) != 0)
+    else if (!S_ISDIR(st.st_mode) &&
+             !S_ISREG(st.st_mode)) { /* a FIFO blocks, /dev/zero never ends */
+        snprintf(kind, sizeof kind, "not a regular file (%s)", em_file_kind(st.st_mode));
+        why = kind;
+    } else if (access(*path, S_ISDIR(st.st_mode) ? R_OK | X_OK : R_OK) != 0)
         why = strerror(errno);
     if (!why) return NULL;
     em_status err = em_error_at(EM_EXIT_BAD_INPUT, node->mark, "stage '%s': %s %s: %s", self->name,

@@ -80,7 +80,7 @@ static em_status dataset_init(em_stage *self, const em_run_context *ctx) {
                                 "need protocol rolling",
                                 em_protocol_name(st->protocol));
     }
-    if (st->protocol == EM_PROTOCOL_SLIDING && st->stride >= st->max_length) {
+    if (st->protocol == EM_PROTOCOL_SLIDING && st->max_length > 0 && st->stride >= st->max_length) {
         char text[96];
         snprintf(text, sizeof text, "stride = %d must be less than max_length = %d", st->stride,
                  st->max_length);
@@ -201,6 +201,16 @@ static em_status dataset_run(em_stage *self, const em_run_context *ctx) {
         return em_error_new(EM_EXIT_BAD_INPUT, "model stage '%s' has no tokenizer",
                             em_stage_input_producer(self, "tokenizer", 0)->name);
     const em_tokenizer *tok = model->tokenizer;
+
+    /* n_ctx or max_length 0: the model's context length (llama-perplexity's -c 0) */
+    int *window = st->protocol == EM_PROTOCOL_CHUNKED ? &st->n_ctx : &st->max_length;
+    if (*window == 0) *window = model->config.n_ctx_train;
+    if (*window <= 0)
+        return em_error_at(EM_EXIT_BAD_INPUT, self->mark,
+                           "stage '%s': %s is 0 but model stage '%s' does not say its context "
+                           "length: give it",
+                           self->name, st->protocol == EM_PROTOCOL_CHUNKED ? "n_ctx" : "max_length",
+                           em_stage_input_producer(self, "tokenizer", 0)->name);
 
     em_corpus corpus;
     memset(&corpus, 0, sizeof corpus);

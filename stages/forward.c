@@ -5,13 +5,15 @@
  * and dataset. Windows are computed one at a time with shapes that depend only on the
  * window (stages/kernels/cpu/llama_forward.h), so each window's numbers are bit-identical on any
  * rank, with any thread count. The mesh must be the dataset's (checked in init); its tp group
- * splits each window's heads, MLP columns and vocabulary (stages/kernels/llama_block.h), so every
- * rank of a tp group computes the same windows and ends with the same scores. */
+ * splits each window's heads, MLP columns and vocabulary, its cp group each window's positions
+ * (stages/kernels/llama_block.h), so every rank of a tp x cp group computes the same windows and
+ * ends with the same scores. */
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "runner/comm/backend_table.h"
 #include "runner/comm/forward_group.h"
 #include "runner/comm/mesh_groups.h"
 #include "runner/rank_state.h"
@@ -49,6 +51,28 @@ static em_status check_same_mesh(const em_stage *self) {
                        self->name, em_stage_mesh_name(self), data->name, em_stage_mesh_name(data));
 }
 
+/* Context parallelism cuts a window into 2 cp blocks: the dataset's longest windows must have
+ * that many tokens (shorter ones, a document's last, are computed whole). Checked when the mesh
+ * gives cp as a number (an `auto` cp is known only once the world is). */
+static em_status check_cp_fits(const em_stage *self) {
+    const em_stage *mesh = em_stage_input_producer(self, "mesh", 0);
+    const em_stage *data = em_stage_input_producer(self, "data", 0);
+    const em_node *cp_node = mesh ? em_node_get(mesh->options, "cp") : NULL;
+    if (!data || !cp_node || em_node_scalar_type(cp_node) != EM_SCALAR_INT) return NULL;
+    int64_t cp = em_node_get_int(mesh->options, "cp", 1);
+    bool chunked = strcmp(em_node_get_string(data->options, "protocol", "chunked"), "chunked") == 0;
+    const char *key = chunked ? "n_ctx" : "max_length";
+    int64_t tokens = em_node_get_int(data->options, key, chunked ? 512 : 1024);
+    if (2 * cp <= tokens) return NULL;
+    const em_map_entry *e = em_node_get_entry(self->options, "mesh");
+    return em_error_at(EM_EXIT_BAD_INPUT, e ? e->value->mark : self->mark,
+                       "stage '%s': mesh '%s' has cp = %lld, but dataset '%s' makes windows of "
+                       "%lld tokens (%s), fewer than the 2 x cp = %lld blocks context parallelism "
+                       "cuts a window into",
+                       self->name, mesh->name, (long long)cp, data->name, (long long)tokens, key,
+                       (long long)(2 * cp));
+}
+
 /* OMP_NUM_THREADS when it holds a positive number, else 0. */
 static int omp_num_threads_env(void) {
     const char *v = getenv("OMP_NUM_THREADS");
@@ -64,6 +88,7 @@ static em_status forward_init(em_stage *self, const em_run_context *ctx) {
     forward_state *st = em_xcalloc(1, sizeof *st);
     self->state = st;
     em_status err = check_same_mesh(self);
+    if (!err) err = check_cp_fits(self);
     if (err) return err;
     const char *device = em_node_get_string(self->options, "device", "cpu");
     st->backend = em_forward_backend_find(device);
@@ -119,15 +144,19 @@ static em_status forward_run(em_stage *self, const em_run_context *ctx) {
     const em_model *model = em_stage_input_artifact(self, "model", 0)->data;
     const em_dataset *ds = em_stage_input_artifact(self, "data", 0)->data;
     em_mesh *mesh = em_stage_mesh(self, ctx);
-    if (mesh->cp > 1)
+    const em_forward_backend *be = st->backend;
+    bool split = mesh->tp > 1 || mesh->cp > 1;
+    if (split && em_backend_find(mesh->backend)->gpu_buffers != be->gpu_buffers)
         return em_error_new(EM_EXIT_BAD_INPUT,
-                            "%s has cp %d, but this forward does not split windows into blocks "
-                            "yet (cp = 1 only)",
-                            em_stage_mesh_name(self), mesh->cp);
+                            "device %s splits windows through buffers in %s memory, but %s has "
+                            "backend %s, whose collectives take %s memory (use backend %s)",
+                            be->name, be->gpu_buffers ? "GPU" : "host", em_stage_mesh_name(self),
+                            mesh->backend, be->gpu_buffers ? "host" : "GPU",
+                            be->gpu_buffers ? "nccl" : "mpi");
     double start = em_clock_seconds();
 
-    em_forward_groups groups = {.tp = em_forward_group_of(mesh->tp_group)};
-    const em_forward_backend *be = st->backend;
+    em_forward_link tp = {mesh->tp_group, 0}, cp = {mesh->cp_group, 0};
+    em_forward_groups groups = {.tp = em_forward_group_of(&tp), .cp = em_forward_group_of(&cp)};
     void *f;
     em_status err = be->create(model, &groups, st->threads, &f);
     if (err)
@@ -171,8 +200,9 @@ static em_status forward_run(em_stage *self, const em_run_context *ctx) {
                 self->name, ds->count, (long long)processed, s->token_count, s->seconds,
                 (double)processed * per_s, (double)s->token_count * per_s, st->threads);
     em_log_info("forward %s memory: %.2f MiB of weights in this rank's tp shard (tp %d), %.2f MiB "
-                "of activations and scratch",
-                self->name, (double)weight_bytes / 1048576.0, mesh->tp, (double)memory / 1048576.0);
+                "of activations and scratch (cp %d); %.3f s in tp and %.3f s in cp collectives",
+                self->name, (double)weight_bytes / 1048576.0, mesh->tp, (double)memory / 1048576.0,
+                mesh->cp, tp.seconds, cp.seconds);
     self->output = (em_artifact){.data = s, .free = free_scores};
     return NULL;
 }

@@ -8,7 +8,6 @@
 #include <string.h>
 
 #include "runner/stage.h"
-#include "util/regular_file.h"
 #include "util/log.h"
 #include "stages/model/loaded_model.h"
 #include "stages/tokenizer/tokenizer.h"

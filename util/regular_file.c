@@ -15,20 +15,13 @@ const char *em_file_kind(mode_t mode) {
     if (S_ISBLK(mode)) return "a block device";
     if (S_ISSOCK(mode)) return "a socket";
     if (S_ISLNK(mode)) return "a symbolic link";
-    return "not a regular file";
+    return "another kind of file";
 }
 
 static em_status not_regular(const char *path, mode_t mode, const char *what) {
     return em_error_new(EM_EXIT_BAD_INPUT,
                         "cannot read '%s': it is %s, not a regular file (%s must be one)", path,
                         em_file_kind(mode), what);
-}
-
-em_status em_check_regular_file(const char *path, const char *what) {
-    struct stat st;
-    if (stat(path, &st) != 0)
-        return em_error_new(EM_EXIT_BAD_INPUT, "cannot read '%s': %s", path, strerror(errno));
-    return S_ISREG(st.st_mode) ? NULL : not_regular(path, st.st_mode, what);
 }
 
 em_status em_open_regular_file(const char *path, const char *what, int *fd, struct stat *st) {

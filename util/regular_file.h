@@ -17,11 +17,6 @@
 /* "a FIFO", "a character device", "a directory", ...: what a non-regular mode is, for messages. */
 const char *em_file_kind(mode_t mode);
 
-/* Checks, without opening it, that path names a regular file (symbolic links followed): for
- * stages that read the file later but must refuse a FIFO or a device before anything runs. Errors
- * are exit 2, worded as em_read_regular_file's. */
-em_status em_check_regular_file(const char *path, const char *what);
-
 /* Opens path for reading (without waiting on a FIFO) and checks with fstat that it is a regular
  * file: *fd and *st on success, else an error worded as em_read_regular_file's (exit 2). For
  * readers that do not read the whole file into memory, such as the mapped model files. */

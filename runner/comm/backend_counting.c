@@ -32,6 +32,11 @@ static em_status counting_barrier(em_comm *comm) {
     return em_barrier(inner_of(comm));
 }
 
+static em_status counting_sendrecv(em_comm *comm, const void *send, int dest, void *recv,
+                                   int source, size_t bytes) {
+    return em_sendrecv(inner_of(comm), send, dest, recv, source, bytes);
+}
+
 static em_status counting_split(em_comm *comm, int color, int key, em_comm **out) {
     counting_impl *impl = comm->impl;
     em_status err = em_comm_split(inner_of(comm), color, key, out);
@@ -58,6 +63,7 @@ const em_comm_backend em_backend_counting = {
     .allgather = counting_allgather,
     .broadcast = counting_broadcast,
     .barrier = counting_barrier,
+    .sendrecv = counting_sendrecv,
     .split = counting_split,
     .abort = counting_abort,
     .destroy = counting_destroy,

@@ -165,6 +165,24 @@ static em_status mpi_barrier(em_comm *comm) {
     return wait_request(comm, &req, "barrier");
 }
 
+/* Both halves of a ring step are nonblocking and waited for with the timeout. */
+static em_status mpi_sendrecv(em_comm *comm, const void *send, int dest, void *recv, int source,
+                              size_t bytes) {
+    mpi_impl *impl = comm->impl;
+    em_status err = check_alive(comm, "sendrecv");
+    if (err) return err;
+    if (bytes > INT_MAX) return too_big("sendrecv", bytes);
+    enter(comm);
+    MPI_Request req[2];
+    em_mpi_lock();
+    int rc = MPI_Irecv(recv, (int)bytes, MPI_BYTE, source, 7, impl->comm, &req[0]);
+    if (rc == MPI_SUCCESS) rc = MPI_Isend(send, (int)bytes, MPI_BYTE, dest, 7, impl->comm, &req[1]);
+    em_mpi_unlock();
+    if (rc != MPI_SUCCESS) return mpi_error("sendrecv", rc);
+    err = wait_request(comm, &req[1], "sendrecv (send)");
+    return err ? err : wait_request(comm, &req[0], "sendrecv (receive)");
+}
+
 /* Wraps an MPI communicator (taking it) with this group id. */
 static em_status wrap(MPI_Comm handle, uint64_t id, double timeout_s, em_comm **out) {
     em_comm *comm = em_xcalloc(1, sizeof *comm);
@@ -248,6 +266,7 @@ const em_comm_backend em_backend_mpi = {
     .allgather = mpi_allgather,
     .broadcast = mpi_broadcast,
     .barrier = mpi_barrier,
+    .sendrecv = mpi_sendrecv,
     .split = mpi_split,
     .abort = mpi_abort,
     .destroy = mpi_destroy,

@@ -171,6 +171,20 @@ static em_status nccl_broadcast(em_comm *comm, void *buf, size_t bytes, int root
     return err ? err : wait_idle(comm, true, "broadcast");
 }
 
+static em_status nccl_sendrecv(em_comm *comm, const void *send, int dest, void *recv, int source,
+                               size_t bytes) {
+    nccl_impl *impl = comm->impl;
+    em_status err = check_alive(comm, "sendrecv");
+    if (err) return err;
+    enter(comm);
+    ncclResult_t rc = ncclGroupStart();
+    if (rc == ncclSuccess) rc = ncclSend(send, bytes, ncclUint8, dest, impl->comm, impl->stream);
+    if (rc == ncclSuccess) rc = ncclRecv(recv, bytes, ncclUint8, source, impl->comm, impl->stream);
+    ncclResult_t end = ncclGroupEnd();
+    err = nccl_result(comm, rc == ncclSuccess ? end : rc, "sendrecv");
+    return err ? err : wait_idle(comm, true, "sendrecv");
+}
+
 static em_status nccl_barrier(em_comm *comm) {
     nccl_impl *impl = comm->impl;
     return nccl_allreduce(comm, impl->scratch, impl->scratch, 1, EM_DTYPE_FLOAT32, EM_OP_SUM);
@@ -285,6 +299,7 @@ const em_comm_backend em_backend_nccl = {
     .allgather = nccl_allgather,
     .broadcast = nccl_broadcast,
     .barrier = nccl_barrier,
+    .sendrecv = nccl_sendrecv,
     .split = nccl_split,
     .abort = nccl_abort,
     .destroy = nccl_destroy,

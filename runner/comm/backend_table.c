@@ -22,9 +22,9 @@ static em_status create_mpi(em_comm *cpu_world, int local_rank, double timeout_s
 }
 
 static const em_backend_row rows[] = {
-    {"local", true, true, false, create_local},
-    {"mpi", true, false, true, create_mpi},
-    {"nccl", EVALMESH_HAVE_CUDA, false, false, em_comm_nccl_world},
+    {"local", true, true, false, false, create_local},
+    {"mpi", true, false, true, false, create_mpi},
+    {"nccl", EVALMESH_HAVE_CUDA, false, false, true, em_comm_nccl_world},
 };
 
 const em_backend_row *em_backend_find(const char *name) {

@@ -14,6 +14,7 @@ typedef struct em_backend_row {
     bool compiled;       /* this build has it */
     bool one_rank;       /* it holds one rank only */
     bool needs_launcher; /* its ranks come from a launcher (the CPU world is mpi) */
+    bool gpu_buffers;    /* its collectives take GPU memory */
     /* The backend's world over the ranks of cpu_world (collective over cpu_world). */
     em_status (*create)(em_comm *cpu_world, int local_rank, double timeout_s, em_comm **out);
 } em_backend_row;

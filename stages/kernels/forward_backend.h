@@ -21,19 +21,27 @@ typedef struct em_forward_group {
     void *comm; /* the communicator behind the callbacks */
     /* recv holds size * bytes, rank r's block at r * bytes; all ranks call it in the same order */
     em_status (*allgather)(void *comm, const void *send, void *recv, size_t bytes);
+    /* one ring step: send to rank dest and receive from rank source, `bytes` each way */
+    em_status (*sendrecv)(void *comm, const void *send, int dest, void *recv, int source,
+                          size_t bytes);
 } em_forward_group;
 
-/* The groups of one forward: tp splits heads, MLP columns and the vocabulary. */
+/* The groups of one forward: tp splits heads, MLP columns and the vocabulary; cp splits the
+ * window's positions into blocks (ring attention). */
 typedef struct em_forward_groups {
-    em_forward_group tp;
+    em_forward_group tp, cp;
 } em_forward_groups;
 
 /* Gathers through g (a copy when g is alone). */
 em_status em_forward_allgather(const em_forward_group *g, const void *send, void *recv,
                                size_t bytes);
+/* Passes `bytes` to the next rank of g's ring and receives the previous rank's. */
+em_status em_forward_ring_step(const em_forward_group *g, const void *send, void *recv,
+                               size_t bytes);
 
 typedef struct em_forward_backend {
     const char *name; /* the forward's `device:` */
+    bool gpu_buffers; /* what it hands its groups' collectives lives in GPU memory */
     /* Checks the model and the split (exit status 2 naming what does not fit) and prepares a
      * forward with `threads` CPU threads holding only this rank's share of the weights. */
     em_status (*create)(const em_model *model, const em_forward_groups *groups, int threads,

@@ -10,7 +10,7 @@ static em_status sum_partials(const em_llama_kernels *k, void *b, const em_forwa
     size_t bytes = (size_t)T * (size_t)dim * sizeof(float);
     em_status err = em_forward_allgather(tp, k->partial(b), all, bytes);
     if (!err) k->add_partials(b, all, tp->size, T);
-    return err;
+    return err ? em_error_prefix(err, "tensor-parallel sum") : NULL;
 }
 
 /* The head across tp: every rank's tiles in rank order (each rank's block padded to the most
@@ -60,31 +60,161 @@ static em_status head(const em_llama_kernels *k, void *b, int64_t n_vocab,
     return err;
 }
 
+int em_cp_positions(int T, int cp, int r, int32_t *positions) {
+    int blocks = 2 * cp, n = 0;
+    int which[2] = {r, blocks - 1 - r};
+    for (int i = 0; i < 2; i++) {
+        int p0 = (int)((int64_t)T * which[i] / blocks);
+        int p1 = (int)((int64_t)T * (which[i] + 1) / blocks);
+        for (int p = p0; p < p1; p++, n++)
+            if (positions) positions[n] = p;
+    }
+    return n;
+}
+
+/* The most positions a rank of cp holds in a window of T, and of those at or after score_from. */
+static int most_positions(int T, int cp, int score_from, bool scored_only) {
+    int most = 0;
+    int32_t *pos = em_xmalloc((size_t)T * sizeof *pos);
+    for (int r = 0; r < cp; r++) {
+        int n = em_cp_positions(T, cp, r, pos), count = 0;
+        for (int i = 0; i < n; i++) count += !scored_only || pos[i] >= score_from;
+        if (count > most) most = count;
+    }
+    free(pos);
+    return most;
+}
+
+/* Ring attention over the cp group: this rank's queries (T at positions pos) against every
+ * rank's K/V block, its own first, then the blocks arriving from the previous rank. A block in
+ * flight is its count, positions and K and V, sized for the largest block (most positions). */
+static em_status ring_attention(const em_llama_kernels *k, void *b, const em_forward_group *cp,
+                                int T, const int32_t *pos, int most) {
+    float *kl, *vl;
+    int kvd;
+    k->local_kv(b, &kl, &vl, &kvd);
+    size_t floats = (size_t)most * (size_t)kvd;
+    size_t head = sizeof(int32_t) * (size_t)(1 + most); /* count, then positions */
+    size_t bytes = head + 2 * floats * sizeof(float);
+    char *send = malloc(bytes), *recv = malloc(bytes);
+    if (!send || !recv) {
+        free(send);
+        free(recv);
+        return em_error_new(EM_EXIT_RUNTIME, "out of memory for the K/V blocks of the cp ring");
+    }
+    int32_t *count = (int32_t *)send;
+    count[0] = T;
+    memcpy(count + 1, pos, (size_t)T * sizeof *pos);
+    memcpy(send + head, kl, (size_t)T * kvd * sizeof(float));
+    memcpy(send + head + floats * sizeof(float), vl, (size_t)T * kvd * sizeof(float));
+    k->attention_block(b, T, pos, kl, vl, pos, T, true);
+    em_status err = NULL;
+    for (int step = 1; step < cp->size && !err; step++) {
+        err = em_forward_ring_step(cp, send, recv, bytes);
+        if (err) break;
+        const int32_t *in = (const int32_t *)recv;
+        const float *rk = (const float *)(recv + head);
+        k->attention_block(b, T, pos, rk, rk + floats, in + 1, in[0], false);
+        char *t = send;
+        send = recv;
+        recv = t;
+    }
+    free(send);
+    free(recv);
+    if (!err) k->attention_finish(b, T);
+    return err ? em_error_prefix(err, "cp ring") : NULL;
+}
+
+/* One scored position as the cp ranks exchange it. */
+typedef struct scored {
+    double nll;
+    int32_t position, argmax;
+} scored;
+
+/* Every cp rank's scored positions (n here, at pos, scored into nll and argmax) into the window's
+ * nll and argmax (indexed by position - score_from). */
+static em_status gather_scores(const em_forward_group *cp, const int32_t *pos, int n,
+                               const double *lnll, const int32_t *largmax, int most, int score_from,
+                               double *nll, int32_t *argmax) {
+    size_t block = (size_t)(most ? most : 1);
+    scored *mine = em_xcalloc(block, sizeof *mine);
+    scored *all = em_xcalloc(block * (size_t)cp->size, sizeof *all);
+    for (int i = 0; i < (int)block; i++) mine[i].position = -1;
+    for (int i = 0; i < n; i++) mine[i] = (scored){lnll[i], pos[i], largmax[i]};
+    em_status err = em_forward_allgather(cp, mine, all, block * sizeof *mine);
+    for (size_t i = 0; i < block * (size_t)cp->size && !err; i++) {
+        if (all[i].position < 0) continue;
+        nll[all[i].position - score_from] = all[i].nll;
+        argmax[all[i].position - score_from] = all[i].argmax;
+    }
+    free(mine);
+    free(all);
+    return err;
+}
+
 em_status em_llama_compose_window(const em_llama_kernels *k, void *b, int n_layers, int dim,
-                                  int64_t n_vocab, const em_forward_group *tp, int threads,
+                                  int64_t n_vocab, const em_forward_groups *groups, int threads,
                                   const int32_t *input, const int32_t *target, int T,
                                   int score_from, double *nll, int32_t *argmax) {
-    em_status err = k->begin(b, input, T);
-    if (err) return err;
+    /* A window too short for 2 cp blocks (the tail of a document) is computed whole by every
+     * rank of the cp group: the same numbers on each, for any dp. */
+    const em_forward_group alone = {.rank = 0, .size = 1};
+    const em_forward_group *tp = &groups->tp;
+    const em_forward_group *cp = T >= 2 * groups->cp.size ? &groups->cp : &alone;
+    /* this rank's positions, their inputs and targets: the whole window when cp = 1 */
+    int32_t *pos = NULL, *own_in = NULL, *own_tg = NULL;
+    const int32_t *in = input, *tg = target;
+    int n = T, most = T;
+    if (cp->size > 1) {
+        pos = em_xmalloc((size_t)T * sizeof *pos);
+        n = em_cp_positions(T, cp->size, cp->rank, pos);
+        most = most_positions(T, cp->size, score_from, false);
+        in = own_in = em_xmalloc((size_t)n * sizeof *own_in);
+        tg = own_tg = em_xmalloc((size_t)n * sizeof *own_tg);
+        for (int i = 0; i < n; i++) own_in[i] = input[pos[i]], own_tg[i] = target[pos[i]];
+    }
+    em_status err = k->begin(b, in, pos, n);
     bool split = tp->size > 1;
-    float *all = NULL; /* (tp, T, D) gathered partial sums */
-    if (split) {
-        all = malloc((size_t)tp->size * (size_t)T * (size_t)dim * sizeof *all);
-        if (!all)
-            return em_error_new(EM_EXIT_RUNTIME, "out of memory for the tensor-parallel sums");
+    float *all = NULL; /* (tp, n, D) gathered partial sums */
+    if (!err && split) {
+        all = malloc((size_t)tp->size * (size_t)n * (size_t)dim * sizeof *all);
+        if (!all) err = em_error_new(EM_EXIT_RUNTIME, "out of memory for the tensor-parallel sums");
     }
     for (int l = 0; l < n_layers && !err; l++) {
-        k->norm(b, l, false, T);
-        k->qkv(b, l, T);
-        k->attention(b, l, T);
-        k->attn_out(b, l, T, split);
-        if (split) err = sum_partials(k, b, tp, all, T, dim);
+        k->norm(b, l, false, n);
+        k->qkv(b, l, n);
+        if (cp->size > 1)
+            err = ring_attention(k, b, cp, n, pos, most);
+        else
+            k->attention(b, l, n);
         if (err) break;
-        k->norm(b, l, true, T);
-        k->mlp(b, l, T, split);
-        if (split) err = sum_partials(k, b, tp, all, T, dim);
+        k->attn_out(b, l, n, split);
+        if (split) err = sum_partials(k, b, tp, all, n, dim);
+        if (err) break;
+        k->norm(b, l, true, n);
+        k->mlp(b, l, n, split);
+        if (split) err = sum_partials(k, b, tp, all, n, dim);
     }
     free(all);
-    if (err) return em_error_prefix(err, "tensor-parallel sum");
-    return head(k, b, n_vocab, tp, threads, target, score_from, T - score_from, nll, argmax);
+    if (!err && cp->size == 1) {
+        err = head(k, b, n_vocab, tp, threads, target, score_from, T - score_from, nll, argmax);
+    } else if (!err) {
+        /* the scored positions are a suffix of this rank's (its second block follows its first) */
+        int from = 0;
+        while (from < n && pos[from] < score_from) from++;
+        int scored_here = n - from;
+        double *lnll = em_xmalloc((size_t)(scored_here ? scored_here : 1) * sizeof *lnll);
+        int32_t *larg = em_xmalloc((size_t)(scored_here ? scored_here : 1) * sizeof *larg);
+        if (scored_here) err = head(k, b, n_vocab, tp, threads, tg, from, scored_here, lnll, larg);
+        if (!err)
+            err = gather_scores(cp, pos + from, scored_here, lnll, larg,
+                                most_positions(T, cp->size, score_from, true), score_from, nll,
+                                argmax);
+        free(lnll);
+        free(larg);
+    }
+    free(pos);
+    free(own_in);
+    free(own_tg);
+    return err;
 }

@@ -10,8 +10,7 @@
 /* Q2_K (84 bytes): scales[16] (low nibble: scale, high: min, per 16 values), qs[64] (2 bits per
  * value), f16 d, f16 dmin. Values come in two halves of 128; in each, bit pair `shift` of qs[l]
  * for l < 32 gives values 32 * (shift/2) + l. value = d*scale * q - dmin*min. */
-__attribute__((target_clones("avx2", "default"))) void em_q2_k_row(const void *src, float *dst,
-                                                                   int64_t n) {
+EM_CLONED_ROW(em_q2_k_row) {
     for (int64_t b = 0; b < n / QK_K; b++) {
         const uint8_t *block = (const uint8_t *)src + b * 84, *scales = block, *q = block + 16;
         float d = em_half_at(block + 80), min = em_half_at(block + 82), *y = dst + b * QK_K;
@@ -41,8 +40,7 @@ static void q3_k_scales(const uint8_t *s, int8_t out[16]) {
 /* Q3_K (110 bytes): hmask[32], qs[64], scales[12], f16 d. Value = d*scale * (q - 4 when its
  * hmask bit is clear), with q two bits of qs laid out as in Q2_K and the hmask bit of value
  * 32*k + l being bit k of hmask[l]. */
-__attribute__((target_clones("avx2", "default"))) void em_q3_k_row(const void *src, float *dst,
-                                                                   int64_t n) {
+EM_CLONED_ROW(em_q3_k_row) {
     for (int64_t b = 0; b < n / QK_K; b++) {
         const uint8_t *block = (const uint8_t *)src + b * 110, *hm = block, *q = block + 32;
         float d = em_half_at(block + 108), *y = dst + b * QK_K;
@@ -77,8 +75,7 @@ static void k4_scale_min(int j, const uint8_t *q, uint8_t *sc, uint8_t *m) {
 /* Q4_K (144 bytes): f16 d, f16 dmin, scales[12], qs[128]. Sub-blocks of 32 values in pairs: 32
  * bytes of qs hold the first of a pair in low nibbles, the second in high nibbles.
  * value = d*scale * q - dmin*min. */
-__attribute__((target_clones("avx2", "default"))) void em_q4_k_row(const void *src, float *dst,
-                                                                   int64_t n) {
+EM_CLONED_ROW(em_q4_k_row) {
     for (int64_t b = 0; b < n / QK_K; b++) {
         const uint8_t *block = (const uint8_t *)src + b * 144, *q = block + 16;
         float d = em_half_at(block), min = em_half_at(block + 2), *y = dst + b * QK_K;
@@ -96,8 +93,7 @@ __attribute__((target_clones("avx2", "default"))) void em_q4_k_row(const void *s
 
 /* Q5_K (176 bytes): f16 d, f16 dmin, scales[12], qh[32], qs[128]: Q4_K with a fifth bit, that
  * of value 32*k + l being bit k of qh[l]. */
-__attribute__((target_clones("avx2", "default"))) void em_q5_k_row(const void *src, float *dst,
-                                                                   int64_t n) {
+EM_CLONED_ROW(em_q5_k_row) {
     for (int64_t b = 0; b < n / QK_K; b++) {
         const uint8_t *block = (const uint8_t *)src + b * 176, *qh = block + 16, *q = block + 48;
         float d = em_half_at(block), min = em_half_at(block + 2), *y = dst + b * QK_K;
@@ -119,8 +115,7 @@ __attribute__((target_clones("avx2", "default"))) void em_q5_k_row(const void *s
  * values), f16 d. In each half of 128 values, for l < 32: values l, l+32, l+64, l+96 are the low
  * and high nibbles of ql[l], ql[l+32] with bit pairs 0, 1, 2, 3 of qh[l];
  * value = d * scale * (q - 32). */
-__attribute__((target_clones("avx2", "default"))) void em_q6_k_row(const void *src, float *dst,
-                                                                   int64_t n) {
+EM_CLONED_ROW(em_q6_k_row) {
     for (int64_t b = 0; b < n / QK_K; b++) {
         const uint8_t *block = (const uint8_t *)src + b * 210, *ql = block, *qh = block + 128;
         const int8_t *sc = (const int8_t *)(block + 192);
@@ -144,8 +139,7 @@ __attribute__((target_clones("avx2", "default"))) void em_q6_k_row(const void *s
 /* IQ4_XS (136 bytes): f16 d, u16 scales_h, scales_l[4], qs[128]. Sub-block ib of 32 values has
  * the 6-bit scale ls = nibble ib%2 of scales_l[ib/2] | bits 2*ib.. of scales_h << 4, and its 16
  * bytes of qs as in IQ4_NL; value = d*(ls - 32) * em_iq4nl_values[nibble]. */
-__attribute__((target_clones("avx2", "default"))) void em_iq4_xs_row(const void *src, float *dst,
-                                                                     int64_t n) {
+EM_CLONED_ROW(em_iq4_xs_row) {
     for (int64_t b = 0; b < n / QK_K; b++) {
         const uint8_t *block = (const uint8_t *)src + b * 136, *qs = block + 8;
         float d = em_half_at(block), *y = dst + b * QK_K;

@@ -36,8 +36,7 @@ void em_f16_row(const void *src, float *dst, int64_t n) {
     for (int64_t i = head; i < n; i++) dst[i] = em_half_at(h + 2 * i);
 }
 
-__attribute__((target_clones("avx2", "default"))) void em_bf16_row(const void *src, float *dst,
-                                                                   int64_t n) {
+EM_CLONED_ROW(em_bf16_row) {
     const uint8_t *b = src;
     for (int64_t i = 0; i < n; i++) {
         uint16_t h;

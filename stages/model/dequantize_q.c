@@ -10,8 +10,7 @@ const int8_t em_iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                     1,    13,   25,  38,  53,  69,  89,  113};
 
 /* Q4_0 (18 bytes): f16 d, qs[16]; value = d * (nibble - 8). */
-__attribute__((target_clones("avx2", "default"))) void em_q4_0_row(const void *src, float *dst,
-                                                                   int64_t n) {
+EM_CLONED_ROW(em_q4_0_row) {
     for (int64_t b = 0; b < n / QK; b++) {
         const uint8_t *block = (const uint8_t *)src + b * 18, *qs = block + 2;
         float d = em_half_at(block), *y = dst + b * QK;
@@ -21,8 +20,7 @@ __attribute__((target_clones("avx2", "default"))) void em_q4_0_row(const void *s
 }
 
 /* Q4_1 (20 bytes): f16 d, f16 m, qs[16]; value = nibble * d + m. */
-__attribute__((target_clones("avx2", "default"))) void em_q4_1_row(const void *src, float *dst,
-                                                                   int64_t n) {
+EM_CLONED_ROW(em_q4_1_row) {
     for (int64_t b = 0; b < n / QK; b++) {
         const uint8_t *block = (const uint8_t *)src + b * 20, *qs = block + 4;
         float d = em_half_at(block), m = em_half_at(block + 2), *y = dst + b * QK;
@@ -37,8 +35,7 @@ static uint32_t high_bits(const uint8_t *p) {
 }
 
 /* Q5_0 (22 bytes): f16 d, qh[4], qs[16]; value = d * ((nibble | fifth bit << 4) - 16). */
-__attribute__((target_clones("avx2", "default"))) void em_q5_0_row(const void *src, float *dst,
-                                                                   int64_t n) {
+EM_CLONED_ROW(em_q5_0_row) {
     for (int64_t b = 0; b < n / QK; b++) {
         const uint8_t *block = (const uint8_t *)src + b * 22, *qs = block + 6;
         float d = em_half_at(block), *y = dst + b * QK;
@@ -53,8 +50,7 @@ __attribute__((target_clones("avx2", "default"))) void em_q5_0_row(const void *s
 }
 
 /* Q5_1 (24 bytes): f16 d, f16 m, qh[4], qs[16]; value = (nibble | fifth bit << 4) * d + m. */
-__attribute__((target_clones("avx2", "default"))) void em_q5_1_row(const void *src, float *dst,
-                                                                   int64_t n) {
+EM_CLONED_ROW(em_q5_1_row) {
     for (int64_t b = 0; b < n / QK; b++) {
         const uint8_t *block = (const uint8_t *)src + b * 24, *qs = block + 8;
         float d = em_half_at(block), m = em_half_at(block + 2), *y = dst + b * QK;
@@ -69,8 +65,7 @@ __attribute__((target_clones("avx2", "default"))) void em_q5_1_row(const void *s
 }
 
 /* Q8_0 (34 bytes): f16 d, int8 qs[32]; value = q * d. */
-__attribute__((target_clones("avx2", "default"))) void em_q8_0_row(const void *src, float *dst,
-                                                                   int64_t n) {
+EM_CLONED_ROW(em_q8_0_row) {
     for (int64_t b = 0; b < n / QK; b++) {
         const uint8_t *block = (const uint8_t *)src + b * 34;
         const int8_t *q = (const int8_t *)(block + 2);
@@ -80,8 +75,7 @@ __attribute__((target_clones("avx2", "default"))) void em_q8_0_row(const void *s
 }
 
 /* IQ4_NL (18 bytes): f16 d, qs[16]; value = d * em_iq4nl_values[nibble]. */
-__attribute__((target_clones("avx2", "default"))) void em_iq4_nl_row(const void *src, float *dst,
-                                                                     int64_t n) {
+EM_CLONED_ROW(em_iq4_nl_row) {
     for (int64_t b = 0; b < n / QK; b++) {
         const uint8_t *block = (const uint8_t *)src + b * 18, *qs = block + 2;
         float d = em_half_at(block), *y = dst + b * QK;

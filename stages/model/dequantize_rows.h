@@ -32,6 +32,19 @@ em_ggml_row_fn em_q4_0_row_avx2, em_q4_1_row_avx2, em_iq4_nl_row_avx2, em_iq4_xs
 /* Whether this CPU runs AVX2. */
 bool em_cpu_has_avx2(void);
 
+/* Defines the row function NAME (parameters src, dst, n) with its loops also compiled for AVX2:
+ * the clone this CPU runs is chosen at load time. The clones are static and NAME calls them,
+ * because clang 14 exports a target_clones function only under a mangled name. Use:
+ *   EM_CLONED_ROW(em_x_row) { ...loops over src, dst, n... } */
+#define EM_CLONED_ROW(name)                                                                        \
+    __attribute__((target_clones("avx2", "default"))) static void name##_clones(                   \
+        const void *src, float *dst, int64_t n);                                                   \
+    void name(const void *src, float *dst, int64_t n) {                                            \
+        name##_clones(src, dst, n);                                                                \
+    }                                                                                              \
+    __attribute__((target_clones("avx2", "default"))) static void name##_clones(                   \
+        const void *src, float *dst, int64_t n)
+
 /* Whether this CPU converts halves in hardware (AVX and F16C). */
 bool em_cpu_has_f16c(void);
 

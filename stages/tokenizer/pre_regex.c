@@ -182,9 +182,15 @@ static bool at(const parser *ps, uint32_t c) {
 /* \p{X} at ps->i (after the backslash and 'p'): adds it to class c. */
 static void category_escape(parser *ps, size_t c) {
     size_t start = ps->i;
-    if (!at(ps, '{')) return fail(ps, "\\p without {");
+    if (!at(ps, '{')) {
+        fail(ps, "\\p without {");
+        return;
+    }
     while (ps->i < ps->n && ps->p[ps->i] != '}') ps->i++;
-    if (ps->i == ps->n) return fail(ps, "\\p{ without }");
+    if (ps->i == ps->n) {
+        fail(ps, "\\p{ without }");
+        return;
+    }
     char name[8] = {0};
     size_t len = ps->i - start - 1;
     for (size_t k = 0; k < len && k < sizeof(name) - 1; k++) name[k] = (char)ps->p[start + 1 + k];
@@ -282,11 +288,17 @@ static void parse_class(parser *ps) {
             ps->i++;
             hi = ps->p[ps->i++];
             if (hi == '\\') hi = escape_char(ps, c, true);
-            if (hi < lo) return fail(ps, "bad range in a class");
+            if (hi < lo) {
+                fail(ps, "bad range in a class");
+                return;
+            }
         }
         class_range(ps->re, c, (uint32_t)lo, (uint32_t)hi);
     }
-    if (!at(ps, ']')) return fail(ps, "unterminated class");
+    if (!at(ps, ']')) {
+        fail(ps, "unterminated class");
+        return;
+    }
     ps->i++;
     emit(ps->re, (inst){OP_CLASS, (uint32_t)c, 0, 0});
 }
@@ -324,9 +336,14 @@ static bool nullable(const inst *code, size_t len, size_t pc, int depth) {
 static void quantify(parser *ps, size_t start, long min, long max, bool greedy) {
     em_regex *re = ps->re;
     size_t len = re->n - start;
-    if (max < 0 && nullable(re->code + start, len, 0, 0))
-        return fail(ps, "a repeated part that can match nothing");
-    if (max > 1024 || min > 1024) return fail(ps, "a repeat count over 1024");
+    if (max < 0 && nullable(re->code + start, len, 0, 0)) {
+        fail(ps, "a repeated part that can match nothing");
+        return;
+    }
+    if (max > 1024 || min > 1024) {
+        fail(ps, "a repeat count over 1024");
+        return;
+    }
     inst *frag = em_xmalloc((len ? len : 1) * sizeof(inst));
     memcpy(frag, re->code + start, len * sizeof(inst));
     re->n = start;
@@ -371,20 +388,29 @@ static void parse_quantifier(parser *ps, size_t start) {
             min = 0, max = 1;
         else if (q == '{') {
             ps->i++;
-            if (!parse_number(ps, &min)) return fail(ps, "bad {} repeat");
+            if (!parse_number(ps, &min)) {
+                fail(ps, "bad {} repeat");
+                return;
+            }
             max = min;
             if (at(ps, ',')) {
                 ps->i++;
                 if (!parse_number(ps, &max)) max = -1;
             }
-            if (!at(ps, '}') || (max >= 0 && max < min)) return fail(ps, "bad {} repeat");
+            if (!at(ps, '}') || (max >= 0 && max < min)) {
+                fail(ps, "bad {} repeat");
+                return;
+            }
         } else {
             return;
         }
         ps->i++;
         bool greedy = !at(ps, '?');
         if (!greedy) ps->i++;
-        if (start == ps->re->n) return fail(ps, "nothing to repeat");
+        if (start == ps->re->n) {
+            fail(ps, "nothing to repeat");
+            return;
+        }
         quantify(ps, start, min, max, greedy);
     }
 }
@@ -402,12 +428,17 @@ static void parse_atom(parser *ps) {
                 look = OP_LOOK;
             else if (k == '!')
                 look = OP_NLOOK;
-            else if (k != ':')
-                return fail(ps, "unsupported group");
+            else if (k != ':') {
+                fail(ps, "unsupported group");
+                return;
+            }
         }
         size_t start = re->n;
         parse_alt(ps);
-        if (!at(ps, ')')) return fail(ps, "unbalanced (");
+        if (!at(ps, ')')) {
+            fail(ps, "unbalanced (");
+            return;
+        }
         ps->i++;
         if (look) {
             emit(re, (inst){OP_MATCH, 0, 0, 0});
@@ -448,7 +479,10 @@ static void parse_atom(parser *ps) {
     case '+':
     case '?':
         ps->i--;
-        return fail(ps, "unexpected character");
+        {
+            fail(ps, "unexpected character");
+            return;
+        }
     default:
         emit(re, (inst){OP_CHAR, c, 0, 0});
     }

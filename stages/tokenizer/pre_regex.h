@@ -35,14 +35,15 @@ typedef struct em_regex_stack {
 } em_regex_stack;
 void em_regex_stack_free(em_regex_stack *st);
 
-/* Where pieces of text end (indices), in order; an empty piece is never added. */
+/* Where the pieces of a text end (indices), in order: they cover it from index 0 without gaps,
+ * and an empty piece is never added. */
 typedef struct em_piece_ends {
     size_t *data;
     size_t count, capacity;
 } em_piece_ends;
 
 static inline void em_piece_ends_push(em_piece_ends *e, size_t end) {
-    if (e->count && e->data[e->count - 1] == end) return; /* an empty piece */
+    if (end == (e->count ? e->data[e->count - 1] : 0)) return; /* an empty piece */
     if (e->count == e->capacity) {
         e->capacity = e->capacity ? 2 * e->capacity : 256;
         e->data = em_xrealloc(e->data, e->capacity * sizeof(size_t));

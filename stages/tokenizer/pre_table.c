@@ -317,7 +317,7 @@ const em_pre_row *em_pre_find_exprs(const char *const *exprs, size_t n) {
 static const struct {
     const char *hf, *expr;
 } HF_SPELLINGS[] = {
-    {GPT2 "|\\s+", GPT2},
+    {EM_PRE_GPT2_HF_EXPR, GPT2},
     {CASED_CLASSES("") "|\\p{N}" CASED_TAIL, CASED_WORDS("\\p{L}", "") "|\\p{N}" CASED_TAIL},
     {CASED_CLASSES(C "?") "|\\p{N}{1,3}" CASED_TAIL,
      CASED_WORDS("\\p{L}", C "?") "|\\p{N}{1,3}" CASED_TAIL},

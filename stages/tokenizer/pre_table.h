@@ -14,6 +14,8 @@
 #define EM_PRE_CONTRACTIONS "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])"
 #define EM_PRE_GPT2_EXPR                                                                           \
     "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)"
+/* GPT-2's as tokenizer.json spells it (llama.cpp's lacks the final \s+, which its matcher has). */
+#define EM_PRE_GPT2_HF_EXPR EM_PRE_GPT2_EXPR "|\\s+"
 #define EM_PRE_LLAMA3_TAIL                                                                         \
     "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| "                                                 \
     "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!"                                          \

@@ -50,7 +50,6 @@ static em_status missing(const char *path, const char *key) {
 /* The expression one step of a byte-level pre_tokenizer applies (NULL: none), or an error. */
 static em_status pre_step(const char *path, const cJSON *item, const char **expr,
                           bool *byte_level) {
-    static const char GPT2_HF[] = EM_PRE_GPT2_EXPR "|\\s+";
     *expr = NULL;
     const cJSON *t = cJSON_GetObjectItemCaseSensitive(item, "type");
     const char *name = cJSON_IsString(t) ? t->valuestring : "(none)";
@@ -62,7 +61,8 @@ static em_status pre_step(const char *path, const cJSON *item, const char **expr
                                 "supported",
                                 path);
         /* use_regex (true when absent): GPT-2's expression */
-        if (!cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(item, "use_regex"))) *expr = GPT2_HF;
+        if (!cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(item, "use_regex")))
+            *expr = EM_PRE_GPT2_HF_EXPR;
         return NULL;
     }
     if (strcmp(name, "Digits") == 0) {

@@ -4,7 +4,12 @@
 # (rank 0's broadcast of the corpus) and the aggregate to the dp group only, node-local then
 # cross-node; that dp sizes give the same perplexity; that a forward or aggregate on another
 # mesh than its inputs' is refused at validation (exit 2, file:line:col); that OMP_NUM_THREADS
-# sets the forward's threads when the recipe does not.
+# sets the forward's threads when the recipe does not; that with tp = 2 both ranks of a tp group
+# score every window of their dp rank together (the forward's collectives on tp only), give the
+# same perplexity for dp 1 and 2 bit for bit and within 1e-5 of tp = 1, and that a tp the model's
+# KV heads cannot take is refused with the numbers (exit 2); the same for cp = 2 (the fables'
+# short last windows computed whole) and dp 1 x tp 2 x cp 2, and a cp too large for the windows
+# refused at validation.
 # Usage: stages_mesh.sh MPIRUN (EVALMESH_BIN names the binary, EVALMESH_SOURCE_DIR the sources).
 set -u
 MPIRUN=$1
@@ -39,6 +44,8 @@ expect() {
 }
 has() { grep -qF -- "$1" "$T/out" || { cat "$T/out"; fail "no '$1' in the output"; }; }
 ppl_of() { grep -o "Final estimate: PPL = .*" "$T/out"; }
+# the exact token_ppl (17 digits) from the aggregate's debug line
+exact_ppl() { grep -o "ppl.token_ppl = [0-9.e+-]*" "$T/out" | head -1 | cut -d' ' -f3; }
 
 recipe "$T/r.yaml"
 expect 0 timeout 120 "$MPIRUN" -np 2 "$E" run "$T/r.yaml"
@@ -73,6 +80,45 @@ OMP_NUM_THREADS=3 expect 0 "$E" run "$T/omp.yaml"
 has "scored tokens/s, 3 threads)"
 OMP_NUM_THREADS=3 expect 0 "$E" run "$T/r.yaml"
 has "scored tokens/s, 1 threads)"
+
+# Tensor parallelism through the stages: dp 1 x tp 2 on 2 ranks, dp 2 x tp 2 on 4.
+expect 0 "$E" run "$T/r.yaml" --log-level debug
+ppl1=$(exact_ppl)
+expect 0 timeout 120 "$MPIRUN" -np 2 "$E" run "$T/r.yaml" stages.grid.tp=2 --log-level debug
+# 16 windows of 2 layers: 2 gathered partial sums per layer and 2 gathers of the head's tiles
+has "[r1] forward ppl: 16 windows, 4096 processed and 3649 scored tokens"
+has "[r0] mesh collectives: world 3, node 0, cross 0, dp 3, dp_node 4, dp_cross 2, tp 96, cp 0"
+has "[r1] mesh collectives: world 3, node 0, cross 0, dp 3, dp_node 4, dp_cross 2, tp 96, cp 0"
+ppl_tp=$(exact_ppl)
+expect 0 timeout 120 "$MPIRUN" -np 4 "$E" run "$T/r.yaml" stages.grid.tp=2 --log-level debug
+has "[r3] forward ppl: 8 windows, 2048 processed and 1712 scored tokens"
+[ "$(exact_ppl)" = "$ppl_tp" ] || fail "tp 2: dp 2 gives $(exact_ppl), dp 1 gives $ppl_tp"
+python3 -c "import sys; a, b = float('$ppl1'), float('$ppl_tp'); sys.exit(abs(a - b) > 1e-5 * a)" \
+    || fail "tp 2 perplexity $ppl_tp is not within 1e-5 of tp 1's $ppl1"
+expect 2 timeout 120 "$MPIRUN" -np 4 "$E" run "$T/r.yaml" stages.grid.tp=4
+# (every rank says it; mpirun may stop the others before they print)
+has "stage 'ppl' (forward): device cpu, grid (tp 4, this rank's tp rank "
+has "model $S/recipes/data/demo-model.gguf: tp = 4 does not divide the model's 2 KV heads"
+expect 2 "$E" run "$T/r.yaml" stages.ppl.device=gpu9
+has "<command line>:1:1: stage 'ppl': device 'gpu9' is not a forward backend of this build (cpu)"
+
+# Context parallelism through the stages: cp 2 on 2 ranks, dp 2 x cp 2 and tp 2 x cp 2 on 4.
+expect 0 timeout 120 "$MPIRUN" -np 2 "$E" run "$T/r.yaml" stages.grid.cp=2 --log-level debug
+has "[r1] forward ppl: 16 windows, 4096 processed and 3649 scored tokens"
+ppl_cp=$(exact_ppl)
+grep -qF "[r0] mesh collectives: world 3, node 0, cross 0, dp 3, dp_node 4, dp_cross 2, tp 0, cp " "$T/out" \
+    || fail "cp 2: the forward called collectives outside the cp group"
+grep -q "\[r0\] mesh collectives: .* cp 0$" "$T/out" && fail "cp 2: no collective on the cp group"
+expect 0 timeout 120 "$MPIRUN" -np 4 "$E" run "$T/r.yaml" stages.grid.cp=2 --log-level debug
+[ "$(exact_ppl)" = "$ppl_cp" ] || fail "cp 2: dp 2 gives $(exact_ppl), dp 1 gives $ppl_cp"
+python3 -c "import sys; a, b = float('$ppl1'), float('$ppl_cp'); sys.exit(abs(a - b) > 1e-5 * a)" \
+    || fail "cp 2 perplexity $ppl_cp is not within 1e-5 of tp 1's $ppl1"
+expect 0 timeout 120 "$MPIRUN" -np 4 "$E" run "$T/r.yaml" stages.grid.cp=2 stages.grid.tp=2 --log-level debug
+ppl_tpcp=$(exact_ppl)
+python3 -c "import sys; a, b = float('$ppl1'), float('$ppl_tpcp'); sys.exit(abs(a - b) > 1e-5 * a)" \
+    || fail "tp 2 x cp 2 perplexity $ppl_tpcp is not within 1e-5 of tp 1's $ppl1"
+expect 2 timeout 60 "$MPIRUN" -np 4 "$E" run "$T/r.yaml" stages.fables.max_length=6 stages.grid.cp=4
+has "stage 'ppl': mesh 'grid' has cp = 4, but dataset 'fables' makes windows of 6 tokens (max_length), fewer than the 2 x cp = 8 blocks context parallelism cuts a window into"
 
 if [ "$fails" -gt 0 ]; then echo "$fails failures"; exit 1; fi
 echo "all $n runs of the stages-use-the-mesh checks passed"

@@ -1,10 +1,10 @@
-/* Test driver for the forward over a mesh: under mpirun (or alone) it builds a dp x tp mesh of
+/* Test driver for the forward over a mesh: under mpirun (or alone) it builds a dp x tp x cp mesh of
  * the world, makes WINDOWS windows of T random tokens (seeded), gives each dp rank a contiguous
  * share, runs them through the `cpu` forward backend with the mesh's tp group (or, with
  * BACKEND = reference and one rank, through the plain C reference forward) and has the tp rank 0
  * of each dp rank write "window position nll argmax" lines (nll with 17 significant digits) to
  * OUT.dp<dp rank>; every rank writes its shard's weight bytes to OUT.weights.<world rank>.
- * Usage: forward_mesh_driver MODEL TP T SCORE_FROM WINDOWS SEED OUT [cpu|reference] */
+ * Usage: forward_mesh_driver MODEL TP CP T SCORE_FROM WINDOWS SEED OUT [cpu|reference] */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,16 +24,16 @@ static int fail(em_status err) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 8) {
-        fprintf(stderr, "usage: %s MODEL TP T SCORE_FROM WINDOWS SEED OUT [cpu|reference]\n",
+    if (argc < 9) {
+        fprintf(stderr, "usage: %s MODEL TP CP T SCORE_FROM WINDOWS SEED OUT [cpu|reference]\n",
                 argv[0]);
         return 2;
     }
-    int tp = atoi(argv[2]), T = atoi(argv[3]), score_from = atoi(argv[4]);
-    int windows = atoi(argv[5]);
-    unsigned seed = (unsigned)atoi(argv[6]);
-    const char *out = argv[7];
-    int reference = argc > 8 && strcmp(argv[8], "reference") == 0;
+    int tp = atoi(argv[2]), cp = atoi(argv[3]), T = atoi(argv[4]), score_from = atoi(argv[5]);
+    int windows = atoi(argv[6]);
+    unsigned seed = (unsigned)atoi(argv[7]);
+    const char *out = argv[8];
+    int reference = argc > 9 && strcmp(argv[9], "reference") == 0;
     em_bootstrap boot;
     em_status err = em_bootstrap_init(60, &boot);
     if (err) return fail(err);
@@ -41,15 +41,19 @@ int main(int argc, char **argv) {
     em_mesh *mesh = NULL;
     err = em_comm_split(boot.world, 0, boot.rank, &world);
     if (!err)
-        err =
-            em_mesh_build_nodes(world, boot.node_id, boot.node_count, boot.size / tp, tp, 1, &mesh);
+        err = em_mesh_build_nodes(world, boot.node_id, boot.node_count, boot.size / (tp * cp), tp,
+                                  cp, &mesh);
     em_model *model = NULL;
     if (!err) err = em_model_load(argv[1], &model);
     const em_forward_backend *be = em_forward_backend_find("cpu");
     void *f = NULL;
     em_forward_groups groups;
+    em_forward_link tp_link, cp_link;
     if (!err) {
-        groups.tp = em_forward_group_of(mesh->tp_group);
+        tp_link = (em_forward_link){mesh->tp_group, 0};
+        cp_link = (em_forward_link){mesh->cp_group, 0};
+        groups.tp = em_forward_group_of(&tp_link);
+        groups.cp = em_forward_group_of(&cp_link);
         err = be->create(model, &groups, 1, &f);
     }
     int n = T - score_from;
@@ -57,7 +61,7 @@ int main(int argc, char **argv) {
     double *nll = malloc((size_t)n * sizeof *nll);
     int32_t *argmax = malloc((size_t)n * sizeof *argmax);
     FILE *file = NULL;
-    if (!err && mesh->tp_rank == 0) {
+    if (!err && mesh->tp_rank == 0 && mesh->cp_rank == 0) {
         char path[4096];
         snprintf(path, sizeof path, "%s.dp%d", out, mesh->dp_rank);
         file = fopen(path, "w");

@@ -5,6 +5,9 @@ iq4_nl, iq4_xs, tq2_0 and the q4_k_m mix of Q4_K and Q6_K). Since dequantization
 C forward sees the same weights; the checks are those of test_forward_reference.py: per-token
 nll within 1e-4 of the reference, perplexity within 1e-5 relative, argmax equal where clear.
 The q4_k_m model also runs the batch/thread/microkernel invariance program.
+The types evalmesh-mkmodel has no quantizer for (the IQ lattice types, TQ1_0, MXFP4, NVFP4) run
+on the F32 model with its matrices replaced by random blocks of the type (ggml_blocks.py, small
+scales), written with gguf's GGUFWriter.
 Usage: test_forward_ggml_types.py FORWARD_DRIVER FORWARD_INVARIANCE MKMODEL (needs gguf)."""
 import os
 import subprocess
@@ -18,6 +21,7 @@ sys.path.insert(0, os.path.join(here, "..", "model"))
 from gguf_python import reexec_with_gguf  # noqa: E402
 
 reexec_with_gguf()
+import gguf  # noqa: E402
 from gguf import GGMLQuantizationType, GGML_QUANT_SIZES, quants  # noqa: E402
 
 sys.path.insert(0, here)
@@ -25,6 +29,7 @@ sys.path.insert(0, os.path.join(here, "..", "support"))
 import reference  # noqa: E402
 from checks import check, finish  # noqa: E402
 from gguf_reader import read_gguf_index  # noqa: E402
+from ggml_blocks import random_blocks  # noqa: E402
 
 NLL_TOL = 1e-4
 PPL_RTOL = 1e-5
@@ -37,6 +42,38 @@ CASES = [(t, BASE + ["--type", t]) for t in
           "tq2_0")]
 CASES += [("q4_k_m_tied", BASE + ["--type", "q4_k_m", "--tied", "--layers", "8"]),
           ("q5_k_m", BASE + ["--type", "q5_k_m", "--qkv-bias"])]
+
+
+RANDOM_TYPES = ["IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ3_XXS", "IQ3_S", "IQ1_S", "IQ1_M", "TQ1_0",
+                "MXFP4", "NVFP4"]
+
+
+def with_random_matrices(src, dst, type_name, rng):
+    """Copies the GGUF file src (but its tokenizer) to dst with every matrix replaced by random blocks of type_name
+    whose scales are small (f16 2^-12, E8M0 2^-9, UE4M3 2^-7), so that the forward stays in a
+    sane range."""
+    qtype = GGMLQuantizationType[type_name]
+    block, size = GGML_QUANT_SIZES[qtype]
+    r = gguf.GGUFReader(src)
+    w = gguf.GGUFWriter(dst, arch=r.fields["general.architecture"].contents())
+    for name, field in r.fields.items():
+        if name.startswith(("GGUF.", "tokenizer.")) or name == "general.architecture":
+            continue  # the byte tokenizer's empty merges would not write; the forward needs none
+        sub = field.types[-1] if field.types[0] == gguf.GGUFValueType.ARRAY else None
+        w.add_key_value(name, field.contents(), field.types[0], sub_type=sub)
+    for t in r.tensors:
+        shape = [int(d) for d in t.shape]  # innermost first
+        if len(shape) == 2:
+            n_out, n_in = shape[1], shape[0]
+            raw = random_blocks(type_name, n_out * n_in // block, size, rng, [0x0C00],
+                                [119], [0x08])
+            w.add_tensor(t.name, raw.reshape(n_out, -1), raw_dtype=qtype)  # bytes (n_out, row)
+        else:
+            w.add_tensor(t.name, np.array(t.data, dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
 
 
 def read_with_gguf(path):
@@ -57,7 +94,7 @@ def read_with_gguf(path):
 
 def check_model(driver, path, label, rng):
     meta, tensors, types = read_with_gguf(path)
-    ids = rng.integers(0, 300, size=100)
+    ids = rng.integers(0, 300, size=64)
     nll_ref, argmax_ref, logits = reference.forward(meta, tensors, ids[:-1], ids[1:])
     p = subprocess.run([driver, path, "2", "0"] + [str(i) for i in ids], capture_output=True,
                        text=True)
@@ -102,6 +139,13 @@ def main():
                 p = subprocess.run([invariance, path], capture_output=True, text=True)
                 print("invariance on %s: %s" % (label, p.stdout.strip()))
                 check(p.returncode == 0, "%s: invariance failed: %s" % (label, p.stderr.strip()))
+        base = os.path.join(tmp, "f32.gguf")
+        p = subprocess.run([mkmodel] + BASE + ["--out", base], capture_output=True, text=True)
+        check(p.returncode == 0, "mkmodel: %s" % p.stderr.strip())
+        for type_name in RANDOM_TYPES:
+            path = os.path.join(tmp, type_name + ".gguf")
+            with_random_matrices(base, path, type_name, rng)
+            check_model(driver, path, "random " + type_name.lower(), rng)
     sys.exit(finish())
 
 

@@ -3,9 +3,11 @@ formats): every type gguf knows has the same id, block size and bytes per block 
 and every type evalmesh computes with dequantizes random blocks to exactly gguf's floats, bit
 for bit, except that a NaN may be any NaN: IEEE leaves the sign and payload of a NaN product
 open, compilers turn x * -1.f into a negation (which flips a NaN's sign), F16C quiets signaling
-NaNs and NumPy does not, so ggml builds differ there too. The blocks are random bytes with the scale fields also set to edge values (zero, -0,
-the smallest and largest subnormals, the smallest normal, the largest finite, infinities, NaN;
-E8M0 exponents 0, 1, 2, 254, 255 for MXFP4, UE4M3 0, 0x7F, subnormals and 0xFF for NVFP4).
+NaNs and NumPy does not, so ggml builds differ there too. The blocks are random bytes with the
+scale fields also set to edge values (zero, -0, the smallest and largest subnormals, the smallest
+normal, the largest finite, infinities, NaN; E8M0 exponents 0, 1, 2, 254, 255 for MXFP4, UE4M3
+0, 0x7F, subnormals and 0xFF for NVFP4). Types with an AVX2 row function are checked on both
+paths.
 Usage: test_ggml_types.py DEQUANTIZE_DRIVER (needs gguf: see gguf_python.py)."""
 import os
 import subprocess
@@ -22,18 +24,14 @@ from gguf import GGMLQuantizationType, GGML_QUANT_SIZES, quants  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 from checks import check, finish  # noqa: E402
+from ggml_blocks import random_blocks  # noqa: E402
 
 F16_EDGES = [0x0000, 0x8000, 0x0001, 0x8001, 0x03FF, 0x0400, 0x7BFF, 0xFBFF, 0x3C00, 0x7C00,
              0xFC00, 0x7E00, 0x1400, 0x0200]
 E8M0_EDGES = [0, 1, 2, 127, 254, 255]
 
-# Byte offsets of the f16 scales in each block (ggml-common.h).
-F16_FIELDS = {
-    "Q4_0": [0], "Q4_1": [0, 2], "Q5_0": [0], "Q5_1": [0, 2], "Q8_0": [0],
-    "Q2_K": [80, 82], "Q3_K": [108], "Q4_K": [0, 2], "Q5_K": [0, 2], "Q6_K": [208],
-    "IQ4_NL": [0], "IQ4_XS": [0], "IQ2_XXS": [0], "IQ2_XS": [0], "IQ2_S": [0], "IQ3_XXS": [0],
-    "IQ3_S": [0], "IQ1_S": [0], "TQ1_0": [52], "TQ2_0": [64],
-}
+# UE4M3 bytes: zero, E4M3's NaN 0x7F (also zero), the top bit (ignored), subnormals, the largest
+UE4M3_EDGES = [0, 0x7F, 0xFF, 0x80, 1, 7, 8, 0x7E, 0x3F, 0x40, 0x77, 0x78, 0x81, 0xF9, 0xFE]
 
 
 def table(driver):
@@ -46,30 +44,10 @@ def table(driver):
     return rows
 
 
-def random_blocks(name, n_blocks, block_bytes, rng):
-    raw = rng.integers(0, 256, size=(n_blocks, block_bytes), dtype=np.uint8)
-    edges = np.array(F16_EDGES, dtype="<u2").view(np.uint8).reshape(-1, 2)
-    for i, off in enumerate(F16_FIELDS.get(name, [])):
-        k = np.arange(len(F16_EDGES) * 3)  # the first blocks carry the edge scales
-        raw[k, off:off + 2] = edges[(k + i) % len(F16_EDGES)]
-    if name == "MXFP4":
-        raw[:len(E8M0_EDGES), 0] = E8M0_EDGES
-    if name == "NVFP4":  # four UE4M3 scales: zero, E4M3's NaN 0x7F, subnormals, the largest
-        raw[:4, :4] = [[0, 0x7F, 0xFF, 0x80], [1, 7, 8, 0x7E], [0x3F, 0x40, 0x77, 0x78],
-                       [0x81, 0xF9, 0xFE, 0x08]]
-    if name == "IQ1_M":  # the f16 d is the top nibbles of the four u16 scale words (bytes 48..55)
-        for k, h in enumerate(F16_EDGES):
-            for w in range(4):
-                hi = (h >> (4 * w)) & 0xF
-                raw[k, 49 + 2 * w] = (raw[k, 49 + 2 * w] & 0x0F) | (hi << 4)
-    if name in ("F16", "BF16"):
-        raw[:len(F16_EDGES)] = np.array(F16_EDGES, dtype="<u2").view(np.uint8).reshape(-1, 2)
-    return raw
-
-
 def check_type(driver, name, path, block, size, rng):
     n_blocks = 4096 if block == 1 else (2048 if block == 32 else 512)
-    raw = random_blocks(name, n_blocks, size, rng)
+    raw = random_blocks(name, n_blocks, size, rng, F16_EDGES, E8M0_EDGES, UE4M3_EDGES,
+                        count=3 * len(F16_EDGES))  # the first blocks carry the edge scales
     p = subprocess.run([driver, name, path], input=raw.tobytes(), capture_output=True)
     if not check(p.returncode == 0, "%s: driver exit %d: %s" % (name, p.returncode, p.stderr)):
         return

@@ -13,7 +13,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from report_helpers import check, evalmesh, run, skip, tempdir, write
+from report_helpers import check, evalmesh, finish, run, skip, tempdir, write
 
 PAGE = 4096  # tmpfs allocates whole pages
 
@@ -107,4 +107,4 @@ with open(hist) as f:
 check(len(lines) == 2 and all(json.loads(l)["schema"] == "evalmesh.results/1" for l in lines),
       "two complete history lines: %d" % len(lines))
 subprocess.run(["umount", mnt])
-print("ok")
+sys.exit(finish())

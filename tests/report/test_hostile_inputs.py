@@ -17,8 +17,8 @@ import sys
 import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from report_helpers import Webhook, check, driver, evalmesh, free_port, report_recipe, run, \
-    tempdir, write
+from report_helpers import Webhook, check, driver, evalmesh, finish, free_port, report_recipe, \
+    run, tempdir, write
 
 source = os.environ["EVALMESH_SOURCE_DIR"]
 MODEL = os.path.join(source, "recipes", "data", "demo-model.gguf")
@@ -51,10 +51,10 @@ def validate(path):
 fifo = os.path.join(work, "data.fifo")
 os.mkfifo(fifo)
 rc, out, err = run_recipe(pipeline(dataset=fifo), "--run-dir", os.path.join(work, "fifo-run"))
-check(rc == 2 and "cannot read '%s': it is a FIFO, not a regular file (a dataset must be one)"
-      % fifo in err, "FIFO dataset: %d %s" % (rc, err))
+check(rc == 2 and "r.yaml:4:49: stage 'text': path %s: not a regular file (a FIFO)" % fifo in err,
+      "FIFO dataset: %d %s" % (rc, err))
 rc, out, err = run_recipe(pipeline(dataset="/dev/zero"), "--run-dir", os.path.join(work, "zero"))
-check(rc == 2 and "cannot read '/dev/zero': it is a character device, not a regular file" in err,
+check(rc == 2 and "stage 'text': path /dev/zero: not a regular file (a character device)" in err,
       "/dev/zero dataset: %d %s" % (rc, err))
 # A dataset over the 1 GiB limit for text read whole (a sparse file: nothing is read).
 sparse = os.path.join(work, "huge.txt")
@@ -67,8 +67,8 @@ os.unlink(sparse)
 
 # ... and as the model.
 rc, out, err = run_recipe(pipeline(model=fifo), "--run-dir", os.path.join(work, "fifo-model"))
-check(rc == 2 and "stage 'model': path %s: it is a FIFO, not a regular file or a directory" % fifo
-      in err, "FIFO model: %d %s" % (rc, err))
+check(rc == 2 and "r.yaml:3:30: stage 'model': path %s: not a regular file (a FIFO)" % fifo in err,
+      "FIFO model: %d %s" % (rc, err))
 
 # 2. FIFO and /dev/zero as includes, and as the recipe itself.
 for target, kind in ((fifo, "a FIFO"), ("/dev/zero", "a character device")):
@@ -246,4 +246,4 @@ check(sorted(os.listdir(os.path.join(good, "state"))) == ["rank-0.json"],
       "old state files cleared: %s" % os.listdir(os.path.join(good, "state")))
 with open(os.path.join(good, "state", "rank-0.json")) as f:
     check(json.load(f)["status"] == "done", "rank 0's state is this run's")
-print("ok")
+sys.exit(finish())

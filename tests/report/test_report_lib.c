@@ -3,7 +3,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "stages/report/base64.h"
@@ -13,8 +12,6 @@
 #include "stages/report/results.h"
 #include "stages/report/table.h"
 #include "util/atomic_file.h"
-#include "util/redact.h"
-#include "util/regular_file.h"
 #include "test.h"
 
 /* Two stages' metrics, one timing metric, two ranks and four windows. */
@@ -230,67 +227,6 @@ static void test_history(const char *dir) {
     em_metrics_free(m);
 }
 
-static char *slurp(const char *path) {
-    char *text = NULL;
-    em_status err = em_read_regular_file(path, 1 << 20, "a test file", &text, NULL);
-    em_error_free(err);
-    return text;
-}
-
-/* The atomic writer replaces whole files and leaves no temporary file behind, even when it fails;
- * an append after a torn last line (no '\n') starts a new line instead of continuing it. */
-static void test_atomic_files(const char *dir) {
-    char *path = em_xasprintf("%s/a.json", dir);
-    CHECK(em_atomic_write(path, "old\n", 4, 0644) == NULL);
-    CHECK(em_atomic_write(path, "new!\n", 5, 0600) == NULL);
-    char *text = slurp(path);
-    CHECK_STR_EQ(text, "new!\n");
-    free(text);
-    struct stat st;
-    CHECK(stat(path, &st) == 0 && (st.st_mode & 0777) == 0600);
-    char *missing = em_xasprintf("%s/no/such/b.json", dir);
-    em_status err = em_atomic_write(missing, "x", 1, 0644);
-    CHECK(err && err->exit_code == EM_EXIT_RUNTIME);
-    if (err) CHECK_CONTAINS(err->message, "/no/such/b.json': No such file or directory");
-    em_error_free(err);
-    free(missing);
-    char *cmd = em_xasprintf("test $(ls -A '%s' | wc -l) -eq 1", dir);
-    CHECK(system(cmd) == 0); /* a.json alone: no temporary file left */
-    free(cmd);
-
-    char *hist = em_xasprintf("%s/torn.jsonl", dir);
-    CHECK(em_atomic_write(hist, "{\"a\":1}\n{\"sche", 14, 0644) == NULL);
-    CHECK(em_atomic_append_line(hist, "{\"b\":2}") == NULL);
-    CHECK(em_atomic_append_line(hist, "{\"c\":3}") == NULL);
-    text = slurp(hist);
-    CHECK_STR_EQ(text, "{\"a\":1}\n{\"sche\n{\"b\":2}\n{\"c\":3}\n");
-    free(text);
-    unlink(hist);
-    unlink(path);
-    free(hist);
-    free(path);
-}
-
-/* URL secrets: user-info passwords and query values whose names say secret, in any text. */
-static void test_redact(void) {
-    static const char *const cases[][2] = {
-        {"push to https://u:pw@h.example/x?a=1 failed",
-         "push to https://u:REDACTED@h.example/x?a=1 failed"},
-        {"url: 'http://h/p?x=1&access_token=abc&X-Amz-Signature=f00#frag'",
-         "url: 'http://h/p?x=1&access_token=REDACTED&X-Amz-Signature=REDACTED#frag'"},
-        {"http://h/?apiKey=k;sig=s&page=2", "http://h/?apiKey=REDACTED;sig=REDACTED&page=2"},
-        {"no url here: token=abc", "no url here: token=abc"},
-        {"http://127.0.0.1:9091/metrics/job/n", "http://127.0.0.1:9091/metrics/job/n"},
-        {"http://h/?token=", "http://h/?token="},
-    };
-    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-        char *got = em_redact_urls(cases[i][0]);
-        CHECK_STR_EQ(got, cases[i][1]);
-        CHECK(em_has_url_secret(cases[i][0]) == (strcmp(cases[i][0], cases[i][1]) != 0));
-        free(got);
-    }
-}
-
 static int count(const char *s, const char *what) {
     int n = 0;
     for (const char *p = s; (p = strstr(p, what)); p++) n++;
@@ -341,8 +277,6 @@ int main(void) {
     test_results();
     test_prometheus();
     test_base64();
-    test_atomic_files(dir);
-    test_redact();
     test_history(dir);
     test_table_and_html(dir);
     char *cmd = em_xasprintf("rm -rf '%s'", dir);

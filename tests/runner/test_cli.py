@@ -2,8 +2,10 @@
 message and exit status 2 from `evalmesh validate` and `evalmesh run`, and leaves no run
 directory; every recipe in recipes/ validates; a run writes the resolved recipe, the log and the
 rank state, and never overwrites an earlier run, also on two ranks under mpirun; `dag`, `stages`
-and `--help` print what they promise; every stage kind has a schema that allows `kind` and
-`after`.
+and `--help` print what they promise; `kind` and `after` are declared once, in the recipe schema,
+and `after:` takes a name or a list; paths are relative to the file that wrote them; a missing
+input file stops `perplexity` before a run directory exists; a recipe without a report warns
+once; `perplexity` fills recipes/perplexity.yaml from getopt_long options.
 
 Each bad file starts with comment lines: a description, `# expect: MESSAGE` where {file} stands
 for the recipe path given to evalmesh and {dir} for its folder, and optionally `# args: ...`
@@ -411,6 +413,69 @@ def test_no_results_warning():
         check(r.returncode == 0 and r.stderr == "", f"validate with a report: {r.stderr!r}")
 
 
+def perplexity_metrics(cwd, args, run_dir_args):
+    """Runs evalmesh perplexity on the demo model and text; returns (exit status, stderr, the
+    metrics of results.json without timings, or None)."""
+    model = os.path.join(SRC, "recipes", "data", "demo-model.gguf")
+    text = os.path.join(SRC, "recipes", "data", "demo.txt")
+    r = evalmesh(["perplexity", "-m", model, "-f", text] + args + run_dir_args, cwd)
+    rd = run_dir_args[0].split("=", 1)[1] if "=" in run_dir_args[0] else run_dir_args[1]
+    path = os.path.join(rd, "results.json")
+    if not os.path.exists(path):
+        return r.returncode, r.stderr, None
+    with open(path) as f:
+        metrics = json.load(f)["metrics"]["ppl"]
+    return r.returncode, r.stderr, {k: v["value"] for k, v in metrics.items() if not v.get("timing")}
+
+
+def test_perplexity_cli():
+    """evalmesh perplexity fills recipes/perplexity.yaml from getopt_long options: --name=VALUE
+    works, -c 0 is the model's context length (512 for the demo model), --stride is refused
+    unless the protocol is sliding, and --print-recipe prints a recipe that runs to the same
+    numbers."""
+    with tempfile.TemporaryDirectory() as cwd:
+        rc, err, ref = perplexity_metrics(cwd, ["-c", "128"], ["--run-dir", os.path.join(cwd, "a")])
+        check(rc == 0 and ref and ref["windows"] == 28, f"-c 128: exit {rc}: {err[-800:]} {ref}")
+        rc, err, same = perplexity_metrics(cwd, ["--ctx-size=128"], [f"--run-dir={cwd}/b"])
+        check(rc == 0 and same == ref, f"--ctx-size=128 --run-dir=: exit {rc}: {same} != {ref}")
+        rc, err, full = perplexity_metrics(cwd, ["-c", "512"], ["--run-dir", os.path.join(cwd, "c")])
+        rc0, err0, model_ctx = perplexity_metrics(cwd, ["-c", "0"], ["--run-dir", f"{cwd}/d"])
+        check(rc == 0 and rc0 == 0 and full and model_ctx == full and full["windows"] == 7,
+              f"-c 0: exit {rc0}: {err0[-800:]} {model_ctx} != {full}")
+        rc, err, sliding = perplexity_metrics(
+            cwd, ["--protocol=sliding", "-c", "128", "--stride=32"], ["--run-dir", f"{cwd}/e"])
+        check(rc == 0 and sliding and sliding["windows"] == 112,
+              f"sliding: exit {rc}: {err[-800:]} {sliding}")
+        for protocol in ("chunked", "rolling"):
+            rc, err, res = perplexity_metrics(cwd, ["--protocol", protocol, "--stride", "64"],
+                                              ["--run-dir", f"{cwd}/f"])
+            check(rc == 2 and err == f"error: evalmesh perplexity: --stride applies to --protocol "
+                  f"sliding only, not {protocol} (whose windows do not overlap)\n",
+                  f"--stride with {protocol}: exit {rc}: {err!r}")
+        check(not os.path.exists(f"{cwd}/f"), "--stride with chunked made a run directory")
+        rc, err, res = perplexity_metrics(cwd, ["-c", "-3"], ["--run-dir", f"{cwd}/f"])
+        check(rc == 2 and err == "error: evalmesh perplexity: --ctx-size needs a non-negative "
+              "integer, not '-3'\n", f"-c -3: {rc} {err!r}")
+
+        # --print-recipe: a recipe that validates and runs to the same numbers
+        model = os.path.join(SRC, "recipes", "data", "demo-model.gguf")
+        text = os.path.join(SRC, "recipes", "data", "demo.txt")
+        r = evalmesh(["perplexity", "-m", model, "-f", text, "-c", "128", "--print-recipe"], cwd)
+        check(r.returncode == 0 and r.stdout.startswith("# yaml-language-server"), f"{r.stderr}")
+        printed = yaml.safe_load(r.stdout)
+        check(printed["stages"]["data"] == {"kind": "dataset", "tokenizer": "model", "path": text,
+                                            "format": "text", "protocol": "chunked", "n_ctx": 128},
+              f"printed data stage {printed['stages']['data']}")
+        saved = os.path.join(cwd, "saved.yaml")
+        with open(saved, "w") as f:
+            f.write(r.stdout)
+        r = evalmesh(["run", saved, f"--run-dir={cwd}/g"], cwd)
+        with open(os.path.join(cwd, "g", "results.json")) as f:
+            metrics = json.load(f)["metrics"]["ppl"]
+        again = {k: v["value"] for k, v in metrics.items() if not v.get("timing")}
+        check(r.returncode == 0 and again == ref, f"the printed recipe: {again} != {ref}")
+
+
 def test_two_ranks():
     mpirun = os.environ.get("EVALMESH_MPIRUN", "")
     if not mpirun:
@@ -455,5 +520,6 @@ test_after_forms()
 test_recipe_relative_paths()
 test_missing_inputs_leave_nothing()
 test_no_results_warning()
+test_perplexity_cli()
 test_two_ranks()
 sys.exit(finish())

@@ -15,14 +15,14 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from hf_tokenizers import ensure_tokenizers  # noqa: E402
+from hf_tokenizers import require_tokenizers  # noqa: E402
 
 DATA = os.environ.get("EVALMESH_SHARED_DATA", "../shared/data")
 GGUF = os.path.join(DATA, "tokenizers/gpt-2/ggml-vocab-gpt-2.gguf")
 if not os.path.exists(GGUF):
     print(f"SKIPPED: {GGUF} is absent (shared test data)")
     sys.exit(77)
-ensure_tokenizers()
+require_tokenizers()
 
 from tokenizers import Tokenizer  # noqa: E402
 from gguf_vocab import read_gguf_metadata  # noqa: E402

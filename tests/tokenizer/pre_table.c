@@ -112,12 +112,13 @@ int main(int argc, char **argv) {
     /* tokenizer.json spellings: Llama 3's case-insensitive contractions, GPT-2 with its \s+,
      * StarCoder's Digits then ByteLevel. */
     const char *hf_llama3[] = {EM_PRE_LLAMA3_HF_EXPR};
-    const char *hf_starcoder[] = {"\\p{N}", EM_PRE_GPT2_EXPR "|\\s+"};
+    const char *hf_starcoder[] = {"\\p{N}", EM_PRE_GPT2_HF_EXPR};
     CHECK(em_pre_find_hf(hf_llama3, 1) == llama3->row);
     CHECK(em_pre_find_hf(hf_starcoder, 2) == smollm->row);
 
     /* The engine on hand-checked cases. */
     CHECK_STR_EQ(split("superbpe", "x1234567 12"), "x|1|234|567| |12");
+    CHECK_STR_EQ(split("superbpe", "123456"), "123|456"); /* an empty match at 0 */
     CHECK_STR_EQ(split("gpt-2", "Hello  world's 123"), "Hello| | world|'s| 123");
     CHECK_STR_EQ(split("starcoder", "abc 2024!"), "abc| |2|0|2|4|!");
     CHECK_STR_EQ(split("falcon", "a1234+b"), "a|123|4|+|b");

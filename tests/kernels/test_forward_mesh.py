@@ -1,16 +1,18 @@
-"""Tensor parallelism of the forward against tp = 1 and the plain C reference forward.
+"""Tensor and context parallelism of the forward against tp = cp = 1 and the plain C reference.
 
 For stories260K (when present) and models made by evalmesh-mkmodel (GQA and MHA, Q/K/V biases,
 tied and untied heads, every weight type), forward_mesh_driver runs the same seeded windows
   - alone with the `cpu` backend (tp = 1) and with the C reference forward,
-  - under mpirun with tp = 2 (twice), with tp = 2 x dp = 2 on 4 ranks, and with tp = 4,
+  - under mpirun with tp = 2 (twice), tp = 2 x dp = 2, tp = 4, cp = 2 (twice), cp = 2 x dp = 2,
+    cp = 4 and tp = 2 x cp = 2,
 and the test checks:
-  - tp = 1 within REF_TOL of the reference (the fast kernels' float sums against doubles);
-  - every tp within TP_TOL of tp = 1 per token, the same argmax, and the windows' perplexity
-    within 1e-5 relative (tp changes the order of the sums inside Wo and Wdown, nothing else);
-  - repeated tp = 2 runs and tp = 2 over dp = 1 or 2 bit-identical;
+  - tp = cp = 1 within REF_TOL of the reference (the fast kernels' float sums against doubles);
+  - every tp and cp within TP_TOL of tp = cp = 1 per token, the same argmax, and the windows'
+    perplexity within 1e-5 relative (tp changes the order of the sums inside Wo and Wdown, cp
+    the order of attention's sums, nothing else);
+  - repeated runs, and the same tp and cp over dp = 1 or 2, bit-identical;
   - each rank's shard of the weights about 1/tp of the whole (the driver reports the bytes).
-Usage: test_forward_tp.py DRIVER MPIRUN [MKMODEL]"""
+Usage: test_forward_mesh.py DRIVER MPIRUN [MKMODEL]"""
 import math
 import os
 import subprocess
@@ -49,8 +51,9 @@ def read(path):
     return rows
 
 
-def run(driver, mpirun, model, tp, ranks, out, backend="cpu"):
-    cmd = [driver, model, str(tp), str(T), str(SCORE_FROM), str(WINDOWS), str(SEED), out, backend]
+def run(driver, mpirun, model, tp, cp, ranks, out, backend="cpu"):
+    cmd = [driver, model, str(tp), str(cp), str(T), str(SCORE_FROM), str(WINDOWS), str(SEED), out,
+           backend]
     if ranks > 1:
         cmd = [mpirun, "-np", str(ranks)] + cmd
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
@@ -84,31 +87,34 @@ def compare(c, label, got, want, tol, what):
 
 def check_model(c, driver, mpirun, model, label, max_tp, tmp):
     base = os.path.join(tmp, label)
-    one = read(run(driver, mpirun, model, 1, 1, base + ".tp1") + ".dp0")
-    ref = read(run(driver, mpirun, model, 1, 1, base + ".ref", "reference") + ".dp0")
+    one = read(run(driver, mpirun, model, 1, 1, 1, base + ".one") + ".dp0")
+    ref = read(run(driver, mpirun, model, 1, 1, 1, base + ".ref", "reference") + ".dp0")
     worst_ref = compare(c, label, one, ref, REF_TOL, "tp 1 vs reference")
-    whole = weights(base + ".tp1", 1)[0]
+    whole = weights(base + ".one", 1)[0]
     line = "%s: tp 1 vs reference %.2g" % (label, worst_ref)
-    for tp in (2, 4):
+    # (tp, cp): dp 1 on tp * cp ranks; for the first of each kind also a second run and dp 2
+    for tp, cp in ((2, 1), (4, 1), (1, 2), (1, 4), (2, 2)):
         if tp > max_tp:
             continue
-        out = run(driver, mpirun, model, tp, tp, "%s.tp%d" % (base, tp))
+        name = "tp %d cp %d" % (tp, cp)
+        out = run(driver, mpirun, model, tp, cp, tp * cp, "%s.tp%dcp%d" % (base, tp, cp))
         rows = read(out + ".dp0")
-        worst = compare(c, label, rows, one, TP_TOL, "tp %d vs tp 1" % tp)
-        compare(c, label, rows, ref, REF_TOL, "tp %d vs reference" % tp)
+        worst = compare(c, label, rows, one, TP_TOL, name + " vs tp 1 cp 1")
+        compare(c, label, rows, ref, REF_TOL, name + " vs reference")
         rel = abs(ppl(rows) - ppl(one)) / ppl(one)
-        c.check(rel <= PPL_TOL, "%s: tp %d perplexity %.10g vs %.10g (relative %.3g)"
-                % (label, tp, ppl(rows), ppl(one), rel))
-        shards = weights(out, tp)
-        c.check(max(shards) <= whole * (1.0 / tp + 0.1),
-                "%s: tp %d shards of %s bytes, the whole is %d" % (label, tp, shards, whole))
-        line += ", tp %d vs tp 1 %.2g (ppl %.3g), weights/rank %.2f" % (
-            tp, worst, rel, max(shards) / whole)
-        if tp == 2:
-            again = run(driver, mpirun, model, 2, 2, base + ".tp2again")
-            c.check(text(again, 1) == text(out, 1), "%s: two tp 2 runs differ" % label)
-            dp2 = run(driver, mpirun, model, 2, 4, base + ".tp2dp2")
-            c.check(text(dp2, 2) == text(out, 1), "%s: tp 2 x dp 2 differs from tp 2 x dp 1" % label)
+        c.check(rel <= PPL_TOL, "%s: %s perplexity %.10g vs %.10g (relative %.3g)"
+                % (label, name, ppl(rows), ppl(one), rel))
+        line += ", %s %.2g (ppl %.2g)" % (name, worst, rel)
+        if tp > 1:
+            shards = weights(out, tp * cp)
+            c.check(max(shards) <= whole * (1.0 / tp + 0.1),
+                    "%s: %s shards of %s bytes, the whole is %d" % (label, name, shards, whole))
+            line += " weights/rank %.2f" % (max(shards) / whole)
+        if tp * cp == 2:
+            again = run(driver, mpirun, model, tp, cp, 2, base + ".again")
+            c.check(text(again, 1) == text(out, 1), "%s: two %s runs differ" % (label, name))
+            dp2 = run(driver, mpirun, model, tp, cp, 4, base + ".dp2")
+            c.check(text(dp2, 2) == text(out, 1), "%s: %s x dp 2 differs from dp 1" % (label, name))
     print(line)
 
 
