@@ -5,10 +5,11 @@
     schemes it has (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1), on the committed input and on fresh random rows;
   - against blocks computed by hand for all-zero and constant blocks, ties of magnitude and exact
     halves;
+  - the torchao types' row functions in the type table give the definitions' floats bit for bit;
   - dequantize(quantize(x)): the NumPy dequantizers of quant_numpy.py (written from each layout's
     definition) agree with gguf's dequantizers, and the error stays within each scheme's bound.
 
-usage: test_quant_blocks.py QUANT_DUMP
+usage: test_quant_blocks.py QUANT_DUMP DEQUANTIZE_DRIVER
 """
 import os
 import struct
@@ -25,6 +26,7 @@ from quant_numpy import (SCHEMES, TORCHAO, dequantize, test_matrix, torchao_dequ
                          torchao_quantize)
 
 QUANT_DUMP = sys.argv[1]
+DEQUANTIZE_DRIVER = sys.argv[2]  # tests/model's: a type's row function, by name
 TMP = tempfile.mkdtemp(prefix="quant_blocks_")
 
 
@@ -186,6 +188,29 @@ def check_torchao():
             err = np.abs(xg - yg).max(axis=1)
         check(np.all(err <= bound), f"{name}: round trip within the bound "
               f"(worst {np.max(err / bound):.3f} of it)")
+    # the forward's row functions (the type table's to_float) against the definition, bit for bit
+    # (float32, the same operations: s * q; (q - 8) * s + z)
+    for name, type_name in (("int8_weight_only", "TORCHAO_I8"), ("int4_weight_only_g32", "TORCHAO_I4_G32"),
+                            ("int4_weight_only_g64", "TORCHAO_I4_G64"),
+                            ("int4_weight_only_g128", "TORCHAO_I4_G128"),
+                            ("int4_weight_only_g256", "TORCHAO_I4_G256")):
+        blocks = quantize(name, test_matrix())
+        p = subprocess.run([DEQUANTIZE_DRIVER, type_name, "c"], input=blocks, capture_output=True)
+        if not check(p.returncode == 0, f"{type_name}: driver: {p.stderr}"):
+            continue
+        ours = np.frombuffer(p.stdout, dtype=np.float32)
+        bb = TORCHAO[name][2]
+        b = np.frombuffer(blocks, np.uint8).reshape(-1, bb)
+        if name == "int8_weight_only":
+            want = b[:, :4].copy().view(np.float32) * b[:, 4:].view(np.int8).astype(np.float32)
+        else:
+            s_ = (b[:, :2].copy().view("<u2").astype(np.uint32) << 16).view(np.float32)
+            z_ = (b[:, 2:4].copy().view("<u2").astype(np.uint32) << 16).view(np.float32)
+            q = np.concatenate([b[:, 4:] & 0xF, b[:, 4:] >> 4], axis=1).astype(np.float32)
+            want = (q - np.float32(8)) * s_ + z_
+        check(np.array_equal(ours.view(np.uint32), want.astype(np.float32).ravel().view(np.uint32)),
+              f"{type_name}: the table's row function gives the definition's floats")
+
     # hand-computed: s = 127.5 / 127.5 = 1, halves round to even, 127.5 -> 128 clamps to 127
     row = np.array([127.5, 0.5, 1.5, 2.5, -0.5, -2.5, -127.5, 3.0] + [0.0] * 24, np.float32)
     q = [127, 0, 2, 2, 0, -2, -128, 3] + [0] * 24
