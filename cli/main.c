@@ -5,6 +5,7 @@
 
 #include "build_info.h"
 #include "cli/command.h"
+#include "cli/options.h"
 #include "util/error.h"
 #include "util/log.h"
 
@@ -23,44 +24,62 @@ static void print_version(void) {
            EVALMESH_BACKENDS);
 }
 
+/* "unknown command", with the closest command name as a hint. */
+static int unknown_command(const char *name) {
+    const char *names[64];
+    size_t count = 0;
+    for (const em_command *const *c = em_commands; *c && count < 64; c++)
+        names[count++] = (*c)->name;
+    char hint[128];
+    em_cli_hint(hint, sizeof hint, "", name, names, count);
+    em_log_error("evalmesh: unknown command '%s'%s (see evalmesh --help)", name, hint);
+    return EM_EXIT_BAD_INPUT;
+}
+
 int main(int argc, char **argv) {
     em_log_init(0, 1);
-    int i = 1;
-    for (; i < argc && argv[i][0] == '-'; i++) {
-        if (strcmp(argv[i], "--version") == 0) {
+    static const struct option options[] = {
+        {"version", no_argument, NULL, 'V'},
+        {"help", no_argument, NULL, 'h'},
+        {"log-level", required_argument, NULL, 'l'},
+        {0},
+    };
+    int c;
+    /* "+": the global options end at the command's name */
+    while ((c = em_cli_option(NULL, argc, argv, "+h", options)) != -1) {
+        if (c == 'V') {
             print_version();
             return EM_EXIT_OK;
-        } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+        } else if (c == 'h') {
             print_help(stdout);
             return EM_EXIT_OK;
-        } else if (strcmp(argv[i], "--log-level") == 0 && i + 1 < argc) {
-            int level = em_log_level_parse(argv[++i]);
+        } else if (c == 'l') {
+            int level = em_log_level_parse(optarg);
             if (level < 0) {
-                fprintf(stderr, "evalmesh: unknown log level '%s' (error, warn, info, debug)\n",
-                        argv[i]);
+                em_log_error("evalmesh: unknown log level '%s' (error, warn, info, debug)", optarg);
                 return EM_EXIT_BAD_INPUT;
             }
             em_log_set_level((em_log_level)level);
         } else {
-            fprintf(stderr, "evalmesh: unknown option '%s' (see evalmesh --help)\n", argv[i]);
             return EM_EXIT_BAD_INPUT;
         }
     }
+    int i = optind;
     if (i >= argc) {
         print_help(stderr);
         return EM_EXIT_BAD_INPUT;
     }
-    for (const em_command *const *c = em_commands; *c; c++) {
-        if (strcmp((*c)->name, argv[i]) != 0) continue;
+    for (const em_command *const *cmd = em_commands; *cmd; cmd++) {
+        if (strcmp((*cmd)->name, argv[i]) != 0) continue;
         for (int j = i + 1; j < argc; j++) {
             if (strcmp(argv[j], "--") == 0) break;
             if (strcmp(argv[j], "--help") == 0 || strcmp(argv[j], "-h") == 0) {
-                printf("%s", (*c)->usage);
+                printf("%s", (*cmd)->usage);
                 return EM_EXIT_OK;
             }
         }
-        return (*c)->main(argc - i, argv + i);
+        optind = 0; /* the command parses its own arguments from the start */
+        return (*cmd)->main(argc - i, argv + i);
     }
-    fprintf(stderr, "evalmesh: unknown command '%s' (see evalmesh --help)\n", argv[i]);
-    return EM_EXIT_BAD_INPUT;
+    return unknown_command(argv[i]);
 }

@@ -26,15 +26,16 @@ function(em_generate_registry out header type array)
   endif()
 endfunction()
 
-# em_embed_files(OUT ROOT FILES...): OUT defines em_embedded_files[], pairs of a path relative to
-# ROOT and the file's text, ending with {0, 0}. Rebuilt whenever one of the files changes.
-function(em_embed_files out root)
+# em_embed_files(OUT TABLE ROOT FILES...): OUT defines the table TABLE[], pairs of a path
+# relative to ROOT and the file's text, ending with {0, 0}. Rebuilt whenever one of the files
+# changes.
+function(em_embed_files out table root)
   string(REPLACE ";" "|" file_list "${ARGN}")
   add_custom_command(
     OUTPUT ${out}
-    COMMAND ${CMAKE_COMMAND} -DOUT=${out} -DROOT=${root} "-DFILES=${file_list}"
+    COMMAND ${CMAKE_COMMAND} -DOUT=${out} -DTABLE=${table} -DROOT=${root} "-DFILES=${file_list}"
             -P ${CMAKE_SOURCE_DIR}/cmake/embed_files_script.cmake
     DEPENDS ${ARGN} ${CMAKE_SOURCE_DIR}/cmake/embed_files_script.cmake
-    COMMENT "Embedding schemas"
+    COMMENT "Embedding ${table}"
     VERBATIM)
 endfunction()

@@ -162,15 +162,34 @@ static em_status resolve_name(const em_dag *dag, const em_stage *stage, const ch
     return err;
 }
 
+/* Every type an input accepts is produced by some kind of the registry: else the kind has a typo
+ * (a bug in evalmesh, exit status 1). */
+static em_status check_accepts(const em_stage *stage, const em_input_spec *spec,
+                               const em_stage_kind *const *kinds) {
+    for (size_t t = 0; t < EM_INPUT_MAX_TYPES && spec->accepts[t]; t++) {
+        bool produced = false;
+        for (const em_stage_kind *const *k = kinds; *k && !produced; k++)
+            produced = strcmp((*k)->produces, spec->accepts[t]) == 0;
+        if (!produced)
+            return em_error_new(EM_EXIT_FAILURE,
+                                "stage kind '%s': input '%s' accepts '%s', which no stage kind "
+                                "produces",
+                                stage->kind->name, spec->option, spec->accepts[t]);
+    }
+    return NULL;
+}
+
 /* Resolves the options of stage i that the kind lists as inputs: em_stage.inputs, deps, reads. */
-static em_status wire_inputs(em_dag *dag, size_t i) {
+static em_status wire_inputs(em_dag *dag, size_t i, const em_stage_kind *const *kinds) {
     em_stage *stage = &dag->stages[i];
     em_dag_vertex *v = &dag->vertices[i];
     if (!stage->kind->inputs) return NULL;
     for (const em_input_spec *spec = stage->kind->inputs; spec->option; spec++) {
+        em_status err = check_accepts(stage, spec, kinds);
+        if (err) return err;
         const em_node *value = em_node_get(stage->options, spec->option);
         char need[128];
-        em_artifact_type_name(spec->accepts, need, sizeof need);
+        em_input_accepts_text(spec, need, sizeof need);
         if (em_node_is_null(value)) {
             if (spec->optional) continue;
             return em_error_at(EM_EXIT_BAD_INPUT, stage->mark,
@@ -179,7 +198,7 @@ static em_status wire_inputs(em_dag *dag, size_t i) {
         }
         const em_node *const *items;
         size_t count;
-        em_status err = reference_nodes(stage, spec->option, value, &items, &count);
+        err = reference_nodes(stage, spec->option, value, &items, &count);
         if (err) return err;
         if (value->kind == EM_NODE_SEQ && !spec->is_list)
             return em_error_at(EM_EXIT_BAD_INPUT, value->mark,
@@ -190,9 +209,8 @@ static em_status wire_inputs(em_dag *dag, size_t i) {
             size_t j = 0;
             if ((err = resolve_name(dag, stage, spec->option, ref, &j))) return err;
             const em_stage *producer = &dag->stages[j];
-            if (!(producer->kind->produces & spec->accepts)) {
-                char has[64];
-                em_artifact_type_name(producer->kind->produces, has, sizeof has);
+            if (!em_input_accepts(spec, producer->kind->produces)) {
+                const char *has = producer->kind->produces;
                 return em_error_at(EM_EXIT_BAD_INPUT, ref->mark,
                                    "stage '%s': option '%s' names '%s', %s %s stage, but needs %s",
                                    stage->name, spec->option, ref->text, article(has), has, need);
@@ -337,7 +355,7 @@ em_status em_dag_build(em_node *stages_map, const em_stage_kind *const *kinds, e
         err = em_dag_check_stage(kinds, e, &stage->kind);
     }
     for (size_t i = 0; i < dag->count && !err; i++)
-        if (!(err = wire_inputs(dag, i))) err = wire_after(dag, i);
+        if (!(err = wire_inputs(dag, i, kinds))) err = wire_after(dag, i);
     if (!err) {
         for (size_t i = 0; i < dag->count; i++) {
             em_dag_vertex *v = &dag->vertices[i];

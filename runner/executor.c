@@ -4,8 +4,8 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "util/clock.h"
 #include "util/log.h"
 
 enum { PENDING, RUNNING, DONE, FAILED, SKIPPED };
@@ -22,29 +22,20 @@ typedef struct schedule {
     em_status *errors;     /* per stage: its failure, if any */
     size_t running;
     size_t finished; /* DONE, FAILED or SKIPPED */
-    int stop;        /* a stage failed (not a gate): start nothing more */
+    int stop;        /* a stage failed (not a verdict): start nothing more */
 } schedule;
-
-static double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static void free_artifact(em_stage *stage) {
     if (stage->output.free && stage->output.data) stage->output.free(stage->output.data);
     memset(&stage->output, 0, sizeof stage->output);
 }
 
-/* Keeps the message's own file:line:col when it has one from the recipe; otherwise names the
+/* An error that names its place (an option's file:line:col) is kept as it is; another gets the
  * stage's place. Init errors are bad input unless the stage said otherwise. */
 static em_status init_error(const em_stage *stage, em_status err) {
     if (err->exit_code != EM_EXIT_DISTRIBUTED) err->exit_code = EM_EXIT_BAD_INPUT;
-    const char *file = stage->mark.file;
-    if (file && strncmp(err->message, file, strlen(file)) == 0) return err;
-    char where[512];
-    em_mark_format(stage->mark, where, sizeof where);
-    return em_error_prefix(err, "%s: stage '%s' (%s)", where, stage->name, stage->kind->name);
+    if (err->mark.file) return err;
+    return em_error_prefix_at(err, stage->mark, "stage '%s' (%s)", stage->name, stage->kind->name);
 }
 
 em_status em_executor_init(em_dag *dag, const em_run_context *ctx) {
@@ -92,7 +83,7 @@ static void release_reads(schedule *s, size_t i, size_t *release, size_t *releas
     }
 }
 
-/* A gate failed: the stages depending on it, directly or not, are skipped. */
+/* A verdict stage failed: the stages depending on it, directly or not, are skipped. */
 static void skip_dependents(schedule *s, size_t *release, size_t *release_count) {
     const em_dag *dag = s->dag;
     for (size_t k = 0; k < dag->count; k++) {
@@ -112,10 +103,11 @@ static void skip_dependents(schedule *s, size_t *release, size_t *release_count)
     }
 }
 
+/* A failure keeps its exit status 2 (bad input) or 5 (distributed); any other is a verdict (3)
+ * when the kind says its failures are, else a runtime failure (4). Only verdicts have status 3. */
 static em_status run_error(const schedule *s, const em_stage *stage, em_status err) {
-    if (err->exit_code != EM_EXIT_BAD_INPUT && err->exit_code != EM_EXIT_GATE &&
-        err->exit_code != EM_EXIT_DISTRIBUTED)
-        err->exit_code = EM_EXIT_RUNTIME;
+    if (err->exit_code != EM_EXIT_BAD_INPUT && err->exit_code != EM_EXIT_DISTRIBUTED)
+        err->exit_code = stage->kind->verdict ? EM_EXIT_GATE : EM_EXIT_RUNTIME;
     return em_error_prefix(err, "rank %d, stage '%s' (%s)", s->ctx->rank, stage->name,
                            stage->kind->name);
 }
@@ -142,9 +134,9 @@ static void *worker(void *arg) {
         em_log_debug("stage '%s' (%s) started", stage->name, stage->kind->name);
         pthread_mutex_unlock(&s->lock);
 
-        double start = now_seconds();
+        double start = em_clock_seconds();
         em_status err = stage->kind->run ? stage->kind->run(stage, s->ctx) : NULL;
-        double seconds = now_seconds() - start;
+        double seconds = em_clock_seconds() - start;
 
         pthread_mutex_lock(&s->lock);
         size_t release_count = 0;
@@ -154,12 +146,13 @@ static void *worker(void *arg) {
         if (err) {
             s->status[i] = FAILED;
             s->errors[i] = run_error(s, stage, err);
-            if (s->errors[i]->exit_code == EM_EXIT_GATE)
+            if (s->errors[i]->exit_code == EM_EXIT_GATE) /* a verdict */
                 skip_dependents(s, release, &release_count);
             else
                 s->stop = 1;
         } else {
             s->status[i] = DONE;
+            stage->output.type = stage->kind->produces;
             if (s->readers_left[i] == 0 && dag->vertices[i].reader_count > 0)
                 release[release_count++] = i; /* every reader was skipped already */
             /* the same on every rank: shown by rank 0, by the others at debug level */
@@ -180,14 +173,15 @@ static void *worker(void *arg) {
 }
 
 /* The error to return: the first failure in topological order that stopped the run, else the
- * first failed gate. The others are logged here, once. */
+ * first failed verdict. The others are logged here, once. */
 static em_status pick_error(schedule *s) {
     const em_dag *dag = s->dag;
     long chosen = -1;
     for (int pass = 0; pass < 2 && chosen < 0; pass++)
         for (size_t k = 0; k < dag->count && chosen < 0; k++) {
-            em_status e = s->errors[dag->order[k]];
-            if (e && (pass == 1 || e->exit_code != EM_EXIT_GATE)) chosen = (long)dag->order[k];
+            size_t i = dag->order[k];
+            if (s->errors[i] && (pass == 1 || s->errors[i]->exit_code != EM_EXIT_GATE))
+                chosen = (long)i;
         }
     for (size_t k = 0; k < dag->count; k++) {
         size_t i = dag->order[k];

@@ -2,10 +2,12 @@
  * pipeline.h). */
 #include "runner/pipeline.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "runner/recipe/recipe.h"
 #include "runner/recipe/schema.h"
+#include "util/log.h"
 
 /* Checks root against an embedded schema; a missing or broken schema is a bug in evalmesh. */
 static em_status validate_with(const char *schema_path, em_node *root, const char *what) {
@@ -28,10 +30,8 @@ static em_status validate_stages(em_node *stages) {
         const em_stage_kind *kind;
         em_status err = em_dag_check_stage(em_stage_kinds, e, &kind);
         if (err) return err;
-        char *schema_path = em_xasprintf("stages/%s.schema.json", kind->name);
         char *what = em_xasprintf("stage '%s'", e->key);
-        err = validate_with(schema_path, e->value, what);
-        free(schema_path);
+        err = em_schema_validate_stage(e->value, kind->name, what);
         free(what);
         if (err) return err;
     }
@@ -58,10 +58,10 @@ em_status em_pipeline_from_tree(em_node *recipe, const char *path, const char *c
     em_pipeline *p = em_xcalloc(1, sizeof *p);
     p->recipe = recipe;
     p->path = em_intern(path);
-    p->name = em_node_get_string(recipe, "name", "recipe");
-    p->seed = em_node_get_int(recipe, "seed", 0);
-    p->init_timeout_s = em_node_get_double(recipe, "init_timeout_s", 180);
-    p->collective_timeout_s = em_node_get_double(recipe, "collective_timeout_s", 300);
+    p->name = em_node_option_string(recipe, "name");
+    p->seed = em_node_option_int(recipe, "seed");
+    p->init_timeout_s = em_node_option_double(recipe, "init_timeout_s");
+    p->collective_timeout_s = em_node_option_double(recipe, "collective_timeout_s");
     p->log_level = em_node_get_string(recipe, "log_level", NULL);
     p->dag = dag;
     *out = p;
@@ -75,6 +75,47 @@ em_status em_pipeline_load(const char *path, const char *const *overrides, size_
     em_status err = em_recipe_load(path, &recipe);
     if (err) return err;
     return em_pipeline_from_tree(recipe, path, overrides, override_count, out);
+}
+
+double em_pipeline_default_init_timeout(void) {
+    em_schema *schema;
+    em_status err = em_schema_load_embedded("recipe.schema.json", &schema);
+    double seconds = 0;
+    bool found = !err && em_schema_default_number(schema, "#/properties/init_timeout_s", &seconds);
+    em_error_free(err);
+    em_schema_free(schema);
+    if (!found) {
+        fprintf(stderr, "evalmesh: bug: recipe.schema.json has no default init_timeout_s\n");
+        exit(EM_EXIT_FAILURE);
+    }
+    return seconds;
+}
+
+void em_pipeline_warn_without_results(const em_pipeline *p) {
+    for (size_t i = 0; i < p->dag->count; i++)
+        if (p->dag->stages[i].kind->writes_results) return;
+    em_log_warn("%s: no stage writes results (add a report stage): nothing will be written but "
+                "the run directory's log and state",
+                p->path);
+}
+
+em_run_context em_pipeline_context(const em_pipeline *p, const em_bootstrap *boot) {
+    const em_bootstrap alone = {.size = 1, .local_size = 1, .node_count = 1};
+    if (!boot) boot = &alone;
+    return (em_run_context){
+        .rank = boot->rank,
+        .world_size = boot->size,
+        .local_rank = boot->local_rank,
+        .local_size = boot->local_size,
+        .node_id = boot->node_id,
+        .node_count = boot->node_count,
+        .world = boot->world,
+        .run_dir = NULL,
+        .recipe_name = p->name,
+        .recipe = p->recipe,
+        .seed = p->seed,
+        .collective_timeout_s = p->collective_timeout_s,
+    };
 }
 
 void em_pipeline_free(em_pipeline *pipeline) {

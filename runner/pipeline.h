@@ -8,6 +8,7 @@
 
 #include <stddef.h>
 
+#include "runner/comm/bootstrap.h"
 #include "runner/dag.h"
 
 typedef struct em_pipeline {
@@ -30,5 +31,18 @@ em_status em_pipeline_load(const char *path, const char *const *overrides, size_
 em_status em_pipeline_from_tree(em_node *recipe, const char *path, const char *const *overrides,
                                 size_t override_count, em_pipeline **out);
 void em_pipeline_free(em_pipeline *pipeline);
+
+/* Warns (on the log, so call it on one rank) when no stage of the pipeline writes results: the
+ * run would compute and keep nothing. */
+void em_pipeline_warn_without_results(const em_pipeline *pipeline);
+
+/* The run context of this rank for the pipeline: where the rank sits (from boot; NULL: alone,
+ * rank 0 of 1 without a world communicator, as `evalmesh validate` checks a recipe) and what the
+ * recipe says. run_dir is NULL: the run directory is made once every stage accepted its options. */
+em_run_context em_pipeline_context(const em_pipeline *pipeline, const em_bootstrap *boot);
+
+/* The recipe schema's default of init_timeout_s: the start-up limit when no recipe could be
+ * prepared (every rank still starts up to learn that). */
+double em_pipeline_default_init_timeout(void);
 
 #endif

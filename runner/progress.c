@@ -14,17 +14,17 @@
 
 #include "util/error.h"
 #include "util/log.h"
+#include "util/regular_file.h"
 
 static cJSON *read_state(const char *run_dir, int rank) {
     char path[4096];
     snprintf(path, sizeof path, "%s/state/rank-%d.json", run_dir, rank);
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    char buf[2048];
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = 0;
-    return cJSON_Parse(buf);
+    char *text = NULL; /* a regular file only: a planted FIFO must not block the progress line */
+    em_status err = em_read_regular_file(path, 1 << 16, "a rank state file", &text, NULL);
+    em_error_free(err);
+    cJSON *doc = text ? cJSON_Parse(text) : NULL;
+    free(text);
+    return doc;
 }
 
 static double number(const cJSON *doc, const char *key) {

@@ -1,7 +1,8 @@
 /* Per-rank state files: every rank records, in <run_dir>/state/rank-<R>.json, the stage it is in,
- * its progress and a heartbeat time, so `evalmesh check-state RUN_DIR` (and rank 0's progress
- * line) can tell which ranks are behind or silent. Writes are atomic (temp file + rename) and
- * rate-limited, so calling em_rank_state_progress from a hot loop is cheap. */
+ * its progress, a heartbeat time, its pid and its host name, so `evalmesh check-state RUN_DIR`
+ * (and rank 0's progress line) can tell which ranks are behind, silent or dead. Writes are atomic
+ * (util/atomic_file.h) and rate-limited, so calling em_rank_state_progress from a hot loop is
+ * cheap. */
 #ifndef EVALMESH_RANK_STATE_H
 #define EVALMESH_RANK_STATE_H
 

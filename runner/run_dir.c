@@ -1,14 +1,22 @@
 /* Choosing, creating and sharing the run directory; its resolved recipe and log files (see
- * run_dir.h). */
+ * run_dir.h). The directory is made 0750 and never used through a symbolic link; the resolved
+ * recipe is written atomically with URL secrets redacted; the log is opened with O_NOFOLLOW. */
 #include "runner/run_dir.h"
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
+
+#include "util/atomic_file.h"
+#include "util/redact.h"
+
+#define RUN_DIR_MODE 0750
 
 /* What rank 0 broadcasts: 0 and the path, or the exit status of its failure. */
 typedef struct run_dir_message {
@@ -16,7 +24,7 @@ typedef struct run_dir_message {
     char path[4092];
 } run_dir_message;
 
-/* mkdir -p: creates dir and its missing parents. */
+/* mkdir -p: creates dir (RUN_DIR_MODE) and its missing parents. */
 static int make_dirs(const char *dir) {
     char *path = em_xstrdup(dir);
     int rc = 0;
@@ -26,7 +34,7 @@ static int make_dirs(const char *dir) {
         if (mkdir(path, 0777) != 0 && errno != EEXIST) rc = -1;
         *p = '/';
     }
-    if (rc == 0 && mkdir(path, 0777) != 0 && errno != EEXIST) rc = -1;
+    if (rc == 0 && mkdir(path, RUN_DIR_MODE) != 0 && errno != EEXIST) rc = -1;
     free(path);
     return rc;
 }
@@ -42,8 +50,30 @@ static int has_entries(const char *dir) {
     return found;
 }
 
+/* --force: the previous run's rank state files go, so check-state never reads them as this run's.
+ */
+static em_status clear_state(const char *dir) {
+    char *state = em_xasprintf("%s/state", dir);
+    DIR *d = opendir(state);
+    em_status err = NULL;
+    for (struct dirent *e; d && !err && (e = readdir(d));) {
+        if (strncmp(e->d_name, "rank-", 5) != 0 && strncmp(e->d_name, ".rank-", 6) != 0) continue;
+        if (unlinkat(dirfd(d), e->d_name, 0) != 0 && errno != ENOENT)
+            err = em_error_new(EM_EXIT_RUNTIME, "--force: cannot remove %s/%s: %s", state,
+                               e->d_name, strerror(errno));
+    }
+    if (d) closedir(d);
+    free(state);
+    return err;
+}
+
 static em_status use_requested(const char *dir, bool force) {
     struct stat st;
+    if (lstat(dir, &st) == 0 && S_ISLNK(st.st_mode))
+        return em_error_new(EM_EXIT_BAD_INPUT,
+                            "run directory '%s' is a symbolic link; give the directory itself "
+                            "(a run directory is never used through a link)",
+                            dir);
     if (stat(dir, &st) == 0) {
         if (!S_ISDIR(st.st_mode))
             return em_error_new(EM_EXIT_BAD_INPUT,
@@ -57,7 +87,7 @@ static em_status use_requested(const char *dir, bool force) {
                                 "run directory '%s' exists and is not empty (--force writes into "
                                 "it anyway)",
                                 dir);
-        return NULL;
+        return entries ? clear_state(dir) : NULL;
     }
     if (make_dirs(dir) != 0)
         return em_error_new(EM_EXIT_RUNTIME, "cannot create run directory '%s': %s", dir,
@@ -80,7 +110,7 @@ static em_status make_default(const char *recipe_name, char *path, size_t size) 
             snprintf(path, size, "runs/%s-%s", recipe_name, stamp);
         else
             snprintf(path, size, "runs/%s-%s-%d", recipe_name, stamp, n);
-        if (mkdir(path, 0777) == 0) return NULL;
+        if (mkdir(path, RUN_DIR_MODE) == 0) return NULL;
         if (errno != EEXIST)
             return em_error_new(EM_EXIT_RUNTIME, "cannot create run directory '%s': %s", path,
                                 strerror(errno));
@@ -123,16 +153,17 @@ em_status em_run_dir_create(em_comm *world, const char *recipe_name, const char 
 }
 
 em_status em_run_dir_write_recipe(const char *dir, const em_node *recipe) {
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f) return em_error_new(EM_EXIT_RUNTIME, "out of memory writing the resolved recipe");
+    em_node_write_yaml(recipe, f);
+    fclose(f);
+    char *clean = em_redact_urls(text);
+    free(text);
     char *path = em_xasprintf("%s/recipe.resolved.yaml", dir);
-    FILE *f = fopen(path, "w");
-    em_status err = NULL;
-    if (!f) {
-        err = em_error_new(EM_EXIT_RUNTIME, "cannot write '%s': %s", path, strerror(errno));
-    } else {
-        em_node_write_yaml(recipe, f);
-        if (fclose(f) != 0)
-            err = em_error_new(EM_EXIT_RUNTIME, "cannot write '%s': %s", path, strerror(errno));
-    }
+    em_status err = em_atomic_write(path, clean, strlen(clean), 0640);
+    free(clean);
     free(path);
     return err;
 }
@@ -140,10 +171,13 @@ em_status em_run_dir_write_recipe(const char *dir, const em_node *recipe) {
 em_status em_run_dir_open_log(const char *dir, int rank, FILE **out) {
     char *path = rank == 0 ? em_xasprintf("%s/evalmesh.log", dir)
                            : em_xasprintf("%s/evalmesh.rank%d.log", dir, rank);
-    *out = fopen(path, "a");
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0640);
+    *out = fd >= 0 ? fdopen(fd, "a") : NULL;
     em_status err = NULL;
-    if (!*out)
+    if (!*out) {
         err = em_error_new(EM_EXIT_RUNTIME, "cannot open log '%s': %s", path, strerror(errno));
+        if (fd >= 0) close(fd);
+    }
     free(path);
     return err;
 }

@@ -3,17 +3,15 @@
 
 #include <stdint.h>
 #include <stdlib.h>
-#include <time.h>
 
 #include "runner/comm/bootstrap.h"
+#include "runner/comm/mesh_groups.h"
 #include "runner/executor.h"
 #include "runner/progress.h"
 #include "runner/rank_state.h"
 #include "runner/run_dir.h"
+#include "util/clock.h"
 #include "util/log.h"
-
-/* Start-up limit when the recipe could not be read (the default of init_timeout_s). */
-#define DEFAULT_INIT_TIMEOUT_S 180.0
 
 static int report(em_status err) {
     int code = err->exit_code;
@@ -52,10 +50,13 @@ static int agree(em_comm *world, em_status err, const char *step) {
     return root ? root : first;
 }
 
-static double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+/* The mesh stages use when their recipe names none: dp over the whole world, on a copy of it. */
+static em_status default_mesh(const em_bootstrap *boot, em_mesh **out) {
+    em_comm *world;
+    em_status err = em_comm_split(boot->world, 0, boot->rank, &world);
+    if (!err)
+        err = em_mesh_build_nodes(world, boot->node_id, boot->node_count, boot->size, 1, 1, out);
+    return err;
 }
 
 /* The run itself, once every rank has prepared and initialised the pipeline. */
@@ -77,7 +78,8 @@ static int run_initialised(em_pipeline *p, em_run_context *ctx, const em_session
     em_rank_state_set_current(state);
     ctx->run_dir = dir;
 
-    double start = now_seconds();
+    double start = em_clock_seconds();
+    if (!err && ctx->rank == 0) em_pipeline_warn_without_results(p);
     if (!err) {
         if (ctx->rank == 0)
             em_log_info("%s: %zu stages on %d rank%s, run directory %s", p->path, p->dag->count,
@@ -94,7 +96,8 @@ static int run_initialised(em_pipeline *p, em_run_context *ctx, const em_session
             em_comm_abort(ctx->world, err->message);
         code = report(err);
     } else if (ctx->rank == 0) {
-        em_log_info("%s: done in %.2f s, run directory %s", p->path, now_seconds() - start, dir);
+        em_log_info("%s: done in %.2f s, run directory %s", p->path, em_clock_seconds() - start,
+                    dir);
     }
     em_rank_state_set_current(NULL);
     if (state) em_rank_state_close(state);
@@ -106,7 +109,8 @@ static int run_initialised(em_pipeline *p, em_run_context *ctx, const em_session
 
 int em_session_run(em_status prepared, em_pipeline *p, const em_session_options *opts) {
     em_bootstrap boot;
-    em_status err = em_bootstrap_init(p ? p->init_timeout_s : DEFAULT_INIT_TIMEOUT_S, &boot);
+    em_status err =
+        em_bootstrap_init(p ? p->init_timeout_s : em_pipeline_default_init_timeout(), &boot);
     if (err) {
         em_error_free(prepared);
         em_pipeline_free(p);
@@ -116,26 +120,15 @@ int em_session_run(em_status prepared, em_pipeline *p, const em_session_options 
     int code = agree(boot.world, prepared, "preparing the recipe");
     if (code == 0) {
         em_comm_set_timeout(boot.world, p->collective_timeout_s);
-        em_run_context ctx = {
-            .rank = boot.rank,
-            .world_size = boot.size,
-            .local_rank = boot.local_rank,
-            .local_size = boot.local_size,
-            .node_id = boot.node_id,
-            .node_count = boot.node_count,
-            .world = boot.world,
-            .run_dir = NULL, /* not created before every stage has accepted its options */
-            .recipe_name = p->name,
-            .recipe_path = p->path,
-            .recipe = p->recipe,
-            .seed = p->seed,
-            .collective_timeout_s = p->collective_timeout_s,
-        };
+        em_run_context ctx = em_pipeline_context(p, &boot);
         em_status init_err = em_executor_init(p->dag, &ctx);
         int initialised = init_err == NULL;
         code = agree(boot.world, init_err, "initialising the stages");
+        if (code == 0)
+            code = agree(boot.world, default_mesh(&boot, &ctx.mesh), "building the mesh");
         if (code == 0) code = run_initialised(p, &ctx, opts);
         if (initialised) em_executor_finish(p->dag);
+        em_mesh_free(ctx.mesh);
     }
     em_bootstrap_finalize(&boot);
     em_pipeline_free(p);

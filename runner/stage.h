@@ -6,7 +6,10 @@
  * stage, run in topological order on every rank, and destroy at the end.
  *
  * Artifacts are typed values owned by the runner; each stage produces one, and the runner frees
- * it (with its `free`) after the last consumer ran. */
+ * it (with its `free`) after the last consumer ran. An artifact type is a name ("model",
+ * "metrics", ...) that the producing kind gives in `produces`; the layout of the data is that
+ * kind's public header. Consumers accept types by name, so a kind with a new type of artifact
+ * adds nothing to the runner. */
 #ifndef EVALMESH_STAGE_H
 #define EVALMESH_STAGE_H
 
@@ -17,37 +20,29 @@
 #include "util/error.h"
 
 struct em_comm;
-
-/* Artifact types, one bit each so an input can accept several. */
-typedef enum em_artifact_type {
-    EM_ARTIFACT_NONE = 0,
-    EM_ARTIFACT_ENV = 1u << 0,         /* environment report (env_check) */
-    EM_ARTIFACT_MESH = 1u << 1,        /* communicators (mesh) */
-    EM_ARTIFACT_MODEL = 1u << 2,       /* weights, config, tokenizer (model, quantize) */
-    EM_ARTIFACT_CALIBRATION = 1u << 3, /* activation statistics (calibrate) */
-    EM_ARTIFACT_DATASET = 1u << 4,     /* this rank's scoring windows (dataset) */
-    EM_ARTIFACT_SCORES = 1u << 5,      /* per-window partial scores (forward, compare) */
-    EM_ARTIFACT_METRICS = 1u << 6,     /* global metrics, identical on every rank (aggregate) */
-    EM_ARTIFACT_REPORT = 1u << 7,      /* what a report wrote (report) */
-    EM_ARTIFACT_VERDICT = 1u << 8,     /* pass/fail of checks (gate) */
-} em_artifact_type;
-
-/* "mesh", "model", ...; for a mask, the names joined by " or " (into buf). */
-const char *em_artifact_type_name(unsigned type_mask, char *buf, size_t size);
+struct em_mesh;
 
 typedef struct em_artifact {
-    em_artifact_type type;
+    const char *type;         /* the producing kind's `produces` (set by the runner after run) */
     void *data;               /* owned; the layout is the producing kind's public header */
     void (*free)(void *data); /* NULL when nothing to free */
 } em_artifact;
 
+/* The most artifact types one input may accept. */
+#define EM_INPUT_MAX_TYPES 4
+
 /* One option of a stage that refers to other stages by instance name. */
 typedef struct em_input_spec {
-    const char *option; /* the option key, e.g. "model" */
-    unsigned accepts;   /* mask of em_artifact_type the producer may have */
-    bool is_list;       /* the option is a list of stage names (else one name) */
-    bool optional;      /* the option may be absent */
+    const char *option;                      /* the option key, e.g. "model" */
+    const char *accepts[EM_INPUT_MAX_TYPES]; /* type names the producer may have; NULL ends */
+    bool is_list;  /* the option is a list of stage names (else one name) */
+    bool optional; /* the option may be absent */
 } em_input_spec;
+
+/* Whether spec accepts artifacts of type `type`. */
+bool em_input_accepts(const em_input_spec *spec, const char *type);
+/* The type names spec accepts joined by " or " ("scores or metrics"), into buf. */
+const char *em_input_accepts_text(const em_input_spec *spec, char *buf, size_t size);
 
 /* A resolved input: which stage an option names, and its artifact once that stage has run. */
 typedef struct em_stage_input {
@@ -67,10 +62,12 @@ typedef struct em_run_context {
     struct em_comm *world;   /* CPU communicator over all ranks (local or mpi backend) */
     const char *run_dir;     /* where stages write files: set in run; NULL in init, validate */
     const char *recipe_name; /* the recipe's `name:` */
-    const char *recipe_path; /* the top recipe file */
     const em_node *recipe;   /* the whole resolved recipe (after includes, overrides, defaults) */
     long long seed;          /* the recipe's `seed:` */
     double collective_timeout_s; /* limit for every collective */
+    /* The default mesh (dp = world size, tp = cp = 1, the world's backend) for stages whose
+     * recipe names no mesh stage; NULL in validate. Stages reach it through em_stage_mesh. */
+    struct em_mesh *mesh;
 } em_run_context;
 
 typedef struct em_stage em_stage;
@@ -89,13 +86,21 @@ struct em_stage {
 };
 
 struct em_stage_kind {
-    const char *name;    /* the `kind:` value; equals the file name */
-    const char *summary; /* one line for `evalmesh stages` */
-    em_artifact_type produces;
+    const char *name;            /* the `kind:` value; equals the file name */
+    const char *summary;         /* one line for `evalmesh stages` */
+    const char *produces;        /* the artifact type's name: "model", "metrics", ... */
     const em_input_spec *inputs; /* terminated by an entry with option == NULL; may be NULL */
     /* The stage calls collectives on some communicator. Such stages run one at a time in the
      * same (topological) order on every rank; stages without collectives may run concurrently. */
     bool collective;
+    /* A failure of this stage is a verdict, not a breakdown (a gate): the stages that do not
+     * depend on it still run, those that do are skipped, and the run ends with exit status 3
+     * after everything else finished. Bad input (2) and distributed failures (5) still stop the
+     * run with their own status. */
+    bool verdict;
+    /* The stage writes the run's results where a person or a program reads them (files, pushes):
+     * a recipe without such a stage computes and keeps nothing, which the runner warns about. */
+    bool writes_results;
     /* Parse and check options; no heavy work, no files read beyond what checking needs. Errors
      * name the option's place (em_error_at with the node's mark), exit status 2. May be NULL. */
     em_status (*init)(em_stage *self, const em_run_context *ctx);
@@ -113,6 +118,18 @@ const em_artifact *em_stage_input_artifact(const em_stage *self, const char *opt
 size_t em_stage_input_count(const em_stage *self, const char *option);
 /* The producing stage of an input (for its name, e.g. to key metrics). */
 const em_stage *em_stage_input_producer(const em_stage *self, const char *option, size_t index);
+
+/* The input file a stage's option names, resolved by the recipe path rule (util/paths.h) into
+ * *path (the caller frees it), when it exists and can be read: a regular file, or also a
+ * directory when dir_ok. Otherwise an error (exit status 2) at the option's file:line:col,
+ * "stage 'NAME': OPTION PATH: REASON". Kinds call it from init, so a missing input fails
+ * `evalmesh validate` and stops a run before its run directory exists. */
+em_status em_stage_input_file(const em_stage *self, const char *option, bool dir_ok, char **path);
+/* The mesh a stage works on: the artifact of its `mesh` option's stage, else the run's default
+ * world mesh (ctx->mesh). Stages call collectives only through this mesh's groups. */
+struct em_mesh *em_stage_mesh(const em_stage *self, const em_run_context *ctx);
+/* The name of that mesh for messages: the mesh stage's name, or "the default world mesh". */
+const char *em_stage_mesh_name(const em_stage *self);
 
 /* The registry generated from the files stages/<kind>.c: NULL-terminated, sorted by name. */
 extern const em_stage_kind *const em_stage_kinds[];

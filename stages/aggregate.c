@@ -1,5 +1,7 @@
 /* Stage `aggregate`: global metrics from the forward stages' per-token scores, identical on
- * every rank. For each input stage S it reduces over all ranks:
+ * every rank. For each input stage S it reduces over the mesh's dp group (hierarchically: inside
+ * each node, then across nodes; every tp x cp group holds the same scores, so each dp group sees
+ * every window once):
  *   exact fixed-point sums (runner/comm/exact_sum.h) of nll and nll^2, and int64 counts of
  *   scored tokens, windows, words, bytes and correct argmax predictions,
  * and sets the metrics S.token_ppl (with its standard error), S.token_ppl_se, S.nll_mean,
@@ -15,7 +17,7 @@
  * `print_estimate: true` rank 0 prints llama.cpp's running "[1]X,[2]Y,..." line (first input)
  * and its "Final estimate: PPL = X +/- Y" line (each input).
  *
- * Produces EM_ARTIFACT_METRICS (em_metrics, stages/metrics/metrics.h). */
+ * Produces a "metrics" artifact (em_metrics, stages/metrics/metrics.h). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +25,7 @@
 
 #include "runner/comm/comm.h"
 #include "runner/comm/exact_sum.h"
+#include "runner/comm/mesh_groups.h"
 #include "runner/stage.h"
 #include "util/log.h"
 #include "stages/metrics/metrics.h"
@@ -49,7 +52,7 @@ static em_metric *set_metric(em_metrics *m, const char *stage, const char *name,
 }
 
 /* The exact totals of one scores artifact over all ranks, and its metrics. */
-static em_status reduce_scores(const em_scores *s, const char *stage, const em_run_context *ctx,
+static em_status reduce_scores(const em_scores *s, const char *stage, em_mesh *mesh,
                                em_metrics *m) {
     em_exact_sum sums[2];
     em_exact_sum_init(&sums[0]);
@@ -66,8 +69,8 @@ static em_status reduce_scores(const em_scores *s, const char *stage, const em_r
         counts[COUNT_WORDS] += s->windows[w].words;
         counts[COUNT_BYTES] += s->windows[w].bytes;
     }
-    em_status err = em_exact_sum_allreduce(ctx->world, sums, 2);
-    if (!err) err = em_allreduce(ctx->world, counts, counts, COUNT_N, EM_DTYPE_INT64, EM_OP_SUM);
+    em_status err = em_mesh_dp_exact_sum_allreduce(mesh, sums, 2);
+    if (!err) err = em_mesh_dp_allreduce(mesh, counts, counts, COUNT_N, EM_DTYPE_INT64, EM_OP_SUM);
     if (err) return err;
     if (sums[0].invalid || sums[1].invalid)
         return em_error_new(EM_EXIT_RUNTIME,
@@ -104,12 +107,12 @@ static em_status reduce_scores(const em_scores *s, const char *stage, const em_r
     return NULL;
 }
 
-/* Gathers every rank's work on s; sets the timing metrics and adds into m->ranks. */
-static em_status gather_work(const em_scores *s, const char *stage, const em_run_context *ctx,
-                             em_metrics *m) {
+/* Gathers the work of every rank of the dp group on s; sets the timing metrics and adds into
+ * m->ranks (one entry per dp rank, named by its world rank). */
+static em_status gather_work(const em_scores *s, const char *stage, em_comm *dp, em_metrics *m) {
     rank_work mine = {(int64_t)s->token_count, (int64_t)s->window_count, s->seconds};
-    rank_work *all = em_xcalloc((size_t)ctx->world_size, sizeof *all);
-    em_status err = em_allgather(ctx->world, &mine, all, sizeof mine);
+    rank_work *all = em_xcalloc((size_t)dp->size, sizeof *all);
+    em_status err = em_allgather(dp, &mine, all, sizeof mine);
     if (err) {
         free(all);
         return err;
@@ -118,8 +121,8 @@ static em_status gather_work(const em_scores *s, const char *stage, const em_run
     int64_t total = 0;
     int slowest = -1, fastest = -1;
     double slow_rate = 0, fast_rate = 0;
-    for (int r = 0; r < ctx->world_size; r++) {
-        m->ranks[r].rank = r;
+    for (int r = 0; r < dp->size; r++) {
+        m->ranks[r].rank = dp->world_ranks[r];
         m->ranks[r].tokens += all[r].tokens;
         m->ranks[r].windows += all[r].windows;
         m->ranks[r].seconds += all[r].seconds;
@@ -127,8 +130,8 @@ static em_status gather_work(const em_scores *s, const char *stage, const em_run
         if (all[r].seconds > max_seconds) max_seconds = all[r].seconds;
         if (all[r].tokens == 0 || all[r].seconds <= 0) continue; /* idle ranks have no rate */
         double rate = (double)all[r].tokens / all[r].seconds;
-        if (slowest < 0 || rate < slow_rate) slowest = r, slow_rate = rate;
-        if (fastest < 0 || rate > fast_rate) fastest = r, fast_rate = rate;
+        if (slowest < 0 || rate < slow_rate) slowest = dp->world_ranks[r], slow_rate = rate;
+        if (fastest < 0 || rate > fast_rate) fastest = dp->world_ranks[r], fast_rate = rate;
     }
     free(all);
     set_metric(m, stage, "seconds", max_seconds, true);
@@ -143,17 +146,17 @@ static em_status gather_work(const em_scores *s, const char *stage, const em_run
     return NULL;
 }
 
-/* Every window's mean NLL, in window order, on every rank. Each rank holds a contiguous range
- * of windows and ranks are in window order, so the blocks are concatenated by rank. With
+/* Every window's mean NLL, in window order, on every rank. Each dp rank holds a contiguous range
+ * of windows and dp ranks are in window order, so the blocks are concatenated by dp rank. With
  * `print_running`, rank 0 also prints llama.cpp's running estimate after each window:
  * "[1]5.1234,[2]5.3012,..." (the perplexity of the windows so far). */
-static em_status gather_window_nll(const em_scores *s, const em_run_context *ctx, em_metrics *m,
+static em_status gather_window_nll(const em_scores *s, em_comm *dp, em_metrics *m,
                                    bool print_running) {
     int64_t mine = (int64_t)s->window_count;
-    int64_t *counts = em_xcalloc((size_t)ctx->world_size, sizeof *counts);
-    em_status err = em_allgather(ctx->world, &mine, counts, sizeof mine);
+    int64_t *counts = em_xcalloc((size_t)dp->size, sizeof *counts);
+    em_status err = em_allgather(dp, &mine, counts, sizeof mine);
     int64_t most = 0, total = 0;
-    for (int r = 0; r < ctx->world_size && !err; r++) {
+    for (int r = 0; r < dp->size && !err; r++) {
         if (counts[r] > most) most = counts[r];
         total += counts[r];
     }
@@ -161,7 +164,7 @@ static em_status gather_window_nll(const em_scores *s, const em_run_context *ctx
      * fills the front of its own. */
     size_t pairs = (size_t)(most ? most : 1);
     double *block = em_xcalloc(2 * pairs, sizeof *block);
-    double *all = em_xcalloc((size_t)ctx->world_size * 2 * pairs, sizeof *all);
+    double *all = em_xcalloc((size_t)dp->size * 2 * pairs, sizeof *all);
     for (size_t w = 0; w < s->window_count; w++) {
         const em_window_score *ws = &s->windows[w];
         double sum = 0;
@@ -169,13 +172,13 @@ static em_status gather_window_nll(const em_scores *s, const em_run_context *ctx
         block[2 * w] = ws->token_count ? sum / ws->token_count : 0;
         block[2 * w + 1] = ws->token_count;
     }
-    if (!err && most) err = em_allgather(ctx->world, block, all, 2 * pairs * sizeof *block);
+    if (!err && most) err = em_allgather(dp, block, all, 2 * pairs * sizeof *block);
     if (!err) {
         m->window_nll = em_xcalloc((size_t)(total ? total : 1), sizeof *m->window_nll);
         m->window_count = (size_t)total;
         size_t next = 0;
         double nll = 0, tokens = 0;
-        for (int r = 0; r < ctx->world_size; r++) {
+        for (int r = 0; r < dp->size; r++) {
             for (int64_t i = 0; i < counts[r]; i++) {
                 const double *pair = &all[((size_t)r * pairs + (size_t)i) * 2];
                 m->window_nll[next++] = pair[0];
@@ -201,20 +204,40 @@ static void free_metrics(void *data) {
     em_metrics_free(data);
 }
 
+/* The sums are over the dp group of the mesh the inputs were computed on, so that is the mesh to
+ * name (a different one would count windows twice or miss some). */
+static em_status aggregate_init(em_stage *self, const em_run_context *ctx) {
+    (void)ctx;
+    const em_stage *mine = em_stage_input_producer(self, "mesh", 0);
+    for (size_t i = 0; i < em_stage_input_count(self, "inputs"); i++) {
+        const em_stage *input = em_stage_input_producer(self, "inputs", i);
+        const em_stage *theirs = em_stage_input_producer(input, "mesh", 0);
+        if (theirs == mine) continue;
+        const em_map_entry *e = em_node_get_entry(self->options, mine ? "mesh" : "inputs");
+        return em_error_at(EM_EXIT_BAD_INPUT, e ? e->value->mark : self->mark,
+                           "stage '%s': reduces over %s, but its input '%s' ran on %s (name the "
+                           "same mesh stage in both)",
+                           self->name, em_stage_mesh_name(self), input->name,
+                           em_stage_mesh_name(input));
+    }
+    return NULL;
+}
+
 static em_status aggregate_run(em_stage *self, const em_run_context *ctx) {
+    em_mesh *mesh = em_stage_mesh(self, ctx);
     em_metrics *m = em_metrics_new();
-    m->world_size = ctx->world_size;
-    m->ranks = em_xcalloc((size_t)ctx->world_size, sizeof *m->ranks);
+    m->world_size = mesh->dp;
+    m->ranks = em_xcalloc((size_t)mesh->dp, sizeof *m->ranks);
     em_status err = NULL;
-    bool print = em_node_get_bool(self->options, "print_estimate", false);
+    bool print = em_node_option_bool(self->options, "print_estimate");
     size_t n = em_stage_input_count(self, "inputs");
     for (size_t i = 0; i < n && !err; i++) {
         const em_scores *s = em_stage_input_artifact(self, "inputs", i)->data;
         const char *stage = em_stage_input_producer(self, "inputs", i)->name;
-        err = reduce_scores(s, stage, ctx, m);
-        if (!err) err = gather_work(s, stage, ctx, m);
+        err = reduce_scores(s, stage, mesh, m);
+        if (!err) err = gather_work(s, stage, mesh->dp_group, m);
         if (!err && i == 0) {
-            err = gather_window_nll(s, ctx, m, print);
+            err = gather_window_nll(s, mesh->dp_group, m, print);
             m->model_path = copy_or_null(s->model_path);
             m->model_header_sha256 = copy_or_null(s->model_header_sha256);
             m->dataset_path = copy_or_null(s->dataset_path);
@@ -235,21 +258,22 @@ static em_status aggregate_run(em_stage *self, const em_run_context *ctx) {
         const em_metric *x = &m->items[i];
         if (!x->timing) em_log_debug("aggregate '%s': %s = %.17g", self->name, x->key, x->value);
     }
-    self->output = (em_artifact){EM_ARTIFACT_METRICS, m, free_metrics};
+    self->output = (em_artifact){.data = m, .free = free_metrics};
     return NULL;
 }
 
 static const em_input_spec aggregate_inputs[] = {
-    {"inputs", EM_ARTIFACT_SCORES, true, false},
-    {"mesh", EM_ARTIFACT_MESH, false, true},
-    {NULL, 0, false, false},
+    {"inputs", {"scores"}, true, false},
+    {"mesh", {"mesh"}, false, true},
+    {0},
 };
 
 const em_stage_kind em_stage_kind_aggregate = {
     .name = "aggregate",
     .summary = "Exact global perplexity metrics from forward scores, identical on every rank",
-    .produces = EM_ARTIFACT_METRICS,
+    .produces = "metrics",
     .inputs = aggregate_inputs,
     .collective = true,
+    .init = aggregate_init,
     .run = aggregate_run,
 };

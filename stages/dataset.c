@@ -1,22 +1,24 @@
 /* Stage `dataset`: turns an input file into scoring windows and gives this rank its share.
  *
  * Only rank 0 reads and tokenizes the file; it broadcasts the token stream and the document
- * table to the other ranks through the world communicator (so the stage is collective). Every
+ * table to the other ranks through the mesh's world group (so the stage is collective). Every
  * rank then builds the same window plan from the stream (cheap: offsets only), computes the same
- * token-balanced contiguous split, and keeps its own windows. The price is one copy of the
+ * token-balanced contiguous split over the mesh's dp group, and keeps its dp rank's windows: the
+ * ranks of one tp x cp group share their windows. The mesh is the `mesh` option's stage, else
+ * the run's default world mesh (dp = world size). The price is one copy of the
  * corpus's token ids per rank (4 bytes a token: 1.2 MB for WikiText-2's test split); the
  * tokenizer runs once for the whole run, never once per rank. An error on rank 0 (missing file,
  * invalid UTF-8, ids outside the vocabulary) is broadcast too, so every rank stops with it.
  * Meanwhile the other ranks wait in the broadcast, so reading and tokenizing must fit in the
  * recipe's collective_timeout_s (WikiText-2's test split, 1.3 MB, takes under a second).
  *
- * Produces EM_ARTIFACT_DATASET (em_dataset, stages/data/dataset.h). */
-#include <libgen.h>
+ * Produces a "dataset" artifact (em_dataset, stages/data/dataset.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "runner/comm/comm.h"
+#include "runner/comm/mesh_groups.h"
 #include "runner/stage.h"
 #include "util/log.h"
 #include "stages/data/corpus.h"
@@ -45,31 +47,25 @@ static em_status dataset_init(em_stage *self, const em_run_context *ctx) {
     dataset_state *st = em_xcalloc(1, sizeof *st);
     self->state = st;
     const em_node *o = self->options;
-    const char *path = em_node_get_string(o, "path", "");
-    char *copy = em_xstrdup(ctx->recipe_path ? ctx->recipe_path : ".");
-    const char *dir = dirname(copy);
-    if (path[0] == '/' || strcmp(dir, ".") == 0)
-        st->path = em_xstrdup(path);
-    else
-        st->path = em_xasprintf("%s/%s", dir, path);
-    free(copy);
-    const char *format = em_node_get_string(o, "format", "auto");
+    em_status err = em_stage_input_file(self, "path", false, &st->path);
+    if (err) return err;
+    const char *format = em_node_option_string(o, "format");
     st->corpus.format = strcmp(format, "auto") == 0
                             ? em_input_format_from_path(st->path)
                             : (em_input_format)em_input_format_parse(format);
-    st->corpus.text_field = em_node_get_string(o, "text_field", "text");
-    st->corpus.split = (em_split_rule)em_split_rule_parse(em_node_get_string(o, "split", "none"));
+    st->corpus.text_field = em_node_option_string(o, "text_field");
+    st->corpus.split = (em_split_rule)em_split_rule_parse(em_node_option_string(o, "split"));
     st->corpus.separator = em_node_get_string(o, "separator", NULL);
-    st->corpus.max_documents = em_node_get_int(o, "max_documents", 0);
+    st->corpus.max_documents = em_node_option_int(o, "max_documents");
     st->corpus.wikitext_detokenize =
-        strcmp(em_node_get_string(o, "detokenize", "none"), "wikitext") == 0;
+        strcmp(em_node_option_string(o, "detokenize"), "wikitext") == 0;
     st->add_bos_set = em_node_get(o, "add_bos") != NULL;
     st->corpus.add_bos = em_node_get_bool(o, "add_bos", false);
-    st->protocol = (em_protocol)em_protocol_parse(em_node_get_string(o, "protocol", "chunked"));
-    st->n_ctx = (int)em_node_get_int(o, "n_ctx", 512);
-    st->max_length = (int)em_node_get_int(o, "max_length", 1024);
-    st->stride = (int)em_node_get_int(o, "stride", 512);
-    st->max_windows = em_node_get_int(o, "max_windows", 0);
+    st->protocol = (em_protocol)em_protocol_parse(em_node_option_string(o, "protocol"));
+    st->n_ctx = (int)em_node_option_int(o, "n_ctx");
+    st->max_length = (int)em_node_option_int(o, "max_length");
+    st->stride = (int)em_node_option_int(o, "stride");
+    st->max_windows = em_node_option_int(o, "max_windows");
 
     if (st->corpus.split == EM_SPLIT_SEPARATOR && !st->corpus.separator)
         return option_error(self, "split", "split: %s needs a `separator:` string", "separator");
@@ -84,7 +80,7 @@ static em_status dataset_init(em_stage *self, const em_run_context *ctx) {
                                 "need protocol rolling",
                                 em_protocol_name(st->protocol));
     }
-    if (st->protocol == EM_PROTOCOL_SLIDING && st->stride >= st->max_length) {
+    if (st->protocol == EM_PROTOCOL_SLIDING && st->max_length > 0 && st->stride >= st->max_length) {
         char text[96];
         snprintf(text, sizeof text, "stride = %d must be less than max_length = %d", st->stride,
                  st->max_length);
@@ -105,11 +101,11 @@ typedef struct corpus_header {
 } corpus_header;
 
 /* Rank 0 reads the corpus; every rank ends with the same em_corpus (or the same error). */
-static em_status share_corpus(const dataset_state *st, const em_tokenizer *tok,
-                              const em_run_context *ctx, em_corpus *corpus) {
+static em_status share_corpus(const dataset_state *st, const em_tokenizer *tok, em_comm *world,
+                              em_corpus *corpus) {
     corpus_header h = {0};
     em_status err = NULL;
-    if (ctx->rank == 0) {
+    if (world->rank == 0) {
         em_corpus_options opt = st->corpus;
         if (st->protocol == EM_PROTOCOL_ROLLING)
             opt.add_bos = false;
@@ -127,21 +123,21 @@ static em_status share_corpus(const dataset_state *st, const em_tokenizer *tok,
             memcpy(h.sha256, corpus->sha256, sizeof corpus->sha256);
         }
     }
-    if (ctx->world_size == 1) return err;
-    em_status cerr = em_broadcast(ctx->world, &h, sizeof h, 0);
+    if (world->size == 1) return err;
+    em_status cerr = em_broadcast(world, &h, sizeof h, 0);
     if (cerr) {
         em_error_free(err);
-        if (ctx->rank == 0) em_corpus_free(corpus);
+        if (world->rank == 0) em_corpus_free(corpus);
         return cerr;
     }
     if (h.exit_code) {
-        if (ctx->rank == 0) {
-            cerr = em_broadcast(ctx->world, err->message, (size_t)h.message_bytes, 0);
+        if (world->rank == 0) {
+            cerr = em_broadcast(world, err->message, (size_t)h.message_bytes, 0);
             if (cerr) em_error_free(cerr);
             return err;
         }
         char *message = em_xmalloc((size_t)h.message_bytes);
-        cerr = em_broadcast(ctx->world, message, (size_t)h.message_bytes, 0);
+        cerr = em_broadcast(world, message, (size_t)h.message_bytes, 0);
         if (cerr) {
             free(message);
             return cerr;
@@ -150,7 +146,7 @@ static em_status share_corpus(const dataset_state *st, const em_tokenizer *tok,
         free(message);
         return err;
     }
-    if (ctx->rank != 0) {
+    if (world->rank != 0) {
         corpus->n_tokens = h.n_tokens;
         corpus->n_docs = (size_t)h.n_docs;
         corpus->documents = h.documents;
@@ -159,9 +155,8 @@ static em_status share_corpus(const dataset_state *st, const em_tokenizer *tok,
         corpus->stream = em_xmalloc((size_t)(h.n_tokens ? h.n_tokens : 1) * sizeof(int32_t));
         corpus->docs = em_xmalloc((size_t)(h.n_docs ? h.n_docs : 1) * sizeof *corpus->docs);
     }
-    cerr = em_broadcast(ctx->world, corpus->stream, (size_t)h.n_tokens * sizeof(int32_t), 0);
-    if (!cerr)
-        cerr = em_broadcast(ctx->world, corpus->docs, (size_t)h.n_docs * sizeof *corpus->docs, 0);
+    cerr = em_broadcast(world, corpus->stream, (size_t)h.n_tokens * sizeof(int32_t), 0);
+    if (!cerr) cerr = em_broadcast(world, corpus->docs, (size_t)h.n_docs * sizeof *corpus->docs, 0);
     if (cerr) em_corpus_free(corpus);
     return cerr;
 }
@@ -207,9 +202,20 @@ static em_status dataset_run(em_stage *self, const em_run_context *ctx) {
                             em_stage_input_producer(self, "tokenizer", 0)->name);
     const em_tokenizer *tok = model->tokenizer;
 
+    /* n_ctx or max_length 0: the model's context length (llama-perplexity's -c 0) */
+    int *window = st->protocol == EM_PROTOCOL_CHUNKED ? &st->n_ctx : &st->max_length;
+    if (*window == 0) *window = model->config.n_ctx_train;
+    if (*window <= 0)
+        return em_error_at(EM_EXIT_BAD_INPUT, self->mark,
+                           "stage '%s': %s is 0 but model stage '%s' does not say its context "
+                           "length: give it",
+                           self->name, st->protocol == EM_PROTOCOL_CHUNKED ? "n_ctx" : "max_length",
+                           em_stage_input_producer(self, "tokenizer", 0)->name);
+
     em_corpus corpus;
     memset(&corpus, 0, sizeof corpus);
-    em_status err = share_corpus(st, tok, ctx, &corpus);
+    em_mesh *mesh = em_stage_mesh(self, ctx);
+    em_status err = share_corpus(st, tok, mesh->world, &corpus);
     if (err) return err;
     em_window_plan plan;
     err = make_plan(st, tok, &corpus, &plan);
@@ -222,10 +228,11 @@ static em_status dataset_run(em_stage *self, const em_run_context *ctx) {
     int64_t *scored = em_xmalloc((plan.count ? plan.count : 1) * sizeof *scored);
     for (size_t i = 0; i < plan.count; i++)
         scored[i] = plan.windows[i].length - plan.windows[i].score_from;
-    int64_t *first = em_xmalloc((size_t)(ctx->world_size + 1) * sizeof *first);
-    em_shard_ranges(scored, plan.count, ctx->world_size, first);
-    em_dataset *ds = em_dataset_build(&plan, corpus.stream, first[ctx->rank], first[ctx->rank + 1],
-                                      st->path, corpus.sha256, st->protocol);
+    int64_t *first = em_xmalloc((size_t)(mesh->dp + 1) * sizeof *first);
+    em_shard_ranges(scored, plan.count, mesh->dp, first);
+    int part = mesh->dp_rank;
+    em_dataset *ds = em_dataset_build(&plan, corpus.stream, first[part], first[part + 1], st->path,
+                                      corpus.sha256, st->protocol);
     ds->documents = corpus.documents;
     ds->empty_documents = corpus.empty_documents;
     corpus.stream = NULL; /* the dataset owns it now */
@@ -241,13 +248,14 @@ static em_status dataset_run(em_stage *self, const em_run_context *ctx) {
                     self->name, st->path, (long long)corpus.documents,
                     (long long)corpus.empty_documents, (long long)corpus.n_tokens, plan.count,
                     em_protocol_name(st->protocol), (long long)plan.scored_tokens);
-    em_log_debug("dataset '%s': this rank has windows %lld .. %lld", self->name,
-                 (long long)first[ctx->rank], (long long)first[ctx->rank + 1] - 1);
+    em_log_debug("dataset '%s': this rank (dp %d of %d, %s) has windows %lld .. %lld", self->name,
+                 part, mesh->dp, em_stage_mesh_name(self), (long long)first[part],
+                 (long long)first[part + 1] - 1);
     free(first);
     free(scored);
     em_window_plan_free(&plan);
     em_corpus_free(&corpus);
-    self->output = (em_artifact){EM_ARTIFACT_DATASET, ds, free_dataset};
+    self->output = (em_artifact){.data = ds, .free = free_dataset};
     return NULL;
 }
 
@@ -260,14 +268,15 @@ static void dataset_destroy(em_stage *self) {
 }
 
 static const em_input_spec dataset_inputs[] = {
-    {"tokenizer", EM_ARTIFACT_MODEL, false, false},
-    {NULL, 0, false, false},
+    {"tokenizer", {"model"}, false, false},
+    {"mesh", {"mesh"}, false, true},
+    {0},
 };
 
 const em_stage_kind em_stage_kind_dataset = {
     .name = "dataset",
     .summary = "Reads text, JSONL or token ids into scoring windows; each rank gets its share",
-    .produces = EM_ARTIFACT_DATASET,
+    .produces = "dataset",
     .inputs = dataset_inputs,
     .collective = true,
     .init = dataset_init,

@@ -2,12 +2,14 @@
  * thresholds. Every rank checks itself, then the ranks exchange their failures (and, with
  * same_environment, their environment fingerprints), so all of them stop together with one
  * message naming each failing rank and check (exit status 4) before any model is loaded.
- * Produces the environment report (em_env_report) of this rank. */
+ * The exchange goes over the world group of the run's default mesh (it runs before any mesh stage
+ * needs to). Produces the environment report (em_env_report) of this rank. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "runner/comm/comm.h"
+#include "runner/comm/mesh_groups.h"
 #include "runner/diag/env_probe.h"
 #include "runner/stage.h"
 #include "util/log.h"
@@ -47,7 +49,7 @@ static em_status env_check_init(em_stage *self, const em_run_context *ctx) {
     copy_option(require, "pmix", st->pmix, sizeof st->pmix, &st->req.pmix);
     st->req.min_memory_gb = em_node_get_double(require, "min_memory_gb", 0);
     st->req.gpus_per_rank = (int)em_node_get_int(require, "gpus_per_rank", 0);
-    st->same_environment = em_node_get_bool(require, "same_environment", false);
+    st->same_environment = em_node_option_bool(require, "same_environment");
     return NULL;
 }
 
@@ -65,7 +67,7 @@ static em_status env_check_run(em_stage *self, const em_run_context *ctx) {
         free(report);
         return err;
     }
-    self->output = (em_artifact){EM_ARTIFACT_ENV, report, free_report};
+    self->output = (em_artifact){.data = report, .free = free_report};
 
     rank_verdict mine = {0};
     mine.fingerprint = em_env_fingerprint(&facts);
@@ -80,9 +82,10 @@ static em_status env_check_run(em_stage *self, const em_run_context *ctx) {
             used += (size_t)n < sizeof mine.text - used ? (size_t)n : sizeof mine.text - used - 1;
     }
 
-    int world = ctx->world_size;
+    em_comm *group = em_stage_mesh(self, ctx)->world;
+    int world = group->size;
     rank_verdict *all = em_xcalloc((size_t)world, sizeof *all);
-    err = em_allgather(ctx->world, &mine, all, sizeof mine);
+    err = em_allgather(group, &mine, all, sizeof mine);
     if (err) {
         free(all);
         return err;
@@ -120,7 +123,7 @@ static void env_check_destroy(em_stage *self) {
 const em_stage_kind em_stage_kind_env_check = {
     .name = "env_check",
     .summary = "check every rank's environment against requirements before anything heavy runs",
-    .produces = EM_ARTIFACT_ENV,
+    .produces = "env",
     .inputs = NULL,
     .collective = true,
     .init = env_check_init,

@@ -1,46 +1,111 @@
-/* Stage `forward`: runs the model over this rank's scoring windows on the CPU and produces the
- * scores artifact (stages/metrics/scores.h): per scored token -log p(target), the argmax and the
- * target; per window its token range, words and bytes; the time taken; and provenance copied from
- * the model and dataset. Windows are computed one at a time with shapes that depend only on the
+/* Stage `forward`: runs the model over this rank's scoring windows on the forward backend named
+ * by `device:` (stages/kernels/forward_backend.h) and produces the scores artifact
+ * (stages/metrics/scores.h): per scored token -log p(target), the argmax and the target; per
+ * window its token range, words and bytes; the time taken; and provenance copied from the model
+ * and dataset. Windows are computed one at a time with shapes that depend only on the
  * window (stages/kernels/cpu/llama_forward.h), so each window's numbers are bit-identical on any
- * rank, with any thread count. No collectives. */
+ * rank, with any thread count. The mesh must be the dataset's (checked in init); its tp group
+ * splits each window's heads, MLP columns and vocabulary, its cp group each window's positions
+ * (stages/kernels/llama_block.h), so every rank of a tp x cp group computes the same windows and
+ * ends with the same scores. */
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "runner/comm/backend_table.h"
+#include "runner/comm/forward_group.h"
+#include "runner/comm/mesh_groups.h"
 #include "runner/rank_state.h"
 #include "runner/stage.h"
+#include "util/clock.h"
 #include "util/log.h"
 #include "stages/data/window_set.h"
-#include "stages/kernels/cpu/llama_forward.h"
+#include "stages/kernels/forward_backend.h"
 #include "stages/metrics/scores.h"
 #include "stages/model/loaded_model.h"
 
 typedef struct forward_state {
     int threads;
+    const em_forward_backend *backend; /* the `device:` row */
 } forward_state;
 
 static const em_input_spec forward_inputs[] = {
-    {"model", EM_ARTIFACT_MODEL, false, false},
-    {"data", EM_ARTIFACT_DATASET, false, false},
-    {"mesh", EM_ARTIFACT_MESH, false, true},
-    {NULL, 0, false, false},
+    {"model", {"model"}, false, false},
+    {"data", {"dataset"}, false, false},
+    {"mesh", {"mesh"}, false, true},
+    {0},
 };
 
-/* threads: the option, else this node's cores shared evenly by its ranks. When the launcher
- * already bound the rank to some of the cores (mpirun --bind-to, srun --cpu-bind), those are the
- * rank's share as they are. */
+/* The dataset's windows were split over its mesh's dp group; computing them on another mesh would
+ * score some windows twice or not at all. */
+static em_status check_same_mesh(const em_stage *self) {
+    const em_stage *data = em_stage_input_producer(self, "data", 0);
+    const em_stage *theirs = data ? em_stage_input_producer(data, "mesh", 0) : NULL;
+    const em_stage *mine = em_stage_input_producer(self, "mesh", 0);
+    if (!data || theirs == mine) return NULL;
+    const em_map_entry *e = em_node_get_entry(self->options, mine ? "mesh" : "data");
+    return em_error_at(EM_EXIT_BAD_INPUT, e ? e->value->mark : self->mark,
+                       "stage '%s': runs on %s, but dataset '%s' split its windows over %s (give "
+                       "both the same `mesh:`)",
+                       self->name, em_stage_mesh_name(self), data->name, em_stage_mesh_name(data));
+}
+
+/* Context parallelism cuts a window into 2 cp blocks: the dataset's longest windows must have
+ * that many tokens (shorter ones, a document's last, are computed whole). Checked when the mesh
+ * gives cp as a number (an `auto` cp is known only once the world is). */
+static em_status check_cp_fits(const em_stage *self) {
+    const em_stage *mesh = em_stage_input_producer(self, "mesh", 0);
+    const em_stage *data = em_stage_input_producer(self, "data", 0);
+    const em_node *cp_node = mesh ? em_node_get(mesh->options, "cp") : NULL;
+    if (!data || !cp_node || em_node_scalar_type(cp_node) != EM_SCALAR_INT) return NULL;
+    int64_t cp = em_node_get_int(mesh->options, "cp", 1);
+    bool chunked = strcmp(em_node_get_string(data->options, "protocol", "chunked"), "chunked") == 0;
+    const char *key = chunked ? "n_ctx" : "max_length";
+    int64_t tokens = em_node_get_int(data->options, key, chunked ? 512 : 1024);
+    if (2 * cp <= tokens) return NULL;
+    const em_map_entry *e = em_node_get_entry(self->options, "mesh");
+    return em_error_at(EM_EXIT_BAD_INPUT, e ? e->value->mark : self->mark,
+                       "stage '%s': mesh '%s' has cp = %lld, but dataset '%s' makes windows of "
+                       "%lld tokens (%s), fewer than the 2 x cp = %lld blocks context parallelism "
+                       "cuts a window into",
+                       self->name, mesh->name, (long long)cp, data->name, (long long)tokens, key,
+                       (long long)(2 * cp));
+}
+
+/* OMP_NUM_THREADS when it holds a positive number, else 0. */
+static int omp_num_threads_env(void) {
+    const char *v = getenv("OMP_NUM_THREADS");
+    char *end;
+    long n = v ? strtol(v, &end, 10) : 0;
+    return v && end != v && n > 0 && n <= 4096 ? (int)n : 0;
+}
+
+/* threads: the option, else OMP_NUM_THREADS, else this node's cores shared evenly by its ranks.
+ * When the launcher already bound the rank to some of the cores (mpirun --bind-to, srun
+ * --cpu-bind), those are the rank's share as they are. */
 static em_status forward_init(em_stage *self, const em_run_context *ctx) {
     forward_state *st = em_xcalloc(1, sizeof *st);
     self->state = st;
+    em_status err = check_same_mesh(self);
+    if (!err) err = check_cp_fits(self);
+    if (err) return err;
+    const char *device = em_node_get_string(self->options, "device", "cpu");
+    st->backend = em_forward_backend_find(device);
+    if (!st->backend) {
+        const em_map_entry *e = em_node_get_entry(self->options, "device");
+        return em_error_at(EM_EXIT_BAD_INPUT, e ? e->value->mark : self->mark,
+                           "stage '%s': device '%s' is not a forward backend of this build (%s)",
+                           self->name, device, em_forward_backend_names());
+    }
     const em_node *threads = em_node_get(self->options, "threads");
     if (!em_node_is_null(threads)) {
         int64_t n;
-        em_status err = em_node_as_int(threads, &n);
+        err = em_node_as_int(threads, &n);
         if (err) return err;
         st->threads = (int)n;
+    } else if (omp_num_threads_env() > 0) {
+        st->threads = omp_num_threads_env();
     } else {
         int usable = omp_get_num_procs(); /* the CPUs this process may run on */
         long online = sysconf(_SC_NPROCESSORS_ONLN);
@@ -49,12 +114,6 @@ static em_status forward_init(em_stage *self, const em_run_context *ctx) {
         if (st->threads < 1) st->threads = 1;
     }
     return NULL;
-}
-
-static double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 static void free_scores(void *data) {
@@ -84,14 +143,29 @@ static em_status forward_run(em_stage *self, const em_run_context *ctx) {
     forward_state *st = self->state;
     const em_model *model = em_stage_input_artifact(self, "model", 0)->data;
     const em_dataset *ds = em_stage_input_artifact(self, "data", 0)->data;
-    double start = now_seconds();
+    em_mesh *mesh = em_stage_mesh(self, ctx);
+    const em_forward_backend *be = st->backend;
+    bool split = mesh->tp > 1 || mesh->cp > 1;
+    if (split && em_backend_find(mesh->backend)->gpu_buffers != be->gpu_buffers)
+        return em_error_new(EM_EXIT_BAD_INPUT,
+                            "device %s splits windows through buffers in %s memory, but %s has "
+                            "backend %s, whose collectives take %s memory (use backend %s)",
+                            be->name, be->gpu_buffers ? "GPU" : "host", em_stage_mesh_name(self),
+                            mesh->backend, be->gpu_buffers ? "host" : "GPU",
+                            be->gpu_buffers ? "nccl" : "mpi");
+    double start = em_clock_seconds();
 
-    em_llama_forward *f;
-    em_status err = em_llama_forward_new(model, st->threads, &f);
-    if (err) return err;
+    em_forward_link tp = {mesh->tp_group, 0}, cp = {mesh->cp_group, 0};
+    em_forward_groups groups = {.tp = em_forward_group_of(&tp), .cp = em_forward_group_of(&cp)};
+    void *f;
+    em_status err = be->create(model, &groups, st->threads, &f);
+    if (err)
+        return em_error_prefix(err, "device %s, %s (tp %d, this rank's tp rank %d)", be->name,
+                               em_stage_mesh_name(self), mesh->tp, mesh->tp_rank);
     em_scores *s = new_scores(model, ds);
     em_rank_state *state = em_rank_state_current();
     size_t offset = 0;
+    int64_t processed = 0; /* positions run through the model, scored or not */
     for (size_t i = 0; i < ds->count && !err; i++) {
         const em_window *w = &ds->windows[i];
         if (w->score_from < 0 || w->score_from >= w->length) {
@@ -100,8 +174,8 @@ static em_status forward_run(em_stage *self, const em_run_context *ctx) {
             break;
         }
         size_t n = (size_t)(w->length - w->score_from);
-        err = em_llama_forward_window(f, w->input, w->target, w->length, w->score_from,
-                                      s->nll + offset, s->argmax + offset);
+        err = be->score_window(f, w->input, w->target, w->length, w->score_from, s->nll + offset,
+                               s->argmax + offset);
         if (err) {
             err = em_error_prefix(err, "window %lld", (long long)w->index);
             break;
@@ -109,19 +183,27 @@ static em_status forward_run(em_stage *self, const em_run_context *ctx) {
         memcpy(s->target + offset, w->target + w->score_from, n * sizeof *s->target);
         s->windows[i] = (em_window_score){w->index, offset, (int32_t)n, w->words, w->bytes};
         offset += n;
+        processed += w->length;
         if (state)
             em_rank_state_progress(state, (int64_t)i + 1, (int64_t)ds->count, (int64_t)offset);
     }
-    em_llama_forward_free(f);
+    size_t weight_bytes = be->weight_bytes(f), memory = be->memory(f);
+    be->free(f);
     if (err) {
         em_scores_free(s);
         return err;
     }
-    s->seconds = now_seconds() - start;
-    em_log_info("forward %s: %zu windows, %zu scored tokens in %.2f s (%.1f tokens/s, %d threads)",
-                self->name, ds->count, s->token_count, s->seconds,
-                s->seconds > 0 ? (double)s->token_count / s->seconds : 0.0, st->threads);
-    self->output = (em_artifact){EM_ARTIFACT_SCORES, s, free_scores};
+    s->seconds = em_clock_seconds() - start;
+    double per_s = s->seconds > 0 ? 1.0 / s->seconds : 0.0;
+    em_log_info("forward %s: %zu windows, %lld processed and %zu scored tokens in %.2f s (%.1f "
+                "processed and %.1f scored tokens/s, %d threads)",
+                self->name, ds->count, (long long)processed, s->token_count, s->seconds,
+                (double)processed * per_s, (double)s->token_count * per_s, st->threads);
+    em_log_info("forward %s memory: %.2f MiB of weights in this rank's tp shard (tp %d), %.2f MiB "
+                "of activations and scratch (cp %d); %.3f s in tp and %.3f s in cp collectives",
+                self->name, (double)weight_bytes / 1048576.0, mesh->tp, (double)memory / 1048576.0,
+                mesh->cp, tp.seconds, cp.seconds);
+    self->output = (em_artifact){.data = s, .free = free_scores};
     return NULL;
 }
 
@@ -131,10 +213,11 @@ static void forward_destroy(em_stage *self) {
 
 const em_stage_kind em_stage_kind_forward = {
     .name = "forward",
-    .summary = "run the model over this rank's windows on the CPU: per-token NLL and argmax",
-    .produces = EM_ARTIFACT_SCORES,
+    .summary = "run the model over this rank's windows (device cpu; tp splits each window): "
+               "per-token NLL and argmax",
+    .produces = "scores",
     .inputs = forward_inputs,
-    .collective = false,
+    .collective = true, /* over the mesh's tp and cp groups */
     .init = forward_init,
     .run = forward_run,
     .destroy = forward_destroy,

@@ -52,14 +52,12 @@ static em_status read_baseline(gate_state *st, const em_stage *self, bool relati
                            "stage '%s': give `baseline` or `baseline_history`, not both",
                            self->name);
     if (!file && !hist) return NULL;
-    char where[256];
-    em_mark_format((file ? file : hist)->mark, where, sizeof where);
-    char *path = em_textfile_from_recipe(ctx->recipe_path, (file ? file : hist)->text);
+    char *path = em_node_path(file ? file : hist);
     if (file) {
         em_status err = em_results_load(path, &st->baseline);
         if (err) {
             free(path);
-            return em_error_prefix(err, "%s: stage '%s': baseline", where, self->name);
+            return em_error_prefix_at(err, file->mark, "stage '%s': baseline", self->name);
         }
         st->baseline_from = path;
         return NULL;
@@ -68,7 +66,7 @@ static em_status read_baseline(gate_state *st, const em_stage *self, bool relati
     em_status err = em_history_load(path, true, &h);
     if (err) {
         free(path);
-        return em_error_prefix(err, "%s: stage '%s'", where, self->name);
+        return em_error_prefix_at(err, hist->mark, "stage '%s'", self->name);
     }
     if (h.count == 0) {
         if (relative)
@@ -86,7 +84,7 @@ static em_status read_baseline(gate_state *st, const em_stage *self, bool relati
 static em_status gate_init(em_stage *self, const em_run_context *ctx) {
     gate_state *st = em_xcalloc(1, sizeof *st);
     self->state = st;
-    st->tolerance_sigma = em_node_get_double(self->options, "tolerance_sigma", 0);
+    st->tolerance_sigma = em_node_option_double(self->options, "tolerance_sigma");
     bool relative = false;
     for (int r = 0; r < 4; r++) {
         const em_node *map = em_node_get(self->options, rule_options[r]);
@@ -134,7 +132,7 @@ static em_status gate_run(em_stage *self, const em_run_context *ctx) {
     const em_metrics *m = in ? in->data : NULL;
     if (!m) return em_error_new(EM_EXIT_FAILURE, "stage '%s': no metrics input", self->name);
     em_verdict *v = em_xcalloc(1, sizeof *v);
-    self->output = (em_artifact){EM_ARTIFACT_VERDICT, v, free_verdict};
+    self->output = (em_artifact){.data = v, .free = free_verdict};
 
     em_check *done = em_xcalloc(st->count, sizeof *done);
     size_t n = 0;
@@ -163,7 +161,7 @@ static em_status gate_run(em_stage *self, const em_run_context *ctx) {
     free(table);
     free(done);
     if (!first_fail) {
-        em_log_info("gate '%s': %zu checks passed", self->name, n);
+        if (em_log_rank() == 0) em_log_info("gate '%s': %zu checks passed", self->name, n);
         return NULL;
     }
     return em_error_prefix(first_fail, "gate '%s': %zu of %zu checks failed; first", self->name,
@@ -171,7 +169,7 @@ static em_status gate_run(em_stage *self, const em_run_context *ctx) {
 }
 
 static const em_input_spec gate_inputs[] = {
-    {.option = "metrics", .accepts = EM_ARTIFACT_METRICS},
+    {.option = "metrics", .accepts = {"metrics"}},
     {0},
 };
 
@@ -179,7 +177,8 @@ const em_stage_kind em_stage_kind_gate = {
     .name = "gate",
     .summary = "regression checks on metrics (thresholds, change against a baseline); exit 3 "
                "when one fails",
-    .produces = EM_ARTIFACT_VERDICT,
+    .produces = "verdict",
+    .verdict = true,
     .inputs = gate_inputs,
     .collective = false,
     .init = gate_init,

@@ -1,14 +1,11 @@
 /* Stage `model`: loads a model file (GGUF or a Hugging Face safetensors checkpoint) on this rank
- * and produces EM_ARTIFACT_MODEL with data = em_model * (stages/model/model.h). Weights are
+ * and produces a "model" artifact with data = em_model * (stages/model/model.h). Weights are
  * mmapped, so ranks on one node share the page cache. Options: path (relative to the recipe
  * file's directory), format (auto|gguf|safetensors), tokenizer (a replacement tokenizer file),
  * header_sha256 (the expected header checksum). */
-#include <errno.h>
-#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "runner/stage.h"
 #include "util/log.h"
@@ -22,34 +19,15 @@ typedef struct model_state {
     const char *header_sha256;
 } model_state;
 
-/* path as given when absolute, else joined to the recipe file's directory. */
-static char *resolve(const char *path, const em_run_context *ctx) {
-    if (path[0] == '/' || !ctx->recipe_path) return em_xstrdup(path);
-    char *copy = em_xstrdup(ctx->recipe_path);
-    char *joined = em_xasprintf("%s/%s", dirname(copy), path);
-    free(copy);
-    return joined;
-}
-
-/* The option's file must exist (checked at init so a typo fails before anything runs). */
-static em_status check_exists(const em_stage *self, const char *option, const char *path) {
-    struct stat st;
-    if (stat(path, &st) == 0) return NULL;
-    const em_node *node = em_node_get(self->options, option);
-    return em_error_at(EM_EXIT_BAD_INPUT, node->mark, "stage '%s': %s %s: %s", self->name, option,
-                       path, strerror(errno));
-}
-
 static em_status model_init(em_stage *self, const em_run_context *ctx) {
     model_state *st = em_xcalloc(1, sizeof *st);
     self->state = st;
-    st->path = resolve(em_node_get_string(self->options, "path", ""), ctx);
-    st->format = em_node_get_string(self->options, "format", "auto");
+    st->format = em_node_option_string(self->options, "format");
     st->header_sha256 = em_node_get_string(self->options, "header_sha256", NULL);
-    const char *tok = em_node_get_string(self->options, "tokenizer", NULL);
-    if (tok) st->tokenizer = resolve(tok, ctx);
-    em_status err = check_exists(self, "path", st->path);
-    if (!err && st->tokenizer) err = check_exists(self, "tokenizer", st->tokenizer);
+    /* a checkpoint may be a directory; a replacement tokenizer is one file */
+    em_status err = em_stage_input_file(self, "path", true, &st->path);
+    if (!err && em_node_get(self->options, "tokenizer"))
+        err = em_stage_input_file(self, "tokenizer", false, &st->tokenizer);
     return err;
 }
 
@@ -84,7 +62,7 @@ static em_status model_run(em_stage *self, const em_run_context *ctx) {
     em_log_info("model %s: %s %s, %d layers, dim %d, %d/%d heads, vocab %d, %zu tensors%s",
                 self->name, m->format, c->architecture, c->n_layers, c->dim, c->n_heads,
                 c->n_kv_heads, c->n_vocab, m->tensor_count, m->tokenizer ? "" : ", no tokenizer");
-    self->output = (em_artifact){EM_ARTIFACT_MODEL, m, free_model};
+    self->output = (em_artifact){.data = m, .free = free_model};
     return NULL;
 }
 
@@ -99,7 +77,7 @@ static void model_destroy(em_stage *self) {
 const em_stage_kind em_stage_kind_model = {
     .name = "model",
     .summary = "load a GGUF file or safetensors checkpoint (weights mmapped, config, tokenizer)",
-    .produces = EM_ARTIFACT_MODEL,
+    .produces = "model",
     .inputs = NULL,
     .collective = false,
     .init = model_init,

@@ -24,7 +24,10 @@
 #include "build_info.h"
 #include "runner/recipe/schema.h"
 #include "runner/stage.h"
+#include "stages/report.h"
+#include "util/atomic_file.h"
 #include "util/log.h"
+#include "util/redact.h"
 #include "util/sha256.h"
 #include "stages/metrics/metrics.h"
 #include "stages/report/history.h"
@@ -64,13 +67,12 @@ typedef struct report_state {
 static em_status bad_option(const em_stage *self, em_mark mark, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static em_status bad_option(const em_stage *self, em_mark mark, const char *fmt, ...) {
-    char where[256], text[1024];
-    em_mark_format(mark, where, sizeof where);
+    char text[1024];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(text, sizeof text, fmt, ap);
     va_end(ap);
-    return em_error_new(EM_EXIT_BAD_INPUT, "%s: stage '%s': %s", where, self->name, text);
+    return em_error_at(EM_EXIT_BAD_INPUT, mark, "stage '%s': %s", self->name, text);
 }
 
 static char *opt_dup(const em_node *map, const char *key) {
@@ -102,16 +104,14 @@ static em_status parse_push(const em_stage *self, const em_node *item, output *o
     if (!r->url) return bad_option(self, item->mark, "%s output needs `url`", r->target);
     em_status err = em_push_check_url(r->url);
     if (err) {
-        const em_node *url = em_node_get(item, "url");
-        char where[256];
-        em_mark_format(url->mark, where, sizeof where);
-        return em_error_prefix(err, "%s: stage '%s'", where, self->name);
+        return em_error_prefix_at(err, em_node_get(item, "url")->mark, "stage '%s'", self->name);
     }
     r->method = em_xstrdup(o->type == PUSHGATEWAY ? "PUT" : "POST");
     r->content_type =
         em_xstrdup(o->type == PUSHGATEWAY ? "text/plain; version=0.0.4" : "application/json");
     r->verify_tls = em_node_get_bool(item, "verify_tls", true);
-    r->ca_path = opt_dup(item, "ca_path");
+    const em_node *ca = em_node_get(item, "ca_path");
+    r->ca_path = ca ? em_node_path(ca) : NULL;
     if (r->ca_path && access(r->ca_path, R_OK) != 0)
         return bad_option(self, em_node_get(item, "ca_path")->mark, "ca_path '%s': %s", r->ca_path,
                           strerror(errno));
@@ -121,10 +121,11 @@ static em_status parse_push(const em_stage *self, const em_node *item, output *o
     o->required = em_node_get_bool(item, "required", false);
     const em_node *auth = em_node_get(item, "auth");
     if (auth) {
-        const char *type = em_node_get_string(auth, "type", "bearer");
+        const char *type = em_node_option_string(auth, "type");
         r->auth = strcmp(type, "basic") == 0 ? EM_AUTH_BASIC : EM_AUTH_BEARER;
         r->auth_env = opt_dup(auth, "env");
-        r->auth_file = opt_dup(auth, "file");
+        const em_node *file = em_node_get(auth, "file");
+        r->auth_file = file ? em_node_path(file) : NULL;
         if (!r->auth_env == !r->auth_file)
             return bad_option(self, auth->mark,
                               "auth needs exactly one of `env` (a variable holding the %s "
@@ -173,14 +174,13 @@ static em_status parse_output(const em_stage *self, const em_node *item, output 
     case HTML:
         o->path = em_xstrdup(em_node_get_string(map, "path", "report.html"));
         if (em_node_get(map, "history"))
-            o->chart_history =
-                em_textfile_from_recipe(ctx->recipe_path, em_node_get_string(map, "history", ""));
+            o->chart_history = em_node_path(em_node_get(map, "history"));
         o->chart_metric = opt_dup(map, "metric");
         break;
     case HISTORY:
         if (!em_node_get_string(map, "path", NULL))
             return bad_option(self, item->mark, "history output needs `path`");
-        o->path = em_textfile_from_recipe(ctx->recipe_path, em_node_get_string(map, "path", ""));
+        o->path = em_node_path(em_node_get(map, "path"));
         break;
     case PUSHGATEWAY:
     case WEBHOOK:
@@ -243,14 +243,15 @@ static const char *base_name(const char *path, char *buf, size_t size) {
     return buf;
 }
 
-/* The Pushgateway URL of this run's group: job, then model, dataset, recipe, commit and the
- * recipe's extra labels (which may replace those four). */
-static char *group_url(const output *o, const em_metrics *m, const em_run_context *ctx) {
-    char model[256], dataset[256];
+/* The Pushgateway grouping of this run: model, dataset, recipe, commit and the recipe's extra
+ * labels (which may replace those four); the job comes first in the URL. model and dataset are
+ * buffers of 256 bytes the labels point into. */
+static em_prom_label *group_labels(const output *o, const em_metrics *m, const em_run_context *ctx,
+                                   char *model, char *dataset, size_t *count) {
     size_t extra = o->labels && o->labels->kind == EM_NODE_MAP ? o->labels->count : 0;
     em_prom_label *labels = em_xcalloc(4 + extra, sizeof *labels);
-    labels[0] = (em_prom_label){"model", base_name(m->model_path, model, sizeof model)};
-    labels[1] = (em_prom_label){"dataset", base_name(m->dataset_path, dataset, sizeof dataset)};
+    labels[0] = (em_prom_label){"model", base_name(m->model_path, model, 256)};
+    labels[1] = (em_prom_label){"dataset", base_name(m->dataset_path, dataset, 256)};
     labels[2] = (em_prom_label){"recipe", ctx->recipe_name};
     labels[3] = (em_prom_label){"commit", EVALMESH_GIT_COMMIT};
     size_t n = 4;
@@ -262,28 +263,38 @@ static char *group_url(const output *o, const em_metrics *m, const em_run_contex
         labels[j] = (em_prom_label){e->key, value};
         if (j == n) n++;
     }
-    char *url = em_prometheus_group_url(o->req.url, o->job, labels, n);
-    free(labels);
-    return url;
+    /* A label without a value (no model path, no recipe name) is left out. */
+    size_t kept = 0;
+    for (size_t i = 0; i < n; i++)
+        if (labels[i].value) labels[kept++] = labels[i];
+    *count = kept;
+    return labels;
 }
 
-/* Sends one push; on failure spools it and returns the error. */
+/* Sends one push; on failure spools it (without URL or credential: see spool.h) and returns the
+ * error. */
 static em_status push(const em_stage *self, size_t index, output *o, const em_metrics *m,
                       const cJSON *results, const em_run_context *ctx) {
     em_push_request req = o->req;
+    em_spool_entry entry = {.stage = self->name, .output = (int)index, .target = req.target};
+    char model[256], dataset[256];
+    em_prom_label *labels = NULL;
     char *body;
     if (o->type == PUSHGATEWAY) {
-        req.url = group_url(o, m, ctx);
+        labels = group_labels(o, m, ctx, model, dataset, &entry.label_count);
+        req.url = em_prometheus_group_url(o->req.url, o->job, labels, entry.label_count);
+        entry.job = o->job;
+        entry.labels = labels;
         body = em_prometheus_text(m);
     } else {
         req.url = em_xstrdup(o->req.url);
         body = em_results_print(results, true);
     }
+    entry.body = body;
     em_status err = em_push_send(&req, body, strlen(body));
     if (err && ctx->run_dir) {
-        char *name = em_xasprintf("%s-%zu-%s", self->name, index, type_names[o->type]);
         char *spooled = NULL;
-        em_status serr = em_spool_write(ctx->run_dir, name, &req, body, &spooled);
+        em_status serr = em_spool_write(ctx->run_dir, &entry, &spooled);
         if (serr) {
             em_log_error("stage '%s': could not spool the failed push: %s", self->name,
                          serr->message);
@@ -296,10 +307,42 @@ static em_status push(const em_stage *self, size_t index, output *o, const em_me
             err = spooled_err;
         }
         free(spooled);
-        free(name);
     }
+    free(labels);
     free(req.url);
     free(body);
+    return err;
+}
+
+em_status em_report_push_request(const em_node *recipe, const char *stage, int index,
+                                 const char *target, em_push_request *out) {
+    memset(out, 0, sizeof *out);
+    const em_node *stages = em_node_get(recipe, "stages");
+    const em_node *st = stages ? em_node_get(stages, stage) : NULL;
+    const em_node *outs = st ? em_node_get(st, "outputs") : NULL;
+    if (!st || strcmp(em_node_get_string(st, "kind", ""), "report") != 0)
+        return em_error_new(EM_EXIT_BAD_INPUT, "the run's recipe has no report stage '%s'", stage);
+    if (!outs || outs->kind != EM_NODE_SEQ || index < 0 || (size_t)index >= outs->count)
+        return em_error_new(EM_EXIT_BAD_INPUT, "report stage '%s' has no output %d", stage, index);
+    const em_node *item = outs->items[index];
+    const char *type = em_node_get_string(item, "type", "");
+    if (strcmp(type, target) != 0)
+        return em_error_new(EM_EXIT_BAD_INPUT, "output %d of report stage '%s' is '%s', not '%s'",
+                            index, stage, type, target);
+    const char *url = em_node_get_string(item, "url", "");
+    if (em_has_url_secret(url) || strstr(url, EM_REDACTED))
+        return em_error_new(EM_EXIT_BAD_INPUT,
+                            "output %d of report stage '%s': its URL held a secret, which was "
+                            "redacted from recipe.resolved.yaml, so it cannot be sent again (give "
+                            "credentials through `auth`, never in the URL)",
+                            index, stage);
+    em_stage self = {.name = stage};
+    output o = {.type = strcmp(target, "pushgateway") == 0 ? PUSHGATEWAY : WEBHOOK};
+    em_run_context ctx = {.recipe_name = em_node_get_string(recipe, "name", NULL)};
+    em_status err = parse_push(&self, item, &o, &ctx);
+    *out = o.req;
+    free(o.job);
+    if (err) em_push_request_free_fields(out);
     return err;
 }
 
@@ -320,7 +363,7 @@ static em_status write_local(output *o, const em_metrics *m, const cJSON *result
         char *dir = em_xstrdup(path);
         err = em_textfile_mkdirs(dirname(dir));
         free(dir);
-        if (!err) err = em_textfile_write(path, text, strlen(text));
+        if (!err) err = em_atomic_write(path, text, strlen(text), 0644);
         free(text);
         if (!art->results_path) art->results_path = em_xstrdup(path);
     } else if (o->type == HISTORY) {
@@ -334,7 +377,7 @@ static em_status write_local(output *o, const em_metrics *m, const cJSON *result
             em_html_input in = {results, m->window_nll, m->window_count, chart ? &history : NULL,
                                 o->chart_metric};
             char *page = em_html_report(&in);
-            err = em_textfile_write(path, page, strlen(page));
+            err = em_atomic_write(path, page, strlen(page), 0644);
             free(page);
         }
         em_history_free(&history);
@@ -348,7 +391,7 @@ static em_status write_local(output *o, const em_metrics *m, const cJSON *result
 static em_status report_run(em_stage *self, const em_run_context *ctx) {
     report_state *st = self->state;
     em_report_artifact *art = em_xcalloc(1, sizeof *art);
-    self->output = (em_artifact){EM_ARTIFACT_REPORT, art, em_report_artifact_free};
+    self->output = (em_artifact){.data = art, .free = em_report_artifact_free};
     if (ctx->rank != 0) return NULL;
     const em_artifact *in = em_stage_input_artifact(self, "metrics", 0);
     const em_metrics *m = in ? in->data : NULL;
@@ -400,7 +443,7 @@ static em_status report_run(em_stage *self, const em_run_context *ctx) {
 }
 
 static const em_input_spec report_inputs[] = {
-    {.option = "metrics", .accepts = EM_ARTIFACT_METRICS},
+    {.option = "metrics", .accepts = {"metrics"}},
     {0},
 };
 
@@ -408,9 +451,10 @@ const em_stage_kind em_stage_kind_report = {
     .name = "report",
     .summary = "write metrics as a table, results.json, history, HTML; push to a Pushgateway or "
                "webhook",
-    .produces = EM_ARTIFACT_REPORT,
+    .produces = "report",
     .inputs = report_inputs,
     .collective = false,
+    .writes_results = true,
     .init = report_init,
     .run = report_run,
     .destroy = report_destroy,

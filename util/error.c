@@ -56,7 +56,7 @@ char *em_xasprintf(const char *fmt, ...) {
 }
 
 em_status em_error_newv(int exit_code, const char *fmt, va_list ap) {
-    em_error *e = em_xmalloc(sizeof *e);
+    em_error *e = em_xcalloc(1, sizeof *e);
     e->exit_code = exit_code;
     e->message = vformat(fmt, ap);
     return e;
@@ -81,16 +81,29 @@ const char *em_mark_format(em_mark mark, char *buf, int size) {
     return buf;
 }
 
-em_status em_error_at(int exit_code, em_mark mark, const char *fmt, ...) {
+/* Puts "text: " before the message of err (takes text). */
+static em_status prepend(em_status err, char *text) {
+    char *joined = em_xasprintf("%s: %s", text, err->message);
+    free(text);
+    free(err->message);
+    err->message = joined;
+    return err;
+}
+
+/* Puts "file:line:col: " before the message of err and sets its mark. */
+static em_status locate(em_status err, em_mark mark) {
     char where[1024];
     em_mark_format(mark, where, sizeof where);
+    err->mark = mark;
+    return prepend(err, em_xstrdup(where));
+}
+
+em_status em_error_at(int exit_code, em_mark mark, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    char *msg = vformat(fmt, ap);
+    em_status e = em_error_newv(exit_code, fmt, ap);
     va_end(ap);
-    em_status e = em_error_new(exit_code, "%s: %s", where, msg);
-    free(msg);
-    return e;
+    return locate(e, mark);
 }
 
 em_status em_error_prefix(em_status err, const char *fmt, ...) {
@@ -99,11 +112,16 @@ em_status em_error_prefix(em_status err, const char *fmt, ...) {
     va_start(ap, fmt);
     char *prefix = vformat(fmt, ap);
     va_end(ap);
-    char *joined = em_xasprintf("%s: %s", prefix, err->message);
-    free(prefix);
-    free(err->message);
-    err->message = joined;
-    return err;
+    return prepend(err, prefix);
+}
+
+em_status em_error_prefix_at(em_status err, em_mark mark, const char *fmt, ...) {
+    if (!err) return err;
+    va_list ap;
+    va_start(ap, fmt);
+    char *prefix = vformat(fmt, ap);
+    va_end(ap);
+    return locate(prepend(err, prefix), mark);
 }
 
 void em_error_free(em_status err) {

@@ -18,14 +18,6 @@ enum {
     EM_EXIT_DISTRIBUTED = 5, /* another rank failed, died or did not answer in time */
 };
 
-typedef struct em_error {
-    int exit_code;
-    char *message;
-} em_error;
-
-/* NULL is success. */
-typedef em_error *em_status;
-
 /* A place in a source file; line and col count from 1 (0 means unknown). */
 typedef struct em_mark {
     const char *file; /* interned: lives as long as the process (see em_intern) */
@@ -33,15 +25,28 @@ typedef struct em_mark {
     int col;
 } em_mark;
 
+typedef struct em_error {
+    int exit_code;
+    char *message; /* the whole text shown, the place included */
+    em_mark mark;  /* the place in an input file the error is about; file NULL when none */
+} em_error;
+
+/* NULL is success. */
+typedef em_error *em_status;
+
 /* A new error with a printf-style message. */
 em_status em_error_new(int exit_code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 em_status em_error_newv(int exit_code, const char *fmt, va_list ap);
-/* A new error whose message starts with "file:line:col: ". */
+/* A new error at a place: its mark is set and its message starts with "file:line:col: ". */
 em_status em_error_at(int exit_code, em_mark mark, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Puts "prefix: " before the message of err (returns err, for `return em_error_prefix(...)`). */
 em_status em_error_prefix(em_status err, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+/* Puts "file:line:col: prefix: " before the message of err and sets its mark: an error found in
+ * a file (a baseline, a URL) that a recipe option at `mark` names. */
+em_status em_error_prefix_at(em_status err, em_mark mark, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 void em_error_free(em_status err);
 
 /* Formats a mark as "file:line:col" (or less when parts are unknown) into buf. */

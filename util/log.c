@@ -7,7 +7,10 @@
 #include <string.h>
 #include <time.h>
 
+#include "util/redact.h"
+
 static em_log_level current_level = EM_LOG_INFO;
+static em_log_source level_source = EM_LOG_FROM_DEFAULT;
 static int log_rank = 0;
 static int log_world = 1;
 static int all_ranks_summary = 0;
@@ -28,7 +31,7 @@ void em_log_init(int rank, int world_size) {
     const char *env = getenv("EVALMESH_LOG");
     if (env && *env) {
         int level = em_log_level_parse(env);
-        if (level >= 0) current_level = (em_log_level)level;
+        if (level >= 0) em_log_choose_level((em_log_level)level, EM_LOG_FROM_ENV);
     }
     const char *all = getenv("EVALMESH_LOG_ALL_RANKS");
     all_ranks_summary = all && *all && strcmp(all, "0") != 0;
@@ -39,8 +42,14 @@ void em_log_set_rank(int rank, int world_size) {
     log_world = world_size;
 }
 
-void em_log_set_level(em_log_level level) {
+void em_log_choose_level(em_log_level level, em_log_source source) {
+    if (source < level_source) return;
     current_level = level;
+    level_source = source;
+}
+
+void em_log_set_level(em_log_level level) {
+    em_log_choose_level(level, EM_LOG_FROM_COMMAND_LINE);
 }
 
 em_log_level em_log_get_level(void) {
@@ -66,6 +75,11 @@ void em_log(em_log_level level, const char *fmt, ...) {
     va_end(ap);
     size_t n = strlen(text);
     while (n > 0 && text[n - 1] == '\n') text[--n] = 0;
+    if (strstr(text, "://")) { /* no URL secret reaches a terminal or a log file */
+        char *clean = em_redact_urls(text);
+        snprintf(text, sizeof text, "%s", clean);
+        free(clean);
+    }
 
     char prefix[64] = "";
     if (log_world > 1) snprintf(prefix, sizeof prefix, "[r%d] ", log_rank);
@@ -80,8 +94,9 @@ void em_log(em_log_level level, const char *fmt, ...) {
         gmtime_r(&ts.tv_sec, &tm);
         char when[32];
         strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
-        fprintf(log_file, "%s.%03ldZ %s %s%s%s\n", when, ts.tv_nsec / 1000000, level_names[level],
-                prefix, tag, text);
+        /* the level's name stands where stderr has the tag ("error: ", "warning: ") */
+        fprintf(log_file, "%s.%03ldZ %s %s%s\n", when, ts.tv_nsec / 1000000, level_names[level],
+                prefix, text);
         fflush(log_file);
     }
     pthread_mutex_unlock(&log_lock);

@@ -1,15 +1,17 @@
-/* SHA-256 (FIPS 180-4), for checksums of model headers, data files and results. */
+/* SHA-256, for checksums of model headers, data files and results: OpenSSL's libcrypto (EVP)
+ * behind a small API, so callers need no OpenSSL headers. */
 #ifndef EVALMESH_SHA256_H
 #define EVALMESH_SHA256_H
 
 #include <stddef.h>
 #include <stdint.h>
 
+struct evp_md_ctx_st; /* OpenSSL's EVP_MD_CTX */
+
+/* A digest being computed: em_sha256_init, any number of em_sha256_update, then
+ * em_sha256_final, which also releases it. */
 typedef struct em_sha256 {
-    uint32_t state[8];
-    uint64_t total; /* bytes hashed so far */
-    uint8_t block[64];
-    size_t fill; /* bytes waiting in block */
+    struct evp_md_ctx_st *ctx;
 } em_sha256;
 
 void em_sha256_init(em_sha256 *s);

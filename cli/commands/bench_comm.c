@@ -15,8 +15,11 @@
 #include "runner/comm/bootstrap.h"
 #include "runner/comm/mesh_groups.h"
 #include "cli/command.h"
+#include "cli/json_out.h"
+#include "cli/options.h"
 #include "runner/diag/bench_args.h"
 #include "runner/diag/bench_buffers.h"
+#include "util/clock.h"
 #include "util/log.h"
 
 typedef enum bench_op { OP_ALLREDUCE, OP_ALLGATHER, OP_BROADCAST, OP_COUNT } bench_op;
@@ -118,9 +121,9 @@ static em_status bench_one(const bench_target *t, const bench_options *o, bench_
     for (int i = 0; i < o->warmup && !err; i++) err = run_op(t, op, send, recv, count);
     if (!err) err = em_barrier(comm);
     if (err) return err;
-    double start = em_seconds_now();
+    double start = em_clock_seconds();
     for (int i = 0; i < o->iters && !err; i++) err = run_op(t, op, send, recv, count);
-    double mine = (em_seconds_now() - start) / o->iters;
+    double mine = (em_clock_seconds() - start) / o->iters;
     if (err) return err;
     double slowest = 0;
     long long total_wrong = 0;
@@ -152,37 +155,34 @@ static int parse_options(int argc, char **argv, bench_options *o) {
                          .warmup = 5,
                          .timeout_s = 60,
                          .backend = "mpi"};
+    static const struct option options[] = {
+        {"iters", required_argument, NULL, 'i'},   {"warmup", required_argument, NULL, 'w'},
+        {"backend", required_argument, NULL, 'B'}, {"op", required_argument, NULL, 'o'},
+        {"timeout", required_argument, NULL, 't'}, {"json", no_argument, NULL, 'j'},
+        {"hierarchical", no_argument, NULL, 'H'},  {0},
+    };
     bool any_op = false;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        bool takes_value = strcmp(a, "-b") == 0 || strcmp(a, "-e") == 0 || strcmp(a, "-f") == 0 ||
-                           strcmp(a, "--iters") == 0 || strcmp(a, "--warmup") == 0 ||
-                           strcmp(a, "--backend") == 0 || strcmp(a, "--op") == 0 ||
-                           strcmp(a, "--timeout") == 0;
-        if (takes_value && !v) return usage_error("%s needs a value", a);
-        if (strcmp(a, "-b") == 0 || strcmp(a, "-e") == 0) {
-            size_t *dst = a[1] == 'b' ? &o->min_bytes : &o->max_bytes;
-            if (!em_parse_bytes(v, dst))
+    int c;
+    while ((c = em_cli_option("bench-comm", argc, argv, "b:e:f:", options)) != -1) {
+        const char *v = optarg;
+        if (c == 'b' || c == 'e') {
+            if (!em_parse_bytes(v, c == 'b' ? &o->min_bytes : &o->max_bytes))
                 return usage_error("'%s' is not a size like 8, 64K or 256M", v);
-        } else if (strcmp(a, "-f") == 0) {
+        } else if (c == 'f') {
             o->factor = atoi(v);
             if (o->factor < 2) return usage_error("-f must be an integer >= 2, got '%s'", v);
-        } else if (strcmp(a, "--iters") == 0 || strcmp(a, "--warmup") == 0) {
+        } else if (c == 'i' || c == 'w') {
             int n = atoi(v);
-            if (n < (a[2] == 'i' ? 1 : 0)) return usage_error("'%s' is not a valid count", v);
-            if (a[2] == 'i')
-                o->iters = n;
-            else
-                o->warmup = n;
-        } else if (strcmp(a, "--timeout") == 0) {
+            if (n < (c == 'i' ? 1 : 0)) return usage_error("'%s' is not a valid count", v);
+            *(c == 'i' ? &o->iters : &o->warmup) = n;
+        } else if (c == 't') {
             o->timeout_s = atof(v);
             if (o->timeout_s <= 0) return usage_error("--timeout must be positive, got '%s'", v);
-        } else if (strcmp(a, "--backend") == 0) {
+        } else if (c == 'B') {
             if (strcmp(v, "mpi") != 0 && strcmp(v, "nccl") != 0)
                 return usage_error("unknown backend '%s' (mpi or nccl)", v);
             o->backend = v;
-        } else if (strcmp(a, "--op") == 0) {
+        } else if (c == 'o') {
             bool known = false;
             for (int k = 0; k < OP_COUNT; k++)
                 if (strcmp(v, op_names[k]) == 0 || strcmp(v, "all") == 0) {
@@ -192,17 +192,15 @@ static int parse_options(int argc, char **argv, bench_options *o) {
             if (!known)
                 return usage_error("unknown --op '%s' (allreduce, allgather, broadcast, all)", v);
             any_op = true;
-        } else if (strcmp(a, "--json") == 0) {
+        } else if (c == 'j') {
             o->json = true;
-            continue;
-        } else if (strcmp(a, "--hierarchical") == 0) {
+        } else if (c == 'H') {
             o->hierarchical = true;
-            continue;
         } else {
-            return usage_error("unknown argument '%s'", a);
+            return EM_EXIT_BAD_INPUT;
         }
-        i++;
     }
+    if (optind < argc) return usage_error("unexpected argument '%s'", argv[optind]);
     if (o->hierarchical && any_op && (o->ops[OP_ALLGATHER] || o->ops[OP_BROADCAST]))
         return usage_error("--hierarchical measures all-reduce only%s", "");
     if (!any_op)
@@ -215,15 +213,26 @@ static int parse_options(int argc, char **argv, bench_options *o) {
 static void print_rows(const bench_options *o, const bench_row *rows, int count, int ranks,
                        int nodes, double avg_busbw) {
     if (o->json) {
-        printf("{\"backend\": \"%s\", \"hierarchical\": %s, \"ranks\": %d, \"nodes\": %d, "
-               "\"iters\": %d, \"warmup\": %d, \"results\": [",
-               o->backend, o->hierarchical ? "true" : "false", ranks, nodes, o->iters, o->warmup);
-        for (int i = 0; i < count; i++)
-            printf("%s\n  {\"op\": \"%s\", \"bytes\": %zu, \"time_us\": %.3f, \"algbw_gbs\": %.6f, "
-                   "\"busbw_gbs\": %.6f, \"wrong\": %lld}",
-                   i ? "," : "", op_names[rows[i].op], rows[i].bytes, rows[i].seconds * 1e6,
-                   rows[i].algbw, rows[i].busbw, rows[i].wrong);
-        printf("\n], \"avg_busbw_gbs\": %.6f}\n", avg_busbw);
+        cJSON *doc = cJSON_CreateObject();
+        cJSON_AddStringToObject(doc, "backend", o->backend);
+        cJSON_AddBoolToObject(doc, "hierarchical", o->hierarchical);
+        cJSON_AddNumberToObject(doc, "ranks", ranks);
+        cJSON_AddNumberToObject(doc, "nodes", nodes);
+        cJSON_AddNumberToObject(doc, "iters", o->iters);
+        cJSON_AddNumberToObject(doc, "warmup", o->warmup);
+        cJSON *results = cJSON_AddArrayToObject(doc, "results");
+        for (int i = 0; i < count; i++) {
+            cJSON *row = cJSON_CreateObject();
+            cJSON_AddStringToObject(row, "op", op_names[rows[i].op]);
+            cJSON_AddNumberToObject(row, "bytes", (double)rows[i].bytes);
+            cJSON_AddNumberToObject(row, "time_us", rows[i].seconds * 1e6);
+            cJSON_AddNumberToObject(row, "algbw_gbs", rows[i].algbw);
+            cJSON_AddNumberToObject(row, "busbw_gbs", rows[i].busbw);
+            cJSON_AddNumberToObject(row, "wrong", (double)rows[i].wrong);
+            cJSON_AddItemToArray(results, row);
+        }
+        cJSON_AddNumberToObject(doc, "avg_busbw_gbs", avg_busbw);
+        em_print_json(doc);
         return;
     }
     printf("# evalmesh bench-comm: backend %s%s, %d ranks on %d nodes, float32, %d iters after %d "

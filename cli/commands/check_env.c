@@ -7,6 +7,8 @@
 #include <string.h>
 
 #include "cli/command.h"
+#include "cli/json_out.h"
+#include "cli/options.h"
 #include "runner/comm/bootstrap.h"
 #include "runner/diag/env_probe.h"
 #include "util/log.h"
@@ -61,17 +63,24 @@ static int report_distributed(const em_env_report *report, bool json) {
             if (all[r].failures) failing++;
         }
         if (json) {
-            printf("{\"ranks\": %d, \"nodes\": %d, \"differing\": %d, \"failing\": %d, "
-                   "\"rank0\": ",
-                   boot.size, boot.node_count, differing, failing);
-            em_env_print_json(report, stdout);
-            printf(", \"per_rank\": [");
-            for (int r = 0; r < boot.size; r++)
-                printf("%s{\"rank\": %d, \"node\": %d, \"host\": \"%s\", \"failures\": %d, "
-                       "\"same_as_rank0\": %s}",
-                       r ? ", " : "", all[r].rank, all[r].node_id, all[r].hostname, all[r].failures,
-                       all[r].fingerprint == all[0].fingerprint ? "true" : "false");
-            printf("]}\n");
+            cJSON *doc = cJSON_CreateObject();
+            cJSON_AddNumberToObject(doc, "ranks", boot.size);
+            cJSON_AddNumberToObject(doc, "nodes", boot.node_count);
+            cJSON_AddNumberToObject(doc, "differing", differing);
+            cJSON_AddNumberToObject(doc, "failing", failing);
+            cJSON_AddItemToObject(doc, "rank0", em_env_report_json(report));
+            cJSON *per_rank = cJSON_AddArrayToObject(doc, "per_rank");
+            for (int r = 0; r < boot.size; r++) {
+                cJSON *item = cJSON_CreateObject();
+                cJSON_AddNumberToObject(item, "rank", all[r].rank);
+                cJSON_AddNumberToObject(item, "node", all[r].node_id);
+                cJSON_AddStringToObject(item, "host", all[r].hostname);
+                cJSON_AddNumberToObject(item, "failures", all[r].failures);
+                cJSON_AddBoolToObject(item, "same_as_rank0",
+                                      all[r].fingerprint == all[0].fingerprint);
+                cJSON_AddItemToArray(per_rank, item);
+            }
+            em_print_json(doc);
         } else {
             printf("rank 0 (%s):\n", all[0].hostname);
             em_env_print_text(report, stdout);
@@ -115,18 +124,22 @@ static int report_distributed(const em_env_report *report, bool json) {
 }
 
 static int check_env_main(int argc, char **argv) {
+    static const struct option options[] = {
+        {"json", no_argument, NULL, 'j'},
+        {"distributed", no_argument, NULL, 'd'},
+        {0},
+    };
     bool json = false, distributed = false;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--json") == 0)
+    int c;
+    while ((c = em_cli_option("check-env", argc, argv, "", options)) != -1) {
+        if (c == 'j')
             json = true;
-        else if (strcmp(argv[i], "--distributed") == 0)
+        else if (c == 'd')
             distributed = true;
-        else {
-            fprintf(stderr, "check-env: unknown argument '%s' (see evalmesh check-env --help)\n",
-                    argv[i]);
+        else
             return EM_EXIT_BAD_INPUT;
-        }
     }
+    if (optind < argc) return em_cli_unexpected("check-env", argv[optind]);
     em_env_facts facts;
     em_env_collect(&facts);
     em_env_requirements req = em_env_default_requirements();
@@ -139,7 +152,7 @@ static int check_env_main(int argc, char **argv) {
     }
     if (distributed) return report_distributed(&report, json);
     if (json)
-        em_env_print_json(&report, stdout);
+        em_print_json(em_env_report_json(&report));
     else
         em_env_print_text(&report, stdout);
     return report.failures ? EM_EXIT_RUNTIME : EM_EXIT_OK;
@@ -149,7 +162,7 @@ const em_command em_command_check_env = {
     .name = "check-env",
     .summary = "check this machine (or every rank) for what an evaluation needs",
     .usage = "usage: evalmesh check-env [--distributed] [--json]\n\n"
-             "Checks OS and kernel (>= 4.15), CPU and cores, memory, OpenBLAS and OpenMP threads,\n"
+             "Checks OS and kernel (>= 4.15), CPU and cores, memory, OpenMP (+ OpenBLAS) threads,\n"
              "CUDA driver/runtime and GPUs, NCCL (>= 2.14 when present), PMIx and whether a PMIx\n"
              "server is reachable, the MPI library and network interfaces. Each line says pass,\n"
              "warn, FAIL or info and why.\n\n"

@@ -6,15 +6,23 @@
  * order comes from the run's recipe.resolved.yaml. */
 #include <cjson/cJSON.h>
 #include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cli/command.h"
+#include "cli/json_out.h"
+#include "cli/options.h"
 #include "runner/pipeline.h"
 #include "util/error.h"
+#include "util/log.h"
+#include "util/regular_file.h"
 
 typedef struct rank_entry {
     bool present;
@@ -24,22 +32,23 @@ typedef struct rank_entry {
     double heartbeat;
     int world_size;
     int stage_order; /* position of the stage among all ranks' stages, by first heartbeat */
+    long pid;        /* the rank's process, 0 when the file does not say */
+    char host[256];  /* the node it runs on */
 } rank_entry;
 
+/* A rank whose state file says it runs on this host under a pid that no longer exists has died
+ * (it could not write "failed"). Ranks on other hosts cannot be checked from here. */
+static bool dead_here(const rank_entry *e) {
+    char host[256];
+    if (e->pid <= 0 || !e->host[0] || gethostname(host, sizeof host) != 0) return false;
+    host[sizeof host - 1] = 0;
+    return strcmp(host, e->host) == 0 && kill((pid_t)e->pid, 0) != 0 && errno == ESRCH;
+}
+
 static char *read_file(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    if (n < 0 || n > 1 << 20) {
-        fclose(f);
-        return NULL;
-    }
-    char *text = em_xmalloc((size_t)n + 1);
-    size_t got = fread(text, 1, (size_t)n, f);
-    text[got] = 0;
-    fclose(f);
+    char *text = NULL;
+    em_status err = em_read_regular_file(path, 1 << 20, "a rank state file", &text, NULL);
+    em_error_free(err);
     return text;
 }
 
@@ -69,6 +78,10 @@ static bool parse_entry(const char *path, rank_entry *e, int *rank) {
             e->heartbeat = v->valuedouble;
         if ((v = cJSON_GetObjectItem(doc, "world_size")) && cJSON_IsNumber(v))
             e->world_size = v->valueint;
+        if ((v = cJSON_GetObjectItem(doc, "pid")) && cJSON_IsNumber(v))
+            e->pid = (long)v->valuedouble;
+        if ((v = cJSON_GetObjectItem(doc, "host")) && cJSON_IsString(v))
+            snprintf(e->host, sizeof e->host, "%s", v->valuestring);
     }
     cJSON_Delete(doc);
     return ok;
@@ -102,28 +115,29 @@ static int load_stage_order(const char *run_dir, char stages[][128], int max) {
 }
 
 static int check_state_main(int argc, char **argv) {
-    const char *run_dir = NULL;
+    static const struct option options[] = {
+        {"json", no_argument, NULL, 'j'},
+        {"silent-after", required_argument, NULL, 's'},
+        {0},
+    };
     double silent_after = 60.0;
     bool json = false;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--json") == 0)
+    int c;
+    while ((c = em_cli_option("check-state", argc, argv, "", options)) != -1) {
+        if (c == 'j')
             json = true;
-        else if (strcmp(argv[i], "--silent-after") == 0 && i + 1 < argc)
-            silent_after = atof(argv[++i]);
-        else if (argv[i][0] == '-') {
-            fprintf(stderr, "check-state: unknown option '%s'\n", argv[i]);
+        else if (c == 's')
+            silent_after = atof(optarg);
+        else
             return EM_EXIT_BAD_INPUT;
-        } else if (!run_dir)
-            run_dir = argv[i];
-        else {
-            fprintf(stderr, "check-state: one run directory expected, got '%s' too\n", argv[i]);
-            return EM_EXIT_BAD_INPUT;
-        }
     }
-    if (!run_dir) {
-        fprintf(stderr, "check-state: no run directory (usage: evalmesh check-state RUN_DIR)\n");
+    if (optind >= argc) {
+        em_log_error("evalmesh check-state: no run directory (usage: evalmesh check-state "
+                     "RUN_DIR)");
         return EM_EXIT_BAD_INPUT;
     }
+    if (optind + 1 < argc) return em_cli_unexpected("check-state", argv[optind + 1]);
+    const char *run_dir = argv[optind];
     char state_dir[4096];
     snprintf(state_dir, sizeof state_dir, "%s/state", run_dir);
     DIR *dir = opendir(state_dir);
@@ -182,12 +196,16 @@ static int check_state_main(int argc, char **argv) {
     struct timespec now_ts;
     clock_gettime(CLOCK_REALTIME, &now_ts);
     double now = (double)now_ts.tv_sec + (double)now_ts.tv_nsec * 1e-9;
-    int silent = 0, behind = 0, failed = 0;
-    if (json)
-        printf("{\"run_dir\": \"%s\", \"ranks\": [", run_dir);
-    else
+    int silent = 0, behind = 0, failed = 0, dead = 0;
+    cJSON *doc = NULL, *rank_list = NULL;
+    if (json) {
+        doc = cJSON_CreateObject();
+        cJSON_AddStringToObject(doc, "run_dir", run_dir);
+        rank_list = cJSON_AddArrayToObject(doc, "ranks");
+    } else {
         printf("%-6s %-20s %-8s %-16s %-10s %s\n", "rank", "stage", "status", "progress",
                "heartbeat", "note");
+    }
     for (int r = 0; r < world; r++) {
         rank_entry *e = &ranks[r];
         char note[160] = "";
@@ -199,6 +217,10 @@ static int check_state_main(int argc, char **argv) {
         } else if (strcmp(e->status, "failed") == 0) {
             snprintf(note, sizeof note, "FAILED in this stage");
             failed++;
+        } else if (running && dead_here(e)) {
+            snprintf(note, sizeof note, "DEAD: process %ld no longer exists on %s", e->pid,
+                     e->host);
+            dead++;
         } else if (running && age > silent_after) {
             snprintf(note, sizeof note, "SILENT for %.0f s", age);
             silent++;
@@ -212,26 +234,39 @@ static int check_state_main(int argc, char **argv) {
         }
         char progress[32] = "-";
         if (e->total > 0) snprintf(progress, sizeof progress, "%lld/%lld", e->done, e->total);
-        if (json)
-            printf("%s{\"rank\": %d, \"present\": %s, \"stage\": \"%s\", \"status\": \"%s\", "
-                   "\"done\": "
-                   "%lld, \"total\": %lld, \"tokens\": %lld, \"heartbeat_age_s\": %.1f, \"note\": "
-                   "\"%s\"}",
-                   r ? ", " : "", r, e->present ? "true" : "false", e->stage, e->status, e->done,
-                   e->total, e->tokens, age, note);
-        else {
+        if (json) {
+            cJSON *item = cJSON_CreateObject();
+            cJSON_AddNumberToObject(item, "rank", r);
+            cJSON_AddBoolToObject(item, "present", e->present);
+            cJSON_AddStringToObject(item, "stage", e->stage);
+            cJSON_AddStringToObject(item, "status", e->status);
+            cJSON_AddNumberToObject(item, "done", (double)e->done);
+            cJSON_AddNumberToObject(item, "total", (double)e->total);
+            cJSON_AddNumberToObject(item, "tokens", (double)e->tokens);
+            cJSON_AddNumberToObject(item, "heartbeat_age_s", round(age * 10) / 10);
+            cJSON_AddStringToObject(item, "note", note);
+            cJSON_AddItemToArray(rank_list, item);
+        } else {
             char age_text[32] = "-";
             if (e->present) snprintf(age_text, sizeof age_text, "%.0f s ago", age);
             printf("%-6d %-20s %-8s %-16s %-10s %s\n", r, e->present ? e->stage : "-",
                    e->present ? e->status : "-", progress, age_text, note);
         }
     }
-    if (json)
-        printf("], \"silent\": %d, \"behind\": %d, \"failed\": %d}\n", silent, behind, failed);
-    else
+    if (json) {
+        cJSON_AddNumberToObject(doc, "silent", silent);
+        cJSON_AddNumberToObject(doc, "behind", behind);
+        cJSON_AddNumberToObject(doc, "failed", failed);
+        cJSON_AddNumberToObject(doc, "dead", dead);
+        em_print_json(doc);
+    } else if (dead) {
+        printf("%d ranks: %d silent, %d behind, %d failed, %d dead\n", world, silent, behind,
+               failed, dead);
+    } else {
         printf("%d ranks: %d silent, %d behind, %d failed\n", world, silent, behind, failed);
+    }
     free(ranks);
-    return silent || behind || failed ? EM_EXIT_DISTRIBUTED : EM_EXIT_OK;
+    return silent || behind || failed || dead ? EM_EXIT_DISTRIBUTED : EM_EXIT_OK;
 }
 
 const em_command em_command_check_state = {
@@ -242,8 +277,9 @@ const em_command em_command_check_state = {
              "lists each rank's stage, status, progress and heartbeat age. Ranks that are\n"
              "running but have not written for --silent-after seconds (default 60) are SILENT,\n"
              "ranks in an earlier stage (or with less than half the progress of the fastest rank\n"
-             "in the same stage) are BEHIND.\n\n"
+             "in the same stage) are BEHIND. A running rank whose process no longer exists on\n"
+             "this host (the state file records pid and host) is DEAD at once.\n\n"
              "Exit status: 0 all ranks fine, 2 no such run directory, 5 some rank silent,\n"
-             "behind or failed.\n",
+             "behind, failed or dead.\n",
     .main = check_state_main,
 };

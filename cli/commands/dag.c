@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli/command.h"
+#include "cli/options.h"
 #include "runner/pipeline.h"
 #include "util/log.h"
 
@@ -54,11 +55,9 @@ static char *describe_reads(const em_dag *dag, size_t i) {
 static void print_text(const em_pipeline *p) {
     const em_dag *dag = p->dag;
     int name_w = 5, kind_w = 4, type_w = 8;
-    char type[64];
     for (size_t i = 0; i < dag->count; i++) {
         int n = (int)strlen(dag->stages[i].name), k = (int)strlen(dag->stages[i].kind->name);
-        int t =
-            (int)strlen(em_artifact_type_name(dag->stages[i].kind->produces, type, sizeof type));
+        int t = (int)strlen(dag->stages[i].kind->produces);
         if (n > name_w) name_w = n;
         if (k > kind_w) kind_w = k;
         if (t > type_w) type_w = t;
@@ -72,7 +71,7 @@ static void print_text(const em_pipeline *p) {
         const em_stage *s = &dag->stages[i];
         char *reads = describe_reads(dag, i);
         printf("  %3zu  %-*s  %-*s  %-*s  %s\n", k + 1, name_w, s->name, kind_w, s->kind->name,
-               type_w, em_artifact_type_name(s->kind->produces, type, sizeof type), reads);
+               type_w, s->kind->produces, reads);
         free(reads);
     }
     int any = 0;
@@ -87,14 +86,12 @@ static void print_text(const em_pipeline *p) {
 
 static void print_dot(const em_pipeline *p) {
     const em_dag *dag = p->dag;
-    char type[64];
     printf("digraph \"%s\" {\n  rankdir=LR;\n  node [shape=box, fontname=\"monospace\"];\n",
            p->name);
     for (size_t k = 0; k < dag->count; k++) {
         const em_stage *s = &dag->stages[dag->order[k]];
         printf("  \"%s\" [label=\"%s\\n%s -> %s\"%s];\n", s->name, s->name, s->kind->name,
-               em_artifact_type_name(s->kind->produces, type, sizeof type),
-               s->kind->collective ? ", style=bold" : "");
+               s->kind->produces, s->kind->collective ? ", style=bold" : "");
     }
     for (size_t k = 0; k < dag->count; k++) {
         size_t i = dag->order[k];
@@ -111,31 +108,25 @@ static void print_dot(const em_pipeline *p) {
 }
 
 static int dag_main(int argc, char **argv) {
-    const char *recipe = NULL;
-    const char **overrides = em_xcalloc((size_t)argc, sizeof *overrides);
-    size_t override_count = 0;
-    int dot = 0;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--dot") == 0) {
-            dot = 1;
-        } else if (argv[i][0] == '-') {
-            em_log_error("evalmesh dag: unknown option '%s' (see evalmesh dag --help)", argv[i]);
-            free(overrides);
-            return EM_EXIT_BAD_INPUT;
-        } else if (!recipe) {
-            recipe = argv[i];
-        } else {
-            overrides[override_count++] = argv[i];
-        }
+    static const struct option options[] = {
+        {"dot", no_argument, NULL, 'd'},
+        {0},
+    };
+    int dot = 0, c;
+    while ((c = em_cli_option("dag", argc, argv, "", options)) != -1) {
+        if (c != 'd') return EM_EXIT_BAD_INPUT;
+        dot = 1;
     }
-    if (!recipe) {
+    if (optind >= argc) {
         em_log_error("evalmesh dag: missing RECIPE (see evalmesh dag --help)");
-        free(overrides);
         return EM_EXIT_BAD_INPUT;
     }
+    const char *recipe = argv[optind];
+    /* the operands after RECIPE are overrides */
+    const char *const *overrides = (const char *const *)argv + optind + 1;
+    size_t override_count = (size_t)(argc - optind - 1);
     em_pipeline *p;
     em_status err = em_pipeline_load(recipe, overrides, override_count, &p);
-    free(overrides);
     if (err) {
         int code = err->exit_code;
         em_log_error("%s", err->message);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cli/command.h"
+#include "cli/options.h"
 #include "util/error.h"
 #include "stages/report/history.h"
 #include "stages/report/results.h"
@@ -76,21 +77,22 @@ static void print_series(const em_history *h, const char *key) {
 }
 
 static int history_main(int argc, char **argv) {
-    const char *file = NULL, *metric = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--metric") == 0 && i + 1 < argc) {
-            metric = argv[++i];
-        } else if (argv[i][0] == '-' || file) {
-            fprintf(stderr, "usage: evalmesh history FILE [--metric KEY] (see --help)\n");
-            return EM_EXIT_BAD_INPUT;
-        } else {
-            file = argv[i];
-        }
+    static const struct option options[] = {
+        {"metric", required_argument, NULL, 'm'},
+        {0},
+    };
+    const char *metric = NULL;
+    int c;
+    while ((c = em_cli_option("history", argc, argv, "", options)) != -1) {
+        if (c != 'm') return EM_EXIT_BAD_INPUT;
+        metric = optarg;
     }
-    if (!file) {
+    if (optind >= argc) {
         fprintf(stderr, "usage: evalmesh history FILE [--metric KEY] (see --help)\n");
         return EM_EXIT_BAD_INPUT;
     }
+    if (optind + 1 < argc) return em_cli_unexpected("history", argv[optind + 1]);
+    const char *file = argv[optind];
     em_history h;
     em_status err = em_history_load(file, false, &h);
     if (err) {

@@ -1,12 +1,13 @@
 /* `evalmesh inspect MODEL [--json]`: what a model file holds, as evalmesh reads it: format,
  * architecture, every hyperparameter (after defaults), the tokenizer, the tensor table, the file
  * size and the SHA-256 of the header (to pin a model in a recipe's `header_sha256:`). */
-#include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/command.h"
+#include "cli/json_out.h"
+#include "cli/options.h"
 #include "util/log.h"
 #include "stages/model/loaded_model.h"
 #include "stages/tokenizer/tokenizer.h"
@@ -138,30 +139,26 @@ static void print_json(const em_model *m) {
         cJSON_AddNumberToObject(e, "bytes", (double)t->nbytes);
         cJSON_AddItemToArray(tensors, e);
     }
-    char *text = cJSON_Print(root);
-    printf("%s\n", text);
-    free(text);
-    cJSON_Delete(root);
+    em_print_json(root);
 }
 
 static int inspect_main(int argc, char **argv) {
-    const char *path = NULL;
+    static const struct option options[] = {
+        {"json", no_argument, NULL, 'j'},
+        {0},
+    };
     bool json = false;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--json") == 0) {
-            json = true;
-        } else if (argv[i][0] == '-' || path) {
-            em_log_error("evalmesh inspect: unexpected argument '%s' (see evalmesh inspect --help)",
-                         argv[i]);
-            return EM_EXIT_BAD_INPUT;
-        } else {
-            path = argv[i];
-        }
+    int c;
+    while ((c = em_cli_option("inspect", argc, argv, "", options)) != -1) {
+        if (c != 'j') return EM_EXIT_BAD_INPUT;
+        json = true;
     }
-    if (!path) {
+    if (optind >= argc) {
         em_log_error("evalmesh inspect: missing MODEL (see evalmesh inspect --help)");
         return EM_EXIT_BAD_INPUT;
     }
+    if (optind + 1 < argc) return em_cli_unexpected("inspect", argv[optind + 1]);
+    const char *path = argv[optind];
     em_model *m;
     em_status err = em_model_load(path, &m);
     if (err) {

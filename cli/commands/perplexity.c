@@ -1,15 +1,17 @@
 /* `evalmesh perplexity -m MODEL -f TEXT ...`: the llama-perplexity command line for evalmesh.
- * It builds the equivalent recipe in memory (model -> dataset -> forward -> aggregate -> report)
- * and runs it like `evalmesh run` does, on every rank of an mpirun/srun job;
- * --print-recipe shows that recipe as YAML instead, ready to save and edit. */
+ * The recipe is the template recipes/perplexity.yaml (built into the binary); the command line
+ * fills it in with overrides, one recipe path per option (the tables below), and it runs like
+ * `evalmesh run` does, on every rank of an mpirun/srun job; --print-recipe shows the filled-in
+ * recipe as YAML instead, ready to save and edit. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/command.h"
+#include "cli/options.h"
+#include "runner/recipe/recipe.h"
 #include "runner/session.h"
 #include "util/log.h"
-#include "stages/data/protocol.h"
 
 static const char usage[] =
     "usage: evalmesh perplexity -m MODEL -f TEXT [--protocol chunked|sliding|rolling] [-c N]\n"
@@ -20,16 +22,18 @@ static const char usage[] =
     "TEXT, as a recipe of five stages (model, dataset, forward, aggregate, report) run on this\n"
     "rank or on every rank of an mpirun/srun job. Prints the metrics table and, like\n"
     "llama-perplexity, \"Final estimate: PPL = X +/- Y\"; results.json is in the run directory.\n"
+    "The recipe is recipes/perplexity.yaml with the options below filled in.\n"
     "\n"
     "  -m, --model MODEL   the model file or folder\n"
     "  -f, --file TEXT     the text (one document; with --protocol rolling, paragraphs\n"
     "                      separated by blank lines are the documents)\n"
     "  --protocol P        chunked (default: llama.cpp's), sliding (Hugging Face's guide) or\n"
     "                      rolling (lm-evaluation-harness's loglikelihood_rolling)\n"
-    "  -c, --ctx-size N    tokens per chunk or window (default 512)\n"
-    "  --stride N          sliding: tokens between window starts (default N/2)\n"
+    "  -c, --ctx-size N    tokens per chunk or window (default 512; 0: the model's context\n"
+    "                      length, as llama-perplexity)\n"
+    "  --stride N          sliding only: tokens between window starts (default N/2)\n"
     "  --chunks N          score only the first N chunks or windows (default: all)\n"
-    "  --threads N         forward threads per rank (default: cores / ranks on the node)\n"
+    "  -t, --threads N     forward threads per rank (default: cores / ranks on the node)\n"
     "  --print-recipe      print the recipe as YAML and exit\n"
     "  --run-dir DIR       write into DIR instead of runs/perplexity-<UTC time>\n"
     "  --force             write into a --run-dir that is not empty\n"
@@ -37,173 +41,225 @@ static const char usage[] =
     "\n"
     "Exit statuses: 0 ok, 2 bad arguments or input, 4 a stage failed, 5 another rank failed.\n";
 
-static const em_mark here = {"<evalmesh perplexity>", 0, 0};
+/* What each protocol's options fill in the template: -c sets `ctx`, --stride `stride` (NULL:
+ * the protocol has none, and --stride is refused); `edits` are further overrides (the template's
+ * options this protocol does not read are dropped, so the printed recipe shows only its own). */
+typedef struct ppl_protocol {
+    const char *name;
+    const char *ctx;
+    const char *stride;
+    const char *edits[3];
+} ppl_protocol;
 
-static em_node *scalar(const char *text) {
-    return em_node_new_scalar(text, false, here);
-}
+static const ppl_protocol protocols[] = {
+    {"chunked", "stages.data.n_ctx", NULL, {"~stages.data.max_length", "~stages.data.stride"}},
+    {"sliding", "stages.data.max_length", "stages.data.stride", {"~stages.data.n_ctx"}},
+    {"rolling",
+     "stages.data.max_length",
+     NULL,
+     {"~stages.data.n_ctx", "~stages.data.stride", "stages.data.split=blank_line"}},
+};
 
-static em_node *quoted(const char *text) {
-    return em_node_new_scalar(text, true, here);
-}
+enum { OPT_PROTOCOL = 256, OPT_STRIDE, OPT_CHUNKS, OPT_PRINT, OPT_RUN_DIR, OPT_FORCE, OPT_LEVEL };
 
-static em_node *integer(long long v) {
-    char text[32];
-    snprintf(text, sizeof text, "%lld", v);
-    return scalar(text);
-}
+static const struct option options[] = {
+    {"model", required_argument, NULL, 'm'},
+    {"file", required_argument, NULL, 'f'},
+    {"protocol", required_argument, NULL, OPT_PROTOCOL},
+    {"ctx-size", required_argument, NULL, 'c'},
+    {"stride", required_argument, NULL, OPT_STRIDE},
+    {"chunks", required_argument, NULL, OPT_CHUNKS},
+    {"threads", required_argument, NULL, 't'},
+    {"print-recipe", no_argument, NULL, OPT_PRINT},
+    {"run-dir", required_argument, NULL, OPT_RUN_DIR},
+    {"force", no_argument, NULL, OPT_FORCE},
+    {"log-level", required_argument, NULL, OPT_LEVEL},
+    {NULL, 0, NULL, 0},
+};
 
-static void set(em_node *map, const char *key, em_node *value) {
-    em_node_map_set(map, key, here, value);
-}
+/* The recipe paths of the options that name files or plain numbers. */
+static const struct {
+    int option;
+    const char *path;
+} option_paths[] = {
+    {'m', "stages.model.path"},
+    {'f', "stages.data.path"},
+    {OPT_CHUNKS, "stages.data.max_windows"},
+    {'t', "stages.ppl.threads"},
+};
 
-static em_node *stage(em_node *stages, const char *name, const char *kind) {
-    em_node *s = em_node_new_map(here);
-    set(s, "kind", scalar(kind));
-    set(stages, name, s);
-    return s;
-}
-
-typedef struct ppl_args {
-    const char *model, *text, *protocol;
-    long long ctx, stride, chunks, threads;
-} ppl_args;
-
-/* The recipe: the same tree `evalmesh run` would load from the printed YAML. */
-static em_node *build_recipe(const ppl_args *a) {
-    em_node *root = em_node_new_map(here);
-    set(root, "name", scalar("perplexity"));
-    em_node *stages = em_node_new_map(here);
-    set(root, "stages", stages);
-
-    em_node *model = stage(stages, "model", "model");
-    set(model, "path", quoted(a->model));
-
-    em_node *data = stage(stages, "data", "dataset");
-    set(data, "tokenizer", scalar("model"));
-    set(data, "path", quoted(a->text));
-    set(data, "format", scalar("text"));
-    set(data, "protocol", scalar(a->protocol));
-    if (strcmp(a->protocol, "chunked") == 0) {
-        set(data, "n_ctx", integer(a->ctx));
-    } else {
-        set(data, "max_length", integer(a->ctx));
-    }
-    if (strcmp(a->protocol, "sliding") == 0)
-        set(data, "stride", integer(a->stride > 0 ? a->stride : a->ctx / 2));
-    if (strcmp(a->protocol, "rolling") == 0) set(data, "split", scalar("blank_line"));
-    if (a->chunks > 0) set(data, "max_windows", integer(a->chunks));
-
-    em_node *forward = stage(stages, "ppl", "forward");
-    set(forward, "model", scalar("model"));
-    set(forward, "data", scalar("data"));
-    if (a->threads > 0) set(forward, "threads", integer(a->threads));
-
-    em_node *agg = stage(stages, "metrics", "aggregate");
-    em_node *inputs = em_node_new_seq(here);
-    em_node_seq_append(inputs, scalar("ppl"));
-    set(agg, "inputs", inputs);
-    set(agg, "print_estimate", scalar("true"));
-
-    em_node *report = stage(stages, "report", "report");
-    set(report, "metrics", scalar("metrics"));
-    em_node *outputs = em_node_new_seq(here);
-    em_node_seq_append(outputs, scalar("table"));
-    em_node_seq_append(outputs, scalar("json"));
-    set(report, "outputs", outputs);
-    return root;
-}
-
-/* A positive integer argument, or an error message and -1. */
-static long long positive(const char *flag, const char *text) {
+/* A number argument of option c (>= min), or an error message and -1. */
+static long long number(int c, const char *text, long long min) {
+    const char *name = "?";
+    for (const struct option *o = options; o->name; o++)
+        if (o->val == c) name = o->name;
     char *end;
     long long v = strtoll(text, &end, 10);
-    if (*end || v <= 0) {
-        em_log_error("evalmesh perplexity: %s needs a positive integer, not '%s'", flag, text);
+    if (!*text || *end || v < min) {
+        em_log_error("evalmesh perplexity: --%s needs a %s integer, not '%s'", name,
+                     min > 0 ? "positive" : "non-negative", text);
         return -1;
     }
     return v;
 }
 
-static int perplexity_main(int argc, char **argv) {
-    ppl_args a = {.protocol = "chunked", .ctx = 512};
-    em_session_options opts = {0};
-    bool print_recipe = false;
-    for (int i = 1; i < argc; i++) {
-        const char *f = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        long long *number = NULL;
-        if (strcmp(f, "--print-recipe") == 0) {
-            print_recipe = true;
-            continue;
-        } else if (strcmp(f, "--force") == 0) {
-            opts.force = true;
-            continue;
-        }
-        if (!v) {
-            em_log_error("evalmesh perplexity: %s needs a value (see evalmesh perplexity --help)",
-                         f);
-            return EM_EXIT_BAD_INPUT;
-        }
-        i++;
-        if (strcmp(f, "-m") == 0 || strcmp(f, "--model") == 0) {
-            a.model = v;
-        } else if (strcmp(f, "-f") == 0 || strcmp(f, "--file") == 0) {
-            a.text = v;
-        } else if (strcmp(f, "--protocol") == 0) {
-            if (em_protocol_parse(v) < 0) {
+/* "PATH=VALUE" with VALUE a YAML double-quoted string, so any file name stays a string. */
+static char *string_override(const char *path, const char *value) {
+    size_t n = strlen(path) + 4 * strlen(value) + 4;
+    char *out = em_xmalloc(n), *o = out;
+    o += sprintf(o, "%s=\"", path);
+    for (const unsigned char *c = (const unsigned char *)value; *c; c++) {
+        if (*c == '"' || *c == '\\')
+            o += sprintf(o, "\\%c", *c);
+        else if (*c < 0x20)
+            o += sprintf(o, "\\x%02x", *c);
+        else
+            *o++ = (char)*c;
+    }
+    strcpy(o, "\"");
+    return out;
+}
+
+/* The overrides the command line makes, in order; freed with free_overrides. */
+typedef struct override_list {
+    char *items[16];
+    size_t count;
+} override_list;
+
+static void add(override_list *l, char *item) {
+    if (l->count < sizeof l->items / sizeof *l->items) l->items[l->count++] = item;
+}
+
+static void free_overrides(override_list *l) {
+    for (size_t i = 0; i < l->count; i++) free(l->items[i]);
+}
+
+typedef struct ppl_args {
+    const char *values[sizeof option_paths / sizeof *option_paths];
+    const ppl_protocol *protocol;
+    long long ctx, stride; /* -1: not given */
+} ppl_args;
+
+/* Checks the combination and turns it into overrides; returns 0 or the exit status. */
+static int make_overrides(const ppl_args *a, override_list *l) {
+    const ppl_protocol *p = a->protocol;
+    if (a->stride >= 0 && !p->stride) {
+        em_log_error("evalmesh perplexity: --stride applies to --protocol sliding only, not %s "
+                     "(whose windows do not overlap)",
+                     p->name);
+        return EM_EXIT_BAD_INPUT;
+    }
+    long long stride = a->stride;
+    if (p->stride && stride < 0 && a->ctx == 0) {
+        em_log_error("evalmesh perplexity: -c 0 with --protocol sliding needs --stride (the "
+                     "window length is the model's, unknown before it loads)");
+        return EM_EXIT_BAD_INPUT;
+    }
+    if (p->stride && stride < 0 && a->ctx > 0) stride = a->ctx / 2 > 0 ? a->ctx / 2 : 1;
+    for (size_t i = 0; i < 3 && p->edits[i]; i++) add(l, em_xstrdup(p->edits[i]));
+    add(l, em_xasprintf("stages.data.protocol=%s", p->name));
+    if (a->ctx >= 0) add(l, em_xasprintf("%s=%lld", p->ctx, a->ctx));
+    if (stride >= 0) add(l, em_xasprintf("%s=%lld", p->stride, stride));
+    for (size_t i = 0; i < sizeof option_paths / sizeof *option_paths; i++) {
+        if (!a->values[i]) continue;
+        bool is_file = option_paths[i].option == 'm' || option_paths[i].option == 'f';
+        /* Absolute paths when the file is there, so a printed recipe works from anywhere. */
+        char *real = is_file ? realpath(a->values[i], NULL) : NULL;
+        add(l, is_file ? string_override(option_paths[i].path, real ? real : a->values[i])
+                       : em_xasprintf("%s=%s", option_paths[i].path, a->values[i]));
+        free(real);
+    }
+    return 0;
+}
+
+/* Parses argv into a, the session options and print_recipe; returns 0 or the exit status of a
+ * bad argument. */
+static int parse(int argc, char **argv, ppl_args *a, em_session_options *opts, bool *print_recipe) {
+    int c;
+    while ((c = em_cli_option("perplexity", argc, argv, "m:f:c:t:", options)) != -1) {
+        size_t slot = sizeof option_paths / sizeof *option_paths;
+        for (size_t i = 0; i < slot; i++)
+            if (option_paths[i].option == c) slot = i;
+        if (c == '?') return EM_EXIT_BAD_INPUT;
+        if (slot < sizeof option_paths / sizeof *option_paths) {
+            if ((c == 't' || c == OPT_CHUNKS) && number(c, optarg, 1) < 0) return EM_EXIT_BAD_INPUT;
+            a->values[slot] = optarg;
+        } else if (c == OPT_PROTOCOL) {
+            a->protocol = NULL;
+            for (size_t i = 0; i < sizeof protocols / sizeof *protocols; i++)
+                if (strcmp(protocols[i].name, optarg) == 0) a->protocol = &protocols[i];
+            if (!a->protocol) {
                 em_log_error("evalmesh perplexity: unknown protocol '%s' (chunked, sliding, "
                              "rolling)",
-                             v);
+                             optarg);
                 return EM_EXIT_BAD_INPUT;
             }
-            a.protocol = v;
-        } else if (strcmp(f, "-c") == 0 || strcmp(f, "--ctx-size") == 0) {
-            number = &a.ctx;
-        } else if (strcmp(f, "--stride") == 0) {
-            number = &a.stride;
-        } else if (strcmp(f, "--chunks") == 0) {
-            number = &a.chunks;
-        } else if (strcmp(f, "--threads") == 0 || strcmp(f, "-t") == 0) {
-            number = &a.threads;
-        } else if (strcmp(f, "--run-dir") == 0) {
-            opts.run_dir = v;
-        } else if (strcmp(f, "--log-level") == 0) {
-            int level = em_log_level_parse(v);
+        } else if (c == 'c') {
+            if ((a->ctx = number(c, optarg, 0)) < 0) return EM_EXIT_BAD_INPUT;
+        } else if (c == OPT_STRIDE) {
+            if ((a->stride = number(c, optarg, 1)) < 0) return EM_EXIT_BAD_INPUT;
+        } else if (c == OPT_PRINT) {
+            *print_recipe = true;
+        } else if (c == OPT_RUN_DIR) {
+            opts->run_dir = optarg;
+        } else if (c == OPT_FORCE) {
+            opts->force = true;
+        } else if (c == OPT_LEVEL) {
+            int level = em_log_level_parse(optarg);
             if (level < 0) {
-                em_log_error("evalmesh perplexity: unknown log level '%s'", v);
+                em_log_error("evalmesh perplexity: unknown log level '%s' (error, warn, info, "
+                             "debug)",
+                             optarg);
                 return EM_EXIT_BAD_INPUT;
             }
             em_log_set_level((em_log_level)level);
-        } else {
-            em_log_error("evalmesh perplexity: unknown option '%s' (see evalmesh perplexity "
-                         "--help)",
-                         f);
-            return EM_EXIT_BAD_INPUT;
         }
-        if (number && (*number = positive(f, v)) < 0) return EM_EXIT_BAD_INPUT;
     }
-    if (!a.model || !a.text) {
+    if (optind < argc) return em_cli_unexpected("perplexity", argv[optind]);
+    if (!a->values[0] || !a->values[1]) {
         em_log_error("evalmesh perplexity: needs -m MODEL and -f TEXT (see evalmesh perplexity "
                      "--help)");
         return EM_EXIT_BAD_INPUT;
     }
-    /* Absolute paths, so a printed recipe works from wherever it is saved. */
-    char *model = realpath(a.model, NULL), *text = realpath(a.text, NULL);
-    if (model) a.model = model;
-    if (text) a.text = text;
-    em_node *recipe = build_recipe(&a);
-    free(model);
-    free(text);
-    if (print_recipe) {
-        printf("# yaml-language-server: $schema=../schemas/recipe.schema.json\n");
-        em_node_write_yaml(recipe, stdout);
+    return 0;
+}
+
+/* The template with the overrides applied, as YAML on stdout. */
+static em_status print(em_node *recipe, const override_list *overrides) {
+    em_status err = NULL;
+    for (size_t i = 0; i < overrides->count && !err; i++)
+        err = em_recipe_apply_override(recipe, overrides->items[i]);
+    if (err) return err;
+    printf("# yaml-language-server: $schema=../schemas/recipe.schema.json\n");
+    em_node_write_yaml(recipe, stdout);
+    return NULL;
+}
+
+static int perplexity_main(int argc, char **argv) {
+    ppl_args a = {.protocol = &protocols[0], .ctx = -1, .stride = -1};
+    em_session_options opts = {0};
+    bool print_recipe = false;
+    int code = parse(argc, argv, &a, &opts, &print_recipe);
+    override_list overrides = {0};
+    if (!code) code = make_overrides(&a, &overrides);
+    em_node *recipe = NULL;
+    em_status err = code ? NULL : em_recipe_template("perplexity.yaml", &recipe);
+    if (!code && !err && print_recipe) {
+        err = print(recipe, &overrides);
         em_node_free(recipe);
-        return EM_EXIT_OK;
+    } else if (!code && !err) {
+        em_pipeline *pipeline = NULL;
+        err = em_pipeline_from_tree(recipe, "perplexity", (const char *const *)overrides.items,
+                                    overrides.count, &pipeline);
+        free_overrides(&overrides);
+        return em_session_run(err, pipeline, &opts);
     }
-    em_pipeline *pipeline = NULL;
-    em_status err = em_pipeline_from_tree(recipe, "perplexity", NULL, 0, &pipeline);
-    return em_session_run(err, pipeline, &opts);
+    free_overrides(&overrides);
+    if (!err) return code;
+    em_log_error("%s", err->message);
+    code = err->exit_code;
+    em_error_free(err);
+    return code;
 }
 
 const em_command em_command_perplexity = {

@@ -1,9 +1,9 @@
 /* `evalmesh run RECIPE [overrides]`: prepares the recipe and runs it as one rank of the job (see
  * runner/session.h for what a run does and writes). */
 #include <stdlib.h>
-#include <string.h>
 
 #include "cli/command.h"
+#include "cli/options.h"
 #include "runner/session.h"
 #include "util/log.h"
 
@@ -30,55 +30,51 @@ static const char usage[] =
     "(the other stages, reports included, finished), 4 a stage failed, 5 another rank failed\n"
     "or did not answer in time.\n";
 
+enum { OPT_RUN_DIR = 256, OPT_FORCE, OPT_LEVEL, OPT_QUIET };
+
+static const struct option options[] = {
+    {"run-dir", required_argument, NULL, OPT_RUN_DIR},
+    {"force", no_argument, NULL, OPT_FORCE},
+    {"log-level", required_argument, NULL, OPT_LEVEL},
+    {"quiet", no_argument, NULL, OPT_QUIET},
+    {NULL, 0, NULL, 0},
+};
+
 static int run_main(int argc, char **argv) {
-    const char *recipe = NULL;
-    const char **overrides = em_xcalloc((size_t)argc, sizeof *overrides);
-    size_t override_count = 0;
     em_session_options opts = {0};
-    int level = -1;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--run-dir") == 0 && i + 1 < argc) {
-            opts.run_dir = argv[++i];
-        } else if (strcmp(a, "--force") == 0) {
+    int level = -1, c;
+    while ((c = em_cli_option("run", argc, argv, "", options)) != -1) {
+        if (c == '?') return EM_EXIT_BAD_INPUT;
+        if (c == OPT_RUN_DIR) {
+            opts.run_dir = optarg;
+        } else if (c == OPT_FORCE) {
             opts.force = true;
-        } else if (strcmp(a, "--log-level") == 0 && i + 1 < argc) {
-            level = em_log_level_parse(argv[++i]);
+        } else if (c == OPT_LEVEL) {
+            level = em_log_level_parse(optarg);
             if (level < 0) {
                 em_log_error("evalmesh run: unknown log level '%s' (error, warn, info, debug)",
-                             argv[i]);
-                free(overrides);
+                             optarg);
                 return EM_EXIT_BAD_INPUT;
             }
-        } else if (strcmp(a, "--quiet") == 0) {
+        } else if (c == OPT_QUIET) {
             level = EM_LOG_WARN;
-        } else if (a[0] == '-') {
-            em_log_error("evalmesh run: unknown option '%s' (see evalmesh run --help)", a);
-            free(overrides);
-            return EM_EXIT_BAD_INPUT;
-        } else if (!recipe) {
-            recipe = a;
-        } else {
-            overrides[override_count++] = a;
         }
     }
-    if (!recipe) {
+    if (optind >= argc) {
         em_log_error("evalmesh run: missing RECIPE (see evalmesh run --help)");
-        free(overrides);
         return EM_EXIT_BAD_INPUT;
     }
     if (level >= 0) em_log_set_level((em_log_level)level);
 
+    /* the operands: the recipe, then its overrides */
+    const char *recipe = argv[optind];
     em_pipeline *pipeline = NULL;
-    em_status err = em_pipeline_load(recipe, overrides, override_count, &pipeline);
-    free(overrides);
-    /* The recipe's log_level is the default below the environment and the command line; a
-     * level other than info was already chosen by one of them. */
-    const char *env = getenv("EVALMESH_LOG");
+    em_status err = em_pipeline_load(recipe, (const char *const *)argv + optind + 1,
+                                     (size_t)(argc - optind - 1), &pipeline);
+    /* The recipe's log_level counts only where neither the command line nor EVALMESH_LOG chose. */
     int recipe_level =
         pipeline && pipeline->log_level ? em_log_level_parse(pipeline->log_level) : -1;
-    if (recipe_level >= 0 && level < 0 && !(env && *env) && em_log_get_level() == EM_LOG_INFO)
-        em_log_set_level((em_log_level)recipe_level);
+    if (recipe_level >= 0) em_log_choose_level((em_log_level)recipe_level, EM_LOG_FROM_RECIPE);
     return em_session_run(err, pipeline, &opts);
 }
 

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli/command.h"
+#include "cli/options.h"
 #include "runner/stage.h"
 #include "util/log.h"
 
@@ -16,11 +17,9 @@ static const char usage[] =
     "Exit statuses: 0 ok, 2 bad arguments.\n";
 
 static int stages_main(int argc, char **argv) {
-    if (argc > 1) {
-        em_log_error("evalmesh stages: unexpected argument '%s' (see evalmesh stages --help)",
-                     argv[1]);
-        return EM_EXIT_BAD_INPUT;
-    }
+    static const struct option options[] = {{0}};
+    if (em_cli_option("stages", argc, argv, "", options) != -1) return EM_EXIT_BAD_INPUT;
+    if (optind < argc) return em_cli_unexpected("stages", argv[optind]);
     int width = 4;
     for (const em_stage_kind *const *k = em_stage_kinds; *k; k++)
         if ((int)strlen((*k)->name) > width) width = (int)strlen((*k)->name);
@@ -28,14 +27,12 @@ static int stages_main(int argc, char **argv) {
     for (const em_stage_kind *const *k = em_stage_kinds; *k; k++) {
         const em_stage_kind *kind = *k;
         printf("%-*s  %s\n", width, kind->name, kind->summary);
-        printf("%-*s  produces %s%s", width, "",
-               em_artifact_type_name(kind->produces, type, sizeof type),
+        printf("%-*s  produces %s%s", width, "", kind->produces,
                kind->collective ? "; calls collectives" : "");
         const char *sep = "; reads ";
         for (const em_input_spec *in = kind->inputs; in && in->option; in++) {
             printf("%s%s (%s%s%s)", sep, in->option, in->is_list ? "list of " : "",
-                   em_artifact_type_name(in->accepts, type, sizeof type),
-                   in->optional ? ", optional" : "");
+                   em_input_accepts_text(in, type, sizeof type), in->optional ? ", optional" : "");
             sep = ", ";
         }
         printf("\n");

@@ -15,7 +15,10 @@
 
 #include "runner/comm/bootstrap.h"
 #include "cli/command.h"
+#include "cli/json_out.h"
+#include "cli/options.h"
 #include "runner/diag/bench_args.h"
+#include "util/clock.h"
 #include "util/log.h"
 
 typedef struct link_result {
@@ -35,19 +38,19 @@ typedef struct net_options {
 /* Measures one link inside a two-rank communicator. */
 static em_status measure_pair(em_comm *pair, const net_options *o, char *buf, link_result *out) {
     em_status err = em_barrier(pair);
-    double start = em_seconds_now();
+    double start = em_clock_seconds();
     for (int i = 0; i < o->iters && !err; i++) {
         err = em_broadcast(pair, buf, 8, 0);
         if (!err) err = em_broadcast(pair, buf, 8, 1);
     }
-    double rtt = (em_seconds_now() - start) / o->iters;
+    double rtt = (em_clock_seconds() - start) / o->iters;
     if (!err) err = em_barrier(pair);
-    start = em_seconds_now();
+    start = em_clock_seconds();
     for (int i = 0; i < o->iters && !err; i++) {
         err = em_broadcast(pair, buf, o->bytes, 0);
         if (!err) err = em_broadcast(pair, buf, o->bytes, 1);
     }
-    double one_way = (em_seconds_now() - start) / (2.0 * o->iters);
+    double one_way = (em_clock_seconds() - start) / (2.0 * o->iters);
     if (err) return err;
     out->rtt_us = rtt * 1e6;
     out->bw_gbs = one_way > 0 ? (double)o->bytes / one_way / 1e9 : 0;
@@ -68,25 +71,36 @@ static int partner_in_round(int p, int r, int m) {
 
 static int parse_options(int argc, char **argv, net_options *o) {
     *o = (net_options){.bytes = 16u << 20, .iters = 20, .timeout_s = 60};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (strcmp(a, "--ranks") == 0)
+    static const struct option options[] = {
+        {"ranks", no_argument, NULL, 'r'},         {"json", no_argument, NULL, 'j'},
+        {"size", required_argument, NULL, 's'},    {"iters", required_argument, NULL, 'i'},
+        {"timeout", required_argument, NULL, 't'}, {0},
+    };
+    int c;
+    while ((c = em_cli_option("test-network", argc, argv, "", options)) != -1) {
+        bool ok = true;
+        if (c == 'r')
             o->all_ranks = true;
-        else if (strcmp(a, "--json") == 0)
+        else if (c == 'j')
             o->json = true;
-        else if (strcmp(a, "--size") == 0 && v && em_parse_bytes(v, &o->bytes) && o->bytes >= 8)
-            i++;
-        else if (strcmp(a, "--iters") == 0 && v && atoi(v) >= 1)
-            o->iters = atoi(argv[++i]);
-        else if (strcmp(a, "--timeout") == 0 && v && atof(v) > 0)
-            o->timeout_s = atof(argv[++i]);
-        else {
-            fprintf(stderr,
-                    "test-network: bad argument '%s'%s (see evalmesh test-network --help)\n", a,
-                    v && a[0] == '-' && a[1] == '-' ? " or its value" : "");
+        else if (c == 's')
+            ok = em_parse_bytes(optarg, &o->bytes) && o->bytes >= 8;
+        else if (c == 'i')
+            ok = (o->iters = atoi(optarg)) >= 1;
+        else if (c == 't')
+            ok = (o->timeout_s = atof(optarg)) > 0;
+        else
+            return EM_EXIT_BAD_INPUT;
+        if (!ok) {
+            const struct option *bad = options;
+            while (bad->val != c) bad++;
+            em_log_error("evalmesh test-network: bad value '%s' for --%s (see evalmesh "
+                         "test-network --help)",
+                         optarg, bad->name);
             return EM_EXIT_BAD_INPUT;
         }
     }
+    if (optind < argc) return em_cli_unexpected("test-network", argv[optind]);
     return 0;
 }
 
@@ -115,17 +129,22 @@ static void print_report(const net_options *o, const link_result *matrix, const 
                          bool by_rank) {
     const char *who = by_rank ? "rank" : "node";
     if (o->json) {
-        printf("{\"by\": \"%s\", \"bytes\": %zu, \"iters\": %d, \"links\": [", who, o->bytes,
-               o->iters);
-        bool first = true;
+        cJSON *doc = cJSON_CreateObject();
+        cJSON_AddStringToObject(doc, "by", who);
+        cJSON_AddNumberToObject(doc, "bytes", (double)o->bytes);
+        cJSON_AddNumberToObject(doc, "iters", o->iters);
+        cJSON *links = cJSON_AddArrayToObject(doc, "links");
         for (int a = 0; a < m; a++)
             for (int b = a + 1; b < m; b++) {
                 const link_result *l = &matrix[a * m + b];
-                printf("%s\n  {\"a\": %d, \"b\": %d, \"rtt_us\": %.2f, \"bw_gbs\": %.4f}",
-                       first ? "" : ",", labels[a], labels[b], l->rtt_us, l->bw_gbs);
-                first = false;
+                cJSON *link = cJSON_CreateObject();
+                cJSON_AddNumberToObject(link, "a", labels[a]);
+                cJSON_AddNumberToObject(link, "b", labels[b]);
+                cJSON_AddNumberToObject(link, "rtt_us", l->rtt_us);
+                cJSON_AddNumberToObject(link, "bw_gbs", l->bw_gbs);
+                cJSON_AddItemToArray(links, link);
             }
-        printf("\n]}\n");
+        em_print_json(doc);
         return;
     }
     printf("# evalmesh test-network: %d %ss, %zu-byte messages, %d iterations per link\n", m, who,

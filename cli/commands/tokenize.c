@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cli/command.h"
+#include "cli/options.h"
 #include "stages/tokenizer/tokenizer.h"
 
 static const char USAGE[] =
@@ -110,32 +111,34 @@ static int tokenize_split(const em_tokenizer *tok, const char *path, const char 
 }
 
 static int tokenize_main(int argc, char **argv) {
-    const char *model = NULL, *text = NULL, *text_file = NULL, *marker = NULL;
+    static const struct option flags[] = {
+        {"no-bos", no_argument, NULL, 'b'},
+        {"ids-only", no_argument, NULL, 'i'},
+        {"parse-special", no_argument, NULL, 'p'},
+        {"text-file", required_argument, NULL, 'f'},
+        {"split-marker", required_argument, NULL, 'm'},
+        {0},
+    };
+    const char *text_file = NULL, *marker = NULL;
     bool no_bos = false, ids_only = false, parse_special = false;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--no-bos") == 0)
+    int c;
+    while ((c = em_cli_option("tokenize", argc, argv, "", flags)) != -1) {
+        if (c == 'b')
             no_bos = true;
-        else if (strcmp(a, "--ids-only") == 0)
+        else if (c == 'i')
             ids_only = true;
-        else if (strcmp(a, "--parse-special") == 0)
+        else if (c == 'p')
             parse_special = true;
-        else if (strcmp(a, "--text-file") == 0 && i + 1 < argc)
-            text_file = argv[++i];
-        else if (strcmp(a, "--split-marker") == 0 && i + 1 < argc)
-            marker = argv[++i];
-        else if (a[0] == '-' && a[1] != 0) {
-            fprintf(stderr, "tokenize: unknown or incomplete option '%s'\n\n%s", a, USAGE);
+        else if (c == 'f')
+            text_file = optarg;
+        else if (c == 'm')
+            marker = optarg;
+        else
             return EM_EXIT_BAD_INPUT;
-        } else if (!model)
-            model = a;
-        else if (!text)
-            text = a;
-        else {
-            fprintf(stderr, "tokenize: unexpected argument '%s'\n\n%s", a, USAGE);
-            return EM_EXIT_BAD_INPUT;
-        }
     }
+    const char *model = optind < argc ? argv[optind] : NULL;
+    const char *text = optind + 1 < argc ? argv[optind + 1] : NULL;
+    if (optind + 2 < argc) return em_cli_unexpected("tokenize", argv[optind + 2]);
     if (!model || (!text == !text_file) || (marker && !text_file)) {
         fprintf(stderr,
                 "tokenize: give a tokenizer and either TEXT or --text-file F "

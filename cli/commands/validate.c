@@ -2,10 +2,9 @@
  * anything: YAML, includes, overrides, schemas, stage references, cycles and every stage's own
  * option checks (its init, as rank 0 of 1). Writes nothing. */
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "cli/command.h"
+#include "cli/options.h"
 #include "runner/executor.h"
 #include "runner/pipeline.h"
 #include "util/log.h"
@@ -18,46 +17,26 @@ static const char usage[] =
     "\n"
     "Exit statuses: 0 the recipe is good, 2 it is not (the message names file:line:col).\n";
 
+static const struct option options[] = {{NULL, 0, NULL, 0}};
+
 static int validate_main(int argc, char **argv) {
-    const char *recipe = NULL;
-    const char **overrides = em_xcalloc((size_t)argc, sizeof *overrides);
-    size_t override_count = 0;
-    for (int i = 1; i < argc; i++) {
-        if (argv[i][0] == '-') {
-            em_log_error("evalmesh validate: unknown option '%s' (see evalmesh validate --help)",
-                         argv[i]);
-            free(overrides);
-            return EM_EXIT_BAD_INPUT;
-        }
-        if (!recipe)
-            recipe = argv[i];
-        else
-            overrides[override_count++] = argv[i];
-    }
-    if (!recipe) {
+    int c;
+    while ((c = em_cli_option("validate", argc, argv, "", options)) != -1)
+        if (c == '?') return EM_EXIT_BAD_INPUT;
+    if (optind >= argc) {
         em_log_error("evalmesh validate: missing RECIPE (see evalmesh validate --help)");
-        free(overrides);
         return EM_EXIT_BAD_INPUT;
     }
+    /* the operands: the recipe, then its overrides */
+    const char *recipe = argv[optind];
     em_pipeline *p;
-    em_status err = em_pipeline_load(recipe, overrides, override_count, &p);
-    free(overrides);
+    em_status err = em_pipeline_load(recipe, (const char *const *)argv + optind + 1,
+                                     (size_t)(argc - optind - 1), &p);
     if (!err) {
-        em_run_context ctx = {
-            .rank = 0,
-            .world_size = 1,
-            .local_rank = 0,
-            .local_size = 1,
-            .node_id = 0,
-            .node_count = 1,
-            .recipe_name = p->name,
-            .recipe_path = p->path,
-            .recipe = p->recipe,
-            .seed = p->seed,
-            .collective_timeout_s = p->collective_timeout_s,
-        };
+        em_run_context ctx = em_pipeline_context(p, NULL);
         err = em_executor_init(p->dag, &ctx);
         if (!err) {
+            em_pipeline_warn_without_results(p);
             printf("%s: ok (%zu stage%s)\n", recipe, p->dag->count, p->dag->count == 1 ? "" : "s");
             em_executor_finish(p->dag);
         }

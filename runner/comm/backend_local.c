@@ -41,6 +41,14 @@ static em_status local_barrier(em_comm *comm) {
     return check_alive(comm, "barrier");
 }
 
+static em_status local_sendrecv(em_comm *comm, const void *send, int dest, void *recv, int source,
+                                size_t bytes) {
+    em_status err = check_alive(comm, "sendrecv");
+    if (err) return err;
+    if (send != recv) memmove(recv, send, bytes);
+    return NULL;
+}
+
 static em_status local_split(em_comm *comm, int color, int key, em_comm **out) {
     em_status err = check_alive(comm, "split");
     if (err) return err;
@@ -67,6 +75,7 @@ const em_comm_backend em_backend_local = {
     .allgather = local_allgather,
     .broadcast = local_broadcast,
     .barrier = local_barrier,
+    .sendrecv = local_sendrecv,
     .split = local_split,
     .abort = local_abort,
     .destroy = local_destroy,

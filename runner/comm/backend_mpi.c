@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "runner/comm/watchdog.h"
+#include "util/clock.h"
 
 typedef struct mpi_impl {
     MPI_Comm comm;
@@ -19,12 +20,6 @@ typedef struct mpi_impl {
     int64_t splits; /* splits made, for child ids */
     char *aborted;  /* why this communicator stopped, or NULL */
 } mpi_impl;
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static em_status mpi_error(const char *what, int rc) {
     char text[MPI_MAX_ERROR_STRING];
@@ -60,7 +55,7 @@ static void enter(em_comm *comm) {
 /* Polls req until it completes, another rank aborts, or the timeout passes. */
 static em_status wait_request(em_comm *comm, MPI_Request *req, const char *what) {
     mpi_impl *impl = comm->impl;
-    double start = now(), deadline = start + comm->timeout_s;
+    double start = em_clock_seconds(), deadline = start + comm->timeout_s;
     long polls = 0;
     for (;;) {
         int done = 0;
@@ -71,7 +66,7 @@ static em_status wait_request(em_comm *comm, MPI_Request *req, const char *what)
         if (done) return NULL;
         em_status err = check_alive(comm, what);
         if (err) return err;
-        if (now() > deadline) break;
+        if (em_clock_seconds() > deadline) break;
         /* Spin briefly for small fast collectives, then back off to keep CPUs free. */
         if (++polls > 1000) {
             struct timespec ts = {0, polls > 20000 ? 1000000L : 50000L};
@@ -170,6 +165,24 @@ static em_status mpi_barrier(em_comm *comm) {
     return wait_request(comm, &req, "barrier");
 }
 
+/* Both halves of a ring step are nonblocking and waited for with the timeout. */
+static em_status mpi_sendrecv(em_comm *comm, const void *send, int dest, void *recv, int source,
+                              size_t bytes) {
+    mpi_impl *impl = comm->impl;
+    em_status err = check_alive(comm, "sendrecv");
+    if (err) return err;
+    if (bytes > INT_MAX) return too_big("sendrecv", bytes);
+    enter(comm);
+    MPI_Request req[2];
+    em_mpi_lock();
+    int rc = MPI_Irecv(recv, (int)bytes, MPI_BYTE, source, 7, impl->comm, &req[0]);
+    if (rc == MPI_SUCCESS) rc = MPI_Isend(send, (int)bytes, MPI_BYTE, dest, 7, impl->comm, &req[1]);
+    em_mpi_unlock();
+    if (rc != MPI_SUCCESS) return mpi_error("sendrecv", rc);
+    err = wait_request(comm, &req[1], "sendrecv (send)");
+    return err ? err : wait_request(comm, &req[0], "sendrecv (receive)");
+}
+
 /* Wraps an MPI communicator (taking it) with this group id. */
 static em_status wrap(MPI_Comm handle, uint64_t id, double timeout_s, em_comm **out) {
     em_comm *comm = em_xcalloc(1, sizeof *comm);
@@ -253,6 +266,7 @@ const em_comm_backend em_backend_mpi = {
     .allgather = mpi_allgather,
     .broadcast = mpi_broadcast,
     .barrier = mpi_barrier,
+    .sendrecv = mpi_sendrecv,
     .split = mpi_split,
     .abort = mpi_abort,
     .destroy = mpi_destroy,

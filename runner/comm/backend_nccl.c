@@ -21,6 +21,7 @@
 
 #include "runner/comm/control.h"
 #include "runner/comm/watchdog.h"
+#include "util/clock.h"
 
 typedef struct nccl_impl {
     ncclComm_t comm;
@@ -33,12 +34,6 @@ typedef struct nccl_impl {
 } nccl_impl;
 
 extern const em_comm_backend em_backend_nccl;
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static bool mpi_running(void) {
     int up = 0, down = 0;
@@ -87,7 +82,7 @@ static em_status nccl_result(em_comm *comm, ncclResult_t rc, const char *what) {
  * or the timeout passes. */
 static em_status wait_idle(em_comm *comm, bool stream_too, const char *what) {
     nccl_impl *impl = comm->impl;
-    double deadline = now() + comm->timeout_s;
+    double deadline = em_clock_seconds() + comm->timeout_s;
     for (;;) {
         ncclResult_t async = ncclSuccess;
         ncclCommGetAsyncError(impl->comm, &async);
@@ -105,7 +100,7 @@ static em_status wait_idle(em_comm *comm, bool stream_too, const char *what) {
         }
         em_status err = check_alive(comm, what);
         if (err) return err;
-        if (now() > deadline) break;
+        if (em_clock_seconds() > deadline) break;
         struct timespec ts = {0, 100000L};
         nanosleep(&ts, NULL);
     }
@@ -174,6 +169,20 @@ static em_status nccl_broadcast(em_comm *comm, void *buf, size_t bytes, int root
         nccl_result(comm, ncclBroadcast(buf, buf, bytes, ncclUint8, root, impl->comm, impl->stream),
                     "broadcast");
     return err ? err : wait_idle(comm, true, "broadcast");
+}
+
+static em_status nccl_sendrecv(em_comm *comm, const void *send, int dest, void *recv, int source,
+                               size_t bytes) {
+    nccl_impl *impl = comm->impl;
+    em_status err = check_alive(comm, "sendrecv");
+    if (err) return err;
+    enter(comm);
+    ncclResult_t rc = ncclGroupStart();
+    if (rc == ncclSuccess) rc = ncclSend(send, bytes, ncclUint8, dest, impl->comm, impl->stream);
+    if (rc == ncclSuccess) rc = ncclRecv(recv, bytes, ncclUint8, source, impl->comm, impl->stream);
+    ncclResult_t end = ncclGroupEnd();
+    err = nccl_result(comm, rc == ncclSuccess ? end : rc, "sendrecv");
+    return err ? err : wait_idle(comm, true, "sendrecv");
 }
 
 static em_status nccl_barrier(em_comm *comm) {
@@ -290,6 +299,7 @@ const em_comm_backend em_backend_nccl = {
     .allgather = nccl_allgather,
     .broadcast = nccl_broadcast,
     .barrier = nccl_barrier,
+    .sendrecv = nccl_sendrecv,
     .split = nccl_split,
     .abort = nccl_abort,
     .destroy = nccl_destroy,

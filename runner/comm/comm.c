@@ -67,6 +67,17 @@ em_status em_barrier(em_comm *comm) {
     return comm->backend->barrier(comm);
 }
 
+em_status em_sendrecv(em_comm *comm, const void *send, int dest, void *recv, int source,
+                      size_t bytes) {
+    if (!comm) return no_comm("sendrecv");
+    if (dest < 0 || dest >= comm->size || source < 0 || source >= comm->size)
+        return em_error_new(EM_EXIT_FAILURE,
+                            "sendrecv: ranks %d and %d are not both ranks of a %d-rank group", dest,
+                            source, comm->size);
+    if (bytes == 0) return NULL;
+    return comm->backend->sendrecv(comm, send, dest, recv, source, bytes);
+}
+
 em_status em_comm_split(em_comm *comm, int color, int key, em_comm **out) {
     *out = NULL;
     if (!comm) return no_comm("split");

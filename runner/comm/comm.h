@@ -41,6 +41,10 @@ typedef struct em_comm_backend {
     em_status (*allgather)(em_comm *comm, const void *send, void *recv, size_t bytes);
     em_status (*broadcast)(em_comm *comm, void *buf, size_t bytes, int root);
     em_status (*barrier)(em_comm *comm);
+    /* Sends `bytes` to rank dest and receives `bytes` from rank source at once (a ring step:
+     * every rank calls it, each with its own dest and source). */
+    em_status (*sendrecv)(em_comm *comm, const void *send, int dest, void *recv, int source,
+                          size_t bytes);
     /* Ranks with equal color form a new communicator, ordered by key (then old rank). */
     em_status (*split)(em_comm *comm, int color, int key, em_comm **out);
     /* Tells the other ranks to stop waiting (best effort) and makes later calls fail. */
@@ -63,6 +67,8 @@ em_status em_allreduce(em_comm *comm, const void *send, void *recv, size_t count
 em_status em_allgather(em_comm *comm, const void *send, void *recv, size_t bytes);
 em_status em_broadcast(em_comm *comm, void *buf, size_t bytes, int root);
 em_status em_barrier(em_comm *comm);
+em_status em_sendrecv(em_comm *comm, const void *send, int dest, void *recv, int source,
+                      size_t bytes);
 em_status em_comm_split(em_comm *comm, int color, int key, em_comm **out);
 void em_comm_abort(em_comm *comm, const char *reason);
 void em_comm_destroy(em_comm *comm);

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runner/comm/backend_counting.h"
+
 char *em_mesh_shape(int world_size, int *dp, int *tp, int *cp) {
     int *sizes[3] = {dp, tp, cp};
     const char *names[3] = {"dp", "tp", "cp"};
@@ -78,6 +80,8 @@ static em_status build(em_comm *world, int node_id, int node_count, int dp, int 
     if (!err) err = em_comm_split(world, r / tp, m->tp_rank, &m->tp_group);
     if (!err) err = em_comm_split(world, m->dp_rank * tp + m->tp_rank, m->cp_rank, &m->cp_group);
     if (!err) err = em_comm_split(world, r % (tp * cp), m->dp_rank, &m->dp_group);
+    if (!err) err = em_comm_split(m->dp_group, m->node_id, m->dp_rank, &m->dp_node);
+    if (!err) err = em_comm_split(m->dp_group, m->dp_node->rank, m->dp_rank, &m->dp_cross);
     if (err) {
         em_mesh_free(m);
         return err;
@@ -107,31 +111,81 @@ em_status em_mesh_build_nodes(em_comm *world, int node_id, int node_count, int d
 
 void em_mesh_free(em_mesh *m) {
     if (!m) return;
+    em_comm_destroy(m->dp_cross);
+    em_comm_destroy(m->dp_node);
     em_comm_destroy(m->dp_group);
     em_comm_destroy(m->cp_group);
     em_comm_destroy(m->tp_group);
     em_comm_destroy(m->cross);
     em_comm_destroy(m->node);
     em_comm_destroy(m->world);
+    free(m->calls);
     free(m);
 }
 
-em_status em_mesh_allreduce(em_mesh *m, const void *send, void *recv, size_t count, em_dtype dtype,
-                            em_reduce_op op) {
-    em_status err = em_allreduce(m->node, send, recv, count, dtype, op);
-    if (!err && m->local_rank == 0) err = em_allreduce(m->cross, recv, recv, count, dtype, op);
-    if (!err) err = em_broadcast(m->node, recv, count * em_dtype_size(dtype), 0);
+/* The groups in the order of EM_MESH_GROUPS, and their names. */
+static void group_slots(em_mesh *m, em_comm **slots[EM_MESH_GROUPS]) {
+    em_comm **all[EM_MESH_GROUPS] = {&m->world,   &m->node,     &m->cross,    &m->dp_group,
+                                     &m->dp_node, &m->dp_cross, &m->tp_group, &m->cp_group};
+    memcpy(slots, all, sizeof all);
+}
+static const char *const group_names[EM_MESH_GROUPS] = {"world",   "node",     "cross", "dp",
+                                                        "dp_node", "dp_cross", "tp",    "cp"};
+
+void em_mesh_count_calls(em_mesh *m) {
+    if (m->calls) return;
+    m->calls = em_xcalloc(EM_MESH_GROUPS, sizeof *m->calls);
+    em_comm **slots[EM_MESH_GROUPS];
+    group_slots(m, slots);
+    for (int g = 0; g < EM_MESH_GROUPS; g++)
+        *slots[g] = em_comm_counting_wrap(*slots[g], &m->calls[g]);
+}
+
+char *em_mesh_calls_text(const em_mesh *m) {
+    char text[256] = "";
+    for (int g = 0; g < EM_MESH_GROUPS && m->calls; g++)
+        snprintf(text + strlen(text), sizeof text - strlen(text), "%s%s %lld", g ? ", " : "",
+                 group_names[g], (long long)m->calls[g]);
+    return em_xstrdup(text);
+}
+
+/* Sums inside `node`, then among the node leaders over `cross`, then broadcasts inside `node`. */
+static em_status hierarchical(em_comm *node, em_comm *cross, const void *send, void *recv,
+                              size_t count, em_dtype dtype, em_reduce_op op) {
+    em_status err = em_allreduce(node, send, recv, count, dtype, op);
+    if (!err && node->rank == 0) err = em_allreduce(cross, recv, recv, count, dtype, op);
+    if (!err) err = em_broadcast(node, recv, count * em_dtype_size(dtype), 0);
     return err ? em_error_prefix(err, "hierarchical all-reduce") : NULL;
 }
 
-em_status em_mesh_exact_sum_allreduce(em_mesh *m, em_exact_sum *sums, size_t n) {
+/* Exact sums as int64 limbs through one hierarchical all-reduce. */
+static em_status hierarchical_exact(const em_mesh *m, em_comm *node, em_comm *cross,
+                                    em_exact_sum *sums, size_t n) {
     if (strcmp(m->backend, "nccl") == 0)
         return em_error_new(EM_EXIT_FAILURE, "exact sums need a CPU mesh (local or mpi), not nccl");
     if (n == 0) return NULL;
     int64_t *flat = em_xmalloc(n * 4 * sizeof *flat);
     em_exact_sum_pack(sums, n, flat);
-    em_status err = em_mesh_allreduce(m, flat, flat, 4 * n, EM_DTYPE_INT64, EM_OP_SUM);
+    em_status err = hierarchical(node, cross, flat, flat, 4 * n, EM_DTYPE_INT64, EM_OP_SUM);
     if (!err) em_exact_sum_unpack(flat, n, sums);
     free(flat);
     return err;
+}
+
+em_status em_mesh_allreduce(em_mesh *m, const void *send, void *recv, size_t count, em_dtype dtype,
+                            em_reduce_op op) {
+    return hierarchical(m->node, m->cross, send, recv, count, dtype, op);
+}
+
+em_status em_mesh_exact_sum_allreduce(em_mesh *m, em_exact_sum *sums, size_t n) {
+    return hierarchical_exact(m, m->node, m->cross, sums, n);
+}
+
+em_status em_mesh_dp_allreduce(em_mesh *m, const void *send, void *recv, size_t count,
+                               em_dtype dtype, em_reduce_op op) {
+    return hierarchical(m->dp_node, m->dp_cross, send, recv, count, dtype, op);
+}
+
+em_status em_mesh_dp_exact_sum_allreduce(em_mesh *m, em_exact_sum *sums, size_t n) {
+    return hierarchical_exact(m, m->dp_node, m->dp_cross, sums, n);
 }

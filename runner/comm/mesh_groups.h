@@ -11,7 +11,9 @@
  *
  * Hierarchical reduction sums inside each node, then across nodes among the node leaders, then
  * broadcasts inside each node. It only ever sums (never averages), so nodes of unequal size give
- * the same integer and exact-sum totals as a flat all-reduce. */
+ * the same integer and exact-sum totals as a flat all-reduce. The dp group has the same two
+ * levels (dp_node: this dp group's ranks on this node; dp_cross: one per node with this rank's
+ * index in dp_node), so stages reduce over dp hierarchically too. */
 #ifndef EVALMESH_MESH_GROUPS_H
 #define EVALMESH_MESH_GROUPS_H
 
@@ -29,7 +31,12 @@ typedef struct em_mesh {
     em_comm *dp_group;
     em_comm *tp_group;
     em_comm *cp_group;
+    em_comm *dp_node;  /* the dp group's ranks on this node */
+    em_comm *dp_cross; /* the dp group's ranks with this rank's dp_node index, one per node */
+    int64_t *calls;    /* collectives per group (EM_MESH_GROUPS) once counted, else NULL */
 } em_mesh;
+
+enum { EM_MESH_GROUPS = 8 }; /* world, node, cross, dp, dp_node, dp_cross, tp, cp */
 
 /* Completes a shape for a world of `world_size` ranks: a size of 0 means `auto` (at most one).
  * On failure returns a new message without location, e.g.
@@ -48,11 +55,22 @@ em_status em_mesh_build_nodes(em_comm *world, int node_id, int node_count, int d
                               em_mesh **out);
 void em_mesh_free(em_mesh *mesh);
 
+/* Wraps every group in the counting backend (backend_counting.h): from now on mesh->calls counts
+ * the collectives called on each group. */
+void em_mesh_count_calls(em_mesh *mesh);
+/* "world 1, node 0, cross 0, dp 0, dp_node 2, dp_cross 2, tp 0, cp 0" (a new string). */
+char *em_mesh_calls_text(const em_mesh *mesh);
+
 /* The hierarchical all-reduce (node, then leaders, then node broadcast). Buffers are where the
  * mesh's backend wants them: device memory for nccl. */
 em_status em_mesh_allreduce(em_mesh *mesh, const void *send, void *recv, size_t count,
                             em_dtype dtype, em_reduce_op op);
 /* Exact sums reduced hierarchically; host memory, so a CPU mesh only (an error for nccl). */
 em_status em_mesh_exact_sum_allreduce(em_mesh *mesh, em_exact_sum *sums, size_t n);
+/* The same two over the dp group (dp_node, then dp_cross, then dp_node broadcast): what stages
+ * use to total their per-rank results. */
+em_status em_mesh_dp_allreduce(em_mesh *mesh, const void *send, void *recv, size_t count,
+                               em_dtype dtype, em_reduce_op op);
+em_status em_mesh_dp_exact_sum_allreduce(em_mesh *mesh, em_exact_sum *sums, size_t n);
 
 #endif

@@ -4,6 +4,7 @@
  *   TAG_REPLY  int64[1] {collectives entered on that group, -1 when not a member}
  *   TAG_ABORT  char[ABORT_BYTES]          the reason of a rank that aborted */
 #include "runner/comm/watchdog.h"
+#include "util/clock.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -39,12 +40,6 @@ static atomic_bool failed;
 static pthread_mutex_t abort_mutex = PTHREAD_MUTEX_INITIALIZER;
 static int abort_from = -1;
 static char abort_reason[ABORT_BYTES];
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static void sleep_ms(int ms) {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
@@ -193,7 +188,7 @@ char *em_watchdog_diagnose(uint64_t group_id, int64_t seq, const int *world_rank
     }
     em_mpi_unlock();
     /* Helper threads answer within milliseconds; wait up to 2 s for the slow or the dead. */
-    double deadline = now() + 2.0;
+    double deadline = em_clock_seconds() + 2.0;
     bool *answered = em_xcalloc((size_t)size, sizeof *answered);
     for (;;) {
         bool all = true;
@@ -204,7 +199,7 @@ char *em_watchdog_diagnose(uint64_t group_id, int64_t seq, const int *world_rank
             else
                 all = false;
         }
-        if (all || now() > deadline) break;
+        if (all || em_clock_seconds() > deadline) break;
         sleep_ms(5);
     }
     char *text = em_xstrdup("");
@@ -259,9 +254,10 @@ void em_watchdog_broadcast_abort(const char *reason) {
         if (r != me) MPI_Isend(text, ABORT_BYTES, MPI_CHAR, r, TAG_ABORT, control, &reqs[r]);
     }
     em_mpi_unlock();
-    double deadline = now() + 0.5;
+    double deadline = em_clock_seconds() + 0.5;
     for (int r = 0; r < size; r++)
-        while (reqs[r] != MPI_REQUEST_NULL && !test_locked(&reqs[r], NULL) && now() < deadline)
+        while (reqs[r] != MPI_REQUEST_NULL && !test_locked(&reqs[r], NULL) &&
+               em_clock_seconds() < deadline)
             sleep_ms(5);
     em_mpi_lock();
     for (int r = 0; r < size; r++)

@@ -4,7 +4,6 @@
 #include <ctype.h>
 #include <stdint.h>
 #include <stdlib.h>
-#include <time.h>
 
 bool em_parse_bytes(const char *text, size_t *bytes) {
     if (!text || !isdigit((unsigned char)*text)) return false;
@@ -36,10 +35,4 @@ bool em_parse_bytes(const char *text, size_t *bytes) {
     if (*end != 0 || value > SIZE_MAX / scale) return false;
     *bytes = (size_t)(value * scale);
     return true;
-}
-
-double em_seconds_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }

@@ -1,5 +1,5 @@
 /* Small helpers shared by the communication diagnostics (bench-comm, test-network): byte sizes
- * with K/M/G suffixes, a monotonic clock, and bandwidth units. */
+ * with K/M/G suffixes and bandwidth units. */
 #ifndef EVALMESH_BENCH_ARGS_H
 #define EVALMESH_BENCH_ARGS_H
 
@@ -8,7 +8,5 @@
 
 /* Parses "8", "64K", "256M", "1G" (powers of 1024) into *bytes; false when malformed. */
 bool em_parse_bytes(const char *text, size_t *bytes);
-/* Seconds from a monotonic clock. */
-double em_seconds_now(void);
 
 #endif

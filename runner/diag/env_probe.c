@@ -1,7 +1,7 @@
 /* Collecting and judging the facts of the environment (see env_probe.h). */
 #include "runner/diag/env_probe.h"
 
-#include <cblas.h>
+#include <cjson/cJSON.h>
 #include <dlfcn.h>
 #include <ifaddrs.h>
 #include <mpi.h>
@@ -17,6 +17,9 @@
 #include <unistd.h>
 
 #include "build_info.h"
+#if EVALMESH_HAVE_OPENBLAS
+#include <cblas.h>
+#endif
 #include "runner/diag/version_req.h"
 
 /* The first line of `path` that starts with `key`, the part after the first ':' or '=' trimmed
@@ -158,8 +161,10 @@ void em_env_collect(em_env_facts *f) {
         sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : f->cores_online;
     f->memory_total_gb = meminfo_gb("MemTotal");
     f->memory_available_gb = meminfo_gb("MemAvailable");
+#if EVALMESH_HAVE_OPENBLAS
     snprintf(f->openblas_config, sizeof f->openblas_config, "%s", openblas_get_config());
     f->openblas_threads = openblas_get_num_threads();
+#endif
     f->omp_threads = omp_get_max_threads();
     collect_cuda(f);
     snprintf(f->pmix, sizeof f->pmix, "%s", PMIx_Get_version());
@@ -245,8 +250,11 @@ em_status em_env_judge(const em_env_facts *f, const em_env_requirements *req, em
     int per_node_threads =
         f->openblas_threads > f->omp_threads ? f->openblas_threads : f->omp_threads;
     int local = req->local_size > 0 ? req->local_size : 1;
-    snprintf(value, sizeof value, "OpenBLAS %d threads (%s); OpenMP %d threads",
-             f->openblas_threads, f->openblas_config, f->omp_threads);
+    if (f->openblas_config[0])
+        snprintf(value, sizeof value, "OpenBLAS %d threads (%s); OpenMP %d threads",
+                 f->openblas_threads, f->openblas_config, f->omp_threads);
+    else
+        snprintf(value, sizeof value, "OpenMP %d threads", f->omp_threads);
     if (per_node_threads * local > f->cores_usable * 2)
         add_check(r, "threads", EM_CHECK_WARN, value,
                   "%d ranks x %d threads oversubscribe %d cores: set OMP_NUM_THREADS or threads:",
@@ -349,36 +357,25 @@ void em_env_print_text(const em_env_report *r, FILE *out) {
     fprintf(out, "%d failed, %d warnings\n", r->failures, r->warnings);
 }
 
-static void json_string(FILE *out, const char *s) {
-    fputc('"', out);
-    for (; *s; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\')
-            fprintf(out, "\\%c", ch);
-        else if (ch < 0x20)
-            fprintf(out, "\\u%04x", ch);
-        else
-            fputc(ch, out);
-    }
-    fputc('"', out);
-}
-
-void em_env_print_json(const em_env_report *r, FILE *out) {
-    fprintf(out, "{\"host\": ");
-    json_string(out, r->facts.hostname);
-    fprintf(out,
-            ", \"failures\": %d, \"warnings\": %d, \"fingerprint\": \"%016llx\", \"checks\": [",
-            r->failures, r->warnings, (unsigned long long)em_env_fingerprint(&r->facts));
+cJSON *em_env_report_json(const em_env_report *r) {
+    cJSON *doc = cJSON_CreateObject();
+    cJSON_AddStringToObject(doc, "host", r->facts.hostname);
+    cJSON_AddNumberToObject(doc, "failures", r->failures);
+    cJSON_AddNumberToObject(doc, "warnings", r->warnings);
+    char fingerprint[17];
+    snprintf(fingerprint, sizeof fingerprint, "%016llx",
+             (unsigned long long)em_env_fingerprint(&r->facts));
+    cJSON_AddStringToObject(doc, "fingerprint", fingerprint);
+    cJSON *checks = cJSON_AddArrayToObject(doc, "checks");
     for (int i = 0; i < r->check_count; i++) {
         const em_env_check *c = &r->checks[i];
-        fprintf(out, "%s\n  {\"name\": ", i ? "," : "");
-        json_string(out, c->name);
-        fprintf(out, ", \"status\": \"%s\", \"value\": ",
-                c->status == EM_CHECK_FAIL ? "fail" : em_check_status_name(c->status));
-        json_string(out, c->value);
-        fprintf(out, ", \"reason\": ");
-        json_string(out, c->reason);
-        fprintf(out, "}");
+        cJSON *check = cJSON_CreateObject();
+        cJSON_AddStringToObject(check, "name", c->name);
+        cJSON_AddStringToObject(
+            check, "status", c->status == EM_CHECK_FAIL ? "fail" : em_check_status_name(c->status));
+        cJSON_AddStringToObject(check, "value", c->value);
+        cJSON_AddStringToObject(check, "reason", c->reason);
+        cJSON_AddItemToArray(checks, check);
     }
-    fprintf(out, "\n]}\n");
+    return doc;
 }

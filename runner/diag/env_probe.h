@@ -1,11 +1,12 @@
-/* What this machine offers an evaluation: OS, kernel, CPU, memory, BLAS and OpenMP threads, CUDA
- * driver and GPUs, NCCL, PMIx, MPI, network interfaces. Collected without initialising anything
- * that could hang (CUDA and NCCL are looked up with dlopen, so a CPU-only machine is fine), then
- * judged line by line (pass/warn/fail with the reason) against requirements. Used by
- * `evalmesh check-env` and the env_check stage. */
+/* What this machine offers an evaluation: OS, kernel, CPU, memory, OpenMP threads (and OpenBLAS's
+ * when built with it), CUDA driver and GPUs, NCCL, PMIx, MPI, network interfaces. Collected without
+ * initialising anything that could hang (CUDA and NCCL are looked up with dlopen, so a CPU-only
+ * machine is fine), then judged line by line (pass/warn/fail with the reason) against requirements.
+ * Used by `evalmesh check-env` and the env_check stage. */
 #ifndef EVALMESH_ENV_PROBE_H
 #define EVALMESH_ENV_PROBE_H
 
+#include <cjson/cJSON.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -32,7 +33,7 @@ typedef struct em_env_facts {
     int cores_usable; /* in this process's affinity mask */
     double memory_total_gb;
     double memory_available_gb;
-    char openblas_config[160];
+    char openblas_config[160]; /* "" when built without OpenBLAS */
     int openblas_threads;
     int omp_threads;
     char cuda_driver[32];  /* "" when no driver */
@@ -93,6 +94,8 @@ uint64_t em_env_fingerprint(const em_env_facts *facts);
 
 const char *em_check_status_name(em_check_status status);
 void em_env_print_text(const em_env_report *report, FILE *out);
-void em_env_print_json(const em_env_report *report, FILE *out);
+/* The report as a JSON object (host, failures, warnings, fingerprint, checks); the caller
+ * deletes it. */
+cJSON *em_env_report_json(const em_env_report *report);
 
 #endif

@@ -1,66 +1,45 @@
 /* Loading a recipe with its `include:` files. An included path is relative to the directory of
  * the file that names it; included files may include others. The maps are deep-merged: files
  * listed later win over earlier ones, and the including file's own keys win over all of them.
- * A file that (indirectly) includes itself is an error showing the chain of files. */
+ * A file that (indirectly) includes itself is an error showing the chain of files. Included files
+ * must be regular files (util/regular_file.h), and one recipe may load at most
+ * EM_INCLUDE_MAX_FILES included files holding at most EM_INCLUDE_MAX_BYTES together (a file
+ * included twice counts twice), so includes that fan out (each file including the next twice)
+ * stop with the chain instead of growing exponentially. */
 #include "runner/recipe/recipe.h"
 
 #include <errno.h>
-#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "util/regular_file.h"
+
+#define EM_INCLUDE_MAX_FILES 64
+#define EM_INCLUDE_MAX_BYTES ((size_t)4 << 20)
+
+/* What the includes of one recipe have loaded so far. */
+typedef struct include_budget {
+    int files;
+    size_t bytes;
+} include_budget;
 
 /* The files being loaded, from the top recipe down to the current one. */
 typedef struct include_chain {
     const char *path; /* as shown in messages */
     char *id;         /* the real path, to recognise one file reached by two names */
     const struct include_chain *up;
+    include_budget *budget; /* shared by the whole chain */
 } include_chain;
-
-/* Removes "." segments and folds "dir/.." so messages show tidy paths. Works in place. */
-static void tidy_path(char *path) {
-    char *segs[PATH_MAX / 2];
-    size_t n = 0;
-    bool absolute = path[0] == '/';
-    char *copy = em_xstrdup(path);
-    for (char *save = NULL, *s = strtok_r(copy, "/", &save); s; s = strtok_r(NULL, "/", &save)) {
-        if (!strcmp(s, ".")) continue;
-        if (!strcmp(s, "..") && n > 0 && strcmp(segs[n - 1], "..") != 0) {
-            n--;
-            continue;
-        }
-        if (n < sizeof segs / sizeof *segs) segs[n++] = s;
-    }
-    char *out = path;
-    if (absolute) *out++ = '/';
-    for (size_t i = 0; i < n; i++) {
-        size_t len = strlen(segs[i]);
-        memmove(out, segs[i], len);
-        out += len;
-        if (i + 1 < n) *out++ = '/';
-    }
-    if (out == path) *out++ = '.';
-    *out = '\0';
-    free(copy);
-}
-
-/* name relative to the directory of the file `from` (name itself when absolute). */
-static char *resolve_include(const char *from, const char *name) {
-    if (name[0] == '/') return em_xstrdup(name);
-    const char *slash = strrchr(from, '/');
-    char *path =
-        slash ? em_xasprintf("%.*s/%s", (int)(slash - from), from, name) : em_xstrdup(name);
-    tidy_path(path);
-    return path;
-}
 
 static char *file_id(const char *path) {
     char *real = realpath(path, NULL);
     return real ? real : em_xstrdup(path);
 }
 
-static em_status cycle_error(const include_chain *chain, const char *path, em_mark at) {
+/* "top.yaml -> a.yaml -> ... -> path" (heap). */
+static char *chain_text(const include_chain *chain, const char *path) {
     const include_chain *links[256];
     size_t n = 0;
     for (const include_chain *c = chain; c && n < 256; c = c->up) links[n++] = c;
@@ -70,7 +49,23 @@ static em_status cycle_error(const include_chain *chain, const char *path, em_ma
         free(text);
         text = longer;
     }
-    em_status err = em_error_at(EM_EXIT_BAD_INPUT, at, "include cycle: %s%s", text, path);
+    char *full = em_xasprintf("%s%s", text, path);
+    free(text);
+    return full;
+}
+
+/* Counts one more included file of size bytes; an error naming the chain past the limits. */
+static em_status spend(const include_chain *chain, const char *path, off_t size, em_mark at) {
+    include_budget *b = chain->budget;
+    b->files++;
+    b->bytes += (size_t)size;
+    if (b->files <= EM_INCLUDE_MAX_FILES && b->bytes <= EM_INCLUDE_MAX_BYTES) return NULL;
+    char *text = chain_text(chain, path);
+    em_status err =
+        em_error_at(EM_EXIT_BAD_INPUT, at,
+                    "includes load more than %d files or %zu bytes in all (each inclusion counts, "
+                    "so a file included twice counts twice): %s",
+                    EM_INCLUDE_MAX_FILES, EM_INCLUDE_MAX_BYTES, text);
     free(text);
     return err;
 }
@@ -101,21 +96,27 @@ static em_status include_one(const em_node *entry, const include_chain *chain, e
         free(found);
         return err;
     }
-    char *path = resolve_include(chain->path, entry->text);
+    char *path = em_node_path(entry);
     char *id = file_id(path);
     em_status err = NULL;
     for (const include_chain *c = chain; c && !err; c = c->up)
-        if (strcmp(c->id, id) == 0) err = cycle_error(chain, path, entry->mark);
+        if (strcmp(c->id, id) == 0) {
+            char *text = chain_text(chain, path);
+            err = em_error_at(EM_EXIT_BAD_INPUT, entry->mark, "include cycle: %s", text);
+            free(text);
+        }
     struct stat st;
     if (!err && (stat(path, &st) != 0 || access(path, R_OK) != 0))
         err = em_error_at(EM_EXIT_BAD_INPUT, entry->mark, "cannot read included file '%s': %s",
                           path, strerror(errno));
-    if (!err && S_ISDIR(st.st_mode))
+    if (!err && !S_ISREG(st.st_mode))
         err = em_error_at(EM_EXIT_BAD_INPUT, entry->mark,
-                          "cannot read included file '%s': it is a directory", path);
+                          "cannot read included file '%s': it is %s, not a regular file", path,
+                          em_file_kind(st.st_mode));
+    if (!err) err = spend(chain, path, st.st_size, entry->mark);
     em_node *sub = NULL;
     if (!err) {
-        include_chain link = {path, id, chain};
+        include_chain link = {path, id, chain, chain->budget};
         err = load_recipe_file(path, &link, &sub);
     }
     free(path);
@@ -166,7 +167,8 @@ static em_status load_recipe_file(const char *path, const include_chain *chain, 
 
 em_status em_recipe_load(const char *path, em_node **out) {
     *out = NULL;
-    include_chain top = {path, file_id(path), NULL};
+    include_budget budget = {0};
+    include_chain top = {path, file_id(path), NULL, &budget};
     em_status err = load_recipe_file(path, &top, out);
     free(top.id);
     return err;

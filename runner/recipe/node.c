@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/paths.h"
+
 /* ---- construction ---------------------------------------------------------------------- */
 
 static em_node *node_new(em_node_kind kind, em_mark mark) {
@@ -318,6 +320,46 @@ const char *em_node_get_string(const em_node *map, const char *key, const char *
     em_status err = em_node_as_string(em_node_get(map, key), &v);
     em_error_free(err);
     return err ? fallback : v;
+}
+
+/* A validated option that is absent or mistyped: the schema lacks its default (a bug). */
+static void missing_option(const char *key, em_status err) {
+    fprintf(stderr, "evalmesh: bug: option '%s' has no value after validation (%s)\n", key,
+            err->message);
+    em_error_free(err);
+    exit(EM_EXIT_FAILURE);
+}
+
+bool em_node_option_bool(const em_node *map, const char *key) {
+    bool v = false;
+    em_status err = em_node_as_bool(em_node_get(map, key), &v);
+    if (err) missing_option(key, err);
+    return v;
+}
+
+int64_t em_node_option_int(const em_node *map, const char *key) {
+    int64_t v = 0;
+    em_status err = em_node_as_int(em_node_get(map, key), &v);
+    if (err) missing_option(key, err);
+    return v;
+}
+
+double em_node_option_double(const em_node *map, const char *key) {
+    double v = 0;
+    em_status err = em_node_as_double(em_node_get(map, key), &v);
+    if (err) missing_option(key, err);
+    return v;
+}
+
+const char *em_node_option_string(const em_node *map, const char *key) {
+    const char *v = NULL;
+    em_status err = em_node_as_string(em_node_get(map, key), &v);
+    if (err) missing_option(key, err);
+    return v;
+}
+
+char *em_node_path(const em_node *node) {
+    return em_path_beside(node->mark.file, node->text);
 }
 
 /* ---- writing YAML ---------------------------------------------------------------------- */

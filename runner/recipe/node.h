@@ -85,6 +85,18 @@ int64_t em_node_get_int(const em_node *map, const char *key, int64_t fallback);
 double em_node_get_double(const em_node *map, const char *key, double fallback);
 const char *em_node_get_string(const em_node *map, const char *key, const char *fallback);
 
+/* Getters for options a schema has checked: the key is required or has a `default` there, so it
+ * is present with the right type. Defaults live in the schemas only; a missing value is a bug in
+ * evalmesh (a schema without the default): it is printed and the process exits with status 1. */
+bool em_node_option_bool(const em_node *map, const char *key);
+int64_t em_node_option_int(const em_node *map, const char *key);
+double em_node_option_double(const em_node *map, const char *key);
+const char *em_node_option_string(const em_node *map, const char *key);
+
+/* A path the scalar `node` gives, resolved against the recipe file it was written in (the rule
+ * of util/paths.h). The caller frees the result. */
+char *em_node_path(const em_node *node);
+
 /* A word for error messages: "a map", "a list", "a string", "an integer", ... */
 const char *em_node_type_name(const em_node *node);
 /* The type and, for scalars, the value, for "found ..." in messages: `a string "abc"`,

@@ -17,6 +17,11 @@ em_status em_yaml_load_file(const char *path, em_node **out);
  * own keys win. Include cycles are errors showing the chain. */
 em_status em_recipe_load(const char *path, em_node **out);
 
+/* Parses the recipe template built into the binary from recipes/<name> (see embedded.h); its
+ * marks name "<recipes/NAME>", a file that paths are not relative to. Errors (exit 1: the
+ * template is part of evalmesh) name it. */
+em_status em_recipe_template(const char *name, em_node **out);
+
 /* Applies one command-line override to root:
  *   a.b.c=VALUE  sets the value (VALUE parsed as YAML, so 4096 is an int and [1,2] a list),
  *                creating maps on the way;

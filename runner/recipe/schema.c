@@ -247,6 +247,25 @@ em_status em_schema_load_embedded(const char *path, em_schema **out) {
     return em_schema_parse(text, path, out);
 }
 
+size_t em_schema_property_names(const em_schema *schema, const char *pointer, const char **names,
+                                size_t max) {
+    const cJSON *object = em_schema_resolve_ref(schema->root, pointer);
+    const cJSON *properties =
+        object ? cJSON_GetObjectItemCaseSensitive(object, "properties") : NULL;
+    size_t n = 0;
+    for (const cJSON *p = properties ? properties->child : NULL; p; p = p->next, n++)
+        if (n < max) names[n] = p->string;
+    return n;
+}
+
+bool em_schema_default_number(const em_schema *schema, const char *pointer, double *out) {
+    const cJSON *property = em_schema_resolve_ref(schema->root, pointer);
+    const cJSON *def = property ? cJSON_GetObjectItemCaseSensitive(property, "default") : NULL;
+    if (!cJSON_IsNumber(def)) return false;
+    *out = def->valuedouble;
+    return true;
+}
+
 void em_schema_free(em_schema *schema) {
     if (!schema) return;
     cJSON_Delete(schema->root);

@@ -19,6 +19,27 @@ void em_schema_free(em_schema *schema);
 /* Validates node against schema, filling in defaults; `what` names the node in messages
  * (e.g. "stage 'wiki'"). Errors have exit status 2. */
 em_status em_schema_validate(const em_schema *schema, em_node *node, const char *what);
+/* The same, with keys of node's top-level map that another schema checks (the keys the recipe
+ * schema gives every stage: kind, after): they are skipped here and offered as "did you mean"
+ * hints for unknown options. */
+em_status em_schema_validate_shared(const em_schema *schema, em_node *node, const char *what,
+                                    const char *const *shared, size_t shared_count);
+
+/* The property names of the object schema at JSON pointer `pointer` ("#/properties/stages/..."),
+ * in schema order, into names (at most max); returns how many there are. The names live as long
+ * as the schema. */
+size_t em_schema_property_names(const em_schema *schema, const char *pointer, const char **names,
+                                size_t max);
+
+/* The number a schema gives as `default` for the property at JSON pointer `pointer`
+ * ("#/properties/init_timeout_s"); false when there is none. */
+bool em_schema_default_number(const em_schema *schema, const char *pointer, double *out);
+
+/* Checks the options of one stage of kind `kind` (the map of the recipe's stages: entry, `kind`
+ * and `after` included) against schemas/stages/<kind>.schema.json, applying its defaults, with
+ * the keys that recipe.schema.json gives every stage left to that schema. `what` names the stage
+ * in messages ("stage 'wiki'"). Errors have exit status 2 (1 for a missing or broken schema). */
+em_status em_schema_validate_stage(em_node *stage, const char *kind, const char *what);
 
 /* The closest of candidates to word (edit distance at most 2, or a shared prefix), or NULL. */
 const char *em_did_you_mean(const char *word, const char *const *candidates, size_t count);

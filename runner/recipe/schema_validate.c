@@ -18,6 +18,9 @@ typedef struct vctx {
     const em_schema *schema;
     const char *what; /* "stage 'wiki'", or NULL */
     int depth;
+    /* keys of the top-level map that another schema checks (skipped here, offered as hints) */
+    const char *const *shared;
+    size_t shared_count;
 } vctx;
 
 /* ---- messages -------------------------------------------------------------------------- */
@@ -297,14 +300,22 @@ static em_status check_enum(const vctx *c, const cJSON *values, const em_node *n
     return err;
 }
 
+static bool is_shared(const vctx *c, const char *key) {
+    for (size_t k = 0; k < c->shared_count; k++)
+        if (strcmp(c->shared[k], key) == 0) return true;
+    return false;
+}
+
 static em_status check_map(vctx *c, const cJSON *s, em_node *node, const char *path,
                            int *progress) {
     const cJSON *properties = keyword(s, "properties");
     const cJSON *additional = keyword(s, "additionalProperties");
     em_status err = NULL;
+    bool top = path[0] == '\0';
     for (size_t i = 0; i < node->count && !err; i++) {
         em_map_entry *e = &node->entries[i];
         const cJSON *ps = properties ? cJSON_GetObjectItemCaseSensitive(properties, e->key) : NULL;
+        if (!ps && top && is_shared(c, e->key)) continue;
         char *sub = child_path(path, e->key);
         if (ps) {
             err = validate(c, ps, e->value, sub, progress);
@@ -313,6 +324,8 @@ static em_status check_map(vctx *c, const cJSON *s, em_node *node, const char *p
             size_t n = 0;
             for (const cJSON *p = properties ? properties->child : NULL; p && n < 512; p = p->next)
                 names[n++] = p->string;
+            for (size_t k = 0; top && k < c->shared_count && n < 512; k++)
+                names[n++] = c->shared[k];
             const char *close = em_did_you_mean(e->key, names, n);
             if (close) {
                 char *hint = child_path(path, close);
@@ -557,8 +570,13 @@ static em_status validate(vctx *c, const cJSON *s, em_node *node, const char *pa
     return err;
 }
 
-em_status em_schema_validate(const em_schema *schema, em_node *node, const char *what) {
-    vctx c = {schema, what && what[0] ? what : NULL, 0};
+em_status em_schema_validate_shared(const em_schema *schema, em_node *node, const char *what,
+                                    const char *const *shared, size_t shared_count) {
+    vctx c = {schema, what && what[0] ? what : NULL, 0, shared, shared_count};
     int progress = 0;
     return validate(&c, schema->root, node, "", &progress);
+}
+
+em_status em_schema_validate(const em_schema *schema, em_node *node, const char *what) {
+    return em_schema_validate_shared(schema, node, what, NULL, 0);
 }

@@ -10,6 +10,8 @@
 #include <string.h>
 #include <yaml.h>
 
+#include "util/regular_file.h"
+
 /* Aliases are copies, so a few anchors can expand into a huge tree ("billion laughs"); and
  * nesting is read by recursion, so it is bounded too. */
 enum { MAX_NODES = 1 << 20, MAX_DEPTH = 256 };
@@ -379,21 +381,11 @@ em_status em_yaml_parse(const char *text, size_t len, const char *name, em_node 
 
 em_status em_yaml_load_file(const char *path, em_node **out) {
     *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) return em_error_new(EM_EXIT_BAD_INPUT, "cannot read '%s': %s", path, strerror(errno));
-    char *text = NULL;
-    size_t len = 0, cap = 0;
-    for (;;) {
-        if (len + 4096 > cap) text = em_xrealloc(text, cap = 2 * cap + 4096);
-        size_t n = fread(text + len, 1, cap - len, f);
-        len += n;
-        if (n == 0) break;
-    }
-    int read_errno = ferror(f) ? errno : 0;
-    fclose(f);
-    em_status err = read_errno ? em_error_new(EM_EXIT_BAD_INPUT, "cannot read '%s': %s", path,
-                                              strerror(read_errno))
-                               : em_yaml_parse(text, len, path, out);
+    char *text;
+    size_t len;
+    em_status err = em_read_regular_file(path, EM_RECIPE_MAX_BYTES, "a recipe", &text, &len);
+    if (err) return err;
+    err = em_yaml_parse(text, len, path, out);
     free(text);
     return err;
 }

@@ -9,6 +9,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "util/regular_file.h"
 #include "util/sha256.h"
 #include "stages/data/wikitext_detok.h"
 #include "stages/tokenizer/tokenizer.h"
@@ -31,29 +32,6 @@ em_input_format em_input_format_from_path(const char *path) {
     if (ends_with(path, ".u16") || ends_with(path, ".bin16")) return EM_FORMAT_TOKENS_U16;
     if (ends_with(path, ".u32") || ends_with(path, ".bin32")) return EM_FORMAT_TOKENS_U32;
     return EM_FORMAT_TEXT;
-}
-
-static em_status read_file(const char *path, char **data, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return em_error_new(EM_EXIT_BAD_INPUT, "%s: cannot open: %s", path, strerror(errno));
-    size_t cap = 1 << 16, n = 0;
-    char *buf = em_xmalloc(cap + 1);
-    for (;;) {
-        n += fread(buf + n, 1, cap - n, f);
-        if (n < cap) break;
-        cap *= 2;
-        buf = em_xrealloc(buf, cap + 1);
-    }
-    bool failed = ferror(f);
-    fclose(f);
-    if (failed) {
-        free(buf);
-        return em_error_new(EM_EXIT_BAD_INPUT, "%s: read error", path);
-    }
-    buf[n] = 0;
-    *data = buf;
-    *len = n;
-    return NULL;
 }
 
 static em_status check_utf8(const char *path, const char *text, size_t len) {
@@ -206,7 +184,7 @@ em_status em_corpus_read(const char *path, const em_corpus_options *options,
     memset(out, 0, sizeof *out);
     char *data = NULL;
     size_t len = 0;
-    em_status err = read_file(path, &data, &len);
+    em_status err = em_read_regular_file(path, EM_TEXT_MAX_BYTES, "a dataset", &data, &len);
     if (err) return err;
     em_sha256_hex(data, len, out->sha256);
     switch (options->format) {

@@ -26,7 +26,7 @@ typedef struct em_rank_timing {
 typedef struct em_metrics {
     em_metric *items;
     size_t count;
-    em_rank_timing *ranks; /* world_size entries */
+    em_rank_timing *ranks; /* world_size entries: one per rank of the dp group */
     int world_size;
     double *window_nll; /* mean NLL of every window, in window order (for histograms) */
     size_t window_count;

@@ -8,17 +8,13 @@
  * n_dims x u64 dims, u32 type, u64 offset), padding to general.alignment, tensor data. */
 #include "stages/model/gguf.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "stages/model/ggml_types.h"
 #include "stages/model/name_set.h"
+#include "util/mapped_file.h"
 
 #define GGUF_MAX_DIMS 4
 #define GGUF_MAX_ARRAY_DEPTH 8
@@ -26,7 +22,7 @@
 /* The public struct plus what only the reader needs. */
 typedef struct gguf_file {
     em_gguf g;
-    bool mapped; /* map came from mmap (em_gguf_open), not from the caller */
+    em_mapped_file file; /* the mapping behind map (em_gguf_open); zero when the caller's */
 } gguf_file;
 
 /* A cursor over the file image. `where` names the section being read, for errors. */
@@ -462,33 +458,15 @@ em_status em_gguf_parse(const uint8_t *data, size_t size, const char *name, em_g
 
 em_status em_gguf_open(const char *path, em_gguf **out) {
     *out = NULL;
-    int fd = open(path, O_RDONLY);
-    if (fd < 0)
-        return em_error_new(EM_EXIT_BAD_INPUT, "%s: cannot open: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
-        return em_error_new(EM_EXIT_BAD_INPUT, "%s: not a regular file", path);
-    }
-    size_t size = (size_t)st.st_size;
-    const uint8_t *map = NULL;
-    if (size > 0) {
-        void *m = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (m == MAP_FAILED) {
-            em_status err = em_error_new(EM_EXIT_BAD_INPUT, "%s: cannot map %zu bytes: %s", path,
-                                         size, strerror(errno));
-            close(fd);
-            return err;
-        }
-        map = m;
-    }
-    close(fd);
+    em_mapped_file file;
+    em_status err = em_mapped_file_open(path, "a GGUF file", &file);
+    if (err) return err;
     gguf_file *f = em_xcalloc(1, sizeof *f);
     f->g.path = em_xstrdup(path);
-    f->g.map = map;
-    f->g.map_size = size;
-    f->mapped = map != NULL;
-    em_status err = parse(&f->g, map ? map : (const uint8_t *)"", size, path);
+    f->g.map = file.data;
+    f->g.map_size = file.size;
+    f->file = file;
+    err = parse(&f->g, file.data, file.size, path);
     if (err) {
         em_gguf_close(&f->g);
         return err;
@@ -511,7 +489,7 @@ void em_gguf_close(em_gguf *g) {
         for (uint64_t i = 0; i < g->tensor_count; i++) free(g->tensors[i].name);
         free(g->tensors);
     }
-    if (f->mapped) munmap((void *)g->map, g->map_size);
+    em_mapped_file_close(&f->file);
     free(g->path);
     free(f);
 }

@@ -18,29 +18,21 @@
 #include "stages/model/model_storage.h"
 #include "stages/model/safetensors.h"
 #include "stages/tokenizer/tokenizer.h"
+#include "util/regular_file.h"
 
 static bool file_exists(const char *path) {
     struct stat st;
     return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
-/* Reads a whole (small) JSON file. */
+/* Reads a whole JSON file. */
 static em_status read_json(const char *path, cJSON **out) {
     *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) return em_error_new(EM_EXIT_BAD_INPUT, "%s: cannot open", path);
-    char *text = NULL;
-    size_t len = 0, cap = 0;
-    for (;;) {
-        if (len + 65536 > cap) {
-            cap = 2 * cap + 65536;
-            text = em_xrealloc(text, cap);
-        }
-        size_t got = fread(text + len, 1, cap - len, f);
-        len += got;
-        if (got == 0) break;
-    }
-    fclose(f);
+    char *text;
+    size_t len;
+    em_status err =
+        em_read_regular_file(path, EM_TEXT_MAX_BYTES, "a checkpoint JSON file", &text, &len);
+    if (err) return err;
     *out = cJSON_ParseWithLength(text, len);
     free(text);
     if (!*out) return em_error_new(EM_EXIT_BAD_INPUT, "%s: not valid JSON", path);

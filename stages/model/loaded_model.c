@@ -4,13 +4,13 @@
 #include "stages/model/loaded_model.h"
 
 #include <errno.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "stages/model/model_loaders.h"
 #include "stages/tokenizer/tokenizer.h"
+#include "util/mapped_file.h"
 
 static bool ends_with(const char *s, const char *suffix) {
     size_t n = strlen(s), m = strlen(suffix);
@@ -25,13 +25,13 @@ em_status em_model_load(const char *path, em_model **out) {
     if (S_ISDIR(st.st_mode) || ends_with(path, ".safetensors") ||
         ends_with(path, ".safetensors.index.json"))
         return em_model_load_hf(path, out);
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return em_error_new(EM_EXIT_BAD_INPUT, "%s: cannot open model: %s", path, strerror(errno));
-    char magic[4] = {0};
-    size_t got = fread(magic, 1, 4, f);
-    fclose(f);
-    if (got == 4 && memcmp(magic, "GGUF", 4) == 0) return em_model_load_gguf(path, out);
+    /* mapped, not read: a FIFO or device is refused here instead of blocking the read */
+    em_mapped_file file;
+    em_status err = em_mapped_file_open(path, "a model", &file);
+    if (err) return err;
+    bool gguf = file.size >= 4 && memcmp(file.data, "GGUF", 4) == 0;
+    em_mapped_file_close(&file);
+    if (gguf) return em_model_load_gguf(path, out);
     return em_error_new(EM_EXIT_BAD_INPUT,
                         "%s: not a model file (expected a GGUF file, a .safetensors file or a "
                         "Hugging Face checkpoint directory)",

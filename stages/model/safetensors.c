@@ -2,14 +2,9 @@
 #include "stages/model/safetensors.h"
 
 #include <cjson/cJSON.h>
-#include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "stages/model/name_set.h"
 
@@ -189,32 +184,15 @@ em_status em_safetensors_parse(const uint8_t *data, size_t size, const char *nam
 
 em_status em_safetensors_open(const char *path, em_safetensors **out) {
     *out = NULL;
-    int fd = open(path, O_RDONLY);
-    if (fd < 0)
-        return em_error_new(EM_EXIT_BAD_INPUT, "%s: cannot open: %s", path, strerror(errno));
-    struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        close(fd);
-        return em_error_new(EM_EXIT_BAD_INPUT, "%s: not a regular file", path);
-    }
+    em_mapped_file file;
+    em_status err = em_mapped_file_open(path, "a safetensors file", &file);
+    if (err) return err;
     em_safetensors *st = em_xcalloc(1, sizeof *st);
     st->path = em_xstrdup(path);
-    st->map_size = (size_t)sb.st_size;
-    st->map = (const uint8_t *)"";
-    if (st->map_size > 0) {
-        void *m = mmap(NULL, st->map_size, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (m == MAP_FAILED) {
-            em_status err = em_error_new(EM_EXIT_BAD_INPUT, "%s: cannot map %zu bytes: %s", path,
-                                         st->map_size, strerror(errno));
-            close(fd);
-            em_safetensors_close(st);
-            return err;
-        }
-        st->map = m;
-        st->mapped = true;
-    }
-    close(fd);
-    em_status err = parse(st);
+    st->map = file.data;
+    st->map_size = file.size;
+    st->file = file;
+    err = parse(st);
     if (err) {
         em_safetensors_close(st);
         return err;
@@ -228,7 +206,7 @@ void em_safetensors_close(em_safetensors *st) {
     if (st->tensors)
         for (size_t i = 0; i < st->count; i++) free(st->tensors[i].name);
     free(st->tensors);
-    if (st->mapped) munmap((void *)st->map, st->map_size);
+    em_mapped_file_close(&st->file);
     free(st->path);
     free(st);
 }

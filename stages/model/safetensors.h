@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "stages/model/loaded_model.h"
+#include "util/mapped_file.h"
 
 typedef struct em_st_tensor {
     char *name;
@@ -24,7 +25,7 @@ typedef struct em_safetensors {
     char *path;
     const uint8_t *map;
     size_t map_size;
-    bool mapped;
+    em_mapped_file file; /* the mapping behind map (em_safetensors_open); zero when the caller's */
     size_t header_bytes; /* 8 + the JSON length: where the tensor data starts */
     em_st_tensor *tensors;
     size_t count;

@@ -7,7 +7,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "util/atomic_file.h"
 #include "util/log.h"
+#include "util/regular_file.h"
 #include "stages/report/results.h"
 #include "stages/report/textfile.h"
 
@@ -20,9 +22,25 @@ em_status em_history_append(const char *path, const cJSON *results) {
     cJSON_DeleteItemFromObjectCaseSensitive(line, "ranks");
     char *text = em_results_print(line, false);
     cJSON_Delete(line);
-    err = em_textfile_append_line(path, text);
+    err = em_atomic_append_line(path, text);
     free(text);
     return err;
+}
+
+/* A line glued to a torn one: an append cut short (a full disk, a killed writer) left a line
+ * without its '\n', and an older writer's next append continued it. Every line starts with the
+ * results document's first key, so the last start of one that parses to the end of the line is the
+ * complete run; the torn part before it is reported. NULL when there is none. */
+static cJSON *after_torn_line(const char *line, const char *where) {
+    static const char start[] = "{\"schema\"";
+    const char *found = NULL;
+    for (const char *p = strstr(line + 1, start); p; p = strstr(p + 1, start)) found = p;
+    cJSON *doc = found ? cJSON_Parse(found) : NULL;
+    if (doc)
+        em_log_warn("%s: %zu bytes of a torn line (an append that did not finish) skipped before a "
+                    "complete results document",
+                    where, (size_t)(found - line));
+    return doc;
 }
 
 em_status em_history_load(const char *path, bool missing_ok, em_history *out) {
@@ -30,7 +48,7 @@ em_status em_history_load(const char *path, bool missing_ok, em_history *out) {
     struct stat st;
     if (missing_ok && stat(path, &st) != 0 && errno == ENOENT) return NULL;
     char *text;
-    em_status err = em_textfile_read(path, &text, NULL);
+    em_status err = em_read_regular_file(path, EM_TEXT_MAX_BYTES, "a history file", &text, NULL);
     if (err) return err;
     int line_no = 0;
     for (char *line = text; line && *line;) {
@@ -41,8 +59,9 @@ em_status em_history_load(const char *path, bool missing_ok, em_history *out) {
             line = next;
             continue;
         }
-        cJSON *doc = cJSON_Parse(line);
         char *where = em_xasprintf("%s:%d", path, line_no);
+        cJSON *doc = cJSON_Parse(line);
+        if (!doc) doc = after_torn_line(line, where);
         em_status bad = doc ? em_results_check(doc, where)
                             : em_error_new(EM_EXIT_BAD_INPUT,
                                            "%s: not a results document (not valid JSON)", where);

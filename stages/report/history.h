@@ -18,12 +18,15 @@ typedef struct em_history {
     int skipped; /* corrupt lines that were reported and left out */
 } em_history;
 
-/* Appends results (without "ranks") as one line; creates the file and its folder if needed. */
+/* Appends results (without "ranks") as one line with a single write (em_atomic_append_line: a
+ * short write is cut back, and a line never continues a torn one); creates the file and its folder
+ * if needed. */
 em_status em_history_append(const char *path, const cJSON *results);
 
 /* Reads a history. A line that is not a results document is reported as a warning naming
- * "FILE:LINE" and skipped; the other lines are still used. A missing file is an error (exit 2)
- * unless missing_ok, when it reads as an empty history. */
+ * "FILE:LINE" and skipped; the other lines are still used. A complete run glued to a torn line
+ * (an older writer's append that did not finish) is recovered, the torn bytes reported. A missing
+ * file is an error (exit 2) unless missing_ok, when it reads as an empty history. */
 em_status em_history_load(const char *path, bool missing_ok, em_history *out);
 void em_history_free(em_history *h);
 

@@ -13,9 +13,10 @@
 #include <curl/curl.h>
 
 #include "util/log.h"
+#include "util/redact.h"
 #include "stages/report/base64.h"
 #include "stages/report/strbuf.h"
-#include "stages/report/textfile.h"
+#include "util/regular_file.h"
 
 void em_push_request_free_fields(em_push_request *req) {
     free(req->target);
@@ -36,10 +37,11 @@ static void curl_init_once(void) {
     curl_global_init(CURL_GLOBAL_DEFAULT);
 }
 
-em_status em_push_check_url(const char *url) {
+em_status em_push_check_url(const char *raw_url) {
     pthread_once(&curl_once, curl_init_once);
+    char *url = em_redact_urls(raw_url);
     CURLU *u = curl_url();
-    CURLUcode rc = curl_url_set(u, CURLUPART_URL, url, 0);
+    CURLUcode rc = curl_url_set(u, CURLUPART_URL, raw_url, 0);
     em_status err = NULL;
     char *scheme = NULL, *host = NULL, *user = NULL;
     if (rc != CURLUE_OK) {
@@ -60,7 +62,13 @@ em_status em_push_check_url(const char *url) {
     curl_free(host);
     curl_free(user);
     curl_url_cleanup(u);
+    free(url);
     return err;
+}
+
+long em_push_timeout_ms(double timeout_s) {
+    double ms = ceil(timeout_s * 1000);
+    return !(ms >= 1) ? 1 : ms > 86400000 ? 86400000 : (long)ms;
 }
 
 /* The credential named by req (environment variable first, then file), trailing newline cut. */
@@ -78,7 +86,8 @@ static em_status read_credential(const em_push_request *req, char **out) {
         return em_error_new(EM_EXIT_BAD_INPUT, "%s push: auth %s needs `env` or `file`",
                             req->target, em_auth_type_name(req->auth));
     char *text;
-    em_status err = em_textfile_read(req->auth_file, &text, NULL);
+    em_status err =
+        em_read_regular_file(req->auth_file, EM_RECIPE_MAX_BYTES, "a credential file", &text, NULL);
     if (err) return em_error_prefix(err, "%s push: credential file", req->target);
     text[strcspn(text, "\r\n")] = 0;
     if (!text[0]) {
@@ -109,7 +118,7 @@ static int attempt(const em_push_request *req, struct curl_slist *headers, const
     curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body);
     curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
     curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
-    curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, (long)(req->timeout_s * 1000));
+    curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, em_push_timeout_ms(req->timeout_s));
     curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, curl_err);
@@ -175,6 +184,7 @@ em_status em_push_send(const em_push_request *req, const char *body, size_t len)
         free(cred);
         free(value);
     }
+    char *shown = em_redact_urls(req->url); /* for messages: no secret from the URL */
     unsigned seed = (unsigned)time(NULL) ^ (unsigned)getpid();
     char why[512] = {0};
     int attempts = req->retries + 1, done = 0, failed = 1;
@@ -183,16 +193,18 @@ em_status em_push_send(const em_push_request *req, const char *body, size_t len)
         done = i + 1;
         failed = attempt(req, headers, body, len, why, sizeof why, &retryable);
         if (!failed) break;
-        em_log_warn("%s push to %s: attempt %d of %d failed: %s", req->target, req->url, i + 1,
+        em_log_warn("%s push to %s: attempt %d of %d failed: %s", req->target, shown, i + 1,
                     attempts, why);
         if (!retryable) break;
         if (i + 1 < attempts) backoff_sleep(req->backoff_s, i, &seed);
     }
     curl_slist_free_all(headers);
-    if (!failed) {
-        em_log_info("%s push to %s: delivered (attempt %d)", req->target, req->url, done);
-        return NULL;
-    }
-    return em_error_new(EM_EXIT_RUNTIME, "%s push to %s failed after %d attempt%s: %s", req->target,
-                        req->url, done, done == 1 ? "" : "s", why);
+    if (!failed) em_log_info("%s push to %s: delivered (attempt %d)", req->target, shown, done);
+    em_status result = failed ? em_error_new(EM_EXIT_RUNTIME,
+                                             "%s push to %s failed after %d "
+                                             "attempt%s: %s",
+                                             req->target, shown, done, done == 1 ? "" : "s", why)
+                              : NULL;
+    free(shown);
+    return result;
 }

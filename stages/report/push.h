@@ -28,7 +28,7 @@ typedef struct em_push_request {
     char *auth_file; /* file holding the credential (one line), or NULL */
     char *ca_path;   /* CA bundle file or folder; NULL for the system's */
     bool verify_tls;
-    double timeout_s; /* per attempt */
+    double timeout_s; /* per attempt (see em_push_timeout_ms) */
     int retries;      /* attempts after the first */
     double backoff_s; /* wait before the first retry; doubled for each next one, with jitter */
 } em_push_request;
@@ -39,6 +39,10 @@ const char *em_auth_type_name(em_auth_type auth);
 /* Checks that url is an absolute http(s) URL with a host and no user:password (credentials go in
  * `auth`). Errors are exit status 2 and quote the URL. */
 em_status em_push_check_url(const char *url);
+
+/* The per-attempt limit given to libcurl: timeout_s in milliseconds, rounded up and at least 1
+ * (libcurl reads 0 as "no limit", so a tiny timeout must never become 0), at most a day. */
+long em_push_timeout_ms(double timeout_s);
 
 /* Sends body; on a connection error, a timeout, HTTP 408, 429 or 5xx it retries up to
  * req->retries times, logging a warning per failed attempt. Errors are exit status 4 (2 for a

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "build_info.h"
-#include "stages/report/textfile.h"
+#include "util/regular_file.h"
 
 const char *em_results_time(time_t t, char *buf, size_t size) {
     struct tm tm;
@@ -145,7 +145,8 @@ em_status em_results_check(const cJSON *doc, const char *what) {
 
 em_status em_results_load(const char *path, cJSON **out) {
     char *text;
-    em_status err = em_textfile_read(path, &text, NULL);
+    em_status err =
+        em_read_regular_file(path, EM_TEXT_MAX_BYTES, "a results document", &text, NULL);
     if (err) return err;
     cJSON *doc = cJSON_Parse(text);
     free(text);

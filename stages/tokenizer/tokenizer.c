@@ -11,6 +11,7 @@
 #include "stages/model/gguf.h"
 #include "stages/tokenizer/pretokenizer.h"
 #include "stages/tokenizer/tokenizer_impl.h"
+#include "util/mapped_file.h"
 
 void em_vocab_init(em_vocab *vocab, int32_t n, const em_bytes *texts) {
     size_t total = 0;
@@ -85,10 +86,22 @@ em_status em_tokenizer_finish(em_tokenizer *tok, const char *source) {
     return NULL;
 }
 
+em_status em_tokenizer_use_pre_row(em_tokenizer *tok, const em_pre_row *row, const char *source) {
+    size_t n = 0;
+    while (row->exprs[n]) n++;
+    em_pretokenizer_free(tok->pre);
+    tok->pre = NULL;
+    char *what = em_xasprintf("%s: pre-tokenizer '%s'", source, row->label);
+    em_status err = em_pretokenizer_new(row->exprs, n, what, &tok->pre);
+    free(what);
+    return err;
+}
+
 void em_tokenizer_free(em_tokenizer *tok) {
     if (!tok) return;
     em_vocab_free(&tok->vocab);
     em_merge_map_free(&tok->merges);
+    em_pretokenizer_free(tok->pre);
     free(tok->specials);
     free(tok);
 }
@@ -106,14 +119,13 @@ em_status em_tokenizer_load(const char *path, em_tokenizer **out) {
         free(json);
         return err;
     }
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return em_error_new(EM_EXIT_BAD_INPUT, "%s: cannot open tokenizer: %s", path,
-                            strerror(errno));
-    char magic[4] = {0};
-    size_t got = fread(magic, 1, 4, f);
-    fclose(f);
-    if (got == 4 && memcmp(magic, "GGUF", 4) == 0) {
+    /* mapped, not read: a FIFO or device is refused here instead of blocking the read */
+    em_mapped_file file;
+    em_status sniffed = em_mapped_file_open(path, "a tokenizer", &file);
+    if (sniffed) return sniffed;
+    bool gguf = file.size >= 4 && memcmp(file.data, "GGUF", 4) == 0;
+    em_mapped_file_close(&file);
+    if (gguf) {
         em_gguf *g;
         em_status err = em_gguf_open(path, &g);
         if (err) return err;

@@ -1,6 +1,6 @@
 /* Text to token ids and back, for the two tokenizer families Llama-style models use:
  * SentencePiece-style BPE (GGUF `tokenizer.ggml.model = llama`) and byte-level BPE
- * (`gpt2`, with the pre-tokenizer regexes of GPT-2 and Llama 3), loaded from GGUF metadata or
+ * (`gpt2`, with the pre-tokenizer regexes of llama.cpp's table), loaded from GGUF metadata or
  * a Hugging Face tokenizer.json. */
 #ifndef EVALMESH_TOKENIZER_H
 #define EVALMESH_TOKENIZER_H
@@ -16,11 +16,12 @@ typedef struct em_tokenizer em_tokenizer;
 /* Loads from a GGUF file (its tokenizer.* metadata) or a tokenizer.json (with a
  * tokenizer_config.json beside it when present, for add_bos/add_eos and special tokens). A folder
  * means its tokenizer.json. A file starting with "GGUF" is read as GGUF, any other as JSON.
- * Supported: GGUF tokenizer.ggml.model "llama" and "gpt2" (tokenizer.ggml.pre "default", "gpt-2",
- * "llama3", "llama-v3", "llama-bpe", "qwen2"); tokenizer.json with model.type BPE and either a
- * ByteLevel pre-tokenizer (a Split with GPT-2's, Llama 3's or Qwen2's regex) or SentencePiece's
- * "▁" for spaces (normalizer Prepend/Replace or a Metaspace pre-tokenizer; the merge order gives
- * the scores). Anything else, missing keys,
+ * Supported: GGUF tokenizer.ggml.model "llama" and "gpt2" with every tokenizer.ggml.pre name
+ * llama.cpp knows (pre_table.h; an unknown name is an error naming the closest known one) but the
+ * few that are not byte-level BPE; tokenizer.json with model.type BPE and either a ByteLevel
+ * pre-tokenizer (with Split and Digits steps whose expressions are one of those rows) or
+ * SentencePiece's "▁" for spaces (normalizer Prepend/Replace or a Metaspace pre-tokenizer; the
+ * merge order gives the scores). Anything else, missing keys,
  * merges naming unknown tokens ("merge 17 'a bx' refers to unknown token 'bx'", merges counted from
  * 0) and out-of-range ids are errors with exit status 2 naming the file. */
 em_status em_tokenizer_load(const char *path, em_tokenizer **out);
@@ -56,9 +57,10 @@ em_encode_options em_tokenizer_default_options(const em_tokenizer *tok);
  *   its offset (real vocabularies have all 256).
  * - An error for add_bos/add_eos when the tokenizer has no such token.
  * Defaults (em_tokenizer_default_options): GGUF add_bos_token/add_eos_token when present, else
- * add_bos for "llama" and for the Llama 3 pre-tokenizer, not for GPT-2; tokenizer.json: a
- * TemplateProcessing post-processor that puts a special token before (after) the text means
- * add_bos (add_eos), and tokenizer_config.json's add_bos_token/add_eos_token override. */
+ * add_bos for "llama" and for the pre-tokenizer names llama.cpp gives it (llama3, tekken...);
+ * tokenizer.json: a TemplateProcessing post-processor that puts a special token before (after) the
+ * text means add_bos (add_eos), and tokenizer_config.json's add_bos_token/add_eos_token override.
+ */
 em_status em_tokenizer_encode(const em_tokenizer *tok, const char *text, size_t len,
                               em_encode_options options, int32_t **ids, size_t *count);
 /* Decodes ids back to text (malloc'd, NUL-terminated; *len bytes). Special tokens are skipped

@@ -51,34 +51,28 @@ static em_status get_flag(const em_gguf *g, const char *key, bool *flag) {
     return err;
 }
 
+/* Picks the pre-tokenizer row of tokenizer.ggml.pre (absent: "default", as llama.cpp does) and
+ * applies llama.cpp's settings for that name. */
 static em_status read_pre(const em_gguf *g, em_tokenizer *tok) {
     em_gguf_string pre;
     bool found;
     em_status err = em_gguf_get_string(g, "tokenizer.ggml.pre", &pre, &found);
-    if (err) return err;
-    tok->pre = EM_PRE_GPT2;
-    if (!found || tok->family != EM_FAMILY_BPE) return NULL;
-    static const char *gpt2[] = {"default", "gpt-2"};
-    static const char *llama3[] = {"llama3", "llama-v3", "llama-bpe"};
-    for (size_t i = 0; i < sizeof(gpt2) / sizeof(gpt2[0]); i++)
-        if (pre.len == strlen(gpt2[i]) && memcmp(pre.data, gpt2[i], pre.len) == 0) return NULL;
-    for (size_t i = 0; i < sizeof(llama3) / sizeof(llama3[0]); i++) {
-        if (pre.len == strlen(llama3[i]) && memcmp(pre.data, llama3[i], pre.len) == 0) {
-            /* llama.cpp's Llama 3 settings: whole-word tokens skip merging, BOS by default. */
-            tok->pre = EM_PRE_LLAMA3;
-            tok->ignore_merges = true;
-            tok->add_bos = true;
-            return NULL;
-        }
-    }
-    if (pre.len == 5 && memcmp(pre.data, "qwen2", 5) == 0) {
-        tok->pre = EM_PRE_QWEN2;
-        return NULL;
-    }
-    return em_error_new(EM_EXIT_BAD_INPUT,
-                        "%s: tokenizer.ggml.pre '%.*s' is not supported (supported: default, "
-                        "gpt-2, llama3, llama-v3, llama-bpe, qwen2)",
-                        g->path, (int)pre.len, pre.data);
+    if (err || tok->family != EM_FAMILY_BPE) return err;
+    if (!found) return em_tokenizer_use_pre_row(tok, em_pre_default_row(), g->path);
+    const em_pre_name *name = em_pre_find_name(pre.data, pre.len);
+    if (!name)
+        return em_error_new(EM_EXIT_BAD_INPUT,
+                            "%s: tokenizer.ggml.pre '%.*s' is not a pre-tokenizer llama.cpp "
+                            "knows (the closest known one is '%s')",
+                            g->path, (int)pre.len, pre.data,
+                            em_pre_closest_name(pre.data, pre.len));
+    if (name->unsupported)
+        return em_error_new(EM_EXIT_BAD_INPUT, "%s: tokenizer.ggml.pre '%s' is not supported: %s",
+                            g->path, name->name, name->unsupported);
+    tok->ignore_merges = name->settings & EM_PRE_IGNORE_MERGES;
+    if (name->settings & EM_PRE_ADD_BOS) tok->add_bos = true;
+    if (name->settings & EM_PRE_NO_BOS) tok->bos = -1;
+    return em_tokenizer_use_pre_row(tok, name->row, g->path);
 }
 
 static em_status build(const em_gguf *g, em_tokenizer *tok) {

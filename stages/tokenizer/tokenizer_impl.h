@@ -5,6 +5,7 @@
 #define EVALMESH_TOKENIZER_IMPL_H
 
 #include "stages/tokenizer/bpe_merges.h"
+#include "stages/tokenizer/pre_table.h"
 #include "stages/tokenizer/pretokenizer.h"
 #include "stages/tokenizer/tokenizer.h"
 #include "stages/tokenizer/vocab.h"
@@ -27,8 +28,8 @@ struct em_tokenizer {
      * byte-to-unicode character (-1 when absent). */
     int32_t byte_tokens[256];
     /* BPE only */
-    em_pretokenizer pre;
-    bool ignore_merges; /* a word that is itself a token is not merged (Llama 3) */
+    em_pretokenizer *pre; /* compiled from a row of pre_table.h */
+    bool ignore_merges;   /* a word that is itself a token is not merged (Llama 3) */
     em_merge_map merges;
     /* Tokens matched in the text before tokenizing (control, unknown and user-defined), sorted
      * by first byte, then longest first, then id; special_first[b] is where byte b starts. */
@@ -84,6 +85,9 @@ em_status em_spm_encode(const em_tokenizer *tok, em_spm_state *st, const char *t
                         size_t offset, bool prefix_space, em_ids *out);
 em_status em_bpe_encode(const em_tokenizer *tok, em_bpe_state *st, const char *text, size_t len,
                         size_t offset, em_ids *out);
+
+/* Compiles the expressions of a pre_table.h row into tok->pre (source names the file). */
+em_status em_tokenizer_use_pre_row(em_tokenizer *tok, const em_pre_row *row, const char *source);
 
 /* Loads a Hugging Face tokenizer.json (and the tokenizer_config.json beside it, if any). */
 em_status em_tokenizer_from_json(const char *path, em_tokenizer **out);

@@ -7,7 +7,6 @@
  * TemplateProcessing that puts a special token before or after the text means add BOS or EOS).
  * A tokenizer_config.json beside the file, when present, has the last word on add_bos_token,
  * add_eos_token, bos_token and eos_token. */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,45 +15,14 @@
 #include <cjson/cJSON.h>
 
 #include "stages/tokenizer/tokenizer_impl.h"
-
-/* The regular expressions of the supported pre-tokenizers, as tokenizer.json spells them. */
-static const char GPT2_PATTERN[] =
-    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
-static const char QWEN2_PATTERN[] =
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| "
-    "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
-static const char LLAMA3_PATTERN[] =
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| "
-    "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
-
-/* Reads a whole file. */
-static em_status read_file(const char *path, char **data, size_t *len) {
-    *data = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) return em_error_new(EM_EXIT_BAD_INPUT, "%s: cannot open: %s", path, strerror(errno));
-    size_t cap = 1 << 16, n = 0;
-    char *buf = em_xmalloc(cap);
-    size_t got;
-    while ((got = fread(buf + n, 1, cap - n, f)) > 0) {
-        n += got;
-        if (n == cap) buf = em_xrealloc(buf, cap *= 2);
-    }
-    bool failed = ferror(f);
-    fclose(f);
-    if (failed) {
-        free(buf);
-        return em_error_new(EM_EXIT_BAD_INPUT, "%s: read error", path);
-    }
-    *data = buf;
-    *len = n;
-    return NULL;
-}
+#include "util/regular_file.h"
 
 /* Parses JSON; a syntax error names its line and column. */
 static em_status parse_json(const char *path, cJSON **out) {
     char *data;
     size_t len = 0;
-    em_status err = read_file(path, &data, &len);
+    em_status err =
+        em_read_regular_file(path, EM_TEXT_MAX_BYTES, "a tokenizer JSON file", &data, &len);
     if (err) return err;
     const char *end = NULL;
     *out = cJSON_ParseWithLengthOpts(data, len, &end, false);
@@ -79,7 +47,51 @@ static em_status missing(const char *path, const char *key) {
                         key);
 }
 
-/* Picks the pre-tokenizer; anything but the supported byte-level setups is an error. */
+/* The expression one step of a byte-level pre_tokenizer applies (NULL: none), or an error. */
+static em_status pre_step(const char *path, const cJSON *item, const char **expr,
+                          bool *byte_level) {
+    *expr = NULL;
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(item, "type");
+    const char *name = cJSON_IsString(t) ? t->valuestring : "(none)";
+    if (strcmp(name, "ByteLevel") == 0) {
+        *byte_level = true;
+        if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(item, "add_prefix_space")))
+            return em_error_new(EM_EXIT_BAD_INPUT,
+                                "%s: pre_tokenizer ByteLevel with add_prefix_space true is not "
+                                "supported",
+                                path);
+        /* use_regex (true when absent): GPT-2's expression */
+        if (!cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(item, "use_regex")))
+            *expr = EM_PRE_GPT2_HF_EXPR;
+        return NULL;
+    }
+    if (strcmp(name, "Digits") == 0) {
+        bool single = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(item, "individual_digits"));
+        *expr = single ? "\\p{N}" : "\\p{N}+";
+        return NULL;
+    }
+    if (strcmp(name, "Split") == 0) {
+        const cJSON *pattern = cJSON_GetObjectItemCaseSensitive(item, "pattern");
+        const cJSON *regex = cJSON_GetObjectItemCaseSensitive(pattern, "Regex");
+        const cJSON *behavior = cJSON_GetObjectItemCaseSensitive(item, "behavior");
+        if (!cJSON_IsString(regex)) return missing(path, "pre_tokenizer Split pattern.Regex");
+        if (!cJSON_IsString(behavior) || strcmp(behavior->valuestring, "Isolated") != 0 ||
+            cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(item, "invert")))
+            return em_error_new(EM_EXIT_BAD_INPUT,
+                                "%s: pre_tokenizer Split must have behavior Isolated and invert "
+                                "false",
+                                path);
+        *expr = regex->valuestring;
+        return NULL;
+    }
+    return em_error_new(EM_EXIT_BAD_INPUT,
+                        "%s: pre_tokenizer type '%s' is not supported (ByteLevel, Split, Digits, "
+                        "Sequence)",
+                        path, name);
+}
+
+/* Picks the pre-tokenizer row whose expressions are those of the pre_tokenizer's steps (a
+ * Sequence of Split, Digits and ByteLevel, or one of them); anything else is an error. */
 static em_status read_pre_tokenizer(const char *path, const cJSON *root, em_tokenizer *tok) {
     const cJSON *pre = cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer");
     if (!cJSON_IsObject(pre)) return missing(path, "pre_tokenizer");
@@ -88,52 +100,36 @@ static em_status read_pre_tokenizer(const char *path, const cJSON *root, em_toke
     if (sequence) list = cJSON_GetObjectItemCaseSensitive(pre, "pretokenizers");
     if (sequence && !cJSON_IsArray(list)) return missing(path, "pre_tokenizer.pretokenizers");
     bool byte_level = false;
-    tok->pre = EM_PRE_GPT2;
+    const char *exprs[EM_PRE_MAX_EXPRS + 1];
+    size_t n = 0;
     const cJSON *item = sequence ? list->child : pre;
     for (; item; item = sequence ? item->next : NULL) {
-        const cJSON *t = cJSON_GetObjectItemCaseSensitive(item, "type");
-        const char *name = cJSON_IsString(t) ? t->valuestring : "(none)";
-        if (strcmp(name, "ByteLevel") == 0) {
-            byte_level = true;
-            if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(item, "add_prefix_space")))
-                return em_error_new(EM_EXIT_BAD_INPUT,
-                                    "%s: pre_tokenizer ByteLevel with add_prefix_space true is "
-                                    "not supported",
-                                    path);
-        } else if (strcmp(name, "Split") == 0) {
-            const cJSON *pattern = cJSON_GetObjectItemCaseSensitive(item, "pattern");
-            const cJSON *regex = cJSON_GetObjectItemCaseSensitive(pattern, "Regex");
-            const cJSON *behavior = cJSON_GetObjectItemCaseSensitive(item, "behavior");
-            if (!cJSON_IsString(regex)) return missing(path, "pre_tokenizer Split pattern.Regex");
-            if (!cJSON_IsString(behavior) || strcmp(behavior->valuestring, "Isolated") != 0 ||
-                cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(item, "invert")))
-                return em_error_new(EM_EXIT_BAD_INPUT,
-                                    "%s: pre_tokenizer Split must have behavior Isolated and "
-                                    "invert false",
-                                    path);
-            if (strcmp(regex->valuestring, LLAMA3_PATTERN) == 0)
-                tok->pre = EM_PRE_LLAMA3;
-            else if (strcmp(regex->valuestring, QWEN2_PATTERN) == 0)
-                tok->pre = EM_PRE_QWEN2;
-            else if (strcmp(regex->valuestring, GPT2_PATTERN) != 0)
-                return em_error_new(EM_EXIT_BAD_INPUT,
-                                    "%s: pre_tokenizer Split pattern '%s' is not supported (only "
-                                    "GPT-2's, Llama 3's and Qwen2's)",
-                                    path, regex->valuestring);
-        } else {
-            return em_error_new(EM_EXIT_BAD_INPUT,
-                                "%s: pre_tokenizer type '%s' is not supported (ByteLevel, Split, "
-                                "Sequence)",
-                                path, name);
-        }
+        const char *expr;
+        em_status err = pre_step(path, item, &expr, &byte_level);
+        if (err) return err;
+        if (expr && n < EM_PRE_MAX_EXPRS + 1) exprs[n++] = expr;
     }
     if (!byte_level)
         return em_error_new(EM_EXIT_BAD_INPUT,
                             "%s: not a byte-level BPE tokenizer (no ByteLevel pre_tokenizer); "
                             "only byte-level BPE tokenizer.json files are supported",
                             path);
-    /* A ByteLevel pre-tokenizer without a Split uses GPT-2's rules (its use_regex). */
-    return NULL;
+    const em_pre_row *row = em_pre_find_hf(exprs, n);
+    if (!row) {
+        char *list_text = em_xasprintf("%s", "");
+        for (size_t k = 0; k < n; k++) {
+            char *next = em_xasprintf("%s%s'%s'", list_text, k ? ", then " : "", exprs[k]);
+            free(list_text);
+            list_text = next;
+        }
+        em_status err = em_error_new(EM_EXIT_BAD_INPUT,
+                                     "%s: pre_tokenizer splits with %s, which is no pre-tokenizer "
+                                     "llama.cpp knows",
+                                     path, n ? list_text : "nothing");
+        free(list_text);
+        return err;
+    }
+    return em_tokenizer_use_pre_row(tok, row, path);
 }
 
 /* The id of a token given as "text" or {"content": "text"}; -1 when it is not in the vocab. */

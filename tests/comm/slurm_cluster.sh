@@ -90,24 +90,21 @@ cat "$T/ranks.log"
 [ "$(grep -c ' checks, 0 failed' "$T/ranks.log")" = 4 ] || fail "not every rank passed its checks"
 
 # 2. Rank 1 of 3 exits early with status 4: Slurm's PMIx plugin sees it leave without
-#    finalizing and cancels the whole step, so nothing hangs.
-start=$(date +%s)
+#    finalizing and cancels the whole step, so nothing hangs (`timeout` would make it 124).
 timeout 60 srun --mpi=pmix -n 3 --export=ALL "$FAIL_BIN" exit 1 > "$T/exit.log" 2>&1
 rc=$?
 cat "$T/exit.log"
 [ "$rc" != 0 ] && [ "$rc" != 124 ] || fail "srun with an early exit ended with $rc"
-[ $(( $(date +%s) - start )) -le 45 ] || fail "the step with an early exit took too long"
 
 # 3. Rank 1 of 3 sleeps 60 s: the others time out after 3 s, name it and exit 5; srun -K then
-#    ends the step (their own statuses are in the files they write).
-start=$(date +%s)
+#    ends the step (their own statuses are in the files they write) before the sleeper wakes.
 COMM_FAIL_DIR=$T/out timeout 60 srun -K --mpi=pmix -n 3 --export=ALL "$FAIL_BIN" sleep 1 60 \
     > "$T/sleep.log" 2>&1
 rc=$?
 cat "$T/sleep.log"
 # srun reports the highest task status: the sleeper's SIGTERM (143) once the step is ended.
 [ "$rc" != 0 ] && [ "$rc" != 124 ] || fail "srun with a sleeping rank ended with $rc"
-[ $(( $(date +%s) - start )) -le 45 ] || fail "the step with a sleeping rank took too long"
+[ ! -f "$T/out/rank-1.txt" ] || fail "the sleeping rank woke before the step ended"
 # Once the first rank exits, Slurm cancels the step: the other may be killed before it writes.
 found=0
 for r in 0 2; do
@@ -120,13 +117,12 @@ done
 [ "$found" = 1 ] || fail "neither rank 0 nor rank 2 wrote a status"
 
 # 4. Rank 1 of 3 starts 20 s late: the bootstrap's PMIx fence (timeout 3 s) fails, naming it;
-#    srun -K ends the step once they exit.
-start=$(date +%s)
+#    srun -K ends the step once they exit, before rank 1 wakes (it never says anything itself).
 timeout 60 srun -K --mpi=pmix -n 3 --export=ALL "$FAIL_BIN" late 1 20 > "$T/late.log" 2>&1
 rc=$?
 cat "$T/late.log"
 [ "$rc" != 0 ] && [ "$rc" != 124 ] || fail "srun with a late rank ended with $rc"
-[ $(( $(date +%s) - start )) -le 15 ] || fail "the step with a late rank took too long"
+! grep -q "^rank 1: " "$T/late.log" || fail "late rank: rank 1 woke before the step ended"
 grep -qE "rank [02]: bootstrap: PMIx fence did not complete within 3 s: rank 1 did not answer" \
     "$T/late.log" || fail "late rank: no rank named rank 1"
 

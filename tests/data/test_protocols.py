@@ -12,8 +12,10 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from checks import check_equal, finish  # noqa: E402
+
 PROBE = sys.argv[1]
-failures = 0
 
 
 def probe(*args):
@@ -29,13 +31,6 @@ def parse(text):
         w, b = map(int, counts.split())
         rows.append((int(head), list(map(int, inputs.split())), list(map(int, targets.split())), w, b))
     return rows
-
-
-def check(name, got, want):
-    global failures
-    if got != want:
-        failures += 1
-        print(f"FAIL {name}:\n  got  {got}\n  want {want}")
 
 
 def ref_chunked(n_tokens, n_ctx, bos, max_windows):
@@ -130,9 +125,9 @@ for n_tokens in [8, 9, 16, 17, 31, 100]:
         for bos in [1, -1]:
             for cap in [0, 2]:
                 rc, out = probe("chunked", n_tokens, n_ctx, bos, cap)
-                check(f"chunked {n_tokens} {n_ctx} {bos} {cap}", parse(out), ref_chunked(n_tokens, n_ctx, bos, cap))
+                check_equal(parse(out), ref_chunked(n_tokens, n_ctx, bos, cap), f"chunked {n_tokens} {n_ctx} {bos} {cap}")
 rc, out = probe("chunked", 7, 8, 1, 0)
-check("chunked too small", (rc, out.strip()), (2, "error: the text has 7 tokens: fewer than one chunk of n_ctx = 8 tokens"))
+check_equal((rc, out.strip()), (2, "error: the text has 7 tokens: fewer than one chunk of n_ctx = 8 tokens"), "chunked too small")
 
 # sliding: every token after the first scored exactly once
 for n_tokens in [2, 3, 10, 11, 37, 64]:
@@ -140,13 +135,13 @@ for n_tokens in [2, 3, 10, 11, 37, 64]:
         for cap in [0, 3]:
             rc, out = probe("sliding", n_tokens, max_length, stride, cap)
             rows = parse(out)
-            check(f"sliding {n_tokens} {max_length} {stride} {cap}", rows, ref_sliding(n_tokens, max_length, stride, cap))
+            check_equal(rows, ref_sliding(n_tokens, max_length, stride, cap), f"sliding {n_tokens} {max_length} {stride} {cap}")
             if cap == 0:
                 scored = [t for r in rows for t in r[2]]
-                check(f"sliding {n_tokens} {max_length} {stride} once", scored, [1000 + i for i in range(1, n_tokens)])
+                check_equal(scored, [1000 + i for i in range(1, n_tokens)], f"sliding {n_tokens} {max_length} {stride} once")
 rc, out = probe("sliding", 10, 4, 4, 0)
-check("sliding stride == max_length", rc, 2)
-check("sliding stride message", out.strip(), "error: stride = 4 must be at least 1 and less than max_length = 4 (for disjoint windows use the chunked or rolling protocol)")
+check_equal(rc, 2, "sliding stride == max_length")
+check_equal(out.strip(), "error: stride = 4 must be at least 1 and less than max_length = 4 (for disjoint windows use the chunked or rolling protocol)", "sliding stride message")
 
 # rolling: documents of many lengths, including empty ones, and the whole-document cap
 for max_length in [1, 2, 4, 7]:
@@ -155,12 +150,12 @@ for max_length in [1, 2, 4, 7]:
             rc, out = probe("rolling", max_length, 7, cap, *docs)
             want = ref_rolling(max_length, 7, cap, docs)
             if rc != 0:  # only when the cap is below the first non-empty document's windows
-                check(f"rolling {max_length} {docs} {cap} rc", (rc, want), (2, []))
-                check(f"rolling {max_length} {docs} {cap} error", out.startswith("error: max_windows = 3 is smaller than the "), True)
+                check_equal((rc, want), (2, []), f"rolling {max_length} {docs} {cap} rc")
+                check_equal(out.startswith("error: max_windows = 3 is smaller than the "), True, f"rolling {max_length} {docs} {cap} error")
                 continue
-            check(f"rolling {max_length} {docs} {cap}", parse(out), ref_rolling(max_length, 7, cap, docs))
+            check_equal(parse(out), ref_rolling(max_length, 7, cap, docs), f"rolling {max_length} {docs} {cap}")
 rc, out = probe("rolling", 2, 7, 1, 9)
-check("rolling cap below first document", (rc, out.strip()), (2, "error: max_windows = 1 is smaller than the 5 windows of the first document"))
+check_equal((rc, out.strip()), (2, "error: max_windows = 1 is smaller than the 5 windows of the first document"), "rolling cap below first document")
 
 # words: Python's \s is str.isspace(); leading and trailing whitespace count as lm-eval counts them
 docs = ["", "one", "two words", "  lead", "trail \t", "a\tb\nc\rd\x0be\x0cf", "x\u00a0y\u2003z\u3000w",
@@ -171,7 +166,7 @@ with tempfile.NamedTemporaryFile("w", encoding="utf-8", delete=False) as f:
     path = f.name
 rc, out = probe("words", path)
 os.unlink(path)
-check("words", [int(x) for x in out.split()], [len(re.split(r"\s+", d)) for d in docs])
+check_equal([int(x) for x in out.split()], [len(re.split(r"\s+", d)) for d in docs], "words")
 
 
 
@@ -226,7 +221,6 @@ for i, t in enumerate(texts):
     want = wikitext_detokenizer(t)
     if out != want:
         k = next((j for j in range(min(len(out), len(want))) if out[j] != want[j]), min(len(out), len(want)))
-        check(f"detok text {i} at {k}", out[k - 40:k + 40], want[k - 40:k + 40])
+        check_equal(out[k - 40:k + 40], want[k - 40:k + 40], f"detok text {i} at {k}")
 
-print("failures:", failures)
-sys.exit(1 if failures else 0)
+sys.exit(finish())

@@ -1,6 +1,8 @@
 """check-env and check-state through the evalmesh binary: output lines, JSON and exit statuses."""
 import json
+import math
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -36,10 +38,18 @@ check({"kernel", "cpu", "memory", "threads", "cuda", "nccl", "pmix", "mpi", "net
       f"json check names {names}")
 
 code, out, err = run("check-env", "--bogus")
-check(code == 2 and "unknown argument '--bogus'" in err, "check-env bad argument")
+check(code == 2 and err == "error: evalmesh check-env: unknown option '--bogus' "
+      "(see evalmesh check-env --help)\n", f"check-env bad argument: {err!r}")
+code, out, err = run("check-env", "--jsno")
+check(code == 2 and err == "error: evalmesh check-env: unknown option '--jsno' "
+      "(did you mean '--json'?) (see evalmesh check-env --help)\n", f"check-env --jsno: {err!r}")
 
 # check-state on made-up state files: rank 0 finished, rank 1 silent in forward, rank 2 behind in
-# an earlier stage, rank 3 never wrote anything.
+# an earlier stage, rank 3 never wrote anything. No verdict depends on how long the test takes:
+# the silent heartbeat is a million seconds old and the live ones are judged with a threshold of
+# 100000 s, far beyond the test's own time limit; the age printed is checked against the time
+# this script itself saw pass.
+OLD = 1_000_000
 with tempfile.TemporaryDirectory() as d:
     os.mkdir(os.path.join(d, "state"))
     # the stage order comes from the run's resolved recipe: agg after fwd after data
@@ -57,18 +67,20 @@ with tempfile.TemporaryDirectory() as d:
                        "heartbeat": now - age}, f)
 
     state(0, "fwd", "running", 40, 50, 1)
-    state(1, "fwd", "running", 30, 50, 600)
+    state(1, "fwd", "running", 30, 50, OLD)
     state(2, "data", "running", 0, 0, 2)
-    code, out, err = run("check-state", d)
+    code, out, err = run("check-state", d, "--silent-after", "100000")
+    elapsed = time.time() - now
     check(code == 5, f"check-state exit {code}: {out}{err}")
     rows = {int(l.split()[0]): l for l in out.splitlines()[1:-1]}
-    check("SILENT for 600 s" in rows[1], f"rank 1 row {rows.get(1)!r}")
+    m = re.search(r"SILENT for (\d+) s$", rows[1])
+    check(m and OLD <= int(m.group(1)) <= OLD + math.ceil(elapsed), f"rank 1 row {rows.get(1)!r}")
     check("BEHIND: others are in 'fwd'" in rows[2], f"rank 2 row {rows.get(2)!r}")
     check("SILENT: no state file (never started)" in rows[3], f"rank 3 row {rows.get(3)!r}")
     check(rows[0].split()[3] == "40/50" and rows[0].rstrip().endswith("ago"), f"rank 0 {rows[0]!r}")
     check(out.splitlines()[-1] == "4 ranks: 2 silent, 1 behind, 0 failed", out.splitlines()[-1])
 
-    code, out, err = run("check-state", d, "--json", "--silent-after", "1000")
+    code, out, err = run("check-state", d, "--json", "--silent-after", str(10 * OLD))
     doc = json.loads(out)
     check(code == 5 and doc["silent"] == 1 and doc["behind"] == 1, f"json {doc}")
 
@@ -78,6 +90,28 @@ with tempfile.TemporaryDirectory() as d:
     state(0, "agg", "done", 0, 0, 1)
     code, out, err = run("check-state", d)
     check(code == 0 and out.splitlines()[-1] == "4 ranks: 0 silent, 0 behind, 0 failed", out)
+
+    # the default threshold (60 s) flags a running rank whose heartbeat is a million seconds old
+    state(1, "agg", "running", 0, 0, OLD)
+    code, out, err = run("check-state", d)
+    check(code == 5 and out.splitlines()[-1] == "4 ranks: 1 silent, 0 behind, 0 failed", out)
+
+# A run directory named with a quote and a backslash, and a state file whose stage has both:
+# still JSON (and --silent-after=S before the operand).
+with tempfile.TemporaryDirectory() as parent:
+    d = os.path.join(parent, 'we"ird\\dir')
+    os.makedirs(os.path.join(d, "state"))
+    with open(os.path.join(d, "recipe.resolved.yaml"), "w") as f:
+        f.write("name: st\nstages:\n  fwd: {kind: env_check}\n")
+    with open(os.path.join(d, "state", "rank-0.json"), "w") as f:
+        json.dump({"rank": 0, "world_size": 1, "stage": 'say "hi"\\', "status": "done",
+                   "done": 3, "total": 3, "tokens": 30, "heartbeat": time.time()}, f)
+    code, out, err = run("check-state", "--json", "--silent-after=30", d)
+    doc = json.loads(out) if out.startswith("{") else {}
+    check(code == 0 and doc.get("run_dir") == d and doc.get("silent") == 0, f"{code} {out} {err}")
+    ranks = doc.get("ranks", [{}])
+    check(len(ranks) == 1 and ranks[0].get("stage") == 'say "hi"\\' and ranks[0].get("done") == 3
+          and ranks[0].get("present") is True and ranks[0].get("note") == "", f"ranks {ranks}")
 
 code, out, err = run("check-state", "/nonexistent/run")
 check(code == 2 and "/nonexistent/run/state: no state directory" in err, f"missing dir: {err}")

@@ -37,7 +37,7 @@ for r in doc["results"]:
     # both printed with 6 decimals
     check(abs(r["busbw_gbs"] - r["algbw_gbs"] * factor) <= 2e-6,
           f"busbw formula {r}")
-code, out, err = mpirun(2, "bench-comm", "-e", "4K", "--iters", "2")
+code, out, err = mpirun(2, "bench-comm", "-e4K", "--iters=2")
 check(code == 0 and "# Avg bus bandwidth    :" in out.splitlines()[-1], f"text output {out[-200:]}")
 code, out, err = mpirun(3, "bench-comm", "-e", "64K", "-f", "8", "--iters", "2", "--hierarchical",
                         "--json")
@@ -57,7 +57,7 @@ code, out, err = mpirun(1, "bench-comm", "-e", "lots")
 check(code == 2 and "'lots' is not a size like 8, 64K or 256M" in err, f"bad size: {err}")
 
 # test-network between 3 ranks: 3 links, every one measured.
-code, out, err = mpirun(3, "test-network", "--ranks", "--size", "64K", "--iters", "3", "--json")
+code, out, err = mpirun(3, "test-network", "--ranks", "--size=64K", "--iters=3", "--json")
 check(code == 0, f"test-network exit {code}: {err}")
 doc = json.loads(out)
 links = {(l["a"], l["b"]) for l in doc["links"]}
@@ -73,6 +73,12 @@ code, out, err = mpirun(2, "check-env", "--distributed")
 check(code == 0, f"check-env --distributed exit {code}: {err}")
 check("2 ranks on 1 nodes" in out and "0 ranks differ from rank 0, 0 ranks fail a check" in out,
       f"distributed summary: {out[-300:]}")
+code, out, err = mpirun(2, "check-env", "--distributed", "--json")
+doc = json.loads(out) if code == 0 else {}
+check(code == 0 and doc.get("ranks") == 2 and doc.get("nodes") == 1 and doc.get("differing") == 0
+      and [(r["rank"], r["same_as_rank0"]) for r in doc.get("per_rank", [])] == [(0, True), (1, True)]
+      and doc["rank0"]["failures"] == 0 and len(doc["rank0"]["checks"]) >= 9,
+      f"check-env --distributed --json: {code} {out[:300]} {err}")
 
 # env_check stage: an impossible kernel requirement stops both ranks with exit 4, naming both.
 with tempfile.TemporaryDirectory() as d:

@@ -1,15 +1,19 @@
-/* libFuzzer target for byte-level BPE: arbitrary bytes are encoded with two small in-memory
- * tokenizers (GPT-2's and Llama 3's pre-tokenizer; all 256 byte tokens, a few merges, a control
- * token) and decoded back. Invalid UTF-8 must be an exit-status-2 error naming a byte offset
- * inside the text; valid text must come back byte for byte when special tokens are not parsed.
- * The first input byte picks the options. */
+/* libFuzzer target for byte-level BPE: arbitrary bytes are encoded with small in-memory
+ * tokenizers (eight pre-tokenizers: GPT-2's and Llama 3's hand-written ones and six run by the
+ * regex engine; all 256 byte tokens, a few merges, a control token) and decoded back. Invalid UTF-8
+ * must be an exit-status-2 error naming a byte offset inside the text; valid text must come back
+ * byte for byte when special tokens are not parsed. The first input byte picks the options. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "tests/fuzz/fuzz_tokenizer.h"
 
-static em_tokenizer *tokenizers[2];
+/* Pre-tokenizers covering the regex engine's features: lookahead (empty matches in superbpe),
+ * $, {m,n}, lazy-free backtracking over collapsed categories, non-ASCII classes. */
+static const char *const PRE[8] = {"gpt-2",  "llama3",   "starcoder", "deepseek-llm",
+                                   "tekken", "superbpe", "jais-2",    "exaone-moe"};
+static em_tokenizer *tokenizers[8];
 
 static em_tokenizer *build(const char *pre) {
     static char texts[256][3];
@@ -44,9 +48,10 @@ static em_tokenizer *build(const char *pre) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    if (!tokenizers[0]) tokenizers[0] = build("gpt-2"), tokenizers[1] = build("llama3");
+    if (!tokenizers[0])
+        for (int i = 0; i < 8; i++) tokenizers[i] = build(PRE[i]);
     if (size == 0) return 0;
-    em_tokenizer *tok = tokenizers[data[0] & 1];
+    em_tokenizer *tok = tokenizers[(data[0] & 1) | ((data[0] >> 4) & 6)]; /* bits 0, 5, 6 */
     em_encode_options o = {.add_bos = data[0] & 2, .parse_special = data[0] & 4};
     const char *text = (const char *)data + 1;
     size_t len = size - 1;

@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runner/comm/backend_local.h"
+#include "runner/comm/mesh_groups.h"
 #include "runner/stage.h"
 #include "stages/data/window_set.h"
 #include "stages/kernels/cpu/llama_forward.h"
@@ -49,8 +51,8 @@ static void make_dataset(em_dataset *ds, em_window *w) {
 static em_scores *run_stage(em_model *model, em_dataset *ds, int threads, em_status *err) {
     em_mark mark = {0};
     em_stage producer_model = {.name = "model"}, producer_data = {.name = "wiki"};
-    producer_model.output = (em_artifact){EM_ARTIFACT_MODEL, model, NULL};
-    producer_data.output = (em_artifact){EM_ARTIFACT_DATASET, ds, NULL};
+    producer_model.output = (em_artifact){"model", model, NULL};
+    producer_data.output = (em_artifact){"dataset", ds, NULL};
     em_stage_input inputs[2] = {{"model", 0, &producer_model}, {"data", 0, &producer_data}};
     char text[16];
     snprintf(text, sizeof text, "%d", threads);
@@ -59,13 +61,16 @@ static em_scores *run_stage(em_model *model, em_dataset *ds, int threads, em_sta
     em_stage self = {.name = "ppl", .kind = &em_stage_kind_forward, .options = options};
     self.inputs = inputs;
     self.input_count = 2;
-    em_run_context ctx = {.world_size = 1, .local_size = 1, .node_count = 1};
+    em_mesh *mesh; /* the runner's default mesh of one rank */
+    CHECK(em_mesh_build_nodes(em_comm_local_new(0, 60), 0, 1, 1, 1, 1, &mesh) == NULL);
+    em_run_context ctx = {.world_size = 1, .local_size = 1, .node_count = 1, .mesh = mesh};
     *err = em_stage_kind_forward.init(&self, &ctx);
     if (!*err) *err = em_stage_kind_forward.run(&self, &ctx);
     em_stage_kind_forward.destroy(&self);
+    em_mesh_free(mesh);
     em_node_free(options);
     if (*err) return NULL;
-    CHECK(self.output.type == EM_ARTIFACT_SCORES);
+    CHECK(self.output.data != NULL && self.output.free != NULL);
     return self.output.data;
 }
 

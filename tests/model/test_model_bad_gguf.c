@@ -6,7 +6,7 @@
  * argv[1] is the evalmesh-mkmodel binary. */
 #include <stdint.h>
 
-#include "gguf_writer.h"
+#include "stages/model/gguf_writer.h"
 #include "model_test_util.h"
 #include "stages/model/gguf.h"
 #include "stages/model/loaded_model.h"

@@ -297,7 +297,7 @@ static void check_shards(const char *mk, const char *root) {
     char path[700];
     snprintf(path, sizeof path, "%s/model-00002-of-00002.safetensors", sharded);
     remove(path);
-    expect_load(sharded, "model-00002-of-00002.safetensors: cannot open");
+    expect_load(sharded, "model-00002-of-00002.safetensors': No such file or directory");
 }
 
 int main(int argc, char **argv) {

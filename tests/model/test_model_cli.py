@@ -130,7 +130,13 @@ def check_inspect(evalmesh, mkmodel, tmp):
     rc, out, err = run([evalmesh, "inspect"])
     check(rc == 2 and "missing MODEL" in err, "inspect without a model")
     rc, out, err = run([evalmesh, "inspect", model, "--yaml"])
-    check(rc == 2 and "unexpected argument '--yaml'" in err, "inspect bad option")
+    check(rc == 2 and "unknown option '--yaml'" in err, "inspect bad option: %s" % err)
+    rc, out, err = run([evalmesh, "inspect", "--jsn", model])
+    check(rc == 2 and "error: evalmesh inspect: unknown option '--jsn' (did you mean '--json'?)"
+          in err, "inspect --jsn: %s" % err)
+    rc, out, err = run([evalmesh, "inspect", model, "extra"])
+    check(rc == 2 and "evalmesh inspect: unexpected argument 'extra'" in err,
+          "inspect two models: %s" % err)
     text = os.path.join(tmp, "notes.txt")
     open(text, "w").write("hello")
     rc, out, err = run([evalmesh, "inspect", text])
@@ -184,6 +190,76 @@ def check_stage(evalmesh, mkmodel, tmp):
           "truncated model in a run: %d %s" % (rc, err))
 
 
+def check_not_regular(evalmesh, mkmodel, tmp):
+    """A FIFO, a directory or a device where a model or tokenizer file belongs: one message naming
+    the path and what it is, exit status 2, and no wait for a writer that never comes (the timeout
+    turns a blocking open into a failed check instead of a hung test)."""
+    def bounded(args):
+        try:
+            p = subprocess.run(args, capture_output=True, text=True, timeout=60)
+        except subprocess.TimeoutExpired:
+            return None, "", "timed out: blocked"
+        return p.returncode, p.stdout, p.stderr
+
+    def inspect(path):
+        return bounded([evalmesh, "inspect", path])
+
+    fifo = os.path.join(tmp, "pipe.gguf")
+    os.mkfifo(fifo)
+    rc, out, err = inspect(fifo)
+    check(rc == 2 and err == "error: cannot read '%s': it is a FIFO, not a regular file (a model "
+          "must be one)\n" % fifo,
+          "FIFO as a GGUF model: %s %s" % (rc, err))
+    check(out == "", "nothing on stdout for a FIFO")
+    recipe = os.path.join(tmp, "fifo.yaml")
+    open(recipe, "w").write("name: fifo\nstages:\n  m: {kind: model, path: pipe.gguf}\n")
+    rc, out, err = bounded([evalmesh, "run", recipe, "--run-dir", os.path.join(tmp, "run-fifo")])
+    # refused when the recipe is checked, before any rank opens it
+    check(rc == 2 and "%s:3:26: stage 'm': path %s: not a regular file" % (recipe, fifo) in err,
+          "FIFO as the model of a run: %s %s" % (rc, err))
+    rc, out, err = inspect("/dev/null")
+    check(rc == 2 and "cannot read '/dev/null': it is a character device, not a regular file" in err,
+          "device as a model: %s %s" % (rc, err))
+
+    # the same FIFO as a tokenizer, and a folder whose tokenizer.json is a FIFO
+    rc, out, err = bounded([evalmesh, "tokenize", fifo, "hello"])
+    check(rc == 2 and err == "tokenize: cannot read '%s': it is a FIFO, not a regular file (a "
+          "tokenizer must be one)\n" % fifo, "FIFO as a tokenizer: %s %s" % (rc, err))
+    tokdir = os.path.join(tmp, "fifo-tok")
+    os.mkdir(tokdir)
+    os.mkfifo(os.path.join(tokdir, "tokenizer.json"))
+    rc, out, err = bounded([evalmesh, "tokenize", tokdir, "hello"])
+    check(rc == 2 and "cannot read '%s/tokenizer.json': it is a FIFO, not a regular file" % tokdir
+          in err, "FIFO as tokenizer.json: %s %s" % (rc, err))
+
+    # a checkpoint folder whose weights file is a FIFO, named directly (the safetensors reader)
+    ckpt = os.path.join(tmp, "fifo-st")
+    subprocess.run([mkmodel, "--out", ckpt, "--format", "safetensors"], check=True)
+    weights = os.path.join(ckpt, "model.safetensors")
+    os.remove(weights)
+    os.mkfifo(weights)
+    rc, out, err = inspect(weights)
+    check(rc == 2 and "cannot read '%s': it is a FIFO, not a regular file (a safetensors file "
+          "must be one)" % weights in err,
+          "FIFO as a safetensors file: %s %s" % (rc, err))
+
+    # a directory as the model: a Hugging Face checkpoint folder, which this one is not
+    empty = os.path.join(tmp, "empty-dir")
+    os.mkdir(empty)
+    rc, out, err = inspect(empty)
+    check(rc == 2 and "%s: a safetensors checkpoint needs config.json (not found: %s/config.json)"
+          % (empty, empty) in err, "directory as a model: %s %s" % (rc, err))
+    # ... and a directory where the index names a shard file
+    os.remove(weights)
+    os.mkdir(os.path.join(ckpt, "shard.safetensors"))
+    json.dump({"weight_map": {"token_embd.weight": "shard.safetensors"}},
+              open(os.path.join(ckpt, "model.safetensors.index.json"), "w"))
+    rc, out, err = inspect(ckpt)
+    check(rc == 2 and "cannot read '%s/shard.safetensors': it is a directory, not a regular file"
+          % ckpt in err,
+          "directory as a safetensors shard: %s %s" % (rc, err))
+
+
 def check_mkmodel_errors(mkmodel, tmp):
     out = os.path.join(tmp, "x")
     for args, want in [
@@ -214,6 +290,7 @@ def main():
     tmp = tempfile.mkdtemp(prefix="em-model-cli-")
     check_inspect(evalmesh, mkmodel, tmp)
     check_stage(evalmesh, mkmodel, tmp)
+    check_not_regular(evalmesh, mkmodel, tmp)
     check_mkmodel_errors(mkmodel, tmp)
     shutil.rmtree(tmp)
     return finish()

@@ -81,7 +81,7 @@ static void check_errors(void) {
     check_error("inc_missing.yaml", "@/inc_missing.yaml:5:5: cannot read included file "
                                     "'@/nowhere.yaml': No such file or directory");
     check_error("inc_directory.yaml", "@/inc_directory.yaml:2:10: cannot read included file "
-                                      "'@/sub': it is a directory");
+                                      "'@/sub': it is a directory, not a regular file");
     check_error("inc_bad_type.yaml",
                 "@/inc_bad_type.yaml:2:10: include needs a file name, found a map");
     /* errors inside an included file name that file */

@@ -216,7 +216,10 @@ static void check_bad_files(void) {
     free(expected);
     em_error_free(err);
     err = em_recipe_load(files_dir, &n);
-    expected = em_xasprintf("cannot read '%s': Is a directory", files_dir);
+    expected =
+        em_xasprintf("cannot read '%s': it is a directory, not a regular file (a recipe must "
+                     "be one)",
+                     files_dir);
     CHECK_STR_EQ(err ? err->message : NULL, expected);
     free(expected);
     em_error_free(err);

@@ -4,7 +4,8 @@
  *   m: {kind: fixed_metrics, values: {f.token_ppl: [12.5, 0.25], f.bpb: 0.5},
  *       timing: [f.tokens_per_second], ranks: [[tokens, windows, seconds], ...],
  *       window_nll: [...], model: path, dataset: path}
- * usage: report_driver RECIPE RUN_DIR. The log goes to stderr and RUN_DIR/evalmesh.log; the exit
+ * usage: report_driver RECIPE RUN_DIR. RUN_DIR gets recipe.resolved.yaml (as `evalmesh run` writes
+ * it); the log goes to stderr and RUN_DIR/evalmesh.log; the exit
  * status is the one `evalmesh run` documents (the first error's). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +16,7 @@
 #include "runner/executor.h"
 #include "runner/recipe/recipe.h"
 #include "runner/recipe/schema.h"
+#include "runner/run_dir.h"
 #include "util/log.h"
 #include "stages/metrics/metrics.h"
 
@@ -32,7 +34,7 @@ static char *opt_dup(const em_node *map, const char *key) {
 
 static em_status fixed_run(em_stage *self, const em_run_context *ctx) {
     em_metrics *m = em_metrics_new();
-    self->output = (em_artifact){EM_ARTIFACT_METRICS, m, free_metrics};
+    self->output = (em_artifact){.data = m, .free = free_metrics};
     const em_node *values = em_node_get(self->options, "values");
     for (size_t i = 0; values && i < values->count; i++) {
         const em_node *v = values->entries[i].value;
@@ -77,7 +79,7 @@ static em_status fixed_run(em_stage *self, const em_run_context *ctx) {
 static const em_stage_kind fixed_metrics_kind = {
     .name = "fixed_metrics",
     .summary = "test-only: metrics given in the options",
-    .produces = EM_ARTIFACT_METRICS,
+    .produces = "metrics",
     .run = fixed_run,
 };
 
@@ -90,15 +92,9 @@ static em_status validate(em_node *stages) {
         em_node *opts = stages->entries[i].value;
         const char *kind = em_node_get_string(opts, "kind", "");
         if (strcmp(kind, "report") != 0 && strcmp(kind, "gate") != 0) continue;
-        char path[64], what[128];
-        snprintf(path, sizeof path, "stages/%s.schema.json", kind);
+        char what[128];
         snprintf(what, sizeof what, "stage '%s'", stages->entries[i].key);
-        em_schema *schema;
-        em_status err = em_schema_load_embedded(path, &schema);
-        if (!err) {
-            err = em_schema_validate(schema, opts, what);
-            em_schema_free(schema);
-        }
+        em_status err = em_schema_validate_stage(opts, kind, what);
         if (err) return err;
     }
     return NULL;
@@ -129,7 +125,6 @@ int main(int argc, char **argv) {
                           .local_size = 1,
                           .node_count = 1,
                           .recipe_name = em_node_get_string(root, "name", "test"),
-                          .recipe_path = argv[1],
                           .recipe = root};
     if (!err) err = em_executor_init(dag, &ctx);
     if (err) {
@@ -137,10 +132,16 @@ int main(int argc, char **argv) {
         em_node_free(root);
         return fail(err);
     }
-    mkdir(argv[2], 0755);
-    char log_path[4096];
-    snprintf(log_path, sizeof log_path, "%s/evalmesh.log", argv[2]);
-    FILE *log = fopen(log_path, "a");
+    mkdir(argv[2], 0750);
+    FILE *log = NULL;
+    err = em_run_dir_write_recipe(argv[2], root); /* what `evalmesh push` reads back, as in a run */
+    if (!err) err = em_run_dir_open_log(argv[2], 0, &log);
+    if (err) {
+        em_executor_finish(dag);
+        em_dag_free(dag);
+        em_node_free(root);
+        return fail(err);
+    }
     em_log_set_file(log);
     ctx.run_dir = argv[2];
     err = em_executor_run(dag, &ctx, 1, NULL);

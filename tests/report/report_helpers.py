@@ -13,25 +13,19 @@ import threading
 import time
 import urllib.request
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from checks import check, failed, finish  # noqa: E402
+
 PUSHGATEWAY = "/usr/bin/prometheus-pushgateway"
 
 
 _temp_dirs = []
-_failed = False
 
 
 def fail(msg):
-    global _failed
-    _failed = True
-    print("FAIL:", msg)
-    if _temp_dirs:
-        print("(kept for a look: %s)" % " ".join(_temp_dirs))
-    sys.exit(1)
-
-
-def check(cond, msg):
-    if not cond:
-        fail(msg)
+    """A failure the script cannot go on after (the test setup itself failed)."""
+    check(False, msg)
+    sys.exit(finish())
 
 
 def skip(msg):
@@ -165,9 +159,11 @@ def write(path, text):
 
 
 def _remove_temp_dirs():
-    if not _failed:
-        for d in _temp_dirs:
-            shutil.rmtree(d, ignore_errors=True)
+    if failed():
+        print("(kept for a look: %s)" % " ".join(_temp_dirs))
+        return
+    for d in _temp_dirs:
+        shutil.rmtree(d, ignore_errors=True)
 
 
 def tempdir():

@@ -6,7 +6,9 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from report_helpers import check, driver, report_recipe, run, tempdir
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from report_helpers import driver, report_recipe, run, tempdir
+from checks import check, finish  # noqa: E402
 
 work = tempdir()
 
@@ -51,6 +53,6 @@ run_dir = os.path.join(work, "rt")
 os.makedirs(os.path.join(run_dir, "report.html"))
 path, rc, out, err, d = attempt("rt", "      - html\n      - json\n", run_dir)
 check(rc == 4, "html onto a directory at run time: exit %d: %s" % (rc, err))
-check("stage 'out'" in err and "report.html: cannot write" in err, "message: " + err)
+check("stage 'out'" in err and "cannot write '%s'" % os.path.join(run_dir, "report.html") in err, "message: " + err)
 check(os.path.exists(os.path.join(run_dir, "results.json")), "json still written")
-print("ok")
+sys.exit(finish())

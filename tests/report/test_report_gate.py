@@ -6,7 +6,9 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from report_helpers import Webhook, check, driver, report_recipe, run, tempdir, write
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from report_helpers import Webhook, driver, report_recipe, run, tempdir, write
+from checks import check, finish  # noqa: E402
 
 work = tempdir()
 hook = Webhook()
@@ -99,4 +101,4 @@ check(rc == 2 and "max: no metric 'f_q4.token_pl' in the metrics (it has: f_ref.
       "unknown metric: %d %s" % (rc, err))
 
 hook.close()
-print("ok")
+sys.exit(finish())

@@ -11,7 +11,9 @@ import sys
 import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from report_helpers import FIXED_METRICS, check, driver, run, skip, tempdir, write
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from report_helpers import FIXED_METRICS, driver, run, skip, tempdir, write
+from checks import check, finish  # noqa: E402
 
 work = tempdir()
 hist = os.path.join(work, "history.jsonl")
@@ -153,4 +155,4 @@ for name, rgb in (("bar", (0x4a, 0x7e, 0xbb)), ("bin", (0xd0, 0x8a, 0x3a)), ("li
 keep = os.environ.get("EVALMESH_REPORT_SCREENSHOT")
 if keep:
     shutil.copy(shot, keep)
-print("ok")
+sys.exit(finish())

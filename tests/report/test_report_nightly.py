@@ -11,7 +11,9 @@ import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from report_helpers import Pushgateway, check, evalmesh, run, samples, skip, tempdir, write
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from report_helpers import Pushgateway, evalmesh, run, samples, skip, tempdir, write
+from checks import check, finish  # noqa: E402
 
 if len(sys.argv) < 2:
     skip("evalmesh-mkmodel was not built")
@@ -121,4 +123,4 @@ rows = [l.split() for l in out.splitlines() if l.strip()[:1].isdigit()]
 check(len(rows) == 2 and rows[1][-3:] == ["+0.000%", "+0.000%", "best"] or
       rows[1][-2:] == ["+0.000%", "+0.000%"], "history rows %s" % rows)
 gw.stop()
-print("ok")
+sys.exit(finish())

@@ -8,8 +8,10 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from report_helpers import (Pushgateway, check, driver, evalmesh, report_recipe, run, samples,
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from report_helpers import (Pushgateway, driver, evalmesh, report_recipe, run, samples,
                             tempdir, write)
+from checks import check, finish  # noqa: E402
 
 work = tempdir()
 gw = Pushgateway(work).start()
@@ -96,7 +98,9 @@ spooled = glob.glob(os.path.join(run_dir, "push-spool", "*.json"))
 check(len(spooled) == 1, "one spool file, got %s" % spooled)
 with open(spooled[0]) as f:
     spool = json.load(f)
-check(spool["method"] == "PUT" and "/metrics/job/again/" in spool["url"], "spool url " + spool["url"])
+check(spool["stage"] == "out" and spool["target"] == "pushgateway" and spool["job"] == "again"
+      and ["model", "tiny.gguf"] in spool["labels"] and "url" not in spool,
+      "spool names the output and its grouping, no URL: %s" % spool)
 check('evalmesh_token_ppl{stage="f_ref"} 12.5\n' in spool["body"], "spool body " + spool["body"])
 check(os.path.basename(spooled[0]) in err, "the error names the spool file: " + err)
 with open(os.path.join(run_dir, "evalmesh.log")) as f:
@@ -140,4 +144,4 @@ for url, why in (("http//127.0.0.1:9", "malformed URL 'http//127.0.0.1:9'"),
     check(not os.path.exists(os.path.join(run_dir, "results.json")), "nothing written")
 
 gw.stop()
-print("ok")
+sys.exit(finish())

@@ -6,7 +6,9 @@ import shutil
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from report_helpers import Webhook, check, driver, report_recipe, run, skip, tempdir
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from report_helpers import Webhook, driver, report_recipe, run, skip, tempdir
+from checks import check, finish  # noqa: E402
 
 if not shutil.which("openssl"):
     skip("openssl is not installed")
@@ -44,4 +46,4 @@ check(rc == 2 and "stage 'out': ca_path '%s': No such file or directory" % missi
 rc, out, err = attempt("insecure", ", verify_tls: false")
 check(rc == 0 and len(hook.requests) == 2, "verify_tls false: exit %d: %s" % (rc, err))
 hook.close()
-print("ok")
+sys.exit(finish())

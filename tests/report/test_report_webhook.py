@@ -9,8 +9,10 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from report_helpers import (Webhook, all_files, check, driver, evalmesh, report_recipe, run,
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from report_helpers import (Webhook, all_files, driver, evalmesh, report_recipe, run,
                             tempdir, write)
+from checks import check, finish  # noqa: E402
 
 TOKEN = "tok-3f9c2a7e51d84b60"
 work = tempdir()
@@ -75,7 +77,8 @@ spooled = glob.glob(os.path.join(run_dir, "push-spool", "*.json"))
 check(len(spooled) == 1, "spooled: %s" % spooled)
 with open(spooled[0]) as f:
     spool = json.load(f)
-check(spool["auth"] == {"type": "bearer", "env": "EM_TEST_TOKEN", "file": None}, "spool auth %s" % spool["auth"])
+check(sorted(spool) == ["body", "output", "stage", "target"] and spool["target"] == "webhook",
+      "spool holds no URL nor credential source: %s" % sorted(spool))
 no_secret(run_dir, out + err, TOKEN)
 
 hook.status = 200
@@ -107,4 +110,4 @@ check(rc == 2 and "%s:27:15: stage 'out': auth needs exactly one of" % path in e
       "two credential sources: %d %s" % (rc, err))
 
 hook.close()
-print("ok")
+sys.exit(finish())

@@ -2,8 +2,10 @@
 message and exit status 2 from `evalmesh validate` and `evalmesh run`, and leaves no run
 directory; every recipe in recipes/ validates; a run writes the resolved recipe, the log and the
 rank state, and never overwrites an earlier run, also on two ranks under mpirun; `dag`, `stages`
-and `--help` print what they promise; every stage kind has a schema that allows `kind` and
-`after`.
+and `--help` print what they promise; `kind` and `after` are declared once, in the recipe schema,
+and `after:` takes a name or a list; paths are relative to the file that wrote them; a missing
+input file stops `perplexity` before a run directory exists; a recipe without a report warns
+once; `perplexity` fills recipes/perplexity.yaml from getopt_long options.
 
 Each bad file starts with comment lines: a description, `# expect: MESSAGE` where {file} stands
 for the recipe path given to evalmesh and {dir} for its folder, and optionally `# args: ...`
@@ -18,19 +20,17 @@ import tempfile
 
 import yaml
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from checks import check, finish  # noqa: E402
+
 BIN = os.environ["EVALMESH_BIN"]
 SRC = os.environ["EVALMESH_SOURCE_DIR"]
 SHARED = os.environ.get("EVALMESH_SHARED_DATA", "")
 HERE = os.path.join(SRC, "tests", "runner")
 GOOD = os.path.join(HERE, "good", "runner_test.yaml")
+NO_RESULTS = ("warning: {}: no stage writes results (add a report stage): nothing will be "
+              "written but the run directory's log and state\n")
 
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what)
 
 
 def evalmesh(args, cwd):
@@ -100,12 +100,54 @@ def test_bad_arguments():
              "error: evalmesh dag: unknown option '--svg' (see evalmesh dag --help)\n"),
             (["stages", "extra"],
              "error: evalmesh stages: unexpected argument 'extra' (see evalmesh stages --help)\n"),
+            # a mistyped command or option names the closest one
+            (["rn", GOOD], "error: evalmesh: unknown command 'rn' (did you mean 'run'?) "
+                           "(see evalmesh --help)\n"),
+            (["frobnicate"], "error: evalmesh: unknown command 'frobnicate' (see evalmesh --help)\n"),
+            (["--log-levl", "info", "stages"],
+             "error: evalmesh: unknown option '--log-levl' (did you mean '--log-level'?) "
+             "(see evalmesh --help)\n"),
+            (["--log-level=loud", "stages"],
+             "error: evalmesh: unknown log level 'loud' (error, warn, info, debug)\n"),
+            (["dag", GOOD, "--dto"],
+             "error: evalmesh dag: unknown option '--dto' (did you mean '--dot'?) "
+             "(see evalmesh dag --help)\n"),
+            (["dag", GOOD, "--dot=yes"],
+             "error: evalmesh dag: option '--dot' takes no value (see evalmesh dag --help)\n"),
         ]
         for args, expected in cases:
             r = evalmesh(args, cwd)
             check(r.returncode == 2, f"{args}: exit {r.returncode}")
             check(r.stderr == expected, f"{args}: stderr {r.stderr!r}")
         check(os.listdir(cwd) == [], f"bad arguments left {os.listdir(cwd)}")
+
+
+def test_log_level_precedence():
+    """--log-level beats EVALMESH_LOG, which beats the recipe's log_level:, which beats info."""
+    info_line = f"{GOOD}: 2 stages on 1 rank, run directory "
+    cases = [  # (global options, run options, EVALMESH_LOG, recipe log_level, info lines shown)
+        ([], [], None, "warn", False),
+        (["--log-level", "info"], [], None, "warn", True),
+        (["--log-level=info"], [], "error", "warn", True),
+        ([], ["--log-level", "info"], "warn", "error", True),
+        ([], [], "info", "warn", True),
+        ([], [], "warn", "info", False),
+        ([], [], None, "info", True),
+        (["--log-level", "warn"], [], "info", "debug", False),
+    ]
+    for global_opts, run_opts, env_level, recipe_level, shown in cases:
+        with tempfile.TemporaryDirectory() as cwd:
+            env = {k: v for k, v in os.environ.items() if k != "EVALMESH_LOG"}
+            if env_level:
+                env["EVALMESH_LOG"] = env_level
+            args = global_opts + ["run", GOOD, f"log_level={recipe_level}", "--run-dir",
+                                  os.path.join(cwd, "rd")] + run_opts
+            r = subprocess.run([BIN] + args, cwd=cwd, env=env, capture_output=True, text=True,
+                               timeout=300)
+            name = f"EVALMESH_LOG={env_level} evalmesh {' '.join(args)}"
+            check(r.returncode == 0, f"{name}: exit {r.returncode}: {r.stderr}")
+            check((info_line in r.stderr) == shown,
+                  f"{name}: info lines {'missing' if shown else 'shown'}: {r.stderr!r}")
 
 
 def test_recipes_validate():
@@ -170,7 +212,8 @@ def test_run_writes_run_directory():
         before = {n: open(os.path.join(first, n)).read() for n in ("recipe.resolved.yaml",)}
         r = evalmesh(["run", GOOD, "--quiet"], cwd)
         check(r.returncode == 0, f"second run: exit {r.returncode}: {r.stderr}")
-        check(r.stderr == "", f"--quiet printed {r.stderr!r}")
+        # --quiet prints warnings only: the recipe has no report stage
+        check(r.stderr == NO_RESULTS.format(GOOD), f"--quiet printed {r.stderr!r}")
         dirs2 = run_dirs(cwd)
         check(len(dirs2) == 2 and dirs[0] in dirs2, f"after the second run: {dirs2}")
         if len(dirs2) == 2:
@@ -201,6 +244,20 @@ def test_run_dir_option():
         check(r.returncode == 0, f"empty --run-dir: exit {r.returncode}: {r.stderr}")
 
 
+def test_failed_run_log():
+    """A failing stage's error says its level once: "error: " on stderr, "error" in the log."""
+    with tempfile.TemporaryDirectory() as cwd:
+        rd = os.path.join(cwd, "rd")
+        r = evalmesh(["run", GOOD, 'stages.env.require={kernel: ">=99"}', "--run-dir", rd], cwd)
+        message = "rank 0, stage 'env' (env_check): environment requirements not met:"
+        check(r.returncode == 4, f"failing stage: exit {r.returncode}: {r.stderr}")
+        check(f"\nerror: {message}\n" in r.stderr, f"failing stage: stderr {r.stderr!r}")
+        with open(os.path.join(rd, "evalmesh.log")) as f:
+            lines = f.read().splitlines()
+        errors = [line.split(" ", 1)[1] for line in lines if " error " in line]
+        check(errors == [f"error {message}"], f"failing stage: log {lines}")
+
+
 def test_dag_and_stages():
     with tempfile.TemporaryDirectory() as cwd:
         r = evalmesh(["dag", GOOD], cwd)
@@ -220,12 +277,19 @@ def test_dag_and_stages():
         r = evalmesh(["dag", GOOD, "--dot"], cwd)
         check('  "env" -> "mesh" [style=dashed, label="after"];\n' in r.stdout,
               f"dag --dot: {r.stdout!r}")
+        # options before operands, and global options as --name=value
+        r2 = evalmesh(["--log-level=debug", "dag", "--dot", GOOD], cwd)
+        check(r2.returncode == 0 and r2.stdout == r.stdout, f"dag --dot before RECIPE: {r2.stderr}")
         r = evalmesh(["stages"], cwd)
         check(r.returncode == 0, f"stages: {r.stderr}")
         kinds = sorted(os.path.basename(p)[:-2] for p in glob.glob(os.path.join(SRC, "stages", "*.c")))
         listed = [line.split()[0] for line in r.stdout.splitlines() if line and line[0] != " "]
         check(listed == kinds, f"stages lists {listed}, stages/ has {kinds}")
-        for command in ("run", "validate", "dag", "stages"):
+        listed = evalmesh(["--help"], cwd).stdout.split("commands:\n")[1].split("\n\n")[0]
+        commands = [line.split()[0] for line in listed.splitlines()]
+        check({"run", "validate", "dag", "stages", "check-state"} <= set(commands),
+              f"evalmesh --help lists {commands}")
+        for command in commands:
             r = evalmesh([command, "--help"], cwd)
             check(r.returncode == 0 and r.stdout.startswith(f"usage: evalmesh {command}"),
                   f"{command} --help: {r.returncode} {r.stdout[:60]!r}")
@@ -250,10 +314,166 @@ def test_schemas():
         check(bool(schema.get("title")) and bool(schema.get("description")),
               f"{name}: needs a title and a description")
         if path in paths:
-            kind = os.path.basename(path)[:-len(".schema.json")]
+            # `kind` and `after` are declared once, in the recipe schema, for every stage
             props = schema.get("properties", {})
-            check(props.get("kind", {}).get("const") == kind, f"{name}: kind is {props.get('kind')}")
-            check("after" in props, f"{name}: no 'after'")
+            check("kind" not in props and "after" not in props,
+                  f"{name}: declares {[k for k in ('kind', 'after') if k in props]}")
+            check("kind" not in schema.get("required", []), f"{name}: requires kind")
+        else:
+            stage = schema["properties"]["stages"]["additionalProperties"]
+            check(sorted(stage.get("properties", {})) == ["after", "kind"],
+                  f"{name}: a stage's own keys are {sorted(stage.get('properties', {}))}")
+
+
+def test_after_forms():
+    """`after:` names one stage (a string) or a list, for every kind: the recipe schema says so
+    once, and the DAG and the run accept both."""
+    with tempfile.TemporaryDirectory() as cwd:
+        for value in ("env", "[env]"):
+            r = evalmesh(["validate", GOOD, f"stages.mesh.after={value}"], cwd)
+            check(r.returncode == 0 and r.stdout == f"{GOOD}: ok (2 stages)\n",
+                  f"validate after={value}: exit {r.returncode}: {r.stderr}")
+            rd = os.path.join(cwd, "rd" + str(len(value)))
+            r = evalmesh(["run", GOOD, f"stages.mesh.after={value}", "--run-dir", rd], cwd)
+            check(r.returncode == 0, f"run after={value}: exit {r.returncode}: {r.stderr}")
+            with open(os.path.join(rd, "evalmesh.log")) as f:
+                log = f.read()
+            check(log.index("stage 'env' (env_check) done") < log.index("stage 'mesh' (mesh) done"),
+                  f"run after={value}: log {log!r}")
+        r = evalmesh(["dag", GOOD, "stages.mesh.after=env"], cwd)
+        check("    2  mesh   mesh       mesh      after: env\n" in r.stdout, f"dag: {r.stdout!r}")
+        r = evalmesh(["validate", GOOD, "stages.mesh.after=3"], cwd)
+        check(r.returncode == 2 and "after" in r.stderr, f"after=3: {r.stderr!r}")
+
+
+def test_recipe_relative_paths():
+    """A path in a recipe is relative to the folder of the file that wrote it: an included file's
+    model and dataset paths to that file, an override's to the working directory."""
+    model = os.path.join(SHARED, "models", "stories260K.gguf")
+    text = os.path.join(SHARED, "text", "tinystories_sample.txt")
+    if not (os.path.isfile(model) and os.path.isfile(text)):
+        print("skipped the recipe-relative paths: no shared data")
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        os.makedirs(os.path.join(tmp, "top"))
+        parts = os.path.join(tmp, "parts")
+        os.makedirs(os.path.join(parts, "data"))
+        os.symlink(model, os.path.join(parts, "m.gguf"))
+        os.symlink(text, os.path.join(parts, "data", "t.txt"))
+        with open(os.path.join(parts, "stages.yaml"), "w") as f:
+            f.write("stages:\n"
+                    "  m: {kind: model, path: m.gguf}\n"
+                    "  d: {kind: dataset, tokenizer: m, path: data/t.txt}\n")
+        top = os.path.join(tmp, "top", "r.yaml")
+        with open(top, "w") as f:
+            f.write("name: paths\ninclude: ../parts/stages.yaml\n")
+        cwd = os.path.join(tmp, "top")
+        r = evalmesh(["validate", top], cwd)
+        check(r.returncode == 0, f"included paths: exit {r.returncode}: {r.stderr}")
+        # the same text written in the top recipe is relative to top/, where there is no m.gguf
+        with open(top, "w") as f:
+            f.write("name: paths\nstages:\n  m: {kind: model, path: m.gguf}\n")
+        r = evalmesh(["validate", top], cwd)
+        check(r.returncode == 2 and r.stderr == f"error: {top}:3:26: stage 'm': path "
+              f"{tmp}/top/m.gguf: No such file or directory\n", f"top-relative: {r.stderr!r}")
+        # an override is relative to the working directory
+        r = evalmesh(["validate", top, f"stages.m.path={os.path.relpath(model, tmp)}"], tmp)
+        check(r.returncode == 0, f"override path: exit {r.returncode}: {r.stderr}")
+
+
+def test_missing_inputs_leave_nothing():
+    """`evalmesh perplexity` with a missing text or model file stops at the stage's init: exit 2,
+    the message names the file, and no runs/ directory is made."""
+    model = os.path.join(SRC, "recipes", "data", "demo-model.gguf")
+    text = os.path.join(SRC, "recipes", "data", "demo.txt")
+    with tempfile.TemporaryDirectory() as cwd:
+        r = evalmesh(["perplexity", "-m", model, "-f", "nope.txt"], cwd)
+        check(r.returncode == 2, f"perplexity -f nope.txt: exit {r.returncode}")
+        check(r.stderr.endswith("stage 'data': path nope.txt: No such file or directory\n")
+              and r.stderr.count("error:") == 1, f"perplexity -f nope.txt: {r.stderr!r}")
+        r = evalmesh(["perplexity", "-m", "nope.gguf", "-f", text], cwd)
+        check(r.returncode == 2, f"perplexity -m nope.gguf: exit {r.returncode}")
+        check(r.stderr.endswith("stage 'model': path nope.gguf: No such file or directory\n"),
+              f"perplexity -m nope.gguf: {r.stderr!r}")
+        check(os.listdir(cwd) == [], f"perplexity with a missing input left {os.listdir(cwd)}")
+
+
+def test_no_results_warning():
+    """A recipe without a stage that writes results warns once, from validate and from run;
+    with a report stage there is no warning."""
+    with tempfile.TemporaryDirectory() as cwd:
+        r = evalmesh(["validate", GOOD], cwd)
+        check(r.returncode == 0 and r.stderr == NO_RESULTS.format(GOOD),
+              f"validate without a report: {r.stderr!r}")
+        r = evalmesh(["run", GOOD, "--run-dir", os.path.join(cwd, "rd")], cwd)
+        check(r.returncode == 0 and r.stderr.count("warning:") == 1 and
+              NO_RESULTS.format(GOOD) in r.stderr, f"run without a report: {r.stderr!r}")
+        demo = os.path.join(SRC, "recipes", "demo.yaml")
+        r = evalmesh(["validate", demo], cwd)
+        check(r.returncode == 0 and r.stderr == "", f"validate with a report: {r.stderr!r}")
+
+
+def perplexity_metrics(cwd, args, run_dir_args):
+    """Runs evalmesh perplexity on the demo model and text; returns (exit status, stderr, the
+    metrics of results.json without timings, or None)."""
+    model = os.path.join(SRC, "recipes", "data", "demo-model.gguf")
+    text = os.path.join(SRC, "recipes", "data", "demo.txt")
+    r = evalmesh(["perplexity", "-m", model, "-f", text] + args + run_dir_args, cwd)
+    rd = run_dir_args[0].split("=", 1)[1] if "=" in run_dir_args[0] else run_dir_args[1]
+    path = os.path.join(rd, "results.json")
+    if not os.path.exists(path):
+        return r.returncode, r.stderr, None
+    with open(path) as f:
+        metrics = json.load(f)["metrics"]["ppl"]
+    return r.returncode, r.stderr, {k: v["value"] for k, v in metrics.items() if not v.get("timing")}
+
+
+def test_perplexity_cli():
+    """evalmesh perplexity fills recipes/perplexity.yaml from getopt_long options: --name=VALUE
+    works, -c 0 is the model's context length (512 for the demo model), --stride is refused
+    unless the protocol is sliding, and --print-recipe prints a recipe that runs to the same
+    numbers."""
+    with tempfile.TemporaryDirectory() as cwd:
+        rc, err, ref = perplexity_metrics(cwd, ["-c", "128"], ["--run-dir", os.path.join(cwd, "a")])
+        check(rc == 0 and ref and ref["windows"] == 28, f"-c 128: exit {rc}: {err[-800:]} {ref}")
+        rc, err, same = perplexity_metrics(cwd, ["--ctx-size=128"], [f"--run-dir={cwd}/b"])
+        check(rc == 0 and same == ref, f"--ctx-size=128 --run-dir=: exit {rc}: {same} != {ref}")
+        rc, err, full = perplexity_metrics(cwd, ["-c", "512"], ["--run-dir", os.path.join(cwd, "c")])
+        rc0, err0, model_ctx = perplexity_metrics(cwd, ["-c", "0"], ["--run-dir", f"{cwd}/d"])
+        check(rc == 0 and rc0 == 0 and full and model_ctx == full and full["windows"] == 7,
+              f"-c 0: exit {rc0}: {err0[-800:]} {model_ctx} != {full}")
+        rc, err, sliding = perplexity_metrics(
+            cwd, ["--protocol=sliding", "-c", "128", "--stride=32"], ["--run-dir", f"{cwd}/e"])
+        check(rc == 0 and sliding and sliding["windows"] == 112,
+              f"sliding: exit {rc}: {err[-800:]} {sliding}")
+        for protocol in ("chunked", "rolling"):
+            rc, err, res = perplexity_metrics(cwd, ["--protocol", protocol, "--stride", "64"],
+                                              ["--run-dir", f"{cwd}/f"])
+            check(rc == 2 and err == f"error: evalmesh perplexity: --stride applies to --protocol "
+                  f"sliding only, not {protocol} (whose windows do not overlap)\n",
+                  f"--stride with {protocol}: exit {rc}: {err!r}")
+        check(not os.path.exists(f"{cwd}/f"), "--stride with chunked made a run directory")
+        rc, err, res = perplexity_metrics(cwd, ["-c", "-3"], ["--run-dir", f"{cwd}/f"])
+        check(rc == 2 and err == "error: evalmesh perplexity: --ctx-size needs a non-negative "
+              "integer, not '-3'\n", f"-c -3: {rc} {err!r}")
+
+        # --print-recipe: a recipe that validates and runs to the same numbers
+        model = os.path.join(SRC, "recipes", "data", "demo-model.gguf")
+        text = os.path.join(SRC, "recipes", "data", "demo.txt")
+        r = evalmesh(["perplexity", "-m", model, "-f", text, "-c", "128", "--print-recipe"], cwd)
+        check(r.returncode == 0 and r.stdout.startswith("# yaml-language-server"), f"{r.stderr}")
+        printed = yaml.safe_load(r.stdout)
+        check(printed["stages"]["data"] == {"kind": "dataset", "tokenizer": "model", "path": text,
+                                            "format": "text", "protocol": "chunked", "n_ctx": 128},
+              f"printed data stage {printed['stages']['data']}")
+        saved = os.path.join(cwd, "saved.yaml")
+        with open(saved, "w") as f:
+            f.write(r.stdout)
+        r = evalmesh(["run", saved, f"--run-dir={cwd}/g"], cwd)
+        with open(os.path.join(cwd, "g", "results.json")) as f:
+            metrics = json.load(f)["metrics"]["ppl"]
+        again = {k: v["value"] for k, v in metrics.items() if not v.get("timing")}
+        check(r.returncode == 0 and again == ref, f"the printed recipe: {again} != {ref}")
 
 
 def test_two_ranks():
@@ -268,6 +488,9 @@ def test_two_ranks():
         check(r.returncode == 0, f"2 ranks: exit {r.returncode}: {r.stderr}")
         dirs = run_dirs(cwd)
         check(len(dirs) == 1, f"2 ranks made {dirs}")
+        warnings = [line for line in r.stderr.splitlines() if "warning:" in line]
+        check(warnings == ["[r0] " + NO_RESULTS.format(GOOD).rstrip("\n")],
+              f"2 ranks: warnings {warnings}")
         if len(dirs) == 1:
             d = os.path.join(cwd, "runs", dirs[0])
             for name in ("evalmesh.log", "evalmesh.rank1.log", "state/rank-0.json",
@@ -286,13 +509,17 @@ def test_two_ranks():
 
 test_bad_recipes()
 test_bad_arguments()
+test_log_level_precedence()
 test_recipes_validate()
 test_run_writes_run_directory()
 test_run_dir_option()
+test_failed_run_log()
 test_dag_and_stages()
 test_schemas()
+test_after_forms()
+test_recipe_relative_paths()
+test_missing_inputs_leave_nothing()
+test_no_results_warning()
+test_perplexity_cli()
 test_two_ranks()
-if failures:
-    print(f"{len(failures)} failures")
-    sys.exit(1)
-print("all passed")
+sys.exit(finish())

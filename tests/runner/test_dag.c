@@ -156,6 +156,14 @@ static void test_reference_errors(void) {
     expect_error("stages:\n  a: {kind: src}\n  m: {kind: agg, inputs: [a2]}\n",
                  "test.yaml:3:27: stage 'm': option 'inputs' names 'a2', which is not a stage "
                  "(did you mean 'a'?)");
+    /* a type only the kinds know: checked like the others */
+    expect_error("stages:\n  a: {kind: src}\n  g: {kind: gadget, part: a}\n",
+                 "test.yaml:3:27: stage 'g': option 'part' names 'a', a dataset stage, but needs "
+                 "widget");
+    expect_error("stages:\n  a: {kind: src}\n  c: {kind: use, data: a, extra: [s]}\n"
+                 "  s: {kind: use, data: a}\n",
+                 "test.yaml:3:35: stage 'c': option 'extra' names 's', a scores stage, but needs "
+                 "dataset or model");
     expect_error("stages:\n  a: {kind: src}\n  c: {kind: use, extra: a}\n",
                  "test.yaml:3:3: stage 'c': missing option 'data' (the dataset stage to read)");
     expect_error("stages:\n  a: {kind: src}\n  c: {kind: use, data: [a]}\n",
@@ -173,7 +181,7 @@ static void test_stage_errors(void) {
                  "test.yaml:2:13: stage 'a': unknown kind 'srcc' (did you mean 'src'?)");
     expect_error("stages:\n  a: {kind: zzzzzz}\n",
                  "test.yaml:2:13: stage 'a': unknown kind 'zzzzzz' (known kinds: agg, cmeet, "
-                 "coll, fail, meet, picky, src, use, verdict, weights)");
+                 "coll, fail, gadget, meet, picky, src, typo, use, verdict, weights, widget)");
     expect_error("stages:\n  a: {value: 3}\n",
                  "test.yaml:2:6: stage 'a': missing 'kind' (the stage kind to run; see evalmesh "
                  "stages)");
@@ -193,12 +201,37 @@ static void test_stage_errors(void) {
                                   "stages, not a list");
 }
 
+/* A kind whose input accepts a type no kind produces is a bug in evalmesh, found when a recipe
+ * uses it; a type only some kinds know needs nothing from the runner. */
+static void test_open_artifact_types(void) {
+    em_node *root;
+    em_dag *dag = NULL;
+    em_status err =
+        em_dag_build(parse_recipe("stages:\n  t: {kind: typo}\n", &root), em_stage_kinds, &dag);
+    CHECK(err != NULL && dag == NULL);
+    CHECK_INT_EQ(err ? err->exit_code : 0, EM_EXIT_FAILURE);
+    CHECK_STR_EQ(err ? err->message : NULL,
+                 "stage kind 'typo': input 'x' accepts 'nonesuch', which no stage kind produces");
+    em_error_free(err);
+    em_node_free(root);
+
+    char *message =
+        build("stages:\n  g: {kind: gadget, part: w}\n  w: {kind: widget}\n", &dag, &root);
+    CHECK(message == NULL);
+    free(message);
+    char buf[64];
+    if (dag) CHECK_STR_EQ(order_text(dag, buf, sizeof buf), "w g");
+    em_dag_free(dag);
+    em_node_free(root);
+}
+
 int main(void) {
     test_order_and_ties();
     test_no_edges_keeps_recipe_order();
     test_lists_after_and_repeats();
     test_cycles();
     test_reference_errors();
+    test_open_artifact_types();
     test_stage_errors();
     return test_finish();
 }

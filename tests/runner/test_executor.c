@@ -1,7 +1,8 @@
 /* Unit tests of the executor (runner/executor.c) with test-only stage kinds: results that do not
  * depend on the thread count, independent stages that really overlap, collective stages that
  * never do and keep topological order, artifacts freed right after their last reader, failures
- * that stop the run, gates that let the others finish, init errors, and the rank state file. */
+ * that stop the run, verdicts (gates) that let the others finish, artifact types set by the
+ * runner, init errors, and the rank state file. */
 #include "test.h"
 #include "test_kinds.h"
 
@@ -187,6 +188,14 @@ static void test_failure_stops_the_run(void) {
     check_error(run(&p, 2), EM_EXIT_RUNTIME, "rank 0, stage 'f' (fail): boom");
     em_executor_finish(p.dag);
     release(&p);
+
+    /* Exit status 3 from a kind that is not a verdict is a failure like any other. */
+    p = prepare("stages:\n  f: {kind: fail, code: 3}\n  z: {kind: src, after: f}\n"
+                "  y: {kind: src}\n");
+    check_error(run(&p, 1), EM_EXIT_RUNTIME, "rank 0, stage 'f' (fail): boom");
+    CHECK_STR_EQ(events_with("run", buf, sizeof buf), "run:f");
+    em_executor_finish(p.dag);
+    release(&p);
 }
 
 static void test_gate_lets_the_others_finish(void) {
@@ -203,9 +212,36 @@ static void test_gate_lets_the_others_finish(void) {
     em_executor_finish(p.dag);
     release(&p);
 
+    /* A verdict's failure is exit status 3 whatever status its message came with. */
+    p = prepare("stages:\n  g: {kind: verdict, code: 4}\n  a: {kind: src}\n");
+    check_error(run(&p, 1), EM_EXIT_GATE, "rank 0, stage 'g' (verdict): ppl 9.1 > max 8.9");
+    CHECK_STR_EQ(events_with("run", buf, sizeof buf), "run:g run:a");
+    em_executor_finish(p.dag);
+    release(&p);
+
+    /* Bad input stops the run, also from a verdict stage. */
+    p = prepare("stages:\n  g: {kind: verdict, code: 2}\n  a: {kind: src, after: g}\n");
+    check_error(run(&p, 1), EM_EXIT_BAD_INPUT, "rank 0, stage 'g' (verdict): ppl 9.1 > max 8.9");
+    CHECK_STR_EQ(events_with("run", buf, sizeof buf), "run:g");
+    em_executor_finish(p.dag);
+    release(&p);
+
     /* A runtime failure wins over a gate, whatever their order. */
     p = prepare("stages:\n  g: {kind: verdict}\n  f: {kind: fail}\n");
     check_error(run(&p, 1), EM_EXIT_RUNTIME, "rank 0, stage 'f' (fail): boom");
+    em_executor_finish(p.dag);
+    release(&p);
+}
+
+/* Artifacts carry the type their kind produces, set by the runner, also for a type only the
+ * producing and the consuming kind know. */
+static void test_artifact_types(void) {
+    prepared p = prepare("stages:\n  w: {kind: widget, value: 41}\n  g: {kind: gadget, part: w}\n"
+                         "  a: {kind: src}\n");
+    CHECK(run(&p, 2) == NULL);
+    CHECK_INT_EQ(output_of(&p, "g"), 42);
+    CHECK_STR_EQ(p.dag->stages[em_dag_find(p.dag, "g")].output.type, "scores");
+    CHECK_STR_EQ(p.dag->stages[em_dag_find(p.dag, "a")].output.type, "dataset");
     em_executor_finish(p.dag);
     release(&p);
 }
@@ -215,6 +251,8 @@ static void test_init_errors(void) {
                          "  p1: {kind: picky, level: 1}\n"
                          "  p2: {kind: picky, level: 5}\n");
     em_status err = em_executor_init(p.dag, &context);
+    /* the place is the error's mark, kept as it is */
+    CHECK(err && err->mark.line == 3 && err->mark.col == 28);
     check_error(err, EM_EXIT_BAD_INPUT, "test.yaml:3:28: stage 'p2': level must be at most 3");
     char buf[256];
     CHECK_STR_EQ(events_with("", buf, sizeof buf), "init:p1 init:p2 destroy:p2 destroy:p1");
@@ -269,6 +307,7 @@ int main(void) {
     test_collectives_one_at_a_time();
     test_failure_stops_the_run();
     test_gate_lets_the_others_finish();
+    test_artifact_types();
     test_init_errors();
     test_rank_state();
     return test_finish();

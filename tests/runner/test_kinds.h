@@ -60,11 +60,11 @@ static void free_value(void *data) {
     free(v);
 }
 
-static void set_output(em_stage *self, em_artifact_type type, long long value) {
+static void set_output(em_stage *self, long long value) {
     test_value *v = em_xcalloc(1, sizeof *v);
     snprintf(v->name, sizeof v->name, "%s", self->name);
     v->value = value;
-    self->output = (em_artifact){type, v, free_value};
+    self->output = (em_artifact){.data = v, .free = free_value};
 }
 
 static long long input_value(const em_stage *self, const char *option, size_t index) {
@@ -75,59 +75,57 @@ static long long input_value(const em_stage *self, const char *option, size_t in
 /* src: produces a dataset holding its `value` option (default 1). */
 static em_status src_run(em_stage *self, const em_run_context *ctx) {
     record("run", self->name);
-    set_output(self, EM_ARTIFACT_DATASET, em_node_get_int(self->options, "value", 1));
+    set_output(self, em_node_get_int(self->options, "value", 1));
     return NULL;
 }
 static const em_stage_kind test_src = {
-    .name = "src", .summary = "test: a dataset", .produces = EM_ARTIFACT_DATASET, .run = src_run};
+    .name = "src", .summary = "test: a dataset", .produces = "dataset", .run = src_run};
 
 /* weights: produces a model holding its `value` option (default 2). */
 static em_status weights_run(em_stage *self, const em_run_context *ctx) {
     record("run", self->name);
-    set_output(self, EM_ARTIFACT_MODEL, em_node_get_int(self->options, "value", 2));
+    set_output(self, em_node_get_int(self->options, "value", 2));
     return NULL;
 }
-static const em_stage_kind test_weights = {.name = "weights",
-                                           .summary = "test: a model",
-                                           .produces = EM_ARTIFACT_MODEL,
-                                           .run = weights_run};
+static const em_stage_kind test_weights = {
+    .name = "weights", .summary = "test: a model", .produces = "model", .run = weights_run};
 
 /* use: scores = 10 * data + the sum of `extra` (datasets or models). */
 static const em_input_spec use_inputs[] = {
-    {"data", EM_ARTIFACT_DATASET, false, false},
-    {"extra", EM_ARTIFACT_DATASET | EM_ARTIFACT_MODEL, true, true},
-    {NULL, 0, false, false},
+    {"data", {"dataset"}, false, false},
+    {"extra", {"dataset", "model"}, true, true},
+    {0},
 };
 static em_status use_run(em_stage *self, const em_run_context *ctx) {
     record("run", self->name);
     long long v = 10 * input_value(self, "data", 0);
     for (size_t i = 0; i < em_stage_input_count(self, "extra"); i++)
         v += input_value(self, "extra", i);
-    set_output(self, EM_ARTIFACT_SCORES, v);
+    set_output(self, v);
     return NULL;
 }
 static const em_stage_kind test_use = {.name = "use",
                                        .summary = "test: scores from a dataset",
-                                       .produces = EM_ARTIFACT_SCORES,
+                                       .produces = "scores",
                                        .inputs = use_inputs,
                                        .run = use_run};
 
 /* agg: metrics = sum over its `inputs` of (position + 1) * value. */
 static const em_input_spec agg_inputs[] = {
-    {"inputs", EM_ARTIFACT_SCORES, true, false},
-    {NULL, 0, false, false},
+    {"inputs", {"scores"}, true, false},
+    {0},
 };
 static em_status agg_run(em_stage *self, const em_run_context *ctx) {
     record("run", self->name);
     long long v = 0;
     for (size_t i = 0; i < em_stage_input_count(self, "inputs"); i++)
         v += (long long)(i + 1) * input_value(self, "inputs", i);
-    set_output(self, EM_ARTIFACT_METRICS, v);
+    set_output(self, v);
     return NULL;
 }
 static const em_stage_kind test_agg = {.name = "agg",
                                        .summary = "test: metrics from scores",
-                                       .produces = EM_ARTIFACT_METRICS,
+                                       .produces = "metrics",
                                        .inputs = agg_inputs,
                                        .run = agg_run};
 
@@ -160,17 +158,17 @@ static em_status meet_run(em_stage *self, const em_run_context *ctx) {
     while (meet_arrived < expect && !timed_out)
         timed_out = pthread_cond_timedwait(&meet_cond, &meet_lock, &deadline) == ETIMEDOUT;
     pthread_mutex_unlock(&meet_lock);
-    set_output(self, EM_ARTIFACT_REPORT, 0);
+    set_output(self, 0);
     if (timed_out) return em_error_new(EM_EXIT_RUNTIME, "nobody came to the meeting");
     return NULL;
 }
 static const em_stage_kind test_meet = {.name = "meet",
                                         .summary = "test: waits for another stage to run too",
-                                        .produces = EM_ARTIFACT_REPORT,
+                                        .produces = "report",
                                         .run = meet_run};
 static const em_stage_kind test_cmeet = {.name = "cmeet",
                                          .summary = "test: meet, as a collective stage",
-                                         .produces = EM_ARTIFACT_REPORT,
+                                         .produces = "report",
                                          .collective = true,
                                          .run = meet_run};
 
@@ -189,12 +187,12 @@ static em_status coll_run(em_stage *self, const em_run_context *ctx) {
     pthread_mutex_lock(&event_lock);
     coll_active--;
     pthread_mutex_unlock(&event_lock);
-    set_output(self, EM_ARTIFACT_MESH, 0);
+    set_output(self, 0);
     return NULL;
 }
 static const em_stage_kind test_coll = {.name = "coll",
                                         .summary = "test: a collective stage",
-                                        .produces = EM_ARTIFACT_MESH,
+                                        .produces = "mesh",
                                         .collective = true,
                                         .run = coll_run};
 
@@ -206,21 +204,23 @@ static em_status fail_run(em_stage *self, const em_run_context *ctx) {
     return em_error_new((int)em_node_get_int(self->options, "code", 4), "boom");
 }
 static const em_stage_kind test_fail = {
-    .name = "fail", .summary = "test: fails", .produces = EM_ARTIFACT_REPORT, .run = fail_run};
+    .name = "fail", .summary = "test: fails", .produces = "report", .run = fail_run};
 
-/* verdict: a gate that fails (exit status 3) reading optional metrics. */
+/* verdict: a gate that fails (with exit status `code`, default 3) reading optional metrics. */
 static const em_input_spec verdict_inputs[] = {
-    {"metrics", EM_ARTIFACT_METRICS, false, true},
-    {NULL, 0, false, false},
+    {"metrics", {"metrics"}, false, true},
+    {0},
 };
 static em_status verdict_run(em_stage *self, const em_run_context *ctx) {
     record("run", self->name);
-    set_output(self, EM_ARTIFACT_VERDICT, 0);
-    return em_error_new(EM_EXIT_GATE, "ppl 9.1 > max 8.9");
+    set_output(self, 0);
+    return em_error_new((int)em_node_get_int(self->options, "code", EM_EXIT_GATE),
+                        "ppl 9.1 > max 8.9");
 }
 static const em_stage_kind test_verdict = {.name = "verdict",
                                            .summary = "test: a failing gate",
-                                           .produces = EM_ARTIFACT_VERDICT,
+                                           .produces = "verdict",
+                                           .verdict = true,
                                            .inputs = verdict_inputs,
                                            .run = verdict_run};
 
@@ -243,16 +243,48 @@ static void picky_destroy(em_stage *self) {
 }
 static const em_stage_kind test_picky = {.name = "picky",
                                          .summary = "test: checks its options in init",
-                                         .produces = EM_ARTIFACT_ENV,
+                                         .produces = "env",
                                          .init = picky_init,
                                          .run = src_run,
                                          .destroy = picky_destroy};
 
+/* ---- an artifact type the runner has never heard of ---- */
+
+/* widget: produces a "widget" holding its `value` option (default 7). */
+static const em_stage_kind test_widget = {
+    .name = "widget", .summary = "test: a new artifact type", .produces = "widget", .run = src_run};
+
+/* gadget: reads a widget (`part`); its scores are the widget's value + 1. */
+static const em_input_spec gadget_inputs[] = {
+    {"part", {"widget"}, false, false},
+    {0},
+};
+static em_status gadget_run(em_stage *self, const em_run_context *ctx) {
+    record("run", self->name);
+    set_output(self, input_value(self, "part", 0) + 1);
+    return NULL;
+}
+static const em_stage_kind test_gadget = {.name = "gadget",
+                                          .summary = "test: reads a widget",
+                                          .produces = "scores",
+                                          .inputs = gadget_inputs,
+                                          .run = gadget_run};
+
+/* typo: accepts a type no kind produces (a bug in a kind). */
+static const em_input_spec typo_inputs[] = {
+    {"x", {"widget", "nonesuch"}, false, true},
+    {0},
+};
+static const em_stage_kind test_typo = {.name = "typo",
+                                        .summary = "test: a kind with a typo",
+                                        .produces = "env",
+                                        .inputs = typo_inputs};
+
 /* The registry of the tests, sorted by name like the generated one (runner/stage.c's lookup
  * uses this name). */
 const em_stage_kind *const em_stage_kinds[] = {
-    &test_agg, &test_cmeet, &test_coll,    &test_fail,    &test_meet, &test_picky,
-    &test_src, &test_use,   &test_verdict, &test_weights, NULL,
+    &test_agg, &test_cmeet, &test_coll, &test_fail,    &test_gadget,  &test_meet,   &test_picky,
+    &test_src, &test_typo,  &test_use,  &test_verdict, &test_weights, &test_widget, NULL,
 };
 
 /* Parses a recipe text (named test.yaml in marks) and returns its `stages:` map. */

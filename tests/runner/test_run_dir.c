@@ -11,8 +11,9 @@
 #include "runner/recipe/recipe.h"
 #include "runner/run_dir.h"
 
-static void stamp_now(char *buf, size_t size) {
-    time_t t = time(NULL);
+/* The run directory's time stamp of `seconds` after now. */
+static void stamp(time_t now, int seconds, char *buf, size_t size) {
+    time_t t = now + seconds;
     struct tm tm;
     gmtime_r(&t, &tm);
     strftime(buf, size, "%Y%m%d-%H%M%S", &tm);
@@ -29,32 +30,34 @@ static int is_file(const char *path) {
 }
 
 static void test_default_names(void) {
-    /* The name has the time in seconds: when runs/t-<now> and -2 exist, the next is -3. Retried
-     * if the clock moves to the next second in between. */
-    for (int attempt = 0; attempt < 5; attempt++) {
-        char before[32], after[32], a[128], b[128];
-        stamp_now(before, sizeof before);
-        snprintf(a, sizeof a, "runs/t-%s", before);
-        snprintf(b, sizeof b, "runs/t-%s-2", before);
-        mkdir("runs", 0777);
-        mkdir(a, 0777);
-        mkdir(b, 0777);
-        char *path = NULL;
-        em_status err = em_run_dir_create(NULL, "t", NULL, false, &path);
-        stamp_now(after, sizeof after);
-        CHECK(err == NULL);
-        if (strcmp(before, after) != 0) {
-            free(path);
-            continue;
-        }
-        char expected[128];
-        snprintf(expected, sizeof expected, "runs/t-%s-3", before);
-        CHECK_STR_EQ(path, expected);
-        CHECK(is_dir(expected));
-        free(path);
-        return;
+    /* The name has the time in seconds: when runs/t-<now> and -2 exist, the next is -3. So that
+     * no second ticking over can change the answer, both exist for every second of the next ten
+     * minutes (longer than the test may run), and the name must be -3 of a second between the
+     * clock read before and the one after. */
+    time_t before = time(NULL);
+    mkdir("runs", 0777);
+    for (int s = 0; s <= 600; s++) {
+        char st[32], path[128];
+        stamp(before, s, st, sizeof st);
+        snprintf(path, sizeof path, "runs/t-%s", st);
+        mkdir(path, 0777);
+        snprintf(path, sizeof path, "runs/t-%s-2", st);
+        mkdir(path, 0777);
     }
-    CHECK(!"the clock moved on every attempt");
+    char *path = NULL;
+    em_status err = em_run_dir_create(NULL, "t", NULL, false, &path);
+    time_t after = time(NULL);
+    CHECK(err == NULL);
+    bool found = false;
+    for (time_t t = before; t <= after && !found; t++) {
+        char st[32], expected[128];
+        stamp(t, 0, st, sizeof st);
+        snprintf(expected, sizeof expected, "runs/t-%s-3", st);
+        found = path && strcmp(path, expected) == 0;
+    }
+    CHECK(found);
+    CHECK(path && is_dir(path));
+    free(path);
 }
 
 static void test_requested(void) {
@@ -103,7 +106,6 @@ static void test_files(void) {
     CHECK_INT_EQ(em_node_get_int(em_node_get_path(back, "stages.a"), "value", 0), 3);
     CHECK_STR_EQ(em_node_get_string(back, "name", NULL), "t");
     em_node_free(back);
-    em_node_free(recipe);
 
     FILE *log0 = NULL, *log3 = NULL;
     CHECK(em_run_dir_open_log("files", 0, &log0) == NULL);
@@ -113,7 +115,8 @@ static void test_files(void) {
     CHECK(is_file("files/evalmesh.log"));
     CHECK(is_file("files/evalmesh.rank3.log"));
 
-    em_status err = em_run_dir_write_recipe("no/such/dir", NULL);
+    em_status err = em_run_dir_write_recipe("no/such/dir", recipe);
+    em_node_free(recipe);
     CHECK(err != NULL);
     if (err) {
         CHECK_INT_EQ(err->exit_code, EM_EXIT_RUNTIME);

@@ -1,6 +1,7 @@
-"""Helpers shared by the end-to-end evaluation scripts (test_e2e.py, test_inputs.py): a checker
-that counts failures, and a runner of the evalmesh binary (optionally under mpirun) that gives
-each run a fresh run directory in one temporary folder and reads back its results.json."""
+"""Helpers shared by the end-to-end evaluation scripts (test_e2e.py, test_inputs.py; they count
+their checks with tests/support/checks.py): a runner of the evalmesh binary (optionally under
+mpirun) that gives each run a fresh run directory in one temporary folder and reads back its
+results.json."""
 import json
 import os
 import shutil
@@ -8,22 +9,19 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from checks import finish  # noqa: E402
+
 BIN = os.environ["EVALMESH_BIN"]
 MPIRUN = os.environ.get("EVALMESH_MPIRUN", "")
 
 
 class EvalSession:
-    """One test script's state: its temporary folder, its failure count and its run count."""
+    """One test script's state: its temporary folder and its run count."""
 
     def __init__(self, prefix):
         self.tmp = tempfile.mkdtemp(prefix=prefix)
-        self.failures = 0
         self.runs = 0
-
-    def check(self, name, ok, detail=""):
-        if not ok:
-            self.failures += 1
-            print(f"FAIL {name} {detail}")
 
     def evalmesh(self, args, np=None):
         """Runs evalmesh (under mpirun -np when np is given) with a fresh run directory; returns
@@ -56,5 +54,4 @@ class EvalSession:
     def finish(self):
         """Removes the temporary folder, prints the failure count and exits 1 if any failed."""
         shutil.rmtree(self.tmp, ignore_errors=True)
-        print("failures:", self.failures)
-        sys.exit(1 if self.failures else 0)
+        sys.exit(finish())

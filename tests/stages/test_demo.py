@@ -1,6 +1,7 @@
 """recipes/demo.yaml needs nothing outside the repository: its model file is what the
 evalmesh-mkmodel command in the recipe's comment makes, and the run gives the same exact metrics
-on 1 and 2 ranks (and, without mpirun, at least runs on one).
+on 1 and 2 ranks (and, without mpirun, at least runs on one); a passing gate is reported once,
+by rank 0.
 
 Usage: test_demo.py PATH_TO_evalmesh-mkmodel"""
 import json
@@ -10,21 +11,15 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from checks import check, finish  # noqa: E402
+
 BIN = os.environ["EVALMESH_BIN"]
 SOURCE = os.environ["EVALMESH_SOURCE_DIR"]
 MPIRUN = os.environ.get("EVALMESH_MPIRUN", "")
 MKMODEL = sys.argv[1]
 recipe = os.path.join(SOURCE, "recipes", "demo.yaml")
-failures = 0
 tmp = tempfile.mkdtemp(prefix="eval_demo_")
-
-
-def check(name, ok, detail=""):
-    global failures
-    if not ok:
-        failures += 1
-        print(f"FAIL {name} {detail}")
-
 
 # The model file is reproducible from the command in the recipe's comment.
 text = open(recipe).read()
@@ -34,19 +29,23 @@ out_index = args.index("--out") + 1
 committed = os.path.join(SOURCE, args[out_index])
 args[out_index] = os.path.join(tmp, "demo-model.gguf")
 subprocess.run([MKMODEL, *args], check=True)
-check("model reproducible", open(committed, "rb").read() == open(args[out_index], "rb").read())
+check(open(committed, "rb").read() == open(args[out_index], "rb").read(), "model reproducible")
 
 
 def run(np):
     run_dir = os.path.join(tmp, f"run{np}")
-    cmd = [BIN, "run", recipe, "--run-dir", run_dir]
+    # with a gate that passes: every rank checks it, rank 0 alone says so
+    cmd = [BIN, "run", recipe, "--run-dir", run_dir, "--log-level", "info",
+           "stages.g={kind: gate, metrics: metrics, after: [report], max: {ppl.token_ppl: 1e9}}"]
     env = dict(os.environ)
     if np > 1:
         cmd = [MPIRUN, "-np", str(np), "--allow-run-as-root", "--oversubscribe", *cmd]
         if "ASAN_OPTIONS" in env:  # see test_e2e.py
             env["ASAN_OPTIONS"] += ":detect_leaks=0"
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
-    check(f"demo np={np} rc", p.returncode == 0, p.stderr[-2000:])
+    check(p.returncode == 0, f"demo np={np} rc", p.stderr[-2000:])
+    check(p.stderr.count("gate 'g': 1 checks passed") == 1, f"demo np={np} gate passed once",
+          p.stderr[-2000:])
     path = os.path.join(run_dir, "results.json")
     if not os.path.exists(path):
         return None
@@ -56,10 +55,9 @@ def run(np):
 
 one = run(1)
 if one:
-    check("demo ppl", 100 < one["token_ppl"]["value"] < 2000, str(one["token_ppl"]))
+    check(100 < one["token_ppl"]["value"] < 2000, "demo ppl", str(one["token_ppl"]))
     fables = [p.strip("\n") for p in open(os.path.join(SOURCE, "recipes", "data", "demo.txt")).read().split("\n\n")]
-    check("demo documents", one["words"]["value"] == sum(len(re.split(r"\s+", f)) for f in fables))
+    check(one["words"]["value"] == sum(len(re.split(r"\s+", f)) for f in fables), "demo documents")
 if MPIRUN and one:
-    check("demo 2 ranks identical", run(2) == one)
-print("failures:", failures)
-sys.exit(1 if failures else 0)
+    check(run(2) == one, "demo 2 ranks identical")
+sys.exit(finish())

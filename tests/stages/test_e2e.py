@@ -13,6 +13,9 @@ import sys
 
 from eval_helpers import MPIRUN, EvalSession
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from checks import check  # noqa: E402
+
 DATA = os.environ.get("EVALMESH_SHARED_DATA", "")
 MODEL = os.path.join(DATA, "models", "stories260K.gguf")
 STORIES = os.path.join(DATA, "text", "tinystories_sample.txt")
@@ -22,7 +25,7 @@ if not (os.path.exists(MODEL) and os.path.exists(STORIES) and os.path.exists(WIK
     sys.exit(77)
 
 session = EvalSession("eval_e2e_")
-check, evalmesh, write = session.check, session.evalmesh, session.write
+evalmesh, write = session.evalmesh, session.write
 
 
 def exact_metrics(results):
@@ -34,29 +37,29 @@ def exact_metrics(results):
 # 1. The trained model on its own kind of text, and on WikiText.
 rc, out, err, res = evalmesh(["perplexity", "-m", MODEL, "-f", STORIES, "-c", "128"])
 m = re.search(r"Final estimate: PPL = ([0-9.]+) \+/- ([0-9.]+)", out)
-check("stories rc", rc == 0, err[-2000:])
-check("stories estimate printed", m is not None, out[-2000:])
+check(rc == 0, "stories rc", err[-2000:])
+check(m is not None, "stories estimate printed", out[-2000:])
 if m and res:
     ppl = res["metrics"]["ppl"]["token_ppl"]["value"]
     print(f"stories260K, TinyStories sample, chunked n_ctx 128: PPL = {ppl:.4f}")
-    check("stories single digit", 1.0 < ppl < 10.0, str(ppl))
-    check("stories printed = results.json", abs(float(m.group(1)) - ppl) < 1e-4, m.group(1))
+    check(1.0 < ppl < 10.0, "stories single digit", str(ppl))
+    check(abs(float(m.group(1)) - ppl) < 1e-4, "stories printed = results.json", m.group(1))
     want_sha = hashlib.sha256(open(STORIES, "rb").read()).hexdigest()
-    check("dataset sha256", res["dataset"]["sha256"] == want_sha, str(res["dataset"]))
+    check(res["dataset"]["sha256"] == want_sha, "dataset sha256", str(res["dataset"]))
     running = re.findall(r"\[(\d+)\]([0-9.]+),", out)
-    check("running estimate per chunk", [int(i) for i, _ in running] == list(range(1, 15)), out[:400])
-    check("running estimate ends at the final one", running and running[-1][1] == m.group(1), out[:400])
+    check([int(i) for i, _ in running] == list(range(1, 15)), "running estimate per chunk", out[:400])
+    check(running and running[-1][1] == m.group(1), "running estimate ends at the final one", out[:400])
     tokens = res["metrics"]["ppl"]["tokens"]["value"]
     windows = res["metrics"]["ppl"]["windows"]["value"]
-    check("stories 63 scored tokens per chunk", tokens == windows * 63, f"{tokens} {windows}")
+    check(tokens == windows * 63, "stories 63 scored tokens per chunk", f"{tokens} {windows}")
     rc, out, err, wres = evalmesh(["perplexity", "-m", MODEL, "-f", WIKI, "-c", "128",
                                    "--chunks", "16"])
-    check("wiki rc", rc == 0, err[-2000:])
+    check(rc == 0, "wiki rc", err[-2000:])
     if wres:
         wppl = wres["metrics"]["ppl"]["token_ppl"]["value"]
         print(f"stories260K, WikiText-2 test, first 16 chunks of 128: PPL = {wppl:.4f}")
-        check("wiki much higher", wppl > 3 * ppl and wppl > 30, f"{wppl} vs {ppl}")
-        check("wiki 16 chunks", wres["metrics"]["ppl"]["windows"]["value"] == 16)
+        check(wppl > 3 * ppl and wppl > 30, "wiki much higher", f"{wppl} vs {ppl}")
+        check(wres["metrics"]["ppl"]["windows"]["value"] == 16, "wiki 16 chunks")
 
 # 2. The same recipe on 1..4 ranks and 1..2 threads: bit-identical metrics.
 docs = [p.strip("\n") for p in open(STORIES, encoding="utf-8").read().split("\n\n") if p.strip()]
@@ -80,7 +83,7 @@ for np in ([1, 2, 3, 4] if MPIRUN else [None]):
     for threads in [1, 2]:
         overrides = [f"stages.f_{p}.threads={threads}" for p in ["chunked", "sliding", "rolling"]]
         rc, out, err, res = evalmesh(["run", recipe, *overrides], np=np)
-        check(f"same np={np} threads={threads} rc", rc == 0 and res is not None, err[-3000:])
+        check(rc == 0 and res is not None, f"same np={np} threads={threads} rc", err[-3000:])
         if not res:
             continue
         got = exact_metrics(res)
@@ -90,28 +93,28 @@ for np in ([1, 2, 3, 4] if MPIRUN else [None]):
             # lm-eval's counts of the original documents (blank-line paragraphs)
             words = sum(len(re.split(r"\s+", d)) for d in docs)
             nbytes = sum(len(d.encode("utf-8")) for d in docs)
-            check("rolling words", mr["words"]["value"] == words, f"{mr['words']} vs {words}")
-            check("rolling bytes", mr["bytes"]["value"] == nbytes, f"{mr['bytes']} vs {nbytes}")
+            check(mr["words"]["value"] == words, "rolling words", f"{mr['words']} vs {words}")
+            check(mr["bytes"]["value"] == nbytes, "rolling bytes", f"{mr['bytes']} vs {nbytes}")
             nll_sum = mr["nll_mean"]["value"] * mr["tokens"]["value"]
-            check("word_ppl", math.isclose(mr["word_ppl"]["value"], math.exp(nll_sum / words), rel_tol=1e-12))
-            check("bits_per_byte", math.isclose(mr["bits_per_byte"]["value"], nll_sum / nbytes / math.log(2), rel_tol=1e-12))
+            check(math.isclose(mr["word_ppl"]["value"], math.exp(nll_sum / words), rel_tol=1e-12), "word_ppl")
+            check(math.isclose(mr["bits_per_byte"]["value"], nll_sum / nbytes / math.log(2), rel_tol=1e-12), "bits_per_byte")
             ms = res["metrics"]["f_sliding"]
             print("reference metrics:", {k: v["value"] for k, v in got.items() if k.endswith("token_ppl")})
         else:
             diff = {k: (reference.get(k), got.get(k)) for k in set(reference) | set(got)
                     if reference.get(k) != got.get(k)}
-            check(f"same np={np} threads={threads} identical", not diff, str(diff)[:2000])
+            check(not diff, f"same np={np} threads={threads} identical", str(diff)[:2000])
 
 # 3. Fewer windows than ranks: 2 chunks over 4 ranks.
 small = ["perplexity", "-m", MODEL, "-f", STORIES, "-c", "128", "--chunks", "2"]
 rc1, _, err1, res1 = evalmesh(small)
-check("2 chunks rc", rc1 == 0, err1[-2000:])
+check(rc1 == 0, "2 chunks rc", err1[-2000:])
 if MPIRUN and res1:
     rc4, _, err4, res4 = evalmesh(small, np=4)
-    check("2 chunks on 4 ranks rc", rc4 == 0, err4[-2000:])
+    check(rc4 == 0, "2 chunks on 4 ranks rc", err4[-2000:])
     if res4:
-        check("2 chunks on 4 ranks identical", exact_metrics(res4) == exact_metrics(res1))
+        check(exact_metrics(res4) == exact_metrics(res1), "2 chunks on 4 ranks identical")
         busy = [r for r in res4["ranks"] if r["windows"] > 0]
-        check("2 chunks on 4 ranks: two ranks busy", len(busy) == 2, str(res4["ranks"]))
+        check(len(busy) == 2, "2 chunks on 4 ranks: two ranks busy", str(res4["ranks"]))
 
 session.finish()

@@ -52,11 +52,19 @@ with tempfile.TemporaryDirectory() as d:
     check(out.stderr == f"tokenize: {bad}: input 2: text is not valid UTF-8 at byte offset 4 "
           "(byte 0xC3)\n", f"invalid UTF-8 message: {out.stderr!r}")
     check(out.stdout.startswith("1 "), "the first input was printed")
+    # --name=VALUE works for every option that takes a value
+    same = run(spm, "--text-file=" + bad, "--split-marker=__m__", "--ids-only")
+    check(same.returncode == 2 and same.stdout == out.stdout and same.stderr == out.stderr,
+          f"--text-file=F --split-marker=S: {same.stderr!r}")
 
 out = run(spm)
 check(out.returncode == 2 and "either TEXT or --text-file" in out.stderr, "no text")
 out = run(spm, "--bogus", "x")
-check(out.returncode == 2 and "unknown or incomplete option '--bogus'" in out.stderr, "bad option")
+check(out.returncode == 2 and out.stderr == "error: evalmesh tokenize: unknown option '--bogus' "
+      "(see evalmesh tokenize --help)\n", f"bad option: {out.stderr!r}")
+out = run(spm, "--split-marker")
+check(out.returncode == 2 and out.stderr == "error: evalmesh tokenize: option '--split-marker' "
+      "needs a value (see evalmesh tokenize --help)\n", f"no value: {out.stderr!r}")
 out = run("/nonexistent.gguf", "x")
 check(out.returncode == 2 and out.stderr ==
       "tokenize: /nonexistent.gguf: cannot open tokenizer: No such file or directory\n",

@@ -21,24 +21,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <time.h>
 
 #include "stages/kernels/cpu/llama_forward.h"
 #include "stages/model/loaded_model.h"
-
-static double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-/* CPU time of all threads of the process: on a shared machine, time spent descheduled does not
- * count, so GFLOP per CPU-second compares kernels fairly when other jobs run. */
-static double cpu_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
+#include "util/clock.h"
 
 /* The sgemm reference: C (M, N) = A (M, K) B^T by single-threaded OpenBLAS sgemm on each of
  * `threads` OpenMP threads at once (each with its own output): the machine's sgemm throughput at
@@ -68,7 +54,7 @@ static double reference_run(const sgemm_reference *r, int threads, double flops,
     double per_call = 2.0 * r->M * r->N * r->K;
     int calls = (int)(flops / per_call / threads + 0.999);
     if (calls < 1) calls = 1;
-    double t0 = now_seconds(), c0 = cpu_seconds();
+    double t0 = em_clock_seconds(), c0 = em_clock_process_cpu_seconds();
 #pragma omp parallel num_threads(threads)
     {
         float *c = r->c[omp_get_thread_num()];
@@ -76,8 +62,8 @@ static double reference_run(const sgemm_reference *r, int threads, double flops,
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r->M, r->N, r->K, 1.0f, r->a, r->K,
                         r->b, r->K, 0.0f, c, r->N);
     }
-    *seconds = now_seconds() - t0;
-    *cpu = cpu_seconds() - c0;
+    *seconds = em_clock_seconds() - t0;
+    *cpu = em_clock_process_cpu_seconds() - c0;
     return per_call * calls * threads;
 }
 
@@ -150,9 +136,9 @@ int main(int argc, char **argv) {
     double *ratio_cpu = malloc((size_t)windows * sizeof *ratio_cpu);
     double *fwd_gflops = malloc((size_t)windows * sizeof *fwd_gflops);
     for (int w = 0; w < windows && !err; w++) {
-        double t0 = now_seconds(), c0 = cpu_seconds();
+        double t0 = em_clock_seconds(), c0 = em_clock_process_cpu_seconds();
         err = em_llama_forward_window(f, ids, ids + 1, n_ctx, 0, nll, argmax);
-        double dt = now_seconds() - t0, dc = cpu_seconds() - c0;
+        double dt = em_clock_seconds() - t0, dc = em_clock_process_cpu_seconds() - c0;
         double ref_s, ref_cpu;
         double ref_flops = reference_run(&ref, threads, flops, &ref_s, &ref_cpu);
         seconds += dt;

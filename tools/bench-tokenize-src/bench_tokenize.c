@@ -6,20 +6,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "stages/tokenizer/tokenizer.h"
+#include "util/clock.h"
 
 #define RUNS 3
-
-static double seconds(clockid_t clock) {
-    struct timespec ts;
-    clock_gettime(clock, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-static double now(void) {
-    return seconds(CLOCK_THREAD_CPUTIME_ID);
-}
 
 static char *read_file(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
@@ -54,28 +45,28 @@ int main(int argc, char **argv) {
     printf("%-28s %8s %10s %10s %10s %14s\n", "tokenizer", "load s", "tokens", "enc MB/s",
            "dec MB/s", "enc MB/s wall");
     for (int t = 2; t < argc; t++) {
-        double t0 = now();
+        double t0 = em_clock_thread_cpu_seconds();
         em_tokenizer *tok;
         em_status err = em_tokenizer_load(argv[t], &tok);
         if (err) return fail(err);
-        double load = now() - t0;
+        double load = em_clock_thread_cpu_seconds() - t0;
         em_encode_options options = em_tokenizer_default_options(tok);
         double best_enc = 1e30, best_dec = 1e30, best_wall = 1e30;
         size_t count = 0;
         for (int r = 0; r < RUNS; r++) {
             int32_t *ids;
-            double wall0 = seconds(CLOCK_MONOTONIC);
-            t0 = now();
+            double wall0 = em_clock_seconds();
+            t0 = em_clock_thread_cpu_seconds();
             if ((err = em_tokenizer_encode(tok, text, len, options, &ids, &count)))
                 return fail(err);
-            double enc = now() - t0;
-            double wall = seconds(CLOCK_MONOTONIC) - wall0;
+            double enc = em_clock_thread_cpu_seconds() - t0;
+            double wall = em_clock_seconds() - wall0;
             char *decoded;
             size_t decoded_len;
-            t0 = now();
+            t0 = em_clock_thread_cpu_seconds();
             if ((err = em_tokenizer_decode(tok, ids, count, false, &decoded, &decoded_len)))
                 return fail(err);
-            double dec = now() - t0;
+            double dec = em_clock_thread_cpu_seconds() - t0;
             if (decoded_len != len || memcmp(decoded, text, len) != 0)
                 printf("  (note: decode does not give back the exact text)\n");
             if (enc < best_enc) best_enc = enc;

@@ -7,7 +7,7 @@
 
 #include <stdbool.h>
 
-#include "gguf_writer.h"
+#include "stages/model/gguf_writer.h"
 
 #define BYTE_VOCAB_TOKENS 258
 

@@ -17,7 +17,7 @@
 #include <cjson/cJSON.h>
 
 #include "byte_vocab.h"
-#include "gguf_writer.h"
+#include "stages/model/gguf_writer.h"
 #include "quantize_blocks.h"
 #include "random_weights.h"
 #include "util/error.h"

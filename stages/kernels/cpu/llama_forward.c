@@ -1,25 +1,30 @@
-/* The Llama forward over one window (see llama_forward.h). */
+/* The CPU kernels of the Llama composition and the `cpu` forward backend (see llama_forward.h). */
 #include "stages/kernels/cpu/llama_forward.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "stages/kernels/cpu/attention.h"
 #include "stages/kernels/cpu/dequantize.h"
 #include "stages/kernels/cpu/gemm.h"
 #include "stages/kernels/cpu/matmul.h"
 #include "stages/kernels/cpu/output_head.h"
+#include "stages/kernels/cpu/ring_attention.h"
 #include "stages/kernels/cpu/rmsnorm.h"
 #include "stages/kernels/cpu/rope.h"
 #include "stages/model/ggml_types.h"
+#include "stages/kernels/llama_block.h"
 
 /* Small per-layer vectors converted to floats once. */
 typedef struct layer_vectors {
     float *attn_norm, *ffn_norm; /* (D) */
-    float *bq, *bk, *bv;         /* (H*hd), (KV*hd), (KV*hd) or NULL */
 } layer_vectors;
 
+/* H, KV and F below are this rank's heads, KV heads and MLP columns (the model's / tp). */
 struct em_llama_forward {
     const em_model *model;
+    em_forward_groups groups;
+    em_llama_shard shard;
     int threads;
     em_scratch scratch;
     layer_vectors *layers;
@@ -28,12 +33,14 @@ struct em_llama_forward {
     size_t activation_bytes; /* of the arrays below */
     float *x;                /* (T, D) the residual stream */
     float *xn;               /* (T, D) normalized x */
+    float *y;                /* (T, D) this rank's partial sum of a row-parallel product (tp > 1) */
     float *q;                /* (T, H*hd) */
     float *k, *v;            /* (T, KV*hd) */
     float *vt;               /* v transposed, for attention (see em_attention_vt_floats) */
     float *att_packed;       /* attention's output (T, H*hd), packed for the output projection */
     float *h_packed;         /* the MLP's SwiGLU (T, F), packed for the down projection */
     float *rope;             /* (T, rope_dim/2, 2) */
+    float *ring;             /* cp > 1: the online softmax state of ring attention */
 };
 
 /* A tensor the forward needs: present, a supported type, shape {n_in, n_out}. */
@@ -114,41 +121,47 @@ static em_status check_model(const em_model *m) {
     return NULL;
 }
 
-em_status em_llama_forward_new(const em_model *model, int threads, em_llama_forward **out) {
+em_status em_llama_forward_new_split(const em_model *model, const em_forward_groups *groups,
+                                     int threads, em_llama_forward **out) {
     *out = NULL;
     em_status err = check_model(model);
     if (err) return err;
     const em_llama_config *c = &model->config;
     em_llama_forward *f = em_xcalloc(1, sizeof *f);
     f->model = model;
+    f->groups = *groups;
     f->threads = threads < 1 ? 1 : threads;
+    err = em_llama_shard_new(model, groups->tp.size, groups->tp.rank, &f->shard);
+    if (err) {
+        free(f);
+        return em_error_prefix(err, "model %s", model->path);
+    }
     err = em_scratch_init(&f->scratch, f->threads);
     if (err) {
-        em_scratch_free(&f->scratch);
-        free(f);
+        em_llama_forward_free(f);
         return err;
     }
     f->layers = em_xcalloc((size_t)c->n_layers, sizeof *f->layers);
-    int64_t QD = (int64_t)c->n_heads * c->head_dim, KVD = (int64_t)c->n_kv_heads * c->head_dim;
     for (int l = 0; l < c->n_layers; l++) {
         const em_layer_weights *w = &model->layers[l];
         layer_vectors *lv = &f->layers[l];
         lv->attn_norm = vector_to_float(w->attn_norm, c->dim);
         lv->ffn_norm = vector_to_float(w->ffn_norm, c->dim);
-        if (c->has_qkv_bias) {
-            lv->bq = vector_to_float(w->bq, QD);
-            lv->bk = vector_to_float(w->bk, KVD);
-            lv->bv = vector_to_float(w->bv, KVD);
-        }
     }
     f->output_norm = vector_to_float(model->output_norm, c->dim);
     *out = f;
     return NULL;
 }
 
+em_status em_llama_forward_new(const em_model *model, int threads, em_llama_forward **out) {
+    em_forward_groups alone = {.tp = {.rank = 0, .size = 1}, .cp = {.rank = 0, .size = 1}};
+    return em_llama_forward_new_split(model, &alone, threads, out);
+}
+
 static void free_activations(em_llama_forward *f) {
     free(f->x);
     free(f->xn);
+    free(f->y);
     free(f->q);
     free(f->att_packed);
     free(f->k);
@@ -156,6 +169,7 @@ static void free_activations(em_llama_forward *f) {
     free(f->vt);
     free(f->h_packed);
     free(f->rope);
+    free(f->ring);
     f->capacity = 0;
     f->activation_bytes = 0;
 }
@@ -169,12 +183,13 @@ static float *alloc_floats(size_t floats, size_t *bytes) {
 /* Makes the activations and scratch hold a window of T positions. */
 static em_status reserve(em_llama_forward *f, int T) {
     const em_llama_config *c = &f->model->config;
-    size_t D = (size_t)c->dim, F = (size_t)c->ffn_dim, QD = (size_t)c->n_heads * c->head_dim;
-    size_t KVD = (size_t)c->n_kv_heads * c->head_dim;
+    const em_llama_shard *sh = &f->shard;
+    size_t D = (size_t)c->dim, F = (size_t)sh->ffn_dim, QD = (size_t)sh->n_heads * c->head_dim;
+    size_t KVD = (size_t)sh->n_kv_heads * c->head_dim;
     /* per thread: the largest of a matmul tile for each input width, the fused gate and up
      * tiles, attention, the head; shared: the packed xn */
     size_t need = em_attention_scratch_floats(T, c->head_dim);
-    int64_t widths[3] = {c->dim, c->ffn_dim, (int64_t)QD};
+    int64_t widths[3] = {c->dim, (int64_t)F, (int64_t)QD};
     for (int i = 0; i < 3; i++) {
         size_t tile = em_matmul_tile_floats(T, widths[i], EM_MATMUL_TILE_ROWS);
         if (tile > need) need = tile;
@@ -190,15 +205,19 @@ static em_status reserve(em_llama_forward *f, int T) {
     size_t t = (size_t)T, *bytes = &f->activation_bytes;
     f->x = alloc_floats(t * D, bytes);
     f->xn = alloc_floats(t * D, bytes);
+    bool tp = f->groups.tp.size > 1, cp = f->groups.cp.size > 1;
+    f->y = tp ? alloc_floats(t * D, bytes) : NULL;
     f->q = alloc_floats(t * QD, bytes);
     f->att_packed = alloc_floats(em_gemm_packed_floats(T, (int)QD), bytes);
     f->k = alloc_floats(t * KVD, bytes);
     f->v = alloc_floats(t * KVD, bytes);
-    f->vt = alloc_floats(em_attention_vt_floats(T, c->n_kv_heads, c->head_dim), bytes);
+    f->vt = alloc_floats(em_attention_vt_floats(T, sh->n_kv_heads, c->head_dim), bytes);
     f->h_packed = alloc_floats(em_gemm_packed_floats(T, (int)F), bytes);
     f->rope = alloc_floats(t * (size_t)c->rope_dim, bytes);
-    if (!f->x || !f->xn || !f->q || !f->k || !f->v || !f->vt || !f->att_packed || !f->h_packed ||
-        !f->rope) {
+    f->ring = cp ? alloc_floats(em_ring_attention_state_floats(T, sh->n_heads, c->head_dim), bytes)
+                 : NULL;
+    if (!f->x || !f->xn || (tp && !f->y) || !f->q || !f->k || !f->v || !f->vt || !f->att_packed ||
+        !f->h_packed || !f->rope || (cp && !f->ring)) {
         free_activations(f);
         return em_error_new(EM_EXIT_RUNTIME, "out of memory for the activations of %d positions",
                             T);
@@ -226,58 +245,152 @@ static em_status check_ids(const int32_t *ids, int T, int n_vocab, const char *w
     return NULL;
 }
 
-em_status em_llama_forward_window(em_llama_forward *f, const int32_t *input, const int32_t *target,
-                                  int T, int score_from, double *nll, int32_t *argmax) {
+/* The kernels of the composition (llama_block.h); b is the em_llama_forward. */
+
+static em_status cpu_begin(void *b, const int32_t *input, const int32_t *positions, int T) {
+    em_llama_forward *f = b;
     const em_model *m = f->model;
     const em_llama_config *c = &m->config;
+    em_status err = reserve(f, T);
+    if (err) return err;
+    int D = c->dim;
+    /* x (T, D) = embedding rows of the input tokens */
+#pragma omp parallel for num_threads(f->threads) if ((int64_t)T * D >= EM_PARALLEL_MIN_ELEMENTS)
+    for (int t = 0; t < T; t++) em_rows_to_float(m->tok_embd, input[t], 1, f->x + (size_t)t * D, D);
+    em_rope_table(c, m->rope_freqs ? m->rope_freqs->data : NULL, positions, T, f->rope);
+    return NULL;
+}
+
+static void cpu_norm(void *b, int layer, bool ffn, int T) {
+    em_llama_forward *f = b;
+    const em_llama_config *c = &f->model->config;
+    const layer_vectors *lv = &f->layers[layer];
+    em_rmsnorm(f->x, ffn ? lv->ffn_norm : lv->attn_norm, T, c->dim, c->rms_eps, f->xn, f->threads);
+}
+
+static void cpu_qkv(void *b, int layer, int T) {
+    em_llama_forward *f = b;
+    const em_llama_config *c = &f->model->config;
+    const em_llama_shard_layer *w = &f->shard.layers[layer];
+    int H = f->shard.n_heads, KV = f->shard.n_kv_heads, hd = c->head_dim;
+    int QD = H * hd, KVD = KV * hd;
+    em_scratch *s = &f->scratch;
+    /* q (T, QD), k (T, KVD), v (T, KVD) */
+    const em_tensor *qkv_w[3] = {&w->wq, &w->wk, &w->wv};
+    float *qkv[3] = {f->q, f->k, f->v};
+    em_matmul_pack(f->xn, T, c->dim, s->packed, s);
+    em_matmul_packed(s->packed, T, 3, qkv_w, qkv, false, s);
+    if (w->bq) {
+        add_bias(f->q, w->bq, T, QD, f->threads);
+        add_bias(f->k, w->bk, T, KVD, f->threads);
+        add_bias(f->v, w->bv, T, KVD, f->threads);
+    }
+    em_rope_apply(f->q, T, QD, H, hd, c->rope_dim, f->rope, f->threads);
+    em_rope_apply(f->k, T, KVD, KV, hd, c->rope_dim, f->rope, f->threads);
+}
+
+static void cpu_attention(void *b, int layer, int T) {
+    em_llama_forward *f = b;
+    (void)layer;
+    /* att (T, QD), packed */
+    em_attention(f->q, f->k, f->v, T, f->shard.n_heads, f->shard.n_kv_heads,
+                 f->model->config.head_dim, f->att_packed, f->vt, &f->scratch);
+}
+
+static void cpu_local_kv(void *b, float **k, float **v, int *kv_width) {
+    em_llama_forward *f = b;
+    *k = f->k;
+    *v = f->v;
+    *kv_width = f->shard.n_kv_heads * f->model->config.head_dim;
+}
+
+static void cpu_attention_block(void *b, int T, const int32_t *qpos, const float *k, const float *v,
+                                const int32_t *kpos, int nk, bool first) {
+    em_llama_forward *f = b;
+    em_ring_attention_block(f->q, qpos, T, k, v, kpos, nk, f->shard.n_heads, f->shard.n_kv_heads,
+                            f->model->config.head_dim, f->ring, first, f->threads);
+}
+
+/* att (T, QD) from the ring state, written over q (no longer needed), then packed */
+static void cpu_attention_finish(void *b, int T) {
+    em_llama_forward *f = b;
+    int QD = f->shard.n_heads * f->model->config.head_dim;
+    em_ring_attention_finish(f->ring, T, f->shard.n_heads, f->model->config.head_dim, f->q,
+                             f->threads);
+    em_matmul_pack(f->q, T, QD, f->att_packed, &f->scratch);
+}
+
+static void cpu_attn_out(void *b, int layer, int T, bool partial) {
+    em_llama_forward *f = b;
+    const em_tensor *wo = &f->shard.layers[layer].wo;
+    /* x += att Wo^T, or y = att Wo_shard^T */
+    em_matmul_packed(f->att_packed, T, 1, &wo, partial ? &f->y : &f->x, !partial, &f->scratch);
+}
+
+static void cpu_mlp(void *b, int layer, int T, bool partial) {
+    em_llama_forward *f = b;
+    const em_llama_shard_layer *w = &f->shard.layers[layer];
+    em_scratch *s = &f->scratch;
+    const em_tensor *down = &w->w_down;
+    /* h (T, F) = silu(xn Wgate^T) * (xn Wup^T); x += h Wdown^T, or y = h Wdown_shard^T */
+    em_matmul_pack(f->xn, T, f->model->config.dim, s->packed, s);
+    em_matmul_swiglu_packed(s->packed, T, &w->w_gate, &w->w_up, f->h_packed, s);
+    em_matmul_packed(f->h_packed, T, 1, &down, partial ? &f->y : &f->x, !partial, s);
+}
+
+static float *cpu_partial(void *b) {
+    return ((em_llama_forward *)b)->y;
+}
+
+static void cpu_add_partials(void *b, const float *all, int parts, int T) {
+    em_llama_forward *f = b;
+    size_t n = (size_t)T * (size_t)f->model->config.dim;
+#pragma omp parallel for num_threads(f->threads) if ((int64_t)n >= EM_PARALLEL_MIN_ELEMENTS)
+    for (size_t i = 0; i < n; i++) {
+        float sum = all[i];
+        for (int p = 1; p < parts; p++) sum += all[(size_t)p * n + i];
+        f->x[i] += sum;
+    }
+}
+
+static void cpu_head_tiles(void *b, int from, int n, const int32_t *target, em_head_tile *part,
+                           float *target_logit) {
+    em_llama_forward *f = b;
+    const em_llama_config *c = &f->model->config;
+    int D = c->dim;
+    /* xn (n, D): the head sees only the scored positions */
+    em_rmsnorm(f->x + (size_t)from * D, f->output_norm, n, D, c->rms_eps, f->xn, f->threads);
+    em_output_head_tiles(f->xn, n, f->model->output, f->shard.vocab_row0, f->shard.vocab_rows,
+                         target, part, target_logit, &f->scratch);
+}
+
+static const em_llama_kernels cpu_kernels = {
+    .begin = cpu_begin,
+    .norm = cpu_norm,
+    .qkv = cpu_qkv,
+    .attention = cpu_attention,
+    .local_kv = cpu_local_kv,
+    .attention_block = cpu_attention_block,
+    .attention_finish = cpu_attention_finish,
+    .attn_out = cpu_attn_out,
+    .mlp = cpu_mlp,
+    .partial = cpu_partial,
+    .add_partials = cpu_add_partials,
+    .head_tiles = cpu_head_tiles,
+};
+
+em_status em_llama_forward_window(em_llama_forward *f, const int32_t *input, const int32_t *target,
+                                  int T, int score_from, double *nll, int32_t *argmax) {
+    const em_llama_config *c = &f->model->config;
     if (T < 1 || score_from < 0 || score_from >= T) {
         return em_error_new(EM_EXIT_BAD_INPUT, "window of %d positions scored from %d is empty", T,
                             score_from);
     }
     em_status err = check_ids(input, T, c->n_vocab, "input");
     if (!err) err = check_ids(target + score_from, T - score_from, c->n_vocab, "target");
-    if (!err) err = reserve(f, T);
     if (err) return err;
-    int D = c->dim, H = c->n_heads, KV = c->n_kv_heads, hd = c->head_dim;
-    int QD = H * hd, KVD = KV * hd, threads = f->threads;
-    em_scratch *s = &f->scratch;
-
-    /* x (T, D) = embedding rows of the input tokens */
-#pragma omp parallel for num_threads(threads) if ((int64_t)T * D >= EM_PARALLEL_MIN_ELEMENTS)
-    for (int t = 0; t < T; t++) em_rows_to_float(m->tok_embd, input[t], 1, f->x + (size_t)t * D, D);
-    em_rope_table(c, m->rope_freqs ? m->rope_freqs->data : NULL, T, f->rope);
-
-    for (int l = 0; l < c->n_layers; l++) {
-        const em_layer_weights *w = &m->layers[l];
-        const layer_vectors *lv = &f->layers[l];
-        /* attention block */
-        em_rmsnorm(f->x, lv->attn_norm, T, D, c->rms_eps, f->xn, threads);
-        /* q (T, QD), k (T, KVD), v (T, KVD) */
-        const em_tensor *qkv_w[3] = {w->wq, w->wk, w->wv};
-        float *qkv[3] = {f->q, f->k, f->v};
-        em_matmul_pack(f->xn, T, D, s->packed, s);
-        em_matmul_packed(s->packed, T, 3, qkv_w, qkv, false, s);
-        if (lv->bq) {
-            add_bias(f->q, lv->bq, T, QD, threads);
-            add_bias(f->k, lv->bk, T, KVD, threads);
-            add_bias(f->v, lv->bv, T, KVD, threads);
-        }
-        em_rope_apply(f->q, T, QD, H, hd, c->rope_dim, f->rope, threads);
-        em_rope_apply(f->k, T, KVD, KV, hd, c->rope_dim, f->rope, threads);
-        em_attention(f->q, f->k, f->v, T, H, KV, hd, f->att_packed, f->vt, s); /* att (T, QD) */
-        em_matmul_packed(f->att_packed, T, 1, &w->wo, &f->x, true, s);         /* x += att Wo^T */
-        /* MLP block */
-        em_rmsnorm(f->x, lv->ffn_norm, T, D, c->rms_eps, f->xn, threads);
-        /* h (T, F) = silu(xn Wgate^T) * (xn Wup^T) */
-        em_matmul_pack(f->xn, T, D, s->packed, s);
-        em_matmul_swiglu_packed(s->packed, T, w->w_gate, w->w_up, f->h_packed, s);
-        em_matmul_packed(f->h_packed, T, 1, &w->w_down, &f->x, true, s); /* x += h Wdown^T */
-    }
-
-    /* the head sees only the scored positions: xn (T - score_from, D) */
-    int n = T - score_from;
-    em_rmsnorm(f->x + (size_t)score_from * D, f->output_norm, n, D, c->rms_eps, f->xn, threads);
-    return em_output_head(f->xn, n, m->output, target + score_from, nll, argmax, s);
+    return em_llama_compose_window(&cpu_kernels, f, c->n_layers, c->dim, c->n_vocab, &f->groups,
+                                   f->threads, input, target, T, score_from, nll, argmax);
 }
 
 double em_llama_forward_flops(const em_llama_config *c, int T, int score_from) {
@@ -297,22 +410,53 @@ size_t em_llama_forward_memory(const em_llama_forward *f) {
     return f->activation_bytes + scratch + head;
 }
 
+size_t em_llama_forward_weight_bytes(const em_llama_forward *f) {
+    return f->shard.weight_bytes;
+}
+
 const char *em_llama_forward_kernel(const em_llama_forward *f) {
     return f->scratch.kernel_name;
 }
 
 void em_llama_forward_free(em_llama_forward *f) {
     if (!f) return;
-    for (int l = 0; l < f->model->config.n_layers; l++) {
+    for (int l = 0; f->layers && l < f->model->config.n_layers; l++) {
         free(f->layers[l].attn_norm);
         free(f->layers[l].ffn_norm);
-        free(f->layers[l].bq);
-        free(f->layers[l].bk);
-        free(f->layers[l].bv);
     }
     free(f->layers);
     free(f->output_norm);
     free_activations(f);
     em_scratch_free(&f->scratch);
+    em_llama_shard_free(&f->shard, f->model->config.n_layers);
     free(f);
 }
+
+/* The `cpu` row of the forward-backend table. */
+static em_status backend_create(const em_model *model, const em_forward_groups *groups, int threads,
+                                void **out) {
+    return em_llama_forward_new_split(model, groups, threads, (em_llama_forward **)out);
+}
+static em_status backend_score(void *f, const int32_t *input, const int32_t *target, int T,
+                               int score_from, double *nll, int32_t *argmax) {
+    return em_llama_forward_window(f, input, target, T, score_from, nll, argmax);
+}
+static size_t backend_memory(const void *f) {
+    return em_llama_forward_memory(f);
+}
+static size_t backend_weight_bytes(const void *f) {
+    return em_llama_forward_weight_bytes(f);
+}
+static void backend_free(void *f) {
+    em_llama_forward_free(f);
+}
+
+const em_forward_backend em_forward_backend_cpu = {
+    .name = "cpu",
+    .gpu_buffers = false,
+    .create = backend_create,
+    .score_window = backend_score,
+    .memory = backend_memory,
+    .weight_bytes = backend_weight_bytes,
+    .free = backend_free,
+};

@@ -1,27 +1,36 @@
-/* The forward pass of a Llama-family decoder over one window of tokens, on the CPU: token
- * embedding, then per layer RMSNorm -> Q/K/V projections (+ optional biases) -> RoPE -> causal
- * grouped-query attention -> output projection -> residual, RMSNorm -> SwiGLU MLP -> residual;
- * a final RMSNorm and the vocabulary-tiled output head (tied or separate).
+/* The `cpu` forward backend: the kernels of the Llama composition (stages/kernels/llama_block.h:
+ * embedding, per layer RMSNorm, Q/K/V projections (+ optional biases), RoPE, causal grouped-query
+ * attention, output projection, RMSNorm, SwiGLU MLP; the final norm and the vocabulary-tiled
+ * head) on this rank's tensor-parallel shard of the weights (llama_shard.h).
  *
  * Windows are computed one at a time with kernel shapes that depend only on the window's length
  * and first scored position, never on the thread count or on other windows, so a window's
  * per-token results are bit-identical wherever and with whatever it runs. Projections and the
  * head run on the packed GEMM of gemm.h (its results do not even depend on the CPU's instruction
- * set); attention's small products on OpenBLAS sgemm, set to one thread. Parallelism is over
- * tiles, heads and rows with OpenMP. */
+ * set), and so do attention's products (attention.h). Parallelism is over tiles, heads and rows
+ * with OpenMP. */
 #ifndef EVALMESH_KERNELS_LLAMA_FORWARD_H
 #define EVALMESH_KERNELS_LLAMA_FORWARD_H
 
 #include <stdint.h>
 
 #include "util/error.h"
+#include "stages/kernels/cpu/llama_shard.h"
 #include "stages/kernels/cpu/scratch.h"
+#include "stages/kernels/forward_backend.h"
 #include "stages/model/loaded_model.h"
 
 typedef struct em_llama_forward em_llama_forward;
 
-/* Checks that the model's tensors have the shapes and types the forward needs (exit status 2
- * naming the tensor otherwise) and prepares a forward with `threads` OpenMP threads. */
+/* The row of the forward-backend table (forward_backend.h). */
+extern const em_forward_backend em_forward_backend_cpu;
+
+/* Checks that the model's tensors have the shapes and types the forward needs and that they split
+ * over the groups (exit status 2 naming the tensor or the numbers otherwise) and prepares a
+ * forward with `threads` OpenMP threads holding this rank's shard. */
+em_status em_llama_forward_new_split(const em_model *model, const em_forward_groups *groups,
+                                     int threads, em_llama_forward **out);
+/* The same for a rank alone (tp = 1). */
 em_status em_llama_forward_new(const em_model *model, int threads, em_llama_forward **out);
 
 /* Runs one window: input and target are (T) token ids; positions score_from..T-1 are scored and
@@ -37,6 +46,9 @@ double em_llama_forward_flops(const em_llama_config *c, int T, int score_from);
 /* Bytes of activations and scratch the forward holds for its longest window so far, plus what
  * the output head allocates while it runs: the memory a window needs besides the model. */
 size_t em_llama_forward_memory(const em_llama_forward *f);
+
+/* Bytes of the block and head weights this rank reads (its shard). */
+size_t em_llama_forward_weight_bytes(const em_llama_forward *f);
 
 /* The GEMM microkernel in use: "avx512", "avx2" or "c" (see gemm_microkernel.h). */
 const char *em_llama_forward_kernel(const em_llama_forward *f);

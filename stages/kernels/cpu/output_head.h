@@ -16,9 +16,8 @@
 
 #include "util/error.h"
 #include "stages/kernels/cpu/scratch.h"
+#include "stages/kernels/vocab_head.h"
 #include "stages/model/loaded_model.h"
-
-#define EM_HEAD_TILE_ROWS 192 /* a multiple of EM_GEMM_ROWS */
 
 /* Scratch floats per thread that em_output_head needs (it packs x into the shared scratch of
  * em_gemm_packed_floats(T, D) too). */
@@ -27,9 +26,12 @@ size_t em_output_head_scratch_floats(int T, int D);
 /* Bytes em_output_head allocates for its per-tile partials while it runs. */
 size_t em_output_head_partial_bytes(int T, int64_t n_vocab);
 
-/* x is (T, D) (after the final norm), w is the output weight {D, n_vocab}, target is (T) ids in
- * [0, n_vocab); nll and argmax are (T). Fails only when memory for the partials runs out. */
-em_status em_output_head(const float *x, int T, const em_tensor *w, const int32_t *target,
-                         double *nll, int32_t *argmax, em_scratch *s);
+/* The tiles (vocab_head.h) of the output weight's rows [row0, row0 + rows) (row0 a multiple of
+ * EM_HEAD_TILE_ROWS): x is (T, D) (after the final norm), w the output weight {D, n_vocab},
+ * target (T) ids; part is (tiles of the rows, T); target_logit[t] is set where target[t] lies
+ * in the rows. Only those rows of w are read. */
+void em_output_head_tiles(const float *x, int T, const em_tensor *w, int64_t row0, int64_t rows,
+                          const int32_t *target, em_head_tile *part, float *target_logit,
+                          em_scratch *s);
 
 #endif

@@ -29,13 +29,15 @@ void em_rope_freqs(const em_llama_config *c, const float *factors, double *freqs
     }
 }
 
-void em_rope_table(const em_llama_config *c, const float *factors, int T, float *cos_sin) {
+void em_rope_table(const em_llama_config *c, const float *factors, const int32_t *positions, int T,
+                   float *cos_sin) {
     int half = c->rope_dim / 2;
     double freqs[half];
     em_rope_freqs(c, factors, freqs);
     for (int t = 0; t < T; t++) {
+        int p = positions ? positions[t] : t;
         for (int i = 0; i < half; i++) {
-            double angle = t * freqs[i];
+            double angle = p * freqs[i];
             cos_sin[((size_t)t * half + i) * 2] = (float)cos(angle);
             cos_sin[((size_t)t * half + i) * 2 + 1] = (float)sin(angle);
         }

@@ -10,13 +10,17 @@
 #ifndef EVALMESH_KERNELS_ROPE_H
 #define EVALMESH_KERNELS_ROPE_H
 
+#include <stdint.h>
+
 #include "stages/model/loaded_model.h"
 
 /* The frequencies (rope_dim/2) of config c, scaling applied; factors is (rope_dim/2) or NULL. */
 void em_rope_freqs(const em_llama_config *c, const float *factors, double *freqs);
 
-/* cos_sin is (T, rope_dim/2, 2): cos and sin of the angle at positions 0..T-1. */
-void em_rope_table(const em_llama_config *c, const float *factors, int T, float *cos_sin);
+/* cos_sin is (T, rope_dim/2, 2): cos and sin of the angle at positions[0..T-1] (0..T-1 when
+ * positions is NULL; a context-parallel rank holds blocks from the middle of a window). */
+void em_rope_table(const em_llama_config *c, const float *factors, const int32_t *positions, int T,
+                   float *cos_sin);
 
 /* x is (T, n_heads * head_dim) with row stride ld: rotates each head in place. */
 void em_rope_apply(float *x, int T, int ld, int n_heads, int head_dim, int rope_dim,

@@ -2,8 +2,8 @@
  * are declared up front (their offsets follow from their sizes), then the header is written and
  * the caller streams each tensor's bytes in declaration order, each followed by
  * gguf_write_padding. */
-#ifndef EVALMESH_MKMODEL_GGUF_WRITER_H
-#define EVALMESH_MKMODEL_GGUF_WRITER_H
+#ifndef EVALMESH_GGUF_WRITER_H
+#define EVALMESH_GGUF_WRITER_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,0 +1,39 @@
+/* The table of forward backends (see forward_backend.h): one row per backend. */
+#include "stages/kernels/forward_backend.h"
+
+#include <string.h>
+
+#include "stages/kernels/cpu/llama_forward.h"
+
+static const em_forward_backend *const rows[] = {
+    &em_forward_backend_cpu,
+};
+
+const em_forward_backend *em_forward_backend_find(const char *name) {
+    for (size_t i = 0; i < sizeof rows / sizeof *rows; i++)
+        if (strcmp(rows[i]->name, name) == 0) return rows[i];
+    return NULL;
+}
+
+const char *em_forward_backend_names(void) {
+    return "cpu";
+}
+
+em_status em_forward_ring_step(const em_forward_group *g, const void *send, void *recv,
+                               size_t bytes) {
+    if (g->size == 1) {
+        if (send != recv) memmove(recv, send, bytes);
+        return NULL;
+    }
+    return g->sendrecv(g->comm, send, (g->rank + 1) % g->size, recv,
+                       (g->rank + g->size - 1) % g->size, bytes);
+}
+
+em_status em_forward_allgather(const em_forward_group *g, const void *send, void *recv,
+                               size_t bytes) {
+    if (g->size == 1) {
+        if (send != recv) memmove(recv, send, bytes);
+        return NULL;
+    }
+    return g->allgather(g->comm, send, recv, bytes);
+}

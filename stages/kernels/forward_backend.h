@@ -1,0 +1,65 @@
+/* The forward-backend seam. A forward backend (`cpu` today; `cuda` adds a row) fills one table:
+ * create for a model and the forward's groups, score one window, memory used, free. The stage
+ * picks a row by the forward's `device:` option. Every backend runs the same composition of a
+ * Llama-family block (llama_block.h) over its own kernels, so backends cannot drift apart in what
+ * they compute.
+ *
+ * The forward's groups (tp, cp) come from the mesh as callbacks, so this layer needs no
+ * communicator type: the stage fills them from the mesh's tp and cp groups. */
+#ifndef EVALMESH_KERNELS_FORWARD_BACKEND_H
+#define EVALMESH_KERNELS_FORWARD_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util/error.h"
+#include "stages/model/loaded_model.h"
+
+/* A group of ranks that split one window's work: size 1 means alone (allgather is a copy). */
+typedef struct em_forward_group {
+    int rank, size;
+    void *comm; /* the communicator behind the callbacks */
+    /* recv holds size * bytes, rank r's block at r * bytes; all ranks call it in the same order */
+    em_status (*allgather)(void *comm, const void *send, void *recv, size_t bytes);
+    /* one ring step: send to rank dest and receive from rank source, `bytes` each way */
+    em_status (*sendrecv)(void *comm, const void *send, int dest, void *recv, int source,
+                          size_t bytes);
+} em_forward_group;
+
+/* The groups of one forward: tp splits heads, MLP columns and the vocabulary; cp splits the
+ * window's positions into blocks (ring attention). */
+typedef struct em_forward_groups {
+    em_forward_group tp, cp;
+} em_forward_groups;
+
+/* Gathers through g (a copy when g is alone). */
+em_status em_forward_allgather(const em_forward_group *g, const void *send, void *recv,
+                               size_t bytes);
+/* Passes `bytes` to the next rank of g's ring and receives the previous rank's. */
+em_status em_forward_ring_step(const em_forward_group *g, const void *send, void *recv,
+                               size_t bytes);
+
+typedef struct em_forward_backend {
+    const char *name; /* the forward's `device:` */
+    bool gpu_buffers; /* what it hands its groups' collectives lives in GPU memory */
+    /* Checks the model and the split (exit status 2 naming what does not fit) and prepares a
+     * forward with `threads` CPU threads holding only this rank's share of the weights. */
+    em_status (*create)(const em_model *model, const em_forward_groups *groups, int threads,
+                        void **out);
+    /* One window: input and target are (T) ids; nll and argmax are (T - score_from). Every rank
+     * of the groups calls it with the same window and gets the same results. */
+    em_status (*score_window)(void *f, const int32_t *input, const int32_t *target, int T,
+                              int score_from, double *nll, int32_t *argmax);
+    /* Bytes of activations and scratch for the longest window so far. */
+    size_t (*memory)(const void *f);
+    /* Bytes of weights this rank holds and touches (its shard). */
+    size_t (*weight_bytes)(const void *f);
+    void (*free)(void *f);
+} em_forward_backend;
+
+/* The backend named `name`, or NULL. */
+const em_forward_backend *em_forward_backend_find(const char *name);
+/* The names of every backend, space-separated, for messages. */
+const char *em_forward_backend_names(void);
+
+#endif

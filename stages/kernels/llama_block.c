@@ -1,0 +1,220 @@
+/* The Llama composition over a backend's kernels (see llama_block.h). */
+#include "stages/kernels/llama_block.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* x += the partial sums of every tp rank, gathered into all (tp, T, D) and added in rank order. */
+static em_status sum_partials(const em_llama_kernels *k, void *b, const em_forward_group *tp,
+                              float *all, int T, int dim) {
+    size_t bytes = (size_t)T * (size_t)dim * sizeof(float);
+    em_status err = em_forward_allgather(tp, k->partial(b), all, bytes);
+    if (!err) k->add_partials(b, all, tp->size, T);
+    return err ? em_error_prefix(err, "tensor-parallel sum") : NULL;
+}
+
+/* The head across tp: every rank's tiles in rank order (each rank's block padded to the most
+ * tiles a rank has), and the target logit from the rank whose rows hold the target. */
+static em_status head(const em_llama_kernels *k, void *b, int64_t n_vocab,
+                      const em_forward_group *tp, int threads, const int32_t *target, int from,
+                      int n, double *nll, int32_t *argmax) {
+    int64_t most = 0, row0, rows;
+    for (int r = 0; r < tp->size; r++) {
+        em_vocab_shard(n_vocab, tp->size, r, &row0, &rows);
+        if (em_head_tiles(rows) > most) most = em_head_tiles(rows);
+    }
+    size_t block = (size_t)(most ? most : 1) * (size_t)n; /* tiles of one rank, (most, n) */
+    em_head_tile *mine = calloc(block, sizeof *mine);
+    em_head_tile *all = tp->size > 1 ? calloc(block * (size_t)tp->size, sizeof *all) : mine;
+    float *logit = calloc((size_t)n * (size_t)(tp->size + 1), sizeof *logit); /* (n), (tp, n) */
+    if (!mine || !all || !logit) {
+        free(mine);
+        if (all != mine) free(all);
+        free(logit);
+        return em_error_new(EM_EXIT_RUNTIME, "out of memory for the output head's tiles");
+    }
+    float *all_logits = logit + n;
+    k->head_tiles(b, from, n, target + from, mine, logit);
+    em_status err = NULL;
+    if (tp->size > 1) {
+        err = em_forward_allgather(tp, mine, all, block * sizeof *mine);
+        if (!err) err = em_forward_allgather(tp, logit, all_logits, (size_t)n * sizeof *logit);
+        /* close the gaps: rank r's tiles follow rank r-1's */
+        int64_t next = 0;
+        for (int r = 0; r < tp->size && !err; r++) {
+            em_vocab_shard(n_vocab, tp->size, r, &row0, &rows);
+            int64_t tiles = em_head_tiles(rows);
+            memmove(all + (size_t)next * n, all + (size_t)r * block,
+                    (size_t)tiles * (size_t)n * sizeof *all);
+            next += tiles;
+            for (int t = 0; t < n && !err; t++) {
+                int32_t id = target[from + t];
+                if (id >= row0 && id < row0 + rows) logit[t] = all_logits[(size_t)r * n + t];
+            }
+        }
+    }
+    if (!err) em_head_merge(all, em_head_tiles(n_vocab), n, logit, nll, argmax, threads);
+    free(mine);
+    if (all != mine) free(all);
+    free(logit);
+    return err;
+}
+
+int em_cp_positions(int T, int cp, int r, int32_t *positions) {
+    int blocks = 2 * cp, n = 0;
+    int which[2] = {r, blocks - 1 - r};
+    for (int i = 0; i < 2; i++) {
+        int p0 = (int)((int64_t)T * which[i] / blocks);
+        int p1 = (int)((int64_t)T * (which[i] + 1) / blocks);
+        for (int p = p0; p < p1; p++, n++)
+            if (positions) positions[n] = p;
+    }
+    return n;
+}
+
+/* The most positions a rank of cp holds in a window of T, and of those at or after score_from. */
+static int most_positions(int T, int cp, int score_from, bool scored_only) {
+    int most = 0;
+    int32_t *pos = em_xmalloc((size_t)T * sizeof *pos);
+    for (int r = 0; r < cp; r++) {
+        int n = em_cp_positions(T, cp, r, pos), count = 0;
+        for (int i = 0; i < n; i++) count += !scored_only || pos[i] >= score_from;
+        if (count > most) most = count;
+    }
+    free(pos);
+    return most;
+}
+
+/* Ring attention over the cp group: this rank's queries (T at positions pos) against every
+ * rank's K/V block, its own first, then the blocks arriving from the previous rank. A block in
+ * flight is its count, positions and K and V, sized for the largest block (most positions). */
+static em_status ring_attention(const em_llama_kernels *k, void *b, const em_forward_group *cp,
+                                int T, const int32_t *pos, int most) {
+    float *kl, *vl;
+    int kvd;
+    k->local_kv(b, &kl, &vl, &kvd);
+    size_t floats = (size_t)most * (size_t)kvd;
+    size_t head = sizeof(int32_t) * (size_t)(1 + most); /* count, then positions */
+    size_t bytes = head + 2 * floats * sizeof(float);
+    char *send = malloc(bytes), *recv = malloc(bytes);
+    if (!send || !recv) {
+        free(send);
+        free(recv);
+        return em_error_new(EM_EXIT_RUNTIME, "out of memory for the K/V blocks of the cp ring");
+    }
+    int32_t *count = (int32_t *)send;
+    count[0] = T;
+    memcpy(count + 1, pos, (size_t)T * sizeof *pos);
+    memcpy(send + head, kl, (size_t)T * kvd * sizeof(float));
+    memcpy(send + head + floats * sizeof(float), vl, (size_t)T * kvd * sizeof(float));
+    k->attention_block(b, T, pos, kl, vl, pos, T, true);
+    em_status err = NULL;
+    for (int step = 1; step < cp->size && !err; step++) {
+        err = em_forward_ring_step(cp, send, recv, bytes);
+        if (err) break;
+        const int32_t *in = (const int32_t *)recv;
+        const float *rk = (const float *)(recv + head);
+        k->attention_block(b, T, pos, rk, rk + floats, in + 1, in[0], false);
+        char *t = send;
+        send = recv;
+        recv = t;
+    }
+    free(send);
+    free(recv);
+    if (!err) k->attention_finish(b, T);
+    return err ? em_error_prefix(err, "cp ring") : NULL;
+}
+
+/* One scored position as the cp ranks exchange it. */
+typedef struct scored {
+    double nll;
+    int32_t position, argmax;
+} scored;
+
+/* Every cp rank's scored positions (n here, at pos, scored into nll and argmax) into the window's
+ * nll and argmax (indexed by position - score_from). */
+static em_status gather_scores(const em_forward_group *cp, const int32_t *pos, int n,
+                               const double *lnll, const int32_t *largmax, int most, int score_from,
+                               double *nll, int32_t *argmax) {
+    size_t block = (size_t)(most ? most : 1);
+    scored *mine = em_xcalloc(block, sizeof *mine);
+    scored *all = em_xcalloc(block * (size_t)cp->size, sizeof *all);
+    for (int i = 0; i < (int)block; i++) mine[i].position = -1;
+    for (int i = 0; i < n; i++) mine[i] = (scored){lnll[i], pos[i], largmax[i]};
+    em_status err = em_forward_allgather(cp, mine, all, block * sizeof *mine);
+    for (size_t i = 0; i < block * (size_t)cp->size && !err; i++) {
+        if (all[i].position < 0) continue;
+        nll[all[i].position - score_from] = all[i].nll;
+        argmax[all[i].position - score_from] = all[i].argmax;
+    }
+    free(mine);
+    free(all);
+    return err;
+}
+
+em_status em_llama_compose_window(const em_llama_kernels *k, void *b, int n_layers, int dim,
+                                  int64_t n_vocab, const em_forward_groups *groups, int threads,
+                                  const int32_t *input, const int32_t *target, int T,
+                                  int score_from, double *nll, int32_t *argmax) {
+    /* A window too short for 2 cp blocks (the tail of a document) is computed whole by every
+     * rank of the cp group: the same numbers on each, for any dp. */
+    const em_forward_group alone = {.rank = 0, .size = 1};
+    const em_forward_group *tp = &groups->tp;
+    const em_forward_group *cp = T >= 2 * groups->cp.size ? &groups->cp : &alone;
+    /* this rank's positions, their inputs and targets: the whole window when cp = 1 */
+    int32_t *pos = NULL, *own_in = NULL, *own_tg = NULL;
+    const int32_t *in = input, *tg = target;
+    int n = T, most = T;
+    if (cp->size > 1) {
+        pos = em_xmalloc((size_t)T * sizeof *pos);
+        n = em_cp_positions(T, cp->size, cp->rank, pos);
+        most = most_positions(T, cp->size, score_from, false);
+        in = own_in = em_xmalloc((size_t)n * sizeof *own_in);
+        tg = own_tg = em_xmalloc((size_t)n * sizeof *own_tg);
+        for (int i = 0; i < n; i++) own_in[i] = input[pos[i]], own_tg[i] = target[pos[i]];
+    }
+    em_status err = k->begin(b, in, pos, n);
+    bool split = tp->size > 1;
+    float *all = NULL; /* (tp, n, D) gathered partial sums */
+    if (!err && split) {
+        all = malloc((size_t)tp->size * (size_t)n * (size_t)dim * sizeof *all);
+        if (!all) err = em_error_new(EM_EXIT_RUNTIME, "out of memory for the tensor-parallel sums");
+    }
+    for (int l = 0; l < n_layers && !err; l++) {
+        k->norm(b, l, false, n);
+        k->qkv(b, l, n);
+        if (cp->size > 1)
+            err = ring_attention(k, b, cp, n, pos, most);
+        else
+            k->attention(b, l, n);
+        if (err) break;
+        k->attn_out(b, l, n, split);
+        if (split) err = sum_partials(k, b, tp, all, n, dim);
+        if (err) break;
+        k->norm(b, l, true, n);
+        k->mlp(b, l, n, split);
+        if (split) err = sum_partials(k, b, tp, all, n, dim);
+    }
+    free(all);
+    if (!err && cp->size == 1) {
+        err = head(k, b, n_vocab, tp, threads, target, score_from, T - score_from, nll, argmax);
+    } else if (!err) {
+        /* the scored positions are a suffix of this rank's (its second block follows its first) */
+        int from = 0;
+        while (from < n && pos[from] < score_from) from++;
+        int scored_here = n - from;
+        double *lnll = em_xmalloc((size_t)(scored_here ? scored_here : 1) * sizeof *lnll);
+        int32_t *larg = em_xmalloc((size_t)(scored_here ? scored_here : 1) * sizeof *larg);
+        if (scored_here) err = head(k, b, n_vocab, tp, threads, tg, from, scored_here, lnll, larg);
+        if (!err)
+            err = gather_scores(cp, pos + from, scored_here, lnll, larg,
+                                most_positions(T, cp->size, score_from, true), score_from, nll,
+                                argmax);
+        free(lnll);
+        free(larg);
+    }
+    free(pos);
+    free(own_in);
+    free(own_tg);
+    return err;
+}

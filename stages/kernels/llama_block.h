@@ -1,0 +1,74 @@
+/* The composition of a Llama-family forward over one window, written once for every backend:
+ *   x (T, D) = embedding rows of the input
+ *   per layer:  xn = RMSNorm(x) * attn_norm;  q, k, v = xn Wq^T, xn Wk^T, xn Wv^T (+ biases),
+ *               RoPE on q and k;  att = causal grouped-query attention;  x += att Wo^T;
+ *               xn = RMSNorm(x) * ffn_norm;  x += (silu(xn Wgate^T) * (xn Wup^T)) Wdown^T
+ *   head:       xn = RMSNorm(x[score_from..]) * output_norm; per vocabulary tile the max, sum of
+ *               exponentials and argmax (vocab_head.h), merged in tile order.
+ * A backend gives the steps as kernels over buffers it owns (em_llama_kernels); this file decides
+ * their order and what crosses the tensor-parallel group:
+ *   tp > 1: each rank holds the heads, KV heads, MLP columns and vocabulary tiles of its shard;
+ *   Wo and Wdown are row-parallel, so their products are partial sums (T, D) that every rank
+ *   gathers and adds in rank order (the same bits on every rank); the head's tiles are gathered
+ *   (T x tiles x 16 bytes, never the logits) and merged as for tp = 1, so the head adds no
+ *   difference of its own.
+ *   cp > 1: the window's positions are cut into 2 cp contiguous blocks and rank r of the cp group
+ *   holds blocks r and 2 cp - 1 - r (zig-zag, so every rank has as many causal pairs as the
+ *   others); everything but attention works on the rank's own positions; attention passes each
+ *   rank's K/V block (with its positions) around the cp ring, cp - 1 steps, every rank merging
+ *   the blocks into an online softmax in ring order (its own first); each rank scores its own
+ *   positions and the ranks gather the (position, nll, argmax) of the scored ones, so every rank
+ *   ends with the whole window's scores. Activations per rank fall as 1/cp. A window shorter
+ *   than 2 cp positions (a document's last) is computed whole on every rank of the cp group. */
+#ifndef EVALMESH_KERNELS_LLAMA_BLOCK_H
+#define EVALMESH_KERNELS_LLAMA_BLOCK_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "util/error.h"
+#include "stages/kernels/forward_backend.h"
+#include "stages/kernels/vocab_head.h"
+
+typedef struct em_llama_kernels {
+    /* Makes room for T positions; x = embedding rows of input; the RoPE table of positions
+     * (NULL: 0 .. T-1). */
+    em_status (*begin)(void *b, const int32_t *input, const int32_t *positions, int T);
+    /* xn = RMSNorm(x) * the layer's attention (ffn false) or MLP (ffn true) norm weight. */
+    void (*norm)(void *b, int layer, bool ffn, int T);
+    /* q, k, v of this rank's heads from xn, biases added, RoPE applied. */
+    void (*qkv)(void *b, int layer, int T);
+    /* att = causal attention of this rank's heads (cp = 1). */
+    void (*attention)(void *b, int layer, int T);
+    /* cp > 1: this rank's k and v (T, kv_width) after RoPE; attention of q at positions qpos
+     * against a block of nk keys at kpos (first: the first block), and att from the blocks. */
+    void (*local_kv)(void *b, float **k, float **v, int *kv_width);
+    void (*attention_block)(void *b, int T, const int32_t *qpos, const float *k, const float *v,
+                            const int32_t *kpos, int nk, bool first);
+    void (*attention_finish)(void *b, int T);
+    /* x += att Wo^T; with partial, y = att Wo_shard^T instead (this rank's columns of Wo). */
+    void (*attn_out)(void *b, int layer, int T, bool partial);
+    /* x += swiglu(xn) Wdown^T from xn; with partial, y = this rank's share of it instead. */
+    void (*mlp)(void *b, int layer, int T, bool partial);
+    /* y (T, D), and x += all[0] + all[1] + ... + all[parts-1] (each (T, D)), in that order. */
+    float *(*partial)(void *b);
+    void (*add_partials)(void *b, const float *all, int parts, int T);
+    /* xn (n, D) = RMSNorm(x[from .. from+n)) * output_norm, then the tiles of this rank's
+     * vocabulary rows (part (tiles, n)) and the logits of the targets that fall in them. */
+    void (*head_tiles)(void *b, int from, int n, const int32_t *target, em_head_tile *part,
+                       float *target_logit);
+} em_llama_kernels;
+
+/* The positions of cp rank r in a window of T (T >= 2 cp): blocks r and 2 cp - 1 - r; returns
+ * their count (positions may be NULL to count only). */
+int em_cp_positions(int T, int cp, int r, int32_t *positions);
+
+/* Runs one window through the kernels: input and target (T) ids, positions score_from..T-1
+ * scored into nll and argmax (T - score_from), the same on every rank of the groups. n_vocab is
+ * the whole vocabulary. */
+em_status em_llama_compose_window(const em_llama_kernels *k, void *b, int n_layers, int dim,
+                                  int64_t n_vocab, const em_forward_groups *groups, int threads,
+                                  const int32_t *input, const int32_t *target, int T,
+                                  int score_from, double *nll, int32_t *argmax);
+
+#endif

@@ -1,0 +1,74 @@
+/* Tensor selection and llama-quantize's K-quant mixes (see quant_plan.h). */
+#include "stages/quant/quant_plan.h"
+
+#include <string.h>
+
+typedef struct mix {
+    const char *name;
+    const char *base; /* the scheme of tensors no rule bumps */
+} mix;
+
+static const mix mixes[] = {
+    {"Q4_K_M", "Q4_K"},
+    {"Q5_K_M", "Q5_K"},
+};
+
+static const mix *find_mix(const char *name) {
+    for (size_t i = 0; i < sizeof mixes / sizeof mixes[0]; i++)
+        if (strcmp(mixes[i].name, name) == 0) return &mixes[i];
+    return NULL;
+}
+
+bool em_quant_plan_scheme_known(const char *name) {
+    return em_quant_scheme_find(name) || find_mix(name);
+}
+
+static bool use_more_bits(int i_layer, int n_layers) {
+    return i_layer < n_layers / 8 || i_layer >= 7 * n_layers / 8 ||
+           (i_layer - n_layers / 8) % 3 == 2;
+}
+
+/* llama-quantize's replacement for a K type the row length does not allow. */
+static const char *fallback(const char *scheme) {
+    static const char *const pairs[][2] = {{"Q4_K", "Q5_0"}, {"Q5_K", "Q5_1"}, {"Q6_K", "Q8_0"}};
+    for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++)
+        if (strcmp(pairs[i][0], scheme) == 0) return pairs[i][1];
+    return scheme;
+}
+
+/* The layer whose linear weight t is (role: 'v' attn_v, 'd' ffn_down, 'o' any other), or -1. */
+static int linear_layer(const em_model *m, const em_tensor *t, char *role) {
+    for (int i = 0; i < m->config.n_layers; i++) {
+        const em_layer_weights *l = &m->layers[i];
+        *role = t == l->wv ? 'v' : t == l->w_down ? 'd' : 'o';
+        if (t == l->wq || t == l->wk || t == l->wv || t == l->wo || t == l->w_gate ||
+            t == l->w_up || t == l->w_down)
+            return i;
+    }
+    return -1;
+}
+
+const em_quant_scheme *em_quant_plan_scheme_for(const em_quant_plan *plan, const em_model *m,
+                                                const em_tensor *t) {
+    char role = 'o';
+    int layer = linear_layer(m, t, &role);
+    bool is_head = t == m->output && !m->config.tied_output;
+    bool is_embd = t == m->tok_embd;
+    bool embd_chosen = is_embd && (plan->embeddings || (plan->output && m->config.tied_output));
+    if (layer < 0 && !(is_head && plan->output) && !embd_chosen) return NULL;
+    for (size_t i = 0; i < plan->exclude_count; i++)
+        if (strcmp(plan->exclude[i], t->name) == 0) return NULL;
+    const mix *mx = find_mix(plan->scheme);
+    if (!mx) return em_quant_scheme_find(plan->scheme);
+
+    const char *name = mx->base;
+    if (is_head || (is_embd && m->config.tied_output)) {
+        name = t->shape[0] % 256 != 0 ? "Q8_0" : "Q6_K";
+    } else if ((role == 'v' || role == 'd') && layer >= 0 &&
+               use_more_bits(layer, m->config.n_layers)) {
+        name = "Q6_K";
+    }
+    const em_quant_scheme *s = em_quant_scheme_find(name);
+    if (t->shape[0] % s->block_values != 0) s = em_quant_scheme_find(fallback(name));
+    return s;
+}

@@ -1,0 +1,134 @@
+/* Stage `quantize`: quantizes the model of its `model` input (stages/quant/quantize_model.h) and
+ * produces a new "model" artifact (data = em_model *) holding the quantized tensors, which the
+ * forward runs directly. Options: model, scheme (a scheme of stages/quant/quant_scheme.c or a
+ * llama-quantize mix, or torchao's int8_weight_only / int4_weight_only with group_size),
+ * embeddings, output, exclude (tensor names to keep), allow_requantize, threads, gguf (rank 0
+ * writes the quantized model there as a GGUF file llama.cpp loads; a relative path is in the run
+ * directory). A tensor the scheme cannot take (row length, already quantized) stops the stage with
+ * exit 2 and the place of `scheme`. */
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runner/stage.h"
+#include "util/log.h"
+#include "stages/model/loaded_model.h"
+#include "stages/quant/quant_gguf.h"
+#include "stages/quant/quantize_model.h"
+
+typedef struct quantize_state {
+    em_quantize_options opt;
+    em_mark scheme_mark;
+    char scheme[32];  /* the table's row: int4_weight_only becomes int4_weight_only_g<group_size> */
+    const char *gguf; /* write the quantized model there (relative: to the run directory) */
+    const char **exclude;
+} quantize_state;
+
+static const em_input_spec quantize_inputs[] = {
+    {"model", {"model"}, false, false},
+    {NULL, {NULL}, false, false},
+};
+
+static em_status quantize_init(em_stage *self, const em_run_context *ctx) {
+    quantize_state *st = em_xcalloc(1, sizeof *st);
+    self->state = st;
+    const em_node *scheme = em_node_get(self->options, "scheme");
+    st->scheme_mark = scheme->mark;
+    const char *name = em_node_get_string(self->options, "scheme", "");
+    if (strcmp(name, "int4_weight_only") == 0) {
+        int64_t group = 128;
+        const em_node *g = em_node_get(self->options, "group_size");
+        em_status err = em_node_is_null(g) ? NULL : em_node_as_int(g, &group);
+        if (err) return err;
+        snprintf(st->scheme, sizeof st->scheme, "%s_g%lld", name, (long long)group);
+    } else {
+        snprintf(st->scheme, sizeof st->scheme, "%s", name);
+    }
+    st->opt.plan.scheme = st->scheme;
+    if (!em_quant_plan_scheme_known(st->opt.plan.scheme))
+        return em_error_at(EM_EXIT_BAD_INPUT, scheme->mark, "stage '%s': unknown scheme '%s'",
+                           self->name, st->opt.plan.scheme);
+    st->opt.plan.embeddings = em_node_get_bool(self->options, "embeddings", false);
+    st->opt.plan.output = em_node_get_bool(self->options, "output", false);
+    st->opt.allow_requantize = em_node_get_bool(self->options, "allow_requantize", false);
+    st->gguf = em_node_get_string(self->options, "gguf", NULL);
+    const em_node *exclude = em_node_get(self->options, "exclude");
+    if (exclude && exclude->kind == EM_NODE_SEQ) {
+        st->exclude = em_xcalloc(exclude->count ? exclude->count : 1, sizeof *st->exclude);
+        for (size_t i = 0; i < exclude->count; i++) {
+            em_status err = em_node_as_string(exclude->items[i], &st->exclude[i]);
+            if (err) return err;
+        }
+        st->opt.plan.exclude = st->exclude;
+        st->opt.plan.exclude_count = exclude->count;
+    }
+    const em_node *threads = em_node_get(self->options, "threads");
+    if (!em_node_is_null(threads)) {
+        int64_t n;
+        em_status err = em_node_as_int(threads, &n);
+        if (err) return err;
+        st->opt.threads = (int)n;
+    } else { /* this node's cores shared by its ranks */
+        int ranks = ctx->local_size > 0 ? ctx->local_size : 1;
+        st->opt.threads = omp_get_num_procs() / ranks > 0 ? omp_get_num_procs() / ranks : 1;
+    }
+    return NULL;
+}
+
+static void free_model(void *data) {
+    em_model_free(data);
+}
+
+static em_status quantize_run(em_stage *self, const em_run_context *ctx) {
+    quantize_state *st = self->state;
+    const em_model *src = em_stage_input_artifact(self, "model", 0)->data;
+    const em_node *exclude = em_node_get(self->options, "exclude");
+    for (size_t i = 0; i < st->opt.plan.exclude_count; i++)
+        if (!em_model_find_tensor(src, st->exclude[i]))
+            return em_error_at(EM_EXIT_BAD_INPUT, exclude->items[i]->mark,
+                               "exclude: the model has no tensor '%s'", st->exclude[i]);
+    em_model *m;
+    em_quantize_summary sum;
+    em_status err = em_quantize_model(src, &st->opt, &m, &sum);
+    if (err) {
+        char where[1024];
+        em_mark_format(st->scheme_mark, where, sizeof where);
+        return em_error_prefix(err, "%s: scheme %s", where, st->opt.plan.scheme);
+    }
+    em_log_info("quantize %s: %s, %zu tensors, %.1f MiB -> %.1f MiB", self->name,
+                st->opt.plan.scheme, sum.quantized, (double)sum.bytes_before / (1 << 20),
+                (double)sum.bytes_after / (1 << 20));
+    if (st->gguf) {
+        char *path = st->gguf[0] == '/' || !ctx->run_dir
+                         ? em_xstrdup(st->gguf)
+                         : em_xasprintf("%s/%s", ctx->run_dir, st->gguf);
+        err = ctx->rank == 0 ? em_quantized_model_write_gguf(m, st->opt.plan.scheme, path) : NULL;
+        if (!err && ctx->rank == 0) em_log_info("quantize %s: wrote %s", self->name, path);
+        free(path);
+        if (err) {
+            em_model_free(m);
+            return err;
+        }
+    }
+    self->output = (em_artifact){.data = m, .free = free_model};
+    return NULL;
+}
+
+static void quantize_destroy(em_stage *self) {
+    quantize_state *st = self->state;
+    if (st) free(st->exclude);
+    free(st);
+}
+
+const em_stage_kind em_stage_kind_quantize = {
+    .name = "quantize",
+    .summary = "quantize a model's weights (ggml Q8_0 ... Q6_K, llama-quantize mixes) for the "
+               "forward",
+    .produces = "model",
+    .inputs = quantize_inputs,
+    .collective = false,
+    .init = quantize_init,
+    .run = quantize_run,
+    .destroy = quantize_destroy,
+};

@@ -1,0 +1,100 @@
+/* Test driver for the forward over a mesh: under mpirun (or alone) it builds a dp x tp x cp mesh of
+ * the world, makes WINDOWS windows of T random tokens (seeded), gives each dp rank a contiguous
+ * share, runs them through the `cpu` forward backend with the mesh's tp group (or, with
+ * BACKEND = reference and one rank, through the plain C reference forward) and has the tp rank 0
+ * of each dp rank write "window position nll argmax" lines (nll with 17 significant digits) to
+ * OUT.dp<dp rank>; every rank writes its shard's weight bytes to OUT.weights.<world rank>.
+ * Usage: forward_mesh_driver MODEL TP CP T SCORE_FROM WINDOWS SEED OUT [cpu|reference] */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runner/comm/bootstrap.h"
+#include "runner/comm/forward_group.h"
+#include "runner/comm/mesh_groups.h"
+#include "stages/kernels/forward_backend.h"
+#include "stages/kernels/reference/llama_reference.h"
+#include "stages/model/loaded_model.h"
+
+static int fail(em_status err) {
+    fprintf(stderr, "error: %s\n", err->message);
+    int code = err->exit_code;
+    em_error_free(err);
+    return code;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 9) {
+        fprintf(stderr, "usage: %s MODEL TP CP T SCORE_FROM WINDOWS SEED OUT [cpu|reference]\n",
+                argv[0]);
+        return 2;
+    }
+    int tp = atoi(argv[2]), cp = atoi(argv[3]), T = atoi(argv[4]), score_from = atoi(argv[5]);
+    int windows = atoi(argv[6]);
+    unsigned seed = (unsigned)atoi(argv[7]);
+    const char *out = argv[8];
+    int reference = argc > 9 && strcmp(argv[9], "reference") == 0;
+    em_bootstrap boot;
+    em_status err = em_bootstrap_init(60, &boot);
+    if (err) return fail(err);
+    em_comm *world;
+    em_mesh *mesh = NULL;
+    err = em_comm_split(boot.world, 0, boot.rank, &world);
+    if (!err)
+        err = em_mesh_build_nodes(world, boot.node_id, boot.node_count, boot.size / (tp * cp), tp,
+                                  cp, &mesh);
+    em_model *model = NULL;
+    if (!err) err = em_model_load(argv[1], &model);
+    const em_forward_backend *be = em_forward_backend_find("cpu");
+    void *f = NULL;
+    em_forward_groups groups;
+    em_forward_link tp_link, cp_link;
+    if (!err) {
+        tp_link = (em_forward_link){mesh->tp_group, 0};
+        cp_link = (em_forward_link){mesh->cp_group, 0};
+        groups.tp = em_forward_group_of(&tp_link);
+        groups.cp = em_forward_group_of(&cp_link);
+        err = be->create(model, &groups, 1, &f);
+    }
+    int n = T - score_from;
+    int32_t *ids = malloc((size_t)(T + 1) * sizeof *ids);
+    double *nll = malloc((size_t)n * sizeof *nll);
+    int32_t *argmax = malloc((size_t)n * sizeof *argmax);
+    FILE *file = NULL;
+    if (!err && mesh->tp_rank == 0 && mesh->cp_rank == 0) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s.dp%d", out, mesh->dp_rank);
+        file = fopen(path, "w");
+    }
+    int first = windows * mesh->dp_rank / mesh->dp, end = windows * (mesh->dp_rank + 1) / mesh->dp;
+    for (int w = 0; w < windows && !err; w++) {
+        unsigned s = seed * 7919u + (unsigned)w;
+        for (int t = 0; t <= T; t++) {
+            s = s * 1664525u + 1013904223u;
+            ids[t] = (int32_t)((s >> 8) % (unsigned)model->config.n_vocab);
+        }
+        if (w < first || w >= end) continue;
+        err = reference ? em_llama_reference_window(model, ids, ids + 1, T, score_from, nll, argmax)
+                        : be->score_window(f, ids, ids + 1, T, score_from, nll, argmax);
+        for (int i = 0; i < n && !err && file; i++)
+            fprintf(file, "%d %d %.17g %d\n", w, score_from + i, nll[i], argmax[i]);
+    }
+    if (!err) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s.weights.%d", out, boot.rank);
+        FILE *wf = fopen(path, "w");
+        if (wf) {
+            fprintf(wf, "%zu\n", be->weight_bytes(f));
+            fclose(wf);
+        }
+    }
+    if (file) fclose(file);
+    if (f) be->free(f);
+    free(ids);
+    free(nll);
+    free(argmax);
+    em_model_free(model);
+    em_mesh_free(mesh);
+    em_bootstrap_finalize(&boot);
+    return err ? fail(err) : 0;
+}
