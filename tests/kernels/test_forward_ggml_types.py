@@ -18,9 +18,9 @@ import numpy as np
 
 here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(here, "..", "model"))
-from gguf_python import reexec_with_gguf  # noqa: E402
+from gguf_package import require_gguf  # noqa: E402
 
-reexec_with_gguf()
+require_gguf()
 import gguf  # noqa: E402
 from gguf import GGMLQuantizationType, GGML_QUANT_SIZES, quants  # noqa: E402
 

@@ -8,7 +8,7 @@ scale fields also set to edge values (zero, -0, the smallest and largest subnorm
 normal, the largest finite, infinities, NaN; E8M0 exponents 0, 1, 2, 254, 255 for MXFP4, UE4M3
 0, 0x7F, subnormals and 0xFF for NVFP4). Types with an AVX2 row function are checked on both
 paths.
-Usage: test_ggml_types.py DEQUANTIZE_DRIVER (needs gguf: see gguf_python.py)."""
+Usage: test_ggml_types.py DEQUANTIZE_DRIVER (needs gguf: see gguf_package.py)."""
 import os
 import subprocess
 import sys
@@ -16,9 +16,9 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gguf_python import reexec_with_gguf  # noqa: E402
+from gguf_package import require_gguf  # noqa: E402
 
-reexec_with_gguf()
+require_gguf()
 import warnings  # noqa: E402
 from gguf import GGMLQuantizationType, GGML_QUANT_SIZES, quants  # noqa: E402
 
