@@ -159,9 +159,10 @@ static em_status forward_run(em_stage *self, const em_run_context *ctx) {
     em_forward_groups groups = {.tp = em_forward_group_of(&tp), .cp = em_forward_group_of(&cp)};
     void *f;
     em_status err = be->create(model, &groups, st->threads, &f);
-    if (err)
-        return em_error_prefix(err, "device %s, %s (tp %d, this rank's tp rank %d)", be->name,
-                               em_stage_mesh_name(self), mesh->tp, mesh->tp_rank);
+    if (err && split)
+        err = em_error_prefix(err, "device %s, %s (tp %d, this rank's tp rank %d)", be->name,
+                              em_stage_mesh_name(self), mesh->tp, mesh->tp_rank);
+    if (err) return err;
     em_scores *s = new_scores(model, ds);
     em_rank_state *state = em_rank_state_current();
     size_t offset = 0;
