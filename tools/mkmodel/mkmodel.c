@@ -273,13 +273,14 @@ static void make_row(const spec *s, const plan_tensor *t, int64_t row, float *va
         return;
     }
     random_weights(s->seed, t->name, t->kind, t->shape[0], row * n, values, n);
-    if (s->safetensors && t->kind == WEIGHT_NORM && s->arch->hf_norm_offset)
-        for (int64_t i = 0; i < n; i++) values[i] -= 1.0f;
     if (t->n_dims == 1 && (s->type == EM_TENSOR_F16 || s->type == EM_TENSOR_BF16)) {
         for (int64_t i = 0; i < n; i++)
             values[i] = s->type == EM_TENSOR_F16 ? em_f16_to_f32(em_f32_to_f16(values[i]))
                                                  : em_bf16_to_f32(em_f32_to_bf16(values[i]));
     }
+    /* after the rounding: w - 1 of a 16-bit w near 1 is exact in the same type */
+    if (s->safetensors && t->kind == WEIGHT_NORM && s->arch->hf_norm_offset)
+        for (int64_t i = 0; i < n; i++) values[i] -= 1.0f;
     encode(values, n, t->type, out);
 }
 
