@@ -3,15 +3,16 @@
  *
  * Queries are processed in blocks of EM_ATTN_QUERY_BLOCK positions. For a head h and a query
  * block [q0, q1), the scores for keys 0..q1-1 come transposed from the packed GEMM (gemm.h):
- * S^T (q1, q1 - q0) = K Q^T, with K's rows read in place. The scale 1/sqrt(head_dim), the causal
- * mask and the softmax's exponentials then run down each query's column, vectorized across the
- * block's queries; E = exp(S - max)^T is read in place as panels of queries for one more GEMM
- * against V transposed (once per call), and each output is divided by its query's sum as it is
- * written straight into the packed layout the output projection reads. Query head h reads KV
- * head h / (n_heads / n_kv_heads). Memory per thread is about EM_ATTN_QUERY_BLOCK x T floats,
- * never (T, T) per head. Every dot product is one fma chain (gemm_microkernel.h) over head_dim or
- * over keys 0..q1-1 (masked ones are exact zeros), so results depend only on T: not on threads,
- * batches or the CPU. */
+ * S^T (q1, q1 - q0) = K Q^T, with K's rows read in place. The scale (1/sqrt(head_dim) for Llama),
+ * the causal mask and the softmax's exponentials then run down each query's column, vectorized
+ * across the block's queries (through the window when one is given: softmax_columns_window, key by
+ * key); E = exp(S - max)^T is read in place as panels of queries for one more GEMM against V
+ * transposed (once per call), and each output is divided by its query's sum as it is written
+ * straight into the packed layout the output projection reads. Query head h reads KV head h /
+ * (n_heads / n_kv_heads). Memory per thread is about EM_ATTN_QUERY_BLOCK x T floats, never (T, T)
+ * per head. Every dot product is one fma chain (gemm_microkernel.h) over head_dim or over keys
+ * 0..q1-1 (masked ones are exact zeros), so results depend only on T: not on threads, batches or
+ * the CPU. */
 #ifndef EVALMESH_KERNELS_ATTENTION_H
 #define EVALMESH_KERNELS_ATTENTION_H
 
