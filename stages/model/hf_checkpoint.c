@@ -131,6 +131,28 @@ static em_status find_architecture(const cJSON *cfg, const char *path,
                         model_type ? model_type : hf_class, em_architecture_hf_names());
 }
 
+/* Newer configs list every layer's attention ("sliding_attention" or "full_attention"); they must
+ * agree with the architecture's pattern, which is what the forward applies. */
+static em_status check_layer_types(const cJSON *cfg, const char *path, const em_llama_config *c) {
+    const cJSON *types = cJSON_GetObjectItemCaseSensitive(cfg, "layer_types");
+    if (!types || cJSON_IsNull(types) || c->sliding_window <= 0) return NULL;
+    if (!cJSON_IsArray(types) || cJSON_GetArraySize(types) != c->n_layers)
+        return em_error_new(EM_EXIT_BAD_INPUT,
+                            "%s: \"layer_types\" must be a list of %d layer types", path,
+                            c->n_layers);
+    for (int l = 0; l < c->n_layers; l++) {
+        const cJSON *t = cJSON_GetArrayItem(types, l);
+        bool sliding = cJSON_IsString(t) && strcmp(t->valuestring, "sliding_attention") == 0;
+        if (sliding != em_layer_is_sliding(c, l))
+            return em_error_new(EM_EXIT_BAD_INPUT,
+                                "%s: \"layer_types\"[%d] is %s but %s's pattern makes layer %d "
+                                "%s",
+                                path, l, sliding ? "sliding_attention" : "not sliding_attention",
+                                c->architecture, l, sliding ? "full" : "sliding");
+    }
+    return NULL;
+}
+
 /* The block's features: the row's, then its keys (absent or null: the row's defaults). */
 static em_status read_features(const cJSON *cfg, const char *path, const em_architecture *row,
                                em_llama_config *c) {
@@ -155,6 +177,7 @@ static em_status read_features(const cJSON *cfg, const char *path, const em_arch
     if (!err && row->hf_rope_swa_key)
         err = cfg_float(cfg, path, row->hf_rope_swa_key, row->rope_freq_base_swa,
                         &c->rope_freq_base_swa);
+    if (!err) err = check_layer_types(cfg, path, c);
     if (!err && (c->attn_softcap < 0 || c->final_softcap < 0 || c->rope_freq_base_swa < 0))
         err = em_error_new(EM_EXIT_BAD_INPUT,
                            "%s: soft-capping values and rope_local_base_freq must not be negative",

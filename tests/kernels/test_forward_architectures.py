@@ -14,9 +14,11 @@ other than dim/heads, MQA, fused projections), and the test checks:
     with a sliding window or soft-caps is refused (ring attention does not apply them yet);
   - the same model written as a Hugging Face folder (config.json, model.safetensors) gives the
     GGUF file's results bit for bit (names, norm offsets, Q/K order, config keys);
-  - bad input: a known architecture missing one of its tensors, and an architecture that is not
-    in the table, are exit status 2 with the file and the tensor, or the list of architectures.
+  - bad input: a known architecture missing one of its tensors, an architecture that is not in
+    the table, and a config.json whose layer_types contradict the architecture's pattern are exit
+    status 2 with the file and the tensor, the list of architectures, or the layer.
 Usage: test_forward_architectures.py FORWARD_DRIVER MESH_DRIVER MKMODEL [MPIRUN]"""
+import json
 import os
 import subprocess
 import sys
@@ -197,6 +199,30 @@ def check_bad_input(driver, mkmodel, tmp):
                 "%s: exit %d, stderr %r; expected 2 and %r" % (name, rc, err, bad + ": " + want))
 
 
+def check_bad_layer_types(driver, mkmodel, tmp):
+    """A Gemma 2 config.json whose layer_types disagree with the alternating pattern."""
+    folder = os.path.join(tmp, "gemma2_layer_types")
+    subprocess.run([mkmodel] + BASE + ["--arch", "gemma2", "--sliding-window", "8", "--format",
+                                       "safetensors", "--out", folder], check=True,
+                   capture_output=True)
+    config = os.path.join(folder, "config.json")
+    with open(config) as f:
+        cfg = json.load(f)
+    cfg["layer_types"] = ["sliding_attention", "full_attention", "sliding_attention"]
+    with open(config, "w") as f:
+        json.dump(cfg, f)
+    rc, out, err = driver_rows(driver, folder, [1, 2, 3], 0)
+    c.check(rc == 0, "gemma2 layer_types that agree: exit %d" % rc, err)
+    cfg["layer_types"][2] = "full_attention"
+    with open(config, "w") as f:
+        json.dump(cfg, f)
+    rc, _, err = driver_rows(driver, folder, [1, 2, 3], 0)
+    want = config + ': "layer_types"[2] is not sliding_attention but gemma2\'s pattern makes ' \
+        "layer 2 sliding"
+    c.check(rc == 2 and want in err, "layer_types: exit %d, stderr %r; expected 2 and %r" %
+            (rc, err, want))
+
+
 def main():
     driver, mesh, mkmodel = sys.argv[1], sys.argv[2], sys.argv[3]
     mpirun = sys.argv[4] if len(sys.argv) > 4 and os.path.exists(sys.argv[4]) else None
@@ -217,6 +243,7 @@ def main():
             if got:
                 check_hf(driver, mkmodel, args, label, got[0], got[1], tmp)
         check_bad_input(driver, mkmodel, tmp)
+        check_bad_layer_types(driver, mkmodel, tmp)
     sys.exit(c.finish())
 
 
