@@ -427,16 +427,21 @@ static em_status write_gguf(const spec *s, const plan_tensor *plan, size_t n) {
     return err;
 }
 
+/* The first (or second) space-separated word of list, in a static buffer. */
+static const char *hf_word(const char *list, bool second) {
+    static char word[64];
+    if (second && strchr(list, ' ')) list = strchr(list, ' ') + 1;
+    snprintf(word, sizeof word, "%.*s", (int)strcspn(list, " "), list);
+    return word;
+}
+
 static bool write_config_json(const spec *s, const char *path) {
     cJSON *c = cJSON_CreateObject();
     cJSON *archs = cJSON_AddArrayToObject(c, "architectures");
-    char first[64]; /* the row's first HF class and model type */
-    snprintf(first, sizeof first, "%.*s", (int)strcspn(s->arch->hf_architectures, " "),
-             s->arch->hf_architectures);
-    cJSON_AddItemToArray(archs, cJSON_CreateString(first));
-    snprintf(first, sizeof first, "%.*s", (int)strcspn(s->arch->hf_model_types, " "),
-             s->arch->hf_model_types);
-    cJSON_AddStringToObject(c, "model_type", first);
+    /* the row's first HF class and model type (its second, Mistral's, for a windowed llama) */
+    bool mistral = strcmp(s->arch->name, "llama") == 0 && s->sliding_window;
+    cJSON_AddItemToArray(archs, cJSON_CreateString(hf_word(s->arch->hf_architectures, mistral)));
+    cJSON_AddStringToObject(c, "model_type", hf_word(s->arch->hf_model_types, mistral));
     if (s->arch->hf_query_scalar_key)
         cJSON_AddNumberToObject(c, s->arch->hf_query_scalar_key, s->head_dim);
     if (s->arch->hf_attn_softcap_key) {
