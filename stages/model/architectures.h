@@ -22,7 +22,8 @@ typedef struct em_architecture {
     bool qkv_bias;   /* Q, K, V biases always (otherwise when blk.0.attn_q.bias is present) */
     bool qk_norm;    /* blk.N.attn_q_norm, attn_k_norm {head_dim}: RMSNorm per head before RoPE */
     bool post_norms; /* blk.N.attn_post_norm, ffn_post_norm {dim} on the block's two outputs */
-    bool fused_qkv;  /* blk.N.attn_qkv {dim, q + 2 kv} in place of attn_q, attn_k, attn_v */
+    bool fused_qkv;  /* blk.N.attn_qkv {dim, q + 2 kv} in place of attn_q, attn_k, attn_v (when
+                      * the file has it: llama.cpp takes either) */
     bool fused_gate_up;  /* blk.N.ffn_up {dim, 2 ffn}: gate rows then up rows, no ffn_gate */
     bool hf_norm_offset; /* HF RMSNorm weights are w with the norm scaling by 1 + w (GGUF: 1 + w
                           * stored, as llama.cpp's converter writes it) */

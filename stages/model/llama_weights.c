@@ -144,9 +144,17 @@ em_status em_llama_bind(em_model *m, em_model_storage *storage, bool permute) {
     if (c->tied_output) m->output = m->tok_embd;
     if (em_model_find_tensor(m, "blk.0.attn_q.bias")) c->has_qkv_bias = true;
     m->layers = em_xcalloc((size_t)c->n_layers, sizeof *m->layers);
-    bool split_qkv = row->fused_qkv, split_ffn = row->fused_gate_up;
+    bool split_ffn = row->fused_gate_up;
+    if (em_model_find_tensor(m, "rope_factors_long.weight"))
+        return em_error_new(EM_EXIT_BAD_INPUT,
+                            "%s: rope_factors_long.weight: LongRoPE scaling (Phi-3 128k) is not "
+                            "supported",
+                            m->path);
     for (int l = 0; l < c->n_layers && !err; l++) {
         em_layer_weights *w = &m->layers[l];
+        char fused_name[64]; /* llama.cpp reads a Phi-3's Q, K, V fused or apart */
+        snprintf(fused_name, sizeof fused_name, "blk.%d.attn_qkv.weight", l);
+        bool split_qkv = row->fused_qkv && em_model_find_tensor(m, fused_name);
         const em_tensor *qkv = NULL, *gate_up = NULL;
         struct {
             const char *suffix;
