@@ -14,6 +14,9 @@ other than dim/heads, MQA, fused projections), and the test checks:
     with a sliding window or soft-caps is refused (ring attention does not apply them yet);
   - the same model written as a Hugging Face folder (config.json, model.safetensors) gives the
     GGUF file's results bit for bit (names, norm offsets, Q/K order, config keys);
+  - the Hugging Face folders against transformers (tests/kernels/transformers_expected.json,
+    written by tools/transformers-expected): per-token nll within TRANSFORMERS_TOL, the argmax
+    where transformers' best logit leads by 1e-3;
   - bad input: a known architecture missing one of its tensors, an architecture that is not in
     the table, and a config.json whose layer_types contradict the architecture's pattern are exit
     status 2 with the file and the tensor, the list of architectures, or the layer.
@@ -34,6 +37,7 @@ import reference  # noqa: E402
 NLL_TOL = 1e-4
 PPL_RTOL = 1e-5
 MESH_TOL = 1e-5
+TRANSFORMERS_TOL = 1e-4  # both sides float32, summed in different orders
 T = 140  # positions of the window checked against NumPy (several attention query blocks)
 
 BASE = ["--vocab", "300", "--dim", "64", "--layers", "3", "--heads", "4", "--kv-heads", "2",
@@ -223,6 +227,33 @@ def check_bad_layer_types(driver, mkmodel, tmp):
             (rc, err, want))
 
 
+def check_transformers(driver, mkmodel, tmp):
+    """The forward on Hugging Face folders against transformers' results, committed with the
+    script that produced them (tools/transformers-expected)."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "transformers_expected.json")
+    with open(path) as f:
+        expected = json.load(f)
+    for case in expected["cases"]:
+        label = "transformers " + case["label"]
+        folder = os.path.join(tmp, case["label"] + ".tf")
+        p = subprocess.run([mkmodel] + case["mkmodel"] + ["--format", "safetensors", "--out",
+                                                          folder], capture_output=True, text=True)
+        if not c.check(p.returncode == 0, "%s: mkmodel failed" % label, p.stderr):
+            continue
+        rc, out, err = driver_rows(driver, folder, case["ids"], 0)
+        if not c.check(rc == 0, "%s: forward_driver exit %d" % (label, rc), err.strip()):
+            continue
+        nll, argmax = parse(out)
+        want = np.array(case["nll"])
+        diff = np.abs(nll - want).max()
+        clear = np.array(case["margin"]) > 1e-3
+        bad = np.nonzero(clear & (argmax != np.array(case["argmax"])))[0]
+        print("%-36s max |nll - transformers %s| %.2e" % (label, expected["transformers"], diff))
+        c.check(diff <= TRANSFORMERS_TOL, "%s: max |nll - transformers| = %g > %g" %
+                (label, diff, TRANSFORMERS_TOL))
+        c.check(len(bad) == 0, "%s: argmax differs at %s" % (label, bad))
+
+
 def main():
     driver, mesh, mkmodel = sys.argv[1], sys.argv[2], sys.argv[3]
     mpirun = sys.argv[4] if len(sys.argv) > 4 and os.path.exists(sys.argv[4]) else None
@@ -244,6 +275,7 @@ def main():
                 check_hf(driver, mkmodel, args, label, got[0], got[1], tmp)
         check_bad_input(driver, mkmodel, tmp)
         check_bad_layer_types(driver, mkmodel, tmp)
+        check_transformers(driver, mkmodel, tmp)
     sys.exit(c.finish())
 
 

@@ -475,6 +475,8 @@ static bool write_config_json(const spec *s, const char *path) {
     cJSON_AddNumberToObject(c, "rms_norm_eps", s->rms_eps);
     cJSON_AddNumberToObject(c, "rope_theta", s->rope_theta);
     cJSON_AddBoolToObject(c, "tie_word_embeddings", s->tied);
+    cJSON_AddNullToObject(c,
+                          "pad_token_id"); /* transformers' defaults (Phi-3: 32000) may not fit */
     cJSON_AddBoolToObject(c, "attention_bias", s->qkv_bias);
     bool gelu = s->arch->activation == EM_ACTIVATION_GELU_TANH;
     cJSON_AddStringToObject(c, gelu ? "hidden_activation" : "hidden_act",
