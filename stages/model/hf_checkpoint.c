@@ -131,6 +131,17 @@ static em_status find_architecture(const cJSON *cfg, const char *path,
                         model_type ? model_type : hf_class, em_architecture_hf_names());
 }
 
+/* A soft-capping value: absent is the architecture's default (transformers' config default),
+ * null is none. */
+static em_status cfg_softcap(const cJSON *cfg, const char *path, const char *key, float fallback,
+                             float *out) {
+    if (cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(cfg, key))) {
+        *out = 0;
+        return NULL;
+    }
+    return cfg_float(cfg, path, key, fallback, out);
+}
+
 /* Newer configs list every layer's attention ("sliding_attention" or "full_attention"); they must
  * agree with the architecture's pattern, which is what the forward applies. */
 static em_status check_layer_types(const cJSON *cfg, const char *path, const em_llama_config *c) {
@@ -167,10 +178,10 @@ static em_status read_features(const cJSON *cfg, const char *path, const em_arch
     if (row->hf_query_scalar_key)
         err = cfg_int(cfg, path, row->hf_query_scalar_key, c->head_dim, &c->attn_scale_base);
     if (!err && row->hf_attn_softcap_key)
-        err = cfg_float(cfg, path, row->hf_attn_softcap_key, row->attn_softcap, &c->attn_softcap);
+        err = cfg_softcap(cfg, path, row->hf_attn_softcap_key, row->attn_softcap, &c->attn_softcap);
     if (!err && row->hf_final_softcap_key)
-        err =
-            cfg_float(cfg, path, row->hf_final_softcap_key, row->final_softcap, &c->final_softcap);
+        err = cfg_softcap(cfg, path, row->hf_final_softcap_key, row->final_softcap,
+                          &c->final_softcap);
     if (!err && row->swa_pattern) err = cfg_int(cfg, path, "sliding_window", 0, &c->sliding_window);
     if (!err && row->hf_swa_pattern_key)
         err = cfg_int(cfg, path, row->hf_swa_pattern_key, row->swa_pattern, &c->swa_pattern);

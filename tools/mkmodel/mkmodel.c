@@ -56,6 +56,8 @@ static const char usage[] =
     "  --head-dim N     attention head width (default D/H)\n"
     "  --sliding-window N  the window of the architecture's sliding layers (default none)\n"
     "  --attn-softcap F, --final-softcap F  soft-capping values (gemma2)\n"
+    "  --query-scalar N  gemma2/gemma3 safetensors: query_pre_attn_scalar (default head dim;\n"
+    "                   GGUF has no key: llama.cpp derives it from the layer count)\n"
     "  --rope-theta F   RoPE frequency base (default 10000)\n"
     "  --rms-eps F      RMS norm epsilon (default 1e-5)\n"
     "  --rope-scaling none|linear|llama3  with --rope-factor F (default 8 for llama3, 2 for\n"
@@ -79,6 +81,7 @@ typedef struct spec {
     const em_architecture *arch; /* the row: its tensors, keys and GGUF Q/K row order */
     int head_dim, sliding_window;
     float attn_softcap, final_softcap;
+    int query_scalar; /* HF query_pre_attn_scalar; 0: the head dim */
     bool rope_freqs; /* GGUF llama3 scaling as a rope_freqs.weight tensor, as llama.cpp writes it */
     float rope_theta, rms_eps;
     em_rope_scaling rope_scaling;
@@ -443,17 +446,13 @@ static bool write_config_json(const spec *s, const char *path) {
     cJSON_AddItemToArray(archs, cJSON_CreateString(hf_word(s->arch->hf_architectures, mistral)));
     cJSON_AddStringToObject(c, "model_type", hf_word(s->arch->hf_model_types, mistral));
     if (s->arch->hf_query_scalar_key)
-        cJSON_AddNumberToObject(c, s->arch->hf_query_scalar_key, s->head_dim);
-    if (s->arch->hf_attn_softcap_key) {
-        if (s->attn_softcap > 0)
-            cJSON_AddNumberToObject(c, s->arch->hf_attn_softcap_key, s->attn_softcap);
-        else
-            cJSON_AddNullToObject(c, s->arch->hf_attn_softcap_key);
-        if (s->final_softcap > 0)
-            cJSON_AddNumberToObject(c, s->arch->hf_final_softcap_key, s->final_softcap);
-        else
-            cJSON_AddNullToObject(c, s->arch->hf_final_softcap_key);
-    }
+        cJSON_AddNumberToObject(c, s->arch->hf_query_scalar_key,
+                                s->query_scalar ? s->query_scalar : s->head_dim);
+    /* absent: the architecture's defaults in transformers and in llama.cpp alike */
+    if (s->arch->hf_attn_softcap_key && s->attn_softcap > 0)
+        cJSON_AddNumberToObject(c, s->arch->hf_attn_softcap_key, s->attn_softcap);
+    if (s->arch->hf_final_softcap_key && s->final_softcap > 0)
+        cJSON_AddNumberToObject(c, s->arch->hf_final_softcap_key, s->final_softcap);
     if (s->arch->swa_pattern) {
         if (s->sliding_window)
             cJSON_AddNumberToObject(c, "sliding_window", s->sliding_window);
@@ -615,12 +614,12 @@ static bool parse_float(const char *text, float *out) {
 
 static bool takes_value(const char *option) {
     static const char *const options[] = {
-        "--out",          "--from",          "--tokenizer",  "--format",         "--vocab",
-        "--dim",          "--layers",        "--heads",      "--kv-heads",       "--ffn",
-        "--ctx",          "--rope-orig-ctx", "--rope-theta", "--rms-eps",        "--rope-factor",
-        "--rope-low",     "--rope-high",     "--seed",       "--gguf-version",   "--rope-scaling",
-        "--type",         "--arch",          "--head-dim",   "--sliding-window", "--attn-softcap",
-        "--final-softcap"};
+        "--out",          "--from",          "--tokenizer",    "--format",       "--vocab",
+        "--dim",          "--layers",        "--heads",        "--kv-heads",     "--ffn",
+        "--ctx",          "--rope-orig-ctx", "--rope-theta",   "--rms-eps",      "--rope-factor",
+        "--rope-low",     "--rope-high",     "--seed",         "--gguf-version", "--rope-scaling",
+        "--type",         "--arch",          "--query-scalar", "--head-dim",     "--sliding-window",
+        "--attn-softcap", "--final-softcap"};
     for (size_t i = 0; i < sizeof options / sizeof options[0]; i++)
         if (strcmp(option, options[i]) == 0) return true;
     return false;
@@ -656,6 +655,8 @@ static int parse_args(int argc, char **argv, spec *s, const char **from) {
             ok = parse_int(v, &s->head_dim);
         else if (strcmp(a, "--sliding-window") == 0)
             ok = parse_int(v, &s->sliding_window);
+        else if (strcmp(a, "--query-scalar") == 0)
+            ok = parse_int(v, &s->query_scalar);
         else if (strcmp(a, "--attn-softcap") == 0)
             ok = parse_float(v, &s->attn_softcap);
         else if (strcmp(a, "--final-softcap") == 0)
@@ -739,6 +740,8 @@ static int check_spec(spec *s) {
                  s->dim, s->heads, s->kv_heads);
         return fail("%s", msg);
     }
+    if (s->query_scalar && (!s->safetensors || !s->arch->hf_query_scalar_key))
+        return fail("%s", "--query-scalar goes with --format safetensors and gemma2 or gemma3");
     if (s->rope_freqs && s->rope_scaling != EM_ROPE_SCALING_LLAMA3)
         return fail("%s", "--rope-freqs goes with --rope-scaling llama3");
     const em_ggml_type_info *info = em_ggml_type_info_get((uint32_t)s->type);
