@@ -122,18 +122,17 @@ const em_architecture *em_architecture_find_hf(const char *model_type, const cha
     return NULL;
 }
 
-/* The rows' names (hf: their HF model_types), joined by ", ", built once. */
+/* The rows' names (hf: their HF model_types), joined by ", ", in a per-thread buffer. */
 static const char *joined(bool hf) {
-    static char names[2][512];
-    char *out = names[hf];
-    if (out[0]) return out;
+    static _Thread_local char buffers[2][512];
+    char *out = buffers[hf];
     size_t used = 0;
     for (size_t i = 0; i < ROW_COUNT; i++) {
         const char *list = hf ? rows[i].hf_model_types : rows[i].name;
         for (const char *p = list; *p;) {
             size_t len = strcspn(p, " ");
-            used += (size_t)snprintf(out + used, sizeof names[0] - used, "%s%.*s", used ? ", " : "",
-                                     (int)len, p);
+            used += (size_t)snprintf(out + used, sizeof buffers[0] - used, "%s%.*s",
+                                     used ? ", " : "", (int)len, p);
             p += len;
             while (*p == ' ') p++;
         }
