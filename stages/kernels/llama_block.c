@@ -88,8 +88,8 @@ static int most_positions(int T, int cp, int score_from, bool scored_only) {
 /* Ring attention over the cp group: this rank's queries (T at positions pos) against every
  * rank's K/V block, its own first, then the blocks arriving from the previous rank. A block in
  * flight is its count, positions and K and V, sized for the largest block (most positions). */
-static em_status ring_attention(const em_llama_kernels *k, void *b, const em_forward_group *cp,
-                                int T, const int32_t *pos, int most) {
+static em_status ring_attention(const em_llama_kernels *k, void *b, int layer,
+                                const em_forward_group *cp, int T, const int32_t *pos, int most) {
     float *kl, *vl;
     int kvd;
     k->local_kv(b, &kl, &vl, &kvd);
@@ -107,14 +107,14 @@ static em_status ring_attention(const em_llama_kernels *k, void *b, const em_for
     memcpy(count + 1, pos, (size_t)T * sizeof *pos);
     memcpy(send + head, kl, (size_t)T * kvd * sizeof(float));
     memcpy(send + head + floats * sizeof(float), vl, (size_t)T * kvd * sizeof(float));
-    k->attention_block(b, T, pos, kl, vl, pos, T, true);
+    k->attention_block(b, layer, T, pos, kl, vl, pos, T, true);
     em_status err = NULL;
     for (int step = 1; step < cp->size && !err; step++) {
         err = em_forward_ring_step(cp, send, recv, bytes);
         if (err) break;
         const int32_t *in = (const int32_t *)recv;
         const float *rk = (const float *)(recv + head);
-        k->attention_block(b, T, pos, rk, rk + floats, in + 1, in[0], false);
+        k->attention_block(b, layer, T, pos, rk, rk + floats, in + 1, in[0], false);
         char *t = send;
         send = recv;
         recv = t;
@@ -197,7 +197,7 @@ em_status em_llama_compose_window(const em_llama_kernels *k, void *b, int n_laye
         k->norm(b, l, false, n);
         k->qkv(b, l, n);
         if (cp->size > 1)
-            err = ring_attention(k, b, cp, n, pos, most);
+            err = ring_attention(k, b, l, cp, n, pos, most);
         else
             k->attention(b, l, n);
         if (err) break;

@@ -47,8 +47,8 @@ typedef struct em_llama_kernels {
     /* cp > 1: this rank's k and v (T, kv_width) after RoPE; attention of q at positions qpos
      * against a block of nk keys at kpos (first: the first block), and att from the blocks. */
     void (*local_kv)(void *b, float **k, float **v, int *kv_width);
-    void (*attention_block)(void *b, int T, const int32_t *qpos, const float *k, const float *v,
-                            const int32_t *kpos, int nk, bool first);
+    void (*attention_block)(void *b, int layer, int T, const int32_t *qpos, const float *k,
+                            const float *v, const int32_t *kpos, int nk, bool first);
     void (*attention_finish)(void *b, int T);
     /* x += att Wo^T; with partial, y = att Wo_shard^T instead (this rank's columns of Wo). */
     void (*attn_out)(void *b, int layer, int T, bool partial);

@@ -137,13 +137,6 @@ em_status em_llama_forward_new_split(const em_model *model, const em_forward_gro
     *out = NULL;
     em_status err = check_model(model);
     if (err) return err;
-    const em_llama_config *mc = &model->config;
-    if (groups->cp.size > 1 &&
-        (mc->attn_scale_base != mc->head_dim || mc->attn_softcap > 0 || mc->sliding_window > 0))
-        return em_error_new(EM_EXIT_BAD_INPUT,
-                            "model %s: context parallelism (cp = %d) does not apply %s's attention "
-                            "features (score scale, soft-capping, sliding window) yet; use cp = 1",
-                            model->path, groups->cp.size, mc->architecture);
     const em_llama_config *c = &model->config;
     em_llama_forward *f = em_xcalloc(1, sizeof *f);
     f->model = model;
@@ -334,14 +327,19 @@ static void cpu_qkv(void *b, int layer, int T) {
     em_rope_apply(f->k, T, KVD, KV, hd, c->rope_dim, rope, f->threads);
 }
 
-static void cpu_attention(void *b, int layer, int T) {
-    em_llama_forward *f = b;
-    const em_llama_config *c = &f->model->config;
-    em_attention_mask mask = {
+/* How the layer's scores are scaled, soft-capped and windowed. */
+static em_attention_mask layer_mask(const em_llama_config *c, int layer) {
+    return (em_attention_mask){
         .scale = 1.0f / sqrtf((float)c->attn_scale_base),
         .softcap = c->attn_softcap,
         .window = em_layer_is_sliding(c, layer) ? c->sliding_window : 0,
     };
+}
+
+static void cpu_attention(void *b, int layer, int T) {
+    em_llama_forward *f = b;
+    const em_llama_config *c = &f->model->config;
+    em_attention_mask mask = layer_mask(c, layer);
     /* att (T, QD), packed */
     em_attention(f->q, f->k, f->v, T, f->shard.n_heads, f->shard.n_kv_heads, c->head_dim, &mask,
                  f->att_packed, f->vt, &f->scratch);
@@ -354,11 +352,12 @@ static void cpu_local_kv(void *b, float **k, float **v, int *kv_width) {
     *kv_width = f->shard.n_kv_heads * f->model->config.head_dim;
 }
 
-static void cpu_attention_block(void *b, int T, const int32_t *qpos, const float *k, const float *v,
-                                const int32_t *kpos, int nk, bool first) {
+static void cpu_attention_block(void *b, int layer, int T, const int32_t *qpos, const float *k,
+                                const float *v, const int32_t *kpos, int nk, bool first) {
     em_llama_forward *f = b;
+    em_attention_mask mask = layer_mask(&f->model->config, layer);
     em_ring_attention_block(f->q, qpos, T, k, v, kpos, nk, f->shard.n_heads, f->shard.n_kv_heads,
-                            f->model->config.head_dim, f->ring, first, f->threads);
+                            f->model->config.head_dim, &mask, f->ring, first, f->threads);
 }
 
 /* att (T, QD) from the ring state, written over q (no longer needed), then packed */
