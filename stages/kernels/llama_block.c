@@ -88,8 +88,8 @@ static int most_positions(int T, int cp, int score_from, bool scored_only) {
 /* Ring attention over the cp group: this rank's queries (T at positions pos) against every
  * rank's K/V block, its own first, then the blocks arriving from the previous rank. A block in
  * flight is its count, positions and K and V, sized for the largest block (most positions). */
-static em_status ring_attention(const em_llama_kernels *k, void *b, const em_forward_group *cp,
-                                int T, const int32_t *pos, int most) {
+static em_status ring_attention(const em_llama_kernels *k, void *b, int layer,
+                                const em_forward_group *cp, int T, const int32_t *pos, int most) {
     float *kl, *vl;
     int kvd;
     k->local_kv(b, &kl, &vl, &kvd);
@@ -107,14 +107,14 @@ static em_status ring_attention(const em_llama_kernels *k, void *b, const em_for
     memcpy(count + 1, pos, (size_t)T * sizeof *pos);
     memcpy(send + head, kl, (size_t)T * kvd * sizeof(float));
     memcpy(send + head + floats * sizeof(float), vl, (size_t)T * kvd * sizeof(float));
-    k->attention_block(b, T, pos, kl, vl, pos, T, true);
+    k->attention_block(b, layer, T, pos, kl, vl, pos, T, true);
     em_status err = NULL;
     for (int step = 1; step < cp->size && !err; step++) {
         err = em_forward_ring_step(cp, send, recv, bytes);
         if (err) break;
         const int32_t *in = (const int32_t *)recv;
         const float *rk = (const float *)(recv + head);
-        k->attention_block(b, T, pos, rk, rk + floats, in + 1, in[0], false);
+        k->attention_block(b, layer, T, pos, rk, rk + floats, in + 1, in[0], false);
         char *t = send;
         send = recv;
         recv = t;
@@ -152,9 +152,22 @@ static em_status gather_scores(const em_forward_group *cp, const int32_t *pos, i
     return err;
 }
 
+/* The end of a sub-block (the attention's (ffn false) or the MLP's): its product is in x already
+ * (tp = 1 without post-norms) or in y as this rank's part; gathers and adds it, through the
+ * post-norm when the model has them. */
+static em_status residual(const em_llama_kernels *k, void *b, int layer, bool ffn, bool post_norms,
+                          const em_forward_group *tp, float *all, int T, int dim) {
+    if (!post_norms) return tp->size > 1 ? sum_partials(k, b, tp, all, T, dim) : NULL;
+    em_status err = NULL;
+    if (tp->size > 1)
+        err = em_forward_allgather(tp, k->partial(b), all, (size_t)T * (size_t)dim * sizeof(float));
+    if (!err) k->add_normed(b, layer, ffn, tp->size > 1 ? all : NULL, tp->size, T);
+    return err ? em_error_prefix(err, "tensor-parallel sum") : NULL;
+}
+
 em_status em_llama_compose_window(const em_llama_kernels *k, void *b, int n_layers, int dim,
-                                  int64_t n_vocab, const em_forward_groups *groups, int threads,
-                                  const int32_t *input, const int32_t *target, int T,
+                                  bool post_norms, int64_t n_vocab, const em_forward_groups *groups,
+                                  int threads, const int32_t *input, const int32_t *target, int T,
                                   int score_from, double *nll, int32_t *argmax) {
     /* A window too short for 2 cp blocks (the tail of a document) is computed whole by every
      * rank of the cp group: the same numbers on each, for any dp. */
@@ -174,8 +187,8 @@ em_status em_llama_compose_window(const em_llama_kernels *k, void *b, int n_laye
         for (int i = 0; i < n; i++) own_in[i] = input[pos[i]], own_tg[i] = target[pos[i]];
     }
     em_status err = k->begin(b, in, pos, n);
-    bool split = tp->size > 1;
-    float *all = NULL; /* (tp, n, D) gathered partial sums */
+    bool split = tp->size > 1, apart = split || post_norms; /* products to y, not x */
+    float *all = NULL;                                      /* (tp, n, D) gathered partial sums */
     if (!err && split) {
         all = malloc((size_t)tp->size * (size_t)n * (size_t)dim * sizeof *all);
         if (!all) err = em_error_new(EM_EXIT_RUNTIME, "out of memory for the tensor-parallel sums");
@@ -184,16 +197,16 @@ em_status em_llama_compose_window(const em_llama_kernels *k, void *b, int n_laye
         k->norm(b, l, false, n);
         k->qkv(b, l, n);
         if (cp->size > 1)
-            err = ring_attention(k, b, cp, n, pos, most);
+            err = ring_attention(k, b, l, cp, n, pos, most);
         else
             k->attention(b, l, n);
         if (err) break;
-        k->attn_out(b, l, n, split);
-        if (split) err = sum_partials(k, b, tp, all, n, dim);
+        k->attn_out(b, l, n, apart);
+        err = residual(k, b, l, false, post_norms, tp, all, n, dim);
         if (err) break;
         k->norm(b, l, true, n);
-        k->mlp(b, l, n, split);
-        if (split) err = sum_partials(k, b, tp, all, n, dim);
+        k->mlp(b, l, n, apart);
+        err = residual(k, b, l, true, post_norms, tp, all, n, dim);
     }
     free(all);
     if (!err && cp->size == 1) {

@@ -3,6 +3,10 @@
  *   per layer:  xn = RMSNorm(x) * attn_norm;  q, k, v = xn Wq^T, xn Wk^T, xn Wv^T (+ biases),
  *               RoPE on q and k;  att = causal grouped-query attention;  x += att Wo^T;
  *               xn = RMSNorm(x) * ffn_norm;  x += (silu(xn Wgate^T) * (xn Wup^T)) Wdown^T
+ *   with the architecture's features (em_llama_config, architectures.h) inside the kernels:
+ *   embedding scale, per-head q/k norms, GeGLU, soft-capped scores and logits, sliding windows;
+ *   and here post_norms (Gemma 2, 3): x += RMSNorm(att Wo^T) * attn_post_norm and likewise for
+ *   the MLP, the products formed whole (summed over tp) before their norm.
  *   head:       xn = RMSNorm(x[score_from..]) * output_norm; per vocabulary tile the max, sum of
  *               exponentials and argmax (vocab_head.h), merged in tile order.
  * A backend gives the steps as kernels over buffers it owns (em_llama_kernels); this file decides
@@ -43,8 +47,8 @@ typedef struct em_llama_kernels {
     /* cp > 1: this rank's k and v (T, kv_width) after RoPE; attention of q at positions qpos
      * against a block of nk keys at kpos (first: the first block), and att from the blocks. */
     void (*local_kv)(void *b, float **k, float **v, int *kv_width);
-    void (*attention_block)(void *b, int T, const int32_t *qpos, const float *k, const float *v,
-                            const int32_t *kpos, int nk, bool first);
+    void (*attention_block)(void *b, int layer, int T, const int32_t *qpos, const float *k,
+                            const float *v, const int32_t *kpos, int nk, bool first);
     void (*attention_finish)(void *b, int T);
     /* x += att Wo^T; with partial, y = att Wo_shard^T instead (this rank's columns of Wo). */
     void (*attn_out)(void *b, int layer, int T, bool partial);
@@ -53,6 +57,9 @@ typedef struct em_llama_kernels {
     /* y (T, D), and x += all[0] + all[1] + ... + all[parts-1] (each (T, D)), in that order. */
     float *(*partial)(void *b);
     void (*add_partials)(void *b, const float *all, int parts, int T);
+    /* post_norms: x += RMSNorm(all[0] + ... + all[parts-1]) * the layer's attention (ffn false)
+     * or MLP post-norm weight; all NULL: of y. */
+    void (*add_normed)(void *b, int layer, bool ffn, const float *all, int parts, int T);
     /* xn (n, D) = RMSNorm(x[from .. from+n)) * output_norm, then the tiles of this rank's
      * vocabulary rows (part (tiles, n)) and the logits of the targets that fall in them. */
     void (*head_tiles)(void *b, int from, int n, const int32_t *target, em_head_tile *part,
@@ -67,8 +74,8 @@ int em_cp_positions(int T, int cp, int r, int32_t *positions);
  * scored into nll and argmax (T - score_from), the same on every rank of the groups. n_vocab is
  * the whole vocabulary. */
 em_status em_llama_compose_window(const em_llama_kernels *k, void *b, int n_layers, int dim,
-                                  int64_t n_vocab, const em_forward_groups *groups, int threads,
-                                  const int32_t *input, const int32_t *target, int T,
+                                  bool post_norms, int64_t n_vocab, const em_forward_groups *groups,
+                                  int threads, const int32_t *input, const int32_t *target, int T,
                                   int score_from, double *nll, int32_t *argmax);
 
 #endif

@@ -1,9 +1,10 @@
 /* em_model from a Hugging Face checkpoint: config.json for the hyperparameters, the weights from
  * model.safetensors (or the shards listed in model.safetensors.index.json), tensor names mapped
- * to GGUF's, Q/K rows permuted into GGUF's order (an owned copy: the only tensors not read in
- * place), and tokenizer.json beside them when present (else tokenizer.gguf, a vocabulary-only GGUF
- * as `evalmesh-mkmodel --from` writes). header_sha256 is the SHA-256 of every
- * shard's header (length + JSON) in shard order. */
+ * to GGUF's (the architecture table's row for config.json's model_type, architectures.h), Q/K
+ * rows permuted into GGUF's order (an owned copy), Gemma's RMSNorm weights w stored as 1 + w (an
+ * owned copy, as llama.cpp's converter writes them), and tokenizer.json beside them when present
+ * (else tokenizer.gguf, a vocabulary-only GGUF as `evalmesh-mkmodel --from` writes). header_sha256
+ * is the SHA-256 of every shard's header (length + JSON) in shard order. */
 #include <cjson/cJSON.h>
 #include <libgen.h>
 #include <stdio.h>
@@ -12,6 +13,7 @@
 #include <sys/stat.h>
 
 #include "util/sha256.h"
+#include "stages/model/architectures.h"
 #include "stages/model/hf_names.h"
 #include "stages/model/llama_weights.h"
 #include "stages/model/model_loaders.h"
@@ -112,6 +114,88 @@ static em_status cfg_rope_scaling(const cJSON *cfg, const char *path, em_llama_c
     return NULL;
 }
 
+/* The row of config.json's model_type (or, without one, of architectures[0]; without both,
+ * llama's). */
+static em_status find_architecture(const cJSON *cfg, const char *path,
+                                   const em_architecture **row) {
+    const cJSON *mt = cJSON_GetObjectItemCaseSensitive(cfg, "model_type");
+    const cJSON *archs = cJSON_GetObjectItemCaseSensitive(cfg, "architectures");
+    const cJSON *first = cJSON_IsArray(archs) ? cJSON_GetArrayItem(archs, 0) : NULL;
+    const char *model_type = cJSON_IsString(mt) ? mt->valuestring : NULL;
+    const char *hf_class = cJSON_IsString(first) ? first->valuestring : NULL;
+    *row = model_type || hf_class ? em_architecture_find_hf(model_type, hf_class)
+                                  : em_architecture_find("llama"); /* neither: a Llama */
+    if (*row) return NULL;
+    return em_error_new(EM_EXIT_BAD_INPUT, "%s: %s '%.48s' is not supported (supported: %s)", path,
+                        model_type ? "model_type" : "architecture",
+                        model_type ? model_type : hf_class, em_architecture_hf_names());
+}
+
+/* A soft-capping value: absent is the architecture's default (transformers' config default),
+ * null is none. */
+static em_status cfg_softcap(const cJSON *cfg, const char *path, const char *key, float fallback,
+                             float *out) {
+    if (cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(cfg, key))) {
+        *out = 0;
+        return NULL;
+    }
+    return cfg_float(cfg, path, key, fallback, out);
+}
+
+/* Newer configs list every layer's attention ("sliding_attention" or "full_attention"); they must
+ * agree with the architecture's pattern, which is what the forward applies. */
+static em_status check_layer_types(const cJSON *cfg, const char *path, const em_llama_config *c) {
+    const cJSON *types = cJSON_GetObjectItemCaseSensitive(cfg, "layer_types");
+    if (!types || cJSON_IsNull(types) || c->sliding_window <= 0) return NULL;
+    if (!cJSON_IsArray(types) || cJSON_GetArraySize(types) != c->n_layers)
+        return em_error_new(EM_EXIT_BAD_INPUT,
+                            "%s: \"layer_types\" must be a list of %d layer types", path,
+                            c->n_layers);
+    for (int l = 0; l < c->n_layers; l++) {
+        const cJSON *t = cJSON_GetArrayItem(types, l);
+        bool sliding = cJSON_IsString(t) && strcmp(t->valuestring, "sliding_attention") == 0;
+        if (sliding != em_layer_is_sliding(c, l))
+            return em_error_new(EM_EXIT_BAD_INPUT,
+                                "%s: \"layer_types\"[%d] is %s but %s's pattern makes layer %d "
+                                "%s",
+                                path, l, sliding ? "sliding_attention" : "not sliding_attention",
+                                c->architecture, l, sliding ? "full" : "sliding");
+    }
+    return NULL;
+}
+
+/* The block's features: the row's, then its keys (absent or null: the row's defaults). */
+static em_status read_features(const cJSON *cfg, const char *path, const em_architecture *row,
+                               em_llama_config *c) {
+    em_architecture_features(row, c);
+    const cJSON *swa = cJSON_GetObjectItemCaseSensitive(cfg, "use_sliding_window");
+    if (cJSON_IsTrue(swa))
+        return em_error_new(EM_EXIT_BAD_INPUT,
+                            "%s: \"use_sliding_window\": true (Qwen's layer-dependent window) is "
+                            "not supported",
+                            path);
+    em_status err = NULL;
+    if (row->hf_query_scalar_key)
+        err = cfg_int(cfg, path, row->hf_query_scalar_key, c->head_dim, &c->attn_scale_base);
+    if (!err && row->hf_attn_softcap_key)
+        err = cfg_softcap(cfg, path, row->hf_attn_softcap_key, row->attn_softcap, &c->attn_softcap);
+    if (!err && row->hf_final_softcap_key)
+        err = cfg_softcap(cfg, path, row->hf_final_softcap_key, row->final_softcap,
+                          &c->final_softcap);
+    if (!err && row->swa_pattern) err = cfg_int(cfg, path, "sliding_window", 0, &c->sliding_window);
+    if (!err && row->hf_swa_pattern_key)
+        err = cfg_int(cfg, path, row->hf_swa_pattern_key, row->swa_pattern, &c->swa_pattern);
+    if (!err && row->hf_rope_swa_key)
+        err = cfg_float(cfg, path, row->hf_rope_swa_key, row->rope_freq_base_swa,
+                        &c->rope_freq_base_swa);
+    if (!err) err = check_layer_types(cfg, path, c);
+    if (!err && (c->attn_softcap < 0 || c->final_softcap < 0 || c->rope_freq_base_swa < 0))
+        err = em_error_new(EM_EXIT_BAD_INPUT,
+                           "%s: soft-capping values and rope_local_base_freq must not be negative",
+                           path);
+    return err;
+}
+
 static em_status read_config(const char *path, em_llama_config *c) {
     cJSON *cfg;
     em_status err = read_json(path, &cfg);
@@ -120,18 +204,8 @@ static em_status read_config(const char *path, em_llama_config *c) {
         cJSON_Delete(cfg);
         return em_error_new(EM_EXIT_BAD_INPUT, "%s: not a JSON object", path);
     }
-    const cJSON *mt = cJSON_GetObjectItemCaseSensitive(cfg, "model_type");
-    const char *model_type = cJSON_IsString(mt) ? mt->valuestring : "llama";
-    if (strcmp(model_type, "llama") == 0 || strcmp(model_type, "mistral") == 0) {
-        snprintf(c->architecture, sizeof c->architecture, "llama");
-    } else if (strcmp(model_type, "qwen2") == 0) {
-        snprintf(c->architecture, sizeof c->architecture, "qwen2");
-        c->has_qkv_bias = true;
-    } else {
-        err = em_error_new(EM_EXIT_BAD_INPUT,
-                           "%s: model_type '%.32s' is not supported (llama, mistral, qwen2)", path,
-                           model_type);
-    }
+    const em_architecture *row = NULL;
+    err = find_architecture(cfg, path, &row);
     if (!err) err = cfg_int(cfg, path, "hidden_size", -1, &c->dim);
     if (!err) err = cfg_int(cfg, path, "intermediate_size", -1, &c->ffn_dim);
     if (!err) err = cfg_int(cfg, path, "num_hidden_layers", -1, &c->n_layers);
@@ -146,6 +220,7 @@ static em_status read_config(const char *path, em_llama_config *c) {
     const cJSON *bias = cJSON_GetObjectItemCaseSensitive(cfg, "attention_bias");
     if (cJSON_IsTrue(bias)) c->has_qkv_bias = true;
     c->rope_dim = c->head_dim;
+    if (!err) err = read_features(cfg, path, row, c);
     cJSON_Delete(cfg);
     return err;
 }
@@ -180,14 +255,15 @@ static em_status shard_list(const char *dir, const char *index_path, char ***fil
     return NULL;
 }
 
-/* Adds one shard's tensors to the model under their GGUF names, permuting Q/K rows. */
+/* Adds one shard's tensors to the model under their GGUF names (em_llama_bind permutes the Q/K
+ * rows). */
 static em_status add_shard(em_model *m, em_model_storage *storage, em_safetensors *st) {
-    const em_llama_config *c = &m->config;
+    const em_architecture *arch = em_architecture_find(m->config.architecture);
     m->tensors = em_xrealloc(m->tensors, (m->tensor_count + st->count) * sizeof *m->tensors);
     for (size_t i = 0; i < st->count; i++) {
         const em_st_tensor *s = &st->tensors[i];
         char name[256];
-        if (!em_hf_to_gguf_name(s->name, name, sizeof name))
+        if (!em_hf_to_gguf_name(arch, s->name, name, sizeof name))
             snprintf(name, sizeof name, "%s", s->name);
         if (em_model_find_tensor(m, name))
             return em_error_new(EM_EXIT_BAD_INPUT, "%s: tensor %s appears in more than one shard",
@@ -199,7 +275,6 @@ static em_status add_shard(em_model *m, em_model_storage *storage, em_safetensor
         for (int d = 0; d < 4; d++) t->shape[d] = d < s->n_dims ? s->shape[s->n_dims - 1 - d] : 1;
         t->data = s->data;
         t->nbytes = s->nbytes;
-        em_qk_tensor_to_gguf(t, c, storage);
     }
     return NULL;
 }
@@ -260,7 +335,9 @@ static em_status load(em_model *m, em_model_storage *storage, const char *path) 
     em_sha256_final(&sha, digest);
     em_sha256_to_hex(digest, m->header_sha256);
     if (!err) err = em_llama_config_check(&m->config, path);
-    if (!err) err = em_llama_bind(m, storage);
+    if (!err) err = em_llama_bind(m, storage, true);
+    if (!err && em_architecture_find(m->config.architecture)->hf_norm_offset)
+        em_llama_norm_offset(m, storage);
     if (!err && file_exists(tokenizer))
         err = em_tokenizer_load(tokenizer, &m->tokenizer);
     else if (!err && file_exists(tokenizer_gguf))

@@ -5,8 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "stages/model/architectures.h"
 #include "stages/model/ggml_types.h"
 #include "stages/model/half.h"
+#include "stages/model/hf_names.h"
 
 em_status em_llama_config_check(const em_llama_config *c, const char *path) {
     struct {
@@ -102,8 +104,33 @@ static em_status need(em_model *m, em_model_storage *storage, const char *name, 
     return NULL;
 }
 
-em_status em_llama_bind(em_model *m, em_model_storage *storage) {
+/* Rows [row0, row0 + rows) of a fused tensor as a tensor of its own, named `name` (GGUF terms:
+ * the part's name in an unfused file), reading the same bytes. */
+static const em_tensor *fused_part(em_model_storage *storage, const em_tensor *t, const char *name,
+                                   int64_t row0, int64_t rows) {
+    size_t row_bytes = em_tensor_type_row_bytes(t->type, t->shape[0]);
+    em_tensor *v = em_model_storage_keep(storage, em_xmalloc(sizeof *v));
+    *v = *t;
+    v->name = em_model_storage_keep(storage, em_xstrdup(name));
+    v->shape[1] = rows;
+    v->data = (const char *)t->data + (size_t)row0 * row_bytes;
+    v->nbytes = (size_t)rows * row_bytes;
+    return v;
+}
+
+/* Q/K projections, their biases and their per-head norm weights from rotate-half rows to
+ * adjacent pairs (hf_names.h), as owned copies (the tensor table's entries, or the views of a
+ * fused tensor, point at them). */
+static void permute_qk(em_model_storage *storage, const em_llama_config *c, em_layer_weights *w) {
+    const em_tensor *const *qk[] = {&w->wq, &w->wk, &w->bq, &w->bk, &w->q_norm, &w->k_norm};
+    int heads[] = {c->n_heads, c->n_kv_heads, c->n_heads, c->n_kv_heads, 1, 1};
+    for (size_t i = 0; i < sizeof qk / sizeof qk[0]; i++)
+        if (*qk[i]) em_qk_rows_to_gguf((em_tensor *)*qk[i], heads[i], storage);
+}
+
+em_status em_llama_bind(em_model *m, em_model_storage *storage, bool permute) {
     em_llama_config *c = &m->config;
+    const em_architecture *row = em_architecture_find(c->architecture);
     int64_t dim = c->dim, q_dim = (int64_t)c->n_heads * c->head_dim;
     int64_t kv_dim = (int64_t)c->n_kv_heads * c->head_dim, ffn = c->ffn_dim, vocab = c->n_vocab;
     em_status err = need(m, storage, "token_embd.weight", 2, dim, vocab, false, &m->tok_embd);
@@ -117,34 +144,94 @@ em_status em_llama_bind(em_model *m, em_model_storage *storage) {
     if (c->tied_output) m->output = m->tok_embd;
     if (em_model_find_tensor(m, "blk.0.attn_q.bias")) c->has_qkv_bias = true;
     m->layers = em_xcalloc((size_t)c->n_layers, sizeof *m->layers);
+    bool split_ffn = row->fused_gate_up;
+    if (em_model_find_tensor(m, "rope_factors_long.weight"))
+        return em_error_new(EM_EXIT_BAD_INPUT,
+                            "%s: rope_factors_long.weight: LongRoPE scaling (Phi-3 128k) is not "
+                            "supported",
+                            m->path);
     for (int l = 0; l < c->n_layers && !err; l++) {
         em_layer_weights *w = &m->layers[l];
+        char fused_name[64]; /* llama.cpp reads a Phi-3's Q, K, V fused or apart */
+        snprintf(fused_name, sizeof fused_name, "blk.%d.attn_qkv.weight", l);
+        bool split_qkv = row->fused_qkv && em_model_find_tensor(m, fused_name);
+        const em_tensor *qkv = NULL, *gate_up = NULL;
         struct {
             const char *suffix;
             int n_dims;
             int64_t d0, d1;
-            bool optional;
+            bool optional, absent; /* absent: not a tensor of this architecture */
             const em_tensor **slot;
         } parts[] = {
-            {"attn_norm.weight", 1, dim, 1, false, &w->attn_norm},
-            {"attn_q.weight", 2, dim, q_dim, false, &w->wq},
-            {"attn_k.weight", 2, dim, kv_dim, false, &w->wk},
-            {"attn_v.weight", 2, dim, kv_dim, false, &w->wv},
-            {"attn_output.weight", 2, q_dim, dim, false, &w->wo},
-            {"attn_q.bias", 1, q_dim, 1, !c->has_qkv_bias, &w->bq},
-            {"attn_k.bias", 1, kv_dim, 1, !c->has_qkv_bias, &w->bk},
-            {"attn_v.bias", 1, kv_dim, 1, !c->has_qkv_bias, &w->bv},
-            {"ffn_norm.weight", 1, dim, 1, false, &w->ffn_norm},
-            {"ffn_gate.weight", 2, dim, ffn, false, &w->w_gate},
-            {"ffn_up.weight", 2, dim, ffn, false, &w->w_up},
-            {"ffn_down.weight", 2, ffn, dim, false, &w->w_down},
+            {"attn_norm.weight", 1, dim, 1, false, false, &w->attn_norm},
+            {"attn_qkv.weight", 2, dim, q_dim + 2 * kv_dim, false, !split_qkv, &qkv},
+            {"attn_q.weight", 2, dim, q_dim, false, split_qkv, &w->wq},
+            {"attn_k.weight", 2, dim, kv_dim, false, split_qkv, &w->wk},
+            {"attn_v.weight", 2, dim, kv_dim, false, split_qkv, &w->wv},
+            {"attn_output.weight", 2, q_dim, dim, false, false, &w->wo},
+            {"attn_q.bias", 1, q_dim, 1, !c->has_qkv_bias, false, &w->bq},
+            {"attn_k.bias", 1, kv_dim, 1, !c->has_qkv_bias, false, &w->bk},
+            {"attn_v.bias", 1, kv_dim, 1, !c->has_qkv_bias, false, &w->bv},
+            {"attn_q_norm.weight", 1, c->head_dim, 1, false, !c->qk_norm, &w->q_norm},
+            {"attn_k_norm.weight", 1, c->head_dim, 1, false, !c->qk_norm, &w->k_norm},
+            {"attn_post_norm.weight", 1, dim, 1, false, !c->post_norms, &w->attn_post_norm},
+            {"ffn_norm.weight", 1, dim, 1, false, false, &w->ffn_norm},
+            {"ffn_gate.weight", 2, dim, ffn, false, split_ffn, &w->w_gate},
+            {"ffn_up.weight", 2, dim, ffn, false, split_ffn, &w->w_up},
+            {"ffn_up.weight", 2, dim, 2 * ffn, false, !split_ffn, &gate_up},
+            {"ffn_down.weight", 2, ffn, dim, false, false, &w->w_down},
+            {"ffn_post_norm.weight", 1, dim, 1, false, !c->post_norms, &w->ffn_post_norm},
         };
         for (size_t i = 0; i < sizeof parts / sizeof parts[0] && !err; i++) {
+            if (parts[i].absent) continue;
             char name[64];
             snprintf(name, sizeof name, "blk.%d.%s", l, parts[i].suffix);
             err = need(m, storage, name, parts[i].n_dims, parts[i].d0, parts[i].d1,
                        parts[i].optional, parts[i].slot);
         }
+        if (err) break;
+        char name[64];
+        if (qkv) {
+            const struct {
+                const char *suffix;
+                int64_t row0, rows;
+                const em_tensor **slot;
+            } split[] = {{"attn_q.weight", 0, q_dim, &w->wq},
+                         {"attn_k.weight", q_dim, kv_dim, &w->wk},
+                         {"attn_v.weight", q_dim + kv_dim, kv_dim, &w->wv}};
+            for (int i = 0; i < 3; i++) {
+                snprintf(name, sizeof name, "blk.%d.%s", l, split[i].suffix);
+                *split[i].slot = fused_part(storage, qkv, name, split[i].row0, split[i].rows);
+            }
+        }
+        if (gate_up) {
+            snprintf(name, sizeof name, "blk.%d.ffn_gate.weight", l);
+            w->w_gate = fused_part(storage, gate_up, name, 0, ffn);
+            snprintf(name, sizeof name, "blk.%d.ffn_up.weight", l);
+            w->w_up = fused_part(storage, gate_up, name, ffn, ffn);
+        }
+        if (permute) permute_qk(storage, c, w);
     }
     return err;
+}
+
+/* t (F32, {n}) as an owned copy holding 1 + t. */
+static const em_tensor *plus_one(em_model_storage *storage, const em_tensor *t) {
+    int64_t n = em_tensor_numel(t);
+    float *v = em_model_storage_keep(storage, em_xmalloc((size_t)n * sizeof *v));
+    memcpy(v, t->data, (size_t)n * sizeof *v);
+    for (int64_t i = 0; i < n; i++) v[i] += 1.0f;
+    ((em_tensor *)t)->data = v;
+    return t;
+}
+
+void em_llama_norm_offset(em_model *m, em_model_storage *storage) {
+    plus_one(storage, m->output_norm);
+    for (int l = 0; l < m->config.n_layers; l++) {
+        em_layer_weights *w = &m->layers[l];
+        const em_tensor *norms[] = {w->attn_norm, w->ffn_norm,       w->q_norm,
+                                    w->k_norm,    w->attn_post_norm, w->ffn_post_norm};
+        for (size_t i = 0; i < sizeof norms / sizeof norms[0]; i++)
+            if (norms[i]) plus_one(storage, norms[i]);
+    }
 }

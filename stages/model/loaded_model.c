@@ -60,3 +60,8 @@ int64_t em_tensor_numel(const em_tensor *t) {
     for (int d = 0; d < t->n_dims; d++) n *= t->shape[d];
     return n;
 }
+
+bool em_layer_is_sliding(const em_llama_config *c, int layer) {
+    if (c->sliding_window <= 0 || c->swa_pattern <= 0) return false;
+    return c->swa_pattern == 1 || layer % c->swa_pattern < c->swa_pattern - 1;
+}

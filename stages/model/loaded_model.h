@@ -49,8 +49,14 @@ typedef enum em_rope_scaling {
     EM_ROPE_SCALING_LLAMA3, /* Llama 3.1 frequency smoothing */
 } em_rope_scaling;
 
+/* The gated MLP's activation: silu(gate) * up (SwiGLU) or gelu_tanh(gate) * up (GeGLU). */
+typedef enum em_activation {
+    EM_ACTIVATION_SILU,
+    EM_ACTIVATION_GELU_TANH, /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
+} em_activation;
+
 typedef struct em_llama_config {
-    char architecture[32]; /* "llama", "qwen2", ... */
+    char architecture[32]; /* a row of the architecture table (architectures.h) */
     int n_vocab;
     int dim;      /* embedding length */
     int n_layers; /* block count */
@@ -70,15 +76,32 @@ typedef struct em_llama_config {
     float rms_eps;
     bool has_qkv_bias;
     bool tied_output; /* no output tensor: the token embedding is the output head */
+    /* The block's features, set by the architecture's row and the file's keys (llama: all off,
+     * embed_scale 1, attn_scale_base head_dim). */
+    bool qk_norm;    /* RMSNorm of each q and k head (attn_q_norm, attn_k_norm) before RoPE */
+    bool post_norms; /* RMSNorm of the attention and MLP outputs before the residual adds */
+    em_activation activation; /* of the gated MLP */
+    float embed_scale;        /* the token embedding rows are multiplied by it (gemma: sqrt(dim)) */
+    int attn_scale_base;      /* scores are q.k / sqrt(attn_scale_base) (query_pre_attn_scalar) */
+    float attn_softcap;       /* > 0: scores become cap * tanh(score / cap) before the mask */
+    float final_softcap;      /* > 0: logits become cap * tanh(logit / cap) */
+    int sliding_window;       /* > 0: a sliding layer's query i sees keys j with i - j < window */
+    int swa_pattern;          /* 1: every layer slides; n > 1: layer l slides iff l % n < n - 1 */
+    float rope_freq_base_swa; /* > 0: the sliding layers' RoPE base, without scaling (gemma3) */
 } em_llama_config;
+
+/* Whether layer l of c attends through the sliding window. */
+bool em_layer_is_sliding(const em_llama_config *c, int layer);
 
 typedef struct em_layer_weights {
     const em_tensor *attn_norm; /* {dim} */
     const em_tensor *wq, *wk, *wv,
         *wo; /* {dim, n_heads*head_dim}, {dim, n_kv*head_dim} x2, {n_heads*head_dim, dim} */
-    const em_tensor *bq, *bk, *bv;           /* biases or NULL */
-    const em_tensor *ffn_norm;               /* {dim} */
-    const em_tensor *w_gate, *w_up, *w_down; /* {dim, ffn}, {dim, ffn}, {ffn, dim} */
+    const em_tensor *bq, *bk, *bv;                   /* biases or NULL */
+    const em_tensor *ffn_norm;                       /* {dim} */
+    const em_tensor *w_gate, *w_up, *w_down;         /* {dim, ffn}, {dim, ffn}, {ffn, dim} */
+    const em_tensor *q_norm, *k_norm;                /* {head_dim} with qk_norm, else NULL */
+    const em_tensor *attn_post_norm, *ffn_post_norm; /* {dim} with post_norms, else NULL */
 } em_layer_weights;
 
 struct em_tokenizer;

@@ -2,17 +2,18 @@
  * for absent optional keys, tensors pointing into the mapping, the tokenizer from the
  * tokenizer.ggml.* keys, and the SHA-256 of everything before the tensor data.
  *
- * llama.cpp writes qwen2 Q/K rows in Hugging Face's order (it applies "NEOX" RoPE, which rotates
- * the two halves of each head); those rows are permuted into em_model's adjacent-pair order, as
- * owned copies, so every em_model uses one RoPE convention. */
+ * The architecture comes from the architecture table (architectures.h). llama.cpp writes the Q/K
+ * rows of every architecture but llama in Hugging Face's order (it applies "NEOX" RoPE, which
+ * rotates the two halves of each head); the binder permutes those rows into em_model's
+ * adjacent-pair order, as owned copies, so every em_model uses one RoPE convention. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "util/sha256.h"
+#include "stages/model/architectures.h"
 #include "stages/model/gguf.h"
-#include "stages/model/hf_names.h"
 #include "stages/model/llama_weights.h"
 #include "stages/model/model_loaders.h"
 #include "stages/model/model_storage.h"
@@ -99,6 +100,25 @@ static em_status read_rope_scaling(const em_gguf *g, const char *arch, em_llama_
     return NULL;
 }
 
+/* The block's features from the architecture's row and its optional keys. */
+static em_status read_features(const em_gguf *g, const em_architecture *row, em_llama_config *c) {
+    const char *a = row->name;
+    em_architecture_features(row, c);
+    c->attn_scale_base =
+        row->query_scale_dim_layers == c->n_layers ? c->dim / c->n_heads : c->head_dim;
+    em_status err = NULL;
+    if (row->attn_softcap_key)
+        err = arch_float(g, a, row->attn_softcap_key, row->attn_softcap, &c->attn_softcap);
+    if (!err && row->final_softcap_key)
+        err = arch_float(g, a, row->final_softcap_key, row->final_softcap, &c->final_softcap);
+    if (!err && row->swa_pattern)
+        err = arch_int(g, a, "attention.sliding_window", 0, &c->sliding_window);
+    if (!err && row->rope_freq_base_swa > 0)
+        err =
+            arch_float(g, a, "rope.freq_base_swa", row->rope_freq_base_swa, &c->rope_freq_base_swa);
+    return err;
+}
+
 static em_status read_config(const em_gguf *g, em_llama_config *c) {
     em_gguf_string arch;
     bool found;
@@ -111,11 +131,10 @@ static em_status read_config(const em_gguf *g, em_llama_config *c) {
     memcpy(c->architecture, arch.data, arch.len);
     c->architecture[arch.len] = '\0';
     const char *a = c->architecture;
-    if (strcmp(a, "llama") != 0 && strcmp(a, "qwen2") != 0)
-        return em_error_new(EM_EXIT_BAD_INPUT,
-                            "%s: unsupported architecture '%s' (supported: llama, qwen2)", g->path,
-                            a);
-    c->has_qkv_bias = strcmp(a, "qwen2") == 0;
+    const em_architecture *row = em_architecture_find(a);
+    if (!row)
+        return em_error_new(EM_EXIT_BAD_INPUT, "%s: unsupported architecture '%s' (supported: %s)",
+                            g->path, a, em_architecture_names());
     err = arch_int(g, a, "context_length", -1, &c->n_ctx_train);
     if (!err) err = arch_int(g, a, "embedding_length", -1, &c->dim);
     if (!err) err = arch_int(g, a, "block_count", -1, &c->n_layers);
@@ -134,6 +153,7 @@ static em_status read_config(const em_gguf *g, em_llama_config *c) {
     if (!err) err = arch_float(g, a, "rope.freq_base", 10000.0, &c->rope_freq_base);
     if (!err) err = arch_float(g, a, "attention.layer_norm_rms_epsilon", 1e-5, &c->rms_eps);
     if (!err) err = read_rope_scaling(g, a, c);
+    if (!err) err = read_features(g, row, c);
     return err;
 }
 
@@ -158,13 +178,6 @@ static em_status read_vocab(const em_gguf *g, em_llama_config *c) {
                         "%s: cannot tell the vocabulary size (no %s, no tokenizer.ggml.tokens, "
                         "no token_embd.weight)",
                         g->path, key);
-}
-
-/* qwen2: Q/K rows from rotate-half order to adjacent pairs (see the file comment). */
-static void permute_neox_rows(em_model *m, em_model_storage *storage) {
-    for (size_t i = 0; i < m->tensor_count; i++) {
-        em_qk_tensor_to_gguf(&m->tensors[i], &m->config, storage);
-    }
 }
 
 em_status em_model_load_gguf(const char *path, em_model **out) {
@@ -197,8 +210,8 @@ em_status em_model_load_gguf(const char *path, em_model **out) {
     err = read_config(g, &m->config);
     if (!err) err = read_vocab(g, &m->config);
     if (!err) err = em_llama_config_check(&m->config, path);
-    if (!err && strcmp(m->config.architecture, "qwen2") == 0) permute_neox_rows(m, storage);
-    if (!err) err = em_llama_bind(m, storage);
+    if (!err)
+        err = em_llama_bind(m, storage, em_architecture_find(m->config.architecture)->gguf_neox);
     if (!err && em_gguf_find(g, "tokenizer.ggml.model"))
         err = em_tokenizer_from_gguf(g, &m->tokenizer);
     if (err) {

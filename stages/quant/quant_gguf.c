@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "stages/model/architectures.h"
 #include "stages/model/ggml_types.h"
 #include "stages/model/gguf.h"
 #include "stages/model/gguf_writer.h"
@@ -51,11 +52,11 @@ em_status em_quantized_model_write_gguf(const em_model *m, const char *scheme, c
             EM_EXIT_BAD_INPUT,
             "%s: writing GGUF needs a model loaded from a GGUF file (this one is %s)", path,
             m->format);
-    if (strcmp(m->config.architecture, "qwen2") == 0)
+    if (em_architecture_find(m->config.architecture)->gguf_neox)
         return em_error_new(EM_EXIT_BAD_INPUT,
-                            "%s: writing GGUF for architecture qwen2 is not supported (its Q/K "
+                            "%s: writing GGUF for architecture %s is not supported (its Q/K "
                             "rows are reordered in memory)",
-                            path);
+                            path, m->config.architecture);
     int ftype = -1;
     for (size_t i = 0; i < sizeof ftypes / sizeof ftypes[0]; i++)
         if (strcmp(ftypes[i].scheme, scheme) == 0) ftype = (int)ftypes[i].ftype;

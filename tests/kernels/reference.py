@@ -1,7 +1,10 @@
 """An independent NumPy reference for the CPU forward: GGUF tensors (read with
 tests/support/gguf_reader.py; F32, F16, BF16, Q8_0 and Q4_0 dequantized in NumPy) and a float64
-Llama forward that returns, for each scored position, -log p(target) and the argmax. Written
-from the GGUF and Llama definitions, sharing no code with the C side."""
+Llama-family forward that returns, for each scored position, -log p(target) and the argmax.
+Written from the GGUF, llama.cpp and Hugging Face definitions of each architecture (ARCHS below),
+sharing no code with the C side. Architectures llama.cpp runs with NEOX RoPE keep their Q/K rows
+in Hugging Face's order in GGUF; this reference rotates those halves as Hugging Face does
+(rotate_half) instead of reordering rows as the C loader does."""
 import os
 import sys
 
@@ -52,6 +55,23 @@ def read_gguf(path):
     return meta, tensors, types
 
 
+# Per architecture: NEOX RoPE (rotate halves), per-head q/k norms, post-norms, fused QKV and
+# gate/up, embedding scale sqrt(dim), GeGLU, soft-capping defaults (llama.cpp's), the sliding
+# layers' pattern (1 every layer, n: l % n < n - 1) and RoPE base, and the layer count at which
+# llama.cpp scales scores by 1/sqrt(dim/heads) (Gemma 2/3 27B).
+ARCHS = {
+    "llama": dict(swa=1),
+    "qwen2": dict(neox=True),
+    "qwen3": dict(neox=True, qk_norm=True),
+    "gemma": dict(neox=True, embed=True, gelu=True),
+    "gemma2": dict(neox=True, post=True, embed=True, gelu=True, attn_cap=50.0, final_cap=30.0,
+                   swa=2, dim_scale_layers=46),
+    "gemma3": dict(neox=True, qk_norm=True, post=True, embed=True, gelu=True, swa=6,
+                   swa_base=10000.0, dim_scale_layers=62),
+    "phi3": dict(neox=True, fused=True, swa=1),
+}
+
+
 def config(meta):
     a = meta["general.architecture"]
     g = lambda k, d=None: meta.get("%s.%s" % (a, k), d)
@@ -67,7 +87,24 @@ def config(meta):
              orig=g("rope.scaling.original_context_length", 8192))
     if c["scaling"] is None and c["factor"]:
         c["scaling"] = "linear"
+    f = ARCHS[a]
+    c.update(arch=a, neox=f.get("neox", False), qk_norm=f.get("qk_norm", False),
+             post=f.get("post", False), fused=f.get("fused", False), gelu=f.get("gelu", False),
+             embed_scale=float(np.float32(np.sqrt(dim))) if f.get("embed") else 1.0,
+             attn_cap=g("attn_logit_softcapping", f.get("attn_cap", 0.0)) if "attn_cap" in f else 0.0,
+             final_cap=g("final_logit_softcapping", f.get("final_cap", 0.0)) if "final_cap" in f
+             else 0.0,
+             window=g("attention.sliding_window", 0) if "swa" in f else 0, swa=f.get("swa", 0),
+             swa_base=g("rope.freq_base_swa", f.get("swa_base", 0.0)),
+             scale_base=dim // heads if c["layers"] == f.get("dim_scale_layers") else head_dim)
     return c
+
+
+def sliding(c, l):
+    """Whether layer l attends through the sliding window."""
+    if not c["window"] or not c["swa"]:
+        return False
+    return c["swa"] == 1 or l % c["swa"] < c["swa"] - 1
 
 
 def rope_freqs(c, factors=None):
@@ -89,14 +126,19 @@ def rope_freqs(c, factors=None):
 
 
 def rope(x, n_heads, c, factors=None):
-    """x (T, n_heads*head_dim): rotate adjacent pairs of the first rope_dim dims of each head."""
-    T = x.shape[0]
+    """x (T, n_heads*head_dim): rotate adjacent pairs of the first rope_dim dims of each head, or
+    with c["neox"] the pairs (i, i + rope_dim/2) (Hugging Face's rotate_half)."""
+    T, half = x.shape[0], c["rope_dim"] // 2
     x = x.reshape(T, n_heads, c["head_dim"]).copy()
     ang = np.arange(T, dtype=np.float64)[:, None] * rope_freqs(c, factors)[None, :]  # (T, rope_dim/2)
     cos, sin = np.cos(ang)[:, None, :], np.sin(ang)[:, None, :]
-    a, b = x[:, :, 0:c["rope_dim"]:2].copy(), x[:, :, 1:c["rope_dim"]:2].copy()
-    x[:, :, 0:c["rope_dim"]:2] = a * cos - b * sin
-    x[:, :, 1:c["rope_dim"]:2] = a * sin + b * cos
+    if c["neox"]:
+        first, second = slice(0, half), slice(half, 2 * half)
+    else:
+        first, second = slice(0, c["rope_dim"], 2), slice(1, c["rope_dim"], 2)
+    a, b = x[:, :, first].copy(), x[:, :, second].copy()
+    x[:, :, first] = a * cos - b * sin
+    x[:, :, second] = a * sin + b * cos
     return x.reshape(T, -1)
 
 
@@ -104,34 +146,59 @@ def rmsnorm(x, w, eps):
     return x / np.sqrt((x * x).mean(axis=1, keepdims=True) + eps) * w
 
 
+def softcap(x, cap):
+    return cap * np.tanh(x / cap) if cap else x
+
+
 def forward(meta, t, tokens_in, targets):
     """-log p(target) and argmax at every position of one window (float64)."""
     c = config(meta)
     T, H, KV, hd = len(tokens_in), c["heads"], c["kv_heads"], c["head_dim"]
-    x = t["token_embd.weight"][tokens_in]  # (T, D)
-    mask = np.triu(np.full((T, T), -np.inf), 1)
+    x = t["token_embd.weight"][tokens_in] * c["embed_scale"]  # (T, D)
+    i, j = np.arange(T)[:, None], np.arange(T)[None, :]
+    causal = np.where(j <= i, 0.0, -np.inf)
+    windowed = np.where((j <= i) & (i - j < max(c["window"], 1)), 0.0, -np.inf)
+    local = dict(c, base=c["swa_base"], scaling=None) if c["swa_base"] else c
     for l in range(c["layers"]):
         p = "blk.%d." % l
         xn = rmsnorm(x, t[p + "attn_norm.weight"], c["eps"])
-        q, k, v = (xn @ t[p + n + ".weight"].T for n in ("attn_q", "attn_k", "attn_v"))
+        if c["fused"]:  # Q, K, V rows of one projection
+            q, k, v = np.split(xn @ t[p + "attn_qkv.weight"].T, [H * hd, (H + KV) * hd], axis=1)
+        else:
+            q, k, v = (xn @ t[p + n + ".weight"].T for n in ("attn_q", "attn_k", "attn_v"))
         if p + "attn_q.bias" in t:
             q, k, v = q + t[p + "attn_q.bias"], k + t[p + "attn_k.bias"], v + t[p + "attn_v.bias"]
+        if c["qk_norm"]:  # RMSNorm of every head
+            q = rmsnorm(q.reshape(-1, hd), t[p + "attn_q_norm.weight"], c["eps"]).reshape(T, -1)
+            k = rmsnorm(k.reshape(-1, hd), t[p + "attn_k_norm.weight"], c["eps"]).reshape(T, -1)
+        slides = sliding(c, l)
         factors = t.get("rope_freqs.weight")
-        q, k = rope(q, H, c, factors), rope(k, KV, c, factors)
+        rc = local if slides else c
+        q, k = rope(q, H, rc, factors if rc is c else None), rope(k, KV, rc, factors if rc is c else None)
+        mask = windowed if slides else causal
         out = np.zeros((T, H * hd))
         for h in range(H):
             g = h // (H // KV)
             qh, kh, vh = q[:, h * hd:(h + 1) * hd], k[:, g * hd:(g + 1) * hd], v[:, g * hd:(g + 1) * hd]
-            s = qh @ kh.T / np.sqrt(hd) + mask  # (T, T)
+            s = softcap(qh @ kh.T / np.sqrt(c["scale_base"]), c["attn_cap"]) + mask  # (T, T)
             s = np.exp(s - s.max(axis=1, keepdims=True))
             out[:, h * hd:(h + 1) * hd] = (s / s.sum(axis=1, keepdims=True)) @ vh
-        x = x + out @ t[p + "attn_output.weight"].T
+        att = out @ t[p + "attn_output.weight"].T
+        x = x + (rmsnorm(att, t[p + "attn_post_norm.weight"], c["eps"]) if c["post"] else att)
         xn = rmsnorm(x, t[p + "ffn_norm.weight"], c["eps"])
-        gate, up = xn @ t[p + "ffn_gate.weight"].T, xn @ t[p + "ffn_up.weight"].T
-        x = x + (gate / (1 + np.exp(-gate)) * up) @ t[p + "ffn_down.weight"].T
+        if c["fused"]:  # gate rows, then up rows
+            gate, up = np.split(xn @ t[p + "ffn_up.weight"].T, 2, axis=1)
+        else:
+            gate, up = xn @ t[p + "ffn_gate.weight"].T, xn @ t[p + "ffn_up.weight"].T
+        if c["gelu"]:
+            act = 0.5 * gate * (1 + np.tanh(np.sqrt(2 / np.pi) * (gate + 0.044715 * gate ** 3)))
+        else:
+            act = gate / (1 + np.exp(-gate))
+        mlp = (act * up) @ t[p + "ffn_down.weight"].T
+        x = x + (rmsnorm(mlp, t[p + "ffn_post_norm.weight"], c["eps"]) if c["post"] else mlp)
     xn = rmsnorm(x, t["output_norm.weight"], c["eps"])
     head = t.get("output.weight", t["token_embd.weight"])
-    logits = xn @ head.T  # (T, vocab)
+    logits = softcap(xn @ head.T, c["final_cap"])  # (T, vocab)
     m = logits.max(axis=1, keepdims=True)
     logz = m[:, 0] + np.log(np.exp(logits - m).sum(axis=1))
     nll = logz - logits[np.arange(T), targets]

@@ -175,8 +175,10 @@ static void check_checkpoint_errors(const char *mk, const char *root) {
     set_config(dir, "hidden_size", NULL);
     expect_load(dir, "config.json: missing key \"hidden_size\"");
     write_file(path, cfg, cfg_size);
-    set_config(dir, "model_type", "\"gemma\"");
-    expect_load(dir, "config.json: model_type 'gemma' is not supported (llama, mistral, qwen2)");
+    set_config(dir, "model_type", "\"falcon\"");
+    expect_load(dir,
+                "config.json: model_type 'falcon' is not supported (supported: llama, mistral, "
+                "qwen2, qwen3, gemma, gemma2, gemma3_text, phi3)");
     write_file(path, cfg, cfg_size);
     set_config(dir, "rope_scaling", "{\"rope_type\": \"yarn\", \"factor\": 4}");
     expect_load(dir, "config.json: rope_scaling type 'yarn' is not supported (linear, llama3)");

@@ -1,4 +1,5 @@
-/* evalmesh-mkmodel: writes a Llama-architecture model with deterministic random weights, as a
+/* evalmesh-mkmodel: writes a model of any row of the architecture table (architectures.h: llama,
+ * qwen2, qwen3, gemma, gemma2, gemma3, phi3) with deterministic random weights, as a
  * GGUF file or a Hugging Face safetensors directory (config.json, model.safetensors,
  * tokenizer.json), or exports an existing GGUF file to safetensors (--from).
  *
@@ -22,6 +23,7 @@
 #include "random_weights.h"
 #include "util/error.h"
 #include "safetensors_writer.h"
+#include "stages/model/architectures.h"
 #include "stages/model/ggml_types.h"
 #include "stages/model/gguf.h"
 #include "stages/model/half.h"
@@ -47,7 +49,15 @@ static const char usage[] =
     "  --seed S         weight seed (default 1)\n"
     "  --tied           no output.weight: the token embedding is the output head\n"
     "  --qkv-bias       Q, K, V projection biases\n"
-    "  --qwen2          architecture qwen2 (biases; GGUF Q/K rows in llama.cpp's qwen2 order)\n"
+    "  --arch NAME      an architecture of the table (default llama): llama qwen2 qwen3 gemma\n"
+    "                   gemma2 gemma3 phi3; its tensors, keys and Q/K row order as llama.cpp and\n"
+    "                   Hugging Face write them (Gemma's HF norm weights as w - 1)\n"
+    "  --qwen2          the same as --arch qwen2\n"
+    "  --head-dim N     attention head width (default D/H)\n"
+    "  --sliding-window N  the window of the architecture's sliding layers (default none)\n"
+    "  --attn-softcap F, --final-softcap F  soft-capping values (gemma2)\n"
+    "  --query-scalar N  gemma2/gemma3 safetensors: query_pre_attn_scalar (default head dim;\n"
+    "                   GGUF has no key: llama.cpp derives it from the layer count)\n"
     "  --rope-theta F   RoPE frequency base (default 10000)\n"
     "  --rms-eps F      RMS norm epsilon (default 1e-5)\n"
     "  --rope-scaling none|linear|llama3  with --rope-factor F (default 8 for llama3, 2 for\n"
@@ -68,7 +78,10 @@ typedef struct spec {
     bool k_m_mix; /* --type q4_k_m / q5_k_m: some matrices Q6_K (matrix_type) */
     uint64_t seed;
     bool tied, qkv_bias;
-    bool qwen2;      /* architecture qwen2: biases, and GGUF Q/K rows in Hugging Face order */
+    const em_architecture *arch; /* the row: its tensors, keys and GGUF Q/K row order */
+    int head_dim, sliding_window;
+    float attn_softcap, final_softcap;
+    int query_scalar; /* HF query_pre_attn_scalar; 0: the head dim */
     bool rope_freqs; /* GGUF llama3 scaling as a rope_freqs.weight tensor, as llama.cpp writes it */
     float rope_theta, rms_eps;
     em_rope_scaling rope_scaling;
@@ -138,8 +151,9 @@ static em_tensor_type matrix_type(const spec *s, const char *suffix, int layer) 
 static plan_tensor *make_plan(const spec *s, size_t *count) {
     plan_tensor *plan = NULL;
     size_t n = 0;
-    int hd = s->dim / s->heads;
+    int hd = s->head_dim;
     int64_t q = (int64_t)s->heads * hd, kv = (int64_t)s->kv_heads * hd;
+    const em_architecture *a = s->arch;
     em_tensor_type vec = s->safetensors ? s->type : EM_TENSOR_F32;
     add(&plan, &n, "token_embd.weight", WEIGHT_MATRIX, matrix_type(s, "token_embd.weight", 0), 2,
         s->dim, s->vocab);
@@ -155,22 +169,28 @@ static plan_tensor *make_plan(const spec *s, size_t *count) {
             weight_kind kind;
             int n_dims;
             int64_t d0, d1;
+            bool skip;
         } parts[] = {
-            {"attn_norm.weight", WEIGHT_NORM, 1, s->dim, 1},
-            {"attn_q.weight", WEIGHT_MATRIX, 2, s->dim, q},
-            {"attn_k.weight", WEIGHT_MATRIX, 2, s->dim, kv},
-            {"attn_v.weight", WEIGHT_MATRIX, 2, s->dim, kv},
-            {"attn_q.bias", WEIGHT_BIAS, 1, q, 1},
-            {"attn_k.bias", WEIGHT_BIAS, 1, kv, 1},
-            {"attn_v.bias", WEIGHT_BIAS, 1, kv, 1},
-            {"attn_output.weight", WEIGHT_MATRIX, 2, q, s->dim},
-            {"ffn_norm.weight", WEIGHT_NORM, 1, s->dim, 1},
-            {"ffn_gate.weight", WEIGHT_MATRIX, 2, s->dim, s->ffn},
-            {"ffn_up.weight", WEIGHT_MATRIX, 2, s->dim, s->ffn},
-            {"ffn_down.weight", WEIGHT_MATRIX, 2, s->ffn, s->dim},
+            {"attn_norm.weight", WEIGHT_NORM, 1, s->dim, 1, false},
+            {"attn_qkv.weight", WEIGHT_MATRIX, 2, s->dim, q + 2 * kv, !a->fused_qkv},
+            {"attn_q.weight", WEIGHT_MATRIX, 2, s->dim, q, a->fused_qkv},
+            {"attn_k.weight", WEIGHT_MATRIX, 2, s->dim, kv, a->fused_qkv},
+            {"attn_v.weight", WEIGHT_MATRIX, 2, s->dim, kv, a->fused_qkv},
+            {"attn_q.bias", WEIGHT_BIAS, 1, q, 1, !s->qkv_bias},
+            {"attn_k.bias", WEIGHT_BIAS, 1, kv, 1, !s->qkv_bias},
+            {"attn_v.bias", WEIGHT_BIAS, 1, kv, 1, !s->qkv_bias},
+            {"attn_q_norm.weight", WEIGHT_NORM, 1, hd, 1, !a->qk_norm},
+            {"attn_k_norm.weight", WEIGHT_NORM, 1, hd, 1, !a->qk_norm},
+            {"attn_output.weight", WEIGHT_MATRIX, 2, q, s->dim, false},
+            {"attn_post_norm.weight", WEIGHT_NORM, 1, s->dim, 1, !a->post_norms},
+            {"ffn_norm.weight", WEIGHT_NORM, 1, s->dim, 1, false},
+            {"ffn_gate.weight", WEIGHT_MATRIX, 2, s->dim, s->ffn, a->fused_gate_up},
+            {"ffn_up.weight", WEIGHT_MATRIX, 2, s->dim, s->ffn * (a->fused_gate_up ? 2 : 1), false},
+            {"ffn_down.weight", WEIGHT_MATRIX, 2, s->ffn, s->dim, false},
+            {"ffn_post_norm.weight", WEIGHT_NORM, 1, s->dim, 1, !a->post_norms},
         };
         for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
-            if (parts[i].kind == WEIGHT_BIAS && !s->qkv_bias) continue;
+            if (parts[i].skip) continue;
             char name[64];
             snprintf(name, sizeof name, "blk.%d.%s", l, parts[i].suffix);
             add(&plan, &n, name, parts[i].kind,
@@ -186,6 +206,12 @@ static plan_tensor *make_plan(const spec *s, size_t *count) {
 static em_status make_export_plan(const em_model *m, plan_tensor **out, size_t *count) {
     plan_tensor *plan = NULL;
     size_t n = 0;
+    const em_architecture *m_arch = em_architecture_find(m->config.architecture);
+    if (m_arch->fused_qkv || m_arch->fused_gate_up || m_arch->hf_norm_offset)
+        return em_error_new(EM_EXIT_BAD_INPUT,
+                            "%s: exporting a %s model is not supported (fused tensors or norm "
+                            "offsets); write it with --arch %s --format safetensors instead",
+                            m->path, m_arch->name, m_arch->name);
     for (size_t i = 0; i < m->tensor_count; i++) {
         const em_tensor *t = &m->tensors[i];
         if (t->type != EM_TENSOR_F32 && t->type != EM_TENSOR_F16 && t->type != EM_TENSOR_BF16) {
@@ -195,7 +221,7 @@ static em_status make_export_plan(const em_model *m, plan_tensor **out, size_t *
                                 m->path, t->name, em_tensor_type_name(t->type));
         }
         char hf[128];
-        if (!em_gguf_to_hf_name(t->name, hf, sizeof hf) || t->n_dims > 2) {
+        if (!em_gguf_to_hf_name(m_arch, t->name, hf, sizeof hf) || t->n_dims > 2) {
             free(plan);
             return em_error_new(EM_EXIT_BAD_INPUT, "%s: tensor %s has no Hugging Face name",
                                 m->path, t->name);
@@ -218,7 +244,7 @@ static void encode(const float *x, int64_t n, em_tensor_type type, void *out) {
  * wavelength 2*pi*base^(2i/d); short wavelengths keep 1, long ones get the factor, and those in
  * between a smooth mix. out has head_dim/2 entries. */
 static void llama3_rope_freqs(const spec *s, float *out) {
-    int d = s->dim / s->heads;
+    int d = s->head_dim;
     double low_wavelen = s->rope_orig_ctx / s->rope_low,
            high_wavelen = s->rope_orig_ctx / s->rope_high;
     for (int i = 0; i < d / 2; i++) {
@@ -255,12 +281,32 @@ static void make_row(const spec *s, const plan_tensor *t, int64_t row, float *va
             values[i] = s->type == EM_TENSOR_F16 ? em_f16_to_f32(em_f32_to_f16(values[i]))
                                                  : em_bf16_to_f32(em_f32_to_bf16(values[i]));
     }
+    /* after the rounding: w - 1 of a 16-bit w near 1 is exact in the same type */
+    if (s->safetensors && t->kind == WEIGHT_NORM && s->arch->hf_norm_offset)
+        for (int64_t i = 0; i < n; i++) values[i] -= 1.0f;
     encode(values, n, t->type, out);
 }
 
-/* Writes a tensor's rows in file order: GGUF order, or with hf_order (safetensors, and qwen2
- * GGUF files) Q/K in HF order (row r of the file is GGUF row perm(r) within its head). Batches
- * of rows keep writes large. */
+/* The GGUF row of file row r of t in HF order: within each head of a Q or K projection (the
+ * first q and next kv rows of a fused attn_qkv) row r is GGUF row perm(r); others are r. */
+static int64_t hf_row_source(const spec *s, const plan_tensor *t, int64_t r) {
+    em_qk_kind kind = em_gguf_name_qk_kind(t->name);
+    int64_t q = (int64_t)s->heads * s->head_dim, kv = (int64_t)s->kv_heads * s->head_dim;
+    int64_t base = 0;
+    if (strstr(t->name, ".attn_qkv.")) {
+        if (r >= q + kv) return r;
+        base = r < q ? 0 : q;
+    } else if (kind != EM_QK_Q && kind != EM_QK_K) {
+        return r;
+    }
+    int64_t hd = s->head_dim, k = (r - base) % hd, head0 = r - k, half = hd / 2;
+    return head0 + 2 * (k % half) + k / half;
+}
+
+/* Writes a tensor's rows in file order: GGUF order, or with hf_order (safetensors, and GGUF files
+ * of the architectures llama.cpp gives NEOX RoPE) Q/K in HF order (hf_row_source; a bias or a
+ * per-head norm is permuted within its one row). Gemma's norms go to safetensors as w - 1 (exact
+ * for weights near 1). Batches of rows keep writes large. */
 static bool write_tensor(const spec *s, const plan_tensor *t, FILE *f, bool hf_order) {
     int64_t rows = rows_of(t);
     size_t row_bytes = em_tensor_type_row_bytes(t->type, t->shape[0]);
@@ -269,12 +315,12 @@ static bool write_tensor(const spec *s, const plan_tensor *t, FILE *f, bool hf_o
     if (batch > rows) batch = rows;
     float *values = em_xmalloc((size_t)t->shape[0] * sizeof(float));
     char *buf = em_xmalloc((size_t)batch * row_bytes);
-    bool is_q = false, permute = hf_order && em_gguf_name_is_qk(t->name, &is_q);
-    int heads = is_q ? s->heads : s->kv_heads;
-    int64_t head_dim = permute ? (t->n_dims == 2 ? rows : t->shape[0]) / heads : 0;
+    em_qk_kind kind = em_gguf_name_qk_kind(t->name);
+    bool permute = hf_order && kind != EM_QK_NONE;
+    int heads = kind == EM_QK_Q ? s->heads : kind == EM_QK_K ? s->kv_heads : 1;
     bool ok = true;
     if (permute && t->n_dims == 1) {
-        /* a bias: one row of values, permuted as single-value rows */
+        /* a bias or norm: one row of values, permuted as single-value rows */
         size_t elem = em_tensor_type_row_bytes(t->type, 1);
         char *row = em_xmalloc(row_bytes);
         make_row(s, t, 0, values, row);
@@ -285,11 +331,7 @@ static bool write_tensor(const spec *s, const plan_tensor *t, FILE *f, bool hf_o
         for (int64_t r0 = 0; r0 < rows && ok; r0 += batch) {
             int64_t nr = rows - r0 < batch ? rows - r0 : batch;
             for (int64_t r = r0; r < r0 + nr; r++) {
-                int64_t src = r;
-                if (permute) { /* file row r = HF row: head h, half j, index i */
-                    int64_t h = r / head_dim, k = r % head_dim, half = head_dim / 2;
-                    src = h * head_dim + 2 * (k % half) + k / half;
-                }
+                int64_t src = hf_order ? hf_row_source(s, t, r) : r;
                 make_row(s, t, src, values, buf + (size_t)(r - r0) * row_bytes);
             }
             ok = fwrite(buf, 1, (size_t)nr * row_bytes, f) == (size_t)nr * row_bytes;
@@ -307,7 +349,7 @@ static const char *key(const char *arch, const char *name, char buf[96]) {
 }
 
 static void write_gguf_config(const spec *s, gguf_writer *w) {
-    const char *arch = s->qwen2 ? "qwen2" : "llama";
+    const char *arch = s->arch->name;
     char k[96];
     gguf_kv_string(w, "general.architecture", arch);
     gguf_kv_string(w, "general.name", "evalmesh-mkmodel");
@@ -318,7 +360,17 @@ static void write_gguf_config(const spec *s, gguf_writer *w) {
     gguf_kv_u32(w, key(arch, "feed_forward_length", k), (uint32_t)s->ffn);
     gguf_kv_u32(w, key(arch, "attention.head_count", k), (uint32_t)s->heads);
     gguf_kv_u32(w, key(arch, "attention.head_count_kv", k), (uint32_t)s->kv_heads);
-    gguf_kv_u32(w, key(arch, "rope.dimension_count", k), (uint32_t)(s->dim / s->heads));
+    gguf_kv_u32(w, key(arch, "rope.dimension_count", k), (uint32_t)s->head_dim);
+    if (s->head_dim * s->heads != s->dim) {
+        gguf_kv_u32(w, key(arch, "attention.key_length", k), (uint32_t)s->head_dim);
+        gguf_kv_u32(w, key(arch, "attention.value_length", k), (uint32_t)s->head_dim);
+    }
+    if (s->sliding_window)
+        gguf_kv_u32(w, key(arch, "attention.sliding_window", k), (uint32_t)s->sliding_window);
+    if (s->attn_softcap > 0 && s->arch->attn_softcap_key)
+        gguf_kv_f32(w, key(arch, s->arch->attn_softcap_key, k), s->attn_softcap);
+    if (s->final_softcap > 0 && s->arch->final_softcap_key)
+        gguf_kv_f32(w, key(arch, s->arch->final_softcap_key, k), s->final_softcap);
     gguf_kv_f32(w, key(arch, "rope.freq_base", k), s->rope_theta);
     gguf_kv_f32(w, key(arch, "attention.layer_norm_rms_epsilon", k), s->rms_eps);
     if (s->rope_freqs) return; /* the scaling is in the rope_freqs.weight tensor */
@@ -369,8 +421,8 @@ static em_status write_gguf(const spec *s, const plan_tensor *plan, size_t n) {
     if (!err && !f) err = em_error_new(EM_EXIT_BAD_INPUT, "%s: %s", s->out, strerror(errno));
     bool ok = !err && gguf_write_header(w, f);
     for (size_t i = 0; i < n && ok; i++) {
-        ok =
-            write_tensor(s, &plan[i], f, s->qwen2) && gguf_write_padding(f, tensor_bytes(&plan[i]));
+        ok = write_tensor(s, &plan[i], f, s->arch->gguf_neox) &&
+             gguf_write_padding(f, tensor_bytes(&plan[i]));
     }
     if (f && fclose(f) != 0) ok = false;
     if (!err && !ok) err = em_error_new(EM_EXIT_RUNTIME, "%s: write failed", s->out);
@@ -378,25 +430,56 @@ static em_status write_gguf(const spec *s, const plan_tensor *plan, size_t n) {
     return err;
 }
 
+/* The first (or second) space-separated word of list, in a static buffer. */
+static const char *hf_word(const char *list, bool second) {
+    static char word[64];
+    if (second && strchr(list, ' ')) list = strchr(list, ' ') + 1;
+    snprintf(word, sizeof word, "%.*s", (int)strcspn(list, " "), list);
+    return word;
+}
+
 static bool write_config_json(const spec *s, const char *path) {
     cJSON *c = cJSON_CreateObject();
     cJSON *archs = cJSON_AddArrayToObject(c, "architectures");
-    cJSON_AddItemToArray(archs,
-                         cJSON_CreateString(s->qwen2 ? "Qwen2ForCausalLM" : "LlamaForCausalLM"));
-    cJSON_AddStringToObject(c, "model_type", s->qwen2 ? "qwen2" : "llama");
+    /* the row's first HF class and model type (its second, Mistral's, for a windowed llama) */
+    bool mistral = strcmp(s->arch->name, "llama") == 0 && s->sliding_window;
+    cJSON_AddItemToArray(archs, cJSON_CreateString(hf_word(s->arch->hf_architectures, mistral)));
+    cJSON_AddStringToObject(c, "model_type", hf_word(s->arch->hf_model_types, mistral));
+    if (s->arch->hf_query_scalar_key)
+        cJSON_AddNumberToObject(c, s->arch->hf_query_scalar_key,
+                                s->query_scalar ? s->query_scalar : s->head_dim);
+    /* absent: the architecture's defaults in transformers and in llama.cpp alike */
+    if (s->arch->hf_attn_softcap_key && s->attn_softcap > 0)
+        cJSON_AddNumberToObject(c, s->arch->hf_attn_softcap_key, s->attn_softcap);
+    if (s->arch->hf_final_softcap_key && s->final_softcap > 0)
+        cJSON_AddNumberToObject(c, s->arch->hf_final_softcap_key, s->final_softcap);
+    if (s->arch->swa_pattern) {
+        if (s->sliding_window)
+            cJSON_AddNumberToObject(c, "sliding_window", s->sliding_window);
+        else
+            cJSON_AddNullToObject(c, "sliding_window");
+    }
+    if (s->arch->hf_swa_pattern_key)
+        cJSON_AddNumberToObject(c, s->arch->hf_swa_pattern_key, s->arch->swa_pattern);
+    if (s->arch->hf_rope_swa_key)
+        cJSON_AddNumberToObject(c, s->arch->hf_rope_swa_key, s->arch->rope_freq_base_swa);
     cJSON_AddNumberToObject(c, "vocab_size", s->vocab);
     cJSON_AddNumberToObject(c, "hidden_size", s->dim);
     cJSON_AddNumberToObject(c, "intermediate_size", s->ffn);
     cJSON_AddNumberToObject(c, "num_hidden_layers", s->layers);
     cJSON_AddNumberToObject(c, "num_attention_heads", s->heads);
     cJSON_AddNumberToObject(c, "num_key_value_heads", s->kv_heads);
-    cJSON_AddNumberToObject(c, "head_dim", s->dim / s->heads);
+    cJSON_AddNumberToObject(c, "head_dim", s->head_dim);
     cJSON_AddNumberToObject(c, "max_position_embeddings", s->ctx);
     cJSON_AddNumberToObject(c, "rms_norm_eps", s->rms_eps);
     cJSON_AddNumberToObject(c, "rope_theta", s->rope_theta);
     cJSON_AddBoolToObject(c, "tie_word_embeddings", s->tied);
+    cJSON_AddNullToObject(c,
+                          "pad_token_id"); /* transformers' defaults (Phi-3: 32000) may not fit */
     cJSON_AddBoolToObject(c, "attention_bias", s->qkv_bias);
-    cJSON_AddStringToObject(c, "hidden_act", "silu");
+    bool gelu = s->arch->activation == EM_ACTIVATION_GELU_TANH;
+    cJSON_AddStringToObject(c, gelu ? "hidden_activation" : "hidden_act",
+                            gelu ? "gelu_pytorch_tanh" : "silu");
     cJSON_AddStringToObject(c, "torch_dtype",
                             s->type == EM_TENSOR_F16    ? "float16"
                             : s->type == EM_TENSOR_BF16 ? "bfloat16"
@@ -491,7 +574,7 @@ static em_status write_safetensors(const spec *s, const plan_tensor *plan, size_
     st_entry *entries = em_xcalloc(n, sizeof *entries);
     char(*names)[128] = em_xcalloc(n, sizeof *names);
     for (size_t i = 0; i < n; i++) {
-        em_gguf_to_hf_name(plan[i].name, names[i], sizeof names[i]);
+        em_gguf_to_hf_name(s->arch, plan[i].name, names[i], sizeof names[i]);
         entries[i].name = names[i];
         entries[i].dtype = em_tensor_type_name(plan[i].type);
         entries[i].n_dims = plan[i].n_dims;
@@ -531,11 +614,12 @@ static bool parse_float(const char *text, float *out) {
 
 static bool takes_value(const char *option) {
     static const char *const options[] = {
-        "--out",      "--from",          "--tokenizer",  "--format",       "--vocab",
-        "--dim",      "--layers",        "--heads",      "--kv-heads",     "--ffn",
-        "--ctx",      "--rope-orig-ctx", "--rope-theta", "--rms-eps",      "--rope-factor",
-        "--rope-low", "--rope-high",     "--seed",       "--gguf-version", "--rope-scaling",
-        "--type"};
+        "--out",          "--from",          "--tokenizer",    "--format",       "--vocab",
+        "--dim",          "--layers",        "--heads",        "--kv-heads",     "--ffn",
+        "--ctx",          "--rope-orig-ctx", "--rope-theta",   "--rms-eps",      "--rope-factor",
+        "--rope-low",     "--rope-high",     "--seed",         "--gguf-version", "--rope-scaling",
+        "--type",         "--arch",          "--query-scalar", "--head-dim",     "--sliding-window",
+        "--attn-softcap", "--final-softcap"};
     for (size_t i = 0; i < sizeof options / sizeof options[0]; i++)
         if (strcmp(option, options[i]) == 0) return true;
     return false;
@@ -559,7 +643,24 @@ static int parse_args(int argc, char **argv, spec *s, const char **from) {
         else if (strcmp(a, "--qkv-bias") == 0)
             s->qkv_bias = true;
         else if (strcmp(a, "--qwen2") == 0)
-            s->qwen2 = s->qkv_bias = true;
+            s->arch = em_architecture_find("qwen2");
+        else if (strcmp(a, "--arch") == 0) {
+            s->arch = em_architecture_find(v);
+            if (!s->arch) {
+                fprintf(stderr, "evalmesh-mkmodel: unknown architecture '%s' (known: %s)\n", v,
+                        em_architecture_names());
+                return EM_EXIT_BAD_INPUT;
+            }
+        } else if (strcmp(a, "--head-dim") == 0)
+            ok = parse_int(v, &s->head_dim);
+        else if (strcmp(a, "--sliding-window") == 0)
+            ok = parse_int(v, &s->sliding_window);
+        else if (strcmp(a, "--query-scalar") == 0)
+            ok = parse_int(v, &s->query_scalar);
+        else if (strcmp(a, "--attn-softcap") == 0)
+            ok = parse_float(v, &s->attn_softcap);
+        else if (strcmp(a, "--final-softcap") == 0)
+            ok = parse_float(v, &s->final_softcap);
         else if (strcmp(a, "--rope-freqs") == 0)
             s->rope_freqs = true;
         else if (strcmp(a, "--out") == 0)
@@ -629,13 +730,18 @@ static int check_spec(spec *s) {
     if (!s->ffn) s->ffn = (4 * s->dim + 31) / 32 * 32;
     if (s->rope_factor == 0) s->rope_factor = s->rope_scaling == EM_ROPE_SCALING_LLAMA3 ? 8 : 2;
     char msg[200];
-    if (s->dim % s->heads || (s->dim / s->heads) % 2 || s->heads % s->kv_heads) {
+    bool derived = !s->head_dim;
+    if (derived) s->head_dim = s->dim / s->heads;
+    if (s->arch->qkv_bias) s->qkv_bias = true;
+    if ((derived && s->dim % s->heads) || s->head_dim % 2 || s->heads % s->kv_heads) {
         snprintf(msg, sizeof msg,
                  "--dim %d, --heads %d, --kv-heads %d: dim/heads must be even and "
                  "heads a multiple of kv-heads",
                  s->dim, s->heads, s->kv_heads);
         return fail("%s", msg);
     }
+    if (s->query_scalar && (!s->safetensors || !s->arch->hf_query_scalar_key))
+        return fail("%s", "--query-scalar goes with --format safetensors and gemma2 or gemma3");
     if (s->rope_freqs && s->rope_scaling != EM_ROPE_SCALING_LLAMA3)
         return fail("%s", "--rope-freqs goes with --rope-scaling llama3");
     const em_ggml_type_info *info = em_ggml_type_info_get((uint32_t)s->type);
@@ -686,7 +792,8 @@ static void spec_from_model(spec *s, const em_model *m) {
     s->ctx = c->n_ctx_train;
     s->tied = c->tied_output;
     s->qkv_bias = c->has_qkv_bias;
-    s->qwen2 = strcmp(c->architecture, "qwen2") == 0;
+    s->arch = em_architecture_find(c->architecture);
+    s->head_dim = c->head_dim;
     s->rope_theta = c->rope_freq_base;
     s->rms_eps = c->rms_eps;
     s->rope_scaling = c->rope_scaling;
@@ -716,6 +823,7 @@ int main(int argc, char **argv) {
     const char *from = NULL;
     int rc = parse_args(argc, argv, &s, &from);
     if (rc) return rc;
+    if (!s.arch) s.arch = em_architecture_find("llama");
     em_model *model = NULL;
     plan_tensor *plan = NULL;
     size_t n = 0;

@@ -8,6 +8,7 @@
 
 #include "stages/kernels/cpu/fast_exp.h"
 #include "stages/kernels/cpu/gemm.h"
+#include "stages/kernels/cpu/softcap.h"
 
 /* Blocks start on whole kernel calls, so a block's output panels are whole panels of the
  * packed output. */
@@ -63,9 +64,10 @@ static block_memory carve_block_memory(int T, int head_dim, float *base) {
  * causal mask (query q0+i sees keys 0..q0+i) and the exponentials of the softmax down each
  * column; masked entries become 0. inv_sum[i] = 1 / (the column's sum): the caller divides the
  * output rather than every probability. Entries of the padded queries are left finite. */
-static void softmax_columns(float *scores, int keys, int q0, int rows, int padded, float scale,
-                            float *max, float *inv_sum) {
+static void softmax_columns(float *scores, int keys, int q0, int rows, int padded,
+                            const em_attention_mask *mask, float *max, float *inv_sum) {
     size_t ld = (size_t)padded;
+    float scale = mask->scale;
     for (int i = 0; i < padded; i++) {
         max[i] = i < rows ? -INFINITY : 0.0f;
         inv_sum[i] = i < rows ? 0.0f : 1.0f;
@@ -74,10 +76,10 @@ static void softmax_columns(float *scores, int keys, int q0, int rows, int padde
         float *s = scores + (size_t)j * ld;
         int first = j - q0 > 0 ? j - q0 : 0; /* the first query that sees key j */
         for (int i = 0; i < first && i < rows; i++) s[i] = 0.0f;
-        for (int i = first; i < rows; i++) {
-            s[i] *= scale;
-            max[i] = s[i] > max[i] ? s[i] : max[i];
-        }
+        for (int i = first; i < rows; i++) s[i] *= scale;
+        if (mask->softcap > 0 && first < rows)
+            em_softcap(s + first, (size_t)(rows - first), mask->softcap);
+        for (int i = first; i < rows; i++) max[i] = s[i] > max[i] ? s[i] : max[i];
     }
     /* keys 0..q0 are seen by every query of the block: their rows are one run for the
      * exponential (the padded queries' entries are 0 - 0 there) */
@@ -100,12 +102,44 @@ static void softmax_columns(float *scores, int keys, int q0, int rows, int padde
     for (int i = 0; i < rows; i++) inv_sum[i] = 1.0f / inv_sum[i];
 }
 
+/* softmax_columns through a sliding window: query q0+i sees key j iff j <= q0+i < j + window, a
+ * run of queries [first, last) per key; the exponentials run key by key over those runs. */
+static void softmax_columns_window(float *scores, int keys, int q0, int rows, int padded,
+                                   const em_attention_mask *mask, float *max, float *inv_sum) {
+    size_t ld = (size_t)padded;
+    for (int i = 0; i < padded; i++) {
+        max[i] = i < rows ? -INFINITY : 0.0f;
+        inv_sum[i] = i < rows ? 0.0f : 1.0f;
+    }
+    for (int j = 0; j < keys; j++) {
+        float *s = scores + (size_t)j * ld;
+        int first = j - q0 > 0 ? j - q0 : 0;
+        int last = j - q0 + mask->window < rows ? j - q0 + mask->window : rows;
+        if (last < first) last = first;
+        for (int i = 0; i < rows; i++)
+            if (i < first || i >= last) s[i] = 0.0f;
+        for (int i = first; i < last; i++) s[i] *= mask->scale;
+        if (mask->softcap > 0) em_softcap(s + first, (size_t)(last - first), mask->softcap);
+        for (int i = first; i < last; i++) max[i] = s[i] > max[i] ? s[i] : max[i];
+    }
+    for (int j = 0; j < keys; j++) {
+        float *s = scores + (size_t)j * ld;
+        int first = j - q0 > 0 ? j - q0 : 0;
+        int last = j - q0 + mask->window < rows ? j - q0 + mask->window : rows;
+        if (last <= first) continue;
+        for (int i = first; i < last; i++) s[i] -= max[i];
+        em_exp_inplace(s + first, (size_t)(last - first));
+        for (int i = first; i < last; i++) inv_sum[i] += s[i];
+    }
+    for (int i = 0; i < rows; i++) inv_sum[i] = 1.0f / inv_sum[i];
+}
+
 void em_attention(const float *q, const float *k, const float *v, int T, int n_heads,
-                  int n_kv_heads, int head_dim, float *out_packed, float *vt, em_scratch *s) {
+                  int n_kv_heads, int head_dim, const em_attention_mask *mask, float *out_packed,
+                  float *vt, em_scratch *s) {
     int q_ld = n_heads * head_dim, kv_ld = n_kv_heads * head_dim;
     int group = n_heads / n_kv_heads;
     int blocks = (T + EM_ATTN_QUERY_BLOCK - 1) / EM_ATTN_QUERY_BLOCK;
-    float scale = 1.0f / sqrtf((float)head_dim);
     size_t ldv = vt_stride(T);
     bool parallel = (int64_t)n_heads * T * T / 2 * head_dim >= EM_PARALLEL_MIN_WORK;
 
@@ -135,7 +169,10 @@ void em_attention(const float *q, const float *k, const float *v, int T, int n_h
         }
         em_gemm_tile(s->kernel, em_gemm_packed(m.q_packed, head_dim), rows, head_dim,
                      k + (size_t)g * head_dim, (size_t)kv_ld, keys, m.scores, (size_t)padded);
-        softmax_columns(m.scores, keys, q0, rows, padded, scale, m.max, m.sum);
+        if (mask->window > 0 && keys > mask->window) /* some key of the block is out of reach */
+            softmax_columns_window(m.scores, keys, q0, rows, padded, mask, m.max, m.sum);
+        else
+            softmax_columns(m.scores, keys, q0, rows, padded, mask, m.max, m.sum);
 
         /* out (head_dim, ld) = V[0:keys, g]^T E with E = exp(S - max)^T (keys, queries) read in
          * place: the 16-query segments of its rows are panels of queries. Row d of out holds

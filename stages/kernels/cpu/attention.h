@@ -1,16 +1,18 @@
-/* Causal grouped-query attention over one window.
+/* Causal grouped-query attention over one window, optionally through a sliding window and with
+ * soft-capped scores (em_attention_mask).
  *
  * Queries are processed in blocks of EM_ATTN_QUERY_BLOCK positions. For a head h and a query
  * block [q0, q1), the scores for keys 0..q1-1 come transposed from the packed GEMM (gemm.h):
- * S^T (q1, q1 - q0) = K Q^T, with K's rows read in place. The scale 1/sqrt(head_dim), the causal
- * mask and the softmax's exponentials then run down each query's column, vectorized across the
- * block's queries; E = exp(S - max)^T is read in place as panels of queries for one more GEMM
- * against V transposed (once per call), and each output is divided by its query's sum as it is
- * written straight into the packed layout the output projection reads. Query head h reads KV
- * head h / (n_heads / n_kv_heads). Memory per thread is about EM_ATTN_QUERY_BLOCK x T floats,
- * never (T, T) per head. Every dot product is one fma chain (gemm_microkernel.h) over head_dim or
- * over keys 0..q1-1 (masked ones are exact zeros), so results depend only on T: not on threads,
- * batches or the CPU. */
+ * S^T (q1, q1 - q0) = K Q^T, with K's rows read in place. The scale (1/sqrt(head_dim) for Llama),
+ * the causal mask and the softmax's exponentials then run down each query's column, vectorized
+ * across the block's queries (through the window when one is given: softmax_columns_window, key by
+ * key); E = exp(S - max)^T is read in place as panels of queries for one more GEMM against V
+ * transposed (once per call), and each output is divided by its query's sum as it is written
+ * straight into the packed layout the output projection reads. Query head h reads KV head h /
+ * (n_heads / n_kv_heads). Memory per thread is about EM_ATTN_QUERY_BLOCK x T floats, never (T, T)
+ * per head. Every dot product is one fma chain (gemm_microkernel.h) over head_dim or over keys
+ * 0..q1-1 (masked ones are exact zeros), so results depend only on T: not on threads, batches or
+ * the CPU. */
 #ifndef EVALMESH_KERNELS_ATTENTION_H
 #define EVALMESH_KERNELS_ATTENTION_H
 
@@ -19,6 +21,15 @@
 #include "stages/kernels/cpu/scratch.h"
 
 #define EM_ATTN_QUERY_BLOCK 64
+
+/* How scores are formed and masked: s = q.k * scale (Llama: 1/sqrt(head_dim)); with softcap > 0,
+ * s = softcap * tanh(s / softcap); query i sees keys j <= i, and with window > 0 only those with
+ * i - j < window. */
+typedef struct em_attention_mask {
+    float scale;
+    float softcap;
+    int window;
+} em_attention_mask;
 
 /* Scratch floats per thread that em_attention needs for a window of T positions. */
 size_t em_attention_scratch_floats(int T, int head_dim);
@@ -30,6 +41,7 @@ size_t em_attention_vt_floats(int T, int n_kv_heads, int head_dim);
  * output (T, n_heads * head_dim) packed (em_gemm_packed_floats); vt is em_attention_vt_floats of
  * working memory. */
 void em_attention(const float *q, const float *k, const float *v, int T, int n_heads,
-                  int n_kv_heads, int head_dim, float *out_packed, float *vt, em_scratch *s);
+                  int n_kv_heads, int head_dim, const em_attention_mask *mask, float *out_packed,
+                  float *vt, em_scratch *s);
 
 #endif

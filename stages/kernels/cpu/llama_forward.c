@@ -1,6 +1,7 @@
 /* The CPU kernels of the Llama composition and the `cpu` forward backend (see llama_forward.h). */
 #include "stages/kernels/cpu/llama_forward.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,7 +18,9 @@
 
 /* Small per-layer vectors converted to floats once. */
 typedef struct layer_vectors {
-    float *attn_norm, *ffn_norm; /* (D) */
+    float *attn_norm, *ffn_norm;           /* (D) */
+    float *q_norm, *k_norm;                /* (hd) with qk_norm, else NULL */
+    float *attn_post_norm, *ffn_post_norm; /* (D) with post_norms, else NULL */
 } layer_vectors;
 
 /* H, KV and F below are this rank's heads, KV heads and MLP columns (the model's / tp). */
@@ -41,6 +44,7 @@ struct em_llama_forward {
     float *h_packed;         /* the MLP's SwiGLU (T, F), packed for the down projection */
     float *rope;             /* (T, rope_dim/2, 2) */
     float *ring;             /* cp > 1: the online softmax state of ring attention */
+    float *rope_swa;         /* (T, rope_dim/2, 2) of the sliding layers' base, or NULL */
 };
 
 /* A tensor the forward needs: present, a supported type, shape {n_in, n_out}. */
@@ -112,6 +116,13 @@ static em_status check_model(const em_model *m) {
             (err = check_tensor(m, w->w_down, "ffn down", F, D))) {
             return em_error_prefix(err, "layer %d", l);
         }
+        if (c->qk_norm && ((err = check_tensor(m, w->q_norm, "q norm", c->head_dim, 1)) ||
+                           (err = check_tensor(m, w->k_norm, "k norm", c->head_dim, 1))))
+            return em_error_prefix(err, "layer %d", l);
+        if (c->post_norms &&
+            ((err = check_tensor(m, w->attn_post_norm, "attention post-norm", D, 1)) ||
+             (err = check_tensor(m, w->ffn_post_norm, "ffn post-norm", D, 1))))
+            return em_error_prefix(err, "layer %d", l);
         if (c->has_qkv_bias && ((err = check_tensor(m, w->bq, "q bias", QD, 1)) ||
                                 (err = check_tensor(m, w->bk, "k bias", KVD, 1)) ||
                                 (err = check_tensor(m, w->bv, "v bias", KVD, 1)))) {
@@ -147,6 +158,14 @@ em_status em_llama_forward_new_split(const em_model *model, const em_forward_gro
         layer_vectors *lv = &f->layers[l];
         lv->attn_norm = vector_to_float(w->attn_norm, c->dim);
         lv->ffn_norm = vector_to_float(w->ffn_norm, c->dim);
+        if (c->qk_norm) {
+            lv->q_norm = vector_to_float(w->q_norm, c->head_dim);
+            lv->k_norm = vector_to_float(w->k_norm, c->head_dim);
+        }
+        if (c->post_norms) {
+            lv->attn_post_norm = vector_to_float(w->attn_post_norm, c->dim);
+            lv->ffn_post_norm = vector_to_float(w->ffn_post_norm, c->dim);
+        }
     }
     f->output_norm = vector_to_float(model->output_norm, c->dim);
     *out = f;
@@ -170,6 +189,7 @@ static void free_activations(em_llama_forward *f) {
     free(f->h_packed);
     free(f->rope);
     free(f->ring);
+    free(f->rope_swa);
     f->capacity = 0;
     f->activation_bytes = 0;
 }
@@ -206,7 +226,8 @@ static em_status reserve(em_llama_forward *f, int T) {
     f->x = alloc_floats(t * D, bytes);
     f->xn = alloc_floats(t * D, bytes);
     bool tp = f->groups.tp.size > 1, cp = f->groups.cp.size > 1;
-    f->y = tp ? alloc_floats(t * D, bytes) : NULL;
+    bool need_y = tp || c->post_norms;
+    f->y = need_y ? alloc_floats(t * D, bytes) : NULL;
     f->q = alloc_floats(t * QD, bytes);
     f->att_packed = alloc_floats(em_gemm_packed_floats(T, (int)QD), bytes);
     f->k = alloc_floats(t * KVD, bytes);
@@ -216,8 +237,10 @@ static em_status reserve(em_llama_forward *f, int T) {
     f->rope = alloc_floats(t * (size_t)c->rope_dim, bytes);
     f->ring = cp ? alloc_floats(em_ring_attention_state_floats(T, sh->n_heads, c->head_dim), bytes)
                  : NULL;
-    if (!f->x || !f->xn || (tp && !f->y) || !f->q || !f->k || !f->v || !f->vt || !f->att_packed ||
-        !f->h_packed || !f->rope || (cp && !f->ring)) {
+    f->rope_swa = c->rope_freq_base_swa > 0 ? alloc_floats(t * (size_t)c->rope_dim, bytes) : NULL;
+    if (!f->x || !f->xn || (need_y && !f->y) || !f->q || !f->k || !f->v || !f->vt ||
+        !f->att_packed || !f->h_packed || !f->rope || (cp && !f->ring) ||
+        (c->rope_freq_base_swa > 0 && !f->rope_swa)) {
         free_activations(f);
         return em_error_new(EM_EXIT_RUNTIME, "out of memory for the activations of %d positions",
                             T);
@@ -256,8 +279,17 @@ static em_status cpu_begin(void *b, const int32_t *input, const int32_t *positio
     int D = c->dim;
     /* x (T, D) = embedding rows of the input tokens */
 #pragma omp parallel for num_threads(f->threads) if ((int64_t)T * D >= EM_PARALLEL_MIN_ELEMENTS)
-    for (int t = 0; t < T; t++) em_rows_to_float(m->tok_embd, input[t], 1, f->x + (size_t)t * D, D);
+    for (int t = 0; t < T; t++) {
+        float *xt = f->x + (size_t)t * D;
+        em_rows_to_float(m->tok_embd, input[t], 1, xt, D);
+        if (c->embed_scale != 1.0f)
+            for (int i = 0; i < D; i++) xt[i] *= c->embed_scale;
+    }
     em_rope_table(c, m->rope_freqs ? m->rope_freqs->data : NULL, positions, T, f->rope);
+    if (f->rope_swa) {
+        em_llama_config local = em_rope_config_swa(c);
+        em_rope_table(&local, NULL, positions, T, f->rope_swa);
+    }
     return NULL;
 }
 
@@ -285,16 +317,32 @@ static void cpu_qkv(void *b, int layer, int T) {
         add_bias(f->k, w->bk, T, KVD, f->threads);
         add_bias(f->v, w->bv, T, KVD, f->threads);
     }
-    em_rope_apply(f->q, T, QD, H, hd, c->rope_dim, f->rope, f->threads);
-    em_rope_apply(f->k, T, KVD, KV, hd, c->rope_dim, f->rope, f->threads);
+    if (c->qk_norm) { /* each head's (hd) values as a row */
+        const layer_vectors *lv = &f->layers[layer];
+        em_rmsnorm(f->q, lv->q_norm, T * H, hd, c->rms_eps, f->q, f->threads);
+        em_rmsnorm(f->k, lv->k_norm, T * KV, hd, c->rms_eps, f->k, f->threads);
+    }
+    const float *rope = f->rope_swa && em_layer_is_sliding(c, layer) ? f->rope_swa : f->rope;
+    em_rope_apply(f->q, T, QD, H, hd, c->rope_dim, rope, f->threads);
+    em_rope_apply(f->k, T, KVD, KV, hd, c->rope_dim, rope, f->threads);
+}
+
+/* How the layer's scores are scaled, soft-capped and windowed. */
+static em_attention_mask layer_mask(const em_llama_config *c, int layer) {
+    return (em_attention_mask){
+        .scale = 1.0f / sqrtf((float)c->attn_scale_base),
+        .softcap = c->attn_softcap,
+        .window = em_layer_is_sliding(c, layer) ? c->sliding_window : 0,
+    };
 }
 
 static void cpu_attention(void *b, int layer, int T) {
     em_llama_forward *f = b;
-    (void)layer;
+    const em_llama_config *c = &f->model->config;
+    em_attention_mask mask = layer_mask(c, layer);
     /* att (T, QD), packed */
-    em_attention(f->q, f->k, f->v, T, f->shard.n_heads, f->shard.n_kv_heads,
-                 f->model->config.head_dim, f->att_packed, f->vt, &f->scratch);
+    em_attention(f->q, f->k, f->v, T, f->shard.n_heads, f->shard.n_kv_heads, c->head_dim, &mask,
+                 f->att_packed, f->vt, &f->scratch);
 }
 
 static void cpu_local_kv(void *b, float **k, float **v, int *kv_width) {
@@ -304,11 +352,12 @@ static void cpu_local_kv(void *b, float **k, float **v, int *kv_width) {
     *kv_width = f->shard.n_kv_heads * f->model->config.head_dim;
 }
 
-static void cpu_attention_block(void *b, int T, const int32_t *qpos, const float *k, const float *v,
-                                const int32_t *kpos, int nk, bool first) {
+static void cpu_attention_block(void *b, int layer, int T, const int32_t *qpos, const float *k,
+                                const float *v, const int32_t *kpos, int nk, bool first) {
     em_llama_forward *f = b;
+    em_attention_mask mask = layer_mask(&f->model->config, layer);
     em_ring_attention_block(f->q, qpos, T, k, v, kpos, nk, f->shard.n_heads, f->shard.n_kv_heads,
-                            f->model->config.head_dim, f->ring, first, f->threads);
+                            f->model->config.head_dim, &mask, f->ring, first, f->threads);
 }
 
 /* att (T, QD) from the ring state, written over q (no longer needed), then packed */
@@ -334,7 +383,8 @@ static void cpu_mlp(void *b, int layer, int T, bool partial) {
     const em_tensor *down = &w->w_down;
     /* h (T, F) = silu(xn Wgate^T) * (xn Wup^T); x += h Wdown^T, or y = h Wdown_shard^T */
     em_matmul_pack(f->xn, T, f->model->config.dim, s->packed, s);
-    em_matmul_swiglu_packed(s->packed, T, &w->w_gate, &w->w_up, f->h_packed, s);
+    em_matmul_swiglu_packed(s->packed, T, &w->w_gate, &w->w_up, f->model->config.activation,
+                            f->h_packed, s);
     em_matmul_packed(f->h_packed, T, 1, &down, partial ? &f->y : &f->x, !partial, s);
 }
 
@@ -353,6 +403,26 @@ static void cpu_add_partials(void *b, const float *all, int parts, int T) {
     }
 }
 
+/* x += RMSNorm(all[0] + ... + all[parts-1]) * the layer's post-norm; all NULL: y alone. */
+static void cpu_add_normed(void *b, int layer, bool ffn, const float *all, int parts, int T) {
+    em_llama_forward *f = b;
+    const em_llama_config *c = &f->model->config;
+    size_t n = (size_t)T * (size_t)c->dim;
+    if (all) {
+#pragma omp parallel for num_threads(f->threads) if ((int64_t)n >= EM_PARALLEL_MIN_ELEMENTS)
+        for (size_t i = 0; i < n; i++) {
+            float sum = all[i];
+            for (int p = 1; p < parts; p++) sum += all[(size_t)p * n + i];
+            f->y[i] = sum;
+        }
+    }
+    const layer_vectors *lv = &f->layers[layer];
+    em_rmsnorm(f->y, ffn ? lv->ffn_post_norm : lv->attn_post_norm, T, c->dim, c->rms_eps, f->y,
+               f->threads);
+#pragma omp parallel for num_threads(f->threads) if ((int64_t)n >= EM_PARALLEL_MIN_ELEMENTS)
+    for (size_t i = 0; i < n; i++) f->x[i] += f->y[i];
+}
+
 static void cpu_head_tiles(void *b, int from, int n, const int32_t *target, em_head_tile *part,
                            float *target_logit) {
     em_llama_forward *f = b;
@@ -361,7 +431,7 @@ static void cpu_head_tiles(void *b, int from, int n, const int32_t *target, em_h
     /* xn (n, D): the head sees only the scored positions */
     em_rmsnorm(f->x + (size_t)from * D, f->output_norm, n, D, c->rms_eps, f->xn, f->threads);
     em_output_head_tiles(f->xn, n, f->model->output, f->shard.vocab_row0, f->shard.vocab_rows,
-                         target, part, target_logit, &f->scratch);
+                         c->final_softcap, target, part, target_logit, &f->scratch);
 }
 
 static const em_llama_kernels cpu_kernels = {
@@ -376,6 +446,7 @@ static const em_llama_kernels cpu_kernels = {
     .mlp = cpu_mlp,
     .partial = cpu_partial,
     .add_partials = cpu_add_partials,
+    .add_normed = cpu_add_normed,
     .head_tiles = cpu_head_tiles,
 };
 
@@ -389,8 +460,9 @@ em_status em_llama_forward_window(em_llama_forward *f, const int32_t *input, con
     em_status err = check_ids(input, T, c->n_vocab, "input");
     if (!err) err = check_ids(target + score_from, T - score_from, c->n_vocab, "target");
     if (err) return err;
-    return em_llama_compose_window(&cpu_kernels, f, c->n_layers, c->dim, c->n_vocab, &f->groups,
-                                   f->threads, input, target, T, score_from, nll, argmax);
+    return em_llama_compose_window(&cpu_kernels, f, c->n_layers, c->dim, c->post_norms, c->n_vocab,
+                                   &f->groups, f->threads, input, target, T, score_from, nll,
+                                   argmax);
 }
 
 double em_llama_forward_flops(const em_llama_config *c, int T, int score_from) {
@@ -423,6 +495,10 @@ void em_llama_forward_free(em_llama_forward *f) {
     for (int l = 0; f->layers && l < f->model->config.n_layers; l++) {
         free(f->layers[l].attn_norm);
         free(f->layers[l].ffn_norm);
+        free(f->layers[l].q_norm);
+        free(f->layers[l].k_norm);
+        free(f->layers[l].attn_post_norm);
+        free(f->layers[l].ffn_post_norm);
     }
     free(f->layers);
     free(f->output_norm);

@@ -1,7 +1,9 @@
 /* The `cpu` forward backend: the kernels of the Llama composition (stages/kernels/llama_block.h:
- * embedding, per layer RMSNorm, Q/K/V projections (+ optional biases), RoPE, causal grouped-query
- * attention, output projection, RMSNorm, SwiGLU MLP; the final norm and the vocabulary-tiled
- * head) on this rank's tensor-parallel shard of the weights (llama_shard.h).
+ * embedding (scaled), per layer RMSNorm, Q/K/V projections (+ optional biases, per-head q/k
+ * norms), RoPE (the sliding layers' own table when the model has one), causal grouped-query
+ * attention (scale, soft-cap and sliding window of the config), output projection (through the
+ * post-norm), RMSNorm, SwiGLU or GeGLU MLP; the final norm and the vocabulary-tiled head with
+ * optional soft-capped logits) on this rank's tensor-parallel shard of the weights (llama_shard.h).
  *
  * Windows are computed one at a time with kernel shapes that depend only on the window's length
  * and first scored position, never on the thread count or on other windows, so a window's

@@ -94,7 +94,9 @@ void em_matmul_packed(const float *xp, int T, int count, const em_tensor *const 
 }
 
 void em_matmul_swiglu_packed(const float *xp, int T, const em_tensor *w_gate, const em_tensor *w_up,
-                             float *hp, em_scratch *s) {
+                             em_activation act, float *hp, em_scratch *s) {
+    void (*gate_fn)(float *, const float *, size_t) =
+        act == EM_ACTIVATION_GELU_TANH ? em_geglu : em_swiglu;
     int height = tile_height(w_gate, s->threads);
     int64_t F = w_gate->shape[1], tiles = tile_count(w_gate, height);
     size_t ldc = em_gemm_result_stride(T);
@@ -111,7 +113,7 @@ void em_matmul_swiglu_packed(const float *xp, int T, const em_tensor *w_gate, co
                                         buf + tile_result_floats(T, EM_MATMUL_TILE_ROWS));
         for (int j = 0; j < rows; j++) {
             float *h = gate + (size_t)j * ldc; /* feature row0+j for every token */
-            em_swiglu(h, up + (size_t)j * ldc, (size_t)panels * EM_GEMM_PANEL);
+            gate_fn(h, up + (size_t)j * ldc, (size_t)panels * EM_GEMM_PANEL);
             /* its 16-token segments are the packed panels' entries at column row0+j */
             for (int p = 0; p < panels; p++) {
                 memcpy(hp + ((size_t)p * F + row0 + j) * EM_GEMM_PANEL, h + p * EM_GEMM_PANEL,

@@ -35,11 +35,12 @@ void em_matmul_pack(const float *x, int T, int n_in, float *xp, const em_scratch
 void em_matmul_packed(const float *xp, int T, int count, const em_tensor *const *w, float *const *y,
                       bool accumulate, em_scratch *s);
 
-/* The MLP's h = SwiGLU(x Wgate^T, x Wup^T) (T, F) from x packed as xp, written packed into hp
+/* The MLP's h = SwiGLU(x Wgate^T, x Wup^T) (T, F) (GeGLU with act EM_ACTIVATION_GELU_TANH) from x
+ * packed as xp, written packed into hp
  * (em_gemm_packed_floats(T, F)) for the down projection. A tile of gate rows and the same rows
  * of up are computed together; neither (T, F) product is ever stored whole. */
 void em_matmul_swiglu_packed(const float *xp, int T, const em_tensor *w_gate, const em_tensor *w_up,
-                             float *hp, em_scratch *s);
+                             em_activation act, float *hp, em_scratch *s);
 
 /* ct (em_gemm_padded_rows(rows), em_gemm_result_stride(T)) = W[row0 .. row0+rows-1] x^T for x
  * packed as xp; buf is the calling thread's scratch of em_matmul_tile_floats (ct is its start).

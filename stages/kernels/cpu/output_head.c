@@ -9,6 +9,7 @@
 #include "stages/kernels/cpu/fast_exp.h"
 #include "stages/kernels/cpu/gemm.h"
 #include "stages/kernels/cpu/matmul.h"
+#include "stages/kernels/cpu/softcap.h"
 
 /* Per-position working arrays after the tile in a thread's scratch: max and argmax (floats' room
  * each) and the double sum (two floats' room). */
@@ -58,8 +59,8 @@ static void tile_partials(float *lt, size_t ldl, int T, int rows, int64_t row0,
 }
 
 void em_output_head_tiles(const float *x, int T, const em_tensor *w, int64_t row0, int64_t rows,
-                          const int32_t *target, em_head_tile *part, float *target_logit,
-                          em_scratch *s) {
+                          float softcap, const int32_t *target, em_head_tile *part,
+                          float *target_logit, em_scratch *s) {
     int D = (int)w->shape[0];
     int64_t tiles = em_head_tiles(rows);
     em_matmul_pack(x, T, D, s->packed, s);
@@ -73,6 +74,7 @@ void em_output_head_tiles(const float *x, int T, const em_tensor *w, int64_t row
         float *buf = s->buf[omp_get_thread_num()];
         /* logits (n, ldl) */
         float *lt = em_matmul_tile_rows(w, s->packed, T, first, n, s, buf);
+        if (softcap > 0) em_softcap(lt, (size_t)n * ldl, softcap);
         float *max = buf + tile_floats;          /* (T) */
         int32_t *best = (int32_t *)(max + ldl);  /* (T) */
         double *sum = (double *)(max + 2 * ldl); /* (T) */

@@ -28,10 +28,11 @@ size_t em_output_head_partial_bytes(int T, int64_t n_vocab);
 
 /* The tiles (vocab_head.h) of the output weight's rows [row0, row0 + rows) (row0 a multiple of
  * EM_HEAD_TILE_ROWS): x is (T, D) (after the final norm), w the output weight {D, n_vocab},
+ * softcap > 0 caps the logits to softcap * tanh(logit / softcap) (Gemma 2) before anything else,
  * target (T) ids; part is (tiles of the rows, T); target_logit[t] is set where target[t] lies
  * in the rows. Only those rows of w are read. */
 void em_output_head_tiles(const float *x, int T, const em_tensor *w, int64_t row0, int64_t rows,
-                          const int32_t *target, em_head_tile *part, float *target_logit,
-                          em_scratch *s);
+                          float softcap, const int32_t *target, em_head_tile *part,
+                          float *target_logit, em_scratch *s);
 
 #endif

@@ -11,6 +11,7 @@
 #include "util/error.h"
 #include "stages/kernels/cpu/fast_exp.h"
 #include "stages/kernels/cpu/scratch.h"
+#include "stages/kernels/cpu/softcap.h"
 
 size_t em_ring_attention_state_floats(int T, int n_heads, int head_dim) {
     return (size_t)T * (size_t)n_heads * (size_t)(head_dim + 2);
@@ -31,9 +32,9 @@ static int visible(const int32_t *kpos, int nk, int32_t p) {
 
 void em_ring_attention_block(const float *q, const int32_t *qpos, int T, const float *k,
                              const float *v, const int32_t *kpos, int nk, int n_heads,
-                             int n_kv_heads, int head_dim, float *state, bool first, int threads) {
+                             int n_kv_heads, int head_dim, const em_attention_mask *mask,
+                             float *state, bool first, int threads) {
     int H = n_heads, KV = n_kv_heads, hd = head_dim, group = H / KV;
-    float scale = 1.0f / sqrtf((float)hd);
     bool parallel = (int64_t)T * H * nk * hd >= EM_PARALLEL_MIN_WORK;
     /* kt (KV, hd, nk): the block's keys transposed */
     float *kt = em_xmalloc((size_t)KV * hd * (size_t)(nk ? nk : 1) * sizeof *kt);
@@ -51,21 +52,23 @@ void em_ring_attention_block(const float *q, const int32_t *qpos, int T, const f
                 st[1] = 0.0f;
                 for (int d = 0; d < hd; d++) acc[d] = 0.0f;
             }
-            int n = visible(kpos, nk, qpos[t]);
-            if (n == 0) continue;
+            /* the visible keys: lo .. end-1 (through a window, those after position p - W) */
+            int end = visible(kpos, nk, qpos[t]);
+            int lo = mask->window > 0 ? visible(kpos, nk, qpos[t] - mask->window) : 0;
+            if (end <= lo) continue;
+            int n = end - lo;
             const float *qt = q + ((size_t)t * H + h) * hd;
-            const float *kg = kt + (size_t)g * hd * nk;
+            const float *kg = kt + (size_t)g * hd * nk + lo;
             for (int j = 0; j < n; j++) s[j] = 0.0f;
             for (int d = 0; d < hd; d++) {
                 float qd = qt[d];
                 const float *kd = kg + (size_t)d * nk;
                 for (int j = 0; j < n; j++) s[j] += qd * kd[j];
             }
+            for (int j = 0; j < n; j++) s[j] *= mask->scale;
+            if (mask->softcap > 0) em_softcap(s, (size_t)n, mask->softcap);
             float max = -INFINITY;
-            for (int j = 0; j < n; j++) {
-                s[j] *= scale;
-                max = s[j] > max ? s[j] : max;
-            }
+            for (int j = 0; j < n; j++) max = s[j] > max ? s[j] : max;
             if (max > st[0]) {
                 float c = expf(st[0] - max); /* 0 for the first visible block */
                 st[1] *= c;
@@ -78,7 +81,7 @@ void em_ring_attention_block(const float *q, const int32_t *qpos, int T, const f
             for (int j = 0; j < n; j++) {
                 float p = s[j];
                 sum += p;
-                const float *vj = v + ((size_t)j * KV + g) * hd;
+                const float *vj = v + ((size_t)(lo + j) * KV + g) * hd;
                 for (int d = 0; d < hd; d++) acc[d] += p * vj[d];
             }
             st[1] = sum;

@@ -14,14 +14,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "stages/kernels/cpu/attention.h"
+
 /* Floats of the state for T queries of n_heads heads. */
 size_t em_ring_attention_state_floats(int T, int n_heads, int head_dim);
 
 /* q (T, n_heads * head_dim) at positions qpos (T); k, v (nk, n_kv_heads * head_dim) at positions
- * kpos (nk). first starts the state afresh. Query head h reads KV head h / (n_heads / n_kv). */
+ * kpos (nk). first starts the state afresh. Query head h reads KV head h / (n_heads / n_kv).
+ * Scores are formed and masked as mask says (attention.h: scale, soft-cap, sliding window). */
 void em_ring_attention_block(const float *q, const int32_t *qpos, int T, const float *k,
                              const float *v, const int32_t *kpos, int nk, int n_heads,
-                             int n_kv_heads, int head_dim, float *state, bool first, int threads);
+                             int n_kv_heads, int head_dim, const em_attention_mask *mask,
+                             float *state, bool first, int threads);
 
 /* out (T, n_heads * head_dim) = acc / l. */
 void em_ring_attention_finish(const float *state, int T, int n_heads, int head_dim, float *out,

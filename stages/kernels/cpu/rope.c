@@ -29,6 +29,13 @@ void em_rope_freqs(const em_llama_config *c, const float *factors, double *freqs
     }
 }
 
+em_llama_config em_rope_config_swa(const em_llama_config *c) {
+    em_llama_config local = *c;
+    local.rope_freq_base = c->rope_freq_base_swa;
+    local.rope_scaling = EM_ROPE_SCALING_NONE;
+    return local;
+}
+
 void em_rope_table(const em_llama_config *c, const float *factors, const int32_t *positions, int T,
                    float *cos_sin) {
     int half = c->rope_dim / 2;

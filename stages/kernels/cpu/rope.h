@@ -17,6 +17,10 @@
 /* The frequencies (rope_dim/2) of config c, scaling applied; factors is (rope_dim/2) or NULL. */
 void em_rope_freqs(const em_llama_config *c, const float *factors, double *freqs);
 
+/* The config of the sliding layers' RoPE when the model gives them a base of their own
+ * (rope_freq_base_swa > 0, Gemma 3): that base, no scaling (and no rope_freqs factors). */
+em_llama_config em_rope_config_swa(const em_llama_config *c);
+
 /* cos_sin is (T, rope_dim/2, 2): cos and sin of the angle at positions[0..T-1] (0..T-1 when
  * positions is NULL; a context-parallel rank holds blocks from the middle of a window). */
 void em_rope_table(const em_llama_config *c, const float *factors, const int32_t *positions, int T,

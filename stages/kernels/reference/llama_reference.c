@@ -70,31 +70,58 @@ static void rope(double *x, int T, int heads, int hd, int rope_dim, const double
         }
 }
 
-/* out (T, H*hd): query head h attends to keys 0..t of KV head h / (H / KV). */
+/* cap * tanh(x / cap), or x when cap is 0 */
+static double softcap(double x, double cap) {
+    return cap > 0 ? cap * tanh(x / cap) : x;
+}
+
+/* out (T, H*hd): query head h attends to keys 0..t of KV head h / (H / KV) (only those within
+ * the window when window > 0), scores q.k / sqrt(scale_base) soft-capped by cap. */
 static void attention(const double *q, const double *k, const double *v, int T, int H, int KV,
-                      int hd, double *out) {
+                      int hd, int scale_base, double cap, int window, double *out) {
     double *p = em_xmalloc((size_t)T * sizeof *p);
     for (int h = 0; h < H; h++) {
         int g = h / (H / KV);
         for (int t = 0; t < T; t++) {
             const double *qt = q + ((size_t)t * H + h) * hd;
             double max = -INFINITY, sum = 0;
-            for (int j = 0; j <= t; j++) {
+            int j0 = window > 0 && t - window + 1 > 0 ? t - window + 1 : 0;
+            for (int j = j0; j <= t; j++) {
                 double s = 0;
                 for (int d = 0; d < hd; d++) s += qt[d] * k[((size_t)j * KV + g) * hd + d];
-                p[j] = s / sqrt((double)hd);
+                p[j] = softcap(s / sqrt((double)scale_base), cap);
                 if (p[j] > max) max = p[j];
             }
-            for (int j = 0; j <= t; j++) sum += p[j] = exp(p[j] - max);
+            for (int j = j0; j <= t; j++) sum += p[j] = exp(p[j] - max);
             double *o = out + ((size_t)t * H + h) * hd;
             for (int d = 0; d < hd; d++) {
                 double acc = 0;
-                for (int j = 0; j <= t; j++) acc += p[j] * v[((size_t)j * KV + g) * hd + d];
+                for (int j = j0; j <= t; j++) acc += p[j] * v[((size_t)j * KV + g) * hd + d];
                 o[d] = acc / sum;
             }
         }
     }
     free(p);
+}
+
+/* silu(x) or gelu_tanh(x) */
+static double gate(em_activation act, double x) {
+    if (act == EM_ACTIVATION_GELU_TANH)
+        return 0.5 * x * (1.0 + tanh(sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+    return x / (1.0 + exp(-x));
+}
+
+/* x += in W^T, or with a post-norm weight x += RMSNorm(in W^T) * post_norm (y is scratch). */
+static void residual(const double *in, int T, const em_tensor *w, const em_tensor *post_norm,
+                     double eps, double *y, double *x) {
+    if (!post_norm) {
+        matmul(in, T, w, x, true);
+        return;
+    }
+    int D = (int)w->shape[1];
+    matmul(in, T, w, y, false);
+    rmsnorm(y, post_norm, T, D, eps, y);
+    for (size_t i = 0; i < (size_t)T * D; i++) x[i] += y[i];
 }
 
 em_status em_llama_reference_window(const em_model *m, const int32_t *input, const int32_t *target,
@@ -111,15 +138,20 @@ em_status em_llama_reference_window(const em_model *m, const int32_t *input, con
     double *k = em_xmalloc(t_ * KV * hd * sizeof *k), *v = em_xmalloc(t_ * KV * hd * sizeof *v);
     double *g = em_xmalloc(t_ * F * sizeof *g), *u = em_xmalloc(t_ * F * sizeof *u);
     double *logits = em_xmalloc((size_t)V * sizeof *logits);
-    double freqs[c->rope_dim / 2];
+    double *y = em_xmalloc(t_ * D * sizeof *y);
+    double freqs[c->rope_dim / 2], freqs_swa[c->rope_dim / 2];
     em_rope_freqs(c, m->rope_freqs ? m->rope_freqs->data : NULL, freqs);
+    em_llama_config local = em_rope_config_swa(c);
+    em_rope_freqs(&local, NULL, freqs_swa);
     float *row = em_xmalloc((size_t)D * sizeof *row);
     for (int t = 0; t < T; t++) {
         em_rows_to_float(m->tok_embd, input[t], 1, row, D);
-        for (int i = 0; i < D; i++) x[(size_t)t * D + i] = row[i];
+        for (int i = 0; i < D; i++) x[(size_t)t * D + i] = row[i] * (double)c->embed_scale;
     }
     for (int l = 0; l < c->n_layers; l++) {
         const em_layer_weights *w = &m->layers[l];
+        bool sliding = em_layer_is_sliding(c, l);
+        const double *f = sliding && c->rope_freq_base_swa > 0 ? freqs_swa : freqs;
         rmsnorm(x, w->attn_norm, T, D, c->rms_eps, xn);
         matmul(xn, T, w->wq, q, false);
         matmul(xn, T, w->wk, k, false);
@@ -129,19 +161,25 @@ em_status em_llama_reference_window(const em_model *m, const int32_t *input, con
             add_bias(k, w->bk, T, KV * hd);
             add_bias(v, w->bv, T, KV * hd);
         }
-        rope(q, T, H, hd, c->rope_dim, freqs);
-        rope(k, T, KV, hd, c->rope_dim, freqs);
-        attention(q, k, v, T, H, KV, hd, att);
-        matmul(att, T, w->wo, x, true);
+        if (c->qk_norm) { /* every head as a row of hd values */
+            rmsnorm(q, w->q_norm, T * H, hd, c->rms_eps, q);
+            rmsnorm(k, w->k_norm, T * KV, hd, c->rms_eps, k);
+        }
+        rope(q, T, H, hd, c->rope_dim, f);
+        rope(k, T, KV, hd, c->rope_dim, f);
+        attention(q, k, v, T, H, KV, hd, c->attn_scale_base, c->attn_softcap,
+                  sliding ? c->sliding_window : 0, att);
+        residual(att, T, w->wo, w->attn_post_norm, c->rms_eps, y, x);
         rmsnorm(x, w->ffn_norm, T, D, c->rms_eps, xn);
         matmul(xn, T, w->w_gate, g, false);
         matmul(xn, T, w->w_up, u, false);
-        for (size_t i = 0; i < t_ * F; i++) g[i] = g[i] / (1.0 + exp(-g[i])) * u[i];
-        matmul(g, T, w->w_down, x, true);
+        for (size_t i = 0; i < t_ * F; i++) g[i] = gate(c->activation, g[i]) * u[i];
+        residual(g, T, w->w_down, w->ffn_post_norm, c->rms_eps, y, x);
     }
     rmsnorm(x, m->output_norm, T, D, c->rms_eps, xn);
     for (int t = score_from; t < T; t++) {
         matmul(xn + (size_t)t * D, 1, m->output, logits, false);
+        for (int i = 0; i < V; i++) logits[i] = softcap(logits[i], c->final_softcap);
         int best = 0;
         for (int i = 1; i < V; i++)
             if (logits[i] > logits[best]) best = i;
@@ -151,6 +189,7 @@ em_status em_llama_reference_window(const em_model *m, const int32_t *input, con
         argmax[t - score_from] = best;
     }
     free(row);
+    free(y);
     free(x);
     free(xn);
     free(q);

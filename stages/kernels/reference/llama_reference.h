@@ -1,5 +1,8 @@
 /* The plain C reference forward of a Llama-family model (llm.c's train_gpt2.c role): the same
- * composition as stages/kernels/llama_block.h written as straight loops in double precision,
+ * composition as stages/kernels/llama_block.h, with every feature of the architecture table
+ * (em_llama_config: embedding scale, q/k norms, post-norms, GeGLU, soft-caps, sliding windows,
+ * the score scale and the sliding layers' RoPE base), written as straight loops in double
+ * precision,
  * one position at a time, whole weights converted row by row, attention as the textbook
  * softmax(QK^T / sqrt(d)) V and the head as a full log-softmax. No tiling, no threads, no
  * cleverness: slow, and the yardstick tests hold the fast backends (any tp) against. Shares with
