@@ -27,6 +27,11 @@ static const em_backend_row rows[] = {
     {"nccl", EVALMESH_HAVE_CUDA, false, false, true, em_comm_nccl_world},
 };
 
+const em_backend_row *em_backend_rows(size_t *count) {
+    *count = sizeof rows / sizeof *rows;
+    return rows;
+}
+
 const em_backend_row *em_backend_find(const char *name) {
     for (size_t i = 0; i < sizeof rows / sizeof *rows; i++)
         if (strcmp(rows[i].name, name) == 0) return &rows[i];

@@ -21,6 +21,8 @@ typedef struct em_backend_row {
 
 /* The row named `name`, or NULL. */
 const em_backend_row *em_backend_find(const char *name);
+/* Every row, in table order: *count of them. */
+const em_backend_row *em_backend_rows(size_t *count);
 
 /* Why `row` cannot serve a world of world_size ranks whose CPU world has backend cpu_backend
  * (NULL when unknown, as in `evalmesh validate`), as a new message; NULL when it can. */

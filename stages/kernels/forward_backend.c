@@ -1,6 +1,7 @@
 /* The table of forward backends (see forward_backend.h): one row per backend. */
 #include "stages/kernels/forward_backend.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "stages/kernels/cpu/llama_forward.h"
@@ -16,7 +17,14 @@ const em_forward_backend *em_forward_backend_find(const char *name) {
 }
 
 const char *em_forward_backend_names(void) {
-    return "cpu";
+    static _Thread_local char names[256]; /* per thread: built on first use */
+    if (!names[0]) {
+        size_t used = 0;
+        for (size_t i = 0; i < sizeof rows / sizeof *rows && used < sizeof names; i++)
+            used += (size_t)snprintf(names + used, sizeof names - used, "%s%s", i ? " " : "",
+                                     rows[i]->name);
+    }
+    return names;
 }
 
 em_status em_forward_ring_step(const em_forward_group *g, const void *send, void *recv,
