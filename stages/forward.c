@@ -90,7 +90,7 @@ static em_status forward_init(em_stage *self, const em_run_context *ctx) {
     em_status err = check_same_mesh(self);
     if (!err) err = check_cp_fits(self);
     if (err) return err;
-    const char *device = em_node_get_string(self->options, "device", "cpu");
+    const char *device = em_node_option_string(self->options, "device");
     st->backend = em_forward_backend_find(device);
     if (!st->backend) {
         const em_map_entry *e = em_node_get_entry(self->options, "device");

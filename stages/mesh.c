@@ -35,7 +35,7 @@ static em_status mesh_init(em_stage *self, const em_run_context *ctx) {
     st->tp = read_size(self, "tp");
     st->cp = read_size(self, "cp");
     st->backend = em_node_option_string(self->options, "backend");
-    st->count_calls = em_node_get_bool(self->options, "count_calls", false);
+    st->count_calls = em_node_option_bool(self->options, "count_calls");
     const em_node *backend_node = em_node_get(self->options, "backend");
     em_mark backend_mark = backend_node ? backend_node->mark : self->mark;
     if (strcmp(st->backend, "auto") == 0) st->backend = ctx->world_size > 1 ? "mpi" : "local";
