@@ -1,4 +1,6 @@
-"""The command-line side of model files: `evalmesh inspect` (text and --json, bad files),
+"""The command-line side of model files: `evalmesh inspect` (text and --json, bad files, any
+well-formed GGUF described with its `runnable:` verdict: vocabulary-only files, unknown
+architectures, tensor types and pre-tokenizers, the real SmolLM2 when it can be fetched),
 the `model` stage in recipes (paths relative to the recipe, format and checksum checks, errors
 naming file:line:col or rank and stage) and evalmesh-mkmodel's argument errors.
 
@@ -67,6 +69,8 @@ def check_inspect(evalmesh, mkmodel, tmp):
                      'tokenizer: llama, 512 tokens, bos 1 "<s>", eos 2 "</s>"', "tensors: 48",
                      "  blk.0.ffn_down.weight            F32   172 x 64                  44032"]:
             check(want in lines, "inspect stories: line %r missing" % want)
+        check(lines[-2:] == ["tensors by type: F32 48", "runnable: yes"],
+              "inspect stories: last lines %r" % lines[-2:])
     else:
         print("note: %s absent, stories inspect skipped" % stories)
 
@@ -281,6 +285,140 @@ def check_mkmodel_errors(mkmodel, tmp):
         check(rc == 2 and want in err, "mkmodel %s: %d %s" % (" ".join(args), rc, err))
 
 
+# The last line of `evalmesh inspect` for each shared vocabulary-only GGUF (no tensors; some of
+# them for architectures evalmesh does not run).
+ARCHS = "llama, qwen2, qwen3, gemma, gemma2, gemma3, phi3"
+NO_TENSORS = "the file has no tensors (a vocabulary-only file)"
+VOCAB_ONLY = {
+    "deepseek-coder": ("llama", 25, "runnable: no: " + NO_TENSORS),
+    "falcon": ("falcon", 18, "runnable: no: architecture 'falcon' is not supported (supported: "
+               + ARCHS + "); " + NO_TENSORS),
+    "gpt-2": ("gpt2", 16, "runnable: no: architecture 'gpt2' is not supported (supported: "
+              + ARCHS + "); " + NO_TENSORS),
+    "llama-spm": ("llama", 22, "runnable: no: " + NO_TENSORS),
+    "starcoder": ("starcoder2", 19, "runnable: no: architecture 'starcoder2' is not supported "
+                  "(supported: " + ARCHS + "); " + NO_TENSORS),
+}
+SUPPORTED_TYPES = ("F32, F16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ2_XXS, "
+                   "IQ2_XS, IQ3_XXS, IQ1_S, IQ4_NL, IQ3_S, IQ2_S, IQ4_XS, IQ1_M, BF16, TQ1_0, "
+                   "TQ2_0, MXFP4, NVFP4, TORCHAO_I8, TORCHAO_I4_G32, TORCHAO_I4_G64, "
+                   "TORCHAO_I4_G128, TORCHAO_I4_G256")
+
+
+def check_inspect_any_gguf(evalmesh, tmp):
+    """Any well-formed GGUF is described (exit 0) and ends with its runnable verdict."""
+    shared = os.environ.get("EVALMESH_SHARED_DATA", "../shared/data")
+    for name, (arch, keys, verdict) in VOCAB_ONLY.items():
+        path = os.path.join(shared, "tokenizers", name, "ggml-vocab-%s.gguf" % name)
+        rc, out, err = run([evalmesh, "inspect", path])
+        lines = out.splitlines()
+        check(rc == 0 and err == "", "inspect %s: rc %d %s" % (name, rc, err))
+        for want in ["architecture: " + arch, "header sha256: " + gguf_header_sha(path),
+                     "metadata: %d keys" % keys, "tensors: 0"]:
+            check(want in lines, "inspect %s: line %r missing" % (name, want))
+        check(lines[-2:] == ["tensors by type: none", verdict],
+              "inspect %s: last lines %r" % (name, lines[-2:]))
+        rc, out, err = run([evalmesh, "inspect", path, "--json"])
+        j = json.loads(out) if rc == 0 else {}
+        check(j.get("runnable") is False and ["runnable: no: " + "; ".join(j["reasons"])]
+              == [verdict] and j["tensors_by_type"] == {} and j["hyperparameters"] is None
+              and j["metadata"]["general.architecture"] == arch
+              and j["metadata"]["tokenizer.ggml.tokens"]["array"] == "string",
+              "inspect --json %s: %r" % (name, {k: j.get(k) for k in ("runnable", "reasons")}))
+    falcon = os.path.join(shared, "tokenizers", "falcon", "ggml-vocab-falcon.gguf")
+    rc, out, _ = run([evalmesh, "inspect", falcon])
+    for want in ['  general.architecture                     "falcon"',
+                 "  falcon.attention.head_count_kv           1",
+                 "  falcon.attention.layer_norm_epsilon      1e-05",
+                 "  tokenizer.ggml.tokens                    [65024 x string]",
+                 "  tokenizer.ggml.token_type                [65024 x int32]"]:
+        check(want in out.splitlines(), "inspect falcon: metadata line %r missing" % want)
+
+    try:
+        import gguf
+        import numpy as np
+    except ImportError:
+        print("note: the PyPI package gguf is not installed: the GGUFWriter files are skipped")
+        return
+    # An architecture evalmesh does not run, Q8_K tensors (a type it does not compute with) and
+    # a misspelt pre-tokenizer: one reason each, in that order.
+    odd = os.path.join(tmp, "odd.gguf")
+    w = gguf.GGUFWriter(odd, "mamba9")
+    w.add_uint32("mamba9.block_count", 1)
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("smolm")
+    w.add_token_list([chr(b) for b in range(33, 127)] + ["ab"])
+    w.add_token_merges(["a b"])
+    w.add_tensor("blk.0.ssm.weight", np.zeros((2, 292), np.uint8),
+                 raw_dtype=gguf.GGMLQuantizationType.Q8_K)
+    w.add_tensor("blk.1.ssm.weight", np.zeros((1, 292), np.uint8),
+                 raw_dtype=gguf.GGMLQuantizationType.Q8_K)
+    w.add_tensor("norm.weight", np.ones(4, np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    rc, out, err = run([evalmesh, "inspect", odd])
+    lines = out.splitlines()
+    check(rc == 0 and err == "", "inspect odd: rc %d %s" % (rc, err))
+    for want in ["architecture: mamba9", "  mamba9.block_count                       1",
+                 '  tokenizer.ggml.pre                       "smolm"', "tensors: 3",
+                 "  blk.0.ssm.weight                 Q8_K  256 x 2                     584",
+                 "  norm.weight                      F32   4                            16",
+                 "  total                                                              892",
+                 "tensors by type: F32 1 Q8_K 2"]:
+        check(want in lines, "inspect odd: line %r missing" % want)
+    reasons = ["architecture 'mamba9' is not supported (supported: %s)" % ARCHS,
+               "tensor blk.0.ssm.weight and 1 more have type Q8_K, which evalmesh does not "
+               "compute with (supported: %s)" % SUPPORTED_TYPES,
+               "tokenizer.ggml.pre 'smolm' is not a pre-tokenizer llama.cpp knows (the closest "
+               "known one is 'smollm')"]
+    check(lines[-1] == "runnable: no: " + "; ".join(reasons), "inspect odd: %r" % lines[-1])
+    rc, out, _ = run([evalmesh, "inspect", odd, "--json"])
+    j = json.loads(out)
+    check(j["runnable"] is False and j["reasons"] == reasons
+          and j["tensors_by_type"] == {"F32": 1, "Q8_K": 2}, "inspect --json odd: %r" % j)
+    # A llama file missing its hyperparameters: the strict loader's reason.
+    bare = os.path.join(tmp, "bare.gguf")
+    w = gguf.GGUFWriter(bare, "llama")
+    w.add_tensor("output_norm.weight", np.ones(4, np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    rc, out, _ = run([evalmesh, "inspect", bare])
+    check(rc == 0 and out.splitlines()[-1] == "runnable: no: missing metadata key "
+          "llama.context_length", "inspect bare: %d %r" % (rc, out.splitlines()[-1:]))
+
+
+def check_inspect_smollm2(evalmesh):
+    """The real SmolLM2-135M-Instruct Q4_1 (tools/fetch-smollm2; skipped offline)."""
+    source = os.environ.get("EVALMESH_SOURCE_DIR", ".")
+    fetch = subprocess.run([os.path.join(source, "tools", "fetch-smollm2")], capture_output=True,
+                           text=True)
+    if fetch.returncode != 0:
+        print("note: SmolLM2 inspect skipped: tools/fetch-smollm2 could not fetch it: "
+              + fetch.stderr.strip())
+        return
+    model = fetch.stdout.strip()
+    rc, out, err = run([evalmesh, "inspect", model])
+    lines = out.splitlines()
+    check(rc == 0, "inspect SmolLM2: rc %d %s" % (rc, err))
+    for want in ["architecture: llama", "file size:    98362432 bytes", "  block_count         30",
+                 'tokenizer: gpt2, 49152 tokens, bos 1 "<|im_start|>", eos 2 "<|im_end|>"',
+                 "metadata: 33 keys", '  tokenizer.ggml.pre                       "smollm"',
+                 "tensors: 272",
+                 "  token_embd.weight                Q8_0  576 x 49152            30081024"]:
+        check(want in lines, "inspect SmolLM2: line %r missing" % want)
+    check(lines[-2:] == ["tensors by type: F32 61 Q4_1 210 Q8_0 1", "runnable: yes"],
+          "inspect SmolLM2: last lines %r" % lines[-2:])
+    rc, out, _ = run([evalmesh, "inspect", model, "--json"])
+    j = json.loads(out)
+    check(j["runnable"] is True and j["reasons"] == []
+          and j["tensors_by_type"] == {"F32": 61, "Q4_1": 210, "Q8_0": 1},
+          "inspect --json SmolLM2: %r" % {k: j[k] for k in ("runnable", "tensors_by_type")})
+
+
 def main():
     mkmodel = sys.argv[1]
     evalmesh = os.environ.get("EVALMESH_BIN")
@@ -289,6 +427,8 @@ def main():
         return 77
     tmp = tempfile.mkdtemp(prefix="em-model-cli-")
     check_inspect(evalmesh, mkmodel, tmp)
+    check_inspect_any_gguf(evalmesh, tmp)
+    check_inspect_smollm2(evalmesh)
     check_stage(evalmesh, mkmodel, tmp)
     check_not_regular(evalmesh, mkmodel, tmp)
     check_mkmodel_errors(mkmodel, tmp)
