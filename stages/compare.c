@@ -1,0 +1,370 @@
+/* Stage `compare`: quantization-aware evaluation as llama.cpp's `perplexity --kl-divergence`,
+ * without its logits file. Both models (`reference` and `candidate`, model or quantize stages)
+ * stay resident; each of this rank's windows of `data` runs through both forwards and the
+ * backend's paired head (forward_backend.h, score_pair), which walks the vocabulary tiles of the
+ * two heads together, so per scored token it keeps only: both nll, both argmax and KL(P_ref ||
+ * P_cand) over the whole vocabulary; dp = p_cand(target) - p_ref(target). No (T, vocab) array
+ * and no per-token distribution outlives its window.
+ *
+ * Over the mesh's dp group it reduces exact fixed-point sums (runner/comm/exact_sum.h) of nll,
+ * nll^2 of each model, their product, KL, KL^2, dp, dp^2, dp^4, and int64 counts of tokens and
+ * agreeing argmaxes; and it gathers every token's KL and dp (16 bytes a token) so percentiles
+ * are exact order statistics. Integer sums and sorted values do not depend on the rank order, so
+ * the metrics are the same bits for any world size. The statistics (stages/metrics/kld_stats.h)
+ * become metrics "<stage>.<name>" of a "metrics" artifact that report and gate read.
+ *
+ * Paired scoring splits nothing: a mesh with tp or cp > 1 is refused. The dataset is tokenized
+ * by one model stage; both models must descend from it or from a model stage of the same file,
+ * or their token ids could mean different things (refused in init, naming both). */
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runner/comm/comm.h"
+#include "runner/comm/exact_sum.h"
+#include "runner/comm/mesh_groups.h"
+#include "runner/stage.h"
+#include "util/clock.h"
+#include "util/log.h"
+#include "stages/data/window_set.h"
+#include "stages/kernels/forward_backend.h"
+#include "stages/metrics/kld_stats.h"
+#include "stages/metrics/metrics.h"
+#include "stages/model/loaded_model.h"
+
+enum {
+    SUM_NLL,
+    SUM_NLL2,
+    SUM_BASE,
+    SUM_BASE2,
+    SUM_CROSS,
+    SUM_KLD,
+    SUM_KLD2,
+    SUM_DP,
+    SUM_DP2,
+    SUM_DP4,
+    SUM_N
+};
+
+typedef struct compare_state {
+    int threads;
+    const em_forward_backend *backend;
+} compare_state;
+
+static const em_input_spec compare_inputs[] = {
+    {"reference", {"model"}, false, false},
+    {"candidate", {"model"}, false, false},
+    {"data", {"dataset"}, false, false},
+    {"mesh", {"mesh"}, false, true},
+    {0},
+};
+
+/* The model stage a model or quantize stage descends from. */
+static const em_stage *root_model(const em_stage *s) {
+    while (s && strcmp(s->kind->name, "model") != 0) s = em_stage_input_producer(s, "model", 0);
+    return s;
+}
+
+static const char *model_path(const em_stage *model) {
+    return model ? em_node_get_string(model->options, "path", "") : "";
+}
+
+/* Both models must read the dataset's token ids as its tokenizer made them. */
+static em_status check_tokenizer(const em_stage *self, const char *option) {
+    const em_stage *data = em_stage_input_producer(self, "data", 0);
+    const em_stage *tok = data ? em_stage_input_producer(data, "tokenizer", 0) : NULL;
+    const em_stage *mine = root_model(em_stage_input_producer(self, option, 0));
+    if (!tok || !mine || tok == mine || strcmp(model_path(tok), model_path(mine)) == 0) return NULL;
+    const em_map_entry *e = em_node_get_entry(self->options, option);
+    return em_error_at(EM_EXIT_BAD_INPUT, e ? e->value->mark : self->mark,
+                       "stage '%s': %s '%s' comes from model stage '%s' (%s), but dataset '%s' is "
+                       "tokenized by model stage '%s' (%s): different tokenizers",
+                       self->name, option, em_stage_input_producer(self, option, 0)->name,
+                       mine->name, model_path(mine), data->name, tok->name, model_path(tok));
+}
+
+/* The windows were split over the dataset's mesh; paired scoring splits no window. */
+static em_status check_mesh(const em_stage *self) {
+    const em_stage *data = em_stage_input_producer(self, "data", 0);
+    const em_stage *theirs = data ? em_stage_input_producer(data, "mesh", 0) : NULL;
+    const em_stage *mine = em_stage_input_producer(self, "mesh", 0);
+    const em_map_entry *e = em_node_get_entry(self->options, mine ? "mesh" : "data");
+    em_mark at = e ? e->value->mark : self->mark;
+    if (data && theirs != mine)
+        return em_error_at(EM_EXIT_BAD_INPUT, at,
+                           "stage '%s': runs on %s, but dataset '%s' split its windows over %s "
+                           "(give both the same `mesh:`)",
+                           self->name, em_stage_mesh_name(self), data->name,
+                           em_stage_mesh_name(data));
+    for (int i = 0; mine && i < 2; i++) {
+        const char *key = i ? "cp" : "tp";
+        const em_node *n = em_node_get(mine->options, key);
+        if (n && em_node_scalar_type(n) == EM_SCALAR_INT &&
+            em_node_get_int(mine->options, key, 1) > 1)
+            return em_error_at(EM_EXIT_BAD_INPUT, at,
+                               "stage '%s': mesh '%s' has %s = %lld, but compare scores both "
+                               "models of a window on one rank (use tp = cp = 1; dp splits the "
+                               "windows)",
+                               self->name, mine->name, key,
+                               (long long)em_node_get_int(mine->options, key, 1));
+    }
+    return NULL;
+}
+
+static em_status compare_init(em_stage *self, const em_run_context *ctx) {
+    compare_state *st = em_xcalloc(1, sizeof *st);
+    self->state = st;
+    em_status err = check_mesh(self);
+    if (!err) err = check_tokenizer(self, "reference");
+    if (!err) err = check_tokenizer(self, "candidate");
+    if (err) return err;
+    const char *device = em_node_option_string(self->options, "device");
+    st->backend = em_forward_backend_find(device);
+    if (!st->backend || !st->backend->score_pair) {
+        const em_map_entry *e = em_node_get_entry(self->options, "device");
+        return em_error_at(EM_EXIT_BAD_INPUT, e ? e->value->mark : self->mark,
+                           "stage '%s': device '%s' is not a forward backend of this build that "
+                           "scores pairs (%s)",
+                           self->name, device, em_forward_backend_names());
+    }
+    int ranks = ctx->local_size > 0 ? ctx->local_size : 1;
+    st->threads = (int)em_node_get_int(self->options, "threads", omp_get_num_procs() / ranks);
+    if (st->threads < 1) st->threads = 1;
+    return NULL;
+}
+
+/* This rank's per-token values, and the sums and counts it adds to the dp reduction. */
+typedef struct pair_scores {
+    double *kld, *dp; /* (tokens) */
+    size_t tokens;
+    em_exact_sum sums[SUM_N];
+    int64_t counts[2]; /* tokens, same top */
+} pair_scores;
+
+static em_status score_windows(compare_state *st, const em_model *ref, const em_model *cand,
+                               const em_dataset *ds, pair_scores *ps) {
+    const em_forward_backend *be = st->backend;
+    if (ref->config.n_vocab != cand->config.n_vocab)
+        return em_error_new(EM_EXIT_BAD_INPUT,
+                            "the reference has a vocabulary of %lld, the candidate of %lld",
+                            (long long)ref->config.n_vocab, (long long)cand->config.n_vocab);
+    em_forward_groups alone = {.tp = {.rank = 0, .size = 1}, .cp = {.rank = 0, .size = 1}};
+    void *fr = NULL, *fc = NULL;
+    em_status err = be->create(ref, &alone, st->threads, &fr);
+    if (err) return em_error_prefix(err, "reference");
+    err = be->create(cand, &alone, st->threads, &fc);
+    if (err) {
+        be->free(fr);
+        return em_error_prefix(err, "candidate");
+    }
+    int longest = 1;
+    for (size_t i = 0; i < ds->count; i++) {
+        ps->tokens += (size_t)(ds->windows[i].length - ds->windows[i].score_from);
+        if (ds->windows[i].length > longest) longest = ds->windows[i].length;
+    }
+    size_t n = ps->tokens ? ps->tokens : 1, m = (size_t)longest;
+    ps->kld = em_xmalloc(n * sizeof *ps->kld);
+    ps->dp = em_xmalloc(n * sizeof *ps->dp);
+    double *nll_r = em_xmalloc(m * sizeof *nll_r), *nll_c = em_xmalloc(m * sizeof *nll_c);
+    int32_t *arg_r = em_xmalloc(m * sizeof *arg_r), *arg_c = em_xmalloc(m * sizeof *arg_c);
+    for (int i = 0; i < SUM_N; i++) em_exact_sum_init(&ps->sums[i]);
+    size_t at = 0;
+    for (size_t i = 0; i < ds->count && !err; i++) {
+        const em_window *w = &ds->windows[i];
+        int k = w->length - w->score_from;
+        err = be->score_pair(fr, fc, w->input, w->target, w->length, w->score_from, nll_r, arg_r,
+                             nll_c, arg_c, ps->kld + at);
+        if (err) {
+            err = em_error_prefix(err, "window %lld", (long long)w->index);
+            break;
+        }
+        for (int t = 0; t < k; t++, at++) {
+            double dp = exp(-nll_c[t]) - exp(-nll_r[t]), kl = ps->kld[at];
+            ps->dp[at] = dp;
+            double add[SUM_N] = {nll_c[t],
+                                 nll_c[t] * nll_c[t],
+                                 nll_r[t],
+                                 nll_r[t] * nll_r[t],
+                                 nll_c[t] * nll_r[t],
+                                 kl,
+                                 kl * kl,
+                                 dp,
+                                 dp * dp,
+                                 dp * dp * dp * dp};
+            for (int s = 0; s < SUM_N; s++) em_exact_sum_add(&ps->sums[s], add[s]);
+            ps->counts[1] += arg_r[t] == arg_c[t];
+        }
+    }
+    ps->counts[0] = (int64_t)ps->tokens;
+    free(nll_r);
+    free(nll_c);
+    free(arg_r);
+    free(arg_c);
+    be->free(fr);
+    be->free(fc);
+    return err;
+}
+
+static int compare_doubles(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Every dp rank's values of x (mine of them) into *all (sorted), *total of them. */
+static em_status gather_sorted(em_comm *dp, const double *x, size_t mine, double **all,
+                               int64_t *total) {
+    int64_t count = (int64_t)mine, most = 0;
+    int64_t *counts = em_xcalloc((size_t)dp->size, sizeof *counts);
+    em_status err = em_allgather(dp, &count, counts, sizeof count);
+    *total = 0;
+    for (int r = 0; r < dp->size && !err; r++) {
+        if (counts[r] > most) most = counts[r];
+        *total += counts[r];
+    }
+    size_t block = (size_t)(most ? most : 1);
+    double *padded = em_xcalloc(block, sizeof *padded);
+    double *gathered = em_xcalloc(block * (size_t)dp->size, sizeof *gathered);
+    if (mine) memcpy(padded, x, mine * sizeof *x);
+    if (!err) err = em_allgather(dp, padded, gathered, block * sizeof *padded);
+    *all = em_xcalloc((size_t)(*total ? *total : 1), sizeof **all);
+    size_t next = 0;
+    for (int r = 0; r < dp->size && !err; r++) {
+        memcpy(*all + next, gathered + (size_t)r * block, (size_t)counts[r] * sizeof **all);
+        next += (size_t)counts[r];
+    }
+    if (!err) qsort(*all, next, sizeof **all, compare_doubles);
+    free(padded);
+    free(gathered);
+    free(counts);
+    return err;
+}
+
+static void put(em_metrics *m, const char *stage, const char *name, double value,
+                const em_value_error *with) {
+    char key[256];
+    snprintf(key, sizeof key, "%s.%s", stage, name);
+    em_metric *x = em_metrics_set(m, key, with ? with->value : value);
+    if (with) x->error = with->error, x->has_error = true;
+}
+
+/* "p99_9", "p50", "p05", "p00_1" for 0.999, 0.50, 0.05, 0.001. */
+static void percentile_name(char *buf, size_t size, const char *prefix, double at) {
+    int tenths = (int)lround(at * 1000.0);
+    if (tenths % 10)
+        snprintf(buf, size, "%s_p%02d_%d", prefix, tenths / 10, tenths % 10);
+    else
+        snprintf(buf, size, "%s_p%02d", prefix, tenths / 10);
+}
+
+static void set_metrics(em_metrics *m, const char *stage, const em_kld_stats *s, int64_t tokens) {
+    put(m, stage, "ppl", 0, &s->ppl);
+    put(m, stage, "ppl_base", 0, &s->ppl_base);
+    put(m, stage, "ln_ppl_ratio", 0, &s->ln_ppl_ratio);
+    put(m, stage, "ppl_ratio", 0, &s->ppl_ratio);
+    put(m, stage, "ppl_diff", 0, &s->ppl_diff);
+    put(m, stage, "ln_ppl_correlation", s->ln_ppl_correlation, NULL);
+    put(m, stage, "kld_mean", 0, &s->kld);
+    put(m, stage, "kld_max", s->kld_max, NULL);
+    put(m, stage, "kld_min", s->kld_min, NULL);
+    char name[64];
+    for (int i = 0; i < EM_KLD_PERCENTILES; i++) {
+        percentile_name(name, sizeof name, "kld", em_kld_percentile_at[i]);
+        put(m, stage, name, s->kld_percentile[i], NULL);
+    }
+    put(m, stage, "dp_mean", 0, &s->dp);
+    put(m, stage, "dp_rms", 0, &s->dp_rms);
+    put(m, stage, "dp_max", s->dp_max, NULL);
+    put(m, stage, "dp_min", s->dp_min, NULL);
+    for (int i = 0; i < EM_DP_PERCENTILES; i++) {
+        percentile_name(name, sizeof name, "dp", em_dp_percentile_at[i]);
+        put(m, stage, name, s->dp_percentile[i], NULL);
+    }
+    put(m, stage, "same_top", 0, &s->same_top);
+    put(m, stage, "tokens", (double)tokens, NULL);
+}
+
+static void free_metrics(void *data) {
+    em_metrics_free(data);
+}
+
+static em_status compare_run(em_stage *self, const em_run_context *ctx) {
+    compare_state *st = self->state;
+    const em_model *ref = em_stage_input_artifact(self, "reference", 0)->data;
+    const em_model *cand = em_stage_input_artifact(self, "candidate", 0)->data;
+    const em_dataset *ds = em_stage_input_artifact(self, "data", 0)->data;
+    em_mesh *mesh = em_stage_mesh(self, ctx);
+    if (mesh->tp > 1 || mesh->cp > 1)
+        return em_error_new(EM_EXIT_BAD_INPUT,
+                            "%s has tp = %d, cp = %d, but compare scores both models of a window "
+                            "on one rank (use tp = cp = 1)",
+                            em_stage_mesh_name(self), mesh->tp, mesh->cp);
+    double start = em_clock_seconds();
+    pair_scores ps = {0};
+    em_status err = score_windows(st, ref, cand, ds, &ps);
+    if (!err) err = em_mesh_dp_exact_sum_allreduce(mesh, ps.sums, SUM_N);
+    if (!err) err = em_mesh_dp_allreduce(mesh, ps.counts, ps.counts, 2, EM_DTYPE_INT64, EM_OP_SUM);
+    double *kld = NULL, *dp = NULL;
+    int64_t total = 0;
+    if (!err) err = gather_sorted(mesh->dp_group, ps.kld, ps.tokens, &kld, &total);
+    if (!err) err = gather_sorted(mesh->dp_group, ps.dp, ps.tokens, &dp, &total);
+    for (int s = 0; s < SUM_N && !err; s++)
+        if (ps.sums[s].invalid)
+            err = em_error_new(EM_EXIT_RUNTIME, "%lld values are NaN, infinite or too large",
+                               (long long)ps.sums[s].invalid);
+    if (!err && ps.counts[0] == 0)
+        err = em_error_new(EM_EXIT_RUNTIME, "no token scored on any rank");
+    if (!err) {
+        em_kld_totals t = {em_exact_sum_value(&ps.sums[SUM_NLL]),
+                           em_exact_sum_value(&ps.sums[SUM_NLL2]),
+                           em_exact_sum_value(&ps.sums[SUM_BASE]),
+                           em_exact_sum_value(&ps.sums[SUM_BASE2]),
+                           em_exact_sum_value(&ps.sums[SUM_CROSS]),
+                           em_exact_sum_value(&ps.sums[SUM_KLD]),
+                           em_exact_sum_value(&ps.sums[SUM_KLD2]),
+                           em_exact_sum_value(&ps.sums[SUM_DP]),
+                           em_exact_sum_value(&ps.sums[SUM_DP2]),
+                           em_exact_sum_value(&ps.sums[SUM_DP4]),
+                           ps.counts[0],
+                           ps.counts[1]};
+        em_kld_stats s = em_kld_stats_compute(&t, kld, dp);
+        em_metrics *m = em_metrics_new();
+        m->world_size = mesh->dp;
+        m->ranks = em_xcalloc((size_t)mesh->dp, sizeof *m->ranks);
+        set_metrics(m, self->name, &s, t.count);
+        m->dataset_path = em_xstrdup(ds->path ? ds->path : "");
+        m->dataset_sha256 = em_xstrdup(ds->sha256);
+        m->model_path = em_xstrdup(cand->path ? cand->path : "");
+        m->model_header_sha256 = em_xstrdup(cand->header_sha256);
+        self->output = (em_artifact){.data = m, .free = free_metrics};
+        em_log_info("compare %s: %lld tokens, mean KLD %.6f, same top %.4f%% in %.2f s", self->name,
+                    (long long)t.count, s.kld.value, 100.0 * s.same_top.value,
+                    em_clock_seconds() - start);
+        for (size_t i = 0; i < m->count; i++)
+            em_log_debug("compare '%s': %s = %.17g", self->name, m->items[i].key,
+                         m->items[i].value);
+    }
+    free(kld);
+    free(dp);
+    free(ps.kld);
+    free(ps.dp);
+    return err;
+}
+
+static void compare_destroy(em_stage *self) {
+    free(self->state);
+}
+
+const em_stage_kind em_stage_kind_compare = {
+    .name = "compare",
+    .summary = "a reference and a candidate model over the same windows: per-token KL divergence, "
+               "change of the target's probability, top-token agreement (llama.cpp's "
+               "--kl-divergence statistics), identical on every rank",
+    .produces = "metrics",
+    .inputs = compare_inputs,
+    .collective = true, /* over the mesh's dp group */
+    .init = compare_init,
+    .run = compare_run,
+    .destroy = compare_destroy,
+};
