@@ -6,12 +6,15 @@
  * P_cand) over the whole vocabulary; dp = p_cand(target) - p_ref(target). No (T, vocab) array
  * and no per-token distribution outlives its window.
  *
- * Over the mesh's dp group it reduces exact fixed-point sums (runner/comm/exact_sum.h) of nll,
- * nll^2 of each model, their product, KL, KL^2, dp, dp^2, dp^4, and int64 counts of tokens and
- * agreeing argmaxes; and it gathers every token's KL and dp (16 bytes a token) so percentiles
- * are exact order statistics. Integer sums and sorted values do not depend on the rank order, so
- * the metrics are the same bits for any world size. The statistics (stages/metrics/kld_stats.h)
- * become metrics "<stage>.<name>" of a "metrics" artifact that report and gate read.
+ * Over the mesh's dp group it gathers every scored token's record (both nll, KL, dp, argmax
+ * agreement: 40 bytes a token, no distribution) in window order: dp ranks hold contiguous ranges
+ * of windows in window order, so every rank holds the same records in the same order for any
+ * world size, and sums them in that order in double, and sorts copies for the percentiles,
+ * which are exact order statistics (no histogram). So the metrics are the same bits on every
+ * rank and for any world size, at full double precision (KL values of 1e-8 and dp^4 lie far
+ * below the 2^-32 resolution of the fixed-point sums the aggregate stage uses). The statistics
+ * (stages/metrics/kld_stats.h) become metrics "<stage>.<name>" of a "metrics" artifact that
+ * report and gate read.
  *
  * Paired scoring splits nothing: a mesh with tp or cp > 1 is refused. The dataset is tokenized
  * by one model stage; both models must descend from it or from a model stage of the same file,
@@ -23,7 +26,6 @@
 #include <string.h>
 
 #include "runner/comm/comm.h"
-#include "runner/comm/exact_sum.h"
 #include "runner/comm/mesh_groups.h"
 #include "runner/stage.h"
 #include "util/clock.h"
@@ -34,19 +36,13 @@
 #include "stages/metrics/metrics.h"
 #include "stages/model/loaded_model.h"
 
-enum {
-    SUM_NLL,
-    SUM_NLL2,
-    SUM_BASE,
-    SUM_BASE2,
-    SUM_CROSS,
-    SUM_KLD,
-    SUM_KLD2,
-    SUM_DP,
-    SUM_DP2,
-    SUM_DP4,
-    SUM_N
-};
+/* What one scored token leaves behind. */
+typedef struct token_record {
+    double nll_base, nll; /* the reference's and the candidate's -log p(target) */
+    double kld;           /* KL(P_ref || P_cand) */
+    double dp;            /* p_cand(target) - p_ref(target) */
+    double same_top;      /* 1 when both argmaxes agree, else 0 */
+} token_record;
 
 typedef struct compare_state {
     int threads;
@@ -135,12 +131,10 @@ static em_status compare_init(em_stage *self, const em_run_context *ctx) {
     return NULL;
 }
 
-/* This rank's per-token values, and the sums and counts it adds to the dp reduction. */
+/* This rank's records, in window order. */
 typedef struct pair_scores {
-    double *kld, *dp; /* (tokens) */
+    token_record *records; /* (tokens) */
     size_t tokens;
-    em_exact_sum sums[SUM_N];
-    int64_t counts[2]; /* tokens, same top */
 } pair_scores;
 
 static em_status score_windows(compare_state *st, const em_model *ref, const em_model *cand,
@@ -165,39 +159,26 @@ static em_status score_windows(compare_state *st, const em_model *ref, const em_
         if (ds->windows[i].length > longest) longest = ds->windows[i].length;
     }
     size_t n = ps->tokens ? ps->tokens : 1, m = (size_t)longest;
-    ps->kld = em_xmalloc(n * sizeof *ps->kld);
-    ps->dp = em_xmalloc(n * sizeof *ps->dp);
+    ps->records = em_xmalloc(n * sizeof *ps->records);
+    double *kld = em_xmalloc(m * sizeof *kld);
     double *nll_r = em_xmalloc(m * sizeof *nll_r), *nll_c = em_xmalloc(m * sizeof *nll_c);
     int32_t *arg_r = em_xmalloc(m * sizeof *arg_r), *arg_c = em_xmalloc(m * sizeof *arg_c);
-    for (int i = 0; i < SUM_N; i++) em_exact_sum_init(&ps->sums[i]);
     size_t at = 0;
     for (size_t i = 0; i < ds->count && !err; i++) {
         const em_window *w = &ds->windows[i];
         int k = w->length - w->score_from;
         err = be->score_pair(fr, fc, w->input, w->target, w->length, w->score_from, nll_r, arg_r,
-                             nll_c, arg_c, ps->kld + at);
+                             nll_c, arg_c, kld);
         if (err) {
             err = em_error_prefix(err, "window %lld", (long long)w->index);
             break;
         }
-        for (int t = 0; t < k; t++, at++) {
-            double dp = exp(-nll_c[t]) - exp(-nll_r[t]), kl = ps->kld[at];
-            ps->dp[at] = dp;
-            double add[SUM_N] = {nll_c[t],
-                                 nll_c[t] * nll_c[t],
-                                 nll_r[t],
-                                 nll_r[t] * nll_r[t],
-                                 nll_c[t] * nll_r[t],
-                                 kl,
-                                 kl * kl,
-                                 dp,
-                                 dp * dp,
-                                 dp * dp * dp * dp};
-            for (int s = 0; s < SUM_N; s++) em_exact_sum_add(&ps->sums[s], add[s]);
-            ps->counts[1] += arg_r[t] == arg_c[t];
-        }
+        for (int t = 0; t < k; t++, at++)
+            ps->records[at] =
+                (token_record){nll_r[t], nll_c[t], kld[t], exp(-nll_c[t]) - exp(-nll_r[t]),
+                               arg_r[t] == arg_c[t] ? 1.0 : 0.0};
     }
-    ps->counts[0] = (int64_t)ps->tokens;
+    free(kld);
     free(nll_r);
     free(nll_c);
     free(arg_r);
@@ -207,15 +188,11 @@ static em_status score_windows(compare_state *st, const em_model *ref, const em_
     return err;
 }
 
-static int compare_doubles(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* Every dp rank's values of x (mine of them) into *all (sorted), *total of them. */
-static em_status gather_sorted(em_comm *dp, const double *x, size_t mine, double **all,
-                               int64_t *total) {
-    int64_t count = (int64_t)mine, most = 0;
+/* Every dp rank's records, concatenated in dp rank order (so in window order), into *all, *total
+ * of them. */
+static em_status gather_records(em_comm *dp, const pair_scores *ps, token_record **all,
+                                int64_t *total) {
+    int64_t count = (int64_t)ps->tokens, most = 0;
     int64_t *counts = em_xcalloc((size_t)dp->size, sizeof *counts);
     em_status err = em_allgather(dp, &count, counts, sizeof count);
     *total = 0;
@@ -223,10 +200,11 @@ static em_status gather_sorted(em_comm *dp, const double *x, size_t mine, double
         if (counts[r] > most) most = counts[r];
         *total += counts[r];
     }
+    /* equal blocks of `most` records, allgather's shape; each rank fills the front of its own */
     size_t block = (size_t)(most ? most : 1);
-    double *padded = em_xcalloc(block, sizeof *padded);
-    double *gathered = em_xcalloc(block * (size_t)dp->size, sizeof *gathered);
-    if (mine) memcpy(padded, x, mine * sizeof *x);
+    token_record *padded = em_xcalloc(block, sizeof *padded);
+    token_record *gathered = em_xcalloc(block * (size_t)dp->size, sizeof *gathered);
+    if (ps->tokens) memcpy(padded, ps->records, ps->tokens * sizeof *padded);
     if (!err) err = em_allgather(dp, padded, gathered, block * sizeof *padded);
     *all = em_xcalloc((size_t)(*total ? *total : 1), sizeof **all);
     size_t next = 0;
@@ -234,11 +212,42 @@ static em_status gather_sorted(em_comm *dp, const double *x, size_t mine, double
         memcpy(*all + next, gathered + (size_t)r * block, (size_t)counts[r] * sizeof **all);
         next += (size_t)counts[r];
     }
-    if (!err) qsort(*all, next, sizeof **all, compare_doubles);
     free(padded);
     free(gathered);
     free(counts);
     return err;
+}
+
+static int compare_doubles(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The statistics of n records (n > 0), summed in their order. */
+static em_kld_stats statistics(const token_record *r, int64_t n) {
+    em_kld_totals t = {.count = n};
+    double *kld = em_xmalloc((size_t)n * sizeof *kld), *dp = em_xmalloc((size_t)n * sizeof *dp);
+    for (int64_t i = 0; i < n; i++) {
+        t.sum_nll += r[i].nll;
+        t.sum_nll2 += r[i].nll * r[i].nll;
+        t.sum_nll_base += r[i].nll_base;
+        t.sum_nll_base2 += r[i].nll_base * r[i].nll_base;
+        t.sum_nll_nll_base += r[i].nll * r[i].nll_base;
+        t.sum_kld += r[i].kld;
+        t.sum_kld2 += r[i].kld * r[i].kld;
+        t.sum_dp += r[i].dp;
+        t.sum_dp2 += r[i].dp * r[i].dp;
+        t.sum_dp4 += r[i].dp * r[i].dp * r[i].dp * r[i].dp;
+        t.same_top += r[i].same_top != 0;
+        kld[i] = r[i].kld;
+        dp[i] = r[i].dp;
+    }
+    qsort(kld, (size_t)n, sizeof *kld, compare_doubles);
+    qsort(dp, (size_t)n, sizeof *dp, compare_doubles);
+    em_kld_stats s = em_kld_stats_compute(&t, kld, dp);
+    free(kld);
+    free(dp);
+    return s;
 }
 
 static void put(em_metrics *m, const char *stage, const char *name, double value,
@@ -302,53 +311,35 @@ static em_status compare_run(em_stage *self, const em_run_context *ctx) {
                             em_stage_mesh_name(self), mesh->tp, mesh->cp);
     double start = em_clock_seconds();
     pair_scores ps = {0};
-    em_status err = score_windows(st, ref, cand, ds, &ps);
-    if (!err) err = em_mesh_dp_exact_sum_allreduce(mesh, ps.sums, SUM_N);
-    if (!err) err = em_mesh_dp_allreduce(mesh, ps.counts, ps.counts, 2, EM_DTYPE_INT64, EM_OP_SUM);
-    double *kld = NULL, *dp = NULL;
+    token_record *all = NULL;
     int64_t total = 0;
-    if (!err) err = gather_sorted(mesh->dp_group, ps.kld, ps.tokens, &kld, &total);
-    if (!err) err = gather_sorted(mesh->dp_group, ps.dp, ps.tokens, &dp, &total);
-    for (int s = 0; s < SUM_N && !err; s++)
-        if (ps.sums[s].invalid)
-            err = em_error_new(EM_EXIT_RUNTIME, "%lld values are NaN, infinite or too large",
-                               (long long)ps.sums[s].invalid);
-    if (!err && ps.counts[0] == 0)
-        err = em_error_new(EM_EXIT_RUNTIME, "no token scored on any rank");
+    em_status err = score_windows(st, ref, cand, ds, &ps);
+    if (!err) err = gather_records(mesh->dp_group, &ps, &all, &total);
+    for (int64_t i = 0; i < total && !err; i++)
+        if (!isfinite(all[i].nll) || !isfinite(all[i].nll_base) || !isfinite(all[i].kld))
+            err = em_error_new(EM_EXIT_RUNTIME, "scored token %lld: a NaN or infinite value",
+                               (long long)i);
+    if (!err && total == 0) err = em_error_new(EM_EXIT_RUNTIME, "no token scored on any rank");
     if (!err) {
-        em_kld_totals t = {em_exact_sum_value(&ps.sums[SUM_NLL]),
-                           em_exact_sum_value(&ps.sums[SUM_NLL2]),
-                           em_exact_sum_value(&ps.sums[SUM_BASE]),
-                           em_exact_sum_value(&ps.sums[SUM_BASE2]),
-                           em_exact_sum_value(&ps.sums[SUM_CROSS]),
-                           em_exact_sum_value(&ps.sums[SUM_KLD]),
-                           em_exact_sum_value(&ps.sums[SUM_KLD2]),
-                           em_exact_sum_value(&ps.sums[SUM_DP]),
-                           em_exact_sum_value(&ps.sums[SUM_DP2]),
-                           em_exact_sum_value(&ps.sums[SUM_DP4]),
-                           ps.counts[0],
-                           ps.counts[1]};
-        em_kld_stats s = em_kld_stats_compute(&t, kld, dp);
+        em_kld_stats s = statistics(all, total);
         em_metrics *m = em_metrics_new();
         m->world_size = mesh->dp;
         m->ranks = em_xcalloc((size_t)mesh->dp, sizeof *m->ranks);
-        set_metrics(m, self->name, &s, t.count);
+        set_metrics(m, self->name, &s, total);
         m->dataset_path = em_xstrdup(ds->path ? ds->path : "");
         m->dataset_sha256 = em_xstrdup(ds->sha256);
         m->model_path = em_xstrdup(cand->path ? cand->path : "");
         m->model_header_sha256 = em_xstrdup(cand->header_sha256);
         self->output = (em_artifact){.data = m, .free = free_metrics};
         em_log_info("compare %s: %lld tokens, mean KLD %.6f, same top %.4f%% in %.2f s", self->name,
-                    (long long)t.count, s.kld.value, 100.0 * s.same_top.value,
+                    (long long)total, s.kld.value, 100.0 * s.same_top.value,
                     em_clock_seconds() - start);
         for (size_t i = 0; i < m->count; i++)
             em_log_debug("compare '%s': %s = %.17g", self->name, m->items[i].key,
                          m->items[i].value);
     }
-    free(kld);
-    free(dp);
-    free(ps.kld);
-    free(ps.dp);
+    free(all);
+    free(ps.records);
     return err;
 }
 
