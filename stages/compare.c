@@ -1,6 +1,7 @@
 /* Stage `compare`: quantization-aware evaluation as llama.cpp's `perplexity --kl-divergence`,
- * without its logits file. Both models (`reference` and `candidate`, model or quantize stages)
- * stay resident; each of this rank's windows of `data` runs through both forwards and the
+ * without its logits file. The `reference` and each of the `candidates` (model or quantize
+ * stages) stay resident; candidate by candidate, each of this rank's windows of `data` runs
+ * through the reference's and the candidate's forwards and the
  * backend's paired head (forward_backend.h, score_pair), which walks the vocabulary tiles of the
  * two heads together, so per scored token it keeps only: both nll, both argmax and KL(P_ref ||
  * P_cand) over the whole vocabulary; dp = p_cand(target) - p_ref(target). No (T, vocab) array
@@ -13,11 +14,11 @@
  * which are exact order statistics (no histogram). So the metrics are the same bits on every
  * rank and for any world size, at full double precision (KL values of 1e-8 and dp^4 lie far
  * below the 2^-32 resolution of the fixed-point sums the aggregate stage uses). The statistics
- * (stages/metrics/kld_stats.h) become metrics "<stage>.<name>" of a "metrics" artifact that
- * report and gate read.
+ * (stages/metrics/kld_stats.h) become metrics "<candidate stage>.<name>" of one "metrics"
+ * artifact, a row per candidate in the report's table, that report and gate read.
  *
  * Paired scoring splits nothing: a mesh with tp or cp > 1 is refused. The dataset is tokenized
- * by one model stage; both models must descend from it or from a model stage of the same file,
+ * by one model stage; every model must descend from it or from a model stage of the same file,
  * or their token ids could mean different things (refused in init, naming both). */
 #include <math.h>
 #include <omp.h>
@@ -51,7 +52,7 @@ typedef struct compare_state {
 
 static const em_input_spec compare_inputs[] = {
     {"reference", {"model"}, false, false},
-    {"candidate", {"model"}, false, false},
+    {"candidates", {"model"}, true, false},
     {"data", {"dataset"}, false, false},
     {"mesh", {"mesh"}, false, true},
     {0},
@@ -68,16 +69,16 @@ static const char *model_path(const em_stage *model) {
 }
 
 /* Both models must read the dataset's token ids as its tokenizer made them. */
-static em_status check_tokenizer(const em_stage *self, const char *option) {
+static em_status check_tokenizer(const em_stage *self, const char *option, size_t index) {
     const em_stage *data = em_stage_input_producer(self, "data", 0);
     const em_stage *tok = data ? em_stage_input_producer(data, "tokenizer", 0) : NULL;
-    const em_stage *mine = root_model(em_stage_input_producer(self, option, 0));
+    const em_stage *mine = root_model(em_stage_input_producer(self, option, index));
     if (!tok || !mine || tok == mine || strcmp(model_path(tok), model_path(mine)) == 0) return NULL;
     const em_map_entry *e = em_node_get_entry(self->options, option);
     return em_error_at(EM_EXIT_BAD_INPUT, e ? e->value->mark : self->mark,
                        "stage '%s': %s '%s' comes from model stage '%s' (%s), but dataset '%s' is "
                        "tokenized by model stage '%s' (%s): different tokenizers",
-                       self->name, option, em_stage_input_producer(self, option, 0)->name,
+                       self->name, option, em_stage_input_producer(self, option, index)->name,
                        mine->name, model_path(mine), data->name, tok->name, model_path(tok));
 }
 
@@ -113,8 +114,9 @@ static em_status compare_init(em_stage *self, const em_run_context *ctx) {
     compare_state *st = em_xcalloc(1, sizeof *st);
     self->state = st;
     em_status err = check_mesh(self);
-    if (!err) err = check_tokenizer(self, "reference");
-    if (!err) err = check_tokenizer(self, "candidate");
+    if (!err) err = check_tokenizer(self, "reference", 0);
+    for (size_t i = 0; i < em_stage_input_count(self, "candidates") && !err; i++)
+        err = check_tokenizer(self, "candidates", i);
     if (err) return err;
     const char *device = em_node_option_string(self->options, "device");
     st->backend = em_forward_backend_find(device);
@@ -298,17 +300,9 @@ static void free_metrics(void *data) {
     em_metrics_free(data);
 }
 
-static em_status compare_run(em_stage *self, const em_run_context *ctx) {
-    compare_state *st = self->state;
-    const em_model *ref = em_stage_input_artifact(self, "reference", 0)->data;
-    const em_model *cand = em_stage_input_artifact(self, "candidate", 0)->data;
-    const em_dataset *ds = em_stage_input_artifact(self, "data", 0)->data;
-    em_mesh *mesh = em_stage_mesh(self, ctx);
-    if (mesh->tp > 1 || mesh->cp > 1)
-        return em_error_new(EM_EXIT_BAD_INPUT,
-                            "%s has tp = %d, cp = %d, but compare scores both models of a window "
-                            "on one rank (use tp = cp = 1)",
-                            em_stage_mesh_name(self), mesh->tp, mesh->cp);
+/* One candidate against the reference: its metrics "<candidate stage>.<name>" into m. */
+static em_status compare_one(compare_state *st, const em_model *ref, const em_model *cand,
+                             const char *name, const em_dataset *ds, em_mesh *mesh, em_metrics *m) {
     double start = em_clock_seconds();
     pair_scores ps = {0};
     token_record *all = NULL;
@@ -322,25 +316,45 @@ static em_status compare_run(em_stage *self, const em_run_context *ctx) {
     if (!err && total == 0) err = em_error_new(EM_EXIT_RUNTIME, "no token scored on any rank");
     if (!err) {
         em_kld_stats s = statistics(all, total);
-        em_metrics *m = em_metrics_new();
-        m->world_size = mesh->dp;
-        m->ranks = em_xcalloc((size_t)mesh->dp, sizeof *m->ranks);
-        set_metrics(m, self->name, &s, total);
-        m->dataset_path = em_xstrdup(ds->path ? ds->path : "");
-        m->dataset_sha256 = em_xstrdup(ds->sha256);
-        m->model_path = em_xstrdup(cand->path ? cand->path : "");
-        m->model_header_sha256 = em_xstrdup(cand->header_sha256);
-        self->output = (em_artifact){.data = m, .free = free_metrics};
-        em_log_info("compare %s: %lld tokens, mean KLD %.6f, same top %.4f%% in %.2f s", self->name,
+        set_metrics(m, name, &s, total);
+        em_log_info("compare %s: %lld tokens, mean KLD %.6f, same top %.4f%% in %.2f s", name,
                     (long long)total, s.kld.value, 100.0 * s.same_top.value,
                     em_clock_seconds() - start);
-        for (size_t i = 0; i < m->count; i++)
-            em_log_debug("compare '%s': %s = %.17g", self->name, m->items[i].key,
-                         m->items[i].value);
     }
     free(all);
     free(ps.records);
-    return err;
+    return err ? em_error_prefix(err, "candidate '%s'", name) : NULL;
+}
+
+static em_status compare_run(em_stage *self, const em_run_context *ctx) {
+    compare_state *st = self->state;
+    const em_model *ref = em_stage_input_artifact(self, "reference", 0)->data;
+    const em_dataset *ds = em_stage_input_artifact(self, "data", 0)->data;
+    em_mesh *mesh = em_stage_mesh(self, ctx);
+    if (mesh->tp > 1 || mesh->cp > 1)
+        return em_error_new(EM_EXIT_BAD_INPUT,
+                            "%s has tp = %d, cp = %d, but compare scores both models of a window "
+                            "on one rank (use tp = cp = 1)",
+                            em_stage_mesh_name(self), mesh->tp, mesh->cp);
+    em_metrics *m = em_metrics_new();
+    m->world_size = mesh->dp;
+    m->ranks = em_xcalloc((size_t)mesh->dp, sizeof *m->ranks);
+    m->model_path = em_xstrdup(ref->path ? ref->path : "");
+    m->model_header_sha256 = em_xstrdup(ref->header_sha256);
+    m->dataset_path = em_xstrdup(ds->path ? ds->path : "");
+    m->dataset_sha256 = em_xstrdup(ds->sha256);
+    em_status err = NULL;
+    for (size_t i = 0; i < em_stage_input_count(self, "candidates") && !err; i++)
+        err = compare_one(st, ref, em_stage_input_artifact(self, "candidates", i)->data,
+                          em_stage_input_producer(self, "candidates", i)->name, ds, mesh, m);
+    if (err) {
+        em_metrics_free(m);
+        return err;
+    }
+    for (size_t i = 0; i < m->count; i++)
+        em_log_debug("compare '%s': %s = %.17g", self->name, m->items[i].key, m->items[i].value);
+    self->output = (em_artifact){.data = m, .free = free_metrics};
+    return NULL;
 }
 
 static void compare_destroy(em_stage *self) {
@@ -349,7 +363,7 @@ static void compare_destroy(em_stage *self) {
 
 const em_stage_kind em_stage_kind_compare = {
     .name = "compare",
-    .summary = "a reference and a candidate model over the same windows: per-token KL divergence, "
+    .summary = "a reference and candidate models over the same windows: per-token KL divergence, "
                "change of the target's probability, top-token agreement (llama.cpp's "
                "--kl-divergence statistics), identical on every rank",
     .produces = "metrics",

@@ -42,6 +42,8 @@ EXCLUDE = "[" + ", ".join(f"blk.{i}.ffn_down.weight" for i in range(5)) + "]"  #
 
 
 def recipe(candidates, extra=""):
+    """The models, a dataset and one compare stage per (name, [candidates]); the report shows
+    the first."""
     stages = [f"""  ref:
     kind: model
     path: {MODEL}
@@ -73,7 +75,7 @@ def recipe(candidates, extra=""):
         stages.append(f"""  {name}:
     kind: compare
     reference: ref
-    candidate: {cand}
+    candidates: [{", ".join(cand)}]
     data: data
     threads: 1
 {extra}""")
@@ -91,10 +93,10 @@ def metrics(res, stage):
 
 
 # 1. A model against itself: exactly nothing changes.
-path = write("self.yaml", recipe([("c", "same")]))
+path = write("self.yaml", recipe([("c", ["same"])]))
 rc, out, err, res = evalmesh(["run", path])
 check(rc == 0, "self compare rc", err[-2000:])
-m = metrics(res, "c") if res else {}
+m = metrics(res, "same") if res else {}
 zero = [k for k in m if k.startswith(("kld", "dp")) and m[k]["value"] != 0]
 check(m and not zero, "self compare: every KLD and Delta p statistic exactly 0", str(zero))
 check(m and m["same_top"]["value"] == 1.0, "self compare: same top exactly 1", str(m.get("same_top")))
@@ -159,27 +161,17 @@ def numpy_compare(base, cand):
 
 
 # 2. Q8_0 and Q4_0 against the reference, and against NumPy.
-path = write("quant.yaml", recipe([("c8", "q8"), ("c4", "q4")]))
+path = write("quant.yaml", recipe([("c", ["q8", "q4"])]))
 rc, out, err, res = evalmesh(["run", path])
-check(rc == 0, "quant compare rc", err[-2000:])
+check(rc == 0 and res is not None, "quant compare rc", err[-2000:])
 run_dir = os.path.join(session.tmp, f"run{session.runs}")
-if res:
-    c8 = metrics(res, "c8") if "c8" in res["metrics"] else None
-    # the report shows one metrics stage: read the other from the log's debug lines instead
-    check(c8 is not None, "c8 metrics in results.json")
-# every compare's metrics, from the debug log
-log_rc, log_out, log_err, log_res = evalmesh(["run", path, "--log-level", "debug"])
-got = {}
-for line in (log_out + log_err).splitlines():
-    if "compare '" in line and " = " in line:
-        key, value = line.split(": ", 2)[-1].split(" = ")
-        got[key.strip()] = float(value)
+got = {c: metrics(res, c) for c in ("q8", "q4")} if res else {"q8": {}, "q4": {}}
 base = reference.read_gguf(MODEL)
-for stage, gguf in (("c8", "q8.gguf"), ("c4", "q4.gguf")):
-    cand = reference.read_gguf(os.path.join(run_dir, gguf))
+for stage in ("q8", "q4"):
+    cand = reference.read_gguf(os.path.join(run_dir, stage + ".gguf"))
     want = numpy_compare(base, cand)
     for key, (value, error) in want.items():
-        g = got.get(f"{stage}.{key}")
+        g = got[stage].get(key, {}).get("value")
         if key == "same_top":
             ok = g is not None and abs(g - value) <= 1.5 / len(ids)  # a near tie may flip
         elif key.startswith(("kld", "dp_rms")) or key == "ln_ppl_ratio":
@@ -187,15 +179,14 @@ for stage, gguf in (("c8", "q8.gguf"), ("c4", "q4.gguf")):
         else:
             ok = g is not None and abs(g - value) <= 1e-4 * abs(value) + 2e-6
         check(ok, f"{stage}.{key} against NumPy", f"got {g}, NumPy {value}")
-    e = res["metrics"]["c8"] if stage == "c8" and res else None
-    if e:
-        for key in ("kld_mean", "ln_ppl_ratio", "dp_rms", "same_top"):
-            w = want[key][1]
-            check(abs(e[key]["error"] - w) <= 2e-3 * w + 1e-7, f"c8.{key} error against NumPy",
-                  f"got {e[key]['error']}, NumPy {w}")
-print(f"mean KLD Q8_0 {got.get('c8.kld_mean')}, Q4_0 {got.get('c4.kld_mean')}")
-check(got.get("c8.kld_mean", 1) * 20 < got.get("c4.kld_mean", 0), "Q8_0's KLD far below Q4_0's",
-      f"{got.get('c8.kld_mean')} vs {got.get('c4.kld_mean')}")
+        if error is not None and g is not None:
+            e = got[stage][key].get("error")
+            check(e is not None and abs(e - error) <= 2e-3 * error + 1e-7,
+                  f"{stage}.{key} error against NumPy", f"got {e}, NumPy {error}")
+kld8 = got["q8"].get("kld_mean", {}).get("value", 1)
+kld4 = got["q4"].get("kld_mean", {}).get("value", 0)
+print(f"mean KLD Q8_0 {kld8}, Q4_0 {kld4}")
+check(kld8 * 20 < kld4, "Q8_0's KLD far below Q4_0's", f"{kld8} vs {kld4}")
 
 # 3. The same bits on 1, 2, 3 and 4 ranks.
 if MPIRUN:
@@ -204,7 +195,7 @@ if MPIRUN:
         rc, out, err, r = evalmesh(["run", path], np=np_)
         check(rc == 0 and r is not None, f"{np_} ranks rc", err[-2000:])
         if r:
-            seen.append(metrics(r, "c8"))
+            seen.append(r["metrics"])
     check(len(seen) == 4 and all(s == seen[0] for s in seen), "bit-identical on 1-4 ranks")
 else:
     print("mpirun not found: the 1-4 rank check is skipped")
@@ -216,13 +207,13 @@ def validate(path):
     return p.returncode, p.stdout, p.stderr, None
 
 
-bad = recipe([("c", "other")]).replace("  report:", f"  other:\n    kind: model\n    path: {OTHER}\n  report:")
+bad = recipe([("c", ["q8", "other"])]).replace("  report:", f"  other:\n    kind: model\n    path: {OTHER}\n  report:")
 rc, out, err, _ = validate(write("bad_tok.yaml", bad))
 check(rc == 2, "another tokenizer: exit 2", f"{rc} {err}")
-check("candidate 'other' comes from model stage 'other'" in err and "dataset 'data' is tokenized by "
+check("candidates 'other' comes from model stage 'other'" in err and "dataset 'data' is tokenized by "
       "model stage 'ref'" in err and "different tokenizers" in err, "another tokenizer: message", err)
 check("bad_tok.yaml:" in err, "another tokenizer: names the place", err)
-mesh = recipe([("c", "q8")], "    mesh: m\n").replace(
+mesh = recipe([("c", ["q8"])], "    mesh: m\n").replace(
     "  data:\n", "  m:\n    kind: mesh\n    tp: 2\n  data:\n    mesh: m\n")
 rc, out, err, _ = validate(write("bad_mesh.yaml", mesh))
 check(rc == 2, "tp 2: exit 2", f"{rc} {err}")
