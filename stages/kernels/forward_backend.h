@@ -50,6 +50,13 @@ typedef struct em_forward_backend {
      * of the groups calls it with the same window and gets the same results. */
     em_status (*score_window)(void *f, const int32_t *input, const int32_t *target, int T,
                               int score_from, double *nll, int32_t *argmax);
+    /* Two forwards of this backend (made by create with tp = cp = 1 and the same threads) over
+     * the same window, for the compare stage: each model's nll and argmax as score_window gives
+     * them, and kl (T - score_from), per scored position KL(P_ref || P_cand) over the whole
+     * vocabulary, never holding a (T, vocab) array. The models must share the vocabulary. */
+    em_status (*score_pair)(void *ref, void *cand, const int32_t *input, const int32_t *target,
+                            int T, int score_from, double *nll_ref, int32_t *argmax_ref,
+                            double *nll_cand, int32_t *argmax_cand, double *kl);
     /* Bytes of activations and scratch for the longest window so far. */
     size_t (*memory)(const void *f);
     /* Bytes of weights this rank holds and touches (its shard). */

@@ -10,6 +10,7 @@
 #include "stages/kernels/cpu/gemm.h"
 #include "stages/kernels/cpu/matmul.h"
 #include "stages/kernels/cpu/output_head.h"
+#include "stages/kernels/cpu/pair_head.h"
 #include "stages/kernels/cpu/ring_attention.h"
 #include "stages/kernels/cpu/rmsnorm.h"
 #include "stages/kernels/cpu/rope.h"
@@ -517,6 +518,23 @@ static em_status backend_score(void *f, const int32_t *input, const int32_t *tar
                                int score_from, double *nll, int32_t *argmax) {
     return em_llama_forward_window(f, input, target, T, score_from, nll, argmax);
 }
+/* After a window the forward's xn holds its scored positions after the final norm (n, D): the
+ * paired head reads both. */
+static em_status backend_score_pair(void *ref, void *cand, const int32_t *input,
+                                    const int32_t *target, int T, int score_from, double *nll_ref,
+                                    int32_t *argmax_ref, double *nll_cand, int32_t *argmax_cand,
+                                    double *kl) {
+    em_llama_forward *r = ref, *c = cand;
+    if (r->groups.tp.size > 1 || r->groups.cp.size > 1 || c->groups.tp.size > 1 ||
+        c->groups.cp.size > 1)
+        return em_error_new(EM_EXIT_BAD_INPUT, "paired scoring needs tp = cp = 1");
+    em_status err = em_llama_forward_window(r, input, target, T, score_from, nll_ref, argmax_ref);
+    if (!err) err = em_llama_forward_window(c, input, target, T, score_from, nll_cand, argmax_cand);
+    if (err) return err;
+    em_pair_side a = {r->xn, r->model->output, r->model->config.final_softcap, &r->scratch};
+    em_pair_side b = {c->xn, c->model->output, c->model->config.final_softcap, &c->scratch};
+    return em_pair_head_kl(&a, &b, T - score_from, kl);
+}
 static size_t backend_memory(const void *f) {
     return em_llama_forward_memory(f);
 }
@@ -532,6 +550,7 @@ const em_forward_backend em_forward_backend_cpu = {
     .gpu_buffers = false,
     .create = backend_create,
     .score_window = backend_score,
+    .score_pair = backend_score_pair,
     .memory = backend_memory,
     .weight_bytes = backend_weight_bytes,
     .free = backend_free,

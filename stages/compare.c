@@ -1,0 +1,375 @@
+/* Stage `compare`: quantization-aware evaluation as llama.cpp's `perplexity --kl-divergence`,
+ * without its logits file. The `reference` and each of the `candidates` (model or quantize
+ * stages) stay resident; candidate by candidate, each of this rank's windows of `data` runs
+ * through the reference's and the candidate's forwards and the
+ * backend's paired head (forward_backend.h, score_pair), which walks the vocabulary tiles of the
+ * two heads together, so per scored token it keeps only: both nll, both argmax and KL(P_ref ||
+ * P_cand) over the whole vocabulary; dp = p_cand(target) - p_ref(target). No (T, vocab) array
+ * and no per-token distribution outlives its window.
+ *
+ * Over the mesh's dp group it gathers every scored token's record (both nll, KL, dp, argmax
+ * agreement: 40 bytes a token, no distribution) in window order: dp ranks hold contiguous ranges
+ * of windows in window order, so every rank holds the same records in the same order for any
+ * world size, and sums them in that order in double, and sorts copies for the percentiles,
+ * which are exact order statistics (no histogram). So the metrics are the same bits on every
+ * rank and for any world size, at full double precision (KL values of 1e-8 and dp^4 lie far
+ * below the 2^-32 resolution of the fixed-point sums the aggregate stage uses). The statistics
+ * (stages/metrics/kld_stats.h) become metrics "<candidate stage>.<name>" of one "metrics"
+ * artifact, a row per candidate in the report's table, that report and gate read.
+ *
+ * Paired scoring splits nothing: a mesh with tp or cp > 1 is refused. The dataset is tokenized
+ * by one model stage; every model must descend from it or from a model stage of the same file,
+ * or their token ids could mean different things (refused in init, naming both). */
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runner/comm/comm.h"
+#include "runner/comm/mesh_groups.h"
+#include "runner/stage.h"
+#include "util/clock.h"
+#include "util/log.h"
+#include "stages/data/window_set.h"
+#include "stages/kernels/forward_backend.h"
+#include "stages/metrics/kld_stats.h"
+#include "stages/metrics/metrics.h"
+#include "stages/model/loaded_model.h"
+
+/* What one scored token leaves behind. */
+typedef struct token_record {
+    double nll_base, nll; /* the reference's and the candidate's -log p(target) */
+    double kld;           /* KL(P_ref || P_cand) */
+    double dp;            /* p_cand(target) - p_ref(target) */
+    double same_top;      /* 1 when both argmaxes agree, else 0 */
+} token_record;
+
+typedef struct compare_state {
+    int threads;
+    const em_forward_backend *backend;
+} compare_state;
+
+static const em_input_spec compare_inputs[] = {
+    {"reference", {"model"}, false, false},
+    {"candidates", {"model"}, true, false},
+    {"data", {"dataset"}, false, false},
+    {"mesh", {"mesh"}, false, true},
+    {0},
+};
+
+/* The model stage a model or quantize stage descends from. */
+static const em_stage *root_model(const em_stage *s) {
+    while (s && strcmp(s->kind->name, "model") != 0) s = em_stage_input_producer(s, "model", 0);
+    return s;
+}
+
+static const char *model_path(const em_stage *model) {
+    return model ? em_node_get_string(model->options, "path", "") : "";
+}
+
+/* Both models must read the dataset's token ids as its tokenizer made them. */
+static em_status check_tokenizer(const em_stage *self, const char *option, size_t index) {
+    const em_stage *data = em_stage_input_producer(self, "data", 0);
+    const em_stage *tok = data ? em_stage_input_producer(data, "tokenizer", 0) : NULL;
+    const em_stage *mine = root_model(em_stage_input_producer(self, option, index));
+    if (!tok || !mine || tok == mine || strcmp(model_path(tok), model_path(mine)) == 0) return NULL;
+    const em_map_entry *e = em_node_get_entry(self->options, option);
+    return em_error_at(EM_EXIT_BAD_INPUT, e ? e->value->mark : self->mark,
+                       "stage '%s': %s '%s' comes from model stage '%s' (%s), but dataset '%s' is "
+                       "tokenized by model stage '%s' (%s): different tokenizers",
+                       self->name, option, em_stage_input_producer(self, option, index)->name,
+                       mine->name, model_path(mine), data->name, tok->name, model_path(tok));
+}
+
+/* The windows were split over the dataset's mesh; paired scoring splits no window. */
+static em_status check_mesh(const em_stage *self) {
+    const em_stage *data = em_stage_input_producer(self, "data", 0);
+    const em_stage *theirs = data ? em_stage_input_producer(data, "mesh", 0) : NULL;
+    const em_stage *mine = em_stage_input_producer(self, "mesh", 0);
+    const em_map_entry *e = em_node_get_entry(self->options, mine ? "mesh" : "data");
+    em_mark at = e ? e->value->mark : self->mark;
+    if (data && theirs != mine)
+        return em_error_at(EM_EXIT_BAD_INPUT, at,
+                           "stage '%s': runs on %s, but dataset '%s' split its windows over %s "
+                           "(give both the same `mesh:`)",
+                           self->name, em_stage_mesh_name(self), data->name,
+                           em_stage_mesh_name(data));
+    for (int i = 0; mine && i < 2; i++) {
+        const char *key = i ? "cp" : "tp";
+        const em_node *n = em_node_get(mine->options, key);
+        if (n && em_node_scalar_type(n) == EM_SCALAR_INT &&
+            em_node_get_int(mine->options, key, 1) > 1)
+            return em_error_at(EM_EXIT_BAD_INPUT, at,
+                               "stage '%s': mesh '%s' has %s = %lld, but compare scores both "
+                               "models of a window on one rank (use tp = cp = 1; dp splits the "
+                               "windows)",
+                               self->name, mine->name, key,
+                               (long long)em_node_get_int(mine->options, key, 1));
+    }
+    return NULL;
+}
+
+static em_status compare_init(em_stage *self, const em_run_context *ctx) {
+    compare_state *st = em_xcalloc(1, sizeof *st);
+    self->state = st;
+    em_status err = check_mesh(self);
+    if (!err) err = check_tokenizer(self, "reference", 0);
+    for (size_t i = 0; i < em_stage_input_count(self, "candidates") && !err; i++)
+        err = check_tokenizer(self, "candidates", i);
+    if (err) return err;
+    const char *device = em_node_option_string(self->options, "device");
+    st->backend = em_forward_backend_find(device);
+    if (!st->backend || !st->backend->score_pair) {
+        const em_map_entry *e = em_node_get_entry(self->options, "device");
+        return em_error_at(EM_EXIT_BAD_INPUT, e ? e->value->mark : self->mark,
+                           "stage '%s': device '%s' is not a forward backend of this build that "
+                           "scores pairs (%s)",
+                           self->name, device, em_forward_backend_names());
+    }
+    int ranks = ctx->local_size > 0 ? ctx->local_size : 1;
+    st->threads = (int)em_node_get_int(self->options, "threads", omp_get_num_procs() / ranks);
+    if (st->threads < 1) st->threads = 1;
+    return NULL;
+}
+
+/* This rank's records, in window order. */
+typedef struct pair_scores {
+    token_record *records; /* (tokens) */
+    size_t tokens;
+} pair_scores;
+
+static em_status score_windows(compare_state *st, const em_model *ref, const em_model *cand,
+                               const em_dataset *ds, pair_scores *ps) {
+    const em_forward_backend *be = st->backend;
+    if (ref->config.n_vocab != cand->config.n_vocab)
+        return em_error_new(EM_EXIT_BAD_INPUT,
+                            "the reference has a vocabulary of %lld, the candidate of %lld",
+                            (long long)ref->config.n_vocab, (long long)cand->config.n_vocab);
+    em_forward_groups alone = {.tp = {.rank = 0, .size = 1}, .cp = {.rank = 0, .size = 1}};
+    void *fr = NULL, *fc = NULL;
+    em_status err = be->create(ref, &alone, st->threads, &fr);
+    if (err) return em_error_prefix(err, "reference");
+    err = be->create(cand, &alone, st->threads, &fc);
+    if (err) {
+        be->free(fr);
+        return em_error_prefix(err, "candidate");
+    }
+    int longest = 1;
+    for (size_t i = 0; i < ds->count; i++) {
+        ps->tokens += (size_t)(ds->windows[i].length - ds->windows[i].score_from);
+        if (ds->windows[i].length > longest) longest = ds->windows[i].length;
+    }
+    size_t n = ps->tokens ? ps->tokens : 1, m = (size_t)longest;
+    ps->records = em_xmalloc(n * sizeof *ps->records);
+    double *kld = em_xmalloc(m * sizeof *kld);
+    double *nll_r = em_xmalloc(m * sizeof *nll_r), *nll_c = em_xmalloc(m * sizeof *nll_c);
+    int32_t *arg_r = em_xmalloc(m * sizeof *arg_r), *arg_c = em_xmalloc(m * sizeof *arg_c);
+    size_t at = 0;
+    for (size_t i = 0; i < ds->count && !err; i++) {
+        const em_window *w = &ds->windows[i];
+        int k = w->length - w->score_from;
+        err = be->score_pair(fr, fc, w->input, w->target, w->length, w->score_from, nll_r, arg_r,
+                             nll_c, arg_c, kld);
+        if (err) {
+            err = em_error_prefix(err, "window %lld", (long long)w->index);
+            break;
+        }
+        for (int t = 0; t < k; t++, at++)
+            ps->records[at] =
+                (token_record){nll_r[t], nll_c[t], kld[t], exp(-nll_c[t]) - exp(-nll_r[t]),
+                               arg_r[t] == arg_c[t] ? 1.0 : 0.0};
+    }
+    free(kld);
+    free(nll_r);
+    free(nll_c);
+    free(arg_r);
+    free(arg_c);
+    be->free(fr);
+    be->free(fc);
+    return err;
+}
+
+/* Every dp rank's records, concatenated in dp rank order (so in window order), into *all, *total
+ * of them. */
+static em_status gather_records(em_comm *dp, const pair_scores *ps, token_record **all,
+                                int64_t *total) {
+    int64_t count = (int64_t)ps->tokens, most = 0;
+    int64_t *counts = em_xcalloc((size_t)dp->size, sizeof *counts);
+    em_status err = em_allgather(dp, &count, counts, sizeof count);
+    *total = 0;
+    for (int r = 0; r < dp->size && !err; r++) {
+        if (counts[r] > most) most = counts[r];
+        *total += counts[r];
+    }
+    /* equal blocks of `most` records, allgather's shape; each rank fills the front of its own */
+    size_t block = (size_t)(most ? most : 1);
+    token_record *padded = em_xcalloc(block, sizeof *padded);
+    token_record *gathered = em_xcalloc(block * (size_t)dp->size, sizeof *gathered);
+    if (ps->tokens) memcpy(padded, ps->records, ps->tokens * sizeof *padded);
+    if (!err) err = em_allgather(dp, padded, gathered, block * sizeof *padded);
+    *all = em_xcalloc((size_t)(*total ? *total : 1), sizeof **all);
+    size_t next = 0;
+    for (int r = 0; r < dp->size && !err; r++) {
+        memcpy(*all + next, gathered + (size_t)r * block, (size_t)counts[r] * sizeof **all);
+        next += (size_t)counts[r];
+    }
+    free(padded);
+    free(gathered);
+    free(counts);
+    return err;
+}
+
+static int compare_doubles(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The statistics of n records (n > 0), summed in their order. */
+static em_kld_stats statistics(const token_record *r, int64_t n) {
+    em_kld_totals t = {.count = n};
+    double *kld = em_xmalloc((size_t)n * sizeof *kld), *dp = em_xmalloc((size_t)n * sizeof *dp);
+    for (int64_t i = 0; i < n; i++) {
+        t.sum_nll += r[i].nll;
+        t.sum_nll2 += r[i].nll * r[i].nll;
+        t.sum_nll_base += r[i].nll_base;
+        t.sum_nll_base2 += r[i].nll_base * r[i].nll_base;
+        t.sum_nll_nll_base += r[i].nll * r[i].nll_base;
+        t.sum_kld += r[i].kld;
+        t.sum_kld2 += r[i].kld * r[i].kld;
+        t.sum_dp += r[i].dp;
+        t.sum_dp2 += r[i].dp * r[i].dp;
+        t.sum_dp4 += r[i].dp * r[i].dp * r[i].dp * r[i].dp;
+        t.same_top += r[i].same_top != 0;
+        kld[i] = r[i].kld;
+        dp[i] = r[i].dp;
+    }
+    qsort(kld, (size_t)n, sizeof *kld, compare_doubles);
+    qsort(dp, (size_t)n, sizeof *dp, compare_doubles);
+    em_kld_stats s = em_kld_stats_compute(&t, kld, dp);
+    free(kld);
+    free(dp);
+    return s;
+}
+
+static void put(em_metrics *m, const char *stage, const char *name, double value,
+                const em_value_error *with) {
+    char key[256];
+    snprintf(key, sizeof key, "%s.%s", stage, name);
+    em_metric *x = em_metrics_set(m, key, with ? with->value : value);
+    if (with) x->error = with->error, x->has_error = true;
+}
+
+/* "p99_9", "p50", "p05", "p00_1" for 0.999, 0.50, 0.05, 0.001. */
+static void percentile_name(char *buf, size_t size, const char *prefix, double at) {
+    int tenths = (int)lround(at * 1000.0);
+    if (tenths % 10)
+        snprintf(buf, size, "%s_p%02d_%d", prefix, tenths / 10, tenths % 10);
+    else
+        snprintf(buf, size, "%s_p%02d", prefix, tenths / 10);
+}
+
+static void set_metrics(em_metrics *m, const char *stage, const em_kld_stats *s, int64_t tokens) {
+    put(m, stage, "ppl", 0, &s->ppl);
+    put(m, stage, "ppl_base", 0, &s->ppl_base);
+    put(m, stage, "ln_ppl_ratio", 0, &s->ln_ppl_ratio);
+    put(m, stage, "ppl_ratio", 0, &s->ppl_ratio);
+    put(m, stage, "ppl_diff", 0, &s->ppl_diff);
+    put(m, stage, "ln_ppl_correlation", s->ln_ppl_correlation, NULL);
+    put(m, stage, "kld_mean", 0, &s->kld);
+    put(m, stage, "kld_max", s->kld_max, NULL);
+    put(m, stage, "kld_min", s->kld_min, NULL);
+    char name[64];
+    for (int i = 0; i < EM_KLD_PERCENTILES; i++) {
+        percentile_name(name, sizeof name, "kld", em_kld_percentile_at[i]);
+        put(m, stage, name, s->kld_percentile[i], NULL);
+    }
+    put(m, stage, "dp_mean", 0, &s->dp);
+    put(m, stage, "dp_rms", 0, &s->dp_rms);
+    put(m, stage, "dp_max", s->dp_max, NULL);
+    put(m, stage, "dp_min", s->dp_min, NULL);
+    for (int i = 0; i < EM_DP_PERCENTILES; i++) {
+        percentile_name(name, sizeof name, "dp", em_dp_percentile_at[i]);
+        put(m, stage, name, s->dp_percentile[i], NULL);
+    }
+    put(m, stage, "same_top", 0, &s->same_top);
+    put(m, stage, "tokens", (double)tokens, NULL);
+}
+
+static void free_metrics(void *data) {
+    em_metrics_free(data);
+}
+
+/* One candidate against the reference: its metrics "<candidate stage>.<name>" into m. */
+static em_status compare_one(compare_state *st, const em_model *ref, const em_model *cand,
+                             const char *name, const em_dataset *ds, em_mesh *mesh, em_metrics *m) {
+    double start = em_clock_seconds();
+    pair_scores ps = {0};
+    token_record *all = NULL;
+    int64_t total = 0;
+    em_status err = score_windows(st, ref, cand, ds, &ps);
+    if (!err) err = gather_records(mesh->dp_group, &ps, &all, &total);
+    for (int64_t i = 0; i < total && !err; i++)
+        if (!isfinite(all[i].nll) || !isfinite(all[i].nll_base) || !isfinite(all[i].kld))
+            err = em_error_new(EM_EXIT_RUNTIME, "scored token %lld: a NaN or infinite value",
+                               (long long)i);
+    if (!err && total == 0) err = em_error_new(EM_EXIT_RUNTIME, "no token scored on any rank");
+    if (!err) {
+        em_kld_stats s = statistics(all, total);
+        set_metrics(m, name, &s, total);
+        em_log_info("compare %s: %lld tokens, mean KLD %.6f, same top %.4f%% in %.2f s", name,
+                    (long long)total, s.kld.value, 100.0 * s.same_top.value,
+                    em_clock_seconds() - start);
+    }
+    free(all);
+    free(ps.records);
+    return err ? em_error_prefix(err, "candidate '%s'", name) : NULL;
+}
+
+static em_status compare_run(em_stage *self, const em_run_context *ctx) {
+    compare_state *st = self->state;
+    const em_model *ref = em_stage_input_artifact(self, "reference", 0)->data;
+    const em_dataset *ds = em_stage_input_artifact(self, "data", 0)->data;
+    em_mesh *mesh = em_stage_mesh(self, ctx);
+    if (mesh->tp > 1 || mesh->cp > 1)
+        return em_error_new(EM_EXIT_BAD_INPUT,
+                            "%s has tp = %d, cp = %d, but compare scores both models of a window "
+                            "on one rank (use tp = cp = 1)",
+                            em_stage_mesh_name(self), mesh->tp, mesh->cp);
+    em_metrics *m = em_metrics_new();
+    m->world_size = mesh->dp;
+    m->ranks = em_xcalloc((size_t)mesh->dp, sizeof *m->ranks);
+    m->model_path = em_xstrdup(ref->path ? ref->path : "");
+    m->model_header_sha256 = em_xstrdup(ref->header_sha256);
+    m->dataset_path = em_xstrdup(ds->path ? ds->path : "");
+    m->dataset_sha256 = em_xstrdup(ds->sha256);
+    em_status err = NULL;
+    for (size_t i = 0; i < em_stage_input_count(self, "candidates") && !err; i++)
+        err = compare_one(st, ref, em_stage_input_artifact(self, "candidates", i)->data,
+                          em_stage_input_producer(self, "candidates", i)->name, ds, mesh, m);
+    if (err) {
+        em_metrics_free(m);
+        return err;
+    }
+    for (size_t i = 0; i < m->count; i++)
+        em_log_debug("compare '%s': %s = %.17g", self->name, m->items[i].key, m->items[i].value);
+    self->output = (em_artifact){.data = m, .free = free_metrics};
+    return NULL;
+}
+
+static void compare_destroy(em_stage *self) {
+    free(self->state);
+}
+
+const em_stage_kind em_stage_kind_compare = {
+    .name = "compare",
+    .summary = "a reference and candidate models over the same windows: per-token KL divergence, "
+               "change of the target's probability, top-token agreement (llama.cpp's "
+               "--kl-divergence statistics), identical on every rank",
+    .produces = "metrics",
+    .inputs = compare_inputs,
+    .collective = true, /* over the mesh's dp group */
+    .init = compare_init,
+    .run = compare_run,
+    .destroy = compare_destroy,
+};

@@ -1,0 +1,88 @@
+/* Tiled KL divergence of two output heads (see pair_head.h). */
+#include "stages/kernels/cpu/pair_head.h"
+
+#include <math.h>
+#include <omp.h>
+#include <stdbool.h>
+#include <stdlib.h>
+
+#include "stages/kernels/cpu/gemm.h"
+#include "stages/kernels/cpu/matmul.h"
+#include "stages/kernels/cpu/softcap.h"
+#include "stages/kernels/vocab_head.h"
+
+typedef struct pair_tile {
+    double sum_ref, sum_cand; /* sum over the tile of exp(l - m) */
+    double a;                 /* sum over the tile of exp(l_ref - m_ref) (l_ref - l_cand) */
+    float max_ref, max_cand;
+} pair_tile;
+
+/* The partials of one tile of n rows from the logits lr, lc (n, ldl) for positions 0..T-1. */
+static void tile_partials(const float *lr, const float *lc, size_t ldl, int T, int n,
+                          pair_tile *out) {
+    for (int t = 0; t < T; t++) {
+        float mr = lr[t], mc = lc[t];
+        for (int j = 1; j < n; j++) {
+            mr = lr[(size_t)j * ldl + t] > mr ? lr[(size_t)j * ldl + t] : mr;
+            mc = lc[(size_t)j * ldl + t] > mc ? lc[(size_t)j * ldl + t] : mc;
+        }
+        double sr = 0.0, sc = 0.0, a = 0.0;
+        for (int j = 0; j < n; j++) {
+            double r = lr[(size_t)j * ldl + t], c = lc[(size_t)j * ldl + t];
+            double e = exp(r - (double)mr);
+            sr += e;
+            a += e * (r - c);
+            sc += exp(c - (double)mc);
+        }
+        out[t] = (pair_tile){sr, sc, a, mr, mc};
+    }
+}
+
+em_status em_pair_head_kl(const em_pair_side *ref, const em_pair_side *cand, int T, double *kl) {
+    const em_tensor *wr = ref->w, *wc = cand->w;
+    int Dr = (int)wr->shape[0], Dc = (int)wc->shape[0];
+    int64_t n_vocab = wr->shape[1];
+    if (wc->shape[1] != n_vocab)
+        return em_error_new(EM_EXIT_BAD_INPUT,
+                            "the reference has %lld vocabulary rows, the candidate %lld",
+                            (long long)n_vocab, (long long)wc->shape[1]);
+    int64_t tiles = em_head_tiles(n_vocab);
+    pair_tile *part = malloc((size_t)tiles * (size_t)T * sizeof *part); /* (tiles, T) */
+    if (!part) return em_error_new(EM_EXIT_RUNTIME, "out of memory for the paired head's tiles");
+    em_scratch *sr = ref->scratch, *sc = cand->scratch;
+    em_matmul_pack(ref->x, T, Dr, sr->packed, sr);
+    em_matmul_pack(cand->x, T, Dc, sc->packed, sc);
+    size_t ldl = em_gemm_result_stride(T);
+    bool parallel = tiles > 1 && (int64_t)T * (Dr + Dc) * n_vocab >= EM_PARALLEL_MIN_WORK;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(sr->threads) if (parallel)
+    for (int64_t v = 0; v < tiles; v++) {
+        int64_t first = v * EM_HEAD_TILE_ROWS;
+        int n = (int)(n_vocab - first < EM_HEAD_TILE_ROWS ? n_vocab - first : EM_HEAD_TILE_ROWS);
+        int thread = omp_get_thread_num();
+        /* logits (n, ldl) of each head, in each forward's buffer of this thread */
+        float *lr = em_matmul_tile_rows(wr, sr->packed, T, first, n, sr, sr->buf[thread]);
+        float *lc = em_matmul_tile_rows(wc, sc->packed, T, first, n, sc, sc->buf[thread]);
+        if (ref->softcap > 0) em_softcap(lr, (size_t)n * ldl, ref->softcap);
+        if (cand->softcap > 0) em_softcap(lc, (size_t)n * ldl, cand->softcap);
+        tile_partials(lr, lc, ldl, T, n, part + v * T);
+    }
+    for (int t = 0; t < T; t++) {
+        float mr = part[t].max_ref, mc = part[t].max_cand;
+        for (int64_t v = 1; v < tiles; v++) {
+            mr = part[v * T + t].max_ref > mr ? part[v * T + t].max_ref : mr;
+            mc = part[v * T + t].max_cand > mc ? part[v * T + t].max_cand : mc;
+        }
+        double s_ref = 0.0, s_cand = 0.0, a = 0.0;
+        for (int64_t v = 0; v < tiles; v++) {
+            const pair_tile *p = &part[v * T + t];
+            double scale = exp((double)p->max_ref - (double)mr);
+            s_ref += p->sum_ref * scale;
+            a += p->a * scale;
+            s_cand += p->sum_cand * exp((double)p->max_cand - (double)mc);
+        }
+        double lse_ref = (double)mr + log(s_ref), lse_cand = (double)mc + log(s_cand);
+        kl[t] = a / s_ref - lse_ref + lse_cand;
+    }
+    free(part);
+    return NULL;
+}
