@@ -13,6 +13,7 @@
 #include "runner/run_dir.h"
 #include "util/clock.h"
 #include "util/sha256.h"
+#include "util/stop.h"
 #include "util/log.h"
 
 static int report(em_status err) {
@@ -138,6 +139,7 @@ int em_session_run(em_status prepared, em_pipeline *p, const em_session_options 
         return report(err);
     }
     em_log_set_rank(boot.rank, boot.size);
+    if (!prepared) prepared = em_stop_install();
     int code = agree(boot.world, prepared, "preparing the recipe");
     if (code == 0) {
         em_comm_set_timeout(boot.world, p->collective_timeout_s);

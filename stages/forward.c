@@ -21,6 +21,7 @@
 #include "runner/stage.h"
 #include "util/clock.h"
 #include "util/log.h"
+#include "util/stop.h"
 #include "stages/data/window_set.h"
 #include "stages/kernels/forward_backend.h"
 #include "stages/metrics/scores.h"
@@ -221,6 +222,15 @@ static em_status forward_run(em_stage *self, const em_run_context *ctx) {
     int64_t processed = 0; /* positions run through the model, scored or not */
     for (size_t i = 0; i < ds->count && !err; i++) {
         const em_window *w = &ds->windows[i];
+        if (em_stop_signal()) { /* stop between windows: the finished ones are recorded */
+            err = em_error_new(EM_EXIT_INTERRUPTED,
+                               "interrupted by signal %d (%s) after %zu of %zu windows; the "
+                               "finished ones are recorded: finish with `evalmesh run --resume "
+                               "%s`",
+                               em_stop_signal(), strsignal(em_stop_signal()), i, ds->count,
+                               ctx->run_dir ? ctx->run_dir : "RUN_DIR");
+            break;
+        }
         if (w->score_from < 0 || w->score_from >= w->length) {
             err = em_error_new(EM_EXIT_BAD_INPUT, "window %lld: scored from %d of %d positions",
                                (long long)w->index, w->score_from, w->length);

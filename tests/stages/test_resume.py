@@ -9,6 +9,7 @@
   changed.
 Sleeps only pace the polling; what is checked never depends on timing."""
 import glob
+import json
 import os
 import re
 import shutil
@@ -49,7 +50,6 @@ def run(args, np=1, cwd=tmp):
 
 
 def metrics(run_dir):
-    import json
     path = os.path.join(run_dir, "results.json")
     if not os.path.exists(path):
         return None
@@ -84,12 +84,13 @@ def records(path):
 
 shutil.copy(MODEL, os.path.join(tmp, "model.gguf"))
 shutil.copy(WIKI, os.path.join(tmp, "text.txt"))
-# many small windows, one thread per rank: a forward long enough to be killed in the middle
+# many small windows, one thread per rank, an fsync after each: a forward long enough to be
+# killed in the middle
 RECIPE = """name: resume
 stages:
   model: {kind: model, path: model.gguf}
   chunked: {kind: dataset, tokenizer: model, path: text.txt, protocol: chunked, n_ctx: 32, max_windows: MAXW}
-  f: {kind: forward, model: model, data: chunked, threads: 1}
+  f: {kind: forward, model: model, data: chunked, threads: 1, records_flush_s: 0}
   agg: {kind: aggregate, inputs: [f]}
   report: {kind: report, metrics: agg, outputs: [json]}
 """
@@ -162,7 +163,7 @@ if not MPIRUN:
     session.finish()
 
 # 3. SIGKILL one rank of 4 in the middle of the forward; resume on 2 and on 3 ranks.
-MAXW = 3000
+MAXW = 6000
 write_recipe(MAXW)
 rc, _, err = run(["run", "resume.yaml", "--run-dir", "whole4"], np=4)
 check(rc == 0, "uninterrupted 4-rank run", err[-2000:])
@@ -178,7 +179,6 @@ while job.poll() is None and time.monotonic() < deadline:
     rec = glob.glob(os.path.join(killed_dir, "records", f"f.rank{victim}.*.bin"))
     state = os.path.join(killed_dir, "state", f"rank-{victim}.json")
     if rec and os.path.exists(state) and os.path.getsize(rec[0]) > HEADER + 20 * 600:
-        import json
         try:
             pid = json.load(open(state))["pid"]
         except (ValueError, KeyError):
@@ -205,5 +205,40 @@ for np in [2, 3]:
     t = taken(d)
     print(f"resume on {np} ranks: {t[0]} windows taken from records, {t[1]} computed")
     check(t[0] == sum(done) and t[0] + t[1] == MAXW, f"resume on {np} ranks: reused", str(t))
+
+# 4. SIGTERM to every rank of a 4-rank job in the middle of the forward (as Slurm signals a job's
+# tasks): each stops after its current window with exit status 6, its records flushed and its
+# state `interrupted`; the resume finishes it identically.
+term_dir = os.path.join(tmp, "term")
+job = subprocess.Popen(mpi(4) + [BIN, "run", "resume.yaml", "--run-dir", "term"], cwd=tmp,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV,
+                       start_new_session=True)
+pids = {}
+deadline = time.monotonic() + 300
+while job.poll() is None and time.monotonic() < deadline and len(pids) < 4:
+    for r in range(4):
+        rec = glob.glob(os.path.join(term_dir, "records", f"f.rank{r}.*.bin"))
+        state = os.path.join(term_dir, "state", f"rank-{r}.json")
+        if r not in pids and rec and os.path.getsize(rec[0]) > HEADER + 10 * 600:
+            try:
+                pids[r] = json.load(open(state))["pid"]
+            except (OSError, ValueError, KeyError):
+                pass
+    time.sleep(0.005)
+for pid in pids.values():
+    os.kill(pid, signal.SIGTERM)
+out, err = job.communicate(timeout=600)
+check(len(pids) == 4, "every rank signalled in the middle of its forward", err[-2000:])
+check(job.returncode == 6, "SIGTERM: exit status 6", f"rc={job.returncode} {err[-2000:]}")
+check(err.count("interrupted by signal 15") == 4, "SIGTERM: every rank says so", err[-3000:])
+states = [json.load(open(os.path.join(term_dir, "state", f"rank-{r}.json"))) for r in range(4)]
+check(all(s["status"] == "interrupted" and s["stage"] == "f" for s in states),
+      "SIGTERM: every state file interrupted in stage f", str(states)[:1500])
+done = [len(records(f)) for f in glob.glob(os.path.join(term_dir, "records", "*.bin"))]
+print(f"SIGTERM job: exit {job.returncode}, records per rank file {done} of {MAXW} windows")
+check(0 < sum(done) < MAXW, "SIGTERM: some but not all windows recorded", str(done))
+rc, _, err = run(["run", "--resume", term_dir], np=4)
+check(rc == 0 and metrics(term_dir) == want4, "SIGTERM: resume bit-identical", err[-2000:])
+check(taken(term_dir) == [sum(done), MAXW - sum(done)], "SIGTERM: resume reused", str(taken(term_dir)))
 
 session.finish()
