@@ -18,6 +18,7 @@ static const char usage[] =
     "usage: evalmesh perplexity -m MODEL -f TEXT [--protocol chunked|sliding|rolling] [-c N]\n"
     "                           [--stride N] [--chunks N] [--threads N] [--print-recipe]\n"
     "                           [--run-dir DIR] [--force] [--log-level LEVEL]\n"
+    "                           [--collective-timeout S]\n"
     "       evalmesh perplexity --resume RUN_DIR\n"
     "\n"
     "Token perplexity of MODEL (GGUF, safetensors or a Hugging Face folder) on the text file\n"
@@ -40,9 +41,12 @@ static const char usage[] =
     "  --run-dir DIR       write into DIR instead of runs/perplexity-<UTC time>\n"
     "  --force             write into a --run-dir that is not empty\n"
     "  --log-level L       error, warn, info or debug\n"
+    "  --collective-timeout S  seconds a collective may wait for the other ranks before\n"
+    "                      the run fails with exit status 5 (default 300)\n"
     "  --resume RUN_DIR    finish an interrupted run (as evalmesh run --resume RUN_DIR)\n"
     "\n"
-    "Exit statuses: 0 ok, 2 bad arguments or input, 4 a stage failed, 5 another rank failed.\n";
+    "Exit statuses: 0 ok, 2 bad arguments or input, 4 a stage failed, 5 another rank failed,\n"
+    "6 interrupted by SIGTERM, SIGINT or SIGUSR1 (finish it with --resume).\n";
 
 /* What each protocol's options fill in the template: -c sets `ctx`, --stride `stride` (NULL:
  * the protocol has none, and --stride is refused); `edits` are further overrides (the template's
@@ -71,7 +75,8 @@ enum {
     OPT_RUN_DIR,
     OPT_FORCE,
     OPT_LEVEL,
-    OPT_RESUME
+    OPT_RESUME,
+    OPT_TIMEOUT
 };
 
 static const struct option options[] = {
@@ -87,6 +92,7 @@ static const struct option options[] = {
     {"force", no_argument, NULL, OPT_FORCE},
     {"log-level", required_argument, NULL, OPT_LEVEL},
     {"resume", required_argument, NULL, OPT_RESUME},
+    {"collective-timeout", required_argument, NULL, OPT_TIMEOUT},
     {NULL, 0, NULL, 0},
 };
 
@@ -99,6 +105,7 @@ static const struct {
     {'f', "stages.data.path"},
     {OPT_CHUNKS, "stages.data.max_windows"},
     {'t', "stages.ppl.threads"},
+    {OPT_TIMEOUT, "collective_timeout_s"},
 };
 
 /* A number argument of option c (>= min), or an error message and -1. */

@@ -6,7 +6,10 @@
 - a records file cut in the middle of a record, and one with a flipped byte: the damaged record
   is reported and recomputed, every other record used, the metrics identical;
 - a resume refuses (exit 2, naming what changed) when the recipe, the model or the dataset
-  changed.
+  changed;
+- SIGTERM to every rank of a 4-rank job mid-forward: exit 6, every state `interrupted`, records
+  flushed, and the resume bit-identical;
+- --collective-timeout reaches the recipe's collective_timeout_s (0 refused).
 Sleeps only pace the polling; what is checked never depends on timing."""
 import glob
 import json
@@ -158,11 +161,19 @@ for what, change, words in [
         open(f, "wb").write(data)
     write_recipe(200)
 
+# 3. --collective-timeout sets the recipe's collective_timeout_s (and is checked like it).
+rc, _, err = run(["run", "resume.yaml", "--run-dir", "t0", "--collective-timeout", "0"])
+check(rc == 2 and "<command line>:1:1: recipe: option 'collective_timeout_s' must be greater than 0"
+      in err, "--collective-timeout 0 refused", f"rc={rc} {err[-1000:]}")
+rc, _, err = run(["perplexity", "-m", "model.gguf", "-f", "text.txt", "--collective-timeout", "9",
+                  "--print-recipe"])
+check(rc == 0 and "collective_timeout_s: 9\n" in _, "perplexity --collective-timeout 9", err)
+
 if not MPIRUN:
     print("note: mpirun not found; the multi-rank part is skipped")
     session.finish()
 
-# 3. SIGKILL one rank of 4 in the middle of the forward; resume on 2 and on 3 ranks.
+# 4. SIGKILL one rank of 4 in the middle of the forward; resume on 2 and on 3 ranks.
 MAXW = 6000
 write_recipe(MAXW)
 rc, _, err = run(["run", "resume.yaml", "--run-dir", "whole4"], np=4)
@@ -206,7 +217,7 @@ for np in [2, 3]:
     print(f"resume on {np} ranks: {t[0]} windows taken from records, {t[1]} computed")
     check(t[0] == sum(done) and t[0] + t[1] == MAXW, f"resume on {np} ranks: reused", str(t))
 
-# 4. SIGTERM to every rank of a 4-rank job in the middle of the forward (as Slurm signals a job's
+# 5. SIGTERM to every rank of a 4-rank job in the middle of the forward (as Slurm signals a job's
 # tasks): each stops after its current window with exit status 6, its records flushed and its
 # state `interrupted`; the resume finishes it identically.
 term_dir = os.path.join(tmp, "term")
