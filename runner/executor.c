@@ -106,7 +106,8 @@ static void skip_dependents(schedule *s, size_t *release, size_t *release_count)
 /* A failure keeps its exit status 2 (bad input) or 5 (distributed); any other is a verdict (3)
  * when the kind says its failures are, else a runtime failure (4). Only verdicts have status 3. */
 static em_status run_error(const schedule *s, const em_stage *stage, em_status err) {
-    if (err->exit_code != EM_EXIT_BAD_INPUT && err->exit_code != EM_EXIT_DISTRIBUTED)
+    if (err->exit_code != EM_EXIT_BAD_INPUT && err->exit_code != EM_EXIT_DISTRIBUTED &&
+        err->exit_code != EM_EXIT_INTERRUPTED)
         err->exit_code = stage->kind->verdict ? EM_EXIT_GATE : EM_EXIT_RUNTIME;
     return em_error_prefix(err, "rank %d, stage '%s' (%s)", s->ctx->rank, stage->name,
                            stage->kind->name);
@@ -159,7 +160,11 @@ static void *worker(void *arg) {
             em_log(s->ctx->rank == 0 ? EM_LOG_INFO : EM_LOG_DEBUG, "stage '%s' (%s) done in %.3f s",
                    stage->name, stage->kind->name, seconds);
         }
-        if (s->rank_state) em_rank_state_stage(s->rank_state, stage->name, err ? "failed" : "done");
+        if (s->rank_state)
+            em_rank_state_stage(s->rank_state, stage->name,
+                                !err                                    ? "done"
+                                : err->exit_code == EM_EXIT_INTERRUPTED ? "interrupted"
+                                                                        : "failed");
         release_reads(s, i, release, &release_count);
         pthread_cond_broadcast(&s->changed);
         pthread_mutex_unlock(&s->lock);

@@ -14,7 +14,7 @@ typedef struct em_rank_state em_rank_state;
 
 /* Creates <run_dir>/state/ if needed and this rank's file. */
 em_status em_rank_state_open(const char *run_dir, int rank, int world_size, em_rank_state **out);
-/* Enters a stage: status is "running", "done" or "failed". Always written. */
+/* Enters a stage: status is "running", "done", "failed" or "interrupted". Always written. */
 void em_rank_state_stage(em_rank_state *st, const char *stage, const char *status);
 /* Progress inside the current stage (e.g. windows done of total). Written at most every 0.5 s. */
 void em_rank_state_progress(em_rank_state *st, int64_t done, int64_t total, int64_t tokens);

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -152,20 +153,107 @@ em_status em_run_dir_create(em_comm *world, const char *recipe_name, const char 
     return NULL;
 }
 
-em_status em_run_dir_write_recipe(const char *dir, const em_node *recipe) {
+char *em_run_dir_recipe_text(const em_node *recipe) {
     char *text = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
-    if (!f) return em_error_new(EM_EXIT_RUNTIME, "out of memory writing the resolved recipe");
+    if (!f) abort();
     em_node_write_yaml(recipe, f);
     fclose(f);
     char *clean = em_redact_urls(text);
     free(text);
+    return clean;
+}
+
+em_status em_run_dir_write_recipe(const char *dir, const em_node *recipe) {
     char *path = em_xasprintf("%s/recipe.resolved.yaml", dir);
-    em_status err = em_atomic_write(path, clean, strlen(clean), 0640);
-    free(clean);
+    char *text = em_run_dir_recipe_text(recipe);
+    em_status err = em_atomic_write(path, text, strlen(text), 0640);
+    free(text);
     free(path);
     return err;
+}
+
+/* The whole of a small file into *out (NUL-terminated; *len without it). */
+static em_status slurp(const char *path, char **out, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return em_error_new(EM_EXIT_BAD_INPUT, "cannot resume: %s: %s", path, strerror(errno));
+    char *text = NULL;
+    size_t size = 0, cap = 0, n;
+    char buf[4096];
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0) {
+        if (size + n + 1 > cap) {
+            cap = 2 * (size + n + 1);
+            text = realloc(text, cap);
+            if (!text) abort();
+        }
+        memcpy(text + size, buf, n);
+        size += n;
+    }
+    fclose(f);
+    if (!text) text = em_xcalloc(1, 1);
+    text[size] = 0;
+    *out = text;
+    *len = size;
+    return NULL;
+}
+
+em_status em_run_dir_check_recipe(const char *dir, const char *text) {
+    char *path = em_xasprintf("%s/recipe.resolved.yaml", dir), *old;
+    size_t len;
+    em_status err = slurp(path, &old, &len);
+    if (!err && strcmp(old, text) != 0) {
+        int line = 1;
+        size_t i = 0;
+        for (; old[i] && old[i] == text[i]; i++) line += old[i] == '\n';
+        err = em_error_new(EM_EXIT_BAD_INPUT,
+                           "resume refused: the recipe changed: it now resolves to something "
+                           "other than %s (first difference at line %d); resume only with the "
+                           "same recipe, or start a new run",
+                           path, line);
+    }
+    if (!err) free(old);
+    free(path);
+    return err;
+}
+
+em_status em_run_dir_write_invocation(const char *dir, int argc, char *const *argv) {
+    char cwd[4096];
+    if (!getcwd(cwd, sizeof cwd))
+        return em_error_new(EM_EXIT_RUNTIME, "getcwd: %s", strerror(errno));
+    size_t len = strlen(cwd) + 1;
+    for (int i = 0; i < argc; i++) len += strlen(argv[i]) + 1;
+    char *buf = em_xmalloc(len), *p = buf;
+    p = stpcpy(p, cwd) + 1;
+    for (int i = 0; i < argc; i++) p = stpcpy(p, argv[i]) + 1;
+    char *path = em_xasprintf("%s/invocation", dir);
+    em_status err = em_atomic_write(path, buf, len, 0640);
+    free(path);
+    free(buf);
+    return err;
+}
+
+em_status em_run_dir_read_invocation(const char *dir, char **cwd, int *argc, char ***argv) {
+    char *path = em_xasprintf("%s/invocation", dir), *text;
+    size_t len;
+    em_status err = slurp(path, &text, &len);
+    free(path);
+    if (err) return em_error_prefix(err, "%s is not a run directory written by this evalmesh", dir);
+    if (len == 0 || text[len - 1] != 0) {
+        free(text);
+        return em_error_new(EM_EXIT_BAD_INPUT, "cannot resume: %s/invocation is damaged", dir);
+    }
+    int n = 0;
+    for (size_t i = 0; i < len; i++) n += text[i] == 0;
+    char **args = em_xcalloc((size_t)n + 1, sizeof *args);
+    char *p = text;
+    *cwd = em_xstrdup(p);
+    p += strlen(p) + 1;
+    for (int i = 0; i < n - 1; i++, p += strlen(p) + 1) args[i] = em_xstrdup(p);
+    free(text);
+    *argc = n - 1;
+    *argv = args;
+    return NULL;
 }
 
 em_status em_run_dir_open_log(const char *dir, int rank, FILE **out) {

@@ -19,8 +19,21 @@
 em_status em_run_dir_create(em_comm *world, const char *recipe_name, const char *requested,
                             bool force, char **out);
 
-/* Writes <dir>/recipe.resolved.yaml. */
+/* The resolved recipe as YAML, URL secrets redacted: what recipe.resolved.yaml holds (and what
+ * its sha256 keys the window records with). The caller frees it. */
+char *em_run_dir_recipe_text(const em_node *recipe);
+/* Writes that text to <dir>/recipe.resolved.yaml. */
 em_status em_run_dir_write_recipe(const char *dir, const em_node *recipe);
+/* For a resume: a refusal (exit 2) naming the first differing line when <dir>/recipe.resolved.yaml
+ * is not text. */
+em_status em_run_dir_check_recipe(const char *dir, const char *text);
+
+/* <dir>/invocation: the working directory and the command's arguments (argv[0] the command name),
+ * NUL-separated, so `evalmesh run --resume DIR` can run the same command again. */
+em_status em_run_dir_write_invocation(const char *dir, int argc, char *const *argv);
+/* Reads it back; the caller frees cwd, each argv[i] and argv (NULL-terminated). Exit 2 when
+ * missing or damaged. */
+em_status em_run_dir_read_invocation(const char *dir, char **cwd, int *argc, char ***argv);
 
 /* Opens this rank's log: <dir>/evalmesh.log on rank 0, <dir>/evalmesh.rank<R>.log on others. */
 em_status em_run_dir_open_log(const char *dir, int rank, FILE **out);

@@ -3,6 +3,7 @@
 
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "runner/comm/bootstrap.h"
 #include "runner/comm/mesh_groups.h"
@@ -11,6 +12,8 @@
 #include "runner/rank_state.h"
 #include "runner/run_dir.h"
 #include "util/clock.h"
+#include "util/sha256.h"
+#include "util/stop.h"
 #include "util/log.h"
 
 static int report(em_status err) {
@@ -69,8 +72,26 @@ static int run_initialised(em_pipeline *p, em_run_context *ctx, const em_session
         em_error_free(err);
         return code;
     }
+    char *recipe_text = em_run_dir_recipe_text(p->recipe), recipe_sha[65];
+    em_sha256_hex(recipe_text, strlen(recipe_text), recipe_sha);
+    ctx->recipe_sha256 = recipe_sha;
+    ctx->resume = opts->resume;
+    /* every rank reads the same file and finds the same; rank 0 says so */
+    if (opts->resume) err = em_run_dir_check_recipe(dir, recipe_text);
+    free(recipe_text);
+    if (err) {
+        free(dir);
+        ctx->recipe_sha256 = NULL;
+        if (ctx->rank == 0) return report(err);
+        int code = err->exit_code;
+        em_error_free(err);
+        return code;
+    }
     FILE *log_file = NULL;
-    if (ctx->rank == 0) err = em_run_dir_write_recipe(dir, p->recipe);
+    if (ctx->rank == 0 && !opts->resume) {
+        err = em_run_dir_write_recipe(dir, p->recipe);
+        if (!err && opts->argc > 0) err = em_run_dir_write_invocation(dir, opts->argc, opts->argv);
+    }
     if (!err) err = em_run_dir_open_log(dir, ctx->rank, &log_file);
     if (log_file) em_log_set_file(log_file);
     em_rank_state *state = NULL;
@@ -104,6 +125,7 @@ static int run_initialised(em_pipeline *p, em_run_context *ctx, const em_session
     em_log_set_file(NULL);
     if (log_file) fclose(log_file);
     free(dir);
+    ctx->recipe_sha256 = NULL;
     return code;
 }
 
@@ -117,6 +139,7 @@ int em_session_run(em_status prepared, em_pipeline *p, const em_session_options 
         return report(err);
     }
     em_log_set_rank(boot.rank, boot.size);
+    if (!prepared) prepared = em_stop_install();
     int code = agree(boot.world, prepared, "preparing the recipe");
     if (code == 0) {
         em_comm_set_timeout(boot.world, p->collective_timeout_s);

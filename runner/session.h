@@ -14,6 +14,13 @@ typedef struct em_session_options {
     const char *run_dir; /* --run-dir, or NULL for runs/<name>-<UTC time> */
     bool force;          /* --force: write into a --run-dir that is not empty */
     int threads;         /* stage threads per rank; 0: min(4, stages) */
+    /* The command's arguments (argv[0] its name), saved in the run directory as `invocation`
+     * so `--resume` can run it again; argc 0: nothing saved. */
+    int argc;
+    char *const *argv;
+    /* --resume: run_dir is an earlier run's; its recipe must resolve the same (else exit 2),
+     * and stages reuse what it recorded. */
+    bool resume;
 } em_session_options;
 
 /* `prepared` is the outcome of preparing the pipeline on this rank (an error leaves pipeline

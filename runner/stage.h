@@ -65,6 +65,10 @@ typedef struct em_run_context {
     const em_node *recipe;   /* the whole resolved recipe (after includes, overrides, defaults) */
     long long seed;          /* the recipe's `seed:` */
     double collective_timeout_s; /* limit for every collective */
+    /* `--resume`: stages may take what an earlier attempt in run_dir recorded (the forward's
+     * window records, stages/metrics/window_records.h) instead of computing it again */
+    bool resume;
+    const char *recipe_sha256; /* of recipe.resolved.yaml's text; set in run, NULL before */
     /* The default mesh (dp = world size, tp = cp = 1, the world's backend) for stages whose
      * recipe names no mesh stage; NULL in validate. Stages reach it through em_stage_mesh. */
     struct em_mesh *mesh;

@@ -9,6 +9,7 @@
  * (stages/kernels/llama_block.h), so every rank of a tp x cp group computes the same windows and
  * ends with the same scores. */
 #include <omp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -20,13 +21,16 @@
 #include "runner/stage.h"
 #include "util/clock.h"
 #include "util/log.h"
+#include "util/stop.h"
 #include "stages/data/window_set.h"
 #include "stages/kernels/forward_backend.h"
 #include "stages/metrics/scores.h"
+#include "stages/metrics/window_records.h"
 #include "stages/model/loaded_model.h"
 
 typedef struct forward_state {
     int threads;
+    double flush_s; /* `records_flush_s`: the longest a finished window waits for fsync */
     const em_forward_backend *backend; /* the `device:` row */
 } forward_state;
 
@@ -98,6 +102,7 @@ static em_status forward_init(em_stage *self, const em_run_context *ctx) {
                            "stage '%s': device '%s' is not a forward backend of this build (%s)",
                            self->name, device, em_forward_backend_names());
     }
+    st->flush_s = em_node_option_double(self->options, "records_flush_s");
     const em_node *threads = em_node_get(self->options, "threads");
     if (!em_node_is_null(threads)) {
         int64_t n;
@@ -139,6 +144,52 @@ static em_scores *new_scores(const em_model *model, const em_dataset *ds) {
     return s;
 }
 
+/* The window records of this stage: those an earlier attempt left (when resuming) and the
+ * writer for this attempt's (on the first rank of each tp x cp group; its peers compute the same
+ * numbers). */
+typedef struct records {
+    em_records_found found;
+    em_records_writer *writer;
+} records;
+
+static em_status open_records(const em_stage *self, const em_run_context *ctx, const em_mesh *mesh,
+                              const em_model *model, const em_dataset *ds, records *io) {
+    if (!ctx->run_dir || !ctx->recipe_sha256) return NULL;
+    em_records_key key = {0};
+    snprintf(key.model_sha256, sizeof key.model_sha256, "%s", model->header_sha256);
+    snprintf(key.dataset_sha256, sizeof key.dataset_sha256, "%s", ds->sha256);
+    snprintf(key.recipe_sha256, sizeof key.recipe_sha256, "%s", ctx->recipe_sha256);
+    size_t limit = 0;
+    for (size_t i = 0; i < ds->count; i++)
+        if ((size_t)ds->windows[i].index + 1 > limit) limit = (size_t)ds->windows[i].index + 1;
+    em_status err = NULL;
+    if (ctx->resume) {
+        err = em_records_read(ctx->run_dir, self->name, &key, limit, &io->found);
+        if (!err && io->found.damaged)
+            em_log_warn("forward %s: %zu torn or damaged window records skipped", self->name,
+                        io->found.damaged);
+        /* every rank has read the earlier records before any rank writes new ones, so the
+         * ranks of a tp x cp group take the same windows from them */
+        if (!err && ctx->world_size > 1) err = em_barrier(ctx->world);
+    }
+    if (!err && mesh->tp_rank == 0 && mesh->cp_rank == 0)
+        err = em_records_writer_open(ctx->run_dir, self->name, ctx->rank, &key,
+                                     ((const forward_state *)self->state)->flush_s, &io->writer);
+    return err;
+}
+
+/* The record of window ws when one exists and agrees with the dataset (token count, words,
+ * bytes and every target), else NULL. */
+static const em_window_record *recorded(const em_records_found *found, const em_window_score *ws,
+                                        const int32_t *target) {
+    if (!found->by_window || (size_t)ws->window >= found->window_limit) return NULL;
+    const em_window_record *r = found->by_window[ws->window];
+    if (!r || r->token_count != ws->token_count || r->words != ws->words || r->bytes != ws->bytes ||
+        memcmp(r->target, target, (size_t)ws->token_count * sizeof *target) != 0)
+        return NULL;
+    return r;
+}
+
 static em_status forward_run(em_stage *self, const em_run_context *ctx) {
     forward_state *st = self->state;
     const em_model *model = em_stage_input_artifact(self, "model", 0)->data;
@@ -164,30 +215,62 @@ static em_status forward_run(em_stage *self, const em_run_context *ctx) {
                               em_stage_mesh_name(self), mesh->tp, mesh->tp_rank);
     if (err) return err;
     em_scores *s = new_scores(model, ds);
+    records io = {0};
+    err = open_records(self, ctx, mesh, model, ds, &io);
     em_rank_state *state = em_rank_state_current();
-    size_t offset = 0;
+    size_t offset = 0, reused = 0;
     int64_t processed = 0; /* positions run through the model, scored or not */
     for (size_t i = 0; i < ds->count && !err; i++) {
         const em_window *w = &ds->windows[i];
+        if (em_stop_signal()) { /* stop between windows: the finished ones are recorded */
+            err = em_error_new(EM_EXIT_INTERRUPTED,
+                               "interrupted by signal %d (%s) after %zu of %zu windows; the "
+                               "finished ones are recorded: finish with `evalmesh run --resume "
+                               "%s`",
+                               em_stop_signal(), strsignal(em_stop_signal()), i, ds->count,
+                               ctx->run_dir ? ctx->run_dir : "RUN_DIR");
+            break;
+        }
         if (w->score_from < 0 || w->score_from >= w->length) {
             err = em_error_new(EM_EXIT_BAD_INPUT, "window %lld: scored from %d of %d positions",
                                (long long)w->index, w->score_from, w->length);
             break;
         }
         size_t n = (size_t)(w->length - w->score_from);
-        err = be->score_window(f, w->input, w->target, w->length, w->score_from, s->nll + offset,
-                               s->argmax + offset);
-        if (err) {
-            err = em_error_prefix(err, "window %lld", (long long)w->index);
-            break;
-        }
         memcpy(s->target + offset, w->target + w->score_from, n * sizeof *s->target);
         s->windows[i] = (em_window_score){w->index, offset, (int32_t)n, w->words, w->bytes};
+        const em_window_record *r = recorded(&io.found, &s->windows[i], s->target + offset);
+        if (r) {
+            memcpy(s->nll + offset, r->nll, n * sizeof *s->nll);
+            memcpy(s->argmax + offset, r->argmax, n * sizeof *s->argmax);
+            reused++;
+        } else {
+            err = be->score_window(f, w->input, w->target, w->length, w->score_from,
+                                   s->nll + offset, s->argmax + offset);
+            if (err) {
+                err = em_error_prefix(err, "window %lld", (long long)w->index);
+                break;
+            }
+            processed += w->length;
+            if (io.writer)
+                err = em_records_append(io.writer,
+                                        &(em_window_record){w->index, (int32_t)n, w->words,
+                                                            w->bytes, s->target + offset,
+                                                            s->argmax + offset, s->nll + offset});
+        }
         offset += n;
-        processed += w->length;
         if (state)
             em_rank_state_progress(state, (int64_t)i + 1, (int64_t)ds->count, (int64_t)offset);
     }
+    em_status close_err = em_records_writer_close(io.writer);
+    if (!err)
+        err = close_err;
+    else
+        em_error_free(close_err);
+    em_records_found_free(&io.found);
+    if (ctx->resume && !err)
+        em_log_info("forward %s: %zu of %zu windows taken from the run's records, %zu computed",
+                    self->name, reused, ds->count, ds->count - reused);
     size_t weight_bytes = be->weight_bytes(f), memory = be->memory(f);
     be->free(f);
     if (err) {

@@ -16,6 +16,7 @@ enum {
     EM_EXIT_GATE = 3,        /* a gate check failed (the reports were written) */
     EM_EXIT_RUNTIME = 4,     /* a stage failed while running on this rank */
     EM_EXIT_DISTRIBUTED = 5, /* another rank failed, died or did not answer in time */
+    EM_EXIT_INTERRUPTED = 6, /* stopped by SIGTERM, SIGINT or the pre-timeout signal; resumable */
 };
 
 /* A place in a source file; line and col count from 1 (0 means unknown). */

@@ -9,6 +9,7 @@
 
 #include "cli/command.h"
 #include "cli/options.h"
+#include "cli/resume.h"
 #include "runner/recipe/recipe.h"
 #include "runner/session.h"
 #include "util/log.h"
@@ -17,6 +18,8 @@ static const char usage[] =
     "usage: evalmesh perplexity -m MODEL -f TEXT [--protocol chunked|sliding|rolling] [-c N]\n"
     "                           [--stride N] [--chunks N] [--threads N] [--print-recipe]\n"
     "                           [--run-dir DIR] [--force] [--log-level LEVEL]\n"
+    "                           [--collective-timeout S]\n"
+    "       evalmesh perplexity --resume RUN_DIR\n"
     "\n"
     "Token perplexity of MODEL (GGUF, safetensors or a Hugging Face folder) on the text file\n"
     "TEXT, as a recipe of five stages (model, dataset, forward, aggregate, report) run on this\n"
@@ -38,8 +41,12 @@ static const char usage[] =
     "  --run-dir DIR       write into DIR instead of runs/perplexity-<UTC time>\n"
     "  --force             write into a --run-dir that is not empty\n"
     "  --log-level L       error, warn, info or debug\n"
+    "  --collective-timeout S  seconds a collective may wait for the other ranks before\n"
+    "                      the run fails with exit status 5 (default 300)\n"
+    "  --resume RUN_DIR    finish an interrupted run (as evalmesh run --resume RUN_DIR)\n"
     "\n"
-    "Exit statuses: 0 ok, 2 bad arguments or input, 4 a stage failed, 5 another rank failed.\n";
+    "Exit statuses: 0 ok, 2 bad arguments or input, 4 a stage failed, 5 another rank failed,\n"
+    "6 interrupted by SIGTERM, SIGINT or SIGUSR1 (finish it with --resume).\n";
 
 /* What each protocol's options fill in the template: -c sets `ctx`, --stride `stride` (NULL:
  * the protocol has none, and --stride is refused); `edits` are further overrides (the template's
@@ -60,7 +67,17 @@ static const ppl_protocol protocols[] = {
      {"~stages.data.n_ctx", "~stages.data.stride", "stages.data.split=blank_line"}},
 };
 
-enum { OPT_PROTOCOL = 256, OPT_STRIDE, OPT_CHUNKS, OPT_PRINT, OPT_RUN_DIR, OPT_FORCE, OPT_LEVEL };
+enum {
+    OPT_PROTOCOL = 256,
+    OPT_STRIDE,
+    OPT_CHUNKS,
+    OPT_PRINT,
+    OPT_RUN_DIR,
+    OPT_FORCE,
+    OPT_LEVEL,
+    OPT_RESUME,
+    OPT_TIMEOUT
+};
 
 static const struct option options[] = {
     {"model", required_argument, NULL, 'm'},
@@ -74,6 +91,8 @@ static const struct option options[] = {
     {"run-dir", required_argument, NULL, OPT_RUN_DIR},
     {"force", no_argument, NULL, OPT_FORCE},
     {"log-level", required_argument, NULL, OPT_LEVEL},
+    {"resume", required_argument, NULL, OPT_RESUME},
+    {"collective-timeout", required_argument, NULL, OPT_TIMEOUT},
     {NULL, 0, NULL, 0},
 };
 
@@ -86,6 +105,7 @@ static const struct {
     {'f', "stages.data.path"},
     {OPT_CHUNKS, "stages.data.max_windows"},
     {'t', "stages.ppl.threads"},
+    {OPT_TIMEOUT, "collective_timeout_s"},
 };
 
 /* A number argument of option c (>= min), or an error message and -1. */
@@ -138,6 +158,7 @@ typedef struct ppl_args {
     const char *values[sizeof option_paths / sizeof *option_paths];
     const ppl_protocol *protocol;
     long long ctx, stride; /* -1: not given */
+    const char *resume;    /* --resume RUN_DIR */
 } ppl_args;
 
 /* Checks the combination and turns it into overrides; returns 0 or the exit status. */
@@ -204,6 +225,8 @@ static int parse(int argc, char **argv, ppl_args *a, em_session_options *opts, b
             opts->run_dir = optarg;
         } else if (c == OPT_FORCE) {
             opts->force = true;
+        } else if (c == OPT_RESUME) {
+            a->resume = optarg;
         } else if (c == OPT_LEVEL) {
             int level = em_log_level_parse(optarg);
             if (level < 0) {
@@ -216,6 +239,7 @@ static int parse(int argc, char **argv, ppl_args *a, em_session_options *opts, b
         }
     }
     if (optind < argc) return em_cli_unexpected("perplexity", argv[optind]);
+    if (a->resume) return 0;
     if (!a->values[0] || !a->values[1]) {
         em_log_error("evalmesh perplexity: needs -m MODEL and -f TEXT (see evalmesh perplexity "
                      "--help)");
@@ -240,6 +264,7 @@ static int perplexity_main(int argc, char **argv) {
     em_session_options opts = {0};
     bool print_recipe = false;
     int code = parse(argc, argv, &a, &opts, &print_recipe);
+    if (!code && a.resume) return em_cli_resume(a.resume);
     override_list overrides = {0};
     if (!code) code = make_overrides(&a, &overrides);
     em_node *recipe = NULL;
@@ -252,6 +277,7 @@ static int perplexity_main(int argc, char **argv) {
         err = em_pipeline_from_tree(recipe, "perplexity", (const char *const *)overrides.items,
                                     overrides.count, &pipeline);
         free_overrides(&overrides);
+        em_cli_session_options(&opts, argc, argv);
         return em_session_run(err, pipeline, &opts);
     }
     free_overrides(&overrides);

@@ -58,7 +58,9 @@ static em_scores *run_stage(em_model *model, em_dataset *ds, int threads, em_sta
     snprintf(text, sizeof text, "%d", threads);
     em_node *options = em_node_new_map(mark);
     em_node_map_set(options, "threads", mark, em_node_new_scalar(text, false, mark));
-    em_node_map_set(options, "device", mark, em_node_new_scalar("cpu", false, mark)); /* default */
+    /* the schema defaults a validated recipe would fill in */
+    em_node_map_set(options, "device", mark, em_node_new_scalar("cpu", false, mark));
+    em_node_map_set(options, "records_flush_s", mark, em_node_new_scalar("10", false, mark));
     em_stage self = {.name = "ppl", .kind = &em_stage_kind_forward, .options = options};
     self.inputs = inputs;
     self.input_count = 2;

@@ -1,0 +1,291 @@
+/* Window records files: writing, and reading back with damage detection (see window_records.h). */
+#include "stages/metrics/window_records.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "util/clock.h"
+#include "util/log.h"
+#include "util/mapped_file.h"
+
+#define FILE_MAGIC "EMWREC01"
+#define HEADER_BYTES 208
+#define RECORD_MAGIC 0x52574d45u
+#define RECORD_HEAD 12   /* magic, length, crc */
+#define PAYLOAD_FIXED 40 /* window, n, 0, words, bytes, nll sum */
+
+struct em_records_writer {
+    int fd;
+    char *path;
+    double flush_s, last_sync;
+};
+
+/* CRC-32 (IEEE 802.3, reflected, as zlib's crc32). */
+static uint32_t crc32(const void *data, size_t len) {
+    static uint32_t table[256];
+    if (!table[1]) {
+        for (uint32_t i = 0; i < 256; i++) {
+            uint32_t c = i;
+            for (int k = 0; k < 8; k++) c = c & 1 ? 0xedb88320u ^ (c >> 1) : c >> 1;
+            table[i] = c;
+        }
+    }
+    const uint8_t *p = data;
+    uint32_t c = 0xffffffffu;
+    for (size_t i = 0; i < len; i++) c = table[(c ^ p[i]) & 0xff] ^ (c >> 8);
+    return c ^ 0xffffffffu;
+}
+
+static void make_header(const em_records_key *key, uint8_t h[HEADER_BYTES]) {
+    memset(h, 0, HEADER_BYTES);
+    memcpy(h, FILE_MAGIC, 8);
+    memcpy(h + 8, key->model_sha256, 64);
+    memcpy(h + 72, key->dataset_sha256, 64);
+    memcpy(h + 136, key->recipe_sha256, 64);
+    uint32_t c = crc32(h, 200);
+    memcpy(h + 200, &c, 4);
+}
+
+static em_status write_all(int fd, const void *data, size_t len, const char *path) {
+    const char *p = data;
+    while (len > 0) {
+        ssize_t n = write(fd, p, len);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0)
+            return em_error_new(EM_EXIT_RUNTIME, "writing window records %s: %s", path,
+                                n < 0 ? strerror(errno) : "short write");
+        p += n;
+        len -= (size_t)n;
+    }
+    return NULL;
+}
+
+em_status em_records_writer_open(const char *run_dir, const char *stage, int rank,
+                                 const em_records_key *key, double flush_s,
+                                 em_records_writer **out) {
+    *out = NULL;
+    char *dir = em_xasprintf("%s/records", run_dir);
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
+        em_status err = em_error_new(EM_EXIT_RUNTIME, "creating %s: %s", dir, strerror(errno));
+        free(dir);
+        return err;
+    }
+    int fd = -1;
+    char *path = NULL;
+    for (int n = 0; fd < 0 && n < 100000; n++) {
+        free(path);
+        path = em_xasprintf("%s/%s.rank%d.%d.bin", dir, stage, rank, n);
+        fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+        if (fd < 0 && errno != EEXIST) break;
+    }
+    free(dir);
+    if (fd < 0) {
+        em_status err = em_error_new(EM_EXIT_RUNTIME, "creating %s: %s", path, strerror(errno));
+        free(path);
+        return err;
+    }
+    uint8_t h[HEADER_BYTES];
+    make_header(key, h);
+    em_status err = write_all(fd, h, sizeof h, path);
+    if (!err && fsync(fd) != 0)
+        err = em_error_new(EM_EXIT_RUNTIME, "fsync %s: %s", path, strerror(errno));
+    if (err) {
+        close(fd);
+        free(path);
+        return err;
+    }
+    em_records_writer *w = em_xcalloc(1, sizeof *w);
+    *w = (em_records_writer){fd, path, flush_s, em_clock_seconds()};
+    *out = w;
+    return NULL;
+}
+
+em_status em_records_append(em_records_writer *w, const em_window_record *r) {
+    size_t n = (size_t)r->token_count;
+    size_t payload = PAYLOAD_FIXED + 16 * n;
+    uint8_t *buf = em_xmalloc(RECORD_HEAD + payload);
+    uint8_t *p = buf + RECORD_HEAD;
+    int32_t n32 = r->token_count, zero = 0;
+    double sum = 0.0;
+    for (size_t i = 0; i < n; i++) sum += r->nll[i];
+    memcpy(p, &r->window, 8);
+    memcpy(p + 8, &n32, 4);
+    memcpy(p + 12, &zero, 4);
+    memcpy(p + 16, &r->words, 8);
+    memcpy(p + 24, &r->bytes, 8);
+    memcpy(p + 32, &sum, 8);
+    memcpy(p + PAYLOAD_FIXED, r->target, 4 * n);
+    memcpy(p + PAYLOAD_FIXED + 4 * n, r->argmax, 4 * n);
+    memcpy(p + PAYLOAD_FIXED + 8 * n, r->nll, 8 * n);
+    uint32_t head[3] = {RECORD_MAGIC, (uint32_t)payload, crc32(p, payload)};
+    memcpy(buf, head, sizeof head);
+    em_status err = write_all(w->fd, buf, RECORD_HEAD + payload, w->path);
+    free(buf);
+    double now = em_clock_seconds();
+    if (!err && now - w->last_sync >= w->flush_s) {
+        if (fsync(w->fd) != 0)
+            err = em_error_new(EM_EXIT_RUNTIME, "fsync %s: %s", w->path, strerror(errno));
+        w->last_sync = now;
+    }
+    return err;
+}
+
+em_status em_records_writer_close(em_records_writer *w) {
+    if (!w) return NULL;
+    em_status err = NULL;
+    if (fsync(w->fd) != 0)
+        err = em_error_new(EM_EXIT_RUNTIME, "fsync %s: %s", w->path, strerror(errno));
+    close(w->fd);
+    free(w->path);
+    free(w);
+    return err;
+}
+
+/* Which key field of a header differs from key, as words for the refusal; NULL when none. */
+static const char *header_mismatch(const uint8_t *h, const em_records_key *key) {
+    if (memcmp(h + 8, key->model_sha256, 64) != 0) return "the model";
+    if (memcmp(h + 72, key->dataset_sha256, 64) != 0) return "the dataset file";
+    if (memcmp(h + 136, key->recipe_sha256, 64) != 0) return "the resolved recipe";
+    return NULL;
+}
+
+/* The record at data[at..], when whole and intact: its payload length, else 0. */
+static size_t intact_record(const uint8_t *data, size_t size, size_t at) {
+    if (size - at < RECORD_HEAD) return 0;
+    uint32_t head[3];
+    memcpy(head, data + at, sizeof head);
+    if (head[0] != RECORD_MAGIC || head[1] < PAYLOAD_FIXED || (head[1] - PAYLOAD_FIXED) % 16)
+        return 0;
+    if (head[1] > size - at - RECORD_HEAD) return 0;
+    if (crc32(data + at + RECORD_HEAD, head[1]) != head[2]) return 0;
+    int32_t n;
+    memcpy(&n, data + at + RECORD_HEAD + 8, 4);
+    return n >= 0 && (size_t)n * 16 + PAYLOAD_FIXED == head[1] ? head[1] : 0;
+}
+
+/* Keeps the record whose payload starts at p when its window is new and in range. */
+static bool keep(const uint8_t *p, em_records_found *f) {
+    em_window_record r = {0};
+    memcpy(&r.window, p, 8);
+    memcpy(&r.token_count, p + 8, 4);
+    memcpy(&r.words, p + 16, 8);
+    memcpy(&r.bytes, p + 24, 8);
+    if (r.window < 0 || (size_t)r.window >= f->window_limit || f->by_window[r.window]) return false;
+    size_t n = (size_t)r.token_count;
+    int32_t *target = em_xmalloc(n ? 8 * n : 1);
+    double *nll = em_xmalloc(n ? 8 * n : 1);
+    memcpy(target, p + PAYLOAD_FIXED, 8 * n); /* target then argmax */
+    memcpy(nll, p + PAYLOAD_FIXED + 8 * n, 8 * n);
+    r.target = target;
+    r.argmax = target + n;
+    r.nll = nll;
+    em_window_record *copy = em_xmalloc(sizeof *copy);
+    *copy = r;
+    f->by_window[r.window] = copy;
+    return true;
+}
+
+static em_status read_file(const char *path, const em_records_key *key, em_records_found *f) {
+    em_mapped_file mf = {0}, *m = &mf;
+    em_status err = em_mapped_file_open(path, "a window records file", m);
+    if (err) return err;
+    const uint8_t *data = m->data;
+    size_t size = m->size;
+    uint32_t c = 0;
+    if (size >= HEADER_BYTES) memcpy(&c, data + 200, 4);
+    if (size < HEADER_BYTES || memcmp(data, FILE_MAGIC, 8) != 0 || c != crc32(data, 200)) {
+        em_log_warn("window records %s: no intact header; its windows are computed again", path);
+        f->damaged++;
+        em_mapped_file_close(m);
+        return NULL;
+    }
+    const char *changed = header_mismatch(data, key);
+    if (changed) {
+        em_mapped_file_close(m);
+        return em_error_new(EM_EXIT_BAD_INPUT,
+                            "resume refused: %s changed since the run wrote %s (its sha256 then "
+                            "and now differ); resume only with the same model, dataset and recipe, "
+                            "or start a new run",
+                            changed, path);
+    }
+    size_t at = HEADER_BYTES;
+    while (at < size) {
+        size_t payload = intact_record(data, size, at);
+        if (payload) {
+            f->records += keep(data + at + RECORD_HEAD, f);
+            at += RECORD_HEAD + payload;
+            continue;
+        }
+        em_log_warn("window records %s: the record at byte %zu is torn or damaged; its window "
+                    "is computed again",
+                    path, at);
+        f->damaged++;
+        /* look for the next intact record */
+        for (at++; at < size && !intact_record(data, size, at); at++) {
+        }
+    }
+    em_mapped_file_close(m);
+    return NULL;
+}
+
+static int compare_names(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+em_status em_records_read(const char *run_dir, const char *stage, const em_records_key *key,
+                          size_t window_limit, em_records_found *out) {
+    *out = (em_records_found){
+        window_limit, em_xcalloc(window_limit ? window_limit : 1, sizeof *out->by_window), 0, 0, 0};
+    char *dir = em_xasprintf("%s/records", run_dir);
+    DIR *d = opendir(dir);
+    if (!d) {
+        free(dir);
+        return NULL;
+    }
+    char *prefix = em_xasprintf("%s.rank", stage);
+    size_t plen = strlen(prefix);
+    em_status err = NULL;
+    struct dirent *e;
+    /* sorted, so which copy of a window is used does not depend on the directory's order */
+    char **names = NULL;
+    size_t count = 0;
+    while ((e = readdir(d)) != NULL) {
+        size_t len = strlen(e->d_name);
+        if (strncmp(e->d_name, prefix, plen) != 0 || len < 4 ||
+            strcmp(e->d_name + len - 4, ".bin") != 0)
+            continue;
+        names = realloc(names, (count + 1) * sizeof *names);
+        if (!names) abort();
+        names[count++] = em_xstrdup(e->d_name);
+    }
+    closedir(d);
+    qsort(names, count, sizeof *names, compare_names);
+    for (size_t i = 0; i < count; i++) {
+        char *path = em_xasprintf("%s/%s", dir, names[i]);
+        if (!err) err = read_file(path, key, out);
+        out->files++;
+        free(path);
+        free(names[i]);
+    }
+    free(names);
+    free(prefix);
+    free(dir);
+    return err;
+}
+
+void em_records_found_free(em_records_found *f) {
+    for (size_t i = 0; f->by_window && i < f->window_limit; i++) {
+        if (!f->by_window[i]) continue;
+        free((void *)f->by_window[i]->target);
+        free((void *)f->by_window[i]->nll);
+        free(f->by_window[i]);
+    }
+    free(f->by_window);
+    f->by_window = NULL;
+}

@@ -1,0 +1,79 @@
+/* Window records: every finished window's exact scores, appended by the rank that computed it to
+ * its own file in the run directory as soon as the window is done, so a run that is killed,
+ * preempted or interrupted keeps them and `evalmesh run --resume` computes only the rest.
+ *
+ * Files: <run_dir>/records/<stage>.rank<R>.<N>.bin, N the first number free when the rank opened
+ * it (each attempt of a run writes new files; earlier ones are only read). Written only by the
+ * first rank of each tp x cp group (its peers hold the same numbers).
+ *
+ * Binary layout, all integers and doubles little-endian (the host's; x86-64 and aarch64):
+ *   file header, 208 bytes:
+ *     char[8]  magic "EMWREC01"
+ *     char[64] model header sha256 (hex), char[64] dataset file sha256 (hex),
+ *     char[64] sha256 (hex) of recipe.resolved.yaml as the run resolved it
+ *     uint32   crc32 of the 200 bytes before it, uint32 0
+ *   then records, each:
+ *     uint32   magic 0x52574d45 ("EMWR")
+ *     uint32   payload bytes P = 40 + 16 n
+ *     uint32   crc32 (IEEE, as zlib) of the payload
+ *     payload: int64 window index, int32 n (scored tokens), int32 0, int64 words, int64 bytes,
+ *              double sum of the n NLLs in position order (the window's contribution to the
+ *              NLL accumulator; count n), int32 target[n], int32 argmax[n], double nll[n]
+ * A record is used only when its magic, length and checksum hold and it agrees with the dataset's
+ * window (n, words, bytes, targets); a torn tail or a damaged record is skipped (the reader looks
+ * for the next magic) and its window computed again. Records are written with one write() each
+ * (a killed process loses nothing written) and fsync'd at most every flush_s seconds and at the
+ * end. */
+#ifndef EVALMESH_WINDOW_RECORDS_H
+#define EVALMESH_WINDOW_RECORDS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util/error.h"
+
+/* What a records file was written for; a resume refuses files written for something else. */
+typedef struct em_records_key {
+    char model_sha256[65];   /* the model's header sha256 */
+    char dataset_sha256[65]; /* the dataset file's sha256 */
+    char recipe_sha256[65];  /* the resolved recipe's sha256 */
+} em_records_key;
+
+/* One finished window's scores (arrays of token_count; owned by whoever filled them). */
+typedef struct em_window_record {
+    int64_t window;
+    int32_t token_count;
+    int64_t words, bytes;
+    const int32_t *target, *argmax;
+    const double *nll;
+} em_window_record;
+
+typedef struct em_records_writer em_records_writer;
+
+/* Creates <run_dir>/records/ if needed and this rank's new file with key's header. Errors exit 4.
+ */
+em_status em_records_writer_open(const char *run_dir, const char *stage, int rank,
+                                 const em_records_key *key, double flush_s,
+                                 em_records_writer **out);
+/* Appends one record with a single write; fsyncs when flush_s passed since the last fsync. */
+em_status em_records_append(em_records_writer *w, const em_window_record *r);
+/* fsyncs and closes (NULL is fine). */
+em_status em_records_writer_close(em_records_writer *w);
+
+/* The records found for one stage: for each global window index below window_limit the record
+ * (NULL: none usable). */
+typedef struct em_records_found {
+    size_t window_limit;
+    em_window_record **by_window;   /* (window_limit) */
+    size_t files, records, damaged; /* read, used, skipped as torn or damaged */
+} em_records_found;
+
+/* Reads every <run_dir>/records/<stage>.rank*.bin. A file whose header names another model,
+ * dataset or recipe is a refusal (exit 2) naming what changed and the file; damaged records are
+ * counted and warned about. No records directory: nothing found. */
+em_status em_records_read(const char *run_dir, const char *stage, const em_records_key *key,
+                          size_t window_limit, em_records_found *out);
+void em_records_found_free(em_records_found *f);
+
+#endif

@@ -1,0 +1,255 @@
+"""Window records and `--resume` with real processes and real signals (stories260K from
+../shared/data; skipped without it):
+- under mpirun with 4 ranks, SIGKILL one rank once its records file shows progress in the middle
+  of the forward; its records survive; `evalmesh run --resume` on 2 and on 3 ranks then gives
+  metrics bit-identical to an uninterrupted 4-rank run, taking the recorded windows;
+- a records file cut in the middle of a record, and one with a flipped byte: the damaged record
+  is reported and recomputed, every other record used, the metrics identical;
+- a resume refuses (exit 2, naming what changed) when the recipe, the model or the dataset
+  changed;
+- SIGTERM to every rank of a 4-rank job mid-forward: exit 6, every state `interrupted`, records
+  flushed, and the resume bit-identical;
+- --collective-timeout reaches the recipe's collective_timeout_s (0 refused).
+Sleeps only pace the polling; what is checked never depends on timing."""
+import glob
+import json
+import os
+import re
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import time
+
+from eval_helpers import BIN, MPIRUN, EvalSession
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from checks import check  # noqa: E402
+
+DATA = os.environ.get("EVALMESH_SHARED_DATA", "")
+MODEL = os.path.join(DATA, "models", "stories260K.gguf")
+WIKI = os.path.join(DATA, "text", "wikitext-2-raw-v1.test.txt")
+if not (os.path.exists(MODEL) and os.path.exists(WIKI)):
+    print(f"SKIPPED: shared data not found under '{DATA}'")
+    sys.exit(77)
+
+session = EvalSession("eval_resume_")
+tmp = session.tmp
+HEADER = 208  # window_records.h: the file header
+ENV = dict(os.environ)
+if "ASAN_OPTIONS" in ENV:  # as eval_helpers: LSan's tracer is flaky in oversubscribed jobs
+    ENV["ASAN_OPTIONS"] += ":detect_leaks=0"
+
+
+def mpi(np):
+    return [MPIRUN, "-np", str(np), "--allow-run-as-root", "--oversubscribe"] if np > 1 else []
+
+
+def run(args, np=1, cwd=tmp):
+    p = subprocess.run(mpi(np) + [BIN, *args], capture_output=True, text=True, timeout=600,
+                       cwd=cwd, env=ENV)
+    return p.returncode, p.stdout, p.stderr
+
+
+def metrics(run_dir):
+    path = os.path.join(run_dir, "results.json")
+    if not os.path.exists(path):
+        return None
+    res = json.load(open(path))
+    return {f"{s}.{k}": v for s, ms in res["metrics"].items() for k, v in ms.items()
+            if not v.get("timing")}
+
+
+def taken(run_dir):
+    """Windows the resume took from records and computed, summed over the ranks' logs."""
+    got = [0, 0]
+    for log in glob.glob(os.path.join(run_dir, "evalmesh*.log")):
+        for a, total, c in re.findall(r"(\d+) of (\d+) windows taken from the run's records, "
+                                      r"(\d+) computed", open(log).read()):
+            got[0] += int(a)
+            got[1] += int(c)
+    return got
+
+
+def records(path):
+    """(offset, window) of each record of a records file, read independently of evalmesh."""
+    data = open(path, "rb").read()
+    at, out = HEADER, []
+    while at + 12 <= len(data):
+        magic, length, _ = struct.unpack_from("<III", data, at)
+        if magic != 0x52574D45 or at + 12 + length > len(data):
+            break
+        out.append((at, struct.unpack_from("<q", data, at + 12)[0]))
+        at += 12 + length
+    return out
+
+
+shutil.copy(MODEL, os.path.join(tmp, "model.gguf"))
+shutil.copy(WIKI, os.path.join(tmp, "text.txt"))
+# many small windows, one thread per rank, an fsync after each: a forward long enough to be
+# killed in the middle
+RECIPE = """name: resume
+stages:
+  model: {kind: model, path: model.gguf}
+  chunked: {kind: dataset, tokenizer: model, path: text.txt, protocol: chunked, n_ctx: 32, max_windows: MAXW}
+  f: {kind: forward, model: model, data: chunked, threads: 1, records_flush_s: 0}
+  agg: {kind: aggregate, inputs: [f]}
+  report: {kind: report, metrics: agg, outputs: [json]}
+"""
+
+
+def write_recipe(maxw):
+    with open(os.path.join(tmp, "resume.yaml"), "w") as f:
+        f.write(RECIPE.replace("MAXW", str(maxw)))
+
+
+# 1. Damage: one rank, a records file cut in a record and one with a flipped byte.
+write_recipe(200)
+rc, _, err = run(["run", "resume.yaml", "--run-dir", "whole1"])
+check(rc == 0, "single-rank run", err[-2000:])
+want1 = metrics(os.path.join(tmp, "whole1"))
+files = glob.glob(os.path.join(tmp, "whole1", "records", "f.rank0.*.bin"))
+check(len(files) == 1, "one records file", str(files))
+recs = records(files[0]) if files else []
+check(sorted(w for _, w in recs) == list(range(200)), "200 records, one per window",
+      str(len(recs)))
+for name, damage, lost in [("cut", "truncate", 200 - 120), ("flip", "flip", 1)]:
+    d = os.path.join(tmp, name)
+    shutil.copytree(os.path.join(tmp, "whole1"), d)
+    os.remove(os.path.join(d, "results.json"))
+    path = glob.glob(os.path.join(d, "records", "*.bin"))[0]
+    if damage == "truncate":  # in the middle of record 120
+        os.truncate(path, recs[120][0] + 40)
+    else:  # a byte of record 57's NLLs
+        data = bytearray(open(path, "rb").read())
+        data[recs[58][0] - 5] ^= 0x10
+        open(path, "wb").write(bytes(data))
+    rc, _, err = run(["run", "--resume", d])
+    check(rc == 0, f"{name}: resume rc", err[-2000:])
+    check("torn or damaged" in err, f"{name}: damage reported", err[-2000:])
+    check(metrics(d) == want1, f"{name}: metrics identical to the whole run")
+    check(taken(d) == [200 - lost, lost], f"{name}: windows taken/computed", str(taken(d)))
+
+# 2. Refusals: changed recipe, model, dataset.
+for what, change, words in [
+    ("recipe", lambda: write_recipe(199), "the recipe changed"),
+    ("model", None, "the model changed"),
+    ("dataset", None, "the dataset file changed"),
+]:
+    d = os.path.join(tmp, "refuse-" + what)
+    shutil.copytree(os.path.join(tmp, "whole1"), d)
+    os.remove(os.path.join(d, "results.json"))
+    saved = {}
+    if what == "recipe":
+        change()
+    else:
+        f = os.path.join(tmp, "model.gguf" if what == "model" else "text.txt")
+        saved[f] = open(f, "rb").read()
+        data = bytearray(saved[f])
+        if what == "model":  # a letter of general.name's value in the GGUF header
+            i = data.find(b"general.name") + len("general.name") + 4 + 8
+            data[i] ^= 0x20
+        else:
+            data += b"\nOne more line.\n"
+        open(f, "wb").write(bytes(data))
+    rc, _, err = run(["run", "--resume", d])
+    check(rc == 2, f"refuse {what}: exit 2", f"rc={rc} {err[-1500:]}")
+    check("resume refused: " + words in err, f"refuse {what}: message", err[-1500:])
+    check(not os.path.exists(os.path.join(d, "results.json")), f"refuse {what}: no results")
+    for f, data in saved.items():
+        open(f, "wb").write(data)
+    write_recipe(200)
+
+# 3. --collective-timeout sets the recipe's collective_timeout_s (and is checked like it).
+rc, _, err = run(["run", "resume.yaml", "--run-dir", "t0", "--collective-timeout", "0"])
+check(rc == 2 and "<command line>:1:1: recipe: option 'collective_timeout_s' must be greater than 0"
+      in err, "--collective-timeout 0 refused", f"rc={rc} {err[-1000:]}")
+rc, _, err = run(["perplexity", "-m", "model.gguf", "-f", "text.txt", "--collective-timeout", "9",
+                  "--print-recipe"])
+check(rc == 0 and "collective_timeout_s: 9\n" in _, "perplexity --collective-timeout 9", err)
+
+if not MPIRUN:
+    print("note: mpirun not found; the multi-rank part is skipped")
+    session.finish()
+
+# 4. SIGKILL one rank of 4 in the middle of the forward; resume on 2 and on 3 ranks.
+MAXW = 6000
+write_recipe(MAXW)
+rc, _, err = run(["run", "resume.yaml", "--run-dir", "whole4"], np=4)
+check(rc == 0, "uninterrupted 4-rank run", err[-2000:])
+want4 = metrics(os.path.join(tmp, "whole4"))
+
+killed_dir = os.path.join(tmp, "killed")
+job = subprocess.Popen(mpi(4) + [BIN, "run", "resume.yaml", "--run-dir", "killed"], cwd=tmp,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV,
+                       start_new_session=True)
+victim, pid = 2, None
+deadline = time.monotonic() + 300
+while job.poll() is None and time.monotonic() < deadline:
+    rec = glob.glob(os.path.join(killed_dir, "records", f"f.rank{victim}.*.bin"))
+    state = os.path.join(killed_dir, "state", f"rank-{victim}.json")
+    if rec and os.path.exists(state) and os.path.getsize(rec[0]) > HEADER + 20 * 600:
+        try:
+            pid = json.load(open(state))["pid"]
+        except (ValueError, KeyError):
+            continue
+        os.kill(pid, signal.SIGKILL)
+        break
+    time.sleep(0.005)
+out, err = job.communicate(timeout=600)
+check(pid is not None, "rank 2 killed in the middle of its forward", err[-2000:])
+check(job.returncode != 0, "the killed job failed", f"rc={job.returncode}")
+done = [len(records(f)) for f in glob.glob(os.path.join(killed_dir, "records", "*.bin"))]
+print(f"killed job: exit {job.returncode}, records per rank file {done} of {MAXW} windows")
+check(0 < sum(done) < MAXW, "some but not all windows recorded", str(done))
+for np in [2, 3]:
+    d = os.path.join(tmp, f"resume{np}")
+    shutil.copytree(killed_dir, d)
+    rc, _, err = run(["run", "--resume", d], np=np)
+    check(rc == 0, f"resume on {np} ranks rc", err[-3000:])
+    got = metrics(d)
+    diff = {k: (want4.get(k), got.get(k)) for k in set(want4) | set(got or {})
+            if got is None or want4.get(k) != got.get(k)}
+    check(not diff, f"resume on {np} ranks: metrics bit-identical to the 4-rank run",
+          str(diff)[:2000])
+    t = taken(d)
+    print(f"resume on {np} ranks: {t[0]} windows taken from records, {t[1]} computed")
+    check(t[0] == sum(done) and t[0] + t[1] == MAXW, f"resume on {np} ranks: reused", str(t))
+
+# 5. SIGTERM to every rank of a 4-rank job in the middle of the forward (as Slurm signals a job's
+# tasks): each stops after its current window with exit status 6, its records flushed and its
+# state `interrupted`; the resume finishes it identically.
+term_dir = os.path.join(tmp, "term")
+job = subprocess.Popen(mpi(4) + [BIN, "run", "resume.yaml", "--run-dir", "term"], cwd=tmp,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV,
+                       start_new_session=True)
+pids = {}
+deadline = time.monotonic() + 300
+while job.poll() is None and time.monotonic() < deadline and len(pids) < 4:
+    for r in range(4):
+        rec = glob.glob(os.path.join(term_dir, "records", f"f.rank{r}.*.bin"))
+        state = os.path.join(term_dir, "state", f"rank-{r}.json")
+        if r not in pids and rec and os.path.getsize(rec[0]) > HEADER + 10 * 600:
+            try:
+                pids[r] = json.load(open(state))["pid"]
+            except (OSError, ValueError, KeyError):
+                pass
+    time.sleep(0.005)
+for pid in pids.values():
+    os.kill(pid, signal.SIGTERM)
+out, err = job.communicate(timeout=600)
+check(len(pids) == 4, "every rank signalled in the middle of its forward", err[-2000:])
+check(job.returncode == 6, "SIGTERM: exit status 6", f"rc={job.returncode} {err[-2000:]}")
+check(err.count("interrupted by signal 15") == 4, "SIGTERM: every rank says so", err[-3000:])
+states = [json.load(open(os.path.join(term_dir, "state", f"rank-{r}.json"))) for r in range(4)]
+check(all(s["status"] == "interrupted" and s["stage"] == "f" for s in states),
+      "SIGTERM: every state file interrupted in stage f", str(states)[:1500])
+done = [len(records(f)) for f in glob.glob(os.path.join(term_dir, "records", "*.bin"))]
+print(f"SIGTERM job: exit {job.returncode}, records per rank file {done} of {MAXW} windows")
+check(0 < sum(done) < MAXW, "SIGTERM: some but not all windows recorded", str(done))
+rc, _, err = run(["run", "--resume", term_dir], np=4)
+check(rc == 0 and metrics(term_dir) == want4, "SIGTERM: resume bit-identical", err[-2000:])
+check(taken(term_dir) == [sum(done), MAXW - sum(done)], "SIGTERM: resume reused", str(taken(term_dir)))
+
+session.finish()
