@@ -7,9 +7,11 @@
   forward of the reference and of both written GGUFs over the same windows (token ids from a
   tokens_u32 file, chunked n_ctx 64 without BOS), KL etc. from the full softmaxes and llama.cpp's
   formulas written here;
-- results.json metrics bit-identical under mpirun with 1, 2, 3 and 4 ranks;
+- results.json metrics bit-identical with 3 threads, and under mpirun with 1, 2, 3 and 4 ranks;
 - bad input, exit 2 from `evalmesh validate`: a candidate from another model file than the
-  dataset's tokenizer (naming both stages and files), and a mesh with tp 2."""
+  dataset's tokenizer (naming both stages and files), and a mesh with tp 2 (two different
+  datasets cannot be given: the stage takes one `data` and runs both forwards itself);
+- recipes/quant_kld.yaml runs, one table row per candidate, Q8_0's KLD far below the 4-bit ones."""
 import math
 import os
 import subprocess
@@ -188,7 +190,10 @@ kld4 = got["q4"].get("kld_mean", {}).get("value", 0)
 print(f"mean KLD Q8_0 {kld8}, Q4_0 {kld4}")
 check(kld8 * 20 < kld4, "Q8_0's KLD far below Q4_0's", f"{kld8} vs {kld4}")
 
-# 3. The same bits on 1, 2, 3 and 4 ranks.
+# 3. The same bits with 3 threads, and on 1, 2, 3 and 4 ranks.
+rc, out, err, r = evalmesh(["run", path, "stages.c.threads=3"])
+check(rc == 0 and res is not None and r is not None and r["metrics"] == res["metrics"],
+      "bit-identical with 3 threads", err[-2000:])
 if MPIRUN:
     seen = []
     for np_ in (1, 2, 3, 4):
@@ -219,4 +224,15 @@ rc, out, err, _ = validate(write("bad_mesh.yaml", mesh))
 check(rc == 2, "tp 2: exit 2", f"{rc} {err}")
 check("mesh 'm' has tp = 2, but compare scores both models of a window on one rank" in err,
       "tp 2: message", err)
+# 5. recipes/quant_kld.yaml: one table row per candidate, Q8_0 far closer than the 4-bit ones.
+stories = os.path.join(DATA, "text", "tinystories_sample.txt")
+rc, out, err, res = evalmesh(["run", os.path.join(here, "..", "..", "recipes", "quant_kld.yaml"),
+                              f"stages.model.path={MODEL}", f"stages.text.path={stories}"])
+check(rc == 0 and res is not None, "quant_kld.yaml rc", err[-2000:])
+if res:
+    kld = {c: res["metrics"][c]["kld_mean"]["value"] for c in ("q8", "q4km", "int4")}
+    print("quant_kld.yaml mean KLD:", kld)
+    check(kld["q8"] * 10 < kld["q4km"] and kld["q8"] * 10 < kld["int4"], "Q8_0 far below 4-bit",
+          str(kld))
+    check(all(f"{c}.same_top" in out for c in kld), "the table shows every candidate", out[-3000:])
 session.finish()
