@@ -13,15 +13,9 @@ import sys
 import numpy as np
 
 here = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(here, "..", "model"))
-from gguf_package import require_gguf  # noqa: E402
-
-require_gguf()
 sys.path.insert(0, here)
-sys.path.insert(0, os.path.join(here, "..", "support"))
-import reference  # noqa: E402
-from checks import check, finish  # noqa: E402
-from test_forward_ggml_types import read_with_gguf  # noqa: E402
+# It requires gguf (exit 77 without it) and brings reference.py and the checks along.
+from test_forward_ggml_types import check, finish, read_with_gguf, reference  # noqa: E402
 
 NLL_TOL = 1e-4
 WINDOW = 64
