@@ -394,8 +394,7 @@ static int inspect_main(int argc, char **argv) {
 
 const em_command em_command_inspect = {
     .name = "inspect",
-    .summary = "describe a model file (architecture, hyperparameters, tokenizer, tensors) and "
-               "whether evalmesh can run it",
+    .summary = "describe a model file and say whether evalmesh can run it",
     .usage = usage,
     .main = inspect_main,
 };
