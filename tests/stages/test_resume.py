@@ -9,6 +9,8 @@
   changed;
 - SIGTERM to every rank of a 4-rank job mid-forward: exit 6, every state `interrupted`, records
   flushed, and the resume bit-identical;
+- a rank stopped with SIGSTOP mid-forward: the survivors time out in the next collective, name
+  rank 2 (message and state `failed`), and MPI_Abort ends the job with status 5;
 - --collective-timeout reaches the recipe's collective_timeout_s (0 refused).
 Sleeps only pace the polling; what is checked never depends on timing."""
 import glob
@@ -251,5 +253,42 @@ check(0 < sum(done) < MAXW, "SIGTERM: some but not all windows recorded", str(do
 rc, _, err = run(["run", "--resume", term_dir], np=4)
 check(rc == 0 and metrics(term_dir) == want4, "SIGTERM: resume bit-identical", err[-2000:])
 check(taken(term_dir) == [sum(done), MAXW - sum(done)], "SIGTERM: resume reused", str(taken(term_dir)))
+
+# 6. A rank that stops answering (SIGSTOP) in the middle of the forward, --collective-timeout 5:
+# the others time out in the next collective, write state `failed` naming rank 2 and end the
+# job through MPI_Abort with status 5; their records stay, and the resume completes identically.
+stop_dir = os.path.join(tmp, "stopped")
+job = subprocess.Popen(mpi(4) + [BIN, "run", "resume.yaml", "--run-dir", "stopped",
+                                 "--collective-timeout", "5"], cwd=tmp,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV,
+                       start_new_session=True)
+pid = None
+deadline = time.monotonic() + 300
+while job.poll() is None and time.monotonic() < deadline:
+    rec = glob.glob(os.path.join(stop_dir, "records", "f.rank2.*.bin"))
+    if rec and os.path.getsize(rec[0]) > HEADER + 10 * 600:
+        try:
+            pid = json.load(open(os.path.join(stop_dir, "state", "rank-2.json")))["pid"]
+        except (OSError, ValueError, KeyError):
+            continue
+        os.kill(pid, signal.SIGSTOP)
+        break
+    time.sleep(0.005)
+out, err = job.communicate(timeout=600)
+check(pid is not None, "rank 2 stopped in the middle of its forward", err[-2000:])
+check(job.returncode == 5, "silent rank: job exit status 5", f"rc={job.returncode} {err[-2000:]}")
+check(re.search(r"error: rank [013].*rank 2 did not answer", err) is not None,
+      "silent rank: a survivor names rank 2", err[-3000:])
+failed = []
+for r in [0, 1, 3]:
+    st = json.load(open(os.path.join(stop_dir, "state", f"rank-{r}.json")))
+    if st["status"] == "failed" and "rank 2 did not answer" in st.get("reason", ""):
+        failed.append(r)
+check(failed, "silent rank: a survivor's state is failed, naming rank 2", err[-1000:])
+done = [len(records(f)) for f in glob.glob(os.path.join(stop_dir, "records", "*.bin"))]
+print(f"silent rank 2: exit {job.returncode}, survivors failed naming it: {failed}, records {done}")
+check(sum(done) > 0, "silent rank: records kept", str(done))
+rc, _, err = run(["run", "--resume", stop_dir], np=4)
+check(rc == 0 and metrics(stop_dir) == want4, "silent rank: resume bit-identical", err[-2000:])
 
 session.finish()
