@@ -186,7 +186,8 @@ def test_run_writes_run_directory():
         if len(dirs) != 1:
             return
         first = os.path.join(cwd, "runs", dirs[0])
-        check(sorted(os.listdir(first)) == ["evalmesh.log", "recipe.resolved.yaml", "state"],
+        check(sorted(os.listdir(first)) == ["evalmesh.log", "invocation", "recipe.resolved.yaml",
+                                              "state"],
               f"run directory holds {sorted(os.listdir(first))}")
         resolved_path = os.path.join(first, "recipe.resolved.yaml")
         with open(resolved_path) as f:
