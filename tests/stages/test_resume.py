@@ -5,6 +5,7 @@
   metrics bit-identical to an uninterrupted 4-rank run, taking the recorded windows;
 - a records file cut in the middle of a record, and one with a flipped byte: the damaged record
   is reported and recomputed, every other record used, the metrics identical;
+- `evalmesh perplexity --resume` finishes a perplexity run the same way;
 - a resume refuses (exit 2, naming what changed) when the recipe, the model or the dataset
   changed;
 - SIGTERM to every rank of a 4-rank job mid-forward: exit 6, every state `interrupted`, records
@@ -132,6 +133,23 @@ for name, damage, lost in [("cut", "truncate", 200 - 120), ("flip", "flip", 1)]:
     check("torn or damaged" in err, f"{name}: damage reported", err[-2000:])
     check(metrics(d) == want1, f"{name}: metrics identical to the whole run")
     check(taken(d) == [200 - lost, lost], f"{name}: windows taken/computed", str(taken(d)))
+
+# perplexity --resume: the same for the llama-perplexity command line
+ppl_args = ["perplexity", "-m", "model.gguf", "-f", "text.txt", "-c", "32", "--chunks", "100"]
+rc, out1, err = run(ppl_args + ["--run-dir", "ppl"])
+check(rc == 0, "perplexity run", err[-2000:])
+d = os.path.join(tmp, "ppl-resumed")
+shutil.copytree(os.path.join(tmp, "ppl"), d)
+os.remove(os.path.join(d, "results.json"))
+path = glob.glob(os.path.join(d, "records", "*.bin"))[0]
+os.truncate(path, records(path)[40][0])  # 40 whole records left
+rc, out2, err = run(["perplexity", "--resume", d])
+estimate = re.compile(r"Final estimate: PPL = [0-9.]+ \+/- [0-9.]+")
+check(rc == 0 and metrics(d) == metrics(os.path.join(tmp, "ppl")), "perplexity --resume identical",
+      err[-2000:])
+check(estimate.search(out1) and estimate.search(out1).group(0) == estimate.search(out2).group(0),
+      "perplexity --resume prints the same estimate", out2[-500:])
+check(taken(d) == [40, 60], "perplexity --resume: 40 taken, 60 computed", str(taken(d)))
 
 # 2. Refusals: changed recipe, model, dataset.
 for what, change, words in [
