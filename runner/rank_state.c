@@ -25,6 +25,7 @@ struct em_rank_state {
     int world_size;
     char stage[128];
     char status[16];
+    char reason[512]; /* why it failed, "" when it did not */
     int64_t done, total, tokens;
     double started;      /* when the current stage began (monotonic seconds) */
     double last_written; /* monotonic seconds of the last write */
@@ -42,10 +43,11 @@ static void write_state(em_rank_state *st) {
     char *text = em_xasprintf(
         "{\"rank\": %d, \"world_size\": %d, \"pid\": %ld, \"host\": \"%s\", \"stage\": \"%s\", "
         "\"status\": \"%s\", \"done\": %lld, \"total\": %lld, \"tokens\": %lld, "
-        "\"stage_seconds\": %.3f, \"heartbeat\": %.3f}\n",
+        "\"stage_seconds\": %.3f, \"heartbeat\": %.3f%s%s%s}\n",
         st->rank, st->world_size, (long)getpid(), st->host, st->stage, st->status,
         (long long)st->done, (long long)st->total, (long long)st->tokens,
-        em_clock_seconds() - st->started, heartbeat);
+        em_clock_seconds() - st->started, heartbeat, st->reason[0] ? ", \"reason\": \"" : "",
+        st->reason, st->reason[0] ? "\"" : "");
     em_status err = em_atomic_write(st->path, text, strlen(text), 0644);
     free(text);
     if (err && !st->warned)
@@ -101,6 +103,15 @@ void em_rank_state_stage(em_rank_state *st, const char *stage, const char *statu
     }
     copy_plain(st->stage, sizeof st->stage, stage);
     copy_plain(st->status, sizeof st->status, status);
+    write_state(st);
+    pthread_mutex_unlock(&st->lock);
+}
+
+void em_rank_state_fail(em_rank_state *st, const char *reason) {
+    if (!st) return;
+    pthread_mutex_lock(&st->lock);
+    copy_plain(st->status, sizeof st->status, "failed");
+    copy_plain(st->reason, sizeof st->reason, reason);
     write_state(st);
     pthread_mutex_unlock(&st->lock);
 }

@@ -16,6 +16,8 @@ typedef struct em_rank_state em_rank_state;
 em_status em_rank_state_open(const char *run_dir, int rank, int world_size, em_rank_state **out);
 /* Enters a stage: status is "running", "done", "failed" or "interrupted". Always written. */
 void em_rank_state_stage(em_rank_state *st, const char *stage, const char *status);
+/* Marks the current stage "failed" with reason (e.g. which peer died), written at once. */
+void em_rank_state_fail(em_rank_state *st, const char *reason);
 /* Progress inside the current stage (e.g. windows done of total). Written at most every 0.5 s. */
 void em_rank_state_progress(em_rank_state *st, int64_t done, int64_t total, int64_t tokens);
 void em_rank_state_close(em_rank_state *st);

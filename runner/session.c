@@ -111,10 +111,15 @@ static int run_initialised(em_pipeline *p, em_run_context *ctx, const em_session
         em_progress_stop(progress);
     }
     int code = 0;
+    bool end_job = false;
     if (err) {
         /* Let the other ranks stop waiting for this one (a gate fails the same on every rank). */
         if (err->exit_code != EM_EXIT_GATE && ctx->world_size > 1)
             em_comm_abort(ctx->world, err->message);
+        /* A dead or silent peer: say which in the state file, then end the job (below) so the
+         * launcher stops every rank now instead of each waiting for its own timeout. */
+        end_job = err->exit_code == EM_EXIT_DISTRIBUTED && ctx->world_size > 1;
+        if (end_job) em_rank_state_fail(state, err->message);
         code = report(err);
     } else if (ctx->rank == 0) {
         em_log_info("%s: done in %.2f s, run directory %s", p->path, em_clock_seconds() - start,
@@ -124,6 +129,8 @@ static int run_initialised(em_pipeline *p, em_run_context *ctx, const em_session
     if (state) em_rank_state_close(state);
     em_log_set_file(NULL);
     if (log_file) fclose(log_file);
+    if (end_job)
+        em_bootstrap_abort_job(code, "evalmesh: a rank found the job broken (see its message)");
     free(dir);
     ctx->recipe_sha256 = NULL;
     return code;

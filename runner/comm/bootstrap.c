@@ -12,6 +12,7 @@
 
 #include <mpi.h>
 #include <pmix.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -101,6 +102,13 @@ em_status em_bootstrap_init(double timeout_s, em_bootstrap *out) {
         return err;
     }
     return NULL;
+}
+
+void em_bootstrap_abort_job(int status, const char *reason) {
+    fflush(stdout);
+    fflush(stderr);
+    if (mpi_started) MPI_Abort(MPI_COMM_WORLD, status);
+    em_control_abort(status, reason);
 }
 
 void em_bootstrap_finalize(em_bootstrap *boot) {

@@ -23,6 +23,10 @@ typedef struct em_bootstrap {
 /* Initialises PMIx (when launched) and the world communicator; fails with EM_EXIT_DISTRIBUTED and
  * a message naming what did not answer when that takes longer than timeout_s. */
 em_status em_bootstrap_init(double timeout_s, em_bootstrap *out);
+/* Ends the whole job at once with `status`, for a rank that found the job broken (a peer dead or
+ * silent): MPI_Abort once MPI is up, else PMIx_Abort when launched, so the launcher (mpirun, srun)
+ * stops every rank instead of leaving them waiting. Returns only when neither is up. */
+void em_bootstrap_abort_job(int status, const char *reason);
 /* Destroys the world communicator and finalises MPI and PMIx. */
 void em_bootstrap_finalize(em_bootstrap *boot);
 

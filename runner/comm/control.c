@@ -46,6 +46,10 @@ em_status em_control_init(bool launched, int *rank, int *size) {
     return NULL;
 }
 
+void em_control_abort(int status, const char *reason) {
+    if (pmix_up) PMIx_Abort(status, reason, NULL, 0);
+}
+
 void em_control_finalize(void) {
     if (pmix_up) PMIx_Finalize(NULL, 0);
     pmix_up = false;

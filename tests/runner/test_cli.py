@@ -186,7 +186,8 @@ def test_run_writes_run_directory():
         if len(dirs) != 1:
             return
         first = os.path.join(cwd, "runs", dirs[0])
-        check(sorted(os.listdir(first)) == ["evalmesh.log", "invocation", "recipe.resolved.yaml", "state"],
+        check(sorted(os.listdir(first)) == ["evalmesh.log", "invocation", "recipe.resolved.yaml",
+                                              "state"],
               f"run directory holds {sorted(os.listdir(first))}")
         resolved_path = os.path.join(first, "recipe.resolved.yaml")
         with open(resolved_path) as f:
@@ -198,7 +199,7 @@ def test_run_writes_run_directory():
         check("include" not in resolved, f"include left in {resolved}")
         check(resolved.get("stages", {}).get("mesh") ==
               {"kind": "mesh", "after": ["env"], "dp": "auto", "tp": 1, "cp": 1,
-               "backend": "auto", "count_calls": False}, f"resolved mesh {resolved.get('stages')}")
+               "backend": "auto"}, f"resolved mesh {resolved.get('stages')}")
         # the resolved recipe is itself a recipe that validates
         r2 = evalmesh(["validate", resolved_path], cwd)
         check(r2.returncode == 0, f"validate resolved: {r2.stderr}")
