@@ -199,7 +199,7 @@ def test_run_writes_run_directory():
         check("include" not in resolved, f"include left in {resolved}")
         check(resolved.get("stages", {}).get("mesh") ==
               {"kind": "mesh", "after": ["env"], "dp": "auto", "tp": 1, "cp": 1,
-               "backend": "auto"}, f"resolved mesh {resolved.get('stages')}")
+               "backend": "auto", "count_calls": False}, f"resolved mesh {resolved.get('stages')}")
         # the resolved recipe is itself a recipe that validates
         r2 = evalmesh(["validate", resolved_path], cwd)
         check(r2.returncode == 0, f"validate resolved: {r2.stderr}")
