@@ -152,6 +152,17 @@ typedef struct records {
     em_records_writer *writer;
 } records;
 
+/* Records are a help for a later resume, never a reason to stop this evaluation: a failure to
+ * write them (a full disk) is warned about and recording stops. */
+static void keep_recording(records *io, em_status err) {
+    if (!err) return;
+    em_log_warn("%s; no further window records are written (a resume computes those windows)",
+                err->message);
+    em_error_free(err);
+    if (io->writer) em_error_free(em_records_writer_close(io->writer));
+    io->writer = NULL;
+}
+
 static em_status open_records(const em_stage *self, const em_run_context *ctx, const em_mesh *mesh,
                               const em_model *model, const em_dataset *ds, records *io) {
     if (!ctx->run_dir || !ctx->recipe_sha256) return NULL;
@@ -173,8 +184,9 @@ static em_status open_records(const em_stage *self, const em_run_context *ctx, c
         if (!err && ctx->world_size > 1) err = em_barrier(ctx->world);
     }
     if (!err && mesh->tp_rank == 0 && mesh->cp_rank == 0)
-        err = em_records_writer_open(ctx->run_dir, self->name, ctx->rank, &key,
-                                     ((const forward_state *)self->state)->flush_s, &io->writer);
+        keep_recording(io, em_records_writer_open(ctx->run_dir, self->name, ctx->rank, &key,
+                                                  ((const forward_state *)self->state)->flush_s,
+                                                  &io->writer));
     return err;
 }
 
@@ -252,21 +264,18 @@ static em_status forward_run(em_stage *self, const em_run_context *ctx) {
                 break;
             }
             processed += w->length;
-            if (io.writer)
-                err = em_records_append(io.writer,
-                                        &(em_window_record){w->index, (int32_t)n, w->words,
-                                                            w->bytes, s->target + offset,
-                                                            s->argmax + offset, s->nll + offset});
+            em_window_record rec = {w->index,       (int32_t)n,         w->words,
+                                    w->bytes,       s->target + offset, s->argmax + offset,
+                                    s->nll + offset};
+            if (io.writer) keep_recording(&io, em_records_append(io.writer, &rec));
         }
         offset += n;
         if (state)
             em_rank_state_progress(state, (int64_t)i + 1, (int64_t)ds->count, (int64_t)offset);
     }
-    em_status close_err = em_records_writer_close(io.writer);
-    if (!err)
-        err = close_err;
-    else
-        em_error_free(close_err);
+    em_records_writer *writer = io.writer;
+    io.writer = NULL; /* closed here, whatever comes back */
+    keep_recording(&io, em_records_writer_close(writer));
     em_records_found_free(&io.found);
     if (ctx->resume && !err)
         em_log_info("forward %s: %zu of %zu windows taken from the run's records, %zu computed",

@@ -8,7 +8,7 @@
 - `evalmesh perplexity --resume` finishes a perplexity run the same way;
 - a resume refuses (exit 2, naming what changed) when the recipe, the model or the dataset
   changed;
-- SIGTERM to every rank of a 4-rank job mid-forward: exit 6, every state `interrupted`, records
+- SIGTERM to every rank of a 4-rank job mid-forward, and SIGUSR1 to a 2-rank one: exit 6, every state `interrupted`, records
   flushed, and the resume bit-identical;
 - a rank stopped with SIGSTOP mid-forward: the survivors time out in the next collective, name
   rank 2 (message and state `failed`), and MPI_Abort ends the job with status 5;
@@ -238,39 +238,46 @@ for np in [2, 3]:
     check(t[0] == sum(done) and t[0] + t[1] == MAXW, f"resume on {np} ranks: reused", str(t))
 
 # 5. SIGTERM to every rank of a 4-rank job in the middle of the forward (as Slurm signals a job's
-# tasks): each stops after its current window with exit status 6, its records flushed and its
-# state `interrupted`; the resume finishes it identically.
-term_dir = os.path.join(tmp, "term")
-job = subprocess.Popen(mpi(4) + [BIN, "run", "resume.yaml", "--run-dir", "term"], cwd=tmp,
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV,
-                       start_new_session=True)
-pids = {}
-deadline = time.monotonic() + 300
-while job.poll() is None and time.monotonic() < deadline and len(pids) < 4:
-    for r in range(4):
-        rec = glob.glob(os.path.join(term_dir, "records", f"f.rank{r}.*.bin"))
-        state = os.path.join(term_dir, "state", f"rank-{r}.json")
-        if r not in pids and rec and os.path.getsize(rec[0]) > HEADER + 10 * 600:
-            try:
-                pids[r] = json.load(open(state))["pid"]
-            except (OSError, ValueError, KeyError):
-                pass
-    time.sleep(0.005)
-for pid in pids.values():
-    os.kill(pid, signal.SIGTERM)
-out, err = job.communicate(timeout=600)
-check(len(pids) == 4, "every rank signalled in the middle of its forward", err[-2000:])
-check(job.returncode == 6, "SIGTERM: exit status 6", f"rc={job.returncode} {err[-2000:]}")
-check(err.count("interrupted by signal 15") == 4, "SIGTERM: every rank says so", err[-3000:])
-states = [json.load(open(os.path.join(term_dir, "state", f"rank-{r}.json"))) for r in range(4)]
-check(all(s["status"] == "interrupted" and s["stage"] == "f" for s in states),
-      "SIGTERM: every state file interrupted in stage f", str(states)[:1500])
-done = [len(records(f)) for f in glob.glob(os.path.join(term_dir, "records", "*.bin"))]
-print(f"SIGTERM job: exit {job.returncode}, records per rank file {done} of {MAXW} windows")
-check(0 < sum(done) < MAXW, "SIGTERM: some but not all windows recorded", str(done))
-rc, _, err = run(["run", "--resume", term_dir], np=4)
-check(rc == 0 and metrics(term_dir) == want4, "SIGTERM: resume bit-identical", err[-2000:])
-check(taken(term_dir) == [sum(done), MAXW - sum(done)], "SIGTERM: resume reused", str(taken(term_dir)))
+# tasks), and the pre-timeout SIGUSR1 (sbatch --signal=B:USR1@120) to both ranks of a 2-rank
+# job: each rank stops after its current window with exit status 6, its records flushed and its
+# state `interrupted`; the resume (on 4 ranks) finishes it identically.
+def interrupt(np, sig, name):
+    d = os.path.join(tmp, name)
+    job = subprocess.Popen(mpi(np) + [BIN, "run", "resume.yaml", "--run-dir", name], cwd=tmp,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV,
+                           start_new_session=True)
+    pids = {}
+    deadline = time.monotonic() + 300
+    while job.poll() is None and time.monotonic() < deadline and len(pids) < np:
+        for r in range(np):
+            rec = glob.glob(os.path.join(d, "records", f"f.rank{r}.*.bin"))
+            state = os.path.join(d, "state", f"rank-{r}.json")
+            if r not in pids and rec and os.path.getsize(rec[0]) > HEADER + 10 * 600:
+                try:
+                    pids[r] = json.load(open(state))["pid"]
+                except (OSError, ValueError, KeyError):
+                    pass
+        time.sleep(0.005)
+    for pid in pids.values():
+        os.kill(pid, sig)
+    out, err = job.communicate(timeout=600)
+    check(len(pids) == np, f"{name}: every rank signalled mid-forward", err[-2000:])
+    check(job.returncode == 6, f"{name}: exit status 6", f"rc={job.returncode} {err[-2000:]}")
+    check(err.count(f"interrupted by signal {int(sig)}") == np, f"{name}: every rank says so",
+          err[-3000:])
+    states = [json.load(open(os.path.join(d, "state", f"rank-{r}.json"))) for r in range(np)]
+    check(all(s["status"] == "interrupted" and s["stage"] == "f" for s in states),
+          f"{name}: every state file interrupted in stage f", str(states)[:1500])
+    done = [len(records(f)) for f in glob.glob(os.path.join(d, "records", "*.bin"))]
+    print(f"{name} job: exit {job.returncode}, records per rank file {done} of {MAXW} windows")
+    check(0 < sum(done) < MAXW, f"{name}: some but not all windows recorded", str(done))
+    rc, _, err = run(["run", "--resume", d], np=4)
+    check(rc == 0 and metrics(d) == want4, f"{name}: resume bit-identical", err[-2000:])
+    check(taken(d) == [sum(done), MAXW - sum(done)], f"{name}: resume reused", str(taken(d)))
+
+
+interrupt(4, signal.SIGTERM, "sigterm")
+interrupt(2, signal.SIGUSR1, "sigusr1")
 
 # 6. A rank that stops answering (SIGSTOP) in the middle of the forward, --collective-timeout 5:
 # the others time out in the next collective, write state `failed` naming rank 2 and end the
