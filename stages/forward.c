@@ -26,6 +26,8 @@
 #include "stages/kernels/forward_backend.h"
 #include "stages/metrics/scores.h"
 #include "stages/metrics/window_records.h"
+#include "stages/model/gguf.h"
+#include "stages/model/gguf_runnable.h"
 #include "stages/model/loaded_model.h"
 
 typedef struct forward_state {
@@ -85,6 +87,60 @@ static int omp_num_threads_env(void) {
     return v && end != v && n > 0 && n <= 4096 ? (int)n : 0;
 }
 
+/* The mesh's tp must divide the model's heads, KV heads and MLP width. Checked here, before
+ * anything runs, when the mesh gives tp as a number and the model is a GGUF file that a model
+ * stage names (directly or through quantize stages); the forward checks again when it shards
+ * the loaded model, which covers the rest. */
+static em_status check_tp_divides(const em_stage *self) {
+    const em_stage *mesh = em_stage_input_producer(self, "mesh", 0);
+    const em_map_entry *tp_entry = mesh ? em_node_get_entry(mesh->options, "tp") : NULL;
+    int64_t tp;
+    if (!tp_entry || em_node_is_null(tp_entry->value)) return NULL;
+    em_status not_number = em_node_as_int(tp_entry->value, &tp);
+    if (not_number || tp <= 1) { /* "auto" is settled by the mesh at run time */
+        em_error_free(not_number);
+        return NULL;
+    }
+    const em_stage *source = em_stage_input_producer(self, "model", 0);
+    while (source && strcmp(source->kind->name, "model") != 0)
+        source = em_stage_input_producer(source, "model", 0);
+    const em_node *path_node = source ? em_node_get(source->options, "path") : NULL;
+    if (!path_node) return NULL;
+    char *path = em_node_path(path_node);
+    em_gguf *g = NULL;
+    /* a file that is not a readable GGUF is the model stage's to report */
+    em_status unreadable = em_path_is_gguf(path) ? em_gguf_open(path, &g) : NULL;
+    bool readable = g && !unreadable;
+    em_error_free(unreadable);
+    em_status err = NULL;
+    em_gguf_string arch;
+    bool found = false;
+    if (readable && !em_gguf_get_string(g, "general.architecture", &arch, &found) && found) {
+        static const struct {
+            const char *key, *what;
+        } sizes[] = {{"attention.head_count", "attention heads"},
+                     {"attention.head_count_kv", "KV heads"},
+                     {"feed_forward_length", "MLP columns"}};
+        for (size_t i = 0; i < sizeof sizes / sizeof *sizes && !err; i++) {
+            char key[160];
+            snprintf(key, sizeof key, "%.*s.%s", (int)arch.len, arch.data, sizes[i].key);
+            uint64_t n;
+            bool has = false;
+            em_status bad = em_gguf_get_u64(g, key, &n, &has);
+            if (!bad && has && n % (uint64_t)tp != 0)
+                err = em_error_at(EM_EXIT_BAD_INPUT, tp_entry->value->mark,
+                                  "stage '%s': tp = %lld does not divide the %llu %s of model %s "
+                                  "(stage '%s')",
+                                  mesh->name, (long long)tp, (unsigned long long)n, sizes[i].what,
+                                  path, source->name);
+            em_error_free(bad);
+        }
+    }
+    if (g) em_gguf_close(g);
+    free(path);
+    return err;
+}
+
 /* threads: the option, else OMP_NUM_THREADS, else this node's cores shared evenly by its ranks.
  * When the launcher already bound the rank to some of the cores (mpirun --bind-to, srun
  * --cpu-bind), those are the rank's share as they are. */
@@ -93,6 +149,7 @@ static em_status forward_init(em_stage *self, const em_run_context *ctx) {
     self->state = st;
     em_status err = check_same_mesh(self);
     if (!err) err = check_cp_fits(self);
+    if (!err) err = check_tp_divides(self);
     if (err) return err;
     const char *device = em_node_option_string(self->options, "device");
     st->backend = em_forward_backend_find(device);

@@ -99,10 +99,14 @@ has "[r3] forward ppl: 8 windows, 2048 processed and 1712 scored tokens"
 [ "$(exact_ppl)" = "$ppl_tp" ] || fail "tp 2: dp 2 gives $(exact_ppl), dp 1 gives $ppl_tp"
 python3 -c "import sys; a, b = float('$ppl1'), float('$ppl_tp'); sys.exit(abs(a - b) > 1e-5 * a)" \
     || fail "tp 2 perplexity $ppl_tp is not within 1e-5 of tp 1's $ppl1"
+# A tp the model's heads cannot take is refused before anything runs, at the override's place
+# (every rank says it; mpirun may stop the others before they print), and by validate alone.
 expect 2 timeout 120 "$MPIRUN" -np 4 "$E" run "$T/r.yaml" stages.grid.tp=4
-# (every rank says it; mpirun may stop the others before they print)
-has "stage 'ppl' (forward): device cpu, grid (tp 4, this rank's tp rank "
-has "model $S/recipes/data/demo-model.gguf: tp = 4 does not divide the model's 2 KV heads"
+has "<command line>:1:1: stage 'grid': tp = 4 does not divide the 2 KV heads of model $S/recipes/data/demo-model.gguf"
+"$E" validate "$T/r.yaml" stages.grid.tp=4 stages.grid.dp=1 > "$T/out" 2>&1
+rc=$?
+[ "$rc" = 2 ] || fail "validate with tp 4: exit $rc, expected 2"
+has "<command line>:1:1: stage 'grid': tp = 4 does not divide the 2 KV heads of model $S/recipes/data/demo-model.gguf"
 expect 2 "$E" run "$T/r.yaml" stages.ppl.device=gpu9
 has "<command line>:1:1: stage 'ppl': device 'gpu9' is not a forward backend of this build (cpu)"
 
