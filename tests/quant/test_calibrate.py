@@ -14,7 +14,8 @@
   the same .dat again (round trips);
 - bad input: text shorter than one window, a `from:` file of another model (a tensor with other
   input channels, then missing tensors), and both data and from, each exit 2 with the reason;
-- the log says what was calibrated on how many tokens.
+- the log says what was calibrated on how many tokens, and so does results.json ("calibration")
+  when the report stage names the calibrate stage in `calibrations`.
 Models: one made by evalmesh-mkmodel (always) and ../shared/data/models/stories260K.gguf (GQA;
 when present).
 
@@ -201,6 +202,22 @@ if os.path.exists(stories):
     check_model("stories260K", stories, 5, 512)
 else:
     print("stories260K.gguf not found: checked the generated model only")
+
+# The results document names what was calibrated on how many tokens
+ids = np.random.default_rng(6).integers(3, 258, 3 * N_CTX).astype("<u4")
+tokens = os.path.join(session.tmp, "report.u32")
+ids.tofile(tokens)
+with open(recipe("report.yaml", small, "data: data", tokens)) as f:
+    base = f.read()
+path = write("report.yaml", base + """  fwd: {kind: forward, model: model, data: data, threads: 1}
+  agg: {kind: aggregate, inputs: [fwd]}
+  report: {kind: report, metrics: agg, calibrations: [cal], outputs: [json]}
+""")
+rc, _, err, results = evalmesh(["run", path])
+check_equal((rc, (results or {}).get("calibration")),
+            (0, {"cal": {"dataset": tokens, "windows": 3, "window_tokens": N_CTX - 1,
+                         "tokens": 3 * (N_CTX - 1), "tensors": 14}}),
+            "results.json calibration entry")
 
 # Bad input
 short = os.path.join(session.tmp, "short.u32")
