@@ -12,8 +12,10 @@
 - 1, 2 and 3 ranks (mpirun) write bit-identical files (the statistics reduce exactly);
 - `from:` an earlier run's GGUF imatrix writes the same bytes again, and `from:` its .dat writes
   the same .dat again (round trips);
+- 2 threads write the bytes of 1;
 - bad input: text shorter than one window, a `from:` file of another model (a tensor with other
-  input channels, then missing tensors), and both data and from, each exit 2 with the reason;
+  input channels, then missing tensors), a truncated .dat, a model file as `from:`, and both data
+  and from, each exit 2 with the reason;
 - the log says what was calibrated on how many tokens, and so does results.json ("calibration")
   when the report stage names the calibrate stage in `calibrations`.
 Models: one made by evalmesh-mkmodel (always) and ../shared/data/models/stories260K.gguf (GQA;
@@ -52,14 +54,14 @@ def mkmodel(name, *args):
     return path
 
 
-def recipe(name, model, cal, tokens=None):
+def recipe(name, model, cal, tokens=None, threads=1):
     """model -> [dataset ->] calibrate; cal is the calibrate stage's options as YAML flow text."""
     data = (f"  data: {{kind: dataset, tokenizer: model, path: \"{tokens}\", protocol: chunked, "
             f"n_ctx: {N_CTX}, add_bos: false}}\n") if tokens else ""
     return write(name, f"""name: {name.split('.')[0]}
 stages:
   model: {{kind: model, path: "{model}"}}
-{data}  cal: {{kind: calibrate, model: model, threads: 1, {cal}}}
+{data}  cal: {{kind: calibrate, model: model, threads: {threads}, {cal}}}
 """)
 
 
@@ -192,11 +194,11 @@ def check_model(label, model, n_layers, vocab):
         back = os.path.join(run_dir(), out_name)
         check(rc == 0 and read_bytes(back) == read_bytes(source),
               f"{label}: from {os.path.basename(source)} writes the same bytes")
-    return gguf_path
+    return gguf_path, dat_path
 
 
 small = mkmodel("small.gguf", "--dim", "64", "--layers", "2", "--type", "f32")
-small_imatrix = check_model("small", small, 2, 258)
+small_imatrix, small_dat = check_model("small", small, 2, 258)
 stories = os.path.join(HERE, "..", "..", "..", "shared", "data", "models", "stories260K.gguf")
 if os.path.exists(stories):
     check_model("stories260K", stories, 5, 512)
@@ -219,6 +221,14 @@ check_equal((rc, (results or {}).get("calibration")),
                          "tokens": 3 * (N_CTX - 1), "tensors": 14}}),
             "results.json calibration entry")
 
+# Results do not depend on the thread count
+one_thread_run = run_dir()
+rc, _, err, _ = evalmesh(["run", recipe("threads.yaml", small, "data: data", tokens, threads=2)])
+check(rc == 0, "threads 2", err[-2000:])
+check(rc == 0 and read_bytes(os.path.join(run_dir(), "cal.imatrix.gguf")) ==
+      read_bytes(os.path.join(one_thread_run, "cal.imatrix.gguf")),
+      "2 threads write the bytes of 1 thread")
+
 # Bad input
 short = os.path.join(session.tmp, "short.u32")
 np.arange(3, 3 + N_CTX - 1, dtype="<u4").tofile(short)
@@ -235,6 +245,14 @@ deeper = mkmodel("deeper.gguf", "--dim", "64", "--layers", "3", "--type", "f32")
 rc, _, err, _ = evalmesh(["run", recipe("deeper.yaml", deeper, f"from: \"{small_imatrix}\"")])
 check(rc == 2 and re.search(r"has no entry for tensor 'blk\.2\.attn_q\.weight' of model", err),
       "from: a file without the model's tensors: exit 2 naming it", f"rc {rc}: {err[-1000:]}")
+truncated = write("truncated.dat", read_bytes(small_dat)[:100], "wb")
+rc, _, err, _ = evalmesh(["run", recipe("truncated.yaml", small, f"from: \"{truncated}\"")])
+check(rc == 2 and re.search(r"truncated\.dat: entry 1 \('blk\.0\.attn_q\.weight'\): its 64 values "
+                            r"run past the end of the file", err),
+      "from: a truncated .dat: exit 2 naming the entry", f"rc {rc}: {err[-1000:]}")
+rc, _, err, _ = evalmesh(["run", recipe("model_as.yaml", small, f"from: \"{small}\"")])
+check(rc == 2 and "small.gguf: a GGUF file but not an imatrix" in err,
+      "from: a model file: exit 2", f"rc {rc}: {err[-1000:]}")
 rc, _, err, _ = evalmesh(["run", recipe("both.yaml", small,
                                         f"data: data, from: \"{small_imatrix}\"", short)])
 check(rc == 2 and "give either `data:`" in err and "not both" in err,
