@@ -213,6 +213,17 @@ static em_status calibrate_init(em_stage *self, const em_run_context *ctx) {
                            "(give both the same `mesh:`)",
                            self->name, em_stage_mesh_name(self), data->name,
                            em_stage_mesh_name(data));
+    for (int i = 0; mine && i < 2; i++) { /* a number here; `auto` is checked in run */
+        const char *key = i ? "cp" : "tp";
+        const em_node *n = em_node_get(mine->options, key);
+        if (n && em_node_scalar_type(n) == EM_SCALAR_INT &&
+            em_node_get_int(mine->options, key, 1) > 1)
+            return em_error_at(EM_EXIT_BAD_INPUT, at->value->mark,
+                               "stage '%s': mesh '%s' has %s = %lld, but calibrate computes whole "
+                               "windows on each rank (use tp = cp = 1; dp splits the windows)",
+                               self->name, mine->name, key,
+                               (long long)em_node_get_int(mine->options, key, 1));
+    }
     const char *device = em_node_option_string(self->options, "device");
     st->backend = em_forward_backend_find(device);
     if (!st->backend || !st->backend->observe) {

@@ -14,8 +14,8 @@
   the same .dat again (round trips);
 - 2 threads write the bytes of 1;
 - bad input: text shorter than one window, a `from:` file of another model (a tensor with other
-  input channels, then missing tensors), a truncated .dat, a model file as `from:`, and both data
-  and from, each exit 2 with the reason;
+  input channels, then missing tensors), a truncated .dat, a model file as `from:`, both data
+  and from, and a mesh with tp = 2 (at `evalmesh validate`), each exit 2 with the reason;
 - the log says what was calibrated on how many tokens, and so does results.json ("calibration")
   when the report stage names the calibrate stage in `calibrations`.
 Models: one made by evalmesh-mkmodel (always) and ../shared/data/models/stories260K.gguf (GQA;
@@ -35,7 +35,7 @@ from gguf import GGUFReader
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "stages"))
 sys.path.insert(0, os.path.join(HERE, "..", "kernels"))
-from eval_helpers import MPIRUN, EvalSession  # noqa: E402
+from eval_helpers import BIN, MPIRUN, EvalSession  # noqa: E402
 from checks import check, check_equal  # noqa: E402  (tests/support, on the path eval_helpers set)
 import reference  # noqa: E402
 
@@ -253,6 +253,15 @@ check(rc == 2 and re.search(r"truncated\.dat: entry 1 \('blk\.0\.attn_q\.weight'
 rc, _, err, _ = evalmesh(["run", recipe("model_as.yaml", small, f"from: \"{small}\"")])
 check(rc == 2 and "small.gguf: a GGUF file but not an imatrix" in err,
       "from: a model file: exit 2", f"rc {rc}: {err[-1000:]}")
+with open(recipe("tp.yaml", small, "data: data, mesh: mesh", short)) as f:
+    text = f.read().replace("  data: {kind: dataset, tokenizer: model,",
+                            "  mesh: {kind: mesh, tp: 2}\n  data: {kind: dataset, mesh: mesh, "
+                            "tokenizer: model,")
+p = subprocess.run([BIN, "validate", write("tp.yaml", text)], capture_output=True, text=True)
+rc, err = p.returncode, p.stderr
+check(rc == 2 and re.search(r"tp\.yaml:\d+:\d+: stage 'cal': mesh 'mesh' has tp = 2, but "
+                            r"calibrate computes whole windows", err),
+      "a mesh with tp = 2: exit 2 at validation", f"rc {rc}: {err[-1000:]}")
 rc, _, err, _ = evalmesh(["run", recipe("both.yaml", small,
                                         f"data: data, from: \"{small_imatrix}\"", short)])
 check(rc == 2 and "give either `data:`" in err and "not both" in err,
