@@ -12,6 +12,9 @@
 - 1, 2 and 3 ranks (mpirun) write bit-identical files (the statistics reduce exactly);
 - `from:` an earlier run's GGUF imatrix writes the same bytes again, and `from:` its .dat writes
   the same .dat again (round trips);
+- an imatrix as llama-imatrix writes it (made with the gguf package's GGUFWriter: in_sum2,
+  counts, in_sum) reads with `from:` and is written again with the same values (no |x| tensors);
+  per-expert counts are refused (exit 2);
 - 2 threads write the bytes of 1;
 - bad input: text shorter than one window, a `from:` file of another model (a tensor with other
   input channels, then missing tensors), a truncated .dat, a model file as `from:`, both data
@@ -30,7 +33,7 @@ import subprocess
 import sys
 
 import numpy as np
-from gguf import GGUFReader
+from gguf import GGUFReader, GGUFWriter
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "stages"))
@@ -216,17 +219,62 @@ path = write("report.yaml", base + """  fwd: {kind: forward, model: model, data:
   report: {kind: report, metrics: agg, calibrations: [cal], outputs: [json]}
 """)
 rc, _, err, results = evalmesh(["run", path])
+report_run = run_dir()
 check_equal((rc, (results or {}).get("calibration")),
             (0, {"cal": {"dataset": tokens, "windows": 3, "window_tokens": N_CTX - 1,
                          "tokens": 3 * (N_CTX - 1), "tensors": 14}}),
             "results.json calibration entry")
 
+# An imatrix as llama-imatrix writes it (in_sum2, counts, in_sum; no evalmesh extras), made with
+# the gguf package: read with `from:` and written again with the same tensors and values
+def llama_imatrix(name, counts_per_entry=1):
+    path = os.path.join(session.tmp, name)
+    w = GGUFWriter(path, arch="llama")
+    w.add_string("general.type", "imatrix")
+    w.add_array("imatrix.datasets", ["wiki.train.raw"])
+    w.add_uint32("imatrix.chunk_count", 10)
+    w.add_uint32("imatrix.chunk_size", 512)
+    rng = np.random.default_rng(7)
+    sums = {}
+    for l in range(2):
+        for n in LINEAR:
+            name = f"blk.{l}.{n}.weight"
+            columns = 256 if n == "ffn_down" else 64  # the small model's MLP is 256 wide
+            sums[name] = rng.random((counts_per_entry, columns), dtype=np.float32) * 100
+            w.add_tensor(name + ".in_sum2", sums[name])
+            w.add_tensor(name + ".counts", np.full((counts_per_entry, 1), 5120, np.float32))
+            w.add_tensor(name + ".in_sum", sums[name] - 50)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path, sums
+
+
+theirs, their_sums = llama_imatrix("theirs.imatrix.gguf")
+rc, _, err, _ = evalmesh(["run", recipe("theirs.yaml", small, f"from: \"{theirs}\"")])
+check(rc == 0, "from: a llama-imatrix GGUF", err[-2000:])
+if rc == 0:
+    reader = GGUFReader(os.path.join(run_dir(), "cal.imatrix.gguf"))
+    got = {t.name: np.asarray(t.data).reshape(-1) for t in reader.tensors}
+    check_equal(sorted(got), sorted(n + s for n in their_sums for s in (".in_sum2", ".counts")),
+                "llama-imatrix GGUF read back: in_sum2 and counts only")
+    check(all(np.array_equal(got[n + ".in_sum2"], v.reshape(-1)) and got[n + ".counts"][0] == 5120
+              for n, v in their_sums.items()), "llama-imatrix GGUF read back: the same values")
+    check_equal((int(field(reader, "imatrix.chunk_count")), int(field(reader, "imatrix.chunk_size")),
+                 field(reader, "imatrix.datasets")), (10, 512, ["wiki.train.raw"]),
+                "llama-imatrix GGUF read back: chunk count, chunk size, datasets")
+experts, _ = llama_imatrix("experts.imatrix.gguf", counts_per_entry=2)
+rc, _, err, _ = evalmesh(["run", recipe("experts.yaml", small, f"from: \"{experts}\"")])
+check(rc == 2 and "tensor 'blk.0.attn_q.weight.counts' holds 2 counts (one per expert): "
+      "per-expert statistics are not supported" in err, "from: per-expert counts: exit 2",
+      f"rc {rc}: {err[-1000:]}")
+
 # Results do not depend on the thread count
-one_thread_run = run_dir()
 rc, _, err, _ = evalmesh(["run", recipe("threads.yaml", small, "data: data", tokens, threads=2)])
 check(rc == 0, "threads 2", err[-2000:])
 check(rc == 0 and read_bytes(os.path.join(run_dir(), "cal.imatrix.gguf")) ==
-      read_bytes(os.path.join(one_thread_run, "cal.imatrix.gguf")),
+      read_bytes(os.path.join(report_run, "cal.imatrix.gguf")),
       "2 threads write the bytes of 1 thread")
 
 # Bad input
