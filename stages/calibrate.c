@@ -76,12 +76,17 @@ typedef struct collector {
     const em_model *model;
     site_sums *sites; /* (n_layers, EM_LINEAR_SITES) */
     int threads;
+    int64_t misfit; /* columns of an input whose width was not its site's (a bug); 0 when none */
 } collector;
 
 /* The observer: one window's sums per channel, in token order, into the exact accumulators. */
 static void observe(void *user, int layer, em_linear_site site, const em_linear_input *x) {
     collector *c = user;
     site_sums *s = &c->sites[(size_t)layer * EM_LINEAR_SITES + site];
+    if (x->K != s->columns) {
+        c->misfit = x->K;
+        return;
+    }
 #pragma omp parallel for num_threads(c->threads) schedule(static)
     for (int k = 0; k < x->K; k++) {
         double x2 = 0.0, abs_sum = 0.0;
@@ -106,8 +111,7 @@ static int64_t site_columns(const em_llama_config *c, em_linear_site site) {
 
 static void collector_init(collector *c, const em_model *m, int threads) {
     size_t n = (size_t)m->config.n_layers * EM_LINEAR_SITES;
-    c->model = m;
-    c->threads = threads;
+    *c = (collector){.model = m, .threads = threads};
     c->sites = em_xcalloc(n, sizeof *c->sites);
     for (size_t i = 0; i < n; i++) {
         site_sums *s = &c->sites[i];
@@ -283,6 +287,11 @@ static em_status calibrate_data(calibrate_state *st, const em_stage *self, const
     collector_init(&c, m, st->threads);
     int64_t tokens = 0, longest = 0;
     em_status err = run_windows(st, ds, &c, &tokens, &longest);
+    if (!err && c.misfit)
+        err = em_error_new(EM_EXIT_FAILURE,
+                           "the forward showed a linear input of %lld columns "
+                           "that is no site's width",
+                           (long long)c.misfit);
     if (!err) err = reduce(&c, mesh->dp_group, &tokens, &longest);
     if (!err) err = build_stats(&c, tokens, out);
     collector_free(&c);
