@@ -88,6 +88,57 @@ int main(void) {
     CHECK(err != NULL);
     em_error_free(err);
 
+    /* Paired: the error of the difference comes from the per-token differences, carried to each
+     * metric's scale; the percent rule's slack shrinks with it. */
+    em_check_pairing pairing = {.stage = "f",
+                                .stats = {.nll_diff = 0.048790164169432, .nll_diff_error = 0.002},
+                                .tokens = 1000,
+                                .words = 250,
+                                .bytes = 4000};
+    c = remake(&c, EM_CHECK_MAX_INCREASE_PCT, "f.token_ppl", 4);
+    CHECK(em_check_evaluate(&c, m, base, "base.json", 1, &pairing) == NULL);
+    CHECK(c.comparison == EM_COMPARE_PAIRED && c.difference == 0.5);
+    CHECK(fabs(c.difference_error - 10.5 * 0.002) < 1e-15); /* value * se(mean d) */
+    CHECK(!c.passed && fabs(c.allowed - (10.4 + 0.021)) < 1e-12);
+    CHECK_STR_EQ(c.message, "f.token_ppl = 10.5 is not <= 10.421 (max_increase_pct 4, paired)");
+    /* the same check unpaired (no pairing) would pass: 10.9, as above */
+    pairing.stage = NULL;
+    pairing.unpaired_why = "the baseline base.json kept no per-token scores";
+    c = remake(&c, EM_CHECK_MAX_INCREASE_PCT, "f.token_ppl", 4);
+    CHECK(em_check_evaluate(&c, m, base, "base.json", 1, &pairing) == NULL);
+    CHECK(c.passed && c.comparison == EM_COMPARE_UNPAIRED);
+    CHECK_STR_EQ(c.message, "f.token_ppl = 10.5 is <= 10.9 (max_increase_pct 4, unpaired: the "
+                            "baseline base.json kept no per-token scores)");
+    pairing.stage = "f";
+    /* max_increase_sigma: 0.5 > 3 * 0.021 */
+    c = remake(&c, EM_CHECK_MAX_INCREASE_SIGMA, "f.token_ppl", 3);
+    CHECK(em_check_evaluate(&c, m, base, "base.json", 0, &pairing) == NULL);
+    CHECK(!c.passed && fabs(c.allowed - 0.063) < 1e-15);
+    CHECK_STR_EQ(c.message, "f.token_ppl - baseline = 0.5 ± 0.021 is not <= 0.063 "
+                            "(max_increase_sigma 3, paired)");
+    c = remake(&c, EM_CHECK_MAX_INCREASE_SIGMA, "f.token_ppl", 30);
+    CHECK(em_check_evaluate(&c, m, base, "base.json", 0, &pairing) == NULL);
+    CHECK(c.passed);
+    /* accuracy is paired with its own error; bits_per_byte per byte, / ln 2 */
+    c = remake(&c, EM_CHECK_MAX_DECREASE_PCT, "f.token_accuracy", 5);
+    pairing.stats.accuracy_diff_error = 0.01;
+    CHECK(em_check_evaluate(&c, m, base, "base.json", 0, &pairing) == NULL);
+    CHECK(c.comparison == EM_COMPARE_PAIRED && c.difference_error == 0.01);
+    em_metrics_set(m, "f.bits_per_byte", 1.2);
+    em_metrics_set(b, "f.bits_per_byte", 1.1);
+    em_metrics_set(m, "f.token_ppl_se", 0.3);
+    em_metrics_set(b, "f.token_ppl_se", 0.4);
+    cJSON_Delete(base);
+    base = em_results_build(b, &info);
+    c = remake(&c, EM_CHECK_MAX_INCREASE_PCT, "f.bits_per_byte", 1);
+    CHECK(em_check_evaluate(&c, m, base, "base.json", 0, &pairing) == NULL);
+    CHECK(c.comparison == EM_COMPARE_PAIRED);
+    CHECK(fabs(c.difference_error - 1000.0 / 4000 * 0.002 / log(2)) < 1e-15);
+    /* a metric not derived from the paired tokens stays unpaired */
+    c = remake(&c, EM_CHECK_MAX_INCREASE_PCT, "f.token_ppl_se", 50);
+    CHECK(em_check_evaluate(&c, m, base, "base.json", 0, &pairing) == NULL);
+    CHECK(c.comparison == EM_COMPARE_UNPAIRED && c.passed);
+
     /* NaN never passes */
     em_metrics_set(m, "g.x", NAN);
     c = remake(&c, EM_CHECK_MAX, "g.x", 1);
