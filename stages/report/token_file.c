@@ -42,7 +42,10 @@ em_status em_token_set_from_records(const char *run_dir, const char *stage,
     *why = NULL;
     em_records_found found;
     em_status err = em_records_read(run_dir, stage, key, window_count, &found);
-    if (err) return err;
+    if (err) {
+        em_records_found_free(&found);
+        return err;
+    }
     size_t tokens = 0, missing = 0;
     for (size_t w = 0; w < window_count; w++) {
         if (found.by_window[w])

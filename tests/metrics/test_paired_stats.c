@@ -47,9 +47,9 @@ int main(void) {
     CHECK(fabs(s.nll_diff - k.ln_ppl_ratio.value) < 1e-12);
     CHECK(fabs(s.nll_diff_error / k.ln_ppl_ratio.error - 1) < 1e-6);
     /* and far below the unpaired sqrt(se_q^2 + se_b^2) */
-    double unpaired = sqrt(k.ppl.error * k.ppl.error / (k.ppl.value * k.ppl.value) +
-                           k.ppl_base.error * k.ppl_base.error /
-                               (k.ppl_base.value * k.ppl_base.value));
+    double unpaired =
+        sqrt(k.ppl.error * k.ppl.error / (k.ppl.value * k.ppl.value) +
+             k.ppl_base.error * k.ppl_base.error / (k.ppl_base.value * k.ppl_base.value));
     CHECK(s.nll_diff_error < unpaired / 10);
     free(base);
     free(cand);
