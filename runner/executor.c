@@ -8,7 +8,7 @@
 #include "util/clock.h"
 #include "util/log.h"
 
-enum { PENDING, RUNNING, DONE, FAILED, SKIPPED };
+enum { PENDING, RUNNING, DONE, FAILED };
 
 /* What the workers share; every field below `lock` is guarded by it. */
 typedef struct schedule {
@@ -17,12 +17,12 @@ typedef struct schedule {
     em_rank_state *rank_state;
     pthread_mutex_t lock;
     pthread_cond_t changed;
-    unsigned char *status; /* per stage: PENDING ... SKIPPED */
+    unsigned char *status; /* per stage: PENDING ... FAILED */
     size_t *readers_left;  /* per stage: readers of its artifact that have not finished */
     em_status *errors;     /* per stage: its failure, if any */
     size_t running;
-    size_t finished; /* DONE, FAILED or SKIPPED */
-    int stop;        /* a stage failed (not a verdict): start nothing more */
+    size_t finished; /* DONE or FAILED */
+    int stop;        /* a stage failed: start nothing more */
 } schedule;
 
 static void free_artifact(em_stage *stage) {
@@ -73,7 +73,7 @@ static int ready(const schedule *s, size_t i) {
     return 1;
 }
 
-/* A stage will never read its inputs (it finished or was skipped): release them; the indices of
+/* A stage will never read its inputs (it finished): release them; the indices of
  * artifacts nobody reads any more are appended to release (freed by the caller, unlocked). */
 static void release_reads(schedule *s, size_t i, size_t *release, size_t *release_count) {
     const em_dag_vertex *v = &s->dag->vertices[i];
@@ -83,32 +83,14 @@ static void release_reads(schedule *s, size_t i, size_t *release, size_t *releas
     }
 }
 
-/* A verdict stage failed: the stages depending on it, directly or not, are skipped. */
-static void skip_dependents(schedule *s, size_t *release, size_t *release_count) {
-    const em_dag *dag = s->dag;
-    for (size_t k = 0; k < dag->count; k++) {
-        size_t i = dag->order[k];
-        if (s->status[i] != PENDING) continue;
-        const em_dag_vertex *v = &dag->vertices[i];
-        for (size_t d = 0; d < v->dep_count; d++) {
-            size_t j = v->deps[d];
-            if (s->status[j] != FAILED && s->status[j] != SKIPPED) continue;
-            em_log_warn("stage '%s' skipped: it depends on '%s', which %s", dag->stages[i].name,
-                        dag->stages[j].name, s->status[j] == FAILED ? "failed" : "was skipped");
-            s->status[i] = SKIPPED;
-            s->finished++;
-            release_reads(s, i, release, release_count);
-            break;
-        }
-    }
-}
-
-/* A failure keeps its exit status 2 (bad input) or 5 (distributed); any other is a verdict (3)
- * when the kind says its failures are, else a runtime failure (4). Only verdicts have status 3. */
-static em_status run_error(const schedule *s, const em_stage *stage, em_status err) {
-    if (err->exit_code != EM_EXIT_BAD_INPUT && err->exit_code != EM_EXIT_DISTRIBUTED &&
-        err->exit_code != EM_EXIT_INTERRUPTED)
-        err->exit_code = stage->kind->verdict ? EM_EXIT_GATE : EM_EXIT_RUNTIME;
+/* A failure keeps its exit status 2 (bad input), 5 (distributed) or 6 (interrupted); any other
+ * is a runtime failure (4). Only a failed verdict (verdict true) has status 3. */
+static em_status run_error(const schedule *s, const em_stage *stage, em_status err, bool verdict) {
+    if (verdict)
+        err->exit_code = EM_EXIT_GATE;
+    else if (err->exit_code != EM_EXIT_BAD_INPUT && err->exit_code != EM_EXIT_DISTRIBUTED &&
+             err->exit_code != EM_EXIT_INTERRUPTED)
+        err->exit_code = EM_EXIT_RUNTIME;
     return em_error_prefix(err, "rank %d, stage '%s' (%s)", s->ctx->rank, stage->name,
                            stage->kind->name);
 }
@@ -146,25 +128,25 @@ static void *worker(void *arg) {
         s->finished++;
         if (err) {
             s->status[i] = FAILED;
-            s->errors[i] = run_error(s, stage, err);
-            if (s->errors[i]->exit_code == EM_EXIT_GATE) /* a verdict */
-                skip_dependents(s, release, &release_count);
-            else
-                s->stop = 1;
+            s->errors[i] = run_error(s, stage, err, false);
+            s->stop = 1;
         } else {
             s->status[i] = DONE;
+            if (stage->verdict_failure && stage->kind->verdict) /* deferred to the end */
+                s->errors[i] = run_error(s, stage, stage->verdict_failure, true);
+            else if (stage->verdict_failure)
+                em_error_free(stage->verdict_failure);
+            stage->verdict_failure = NULL;
             stage->output.type = stage->kind->produces;
-            if (s->readers_left[i] == 0 && dag->vertices[i].reader_count > 0)
-                release[release_count++] = i; /* every reader was skipped already */
             /* the same on every rank: shown by rank 0, by the others at debug level */
             em_log(s->ctx->rank == 0 ? EM_LOG_INFO : EM_LOG_DEBUG, "stage '%s' (%s) done in %.3f s",
                    stage->name, stage->kind->name, seconds);
         }
         if (s->rank_state)
             em_rank_state_stage(s->rank_state, stage->name,
-                                !err                                    ? "done"
-                                : err->exit_code == EM_EXIT_INTERRUPTED ? "interrupted"
-                                                                        : "failed");
+                                !s->errors[i]                                    ? "done"
+                                : s->errors[i]->exit_code == EM_EXIT_INTERRUPTED ? "interrupted"
+                                                                                 : "failed");
         release_reads(s, i, release, &release_count);
         pthread_cond_broadcast(&s->changed);
         pthread_mutex_unlock(&s->lock);

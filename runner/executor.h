@@ -7,10 +7,10 @@
  *
  * Failures: a stage that fails stops the run: no further stage starts, running ones are awaited,
  * and the error comes back as "rank R, stage 'name' (kind): ..." with exit status 4 (a stage's
- * own 2 or 5 is kept). A stage whose kind says its failure is a verdict (em_stage_kind.verdict: a
- * gate) does not stop the others: only the stages depending on it are skipped, and its error
- * comes back with exit status 3 after everything else finished (unless it failed with status 2
- * or 5, which stop the run as from any stage). */
+ * own 2 or 5 is kept). A stage whose kind gives verdicts (em_stage_kind.verdict: a gate) and
+ * records a failed one does not stop anything: its artifact is kept, every other stage runs, and
+ * its message comes back with exit status 3 after everything else finished (a failure that stops
+ * the run wins over it). */
 #ifndef EVALMESH_EXECUTOR_H
 #define EVALMESH_EXECUTOR_H
 

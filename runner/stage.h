@@ -84,9 +84,10 @@ struct em_stage {
     em_mark mark;           /* where the stage is defined */
     em_stage_input *inputs; /* resolved references, in the order of the kind's specs */
     size_t input_count;
-    void *state;        /* the kind's private state, set by init, freed by destroy */
-    em_artifact output; /* set by run */
-    double seconds;     /* wall time of run on this rank */
+    void *state;               /* the kind's private state, set by init, freed by destroy */
+    em_artifact output;        /* set by run */
+    double seconds;            /* wall time of run on this rank */
+    em_status verdict_failure; /* set by run of a verdict kind: see em_stage_kind.verdict */
 };
 
 struct em_stage_kind {
@@ -97,10 +98,11 @@ struct em_stage_kind {
     /* The stage calls collectives on some communicator. Such stages run one at a time in the
      * same (topological) order on every rank; stages without collectives may run concurrently. */
     bool collective;
-    /* A failure of this stage is a verdict, not a breakdown (a gate): the stages that do not
-     * depend on it still run, those that do are skipped, and the run ends with exit status 3
-     * after everything else finished. Bad input (2) and distributed failures (5) still stop the
-     * run with their own status. */
+    /* The stage may end in a failed verdict (a gate): its run sets self->verdict_failure and
+     * returns NULL, so its artifact is kept and every other stage still runs (also those that
+     * read the verdict, e.g. a report that records it); the run ends with exit status 3 and that
+     * message after everything else finished. An error run returns is a breakdown like any
+     * stage's. */
     bool verdict;
     /* The stage writes the run's results where a person or a program reads them (files, pushes):
      * a recipe without such a stage computes and keeps nothing, which the runner warns about. */

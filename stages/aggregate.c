@@ -23,6 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cJSON.h>
+
 #include "runner/comm/comm.h"
 #include "runner/comm/exact_sum.h"
 #include "runner/comm/mesh_groups.h"
@@ -200,6 +202,26 @@ static char *copy_or_null(const char *s) {
     return s ? em_xstrdup(s) : NULL;
 }
 
+/* The options of the dataset stage behind `forward` (its `data` input) that decide which windows
+ * it scores, as a JSON object of their scalar texts; NULL when forward reads no dataset stage. */
+static char *window_spec(const em_stage *forward) {
+    static const char *const skip[] = {"kind", "tokenizer", "mesh", "path", "after"};
+    const em_stage *data = em_stage_input_producer(forward, "data", 0);
+    if (!data || !data->options || data->options->kind != EM_NODE_MAP) return NULL;
+    cJSON *spec = cJSON_CreateObject();
+    for (size_t i = 0; i < data->options->count; i++) {
+        const em_map_entry *e = &data->options->entries[i];
+        bool skipped = e->value->kind != EM_NODE_SCALAR;
+        for (size_t k = 0; k < sizeof skip / sizeof *skip; k++) skipped |= !strcmp(e->key, skip[k]);
+        if (!skipped) cJSON_AddStringToObject(spec, e->key, e->value->text);
+    }
+    char *text = cJSON_PrintUnformatted(spec);
+    cJSON_Delete(spec);
+    char *copy = em_xstrdup(text);
+    cJSON_free(text);
+    return copy;
+}
+
 static void free_metrics(void *data) {
     em_metrics_free(data);
 }
@@ -242,6 +264,9 @@ static em_status aggregate_run(em_stage *self, const em_run_context *ctx) {
             m->model_header_sha256 = copy_or_null(s->model_header_sha256);
             m->dataset_path = copy_or_null(s->dataset_path);
             m->dataset_sha256 = copy_or_null(s->dataset_sha256);
+            const em_stage *forward = em_stage_input_producer(self, "inputs", 0);
+            m->source_stage = em_xstrdup(forward->name);
+            m->window_spec = window_spec(forward);
         }
     }
     if (err) {

@@ -6,6 +6,12 @@
  *   html         a self-contained HTML page with inline SVG charts (default <run_dir>/report.html)
  *   pushgateway  a Prometheus Pushgateway PUT of every metric
  *   webhook      a POST of the results document
+ * With `verdict: <gate stage>` the gate's verdict (stages/report/check.h) becomes the document's
+ * "gate" section (results.json, the history line, the webhook body); run the gate first. When
+ * the metrics' first input left complete window records, its per-token scores are kept in
+ * <run_dir>/tokens/<stage>.tokens (named in the document's "tokens"), and a history output copies
+ * them beside the history (<history>.tokens/<sha256>.tokens) for a later paired gate — unless
+ * the run's gate failed: a failed run is recorded but never becomes a baseline.
  * Only rank 0 writes and sends. Local files are written first, pushes last; a push that fails
  * after its retries is spooled in <run_dir>/push-spool/ for `evalmesh push RUN_DIR`, and fails
  * the run (exit 4) only when the output says `required: true` (otherwise it is a warning).
@@ -28,6 +34,7 @@
 #include "util/atomic_file.h"
 #include "util/log.h"
 #include "util/redact.h"
+#include "util/regular_file.h"
 #include "util/sha256.h"
 #include "stages/metrics/metrics.h"
 #include "stages/quant/activation_stats.h"
@@ -37,9 +44,11 @@
 #include "stages/report/push.h"
 #include "stages/report/report_artifact.h"
 #include "stages/report/results.h"
+#include "stages/report/check.h"
 #include "stages/report/spool.h"
 #include "stages/report/table.h"
 #include "stages/report/textfile.h"
+#include "stages/report/token_file.h"
 #include "stages/report/writable.h"
 
 typedef enum out_type { TABLE, JSON, HISTORY, HTML, PUSHGATEWAY, WEBHOOK, OUT_TYPES } out_type;
@@ -347,10 +356,99 @@ em_status em_report_push_request(const em_node *recipe, const char *stage, int i
     return err;
 }
 
+/* Keeps the per-token scores of the metrics' first input in <run_dir>/tokens/<stage>.tokens and
+ * names the file in results (relative to the run directory) with its sha256 and window options;
+ * *path gets the file. Without complete window records nothing is kept (an info line says why):
+ * such a run can only be an unpaired baseline. */
+static void keep_tokens(const em_stage *self, const em_metrics *m, const em_run_context *ctx,
+                        cJSON *results, char **path) {
+    *path = NULL;
+    if (!ctx->run_dir || !m->source_stage) return;
+    char key_name[256];
+    snprintf(key_name, sizeof key_name, "%s.windows", m->source_stage);
+    const em_metric *windows = em_metrics_find(m, key_name);
+    em_records_key key = {0};
+    snprintf(key.model_sha256, sizeof key.model_sha256, "%s",
+             m->model_header_sha256 ? m->model_header_sha256 : "");
+    snprintf(key.dataset_sha256, sizeof key.dataset_sha256, "%s",
+             m->dataset_sha256 ? m->dataset_sha256 : "");
+    snprintf(key.recipe_sha256, sizeof key.recipe_sha256, "%s",
+             ctx->recipe_sha256 ? ctx->recipe_sha256 : "");
+    em_token_set set;
+    bool complete = false;
+    char *why = NULL;
+    em_status err =
+        em_token_set_from_records(ctx->run_dir, m->source_stage, &key, m->window_spec,
+                                  windows ? (size_t)windows->value : 0, &set, &complete, &why);
+    char sha[65];
+    char *name = em_xasprintf("tokens/%s.tokens", m->source_stage);
+    char *full = em_textfile_join(ctx->run_dir, name);
+    char *dir = em_textfile_join(ctx->run_dir, "tokens");
+    if (!err && complete) err = em_textfile_mkdirs(dir);
+    if (!err && complete) err = em_token_file_write(full, &set, sha);
+    if (err) {
+        em_log_warn("stage '%s': per-token scores not kept (no paired comparison against this "
+                    "run): %s",
+                    self->name, err->message);
+        em_error_free(err);
+    } else if (!complete) {
+        em_log_info("stage '%s': per-token scores not kept: %s", self->name, why);
+    } else {
+        cJSON *t = cJSON_AddObjectToObject(results, "tokens");
+        cJSON_AddStringToObject(t, "stage", m->source_stage);
+        cJSON_AddStringToObject(t, "file", name);
+        cJSON_AddStringToObject(t, "sha256", sha);
+        cJSON *spec = cJSON_Parse(set.window_spec);
+        cJSON_AddItemToObject(t, "windows", spec ? spec : cJSON_CreateObject());
+        *path = em_xstrdup(full);
+    }
+    if (complete) em_token_set_free(&set);
+    free(why);
+    free(name);
+    free(full);
+    free(dir);
+}
+
+/* Appends the history line: the document with the run's token file copied beside the history
+ * (<history>.tokens/<sha256>.tokens, named relative to its folder) when the run can be a
+ * baseline, and without it when its gate failed. */
+static em_status append_history(const char *path, const cJSON *results, const char *tokens_path) {
+    cJSON *line = cJSON_Duplicate(results, true);
+    const cJSON *gate = cJSON_GetObjectItemCaseSensitive(line, "gate");
+    bool failed = gate && !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(gate, "passed"));
+    cJSON *tokens = cJSON_GetObjectItemCaseSensitive(line, "tokens");
+    em_status err = NULL;
+    if (tokens && (failed || !tokens_path)) {
+        cJSON_DeleteItemFromObjectCaseSensitive(line, "tokens");
+    } else if (tokens) {
+        const char *sha = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(tokens, "sha256"));
+        const char *slash = strrchr(path, '/');
+        char *folder = slash ? em_xasprintf("%.*s", (int)(slash - path), path) : em_xstrdup(".");
+        char *name = em_xasprintf("%s.tokens/%s.tokens", slash ? slash + 1 : path, sha);
+        char *copy = em_textfile_join(folder, name);
+        char *copy_dir = em_xstrdup(copy);
+        char *data = NULL;
+        size_t len = 0;
+        err = em_textfile_mkdirs(dirname(copy_dir));
+        if (!err)
+            err = em_read_regular_file(tokens_path, (size_t)1 << 34, "a token file", &data, &len);
+        if (!err) err = em_atomic_write(copy, data, len, 0644);
+        if (!err) cJSON_ReplaceItemInObject(tokens, "file", cJSON_CreateString(name));
+        free(data);
+        free(copy_dir);
+        free(copy);
+        free(name);
+        free(folder);
+    }
+    if (!err) err = em_history_append(path, line);
+    cJSON_Delete(line);
+    return err;
+}
+
 /* Writes one local output (table, json, history, html). */
 static em_status write_local(output *o, const em_metrics *m, const cJSON *results,
                              const em_run_context *ctx, em_report_artifact *art,
-                             const char *history_path) {
+                             const char *history_path, const char *tokens_path) {
     if (o->type == TABLE) {
         char *table = em_report_table(m);
         em_log_summary("%s", table);
@@ -368,7 +466,7 @@ static em_status write_local(output *o, const em_metrics *m, const cJSON *result
         free(text);
         if (!art->results_path) art->results_path = em_xstrdup(path);
     } else if (o->type == HISTORY) {
-        err = em_history_append(path, results);
+        err = append_history(path, results, tokens_path);
         if (!art->history_path) art->history_path = em_xstrdup(path);
     } else if (o->type == HTML) {
         em_history history = {0};
@@ -429,6 +527,10 @@ static em_status report_run(em_stage *self, const em_run_context *ctx) {
                             .end_time = time(NULL)};
     cJSON *results = em_results_build(m, &info);
     add_calibrations(self, results);
+    const em_artifact *verdict = em_stage_input_artifact(self, "verdict", 0);
+    if (verdict) cJSON_AddItemToObject(results, "gate", em_verdict_json(verdict->data));
+    char *tokens_path = NULL;
+    keep_tokens(self, m, ctx, results, &tokens_path);
 
     /* Local outputs first (every one is attempted; the first error is returned at the end). */
     em_status first = NULL;
@@ -438,7 +540,7 @@ static em_status report_run(em_stage *self, const em_run_context *ctx) {
     for (size_t i = 0; i < st->count; i++) {
         output *o = &st->outs[i];
         if (o->type == PUSHGATEWAY || o->type == WEBHOOK) continue;
-        em_status err = write_local(o, m, results, ctx, art, history_path);
+        em_status err = write_local(o, m, results, ctx, art, history_path, tokens_path);
         if (err && !first) {
             first = err;
         } else if (err) {
@@ -461,6 +563,7 @@ static em_status report_run(em_stage *self, const em_run_context *ctx) {
         }
     }
     cJSON_Delete(results);
+    free(tokens_path);
     return first;
 }
 
@@ -470,6 +573,7 @@ static const em_input_spec report_inputs[] = {
      .accepts = {EM_ACTIVATION_STATS_TYPE},
      .is_list = true,
      .optional = true},
+    {.option = "verdict", .accepts = {"verdict"}, .optional = true},
     {0},
 };
 

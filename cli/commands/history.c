@@ -1,8 +1,10 @@
-/* `evalmesh history FILE [--metric KEY]`: the series of a history file (one results document per
- * line, appended by report stages): for each metric, every run's value with its change against
- * the previous run and against the best run of the series (lowest, or highest for accuracy-like
- * metrics: see em_metric_higher_is_better). Corrupt lines are reported with their line number
- * and left out. */
+/* `evalmesh history FILE [--metric KEY] [--baseline]`: the runs of a history file (one results
+ * document per line, appended by report stages) with their date, commit, model, gate verdict and
+ * the baseline their gate compared against, then for each metric every run's value with its
+ * change against the previous run and against the best run of the series (lowest, or highest for
+ * accuracy-like metrics: see em_metric_higher_is_better). `--baseline` prints only the run a gate
+ * reading this history would compare against next, and why (em_history_baseline). Corrupt lines
+ * are reported with their line number and left out. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -76,19 +78,104 @@ static void print_series(const em_history *h, const char *key) {
     }
 }
 
+static const char *str(const cJSON *doc, const char *object, const char *key) {
+    const cJSON *o = object ? cJSON_GetObjectItemCaseSensitive(doc, object) : doc;
+    const char *v = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, key));
+    return v ? v : "—";
+}
+
+/* "PATH (HASH12)" of a run's model. */
+static void print_model(const cJSON *doc) {
+    printf("%s (%.12s)", str(doc, "model", "path"), str(doc, "model", "header_sha256"));
+}
+
+/* What a run's gate compared against: "line N, paired", another source, or "—". */
+static void print_compared(const cJSON *doc, const char *file) {
+    const cJSON *base =
+        cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(doc, "gate"), "baseline");
+    if (!cJSON_IsObject(base)) {
+        printf("%-20s", "none");
+        return;
+    }
+    const char *source = str(base, NULL, "source");
+    size_t len = strlen(file);
+    bool here = strncmp(source, file, len) == 0 && source[len] == ':';
+    char text[600];
+    snprintf(text, sizeof text, "%s%s, %s", here ? "line " : "", here ? source + len + 1 : source,
+             cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(base, "paired")) ? "paired"
+                                                                            : "unpaired");
+    printf("%-20s", text);
+}
+
+/* The runs: when, which commit and model, the gate's verdict and what it compared against. */
+static void print_runs(const em_history *h, const char *file) {
+    long next = em_history_baseline(h);
+    printf("runs of %s; the next gate reading it compares against ", file);
+    if (next < 0)
+        printf("none (no run passed its gate)\n");
+    else
+        printf("line %d\n", h->line_numbers[next]);
+    printf("  %4s %5s  %-20s  %-12s  %-7s  %-20s  %s\n", "run", "line", "end time", "commit",
+           "verdict", "its baseline", "model (header sha256)");
+    for (size_t i = 0; i < h->count; i++) {
+        const cJSON *doc = h->entries[i];
+        printf("  %4zu %5d  %-20s  %-12.12s  %-7s  ", i + 1, h->line_numbers[i],
+               str(doc, NULL, "end_time"), str(doc, "evalmesh", "commit"), em_history_verdict(doc));
+        print_compared(doc, file);
+        printf("  ");
+        print_model(doc);
+        printf("%s\n", (long)i == next ? "  <- next baseline" : "");
+    }
+}
+
+/* `--baseline`: the run the next gate compares against, and why. */
+static void print_baseline(const em_history *h, const char *file) {
+    long next = em_history_baseline(h);
+    if (next < 0) {
+        printf("no baseline: none of the %zu runs of %s passed its gate (a gate reading it skips "
+               "its relative checks)\n",
+               h->count, file);
+        return;
+    }
+    const cJSON *doc = h->entries[next];
+    size_t later = h->count - (size_t)next - 1;
+    printf("baseline: %s:%d\n", file, h->line_numbers[next]);
+    printf("  end time  %s\n  commit    %s\n  model     ", str(doc, NULL, "end_time"),
+           str(doc, "evalmesh", "commit"));
+    print_model(doc);
+    printf("\n  verdict   %s\n", em_history_verdict(doc));
+    const char *tokens = cJSON_GetStringValue(
+        cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(doc, "tokens"), "file"));
+    if (tokens)
+        printf("  tokens    %s (per-token scores: the gate pairs token by token)\n", tokens);
+    else
+        printf("  tokens    none (aggregates only: the gate compares unpaired)\n");
+    printf("why: the last run whose gate passed or that had no gate");
+    if (later)
+        printf("; the %zu run%s after it failed %s gate and cannot be a baseline", later,
+               later == 1 ? "" : "s", later == 1 ? "its" : "their");
+    printf("\n");
+}
+
 static int history_main(int argc, char **argv) {
     static const struct option options[] = {
         {"metric", required_argument, NULL, 'm'},
+        {"baseline", no_argument, NULL, 'b'},
         {0},
     };
     const char *metric = NULL;
+    bool baseline = false;
     int c;
     while ((c = em_cli_option("history", argc, argv, "", options)) != -1) {
+        if (c == 'b') {
+            baseline = true;
+            continue;
+        }
         if (c != 'm') return EM_EXIT_BAD_INPUT;
         metric = optarg;
     }
     if (optind >= argc) {
-        fprintf(stderr, "usage: evalmesh history FILE [--metric KEY] (see --help)\n");
+        fprintf(stderr, "usage: evalmesh history FILE [--metric KEY] [--baseline] (see --help)\n");
         return EM_EXIT_BAD_INPUT;
     }
     if (optind + 1 < argc) return em_cli_unexpected("history", argv[optind + 1]);
@@ -108,7 +195,11 @@ static int history_main(int argc, char **argv) {
         fprintf(stderr, "evalmesh history: %s: no valid run (%d line%s skipped)\n", file, h.skipped,
                 h.skipped == 1 ? "" : "s");
         code = EM_EXIT_BAD_INPUT;
+    } else if (baseline) {
+        print_baseline(&h, file);
     } else if (metric) {
+        print_runs(&h, file);
+        printf("\n");
         bool found = false;
         for (size_t i = 0; i < keys.count; i++) found |= strcmp(keys.keys[i], metric) == 0;
         if (found) {
@@ -122,8 +213,9 @@ static int history_main(int argc, char **argv) {
             code = EM_EXIT_BAD_INPUT;
         }
     } else {
+        print_runs(&h, file);
         for (size_t i = 0; i < keys.count; i++) {
-            if (i) printf("\n");
+            printf("\n");
             print_series(&h, keys.keys[i]);
         }
     }
@@ -138,10 +230,14 @@ static int history_main(int argc, char **argv) {
 
 const em_command em_command_history = {
     .name = "history",
-    .summary = "show a history file's series: each run's metrics, change vs previous and best",
-    .usage = "usage: evalmesh history FILE [--metric KEY]\n\n"
+    .summary = "show a history file: runs with verdict and baseline, each metric's series",
+    .usage = "usage: evalmesh history FILE [--metric KEY] [--baseline]\n\n"
              "FILE is a history written by a report stage's `history` output (one results\n"
-             "document per line). For each metric (or only KEY, e.g. f_ref.token_ppl) prints\n"
+             "document per line). Prints its runs (end time, commit, gate verdict, the baseline\n"
+             "their gate compared against, model path and header sha256) and marks the run a\n"
+             "gate reading FILE compares against next: the last one whose gate passed or that\n"
+             "had no gate (a failed run never becomes a baseline). --baseline prints only that\n"
+             "run and why. For each metric (or only KEY, e.g. f_ref.token_ppl) prints\n"
              "every run's value and error, and its change in percent against the previous run\n"
              "and against the best run (the lowest value; the highest for metrics ending in\n"
              "accuracy, agreement, same_top or per_second). Corrupt lines are reported with\n"

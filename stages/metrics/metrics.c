@@ -21,6 +21,8 @@ void em_metrics_free(em_metrics *m) {
     free(m->model_header_sha256);
     free(m->dataset_path);
     free(m->dataset_sha256);
+    free(m->source_stage);
+    free(m->window_spec);
     free(m);
 }
 

@@ -1,27 +1,47 @@
-/* Regression checks of the gate stage, one per metric and rule:
- *   max               value <= limit
- *   min               value >= limit
- *   max_increase_pct  value - base <= |base| * limit / 100 + k * sqrt(error^2 + base_error^2)
- *   max_decrease_pct  base - value <= |base| * limit / 100 + k * sqrt(error^2 + base_error^2)
- * where base is the metric in a baseline results document and k the tolerance in standard
- * errors (a metric without an error contributes 0). A NaN value fails every check. */
+/* Regression checks of the gate stage, one per metric and rule (value: the candidate's metric,
+ * base: the baseline's, d = value - base, e: the standard error of d, k: tolerance_sigma):
+ *   max                 value <= limit
+ *   min                 value >= limit
+ *   max_increase_pct    value <= base + |base| * limit / 100 + k * e
+ *   max_decrease_pct    value >= base - |base| * limit / 100 - k * e
+ *   max_increase_sigma  d <= limit * e  (the bound is on d; with e = 0 it is d <= 0)
+ * e is paired when both runs scored the same tokens and the metric derives from them (the table
+ * in check.c: nll_mean, token_ppl, word_ppl, byte_ppl, bits_per_byte, token_accuracy of the
+ * paired forward stage): the standard error of the per-token differences (paired_stats.h) carried
+ * to the metric's scale, d(exp(S/K)) = value * dS/K for the perplexities, dS/K (/ ln 2) for
+ * nll_mean and bits_per_byte, S the NLL sum over K tokens, words or bytes. Otherwise it is
+ * unpaired, sqrt(error^2 + base_error^2) as if the runs were independent (a metric without an
+ * error contributes 0), and the check's message says why. So k is how many standard errors of the
+ * measured change the change may exceed the threshold by before the check fails: with paired
+ * errors a small slack, since both runs share the tokens' difficulty. A NaN value fails every
+ * check. */
 #ifndef EVALMESH_REPORT_CHECK_H
 #define EVALMESH_REPORT_CHECK_H
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include <cJSON.h>
 
 #include "util/error.h"
 #include "stages/metrics/metrics.h"
+#include "stages/metrics/paired_stats.h"
 
 typedef enum em_check_rule {
     EM_CHECK_MAX,
     EM_CHECK_MIN,
     EM_CHECK_MAX_INCREASE_PCT,
     EM_CHECK_MAX_DECREASE_PCT,
+    EM_CHECK_MAX_INCREASE_SIGMA,
+    EM_CHECK_RULES
 } em_check_rule;
+
+typedef enum em_comparison {
+    EM_COMPARE_ABSOLUTE, /* max, min: no baseline */
+    EM_COMPARE_PAIRED,
+    EM_COMPARE_UNPAIRED,
+} em_comparison;
 
 typedef struct em_check {
     em_check_rule rule;
@@ -30,26 +50,54 @@ typedef struct em_check {
     em_mark mark; /* where the check is written */
     /* filled by em_check_evaluate */
     double value;
-    double base;    /* baseline value (relative rules) */
-    double allowed; /* the bound value was compared against */
+    double base; /* baseline value (relative rules) */
+    em_comparison comparison;
+    double difference, difference_error; /* value - base and e (relative rules) */
+    double allowed; /* the bound: on the value, or on the difference for max_increase_sigma */
     bool passed;
+    char *message; /* heap: "KEY = V is not <= B (RULE LIMIT, paired)" */
 } em_check;
 
-/* The artifact of a gate stage. */
+/* What the gate found when it paired this run's tokens with the baseline's. */
+typedef struct em_check_pairing {
+    const char *stage; /* the paired forward stage; NULL: not paired */
+    em_paired_stats stats;
+    int64_t tokens, words, bytes; /* the paired stage's counts (words, bytes: 0 when unknown) */
+    const char *unpaired_why;     /* when not paired: why, for the messages */
+} em_check_pairing;
+
+/* The artifact of a gate stage: every check and what it was compared against. */
 typedef struct em_verdict {
-    size_t checks;
-    size_t failed;
+    char *stage; /* the gate stage's name */
+    bool passed;
+    em_check *checks; /* owned (keys, messages) */
+    size_t count, failed;
+    cJSON *baseline; /* the gate section's "baseline" object; NULL: none */
+    bool paired;
+    em_paired_stats paired_stats;
+    char *paired_stage;
+    int64_t paired_tokens;
+    /* when paired: each window's mean NLL of candidate and baseline, in window order */
+    size_t paired_windows;
+    double *candidate_window_nll, *baseline_window_nll;
 } em_verdict;
 
 const char *em_check_rule_name(em_check_rule rule);
+/* The rule named name, or -1. */
+int em_check_rule_find(const char *name);
 
-/* Evaluates c against the metrics (and baseline for the relative rules). A metric absent from
- * metrics or baseline is an error (exit 2) naming the check's place and `source` (the baseline's
- * file name) and listing the keys that exist. */
+/* Evaluates c against the metrics (and baseline for the relative rules; pairing may be NULL:
+ * unpaired). A metric absent from metrics or baseline is an error (exit 2) naming the check's
+ * place and `source` (the baseline's file name) and listing the keys that exist. */
 em_status em_check_evaluate(em_check *c, const em_metrics *metrics, const cJSON *baseline,
-                            const char *source, double tolerance_sigma);
+                            const char *source, double tolerance_sigma,
+                            const em_check_pairing *pairing);
 
-/* The table of evaluated checks: check, value, bound, PASS/FAIL (heap string). */
+/* The table of evaluated checks: check, value, difference ± error, bound, PASS/FAIL (heap). */
 char *em_check_table(const em_check *checks, size_t count);
+
+/* The results document's "gate" section for v (schemas/results.schema.json). */
+cJSON *em_verdict_json(const em_verdict *v);
+void em_verdict_free(em_verdict *v);
 
 #endif

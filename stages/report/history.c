@@ -90,3 +90,15 @@ void em_history_free(em_history *h) {
     free(h->line_numbers);
     memset(h, 0, sizeof *h);
 }
+
+const char *em_history_verdict(const cJSON *entry) {
+    const cJSON *gate = cJSON_GetObjectItemCaseSensitive(entry, "gate");
+    if (!cJSON_IsObject(gate)) return "no gate";
+    return cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(gate, "passed")) ? "passed" : "failed";
+}
+
+long em_history_baseline(const em_history *h) {
+    for (size_t i = h->count; i-- > 0;)
+        if (strcmp(em_history_verdict(h->entries[i]), "failed") != 0) return (long)i;
+    return -1;
+}

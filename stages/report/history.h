@@ -1,6 +1,9 @@
 /* History files: one results document per line (JSON Lines), appended by each run's report stage,
  * so nightly runs can be compared (`evalmesh history`, the gate's `baseline_history`, the HTML
- * report's line chart). A line is the run's results document without its per-rank timing. */
+ * report's line chart). A line is the run's results document without its per-rank timing, with
+ * the run's gate section when it had one (failed runs are recorded too, but never chosen as a
+ * baseline) and, for runs that can be a baseline, "tokens" naming their token file
+ * (token_file.h) relative to the history file's folder. */
 #ifndef EVALMESH_REPORT_HISTORY_H
 #define EVALMESH_REPORT_HISTORY_H
 
@@ -29,5 +32,11 @@ em_status em_history_append(const char *path, const cJSON *results);
  * file is an error (exit 2) unless missing_ok, when it reads as an empty history. */
 em_status em_history_load(const char *path, bool missing_ok, em_history *out);
 void em_history_free(em_history *h);
+
+/* The verdict a line records: "passed" or "failed" (its "gate" section), or "no gate". */
+const char *em_history_verdict(const cJSON *entry);
+/* The entry a gate compares the next run against: the last one whose gate passed or that had no
+ * gate, never a failed one (so a regression cannot become the new normal). -1 when none. */
+long em_history_baseline(const em_history *h);
 
 #endif

@@ -1,6 +1,9 @@
 """The gate stage: passing and failing thresholds, baselines from a results file and from a
 history (the previous run, not the current one), tolerance in standard errors, exit status 3 only
-after the reports were written and pushed; a baseline that is not a results document."""
+after the reports were written and pushed; a baseline that is not a results document. With
+`verdict: gate` the report (run after the gate) records the verdict in results.json, the webhook
+body and the history, and a failed run is never the next baseline. (Paired comparisons need real
+window records: test_report_paired.py.)"""
 import json
 import os
 import sys
@@ -99,6 +102,53 @@ check(not os.path.exists(os.path.join(work, "bad", "results.json")), "nothing ra
 rc, out, err, d = gate_run("typo", "    max: {f_q4.token_pl: 1}\n")
 check(rc == 2 and "max: no metric 'f_q4.token_pl' in the metrics (it has: f_ref.token_ppl" in err,
       "unknown metric: %d %s" % (rc, err))
+
+# 7. The verdict as data: the report records it; a failed run is never the baseline.
+def verdict_run(name, gate, history):
+    path = recipe(name, gate, history)[:-len(".yaml")]
+    with open(path + ".yaml") as f:
+        text = f.read()
+    text = text.replace("    metrics: m\n    outputs:", "    metrics: m\n    verdict: gate\n    outputs:")
+    text = text.replace("    after: [out]\n", "")
+    write(path + ".yaml", text)
+    run_dir = os.path.join(work, name)
+    rc, out, err = run([driver(), path + ".yaml", run_dir])
+    doc = None
+    if os.path.exists(os.path.join(run_dir, "results.json")):
+        with open(os.path.join(run_dir, "results.json")) as f:
+            doc = json.load(f)
+    return rc, out, err, doc
+
+
+hist7 = os.path.join(work, "hist7", "h.jsonl")
+rc, out, err, doc = verdict_run("v1", "    max: {f_q4.token_ppl: 20}\n", hist7)
+check(rc == 0 and doc["gate"] == {
+    "stage": "gate", "passed": True, "baseline": None, "checks": [{
+        "metric": "f_q4.token_ppl", "rule": "max", "threshold": 20, "value": 13, "baseline": None,
+        "comparison": "absolute", "difference": None, "difference_error": None, "bound": 20,
+        "passed": True, "message": "f_q4.token_ppl = 13 is <= 20 (max 20)"}]},
+      "passing verdict: %d %s %s" % (rc, err, doc and doc.get("gate")))
+hook.requests.clear()
+rc, out, err, doc = verdict_run("v2", "    max: {f_q4.token_ppl: 12.9}\n", hist7)
+check(rc == 3 and "first: f_q4.token_ppl = 13 is not <= 12.9 (max 12.9)" in err,
+      "failing verdict: %d %s" % (rc, err))
+check(doc and doc["gate"]["passed"] is False and doc["gate"]["checks"][0]["passed"] is False,
+      "results.json records the failure: %s" % (doc and doc.get("gate")))
+check(len(hook.requests) == 1 and json.loads(hook.requests[0][3])["gate"] == doc["gate"],
+      "the webhook body has the verdict")
+rc, out, err, doc = verdict_run("v3", "    max_increase_pct: {f_ref.token_ppl: 3}\n"
+                                      "    baseline_history: %s\n" % hist7, hist7)
+b = doc["gate"]["baseline"] if doc else {}
+check(rc == 0 and b.get("source") == hist7 + ":1" and b.get("why") ==
+      "last passing run of the history" and b.get("paired") is False,
+      "baseline: line 1, not the failed line 2: %d %s %s" % (rc, err, b))
+c = doc["gate"]["checks"][0] if doc else {}
+check(c.get("comparison") == "unpaired" and c.get("difference") == 0 and
+      c.get("message") == "f_ref.token_ppl = 12.5 is <= 12.875 (max_increase_pct 3, unpaired: the "
+      "baseline %s:1 kept no per-token scores)" % hist7, "unpaired check: %s" % c)
+with open(hist7) as f:
+    check([json.loads(l)["gate"]["passed"] for l in f] == [True, False, True],
+          "the history records every verdict")
 
 hook.close()
 sys.exit(finish())

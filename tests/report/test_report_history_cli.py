@@ -13,6 +13,12 @@ from checks import check, finish  # noqa: E402
 work = tempdir()
 
 
+def series_rows(out):
+    """The rows of the metric series (after the table of runs), split in columns."""
+    series = out[out.index("(lower is better") if "(lower is better" in out else 0:]
+    return [l.split() for l in series.splitlines() if l.strip() and l.split()[0].isdigit()]
+
+
 def entry(ppl, acc, commit):
     return json.dumps({"schema": "evalmesh.results/1", "recipe": {"name": "n", "sha256": None},
                        "evalmesh": {"version": "0.1.0", "commit": commit},
@@ -28,7 +34,7 @@ rc, out, err = run([evalmesh(), "history", hist, "--metric", "f.token_ppl"])
 check(rc == 0, "history exit %d: %s" % (rc, err))
 check("%s:3: not a results document (not valid JSON) (line skipped)" % hist in err, "corrupt line: " + err)
 check("1 corrupt line of %s skipped" % hist in err, "summary: " + err)
-rows = [l.split() for l in out.splitlines() if l.strip() and l.split()[0].isdigit()]
+rows = series_rows(out)
 check([r[0] for r in rows] == ["1", "2", "3"] and [r[1] for r in rows] == ["1", "2", "4"], "rows %s" % rows)
 check("lower is better; best: run 2" in out, "best run: " + out)
 # run 3: 9.8 vs previous 9.5 = +3.158%, vs best 9.5 = +3.158%; run 2: -5.000% vs previous
@@ -65,7 +71,7 @@ rc, out, err = run([evalmesh(), "history", glued, "--metric", "f.token_ppl"])
 check(rc == 0, "torn line: exit %d: %s" % (rc, err))
 check("%s:2: 57 bytes of a torn line (an append that did not finish) skipped before a complete "
       "results document" % glued in err, "torn line warning: " + err)
-rows = [l.split() for l in out.splitlines() if l.strip() and l.split()[0].isdigit()]
+rows = series_rows(out)
 check([r[1] for r in rows] == ["1", "2", "3"], "torn line: all three runs listed: %s" % rows)
 check([(r[3], r[4]) for r in rows] == [("a", "10"), ("ccc", "9.8"), ("ee", "9.7")],
       "torn line rows %s" % rows)

@@ -6,6 +6,7 @@
 
 #include "runner/recipe/recipe.h"
 #include "runner/recipe/schema.h"
+#include "stages/report/check.h"
 #include "stages/report/results.h"
 #include "test.h"
 
@@ -55,6 +56,55 @@ int main(void) {
     text = em_results_print(doc, false);
     CHECK(validate(text) == NULL);
     free(text);
+
+    /* with the gate's verdict: a paired relative check and an absolute one */
+    em_verdict *v = calloc(1, sizeof *v);
+    v->stage = strdup("gate");
+    v->checks = calloc(2, sizeof *v->checks);
+    v->checks[0] = (em_check){.rule = EM_CHECK_MAX_INCREASE_PCT,
+                              .key = strdup("f.token_ppl"),
+                              .limit = 1,
+                              .value = 12.5,
+                              .base = 12.0,
+                              .comparison = EM_COMPARE_PAIRED,
+                              .difference = 0.5,
+                              .difference_error = 0.01,
+                              .allowed = 12.14,
+                              .message = strdup("f.token_ppl = 12.5 is not <= 12.14")};
+    v->checks[1] = (em_check){.rule = EM_CHECK_MAX,
+                              .key = strdup("f.token_ppl"),
+                              .limit = 20,
+                              .value = 12.5,
+                              .allowed = 20,
+                              .passed = true,
+                              .message = strdup("f.token_ppl = 12.5 is <= 20 (max 20)")};
+    v->count = 2;
+    v->failed = 1;
+    v->baseline = cJSON_Parse("{\"source\": \"h.jsonl:3\", \"why\": \"last passing run of the "
+                              "history\", \"end_time\": null, \"commit\": \"abc\", \"model\": "
+                              "{}, \"paired\": true}");
+    v->paired = true;
+    v->paired_stage = strdup("f");
+    cJSON *gate = em_verdict_json(v);
+    CHECK(cJSON_IsNull(cJSON_GetObjectItem(
+        cJSON_GetArrayItem(cJSON_GetObjectItem(gate, "checks"), 1), "difference")));
+    cJSON_AddItemToObject(doc, "gate", gate);
+    text = em_results_print(doc, false);
+    err = validate(text);
+    if (err) fprintf(stderr, "%s\n", err->message);
+    CHECK(err == NULL);
+    em_error_free(err);
+    free(text);
+    cJSON_ReplaceItemInObject(cJSON_GetArrayItem(cJSON_GetObjectItem(gate, "checks"), 0),
+                              "comparison", cJSON_CreateString("guessed"));
+    text = em_results_print(doc, false);
+    err = validate(text);
+    CHECK(err != NULL);
+    if (err) CHECK_CONTAINS(err->message, "comparison");
+    em_error_free(err);
+    free(text);
+    cJSON_DeleteItemFromObject(doc, "gate");
+    em_verdict_free(v);
 
     /* a metric without a value */
     cJSON *f = cJSON_GetObjectItem(cJSON_GetObjectItem(doc, "metrics"), "f");

@@ -206,7 +206,8 @@ static em_status fail_run(em_stage *self, const em_run_context *ctx) {
 static const em_stage_kind test_fail = {
     .name = "fail", .summary = "test: fails", .produces = "report", .run = fail_run};
 
-/* verdict: a gate that fails (with exit status `code`, default 3) reading optional metrics. */
+/* verdict: a gate whose verdict fails, reading optional metrics; with `code` 2 its run fails
+ * instead (bad input). */
 static const em_input_spec verdict_inputs[] = {
     {"metrics", {"metrics"}, false, true},
     {0},
@@ -214,8 +215,11 @@ static const em_input_spec verdict_inputs[] = {
 static em_status verdict_run(em_stage *self, const em_run_context *ctx) {
     record("run", self->name);
     set_output(self, 0);
-    return em_error_new((int)em_node_get_int(self->options, "code", EM_EXIT_GATE),
-                        "ppl 9.1 > max 8.9");
+    int code = (int)em_node_get_int(self->options, "code", EM_EXIT_GATE);
+    em_status failure = em_error_new(code, "ppl 9.1 > max 8.9");
+    if (code == EM_EXIT_BAD_INPUT) return failure;
+    self->verdict_failure = failure;
+    return NULL;
 }
 static const em_stage_kind test_verdict = {.name = "verdict",
                                            .summary = "test: a failing gate",
