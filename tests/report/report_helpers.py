@@ -1,6 +1,7 @@
 """Helpers for the report tests: a Prometheus Pushgateway started on a free loopback port, a
 loopback HTTP server that records webhook requests, and running the report driver or evalmesh."""
 import atexit
+import calendar
 import http.server
 import json
 import os
@@ -94,6 +95,61 @@ def samples(group):
                                if k not in grouping and (k, v) != ("instance", ""))
             out[(name, labels)] = float(m["value"])
     return out
+
+
+def run_labels(results):
+    """The provenance labels every pushed series carries, from a results document."""
+    out = {}
+    for label, obj, key in (("model", "model", "path"), ("model_sha256", "model", "header_sha256"),
+                            ("dataset", "dataset", "path"), ("commit", "evalmesh", "commit")):
+        if results[obj][key] is not None:
+            out[label] = results[obj][key]
+    return out
+
+
+def series(results, own):
+    """The label set of a pushed series: its own labels (a dict) and the run's (see samples)."""
+    labels = dict(run_labels(results))
+    labels.update(own)
+    return frozenset(labels.items())
+
+
+def expected_series(results):
+    """Every series a push of this results document must hold, computed independently of the C
+    code: {(name, label set): value}. Each metric with its _stderr (an aggregate's `<metric>_se`
+    twin left out), each rank's throughput, the gate gauges of a `gate` section (null quantities
+    left out), and the last success (the end time) when there is no gate or it passed."""
+    want = {}
+    for stage, metrics in results["metrics"].items():
+        for name, m in metrics.items():
+            if name.endswith("_se") and "error" in metrics.get(name[:-3], {}):
+                continue
+            want[("evalmesh_" + name, series(results, {"stage": stage}))] = m["value"]
+            if "error" in m:
+                want[("evalmesh_" + name + "_stderr", series(results, {"stage": stage}))] = \
+                    m["error"]
+    for r in results.get("ranks", []):
+        want[("evalmesh_rank_tokens_per_second", series(results, {"rank": str(r["rank"])}))] = \
+            r["tokens_per_second"]
+    gate = results.get("gate")
+    if gate is not None:
+        want[("evalmesh_gate_passed", series(results, {"gate": gate["stage"]}))] = \
+            1.0 if gate["passed"] else 0.0
+        for c in gate["checks"]:
+            own = {"gate": gate["stage"], "metric": c["metric"], "rule": c["rule"],
+                   "comparison": c["comparison"]}
+            for key, gauge in (("value", "value"), ("baseline", "baseline"),
+                               ("threshold", "threshold"), ("bound", "bound"),
+                               ("difference", "difference"),
+                               ("difference_error", "difference_stderr")):
+                if c.get(key) is not None:
+                    want[("evalmesh_gate_check_" + gauge, series(results, own))] = c[key]
+            want[("evalmesh_gate_check_passed", series(results, own))] = \
+                1.0 if c["passed"] else 0.0
+    if gate is None or gate["passed"] is True:
+        end = calendar.timegm(time.strptime(results["end_time"], "%Y-%m-%dT%H:%M:%SZ"))
+        want[("evalmesh_last_success_timestamp_seconds", series(results, {}))] = float(end)
+    return want
 
 
 class Webhook:
