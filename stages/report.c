@@ -4,7 +4,7 @@
  *   json         the results document (default <run_dir>/results.json)
  *   history      one line appended to a JSON Lines file shared by a series of runs
  *   html         a self-contained HTML page with inline SVG charts (default <run_dir>/report.html)
- *   pushgateway  a Prometheus Pushgateway PUT of the results, one group per recipe (prometheus.h)
+ *   pushgateway  a Prometheus Pushgateway PUT of every metric
  *   webhook      a POST of the results document
  * Only rank 0 writes and sends. Local files are written first, pushes last; a push that fails
  * after its retries is spooled in <run_dir>/push-spool/ for `evalmesh push RUN_DIR`, and fails
