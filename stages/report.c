@@ -371,8 +371,11 @@ static em_status write_local(output *o, const em_metrics *m, const cJSON *result
         const char *chart = o->chart_history ? o->chart_history : history_path;
         if (chart) err = em_history_load(chart, true, &history);
         if (!err) {
-            em_html_input in = {results, m->window_nll, m->window_count, chart ? &history : NULL,
-                                o->chart_metric};
+            em_html_input in = {.results = results,
+                                .window_nll = m->window_nll,
+                                .window_count = m->window_count,
+                                .history = chart ? &history : NULL,
+                                .history_metric = o->chart_metric};
             char *page = em_html_report(&in);
             err = em_atomic_write(path, page, strlen(page), 0644);
             free(page);

@@ -7,12 +7,14 @@ import json
 import os
 import shutil
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 import urllib.request
+import zlib
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 from checks import check, failed, finish  # noqa: E402
@@ -268,3 +270,55 @@ stages:
     metrics: m
     outputs:
 %s%s""" % (name, FIXED_METRICS, outputs, more))
+
+
+def png_pixels(path):
+    """Decodes an 8-bit RGB/RGBA PNG: (width, height, rows of (r, g, b) tuples)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    check(data[:8] == b"\x89PNG\r\n\x1a\n", "a PNG file")
+    pos, idat = 8, b""
+    while pos < len(data):
+        n, kind = struct.unpack(">I4s", data[pos:pos + 8])
+        chunk = data[pos + 8:pos + 8 + n]
+        if kind == b"IHDR":
+            w, h, depth, color = struct.unpack(">IIBB", chunk[:10])
+        elif kind == b"IDAT":
+            idat += chunk
+        pos += 12 + n
+    check(depth == 8 and color in (2, 6), "8-bit RGB(A) PNG, got depth %d color %d" % (depth, color))
+    bpp = 3 if color == 2 else 4
+    raw = zlib.decompress(idat)
+    stride = w * bpp
+    prev = bytearray(stride)
+    rows = []
+    for y in range(h):
+        f = raw[y * (stride + 1)]
+        line = bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
+        for i in range(stride):
+            a = line[i - bpp] if i >= bpp else 0
+            b = prev[i]
+            c = prev[i - bpp] if i >= bpp else 0
+            if f == 1:
+                line[i] = (line[i] + a) & 255
+            elif f == 2:
+                line[i] = (line[i] + b) & 255
+            elif f == 3:
+                line[i] = (line[i] + (a + b) // 2) & 255
+            elif f == 4:
+                pa, pb, pc = abs(b - c), abs(a - c), abs(a + b - 2 * c)
+                pred = a if pa <= pb and pa <= pc else (b if pb <= pc else c)
+                line[i] = (line[i] + pred) & 255
+        rows.append([tuple(line[i:i + 3]) for i in range(0, stride, bpp)])
+        prev = line
+    return w, h, rows
+
+
+def png_colours(path):
+    """{(r, g, b): pixel count} of a screenshot."""
+    w, h, rows = png_pixels(path)
+    colours = {}
+    for row in rows:
+        for px in row:
+            colours[px] = colours.get(px, 0) + 1
+    return colours

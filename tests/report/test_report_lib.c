@@ -380,7 +380,10 @@ static void test_table_and_html(const char *dir) {
     em_history_append(path, doc);
     em_history h;
     CHECK(em_history_load(path, false, &h) == NULL);
-    em_html_input in = {doc, m->window_nll, m->window_count, &h, NULL};
+    em_html_input in = {.results = doc,
+                        .window_nll = m->window_nll,
+                        .window_count = m->window_count,
+                        .history = &h};
     char *html = em_html_report(&in);
     CHECK_CONTAINS(html, "<svg class=\"chart\" id=\"throughput\"");
     CHECK_CONTAINS(html, "<svg class=\"chart\" id=\"nll\"");
@@ -394,6 +397,24 @@ static void test_table_and_html(const char *dir) {
     CHECK_INT_EQ(count(html, "class=\"point\""), 2);
     CHECK(strstr(html, "http://") == strstr(html, "http://www.w3.org/2000/svg"));
     CHECK(strstr(html, "<script") == NULL);
+    CHECK(strstr(html, "id=\"verdict\"") == NULL && strstr(html, "id=\"paired\"") == NULL);
+    free(html);
+
+    /* A gate section: the verdict before the provenance table; paired windows: the scatter. */
+    add_gate(doc, false);
+    double base_nll[4] = {2.0, 2.4, 3.0, 2.2};
+    in.baseline_window_nll = base_nll;
+    in.candidate_window_nll = m->window_nll;
+    in.paired_window_count = 4;
+    html = em_html_report(&in);
+    const char *verdict = strstr(html, "<section id=\"verdict\" class=\"verdict fail\">");
+    CHECK(verdict && verdict < strstr(html, "<table>"));
+    CHECK_CONTAINS(html, "<h2>Gate 'gate': FAILED</h2>");
+    CHECK_CONTAINS(html, "<td class=\"num\">+0.5 ± 0.125</td>");
+    CHECK_INT_EQ(count(html, "class=\"pwin\""), 4);
+    /* 2.0 vs 2.0 equal; 2.5 > 2.4, 3.0 = 3.0, 2.25 > 2.2: worse in 2 of 4 */
+    CHECK_CONTAINS(html, "this run is worse in 2 of 4 windows");
+    CHECK_INT_EQ(count(html, "class=\"baseline\""), 1);
     free(html);
     em_history_free(&h);
     free(path);

@@ -7,7 +7,7 @@
   passed, and absent after a failed gate's push;
 - the gate gauges of a hand-built `gate` section read back exactly;
 - `promtool check metrics` accepts the exposition (when the Debian package prometheus is there).
-usage: test_report_prometheus.py REPORT_DRIVER PROM_PUSH"""
+usage: test_report_prometheus.py REPORT_DRIVER REPORT_RENDER"""
 import calendar
 import copy
 import json
@@ -24,8 +24,8 @@ from report_helpers import (FIXED_METRICS, Pushgateway, driver, expected_series,
 from checks import check, check_equal, finish  # noqa: E402
 
 if len(sys.argv) < 3:
-    fail("usage: test_report_prometheus.py REPORT_DRIVER PROM_PUSH")
-prom_push = sys.argv[2]
+    fail("usage: test_report_prometheus.py REPORT_DRIVER REPORT_RENDER")
+render = sys.argv[2]
 work = tempdir()
 gw = Pushgateway(work).start()
 JOB = "nightly_job"
@@ -113,7 +113,7 @@ gate = {"stage": "gate", "passed": False,
 doc = copy.deepcopy(rb)
 doc["gate"] = gate
 failed_doc = write(os.path.join(work, "failed.json"), json.dumps(doc))
-rc, out, err = run([prom_push, failed_doc, gw.url, JOB])
+rc, out, err = run([render, "push", failed_doc, gw.url, JOB])
 check(rc == 0, "push of the failed gate: exit %d: %s" % (rc, err))
 paired = {"gate": "gate", "metric": "f_ref.token_ppl", "rule": "max_increase_pct",
           "comparison": "paired"}
@@ -134,7 +134,7 @@ check_equal(pushed(), want, "failed gate: gate gauges, no last success")
 # 4. The gate passes again: evalmesh_gate_passed 1 and the last success is back.
 doc["gate"]["passed"] = True
 doc["gate"]["checks"][0]["passed"] = True
-rc, out, err = run([prom_push, write(os.path.join(work, "passed.json"), json.dumps(doc)), gw.url,
+rc, out, err = run([render, "push", write(os.path.join(work, "passed.json"), json.dumps(doc)), gw.url,
                     JOB])
 check(rc == 0, "push of the passed gate: exit %d: %s" % (rc, err))
 got = pushed()
@@ -146,7 +146,7 @@ check_equal(got.get(("evalmesh_last_success_timestamp_seconds", series(rb, {})))
 # 5. promtool's linter accepts the exposition (names, HELP and TYPE lines, label syntax).
 promtool = shutil.which("promtool")
 if promtool:
-    rc, text, err = run([prom_push, failed_doc])
+    rc, text, err = run([render, "prometheus", failed_doc])
     check(rc == 0 and "# HELP evalmesh_gate_check_difference_stderr " in text, "exposition text")
     p = subprocess.run([promtool, "check", "metrics"], input=text, text=True,
                                      capture_output=True)
