@@ -5,6 +5,7 @@ Set EVALMESH_REPORT_SCREENSHOT=path to keep the screenshot (docs/report-screensh
 import html.parser
 import json
 import os
+import re
 import shutil
 import sys
 
@@ -80,6 +81,18 @@ check(p.charts["throughput"].get("rect.bar") == 2, "one bar per rank: %s" % p.ch
 check(p.charts["nll"].get("rect.bin") == 2, "2 histogram bins for 4 windows: %s" % p.charts["nll"])
 check(p.charts["history"].get("circle.point") == 3 and p.charts["history"].get("polyline.line") == 1,
       "3 history points: %s" % p.charts["history"])
+# f_ref.token_ppl has an error (0.25) in every run: an error bar each; no gate: no reference lines
+# and no verdict; each run's date and short commit under the axis (the last anchored at its end).
+check(p.charts["history"].get("path.errbar") == 3, "3 error bars: %s" % p.charts["history"])
+check(p.charts["history"].get("text.xlab date") == 2 and
+      p.charts["history"].get("text.xlab date end") == 1 and
+      p.charts["history"].get("text.xlab commit") == 2 and
+      p.charts["history"].get("text.xlab commit end") == 1, "x labels: %s" % p.charts["history"])
+check("line.baseline" not in p.charts["history"] and "line.threshold" not in p.charts["history"]
+      and 'id="verdict"' not in page, "no gate, no verdict or reference lines")
+commit = doc["evalmesh"]["commit"][:7]
+check(len(re.findall(r'class="xlab commit( end)?" x="[0-9.]+" y="246">%s</text>' % commit, page))
+      == 3, "short commits on the x axis")
 check(p.loads == [] and "<script" not in page and "<link" not in page, "self-contained: %s" % p.loads)
 check("rank 1: 800 tokens/s" in page and "run 3: 12.5" in page, "chart values")
 
