@@ -27,7 +27,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "build_info.h"
 #include "runner/recipe/schema.h"
 #include "runner/stage.h"
 #include "stages/report.h"
@@ -146,6 +145,16 @@ static em_status parse_push(const em_stage *self, const em_node *item, output *o
         o->job = em_xstrdup(
             em_node_get_string(item, "job", ctx->recipe_name ? ctx->recipe_name : "evalmesh"));
         o->labels = em_node_get(item, "labels");
+        for (size_t i = 0; o->labels && i < o->labels->count; i++) {
+            const em_map_entry *e = &o->labels->entries[i];
+            if (em_prometheus_reserved_label(e->key))
+                return bad_option(self, e->key_mark,
+                                  "pushgateway label '%s' cannot be a grouping label: evalmesh "
+                                  "or the Pushgateway sets it inside the series (model, "
+                                  "model_sha256, dataset, commit, stage, rank, gate, metric, "
+                                  "rule, comparison, job, instance)",
+                                  e->key);
+        }
     }
     return NULL;
 }
@@ -246,25 +255,14 @@ static void recipe_hash(const em_node *recipe, char hex[65]) {
     free(text);
 }
 
-static const char *base_name(const char *path, char *buf, size_t size) {
-    if (!path) return NULL;
-    const char *slash = strrchr(path, '/');
-    snprintf(buf, size, "%s", slash ? slash + 1 : path);
-    return buf;
-}
-
-/* The Pushgateway grouping of this run: model, dataset, recipe, commit and the recipe's extra
- * labels (which may replace those four); the job comes first in the URL. model and dataset are
- * buffers of 256 bytes the labels point into. */
-static em_prom_label *group_labels(const output *o, const em_metrics *m, const em_run_context *ctx,
-                                   char *model, char *dataset, size_t *count) {
+/* The Pushgateway grouping of this run: the recipe name and the recipe's extra labels (which may
+ * replace it); the job comes first in the URL. Model, dataset and commit are labels inside the
+ * series (prometheus.h), so each push replaces the recipe's previous one. */
+static em_prom_label *group_labels(const output *o, const em_run_context *ctx, size_t *count) {
     size_t extra = o->labels && o->labels->kind == EM_NODE_MAP ? o->labels->count : 0;
-    em_prom_label *labels = em_xcalloc(4 + extra, sizeof *labels);
-    labels[0] = (em_prom_label){"model", base_name(m->model_path, model, 256)};
-    labels[1] = (em_prom_label){"dataset", base_name(m->dataset_path, dataset, 256)};
-    labels[2] = (em_prom_label){"recipe", ctx->recipe_name};
-    labels[3] = (em_prom_label){"commit", EVALMESH_GIT_COMMIT};
-    size_t n = 4;
+    em_prom_label *labels = em_xcalloc(1 + extra, sizeof *labels);
+    labels[0] = (em_prom_label){"recipe", ctx->recipe_name};
+    size_t n = 1;
     for (size_t i = 0; i < extra; i++) {
         const em_map_entry *e = &o->labels->entries[i];
         const char *value = em_node_get_string(o->labels, e->key, "");
@@ -273,7 +271,7 @@ static em_prom_label *group_labels(const output *o, const em_metrics *m, const e
         labels[j] = (em_prom_label){e->key, value};
         if (j == n) n++;
     }
-    /* A label without a value (no model path, no recipe name) is left out. */
+    /* A label without a value (no recipe name) is left out. */
     size_t kept = 0;
     for (size_t i = 0; i < n; i++)
         if (labels[i].value) labels[kept++] = labels[i];
@@ -283,19 +281,18 @@ static em_prom_label *group_labels(const output *o, const em_metrics *m, const e
 
 /* Sends one push; on failure spools it (without URL or credential: see spool.h) and returns the
  * error. */
-static em_status push(const em_stage *self, size_t index, output *o, const em_metrics *m,
-                      const cJSON *results, const em_run_context *ctx) {
+static em_status push(const em_stage *self, size_t index, output *o, const cJSON *results,
+                      const em_run_context *ctx) {
     em_push_request req = o->req;
     em_spool_entry entry = {.stage = self->name, .output = (int)index, .target = req.target};
-    char model[256], dataset[256];
     em_prom_label *labels = NULL;
     char *body;
     if (o->type == PUSHGATEWAY) {
-        labels = group_labels(o, m, ctx, model, dataset, &entry.label_count);
+        labels = group_labels(o, ctx, &entry.label_count);
         req.url = em_prometheus_group_url(o->req.url, o->job, labels, entry.label_count);
         entry.job = o->job;
         entry.labels = labels;
-        body = em_prometheus_text(m);
+        body = em_prometheus_text(results);
     } else {
         req.url = em_xstrdup(o->req.url);
         body = em_results_print(results, true);
@@ -473,8 +470,11 @@ static em_status write_local(output *o, const em_metrics *m, const cJSON *result
         const char *chart = o->chart_history ? o->chart_history : history_path;
         if (chart) err = em_history_load(chart, true, &history);
         if (!err) {
-            em_html_input in = {results, m->window_nll, m->window_count, chart ? &history : NULL,
-                                o->chart_metric};
+            em_html_input in = {.results = results,
+                                .window_nll = m->window_nll,
+                                .window_count = m->window_count,
+                                .history = chart ? &history : NULL,
+                                .history_metric = o->chart_metric};
             char *page = em_html_report(&in);
             err = em_atomic_write(path, page, strlen(page), 0644);
             free(page);
@@ -551,7 +551,7 @@ static em_status report_run(em_stage *self, const em_run_context *ctx) {
     for (size_t i = 0; i < st->count; i++) {
         output *o = &st->outs[i];
         if (o->type != PUSHGATEWAY && o->type != WEBHOOK) continue;
-        em_status err = push(self, i, o, m, results, ctx);
+        em_status err = push(self, i, o, results, ctx);
         if (!err) continue;
         art->pushes_failed++;
         if (o->required && !first) {

@@ -1,17 +1,20 @@
 """Helpers for the report tests: a Prometheus Pushgateway started on a free loopback port, a
 loopback HTTP server that records webhook requests, and running the report driver or evalmesh."""
 import atexit
+import calendar
 import http.server
 import json
 import os
 import shutil
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 import urllib.request
+import zlib
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 from checks import check, failed, finish  # noqa: E402
@@ -94,6 +97,61 @@ def samples(group):
                                if k not in grouping and (k, v) != ("instance", ""))
             out[(name, labels)] = float(m["value"])
     return out
+
+
+def run_labels(results):
+    """The provenance labels every pushed series carries, from a results document."""
+    out = {}
+    for label, obj, key in (("model", "model", "path"), ("model_sha256", "model", "header_sha256"),
+                            ("dataset", "dataset", "path"), ("commit", "evalmesh", "commit")):
+        if results[obj][key] is not None:
+            out[label] = results[obj][key]
+    return out
+
+
+def series(results, own):
+    """The label set of a pushed series: its own labels (a dict) and the run's (see samples)."""
+    labels = dict(run_labels(results))
+    labels.update(own)
+    return frozenset(labels.items())
+
+
+def expected_series(results):
+    """Every series a push of this results document must hold, computed independently of the C
+    code: {(name, label set): value}. Each metric with its _stderr (an aggregate's `<metric>_se`
+    twin left out), each rank's throughput, the gate gauges of a `gate` section (null quantities
+    left out), and the last success (the end time) when there is no gate or it passed."""
+    want = {}
+    for stage, metrics in results["metrics"].items():
+        for name, m in metrics.items():
+            if name.endswith("_se") and "error" in metrics.get(name[:-3], {}):
+                continue
+            want[("evalmesh_" + name, series(results, {"stage": stage}))] = m["value"]
+            if "error" in m:
+                want[("evalmesh_" + name + "_stderr", series(results, {"stage": stage}))] = \
+                    m["error"]
+    for r in results.get("ranks", []):
+        want[("evalmesh_rank_tokens_per_second", series(results, {"rank": str(r["rank"])}))] = \
+            r["tokens_per_second"]
+    gate = results.get("gate")
+    if gate is not None:
+        want[("evalmesh_gate_passed", series(results, {"gate": gate["stage"]}))] = \
+            1.0 if gate["passed"] else 0.0
+        for c in gate["checks"]:
+            own = {"gate": gate["stage"], "metric": c["metric"], "rule": c["rule"],
+                   "comparison": c["comparison"]}
+            for key, gauge in (("value", "value"), ("baseline", "baseline"),
+                               ("threshold", "threshold"), ("bound", "bound"),
+                               ("difference", "difference"),
+                               ("difference_error", "difference_stderr")):
+                if c.get(key) is not None:
+                    want[("evalmesh_gate_check_" + gauge, series(results, own))] = c[key]
+            want[("evalmesh_gate_check_passed", series(results, own))] = \
+                1.0 if c["passed"] else 0.0
+    if gate is None or gate["passed"] is True:
+        end = calendar.timegm(time.strptime(results["end_time"], "%Y-%m-%dT%H:%M:%SZ"))
+        want[("evalmesh_last_success_timestamp_seconds", series(results, {}))] = float(end)
+    return want
 
 
 class Webhook:
@@ -212,3 +270,55 @@ stages:
     metrics: m
     outputs:
 %s%s""" % (name, FIXED_METRICS, outputs, more))
+
+
+def png_pixels(path):
+    """Decodes an 8-bit RGB/RGBA PNG: (width, height, rows of (r, g, b) tuples)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    check(data[:8] == b"\x89PNG\r\n\x1a\n", "a PNG file")
+    pos, idat = 8, b""
+    while pos < len(data):
+        n, kind = struct.unpack(">I4s", data[pos:pos + 8])
+        chunk = data[pos + 8:pos + 8 + n]
+        if kind == b"IHDR":
+            w, h, depth, color = struct.unpack(">IIBB", chunk[:10])
+        elif kind == b"IDAT":
+            idat += chunk
+        pos += 12 + n
+    check(depth == 8 and color in (2, 6), "8-bit RGB(A) PNG, got depth %d color %d" % (depth, color))
+    bpp = 3 if color == 2 else 4
+    raw = zlib.decompress(idat)
+    stride = w * bpp
+    prev = bytearray(stride)
+    rows = []
+    for y in range(h):
+        f = raw[y * (stride + 1)]
+        line = bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
+        for i in range(stride):
+            a = line[i - bpp] if i >= bpp else 0
+            b = prev[i]
+            c = prev[i - bpp] if i >= bpp else 0
+            if f == 1:
+                line[i] = (line[i] + a) & 255
+            elif f == 2:
+                line[i] = (line[i] + b) & 255
+            elif f == 3:
+                line[i] = (line[i] + (a + b) // 2) & 255
+            elif f == 4:
+                pa, pb, pc = abs(b - c), abs(a - c), abs(a + b - 2 * c)
+                pred = a if pa <= pb and pa <= pc else (b if pb <= pc else c)
+                line[i] = (line[i] + pred) & 255
+        rows.append([tuple(line[i:i + 3]) for i in range(0, stride, bpp)])
+        prev = line
+    return w, h, rows
+
+
+def png_colours(path):
+    """{(r, g, b): pixel count} of a screenshot."""
+    w, h, rows = png_pixels(path)
+    colours = {}
+    for row in rows:
+        for px in row:
+            colours[px] = colours.get(px, 0) + 1
+    return colours

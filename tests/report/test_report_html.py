@@ -5,14 +5,13 @@ Set EVALMESH_REPORT_SCREENSHOT=path to keep the screenshot (docs/report-screensh
 import html.parser
 import json
 import os
+import re
 import shutil
-import struct
 import sys
-import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from report_helpers import FIXED_METRICS, driver, run, skip, tempdir, write
+from report_helpers import FIXED_METRICS, driver, png_colours, run, skip, tempdir, write
 from checks import check, finish  # noqa: E402
 
 work = tempdir()
@@ -82,6 +81,18 @@ check(p.charts["throughput"].get("rect.bar") == 2, "one bar per rank: %s" % p.ch
 check(p.charts["nll"].get("rect.bin") == 2, "2 histogram bins for 4 windows: %s" % p.charts["nll"])
 check(p.charts["history"].get("circle.point") == 3 and p.charts["history"].get("polyline.line") == 1,
       "3 history points: %s" % p.charts["history"])
+# f_ref.token_ppl has an error (0.25) in every run: an error bar each; no gate: no reference lines
+# and no verdict; each run's date and short commit under the axis (the last anchored at its end).
+check(p.charts["history"].get("path.errbar") == 3, "3 error bars: %s" % p.charts["history"])
+check(p.charts["history"].get("text.xlab date") == 2 and
+      p.charts["history"].get("text.xlab date end") == 1 and
+      p.charts["history"].get("text.xlab commit") == 2 and
+      p.charts["history"].get("text.xlab commit end") == 1, "x labels: %s" % p.charts["history"])
+check("line.baseline" not in p.charts["history"] and "line.threshold" not in p.charts["history"]
+      and 'id="verdict"' not in page, "no gate, no verdict or reference lines")
+commit = doc["evalmesh"]["commit"][:7]
+check(len(re.findall(r'class="xlab commit( end)?" x="[0-9.]+" y="246">%s</text>' % commit, page))
+      == 3, "short commits on the x axis")
 check(p.loads == [] and "<script" not in page and "<link" not in page, "self-contained: %s" % p.loads)
 check("rank 1: 800 tokens/s" in page and "run 3: 12.5" in page, "chart values")
 
@@ -102,53 +113,7 @@ rc, out, err = run([chromium] + flags + ["--hide-scrollbars", "--window-size=760
 check(rc == 0 and os.path.exists(shot), "chromium --screenshot exit %d: %s" % (rc, err[-2000:]))
 
 
-def png_pixels(path):
-    """Decodes an 8-bit RGB/RGBA PNG: (width, height, rows of (r, g, b) tuples)."""
-    with open(path, "rb") as f:
-        data = f.read()
-    check(data[:8] == b"\x89PNG\r\n\x1a\n", "a PNG file")
-    pos, idat = 8, b""
-    while pos < len(data):
-        n, kind = struct.unpack(">I4s", data[pos:pos + 8])
-        chunk = data[pos + 8:pos + 8 + n]
-        if kind == b"IHDR":
-            w, h, depth, color = struct.unpack(">IIBB", chunk[:10])
-        elif kind == b"IDAT":
-            idat += chunk
-        pos += 12 + n
-    check(depth == 8 and color in (2, 6), "8-bit RGB(A) PNG, got depth %d color %d" % (depth, color))
-    bpp = 3 if color == 2 else 4
-    raw = zlib.decompress(idat)
-    stride = w * bpp
-    prev = bytearray(stride)
-    rows = []
-    for y in range(h):
-        f = raw[y * (stride + 1)]
-        line = bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
-        for i in range(stride):
-            a = line[i - bpp] if i >= bpp else 0
-            b = prev[i]
-            c = prev[i - bpp] if i >= bpp else 0
-            if f == 1:
-                line[i] = (line[i] + a) & 255
-            elif f == 2:
-                line[i] = (line[i] + b) & 255
-            elif f == 3:
-                line[i] = (line[i] + (a + b) // 2) & 255
-            elif f == 4:
-                pa, pb, pc = abs(b - c), abs(a - c), abs(a + b - 2 * c)
-                pred = a if pa <= pb and pa <= pc else (b if pb <= pc else c)
-                line[i] = (line[i] + pred) & 255
-        rows.append([tuple(line[i:i + 3]) for i in range(0, stride, bpp)])
-        prev = line
-    return w, h, rows
-
-
-w, h, rows = png_pixels(shot)
-colours = {}
-for row in rows:
-    for px in row:
-        colours[px] = colours.get(px, 0) + 1
+colours = png_colours(shot)
 check(len(colours) > 20, "the screenshot is not blank: %d colours" % len(colours))
 for name, rgb in (("bar", (0x4a, 0x7e, 0xbb)), ("bin", (0xd0, 0x8a, 0x3a)), ("line", (0x3a, 0x9d, 0x5d))):
     check(colours.get(rgb, 0) > 100, "%s colour %s drawn: %d pixels" % (name, rgb, colours.get(rgb, 0)))

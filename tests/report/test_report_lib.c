@@ -117,36 +117,166 @@ static void test_results(void) {
     em_metrics_free(m);
 }
 
+/* The exposition text without its "# HELP" lines (heap). */
+static char *without_help(char *text) {
+    char *out = calloc(strlen(text) + 1, 1), *o = out;
+    for (const char *line = text; *line;) {
+        const char *end = strchr(line, '\n');
+        size_t n = end ? (size_t)(end - line) + 1 : strlen(line);
+        if (strncmp(line, "# HELP ", 7) != 0) {
+            memcpy(o, line, n);
+            o += n;
+        }
+        line += n;
+    }
+    free(text);
+    return out;
+}
+
+/* The gate section a gate stage adds to the results document (hand-built here). */
+static void add_gate(cJSON *doc, bool passed) {
+    cJSON *gate = cJSON_AddObjectToObject(doc, "gate");
+    cJSON_AddStringToObject(gate, "stage", "gate");
+    cJSON_AddBoolToObject(gate, "passed", passed);
+    cJSON *checks = cJSON_AddArrayToObject(gate, "checks");
+    cJSON *c = cJSON_CreateObject();
+    cJSON_AddStringToObject(c, "metric", "f_ref.token_ppl");
+    cJSON_AddStringToObject(c, "rule", "max_increase_pct");
+    cJSON_AddNumberToObject(c, "threshold", 1.0);
+    cJSON_AddNumberToObject(c, "value", 12.5);
+    cJSON_AddNumberToObject(c, "baseline", 12.0);
+    cJSON_AddStringToObject(c, "comparison", "paired");
+    cJSON_AddNumberToObject(c, "difference", 0.5);
+    cJSON_AddNumberToObject(c, "difference_error", 0.125);
+    cJSON_AddNumberToObject(c, "bound", 12.12);
+    cJSON_AddBoolToObject(c, "passed", passed);
+    cJSON_AddItemToArray(checks, c);
+    c = cJSON_CreateObject();
+    cJSON_AddStringToObject(c, "metric", "f_ref.token_ppl");
+    cJSON_AddStringToObject(c, "rule", "max");
+    cJSON_AddNumberToObject(c, "threshold", 200);
+    cJSON_AddNumberToObject(c, "value", 12.5);
+    cJSON_AddNullToObject(c, "baseline");
+    cJSON_AddStringToObject(c, "comparison", "absolute");
+    cJSON_AddNullToObject(c, "difference");
+    cJSON_AddNullToObject(c, "difference_error");
+    cJSON_AddNumberToObject(c, "bound", 200);
+    cJSON_AddBoolToObject(c, "passed", true);
+    cJSON_AddItemToArray(checks, c);
+}
+
 static void test_prometheus(void) {
     em_metrics *m = sample_metrics();
-    char *text = em_prometheus_text(m);
-    const char *expected = "# TYPE evalmesh_token_ppl gauge\n"
-                           "evalmesh_token_ppl{stage=\"f_ref\"} 12.5\n"
-                           "evalmesh_token_ppl{stage=\"f_q4\"} 13\n"
-                           "# TYPE evalmesh_token_ppl_stderr gauge\n"
-                           "evalmesh_token_ppl_stderr{stage=\"f_ref\"} 0.25\n"
-                           "evalmesh_token_ppl_stderr{stage=\"f_q4\"} 0.5\n"
-                           "# TYPE evalmesh_bits_per_byte gauge\n"
-                           "evalmesh_bits_per_byte{stage=\"f_ref\"} 0.33333333333333331\n"
-                           "# TYPE evalmesh_tokens_per_second gauge\n"
-                           "evalmesh_tokens_per_second{stage=\"f_ref\"} 1000\n"
-                           "# TYPE evalmesh_rank_tokens_per_second gauge\n"
-                           "evalmesh_rank_tokens_per_second{rank=\"0\"} 300\n"
-                           "evalmesh_rank_tokens_per_second{rank=\"1\"} 800\n";
+    /* the aggregate stage's "<stage>.token_ppl_se" duplicates token_ppl's error: left out */
+    em_metrics_set(m, "f_ref.token_ppl_se", 0.25);
+    em_metrics_set(m, "f_ref.other_se", 7); /* no "f_ref.other" with an error: kept */
+    em_results_info info = sample_info();
+    cJSON *doc = em_results_build(m, &info);
+    char *text = em_prometheus_text(doc);
+    CHECK_CONTAINS(text, "# HELP evalmesh_token_ppl evalmesh metric token_ppl of each stage "
+                         "(results.json metrics.<stage>.token_ppl.value)\n"
+                         "# TYPE evalmesh_token_ppl gauge\n");
+    CHECK_CONTAINS(text, "# HELP evalmesh_last_success_timestamp_seconds end of this run, whose "
+                         "gate passed (or which had no gate), in seconds since the epoch\n");
+    text = without_help(text);
+    char *run = em_xasprintf(
+        "model=\"models/tiny.gguf\",model_sha256=\"ab12\",dataset=\"data/"
+        "wiki.test.raw\",commit=\"%s\"",
+        cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetObjectItem(doc, "evalmesh"), "commit")));
+    char *expected = em_xasprintf("# TYPE evalmesh_token_ppl gauge\n"
+                                  "evalmesh_token_ppl{stage=\"f_ref\",%s} 12.5\n"
+                                  "evalmesh_token_ppl{stage=\"f_q4\",%s} 13\n"
+                                  "# TYPE evalmesh_token_ppl_stderr gauge\n"
+                                  "evalmesh_token_ppl_stderr{stage=\"f_ref\",%s} 0.25\n"
+                                  "evalmesh_token_ppl_stderr{stage=\"f_q4\",%s} 0.5\n"
+                                  "# TYPE evalmesh_bits_per_byte gauge\n"
+                                  "evalmesh_bits_per_byte{stage=\"f_ref\",%s} 0.3333333333333333\n"
+                                  "# TYPE evalmesh_tokens_per_second gauge\n"
+                                  "evalmesh_tokens_per_second{stage=\"f_ref\",%s} 1000\n"
+                                  "# TYPE evalmesh_other_se gauge\n"
+                                  "evalmesh_other_se{stage=\"f_ref\",%s} 7\n"
+                                  "# TYPE evalmesh_rank_tokens_per_second gauge\n"
+                                  "evalmesh_rank_tokens_per_second{rank=\"0\",%s} 300\n"
+                                  "evalmesh_rank_tokens_per_second{rank=\"1\",%s} 800\n"
+                                  "# TYPE evalmesh_last_success_timestamp_seconds gauge\n"
+                                  "evalmesh_last_success_timestamp_seconds{%s} 1700000065\n",
+                                  run, run, run, run, run, run, run, run, run, run);
     CHECK_STR_EQ(text, expected);
     free(text);
+    free(expected);
 
-    /* sanitizing, escaping and special values */
+    /* A failed gate: its gauges (null quantities left out) and no last success. */
+    add_gate(doc, false);
+    text = without_help(em_prometheus_text(doc));
+    CHECK(strstr(text, "evalmesh_last_success_timestamp_seconds") == NULL);
+    const char *gate_part =
+        "# TYPE evalmesh_gate_passed gauge\n"
+        "evalmesh_gate_passed{gate=\"gate\",%s} 0\n"
+        "# TYPE evalmesh_gate_check_value gauge\n"
+        "evalmesh_gate_check_value{gate=\"gate\",metric=\"f_ref.token_ppl\",rule=\"max_increase_"
+        "pct\",comparison=\"paired\",%s} 12.5\n"
+        "evalmesh_gate_check_value{gate=\"gate\",metric=\"f_ref.token_ppl\",rule=\"max\","
+        "comparison=\"absolute\",%s} 12.5\n"
+        "# TYPE evalmesh_gate_check_baseline gauge\n"
+        "evalmesh_gate_check_baseline{gate=\"gate\",metric=\"f_ref.token_ppl\",rule=\"max_"
+        "increase_pct\",comparison=\"paired\",%s} 12\n"
+        "# TYPE evalmesh_gate_check_threshold gauge\n"
+        "evalmesh_gate_check_threshold{gate=\"gate\",metric=\"f_ref.token_ppl\",rule=\"max_"
+        "increase_pct\",comparison=\"paired\",%s} 1\n"
+        "evalmesh_gate_check_threshold{gate=\"gate\",metric=\"f_ref.token_ppl\",rule=\"max\","
+        "comparison=\"absolute\",%s} 200\n"
+        "# TYPE evalmesh_gate_check_bound gauge\n"
+        "evalmesh_gate_check_bound{gate=\"gate\",metric=\"f_ref.token_ppl\",rule=\"max_increase_"
+        "pct\",comparison=\"paired\",%s} 12.12\n"
+        "evalmesh_gate_check_bound{gate=\"gate\",metric=\"f_ref.token_ppl\",rule=\"max\","
+        "comparison=\"absolute\",%s} 200\n"
+        "# TYPE evalmesh_gate_check_difference gauge\n"
+        "evalmesh_gate_check_difference{gate=\"gate\",metric=\"f_ref.token_ppl\",rule=\"max_"
+        "increase_pct\",comparison=\"paired\",%s} 0.5\n"
+        "# TYPE evalmesh_gate_check_difference_stderr gauge\n"
+        "evalmesh_gate_check_difference_stderr{gate=\"gate\",metric=\"f_ref.token_ppl\",rule="
+        "\"max_increase_pct\",comparison=\"paired\",%s} 0.125\n"
+        "# TYPE evalmesh_gate_check_passed gauge\n"
+        "evalmesh_gate_check_passed{gate=\"gate\",metric=\"f_ref.token_ppl\",rule=\"max_increase_"
+        "pct\",comparison=\"paired\",%s} 0\n"
+        "evalmesh_gate_check_passed{gate=\"gate\",metric=\"f_ref.token_ppl\",rule=\"max\","
+        "comparison=\"absolute\",%s} 1\n";
+    expected = em_xasprintf(gate_part, run, run, run, run, run, run, run, run, run, run, run, run);
+    const char *at = strstr(text, "# TYPE evalmesh_gate_passed gauge\n");
+    CHECK(at != NULL);
+    if (at) CHECK_STR_EQ(at, expected);
+    free(text);
+    free(expected);
+    /* A passed gate: last success is the run's end time again. */
+    cJSON_DeleteItemFromObject(doc, "gate");
+    add_gate(doc, true);
+    text = without_help(em_prometheus_text(doc));
+    CHECK_CONTAINS(text, "evalmesh_gate_passed{gate=\"gate\",model=");
+    CHECK_CONTAINS(text, "} 1\n# TYPE evalmesh_gate_check_value gauge\n");
+    CHECK(strstr(text, "} 1700000065\n") != NULL);
+    free(text);
+    free(run);
+    cJSON_Delete(doc);
+
+    /* sanitizing, escaping and special values (not finite: null in the document, NaN here); no
+     * provenance: no run labels */
     em_metrics *odd = em_metrics_new();
     em_metrics_set(odd, "st\"a\\ge.kl-p99.9", NAN);
     em_metrics_set(odd, "s.9lives", INFINITY);
-    text = em_prometheus_text(odd);
+    cJSON *odd_doc = em_results_build(odd, &info);
+    cJSON_DeleteItemFromObject(odd_doc, "evalmesh");
+    cJSON_DeleteItemFromObject(odd_doc, "end_time");
+    text = without_help(em_prometheus_text(odd_doc));
     CHECK_STR_EQ(text, "# TYPE evalmesh_kl_p99_9 gauge\n"
                        "evalmesh_kl_p99_9{stage=\"st\\\"a\\\\ge\"} NaN\n"
                        "# TYPE evalmesh_9lives gauge\n"
-                       "evalmesh_9lives{stage=\"s\"} +Inf\n");
+                       "evalmesh_9lives{stage=\"s\"} NaN\n");
     free(text);
+    cJSON_Delete(odd_doc);
     em_metrics_free(odd);
+
+    CHECK(em_prometheus_reserved_label("model") && em_prometheus_reserved_label("job") &&
+          !em_prometheus_reserved_label("cluster"));
 
     char *s = em_prometheus_metric_name("9a.b:c-d");
     CHECK_STR_EQ(s, "_9a_b:c_d");
@@ -158,15 +288,15 @@ static void test_prometheus(void) {
     CHECK_STR_EQ(s, "x__x");
     free(s);
 
-    em_prom_label labels[] = {{"model", "tiny.gguf"},
+    em_prom_label labels[] = {{"recipe", "tiny.gguf"},
                               {"dataset", "wiki test/raw"},
-                              {"recipe", ""},
+                              {"cluster", ""},
                               {"skip", NULL},
                               {"co-mmit", "abc"}};
     s = em_prometheus_group_url("http://127.0.0.1:9091/", "night ly", labels, 5);
     /* "wiki test/raw" -> d2lraSB0ZXN0L3Jhdw== (url-safe alphabet); the empty value -> "=" */
-    CHECK_STR_EQ(s, "http://127.0.0.1:9091/metrics/job/night%20ly/model/tiny.gguf"
-                    "/dataset@base64/d2lraSB0ZXN0L3Jhdw==/recipe@base64/=/co_mmit/abc");
+    CHECK_STR_EQ(s, "http://127.0.0.1:9091/metrics/job/night%20ly/recipe/tiny.gguf"
+                    "/dataset@base64/d2lraSB0ZXN0L3Jhdw==/cluster@base64/=/co_mmit/abc");
     free(s);
     em_metrics_free(m);
 }
@@ -250,7 +380,10 @@ static void test_table_and_html(const char *dir) {
     em_history_append(path, doc);
     em_history h;
     CHECK(em_history_load(path, false, &h) == NULL);
-    em_html_input in = {doc, m->window_nll, m->window_count, &h, NULL};
+    em_html_input in = {.results = doc,
+                        .window_nll = m->window_nll,
+                        .window_count = m->window_count,
+                        .history = &h};
     char *html = em_html_report(&in);
     CHECK_CONTAINS(html, "<svg class=\"chart\" id=\"throughput\"");
     CHECK_CONTAINS(html, "<svg class=\"chart\" id=\"nll\"");
@@ -264,6 +397,24 @@ static void test_table_and_html(const char *dir) {
     CHECK_INT_EQ(count(html, "class=\"point\""), 2);
     CHECK(strstr(html, "http://") == strstr(html, "http://www.w3.org/2000/svg"));
     CHECK(strstr(html, "<script") == NULL);
+    CHECK(strstr(html, "id=\"verdict\"") == NULL && strstr(html, "id=\"paired\"") == NULL);
+    free(html);
+
+    /* A gate section: the verdict before the provenance table; paired windows: the scatter. */
+    add_gate(doc, false);
+    double base_nll[4] = {2.0, 2.4, 3.0, 2.2};
+    in.baseline_window_nll = base_nll;
+    in.candidate_window_nll = m->window_nll;
+    in.paired_window_count = 4;
+    html = em_html_report(&in);
+    const char *verdict = strstr(html, "<section id=\"verdict\" class=\"verdict fail\">");
+    CHECK(verdict && verdict < strstr(html, "<table>"));
+    CHECK_CONTAINS(html, "<h2>Gate 'gate': FAILED</h2>");
+    CHECK_CONTAINS(html, "<td class=\"num\">+0.5 ± 0.125</td>");
+    CHECK_INT_EQ(count(html, "class=\"pwin\""), 4);
+    /* 2.0 vs 2.0 equal; 2.5 > 2.4, 3.0 = 3.0, 2.25 > 2.2: worse in 2 of 4 */
+    CHECK_CONTAINS(html, "this run is worse in 2 of 4 windows");
+    CHECK_INT_EQ(count(html, "class=\"baseline\""), 1);
     free(html);
     em_history_free(&h);
     free(path);

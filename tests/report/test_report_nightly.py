@@ -12,7 +12,8 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from report_helpers import Pushgateway, evalmesh, run, samples, skip, tempdir, write
+from report_helpers import (Pushgateway, evalmesh, expected_series, run, samples, skip,
+                            tempdir, write)
 from checks import check, finish  # noqa: E402
 
 if len(sys.argv) < 2:
@@ -64,19 +65,10 @@ def load(run_dir):
 def check_pushed(results):
     groups = [g for g in gw.groups() if g["labels"].get("job") == "evalmesh_nightly"]
     check(len(groups) == 1, "one evalmesh_nightly group, got %d" % len(groups))
-    want_labels = {"job": "evalmesh_nightly", "model": "tiny.gguf", "dataset": "demo.txt",
-                   "recipe": "nightly-regression", "commit": results["evalmesh"]["commit"]}
+    want_labels = {"job": "evalmesh_nightly", "recipe": "nightly-regression"}
     check(groups[0]["labels"] == want_labels, "labels %s" % groups[0]["labels"])
     got = {k: v for k, v in samples(groups[0]).items() if not k[0].startswith("push_")}
-    want = {}
-    for stage, metrics in results["metrics"].items():
-        for name, m in metrics.items():
-            want[("evalmesh_" + name, frozenset({("stage", stage)}))] = m["value"]
-            if "error" in m:
-                want[("evalmesh_" + name + "_stderr", frozenset({("stage", stage)}))] = m["error"]
-    for r in results["ranks"]:
-        want[("evalmesh_rank_tokens_per_second", frozenset({("rank", str(r["rank"]))}))] = \
-            r["tokens_per_second"]
+    want = expected_series(results)
     check(got == want, "pushed values differ from results.json:\n got %s\nwant %s" % (got, want))
 
 

@@ -2,14 +2,16 @@
 from its API equal what was reported; with the gateway stopped, the retries, the spool file and
 the exit status with and without `required`; `evalmesh push RUN_DIR` delivers the spooled push
 once the gateway is back; malformed URLs are rejected before anything runs."""
+import calendar
 import glob
 import json
 import os
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from report_helpers import (Pushgateway, driver, evalmesh, report_recipe, run, samples,
+from report_helpers import (Pushgateway, driver, evalmesh, report_recipe, run, samples, series,
                             tempdir, write)
 from checks import check, finish  # noqa: E402
 
@@ -30,19 +32,20 @@ def recipe(name, url, job, required, retries=2):
 """ % (url, job, "true" if required else "false", retries))
 
 
-def expected(commit, recipe_name):
+def expected(results, recipe_name):
     third = 0.3333333333333333
-    grouping = {"job": None, "model": "tiny.gguf", "dataset": "wiki.test.raw",
-                "recipe": recipe_name, "commit": commit}
+    grouping = {"job": None, "recipe": recipe_name}
     values = {
-        ("evalmesh_token_ppl", frozenset({("stage", "f_ref")})): 12.5,
-        ("evalmesh_token_ppl", frozenset({("stage", "f_q4")})): 13.0,
-        ("evalmesh_token_ppl_stderr", frozenset({("stage", "f_ref")})): 0.25,
-        ("evalmesh_token_ppl_stderr", frozenset({("stage", "f_q4")})): 0.5,
-        ("evalmesh_bits_per_byte", frozenset({("stage", "f_ref")})): third,
-        ("evalmesh_tokens_per_second", frozenset({("stage", "f_ref")})): 1000.0,
-        ("evalmesh_rank_tokens_per_second", frozenset({("rank", "0")})): 300.0,
-        ("evalmesh_rank_tokens_per_second", frozenset({("rank", "1")})): 800.0,
+        ("evalmesh_token_ppl", series(results, {"stage": "f_ref"})): 12.5,
+        ("evalmesh_token_ppl", series(results, {"stage": "f_q4"})): 13.0,
+        ("evalmesh_token_ppl_stderr", series(results, {"stage": "f_ref"})): 0.25,
+        ("evalmesh_token_ppl_stderr", series(results, {"stage": "f_q4"})): 0.5,
+        ("evalmesh_bits_per_byte", series(results, {"stage": "f_ref"})): third,
+        ("evalmesh_tokens_per_second", series(results, {"stage": "f_ref"})): 1000.0,
+        ("evalmesh_rank_tokens_per_second", series(results, {"rank": "0"})): 300.0,
+        ("evalmesh_rank_tokens_per_second", series(results, {"rank": "1"})): 800.0,
+        ("evalmesh_last_success_timestamp_seconds", series(results, {})):
+            float(calendar.timegm(time.strptime(results["end_time"], "%Y-%m-%dT%H:%M:%SZ"))),
     }
     return grouping, values
 
@@ -55,8 +58,8 @@ def group_of(job):
 
 def check_group(job, run_dir, recipe_name):
     with open(os.path.join(run_dir, "results.json")) as f:
-        commit = json.load(f)["evalmesh"]["commit"]
-    grouping, values = expected(commit, recipe_name)
+        results = json.load(f)
+    grouping, values = expected(results, recipe_name)
     grouping["job"] = job
     g = group_of(job)
     check(g["labels"] == grouping, "grouping labels %s != %s" % (g["labels"], grouping))
@@ -71,18 +74,24 @@ check(rc == 0, "push run exit %d: %s" % (rc, err))
 check_group("nightly", run_dir, "nightly")
 check(not os.path.exists(os.path.join(run_dir, "push-spool")), "no spool after a delivered push")
 
-# 1b. Labels from the recipe: added to the grouping key, or replacing the default ones; a value
-#     with a slash travels base64-encoded and comes back as it was.
+# 1b. Labels from the recipe: added to the grouping key, or replacing the recipe name; a value
+#     with a slash travels base64-encoded and comes back as it was. A label evalmesh sets inside
+#     the series cannot be a grouping label: exit 2 at its place.
 path = recipe("labelled", gw.url, "labelled", True)
 with open(path) as f:
     text = f.read()
 write(path, text.replace("        job: labelled\n",
-                         "        job: labelled\n        labels: {cluster: a100/x, model: mine}\n"))
+                         "        job: labelled\n        labels: {cluster: a100/x, recipe: mine}\n"))
 rc, out, err = run([driver(), path, os.path.join(work, "run1b")])
 check(rc == 0, "labelled push: exit %d: %s" % (rc, err))
 labels = group_of("labelled")["labels"]
-check(labels.get("cluster") == "a100/x" and labels.get("model") == "mine" and
-      labels.get("dataset") == "wiki.test.raw", "recipe labels: %s" % labels)
+check(labels == {"job": "labelled", "cluster": "a100/x", "recipe": "mine"},
+      "recipe labels: %s" % labels)
+write(path, text.replace("        job: labelled\n",
+                         "        job: labelled\n        labels: {cluster: a, model: mine}\n"))
+rc, out, err = run([driver(), path, os.path.join(work, "run1c")])
+check(rc == 2 and "%s:25:30: stage 'out': pushgateway label 'model' cannot be a grouping label"
+      % path in err, "reserved grouping label: %d %s" % (rc, err))
 
 # 2. Gateway down, required: exit 4, three attempts logged, results written, push spooled.
 gw.stop()
@@ -99,9 +108,10 @@ check(len(spooled) == 1, "one spool file, got %s" % spooled)
 with open(spooled[0]) as f:
     spool = json.load(f)
 check(spool["stage"] == "out" and spool["target"] == "pushgateway" and spool["job"] == "again"
-      and ["model", "tiny.gguf"] in spool["labels"] and "url" not in spool,
+      and spool["labels"] == [["recipe", "nightly"]] and "url" not in spool,
       "spool names the output and its grouping, no URL: %s" % spool)
-check('evalmesh_token_ppl{stage="f_ref"} 12.5\n' in spool["body"], "spool body " + spool["body"])
+check('evalmesh_token_ppl{stage="f_ref",model="models/tiny.gguf",model_sha256="ab12",'
+      'dataset="data/wiki.test.raw",commit="' in spool["body"], "spool body " + spool["body"])
 check(os.path.basename(spooled[0]) in err, "the error names the spool file: " + err)
 with open(os.path.join(run_dir, "evalmesh.log")) as f:
     check("attempt 3 of 3 failed" in f.read(), "retries are in the run's log")
