@@ -444,8 +444,9 @@ static em_status append_history(const char *path, const cJSON *results, const ch
 
 /* Writes one local output (table, json, history, html). */
 static em_status write_local(output *o, const em_metrics *m, const cJSON *results,
-                             const em_run_context *ctx, em_report_artifact *art,
-                             const char *history_path, const char *tokens_path) {
+                             const em_verdict *verdict, const em_run_context *ctx,
+                             em_report_artifact *art, const char *history_path,
+                             const char *tokens_path) {
     if (o->type == TABLE) {
         char *table = em_report_table(m);
         em_log_summary("%s", table);
@@ -470,11 +471,16 @@ static em_status write_local(output *o, const em_metrics *m, const cJSON *result
         const char *chart = o->chart_history ? o->chart_history : history_path;
         if (chart) err = em_history_load(chart, true, &history);
         if (!err) {
+            bool paired = verdict && verdict->paired;
             em_html_input in = {.results = results,
                                 .window_nll = m->window_nll,
                                 .window_count = m->window_count,
                                 .history = chart ? &history : NULL,
-                                .history_metric = o->chart_metric};
+                                .history_metric = o->chart_metric,
+                                .baseline_window_nll = paired ? verdict->baseline_window_nll : NULL,
+                                .candidate_window_nll =
+                                    paired ? verdict->candidate_window_nll : NULL,
+                                .paired_window_count = paired ? verdict->paired_windows : 0};
             char *page = em_html_report(&in);
             err = em_atomic_write(path, page, strlen(page), 0644);
             free(page);
@@ -540,7 +546,8 @@ static em_status report_run(em_stage *self, const em_run_context *ctx) {
     for (size_t i = 0; i < st->count; i++) {
         output *o = &st->outs[i];
         if (o->type == PUSHGATEWAY || o->type == WEBHOOK) continue;
-        em_status err = write_local(o, m, results, ctx, art, history_path, tokens_path);
+        em_status err = write_local(o, m, results, verdict ? verdict->data : NULL, ctx, art,
+                                    history_path, tokens_path);
         if (err && !first) {
             first = err;
         } else if (err) {
