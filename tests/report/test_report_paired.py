@@ -207,6 +207,12 @@ check(c3["difference"] == 0.0 and c3["difference_error"] == 0.0 and c3["passed"]
       "identical: difference exactly 0: %s" % c3)
 check(r3["gate"]["paired"]["nll_mean_difference"] == 0.0 and
       r3["gate"]["paired"]["nll_mean_difference_error"] == 0.0, "paired %s" % r3["gate"]["paired"])
+# the real report draws one scatter point per paired window (32 windows of the nightly slice)
+with open(os.path.join(run3, "report.html")) as f:
+    page = f.read()
+check('id="paired"' in page and page.count('class="pwin"') == r3["gate"]["paired"]["windows"],
+      "report.html has the paired scatter, one point per window (%d points)" %
+      page.count('class="pwin"'))
 h = lines()
 check([x["gate"]["passed"] for x in h] == [True, False, True], "verdicts in the history")
 check("tokens" not in h[1] and "tokens" in h[2], "a failed run keeps no token file")
