@@ -159,6 +159,12 @@ static em_status forward_init(em_stage *self, const em_run_context *ctx) {
                            "stage '%s': device '%s' is not a forward backend of this build (%s)",
                            self->name, device, em_forward_backend_names());
     }
+    /* a backend this machine cannot run (cuda without a GPU) fails here, before any work */
+    if (st->backend->available && (err = st->backend->available())) {
+        const em_map_entry *e = em_node_get_entry(self->options, "device");
+        return em_error_prefix_at(err, e ? e->value->mark : self->mark, "stage '%s': device %s",
+                                  self->name, device);
+    }
     st->flush_s = em_node_option_double(self->options, "records_flush_s");
     const em_node *threads = em_node_get(self->options, "threads");
     if (!em_node_is_null(threads)) {
