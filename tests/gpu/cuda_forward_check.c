@@ -11,7 +11,8 @@
  *   windows, and in a second pass (the results depend on the window alone);
  *   score_pair of two cuda forwards of the same model gives KL exactly 0, and with OTHER_MODEL
  *   the KL of the cuda pair within the tolerance of the cpu pair's.
- * Prints one summary line per model. Exit 77 (skipped) when no CUDA device is usable. */
+ * Prints one summary line per model. Exit 77 (skipped) when no CUDA device is usable;
+ * `cuda_forward_check --probe` only says whether one is (0, or 77 with the reason). */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -92,15 +93,16 @@ static void pair(const em_forward_backend *be, void *ref, void *cand, const wind
 }
 
 int main(int argc, char **argv) {
-    if (argc < 3 || (strcmp(argv[2], "fp32") != 0 && strcmp(argv[2], "bf16") != 0)) {
-        fprintf(stderr, "usage: %s MODEL fp32|bf16 [OTHER_MODEL]\n", argv[0]);
-        return 2;
-    }
     em_status why = em_cuda_available();
     if (why) {
         printf("skipped: %s\n", why->message);
         em_error_free(why);
         return 77;
+    }
+    if (argc == 2 && strcmp(argv[1], "--probe") == 0) return 0;
+    if (argc < 3 || (strcmp(argv[2], "fp32") != 0 && strcmp(argv[2], "bf16") != 0)) {
+        fprintf(stderr, "usage: %s MODEL fp32|bf16 [OTHER_MODEL]\n", argv[0]);
+        return 2;
     }
     bool fp32 = strcmp(argv[2], "fp32") == 0;
     double tol_nll = fp32 ? 1e-3 : 5e-2, tol_ppl = fp32 ? 1e-4 : 1e-2;
