@@ -109,7 +109,7 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < sizeof models / sizeof *models; i++) {
         void *f = NULL;
         double t0 = now();
-        if ((err = em_cuda_forward_new_random(&models[i].c, 1, &f))) return fail(err);
+        if ((err = em_cuda_forward_new_random(&models[i].c, 1, 8, &f))) return fail(err);
         printf("bench: %s: weights generated on the device in %.1f s\n", models[i].name,
                now() - t0);
         int ctx[2] = {2048, 8192};

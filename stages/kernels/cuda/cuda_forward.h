@@ -39,8 +39,10 @@ em_status em_cuda_available(void);
 
 /* A forward over a model of configuration c whose weights are generated on the device from seed
  * (BF16 matrices, values uniform in +-1/sqrt(n_in); norms 1), for benchmarks: nothing is read
- * from or written to disk. Windows are scored through em_forward_backend_cuda. */
-em_status em_cuda_forward_new_random(const em_llama_config *c, uint64_t seed, void **out);
+ * from or written to disk. Windows are scored through em_forward_backend_cuda; `threads` host
+ * threads merge the head's tiles. */
+em_status em_cuda_forward_new_random(const em_llama_config *c, uint64_t seed, int threads,
+                                     void **out);
 
 /* TFLOP/s of a cuBLAS BF16 GEMM (m, n, k), FP32 accumulation, measured over reps products after
  * one warm-up: the practical ceiling a forward's matrix products can reach. */

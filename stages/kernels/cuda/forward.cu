@@ -52,8 +52,7 @@ typedef struct em_cuda_forward {
     void *typed;            /* (T, max(D, QD, F)) BF16/F16 copy of a GEMM input */
     float *rope, *rope_swa; /* (T, rope_dim/2, 2); rope_swa with rope_freq_base_swa */
     int32_t *ids;           /* (T) */
-    int head_rows;          /* vocabulary rows per head stretch, a multiple of the tile */
-    float *logits;          /* (head_rows, T) transposed logits of one stretch */
+    float *logits;          /* (rows, n) transposed logits of one stretch (head_floats) */
     em_head_tile *part;     /* (tiles, T) */
     float *target_logit;    /* (T) */
 } em_cuda_forward;
@@ -203,6 +202,15 @@ static int head_rows_for(const em_llama_config *c, int n) {
     return (int)(tiles * EM_HEAD_TILE_ROWS);
 }
 
+/* Floats of the logits buffer for windows of up to T scored positions: every n <= T has
+ * head_rows_for(n) n <= min(HEAD_CHUNK_FLOATS, all tiles' rows x T), and at least one tile. */
+static size_t head_floats(const em_llama_config *c, int T) {
+    size_t all = (size_t)em_head_tiles(c->n_vocab) * EM_HEAD_TILE_ROWS * (size_t)T;
+    size_t floats = all < HEAD_CHUNK_FLOATS ? all : HEAD_CHUNK_FLOATS;
+    size_t one_tile = (size_t)EM_HEAD_TILE_ROWS * (size_t)T;
+    return floats > one_tile ? floats : one_tile;
+}
+
 /* Makes the activations hold T positions; the RoPE tables cover positions 0 .. capacity-1. */
 static em_status reserve(em_cuda_forward *f, int T) {
     if (T <= f->capacity) return NULL;
@@ -213,7 +221,6 @@ static em_status reserve(em_cuda_forward *f, int T) {
     size_t widest = D > QD ? D : QD;
     widest = widest > F ? widest : F;
     size_t half = (size_t)c->rope_dim / 2, *bytes = &f->activation_bytes;
-    f->head_rows = head_rows_for(c, T);
     size_t tiles = (size_t)em_head_tiles(c->n_vocab);
     em_status err = NULL;
     struct {
@@ -233,7 +240,7 @@ static em_status reserve(em_cuda_forward *f, int T) {
         {(void **)&f->rope, t * half * 2 * 4},
         {(void **)&f->rope_swa, c->rope_freq_base_swa > 0 ? t * half * 2 * 4 : 0},
         {(void **)&f->ids, t * 4},
-        {(void **)&f->logits, (size_t)f->head_rows * t * 4},
+        {(void **)&f->logits, head_floats(c, T) * 4},
         {(void **)&f->part, tiles * t * sizeof(em_head_tile)},
         {(void **)&f->target_logit, t * 4},
     };
@@ -684,10 +691,11 @@ static em_status ones(em_cuda_forward *f, int64_t n, float **out) {
     return err;
 }
 
-em_status em_cuda_forward_new_random(const em_llama_config *c, uint64_t seed, void **out) {
+em_status em_cuda_forward_new_random(const em_llama_config *c, uint64_t seed, int threads,
+                                     void **out) {
     *out = NULL;
     em_cuda_forward *f = NULL;
-    em_status err = forward_shell(c, 1, &f);
+    em_status err = forward_shell(c, threads, &f);
     if (err) return err;
     int64_t D = c->dim, F = c->ffn_dim, QD = (int64_t)c->n_heads * c->head_dim;
     int64_t KVD = (int64_t)c->n_kv_heads * c->head_dim;

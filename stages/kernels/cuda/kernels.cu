@@ -93,37 +93,47 @@ static __device__ float warp_sum(float v) {
 }
 
 #define ATT_WARPS 4    /* warps per block, one (position, head) each */
-#define ATT_MAX_HD 256 /* head_dim limit: 8 accumulators per lane */
+#define ATT_MAX_HD 256 /* head_dim limit: 8 values per lane */
 #define ATT_PER_LANE (ATT_MAX_HD / 32)
 
-/* Warp (t, h): lane j scores key j0 + j of each block of 32 keys against q (in shared memory),
- * the block's max and sum join the running ones (online softmax), and the lanes, each holding
- * dims lane, lane + 32, ..., add p_j v_j for the block's keys in key order. */
+/* Warp (t, h), its lanes holding dims lane, lane + 32, ... of q and of the output: per block of
+ * 32 keys, each key's score is a warp sum (reads of a K row are coalesced) kept by lane j for
+ * key j0 + j; the block's max and sum join the running ones (online softmax) and the lanes add
+ * p_j v_j for the block's keys in key order. Memory: registers only, whatever T. */
 static __global__ void attention_kernel(const float *q, const float *k, const float *v, int T,
                                         int H, int KV, int hd, em_cuda_mask mask, float *att) {
-    __shared__ float qs[ATT_WARPS][ATT_MAX_HD];
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     int64_t item = (int64_t)blockIdx.x * ATT_WARPS + warp;
     if (item >= (int64_t)T * H) return; /* whole warps leave together */
     int t = (int)(item / H), h = (int)(item % H), kvh = h / (H / KV);
     int QD = H * hd, KVD = KV * hd;
-    for (int d = lane; d < hd; d += 32) qs[warp][d] = q[(size_t)t * QD + (size_t)h * hd + d];
-    __syncwarp();
+    float qr[ATT_PER_LANE], acc[ATT_PER_LANE];
+    for (int i = 0; i < ATT_PER_LANE; i++) {
+        int d = lane + 32 * i;
+        qr[i] = d < hd ? q[(size_t)t * QD + (size_t)h * hd + d] : 0.0f;
+        acc[i] = 0.0f;
+    }
     int first = mask.window > 0 && t - mask.window + 1 > 0 ? t - mask.window + 1 : 0;
-    float m = -INFINITY, l = 0.0f, acc[ATT_PER_LANE];
-    for (int i = 0; i < ATT_PER_LANE; i++) acc[i] = 0.0f;
+    float m = -INFINITY, l = 0.0f;
     for (int j0 = first - first % 32; j0 <= t; j0 += 32) {
+        float s = -INFINITY; /* lane j: the score of key j0 + j */
+        for (int jj = 0; jj < 32 && j0 + jj <= t; jj++) {
+            if (j0 + jj < first) continue;
+            const float *kr = k + (size_t)(j0 + jj) * KVD + (size_t)kvh * hd;
+            float part = 0.0f;
+            for (int i = 0; i < ATT_PER_LANE; i++) {
+                int d = lane + 32 * i;
+                if (d < hd) part += qr[i] * kr[d];
+            }
+            float dot = warp_sum(part);
+            if (lane == jj) {
+                s = dot * mask.scale;
+                if (mask.softcap > 0.0f) s = mask.softcap * tanhf(s / mask.softcap);
+            }
+        }
         int j = j0 + lane;
         bool valid = j >= first && j <= t;
-        float s = -INFINITY;
-        if (valid) {
-            const float *kr = k + (size_t)j * KVD + (size_t)kvh * hd;
-            float dot = 0.0f;
-            for (int d = 0; d < hd; d++) dot += qs[warp][d] * kr[d];
-            s = dot * mask.scale;
-            if (mask.softcap > 0.0f) s = mask.softcap * tanhf(s / mask.softcap);
-        }
-        float m_new = fmaxf(m, warp_max(s));
+        float m_new = fmaxf(m, warp_max(valid ? s : -INFINITY));
         float p = valid ? expf(s - m_new) : 0.0f;
         float corr = expf(m - m_new); /* 0 on the first block */
         l = l * corr + warp_sum(p);
