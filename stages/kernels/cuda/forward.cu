@@ -19,7 +19,7 @@ extern "C" { /* the C side: checks, RoPE tables, the composition, the type table
 }
 
 #define STAGE_BYTES ((size_t)64 << 20)      /* upload staging: raw blocks or floats per chunk */
-#define WORKSPACE_BYTES ((size_t)32 << 20)  /* cuBLAS workspace, fixed so algorithms are too */
+#define WORKSPACE_BYTES ((size_t)32 << 20)  /* cuBLAS workspace, one fixed buffer per forward */
 #define HEAD_CHUNK_FLOATS ((size_t)1 << 26) /* logits of one vocabulary stretch (256 MiB) */
 #define MAX_HEAD_DIM 256                    /* the attention kernel's limit (kernels.cu) */
 
@@ -42,7 +42,7 @@ typedef struct em_cuda_forward {
     float *output_norm;       /* (D) */
     size_t weight_bytes;
     char fault[256]; /* the first cuBLAS or CUDA failure of the current window */
-    /* activations for `capacity` positions, device unless named h_ */
+    /* device activations for `capacity` positions */
     int capacity;
     size_t activation_bytes;
     float *x, *xn, *y;      /* (T, D); y with post_norms */
