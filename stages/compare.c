@@ -120,9 +120,13 @@ static em_status compare_init(em_stage *self, const em_run_context *ctx) {
     if (err) return err;
     const char *device = em_node_option_string(self->options, "device");
     st->backend = em_forward_backend_find(device);
+    const em_map_entry *e = em_node_get_entry(self->options, "device");
+    em_mark mark = e ? e->value->mark : self->mark;
+    /* a backend this machine cannot run (cuda without a GPU) fails here, before any work */
+    if (st->backend && st->backend->available && (err = st->backend->available()))
+        return em_error_prefix_at(err, mark, "stage '%s': device %s", self->name, device);
     if (!st->backend || !st->backend->score_pair) {
-        const em_map_entry *e = em_node_get_entry(self->options, "device");
-        return em_error_at(EM_EXIT_BAD_INPUT, e ? e->value->mark : self->mark,
+        return em_error_at(EM_EXIT_BAD_INPUT, mark,
                            "stage '%s': device '%s' is not a forward backend of this build that "
                            "scores pairs (%s)",
                            self->name, device, em_forward_backend_names());

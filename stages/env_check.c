@@ -49,6 +49,7 @@ static em_status env_check_init(em_stage *self, const em_run_context *ctx) {
     copy_option(require, "pmix", st->pmix, sizeof st->pmix, &st->req.pmix);
     st->req.min_memory_gb = em_node_get_double(require, "min_memory_gb", 0);
     st->req.gpus_per_rank = (int)em_node_get_int(require, "gpus_per_rank", 0);
+    st->req.gpus = (int)em_node_get_int(require, "gpus", 0);
     st->same_environment = em_node_option_bool(require, "same_environment");
     return NULL;
 }

@@ -159,6 +159,12 @@ static em_status forward_init(em_stage *self, const em_run_context *ctx) {
                            "stage '%s': device '%s' is not a forward backend of this build (%s)",
                            self->name, device, em_forward_backend_names());
     }
+    /* a backend this machine cannot run (cuda without a GPU) fails here, before any work */
+    if (st->backend->available && (err = st->backend->available())) {
+        const em_map_entry *e = em_node_get_entry(self->options, "device");
+        return em_error_prefix_at(err, e ? e->value->mark : self->mark, "stage '%s': device %s",
+                                  self->name, device);
+    }
     st->flush_s = em_node_option_double(self->options, "records_flush_s");
     const em_node *threads = em_node_get(self->options, "threads");
     if (!em_node_is_null(threads)) {
@@ -266,13 +272,12 @@ static em_status forward_run(em_stage *self, const em_run_context *ctx) {
     em_mesh *mesh = em_stage_mesh(self, ctx);
     const em_forward_backend *be = st->backend;
     bool split = mesh->tp > 1 || mesh->cp > 1;
-    if (split && em_backend_find(mesh->backend)->gpu_buffers != be->gpu_buffers)
+    /* a backend of GPU buffers stages host ones (nccl), not the reverse */
+    if (split && be->gpu_buffers && !em_backend_find(mesh->backend)->gpu_buffers)
         return em_error_new(EM_EXIT_BAD_INPUT,
-                            "device %s splits windows through buffers in %s memory, but %s has "
-                            "backend %s, whose collectives take %s memory (use backend %s)",
-                            be->name, be->gpu_buffers ? "GPU" : "host", em_stage_mesh_name(self),
-                            mesh->backend, be->gpu_buffers ? "host" : "GPU",
-                            be->gpu_buffers ? "nccl" : "mpi");
+                            "device %s splits windows through buffers in GPU memory, but %s has "
+                            "backend %s, whose collectives take host memory (use backend nccl)",
+                            be->name, em_stage_mesh_name(self), mesh->backend);
     double start = em_clock_seconds();
 
     em_forward_link tp = {mesh->tp_group, 0}, cp = {mesh->cp_group, 0};

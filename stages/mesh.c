@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "runner/comm/backend_nccl.h"
 #include "runner/comm/backend_table.h"
 #include "runner/comm/mesh_groups.h"
 #include "runner/stage.h"
@@ -38,7 +39,16 @@ static em_status mesh_init(em_stage *self, const em_run_context *ctx) {
     st->count_calls = em_node_option_bool(self->options, "count_calls");
     const em_node *backend_node = em_node_get(self->options, "backend");
     em_mark backend_mark = backend_node ? backend_node->mark : self->mark;
-    if (strcmp(st->backend, "auto") == 0) st->backend = ctx->world_size > 1 ? "mpi" : "local";
+    if (strcmp(st->backend, "auto") == 0) {
+        /* nccl when the world has several ranks and every one sees a GPU (asked of all ranks
+         * together when the world exists; validation alone cannot know), else mpi or local */
+        bool gpus = false;
+        if (ctx->world && ctx->world_size > 1) {
+            em_status err = em_comm_nccl_everywhere(ctx->world, &gpus);
+            if (err) return em_error_prefix(err, "stage '%s': backend auto", self->name);
+        }
+        st->backend = gpus ? "nccl" : ctx->world_size > 1 ? "mpi" : "local";
+    }
 
     /* Without a world (validate) the size is unknown: then only two autos are an error. */
     int autos = (st->dp == 0) + (st->tp == 0) + (st->cp == 0);

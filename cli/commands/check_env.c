@@ -127,22 +127,35 @@ static int check_env_main(int argc, char **argv) {
     static const struct option options[] = {
         {"json", no_argument, NULL, 'j'},
         {"distributed", no_argument, NULL, 'd'},
+        {"gpus", required_argument, NULL, 'g'},
         {0},
     };
     bool json = false, distributed = false;
-    int c;
+    int c, gpus = 0;
     while ((c = em_cli_option("check-env", argc, argv, "", options)) != -1) {
-        if (c == 'j')
+        if (c == 'j') {
             json = true;
-        else if (c == 'd')
+        } else if (c == 'd') {
             distributed = true;
-        else
+        } else if (c == 'g') {
+            char *end;
+            long n = strtol(optarg, &end, 10);
+            if (*optarg == 0 || *end != 0 || n < 0 || n > 4096) {
+                fprintf(stderr,
+                        "error: evalmesh check-env: --gpus takes a count of GPUs, not '%s'\n",
+                        optarg);
+                return EM_EXIT_BAD_INPUT;
+            }
+            gpus = (int)n;
+        } else {
             return EM_EXIT_BAD_INPUT;
+        }
     }
     if (optind < argc) return em_cli_unexpected("check-env", argv[optind]);
     em_env_facts facts;
     em_env_collect(&facts);
     em_env_requirements req = em_env_default_requirements();
+    req.gpus = gpus;
     em_env_report report;
     em_status err = em_env_judge(&facts, &req, &report);
     if (err) {
@@ -161,14 +174,17 @@ static int check_env_main(int argc, char **argv) {
 const em_command em_command_check_env = {
     .name = "check-env",
     .summary = "check this machine (or every rank) for what an evaluation needs",
-    .usage = "usage: evalmesh check-env [--distributed] [--json]\n\n"
+    .usage = "usage: evalmesh check-env [--distributed] [--json] [--gpus N]\n\n"
              "Checks OS and kernel (>= 4.15), CPU and cores, memory, OpenMP (+ OpenBLAS) threads,\n"
-             "CUDA driver/runtime and GPUs, NCCL (>= 2.14 when present), PMIx and whether a PMIx\n"
+             "CUDA driver/runtime and GPUs with their memory and links (nvidia-smi topo -m), NCCL\n"
+             "(>= 2.14 when present), PMIx and whether a PMIx\n"
              "server is reachable, the MPI library and network interfaces. Each line says pass,\n"
              "warn, FAIL or info and why.\n\n"
              "  --distributed  run under a launcher (srun --mpi=pmix, mpirun): every rank checks\n"
              "                 itself; rank 0 prints per node and flags ranks that differ\n"
-             "  --json         machine-readable output\n\n"
+             "  --json         machine-readable output\n"
+             "  --gpus N       fail unless this node has at least N GPUs (as the env_check\n"
+             "                 stage's require: {gpus: N})\n\n"
              "Exit status: 0 all checks passed, 4 a check failed, 5 a rank did not answer.\n",
     .main = check_env_main,
 };

@@ -4,7 +4,10 @@
  * ncclCommGetAsyncError are polled until the stream is done, NCCL reports an error, or the time
  * is up. On an error or timeout the communicator is aborted (ncclCommAbort) and, when MPI runs,
  * the watchdog names the ranks that did not arrive and tells the others (watchdog.h); group ids
- * and collective counts work as in the mpi backend. */
+ * and collective counts work as in the mpi backend. Buffers in host memory (the aggregate's exact
+ * sums and counts, every stage's bookkeeping) go through a device staging buffer: copied in on
+ * the communicator's stream before the collective and out once it is done; device buffers (a GPU
+ * forward's) are used as they are. */
 #include "runner/comm/backend_nccl.h"
 
 #include "build_info.h"
@@ -27,8 +30,10 @@ typedef struct nccl_impl {
     ncclComm_t comm;
     cudaStream_t stream;
     int32_t *scratch; /* device (2 * size) int32: barrier and split bookkeeping */
-    uint64_t id;      /* group id for the watchdog */
-    int64_t seq;      /* collectives entered */
+    char *stage;      /* device staging for host buffers, stage_bytes long */
+    size_t stage_bytes;
+    uint64_t id; /* group id for the watchdog */
+    int64_t seq; /* collectives entered */
     int64_t splits;
     char *aborted;
 } nccl_impl;
@@ -123,6 +128,48 @@ static void enter(em_comm *comm) {
     em_watchdog_entered(impl->id, impl->seq);
 }
 
+/* Whether p is device (or managed) memory NCCL can use as it is. */
+static bool on_device(const void *p) {
+    struct cudaPointerAttributes a;
+    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+        cudaGetLastError(); /* a plain host pointer on an old runtime: clear the error */
+        return false;
+    }
+    return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
+}
+
+/* The staging buffer, grown to at least `bytes`, with `in` (in_bytes, may be 0) copied to its
+ * offset `at` on the communicator's stream. */
+static em_status stage_in(em_comm *comm, size_t bytes, const void *in, size_t at, size_t in_bytes) {
+    nccl_impl *impl = comm->impl;
+    cudaError_t e = cudaSuccess;
+    if (bytes > impl->stage_bytes) {
+        cudaFree(impl->stage);
+        impl->stage = NULL;
+        impl->stage_bytes = 0;
+        e = cudaMalloc((void **)&impl->stage, bytes);
+        if (e == cudaSuccess) impl->stage_bytes = bytes;
+    }
+    if (e == cudaSuccess && in_bytes)
+        e = cudaMemcpyAsync(impl->stage + at, in, in_bytes, cudaMemcpyHostToDevice, impl->stream);
+    return e == cudaSuccess ? NULL
+                            : em_error_new(EM_EXIT_RUNTIME, "nccl backend: staging %zu bytes: %s",
+                                           bytes, cudaGetErrorString(e));
+}
+
+/* Copies the staged result back once the collective is done (wait_idle returned). */
+static em_status stage_out(em_comm *comm, void *out, size_t bytes) {
+    nccl_impl *impl = comm->impl;
+    cudaError_t e = cudaMemcpy(out, impl->stage, bytes, cudaMemcpyDeviceToHost);
+    return e == cudaSuccess ? NULL
+                            : em_error_new(EM_EXIT_RUNTIME, "nccl backend: copying back: %s",
+                                           cudaGetErrorString(e));
+}
+
+static size_t dtype_bytes(em_dtype dtype) {
+    return dtype == EM_DTYPE_FLOAT32 ? 4 : 8;
+}
+
 static ncclDataType_t nccl_type(em_dtype dtype) {
     switch (dtype) {
     case EM_DTYPE_INT64:
@@ -142,47 +189,73 @@ static em_status nccl_allreduce(em_comm *comm, const void *send, void *recv, siz
     nccl_impl *impl = comm->impl;
     em_status err = check_alive(comm, "allreduce");
     if (err) return err;
+    size_t bytes = count * dtype_bytes(dtype);
+    bool host = !on_device(send) || !on_device(recv);
+    if (host && (err = stage_in(comm, bytes, send, 0, bytes))) return err;
     enter(comm);
     ncclRedOp_t nop = op == EM_OP_SUM ? ncclSum : op == EM_OP_MAX ? ncclMax : ncclMin;
-    err = nccl_result(
-        comm, ncclAllReduce(send, recv, count, nccl_type(dtype), nop, impl->comm, impl->stream),
-        "allreduce");
-    return err ? err : wait_idle(comm, true, "allreduce");
+    const void *s = host ? impl->stage : send;
+    void *r = host ? impl->stage : recv;
+    err = nccl_result(comm,
+                      ncclAllReduce(s, r, count, nccl_type(dtype), nop, impl->comm, impl->stream),
+                      "allreduce");
+    if (!err) err = wait_idle(comm, true, "allreduce");
+    return err || !host ? err : stage_out(comm, recv, bytes);
 }
 
+/* recv is size * bytes; host buffers are gathered in place in the staging buffer. */
 static em_status nccl_allgather(em_comm *comm, const void *send, void *recv, size_t bytes) {
     nccl_impl *impl = comm->impl;
     em_status err = check_alive(comm, "allgather");
     if (err) return err;
+    size_t all = bytes * (size_t)comm->size, at = bytes * (size_t)comm->rank;
+    bool host = !on_device(send) || !on_device(recv);
+    if (host && (err = stage_in(comm, all, send, at, bytes))) return err;
     enter(comm);
-    err = nccl_result(comm, ncclAllGather(send, recv, bytes, ncclUint8, impl->comm, impl->stream),
+    const void *s = host ? impl->stage + at : send;
+    void *r = host ? impl->stage : recv;
+    err = nccl_result(comm, ncclAllGather(s, r, bytes, ncclUint8, impl->comm, impl->stream),
                       "allgather");
-    return err ? err : wait_idle(comm, true, "allgather");
+    if (!err) err = wait_idle(comm, true, "allgather");
+    return err || !host ? err : stage_out(comm, recv, all);
 }
 
 static em_status nccl_broadcast(em_comm *comm, void *buf, size_t bytes, int root) {
     nccl_impl *impl = comm->impl;
     em_status err = check_alive(comm, "broadcast");
     if (err) return err;
+    bool host = !on_device(buf);
+    if (host && (err = stage_in(comm, bytes, buf, 0, bytes))) return err;
     enter(comm);
-    err =
-        nccl_result(comm, ncclBroadcast(buf, buf, bytes, ncclUint8, root, impl->comm, impl->stream),
-                    "broadcast");
-    return err ? err : wait_idle(comm, true, "broadcast");
+    void *b = host ? impl->stage : buf;
+    err = nccl_result(comm, ncclBroadcast(b, b, bytes, ncclUint8, root, impl->comm, impl->stream),
+                      "broadcast");
+    if (!err) err = wait_idle(comm, true, "broadcast");
+    return err || !host ? err : stage_out(comm, buf, bytes);
 }
 
+/* Host buffers: send staged at 0, received at `bytes`. */
 static em_status nccl_sendrecv(em_comm *comm, const void *send, int dest, void *recv, int source,
                                size_t bytes) {
     nccl_impl *impl = comm->impl;
     em_status err = check_alive(comm, "sendrecv");
     if (err) return err;
+    bool host = !on_device(send) || !on_device(recv);
+    if (host && (err = stage_in(comm, 2 * bytes, send, 0, bytes))) return err;
     enter(comm);
+    const void *s = host ? impl->stage : send;
+    void *r = host ? impl->stage + bytes : recv;
     ncclResult_t rc = ncclGroupStart();
-    if (rc == ncclSuccess) rc = ncclSend(send, bytes, ncclUint8, dest, impl->comm, impl->stream);
-    if (rc == ncclSuccess) rc = ncclRecv(recv, bytes, ncclUint8, source, impl->comm, impl->stream);
+    if (rc == ncclSuccess) rc = ncclSend(s, bytes, ncclUint8, dest, impl->comm, impl->stream);
+    if (rc == ncclSuccess) rc = ncclRecv(r, bytes, ncclUint8, source, impl->comm, impl->stream);
     ncclResult_t end = ncclGroupEnd();
     err = nccl_result(comm, rc == ncclSuccess ? end : rc, "sendrecv");
-    return err ? err : wait_idle(comm, true, "sendrecv");
+    if (!err) err = wait_idle(comm, true, "sendrecv");
+    if (err || !host) return err;
+    cudaError_t e = cudaMemcpy(recv, impl->stage + bytes, bytes, cudaMemcpyDeviceToHost);
+    return e == cudaSuccess ? NULL
+                            : em_error_new(EM_EXIT_RUNTIME, "nccl backend: copying back: %s",
+                                           cudaGetErrorString(e));
 }
 
 static em_status nccl_barrier(em_comm *comm) {
@@ -287,6 +360,7 @@ static void nccl_destroy(em_comm *comm) {
     if (impl->comm) ncclCommDestroy(impl->comm);
     if (impl->stream) cudaStreamDestroy(impl->stream);
     cudaFree(impl->scratch);
+    cudaFree(impl->stage);
     free(impl->aborted);
     free(impl);
     free(comm->world_ranks);
@@ -304,6 +378,17 @@ const em_comm_backend em_backend_nccl = {
     .abort = nccl_abort,
     .destroy = nccl_destroy,
 };
+
+em_status em_comm_nccl_everywhere(em_comm *world, bool *everywhere) {
+    int devices = 0;
+    int32_t mine = cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0;
+    int32_t *all = em_xmalloc((size_t)world->size * sizeof *all);
+    em_status err = em_allgather(world, &mine, all, sizeof mine);
+    *everywhere = !err;
+    for (int r = 0; r < world->size && !err; r++) *everywhere = *everywhere && all[r];
+    free(all);
+    return err;
+}
 
 em_status em_comm_nccl_world(em_comm *cpu_world, int local_rank, double timeout_s, em_comm **out) {
     *out = NULL;
@@ -374,6 +459,11 @@ em_status em_comm_nccl_world(em_comm *cpu_world, int local_rank, double timeout_
 }
 
 #else
+
+em_status em_comm_nccl_everywhere(em_comm *world, bool *everywhere) {
+    *everywhere = false;
+    return NULL;
+}
 
 em_status em_comm_nccl_world(em_comm *cpu_world, int local_rank, double timeout_s, em_comm **out) {
     *out = NULL;

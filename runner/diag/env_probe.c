@@ -116,6 +116,37 @@ static void collect_cuda(em_env_facts *f) {
     }
 }
 
+/* The links between GPU pairs from `nvidia-smi topo -m` (NV# NVLink, PIX/PXB/PHB/NODE/SYS PCIe
+ * paths), as "GPU0-GPU1 NV18, GPU0-GPU2 NV18, ..." (truncated to fit); "" when nvidia-smi is
+ * absent or lists no GPU. Bounded by timeout(1), so a wedged driver cannot hang the check. */
+static void collect_topology(em_env_facts *f) {
+    FILE *p = popen("timeout 10 nvidia-smi topo -m 2>/dev/null", "r");
+    if (!p) return;
+    char line[1024];
+    int gpus = 0, used = 0;
+    size_t room = sizeof f->gpu_topology;
+    while (fgets(line, sizeof line, p)) {
+        /* the header names the columns GPU0 GPU1 ...; rows start with their GPU */
+        if (gpus == 0 && strstr(line, "GPU0")) {
+            for (char *t = strtok(line, " \t\n"); t; t = strtok(NULL, " \t\n"))
+                gpus += strncmp(t, "GPU", 3) == 0;
+            continue;
+        }
+        int row;
+        if (gpus == 0 || sscanf(line, "GPU%d", &row) != 1) continue;
+        strtok(line, " \t\n");
+        for (int col = 0; col < gpus; col++) {
+            char *link = strtok(NULL, " \t\n");
+            if (!link) break;
+            if (col <= row || used >= (int)room - 1) continue;
+            used += snprintf(f->gpu_topology + used, room - (size_t)used, "%sGPU%d-GPU%d %s",
+                             used ? ", " : "", row, col, link);
+        }
+    }
+    pclose(p);
+    if (gpus == 1) snprintf(f->gpu_topology, room, "one GPU (no peer links)");
+}
+
 static void collect_network(em_env_facts *f) {
     struct ifaddrs *list = NULL;
     if (getifaddrs(&list) != 0) return;
@@ -167,6 +198,7 @@ void em_env_collect(em_env_facts *f) {
 #endif
     f->omp_threads = omp_get_max_threads();
     collect_cuda(f);
+    if (f->gpu_count > 0) collect_topology(f);
     snprintf(f->pmix, sizeof f->pmix, "%s", PMIx_Get_version());
     f->pmix[strcspn(f->pmix, "(")] = 0; /* "OpenPMIx 4.2.2rc2 (PMIx Standard: ...)" */
     size_t len = strlen(f->pmix);
@@ -277,6 +309,15 @@ em_status em_env_judge(const em_env_facts *f, const em_env_requirements *req, em
     for (int i = 0; i < f->gpu_count && i < EM_ENV_MAX_GPUS; i++) {
         snprintf(value, sizeof value, "%d: %s, %.0f GiB", i, f->gpu_names[i], f->gpu_memory_gb[i]);
         add_check(r, "gpu", EM_CHECK_INFO, value, "%s", "");
+    }
+    if (f->gpu_topology[0]) add_check(r, "topology", EM_CHECK_INFO, f->gpu_topology, "%s", "");
+    if (req->gpus > 0) {
+        snprintf(value, sizeof value, "%d GPUs on this node", f->gpu_count);
+        add_check(r, "gpus", f->gpu_count >= req->gpus ? EM_CHECK_PASS : EM_CHECK_FAIL, value,
+                  "%d required (require: {gpus: %d})%s", req->gpus, req->gpus,
+                  f->gpu_count >= req->gpus ? ""
+                  : f->cuda_driver[0]       ? ""
+                                            : "; no CUDA driver on this node");
     }
     if (req->gpus_per_rank > 0) {
         int needed = req->gpus_per_rank * local;

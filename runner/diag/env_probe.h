@@ -41,7 +41,8 @@ typedef struct em_env_facts {
     int gpu_count;
     char gpu_names[EM_ENV_MAX_GPUS][96];
     double gpu_memory_gb[EM_ENV_MAX_GPUS];
-    char nccl[32]; /* "" when not found */
+    char gpu_topology[200]; /* GPU pairs and their link from `nvidia-smi topo -m`, "" without */
+    char nccl[32];          /* "" when not found */
     char pmix[64];
     bool pmix_launched; /* started by a PMIx launcher (a server is there) */
     char mpi_library[160];
@@ -72,6 +73,7 @@ typedef struct em_env_requirements {
     const char *pmix;        /* e.g. ">=4" */
     double min_memory_gb;    /* available memory */
     int gpus_per_rank;       /* GPUs this rank needs: node GPUs >= gpus_per_rank * local_size */
+    int gpus;                /* GPUs this node must have (require: {gpus: N}) */
     int local_size;          /* ranks on this node */
 } em_env_requirements;
 

@@ -5,9 +5,25 @@
 #include <string.h>
 
 #include "stages/kernels/cpu/llama_forward.h"
+#if EVALMESH_HAVE_CUDA_FORWARD
+#include "stages/kernels/cuda/cuda_forward.h"
+#else
+/* A build without the CUDA toolkit still knows the name, so a recipe asking for it is told why
+ * it cannot run (at validation: the stages call `available` before anything else). */
+static em_status cuda_not_built(void) {
+    return em_error_new(EM_EXIT_BAD_INPUT,
+                        "this evalmesh was built without the CUDA toolkit (configure with "
+                        "/usr/local/cuda present and EVALMESH_CUDA=ON)");
+}
+static const em_forward_backend em_forward_backend_cuda = {
+    .name = "cuda",
+    .available = cuda_not_built,
+};
+#endif
 
 static const em_forward_backend *const rows[] = {
     &em_forward_backend_cpu,
+    &em_forward_backend_cuda,
 };
 
 const em_forward_backend *em_forward_backend_find(const char *name) {

@@ -1,8 +1,8 @@
-/* The forward-backend seam. A forward backend (`cpu` today; `cuda` adds a row) fills one table:
- * create for a model and the forward's groups, score one window, memory used, free. The stage
- * picks a row by the forward's `device:` option. Every backend runs the same composition of a
- * Llama-family block (llama_block.h) over its own kernels, so backends cannot drift apart in what
- * they compute.
+/* The forward-backend seam. A forward backend (`cpu`; `cuda` in builds with the CUDA toolkit)
+ * fills one table: whether it can run here, create for a model and the forward's groups, score
+ * one window, memory used, free. The stage picks a row by the forward's `device:` option.
+ * Every backend runs the same composition of a Llama-family block (llama_block.h) over its own
+ * kernels, so backends cannot drift apart in what they compute.
  *
  * The forward's groups (tp, cp) come from the mesh as callbacks, so this layer needs no
  * communicator type: the stage fills them from the mesh's tp and cp groups. */
@@ -43,6 +43,9 @@ em_status em_forward_ring_step(const em_forward_group *g, const void *send, void
 typedef struct em_forward_backend {
     const char *name; /* the forward's `device:` */
     bool gpu_buffers; /* what it hands its groups' collectives lives in GPU memory */
+    /* NULL, or whether this process can run it at all (a `cuda` forward without a GPU): an
+     * error (exit status 2) the forward stage reports at validation. */
+    em_status (*available)(void);
     /* Checks the model and the split (exit status 2 naming what does not fit) and prepares a
      * forward with `threads` CPU threads holding only this rank's share of the weights. */
     em_status (*create)(const em_model *model, const em_forward_groups *groups, int threads,

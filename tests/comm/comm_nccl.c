@@ -1,7 +1,8 @@
 /* The nccl backend, with or without a launcher. Where CUDA devices are visible: an all-reduce,
- * all-gather and split on GPU buffers give exact integer results. Where none is (this kind of
- * machine): a clear error, exit status 4, naming the rank and CUDA's reason, on every rank and
- * without hanging. In a build without CUDA: exit status 2 saying so. */
+ * all-gather and split on GPU buffers, and an all-reduce and all-gather on host buffers (staged),
+ * give exact integer results. Where none is (this kind of machine): a clear error, exit status 4,
+ * naming the rank and CUDA's reason, on every rank and without hanging. In a build without CUDA:
+ * exit status 2 saying so. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +34,16 @@ static void check_on_gpu(em_comm *c) {
         em_comm_destroy(half);
     }
     cudaFree(dev);
+    /* host buffers go through the staging buffer: an in-place integer sum and a gather */
+    int64_t sums[3] = {c->rank + 1, -(int64_t)(c->rank + 1) << 40, 7};
+    CHECK(em_allreduce(c, sums, sums, 3, EM_DTYPE_INT64, EM_OP_SUM) == NULL);
+    CHECK_INT_EQ(sums[0], (int64_t)c->size * (c->size + 1) / 2);
+    CHECK_INT_EQ(sums[1], -((int64_t)c->size * (c->size + 1) / 2) * ((int64_t)1 << 40));
+    CHECK_INT_EQ(sums[2], 7 * (int64_t)c->size);
+    int32_t mine = 100 + c->rank, *all = calloc((size_t)c->size, sizeof *all);
+    CHECK(em_allgather(c, &mine, all, sizeof mine) == NULL);
+    for (int r = 0; r < c->size; r++) CHECK_INT_EQ(all[r], 100 + r);
+    free(all);
 }
 #endif
 

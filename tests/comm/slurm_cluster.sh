@@ -127,7 +127,7 @@ grep -qE "rank [02]: bootstrap: PMIx fence did not complete within 3 s: rank 1 d
     "$T/late.log" || fail "late rank: no rank named rank 1"
 
 # 5. tools/slurm/eval.sbatch itself, shrunk to this one node: check-env on every rank, then a
-#    recipe with a mesh stage on 2 ranks.
+#    recipe with a mesh stage on 2 ranks; a recipe needing GPUs in a job without them refused.
 E=${EVALMESH_BIN:-}
 SRC=${EVALMESH_SOURCE_DIR:-}
 if [ -x "$E" ] && [ -f "$SRC/tools/slurm/eval.sbatch" ]; then
@@ -141,6 +141,16 @@ if [ -x "$E" ] && [ -f "$SRC/tools/slurm/eval.sbatch" ]; then
     [ "$rc" = 0 ] || fail "eval.sbatch exited with $rc"
     grep -q "mesh: dp 2 x tp 1 x cp 1 over 2 ranks on 1 node, backend mpi" "$T/job/out.txt" \
         || fail "eval.sbatch: the mesh stage did not run on 2 ranks"
+    # a recipe on GPUs (backend nccl) in a job without GPUs stops before any rank starts
+    printf 'name: gputest\nstages:\n  grid: {kind: mesh, dp: auto, backend: nccl}\n' > "$T/job/g.yaml"
+    (cd "$T/job" && EVALMESH=$E timeout 120 sbatch --wait --export=ALL --nodes=1 \
+        --ntasks-per-node=1 --cpus-per-task=1 --output="$T/job/gout.txt" \
+        "$SRC/tools/slurm/eval.sbatch" g.yaml > "$T/job/gsbatch.txt" 2>&1)
+    rc=$?
+    cat "$T/job/gout.txt"
+    [ "$rc" != 0 ] || fail "eval.sbatch ran a GPU recipe in a job without GPUs"
+    grep -q "g.yaml runs on GPUs (evalmesh gpus: 1 per rank) but this job has no GPUs per task" \
+        "$T/job/gout.txt" || fail "eval.sbatch: no message for a GPU recipe without GPUs"
 else
     echo "note: EVALMESH_BIN or EVALMESH_SOURCE_DIR not set: eval.sbatch not tried"
 fi

@@ -108,7 +108,7 @@ rc=$?
 [ "$rc" = 2 ] || fail "validate with tp 4: exit $rc, expected 2"
 has "<command line>:1:1: stage 'grid': tp = 4 does not divide the 2 KV heads of model $S/recipes/data/demo-model.gguf"
 expect 2 "$E" run "$T/r.yaml" stages.ppl.device=gpu9
-has "<command line>:1:1: stage 'ppl': device 'gpu9' is not a forward backend of this build (cpu)"
+has "<command line>:1:1: stage 'ppl': device 'gpu9' is not a forward backend of this build (cpu cuda)"
 
 # Context parallelism through the stages: cp 2 on 2 ranks, dp 2 x cp 2 and tp 2 x cp 2 on 4.
 expect 0 timeout 120 "$MPIRUN" -np 2 "$E" run "$T/r.yaml" stages.grid.cp=2 --log-level debug

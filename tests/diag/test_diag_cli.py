@@ -37,6 +37,21 @@ names = {c["name"] for c in doc["checks"]}
 check({"kernel", "cpu", "memory", "threads", "cuda", "nccl", "pmix", "mpi", "network"} <= names,
       f"json check names {names}")
 
+# --gpus N (require: {gpus: N}): a node with fewer GPUs fails with exit 4 and the reason; here
+# the count comes from the driver, so the test asks for one more than this machine has.
+code, out, err = run("check-env", "--json")
+have = sum(1 for c in json.loads(out)["checks"] if c["name"] == "gpu")
+code, out, err = run("check-env", "--gpus", str(have + 1))
+lines = [l for l in out.splitlines() if l.split()[1:2] == ["gpus"]]
+check(code == 4, f"check-env --gpus {have + 1}: exit {code}")
+suffix = "" if have else "; no CUDA driver on this node"
+check(lines == [f"FAIL  gpus         {have} GPUs on this node  -- {have + 1} required "
+                f"(require: {{gpus: {have + 1}}}){suffix}"], f"check-env --gpus: {lines}")
+check(out.splitlines()[-1].startswith("1 failed"), f"check-env --gpus summary: {out[-80:]!r}")
+code, out, err = run("check-env", "--gpus", "two")
+check(code == 2 and err == "error: evalmesh check-env: --gpus takes a count of GPUs, not 'two'\n",
+      f"check-env --gpus two: {code} {err!r}")
+
 code, out, err = run("check-env", "--bogus")
 check(code == 2 and err == "error: evalmesh check-env: unknown option '--bogus' "
       "(see evalmesh check-env --help)\n", f"check-env bad argument: {err!r}")

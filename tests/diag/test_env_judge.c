@@ -91,6 +91,22 @@ int main(void) {
     CHECK_STR_EQ(reason_of(&r, "memory"), "50.0 GiB available, 100.0 GiB required");
     CHECK_STR_EQ(reason_of(&r, "gpus"), "2 ranks on this node x 1 GPUs per rank = 2 needed");
 
+    /* require: {gpus: 2} on a node without a driver fails and says why; with 2 GPUs it passes,
+     * and the topology is reported as information. */
+    em_env_facts n = sample_facts();
+    em_env_requirements need_gpus = em_env_default_requirements();
+    need_gpus.gpus = 2;
+    CHECK(em_env_judge(&n, &need_gpus, &r) == NULL);
+    CHECK_INT_EQ(status_of(&r, "gpus"), EM_CHECK_FAIL);
+    CHECK_STR_EQ(reason_of(&r, "gpus"),
+                 "2 required (require: {gpus: 2}); no CUDA driver on this node");
+    strcpy(n.cuda_driver, "12.4");
+    n.gpu_count = 2;
+    strcpy(n.gpu_topology, "GPU0-GPU1 NV18");
+    CHECK(em_env_judge(&n, &need_gpus, &r) == NULL);
+    CHECK_INT_EQ(status_of(&r, "gpus"), EM_CHECK_PASS);
+    CHECK_INT_EQ(status_of(&r, "topology"), EM_CHECK_INFO);
+
     /* A required NCCL that is absent fails; the fingerprint follows the NCCL version. */
     em_env_facts g = sample_facts();
     em_env_requirements need_nccl = em_env_default_requirements();

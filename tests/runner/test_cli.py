@@ -508,7 +508,44 @@ def test_two_ranks():
         check(len(run_dirs(cwd)) == 1, "2 ranks, bad recipe: made a run directory")
 
 
+def gpu_present():
+    try:
+        r = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return r.returncode == 0 and "GPU" in r.stdout
+
+
+def test_cuda_device_without_gpu():
+    """`device: cuda` on a machine without a usable GPU fails at validation (validate and run,
+    forward and compare stages) with exit 2, naming the stage and cudaGetDeviceCount's message;
+    a build without CUDA says so."""
+    cuda_build = "nccl" in evalmesh(["--version"], HERE).stdout
+    if cuda_build and gpu_present():
+        print("skipped the no-GPU device: cuda checks: this machine has an NVIDIA GPU")
+        return
+    demo = os.path.join(SRC, "recipes", "demo.yaml")
+    kld = os.path.join(SRC, "recipes", "quant_kld.yaml")
+    for recipe, stage in ((demo, "ppl"), (kld, "kld")):
+        for command in ("validate", "run"):
+            with tempfile.TemporaryDirectory() as cwd:
+                extra = ["--run-dir", os.path.join(cwd, "rd")] if command == "run" else []
+                r = evalmesh([command, recipe, f"stages.{stage}.device=cuda"] + extra, cwd)
+                name = f"{command} {os.path.basename(recipe)} device=cuda"
+                check(r.returncode == 2, f"{name}: exit {r.returncode}, expected 2")
+                if cuda_build:
+                    want = (rf"error: <command line>:1:1: stage '{stage}': device cuda: no CUDA "
+                            r"device \(cudaGetDeviceCount: [^)]+\)\n")
+                else:
+                    want = (rf"error: <command line>:1:1: stage '{stage}': device cuda: this "
+                            r"evalmesh was built without the CUDA toolkit \(configure with "
+                            r"/usr/local/cuda present and EVALMESH_CUDA=ON\)\n")
+                check(re.fullmatch(want, r.stderr) is not None, f"{name}: stderr {r.stderr!r}")
+                check(os.listdir(cwd) == [], f"{name}: left {os.listdir(cwd)} behind")
+
+
 test_bad_recipes()
+test_cuda_device_without_gpu()
 test_bad_arguments()
 test_log_level_precedence()
 test_recipes_validate()

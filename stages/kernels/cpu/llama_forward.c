@@ -575,6 +575,7 @@ static void backend_free(void *f) {
 const em_forward_backend em_forward_backend_cpu = {
     .name = "cpu",
     .gpu_buffers = false,
+    .available = NULL,
     .create = backend_create,
     .score_window = backend_score,
     .score_pair = backend_score_pair,

@@ -1,0 +1,334 @@
+/* The device kernels of the cuda forward (see kernels.cuh). */
+#include "stages/kernels/cuda/kernels.cuh"
+
+#include <math.h>
+
+#include "stages/kernels/cuda/dequantize.cuh"
+
+#define FULL_MASK 0xffffffffu
+
+static unsigned blocks_for(int64_t n, int threads) {
+    return (unsigned)((n + threads - 1) / threads);
+}
+
+/* One value of a device matrix as a float. */
+static __device__ float load_weight(const void *data, cudaDataType_t type, int64_t i) {
+    if (type == CUDA_R_32F) return ((const float *)data)[i];
+    if (type == CUDA_R_16F) return __half2float(((const __half *)data)[i]);
+    return __bfloat162float(((const __nv_bfloat16 *)data)[i]);
+}
+
+static __global__ void embed_kernel(const void *e, cudaDataType_t type, int64_t D,
+                                    const int32_t *ids, int T, float scale, float *x) {
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (int64_t)T * D) return;
+    int64_t t = i / D, d = i % D;
+    float v = load_weight(e, type, (int64_t)ids[t] * D + d);
+    x[i] = scale != 1.0f ? v * scale : v;
+}
+
+void em_cuda_embed(const em_dmat *e, const int32_t *ids, int T, float scale, float *x) {
+    int64_t n = (int64_t)T * e->cols;
+    embed_kernel<<<blocks_for(n, 256), 256>>>(e->data, e->type, e->cols, ids, T, scale, x);
+}
+
+/* One block of 256 threads per row: strided sums of squares in double, a fixed tree. */
+static __global__ void rmsnorm_kernel(const float *x, const float *w, int n, float eps, float *y) {
+    __shared__ double part[256];
+    const float *xr = x + (size_t)blockIdx.x * n;
+    float *yr = y + (size_t)blockIdx.x * n;
+    double ss = 0.0;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) ss += (double)xr[i] * xr[i];
+    part[threadIdx.x] = ss;
+    __syncthreads();
+    for (int half = blockDim.x / 2; half > 0; half /= 2) {
+        if ((int)threadIdx.x < half) part[threadIdx.x] += part[threadIdx.x + half];
+        __syncthreads();
+    }
+    float scale = (float)(1.0 / sqrt(part[0] / n + (double)eps));
+    for (int i = threadIdx.x; i < n; i += blockDim.x) yr[i] = __fmul_rn(xr[i], scale) * w[i];
+}
+
+void em_cuda_rmsnorm(const float *x, const float *w, int rows, int n, float eps, float *y) {
+    if (rows > 0) rmsnorm_kernel<<<rows, 256>>>(x, w, n, eps, y);
+}
+
+static __global__ void add_bias_kernel(float *y, const float *b, int64_t total, int n) {
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < total) y[i] += b[i % n];
+}
+
+void em_cuda_add_bias(float *y, const float *b, int T, int n) {
+    int64_t total = (int64_t)T * n;
+    add_bias_kernel<<<blocks_for(total, 256), 256>>>(y, b, total, n);
+}
+
+/* One thread per (position, head, pair). */
+static __global__ void rope_kernel(float *x, int T, int ld, int heads, int head_dim, int half,
+                                   const float *cos_sin) {
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (int64_t)T * heads * half) return;
+    int p = (int)(i % half), h = (int)(i / half % heads), t = (int)(i / half / heads);
+    float *v = x + (size_t)t * ld + (size_t)h * head_dim + 2 * p;
+    float c = cos_sin[((size_t)t * half + p) * 2], s = cos_sin[((size_t)t * half + p) * 2 + 1];
+    float a = v[0], b = v[1];
+    v[0] = __fsub_rn(__fmul_rn(a, c), __fmul_rn(b, s));
+    v[1] = __fadd_rn(__fmul_rn(a, s), __fmul_rn(b, c));
+}
+
+void em_cuda_rope(float *x, int T, int ld, int heads, int head_dim, int rope_dim,
+                  const float *cos_sin) {
+    int64_t n = (int64_t)T * heads * (rope_dim / 2);
+    rope_kernel<<<blocks_for(n, 256), 256>>>(x, T, ld, heads, head_dim, rope_dim / 2, cos_sin);
+}
+
+static __device__ float warp_max(float v) {
+    for (int o = 16; o > 0; o /= 2) v = fmaxf(v, __shfl_xor_sync(FULL_MASK, v, o));
+    return v;
+}
+
+static __device__ float warp_sum(float v) {
+    for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(FULL_MASK, v, o);
+    return v;
+}
+
+#define ATT_WARPS 4    /* warps per block, one (position, head) each */
+#define ATT_MAX_HD 256 /* head_dim limit: 8 values per lane */
+#define ATT_PER_LANE (ATT_MAX_HD / 32)
+
+/* Warp (t, h), its lanes holding dims lane, lane + 32, ... of q and of the output: per block of
+ * 32 keys, each key's score is a warp sum (reads of a K row are coalesced) kept by lane j for
+ * key j0 + j; the block's max and sum join the running ones (online softmax) and the lanes add
+ * p_j v_j for the block's keys in key order. Memory: registers only, whatever T. */
+static __global__ void attention_kernel(const float *q, const float *k, const float *v, int T,
+                                        int H, int KV, int hd, em_cuda_mask mask, float *att) {
+    int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    int64_t item = (int64_t)blockIdx.x * ATT_WARPS + warp;
+    if (item >= (int64_t)T * H) return; /* whole warps leave together */
+    int t = (int)(item / H), h = (int)(item % H), kvh = h / (H / KV);
+    int QD = H * hd, KVD = KV * hd;
+    float qr[ATT_PER_LANE], acc[ATT_PER_LANE];
+    for (int i = 0; i < ATT_PER_LANE; i++) {
+        int d = lane + 32 * i;
+        qr[i] = d < hd ? q[(size_t)t * QD + (size_t)h * hd + d] : 0.0f;
+        acc[i] = 0.0f;
+    }
+    int first = mask.window > 0 && t - mask.window + 1 > 0 ? t - mask.window + 1 : 0;
+    float m = -INFINITY, l = 0.0f;
+    for (int j0 = first - first % 32; j0 <= t; j0 += 32) {
+        float s = -INFINITY; /* lane j: the score of key j0 + j */
+        for (int jj = 0; jj < 32 && j0 + jj <= t; jj++) {
+            if (j0 + jj < first) continue;
+            const float *kr = k + (size_t)(j0 + jj) * KVD + (size_t)kvh * hd;
+            float part = 0.0f;
+            for (int i = 0; i < ATT_PER_LANE; i++) {
+                int d = lane + 32 * i;
+                if (d < hd) part += qr[i] * kr[d];
+            }
+            float dot = warp_sum(part);
+            if (lane == jj) {
+                s = dot * mask.scale;
+                if (mask.softcap > 0.0f) s = mask.softcap * tanhf(s / mask.softcap);
+            }
+        }
+        int j = j0 + lane;
+        bool valid = j >= first && j <= t;
+        float m_new = fmaxf(m, warp_max(valid ? s : -INFINITY));
+        float p = valid ? expf(s - m_new) : 0.0f;
+        float corr = expf(m - m_new); /* 0 on the first block */
+        l = l * corr + warp_sum(p);
+        for (int i = 0; i < ATT_PER_LANE; i++) acc[i] *= corr;
+        for (int jj = 0; jj < 32 && j0 + jj <= t; jj++) {
+            float pj = __shfl_sync(FULL_MASK, p, jj);
+            if (j0 + jj < first) continue;
+            const float *vr = v + (size_t)(j0 + jj) * KVD + (size_t)kvh * hd;
+            for (int i = 0; i < ATT_PER_LANE; i++) {
+                int d = lane + 32 * i;
+                if (d < hd) acc[i] += pj * vr[d];
+            }
+        }
+        m = m_new;
+    }
+    float *out = att + (size_t)t * QD + (size_t)h * hd;
+    for (int i = 0; i < ATT_PER_LANE; i++) {
+        int d = lane + 32 * i;
+        if (d < hd) out[d] = acc[i] / l;
+    }
+}
+
+void em_cuda_attention(const float *q, const float *k, const float *v, int T, int H, int KV, int hd,
+                       const em_cuda_mask *mask, float *att) {
+    int64_t items = (int64_t)T * H;
+    attention_kernel<<<blocks_for(items, ATT_WARPS), ATT_WARPS * 32>>>(q, k, v, T, H, KV, hd, *mask,
+                                                                       att);
+}
+
+/* The CPU's formulas (swiglu.c): g / (1 + exp(-g)) u and GeGLU's tanh form as a logistic. */
+static __global__ void glu_kernel(float *gate, const float *up, int64_t n, bool gelu) {
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    float g = gate[i];
+    float e = gelu ? expf(-1.5957691216f * (g + 0.044715f * g * g * g)) : expf(-g);
+    gate[i] = g / (1.0f + e) * up[i];
+}
+
+void em_cuda_glu(float *gate, const float *up, int64_t n, bool gelu) {
+    glu_kernel<<<blocks_for(n, 256), 256>>>(gate, up, n, gelu);
+}
+
+static __global__ void add_kernel(float *x, const float *y, int64_t n) {
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) x[i] += y[i];
+}
+
+void em_cuda_add(float *x, const float *y, int64_t n) {
+    add_kernel<<<blocks_for(n, 256), 256>>>(x, y, n);
+}
+
+static __global__ void convert_kernel(const float *src, void *dst, bool bf16, int64_t n) {
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    if (bf16)
+        ((__nv_bfloat16 *)dst)[i] = __float2bfloat16_rn(src[i]);
+    else
+        ((__half *)dst)[i] = __float2half_rn(src[i]);
+}
+
+void em_cuda_convert(const float *src, void *dst, cudaDataType_t type, int64_t n) {
+    convert_kernel<<<blocks_for(n, 256), 256>>>(src, dst, type == CUDA_R_16BF, n);
+}
+
+void em_cuda_f32_to_bf16(const float *src, __nv_bfloat16 *dst, int64_t n) {
+    convert_kernel<<<blocks_for(n, 256), 256>>>(src, dst, true, n);
+}
+
+static __device__ float cap(float l, float softcap) {
+    return softcap > 0.0f ? softcap * tanhf(l / softcap) : l;
+}
+
+/* Thread (t, tile): the tile's max and first argmax, then its sum of exp(l - max) in double in
+ * row order (the CPU's order). Reads of consecutive t are consecutive in lt. */
+static __global__ void head_tiles_kernel(const float *lt, int64_t row0, int rows, int n,
+                                         float softcap, const int32_t *target, em_head_tile *part,
+                                         float *target_logit) {
+    int t = blockIdx.x * blockDim.x + threadIdx.x, v = blockIdx.y;
+    if (t >= n) return;
+    int r0 = v * EM_HEAD_TILE_ROWS;
+    int count = rows - r0 < EM_HEAD_TILE_ROWS ? rows - r0 : EM_HEAD_TILE_ROWS;
+    const float *col = lt + (size_t)r0 * n + t;
+    float max = cap(col[0], softcap);
+    int best = 0;
+    for (int j = 1; j < count; j++) {
+        float l = cap(col[(size_t)j * n], softcap);
+        if (l > max) max = l, best = j;
+    }
+    double sum = 0.0;
+    for (int j = 0; j < count; j++) sum += expf(cap(col[(size_t)j * n], softcap) - max);
+    part[(size_t)v * n + t] = em_head_tile{sum, max, (int32_t)(row0 + r0 + best)};
+    int64_t tg = target[t] - (row0 + r0);
+    if (tg >= 0 && tg < count) target_logit[t] = cap(col[(size_t)tg * n], softcap);
+}
+
+void em_cuda_head_tiles(const float *lt, int64_t row0, int rows, int n, float softcap,
+                        const int32_t *target, em_head_tile *part, float *target_logit) {
+    dim3 grid(blocks_for(n, 128), (unsigned)((rows + EM_HEAD_TILE_ROWS - 1) / EM_HEAD_TILE_ROWS));
+    head_tiles_kernel<<<grid, 128>>>(lt, row0, rows, n, softcap, target, part, target_logit);
+}
+
+/* As head_tiles_kernel for both heads; exponentials and products in double (pair_head.c). */
+static __global__ void pair_tiles_kernel(const float *lr, const float *lc, int rows, int n,
+                                         float cap_ref, float cap_cand, em_cuda_pair_tile *part) {
+    int t = blockIdx.x * blockDim.x + threadIdx.x, v = blockIdx.y;
+    if (t >= n) return;
+    int r0 = v * EM_HEAD_TILE_ROWS;
+    int count = rows - r0 < EM_HEAD_TILE_ROWS ? rows - r0 : EM_HEAD_TILE_ROWS;
+    const float *cr = lr + (size_t)r0 * n + t, *cc = lc + (size_t)r0 * n + t;
+    float mr = cap(cr[0], cap_ref), mc = cap(cc[0], cap_cand);
+    for (int j = 1; j < count; j++) {
+        mr = fmaxf(mr, cap(cr[(size_t)j * n], cap_ref));
+        mc = fmaxf(mc, cap(cc[(size_t)j * n], cap_cand));
+    }
+    double sr = 0.0, sc = 0.0, a = 0.0;
+    for (int j = 0; j < count; j++) {
+        double r = cap(cr[(size_t)j * n], cap_ref), c = cap(cc[(size_t)j * n], cap_cand);
+        double e = exp(r - (double)mr);
+        sr += e;
+        a += e * (r - c);
+        sc += exp(c - (double)mc);
+    }
+    part[(size_t)v * n + t] = em_cuda_pair_tile{sr, sc, a, mr, mc};
+}
+
+void em_cuda_pair_tiles(const float *lr, const float *lc, int rows, int n, float cap_ref,
+                        float cap_cand, em_cuda_pair_tile *part) {
+    dim3 grid(blocks_for(n, 128), (unsigned)((rows + EM_HEAD_TILE_ROWS - 1) / EM_HEAD_TILE_ROWS));
+    pair_tiles_kernel<<<grid, 128>>>(lr, lc, rows, n, cap_ref, cap_cand, part);
+}
+
+/* splitmix64 of (seed, i): a counter-based generator, so any launch shape gives the same values. */
+static __device__ uint64_t mix64(uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static __global__ void fill_bf16_kernel(__nv_bfloat16 *w, int64_t n, uint64_t seed, float bound,
+                                        float fill) {
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        float u = (float)(mix64(seed + 0x9e3779b97f4a7c15ull * (uint64_t)i) >> 40) * 0x1p-24f;
+        w[i] = __float2bfloat16_rn(bound > 0.0f ? (2.0f * u - 1.0f) * bound : fill);
+    }
+}
+
+void em_cuda_fill_bf16(__nv_bfloat16 *w, int64_t n, uint64_t seed, float bound, float fill) {
+    fill_bf16_kernel<<<4096, 256>>>(w, n, seed, bound, fill);
+}
+
+static __global__ void fill_f32_kernel(float *w, int64_t n, float fill) {
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) w[i] = fill;
+}
+
+void em_cuda_fill_f32(float *w, int64_t n, float fill) {
+    fill_f32_kernel<<<blocks_for(n, 256), 256>>>(w, n, fill);
+}
+
+/* One thread per block of a quantized type: decode (dequantize.cuh), round to BF16. */
+template <int VALUES, int BYTES, void (*DECODE)(const uint8_t *, float *)>
+static __global__ void dequantize_kernel(const uint8_t *src, int64_t blocks, __nv_bfloat16 *dst) {
+    int64_t b = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (b >= blocks) return;
+    float y[VALUES];
+    DECODE(src + (size_t)b * BYTES, y);
+    for (int i = 0; i < VALUES; i++) dst[(size_t)b * VALUES + i] = __float2bfloat16_rn(y[i]);
+}
+
+bool em_cuda_dequantize_bf16(uint32_t type, const uint8_t *src, int64_t blocks,
+                             __nv_bfloat16 *dst) {
+#define X(id, values, bytes, decode)                                                               \
+    if (type == id) {                                                                              \
+        dequantize_kernel<values, bytes, decode>                                                   \
+            <<<blocks_for(blocks, 128), 128>>>(src, blocks, dst);                                  \
+        return true;                                                                               \
+    }
+    EM_CUDA_BLOCK_TYPES
+#undef X
+    return false;
+}
+
+int em_cuda_block_values(uint32_t type) {
+#define X(id, values, bytes, decode)                                                               \
+    if (type == id) return values;
+    EM_CUDA_BLOCK_TYPES
+#undef X
+    return 0;
+}
+
+int em_cuda_block_bytes(uint32_t type) {
+#define X(id, values, bytes, decode)                                                               \
+    if (type == id) return bytes;
+    EM_CUDA_BLOCK_TYPES
+#undef X
+    return 0;
+}

@@ -1,0 +1,92 @@
+/* The device kernels of the cuda forward (kernels.cu), each behind a host launcher on stream 0.
+ * Activations are FP32, row-major: (T, n) means T rows of n values. Every reduction has a fixed
+ * order, so a kernel's results depend only on its inputs. */
+#ifndef EVALMESH_KERNELS_CUDA_KERNELS_CUH
+#define EVALMESH_KERNELS_CUDA_KERNELS_CUH
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <library_types.h>
+#include <stdint.h>
+
+extern "C" {
+#include "stages/kernels/vocab_head.h"
+}
+
+/* A weight matrix on the device: rows (n_out) of cols (n_in) values of type (CUDA_R_32F,
+ * CUDA_R_16F or CUDA_R_16BF), row-major. */
+typedef struct em_dmat {
+    cudaDataType_t type;
+    void *data;
+    int64_t rows, cols;
+} em_dmat;
+
+/* x (T, D) = scale * rows ids[t] of the embedding e (e->cols == D), as FP32. */
+void em_cuda_embed(const em_dmat *e, const int32_t *ids, int T, float scale, float *x);
+
+/* y (rows, n) = RMSNorm(x) * w: sum of squares in double, 1 / sqrt(ss / n + eps) in double. */
+void em_cuda_rmsnorm(const float *x, const float *w, int rows, int n, float eps, float *y);
+
+/* y (T, n) += b (n) on every row. */
+void em_cuda_add_bias(float *y, const float *b, int T, int n);
+
+/* x (T, ld) of heads of head_dim: rotates pairs (2i, 2i+1), i < rope_dim/2, by cos_sin
+ * (T, rope_dim/2, 2) (rope.h's table). */
+void em_cuda_rope(float *x, int T, int ld, int heads, int head_dim, int rope_dim,
+                  const float *cos_sin);
+
+/* How attention scores are scaled, capped and windowed (the CPU's em_attention_mask). */
+typedef struct em_cuda_mask {
+    float scale;   /* scores are q.k * scale */
+    float softcap; /* > 0: score = softcap tanh(score / softcap) */
+    int window;    /* > 0: query i sees keys j with i - j < window */
+} em_cuda_mask;
+
+/* att (T, H*hd) = causal attention of q (T, H*hd) over k, v (T, KV*hd), query head h reading KV
+ * head h / (H / KV); online softmax over blocks of 32 keys, one warp per (position, head). */
+void em_cuda_attention(const float *q, const float *k, const float *v, int T, int H, int KV, int hd,
+                       const em_cuda_mask *mask, float *att);
+
+/* gate (n) = silu(gate) * up (gelu false) or gelu_tanh(gate) * up (gelu true). */
+void em_cuda_glu(float *gate, const float *up, int64_t n, bool gelu);
+
+/* x (n) += y (n). */
+void em_cuda_add(float *x, const float *y, int64_t n);
+
+/* dst (n) of type (CUDA_R_16BF or CUDA_R_16F) = src (n) rounded to nearest. */
+void em_cuda_convert(const float *src, void *dst, cudaDataType_t type, int64_t n);
+
+/* The head tiles of the logits lt (rows, n) (transposed: row r of the vocabulary at lt + r n)
+ * of vocabulary rows row0 .. row0 + rows (row0 a multiple of EM_HEAD_TILE_ROWS) for positions
+ * 0..n-1: part (tiles of these rows, n) and target_logit[t] where target[t] lies in them;
+ * softcap > 0 caps the logits first. */
+void em_cuda_head_tiles(const float *lt, int64_t row0, int rows, int n, float softcap,
+                        const int32_t *target, em_head_tile *part, float *target_logit);
+
+/* The paired partials of one stretch of both heads' transposed logits (rows, n), see
+ * pair_head.h: per tile and position each side's max and sum of exp(l - m) and the reference's
+ * sum of exp(l_ref - m_ref) (l_ref - l_cand). */
+typedef struct em_cuda_pair_tile {
+    double sum_ref, sum_cand, a;
+    float max_ref, max_cand;
+} em_cuda_pair_tile;
+void em_cuda_pair_tiles(const float *lr, const float *lc, int rows, int n, float cap_ref,
+                        float cap_cand, em_cuda_pair_tile *part);
+
+/* Fills a device matrix of type CUDA_R_16BF with values uniform in (-bound, bound) from a
+ * counter-based hash of (seed, index), or with `fill` when bound is 0. */
+void em_cuda_fill_bf16(__nv_bfloat16 *w, int64_t n, uint64_t seed, float bound, float fill);
+void em_cuda_fill_f32(float *w, int64_t n, float fill);
+
+/* dst (n) of type CUDA_R_16BF = src (n) floats. */
+void em_cuda_f32_to_bf16(const float *src, __nv_bfloat16 *dst, int64_t n);
+
+/* Dequantizes `blocks` blocks of ggml type `type` (a row of dequantize.cuh's table) at src into
+ * BF16 values at dst; false when the type has no device decoder. */
+bool em_cuda_dequantize_bf16(uint32_t type, const uint8_t *src, int64_t blocks, __nv_bfloat16 *dst);
+/* Values per block of a device-dequantized type, 0 for others. */
+int em_cuda_block_values(uint32_t type);
+/* Bytes per block of a device-dequantized type, 0 for others. */
+int em_cuda_block_bytes(uint32_t type);
+
+#endif

@@ -1,0 +1,182 @@
+/* The cuda forward against the cpu forward on one model, through the forward-backend seam:
+ *   cuda_forward_check MODEL fp32|bf16 [OTHER_MODEL]
+ * Scores four windows of pseudo-random ids (lengths 200, 128, 64 and 17, some scored from the
+ * middle) on both backends and checks, with the tolerance of the mode (fp32: the model's matrices
+ * are F32 and the GPU computes in FP32; bf16: they are rounded to BF16 on the GPU):
+ *   per-token |nll_cuda - nll_cpu| <= 1e-3 (fp32) or 0.25 (bf16: a trained model's logits of
+ *   20-30 move by a few hundredths with BF16 activations);
+ *   perplexity over the windows within 1e-4 relative (fp32) or 1e-2 (bf16);
+ *   fp32: the argmax the same on >= 99% of positions (bf16: reported only, as random models
+ *   have near-ties that BF16 rounding flips);
+ *   each window's results bit-identical whether run first or last, after longer or shorter
+ *   windows, and in a second pass (the results depend on the window alone);
+ *   score_pair of two cuda forwards of the same model gives KL exactly 0, and with OTHER_MODEL
+ *   the KL of the cuda pair within the tolerance of the cpu pair's.
+ * Prints one summary line per model. Exit 77 (skipped) when no CUDA device is usable;
+ * `cuda_forward_check --probe` only says whether one is (0, or 77 with the reason). */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "stages/kernels/cuda/cuda_forward.h"
+#include "stages/kernels/forward_backend.h"
+#include "stages/model/loaded_model.h"
+#include "test.h"
+
+#define WINDOWS 4
+#define MAX_T 200
+
+typedef struct window {
+    int T, score_from;
+    int32_t ids[MAX_T + 1]; /* inputs ids[0..T-1], targets ids[1..T] */
+} window;
+
+typedef struct scores {
+    double nll[MAX_T];
+    int32_t argmax[MAX_T];
+} scores;
+
+static void make_window(window *w, int T, int score_from, uint32_t seed, int n_vocab) {
+    w->T = T;
+    w->score_from = score_from;
+    for (int i = 0; i <= T; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        w->ids[i] = (int32_t)((seed >> 8) % (uint32_t)n_vocab);
+    }
+}
+
+static void *must_create(const em_forward_backend *be, const em_model *m) {
+    em_forward_groups alone = {.tp = {.rank = 0, .size = 1}, .cp = {.rank = 0, .size = 1}};
+    void *f = NULL;
+    em_status err = be->create(m, &alone, 4, &f);
+    if (err) {
+        fprintf(stderr, "%s: create: %s\n", be->name, err->message);
+        exit(1);
+    }
+    return f;
+}
+
+/* Runs the windows in the order given by `order` into out[window]. */
+static void run(const em_forward_backend *be, void *f, const window *ws, const int *order,
+                scores *out) {
+    for (int i = 0; i < WINDOWS; i++) {
+        const window *w = &ws[order[i]];
+        em_status err = be->score_window(f, w->ids, w->ids + 1, w->T, w->score_from,
+                                         out[order[i]].nll, out[order[i]].argmax);
+        if (err) {
+            fprintf(stderr, "%s: window %d: %s\n", be->name, order[i], err->message);
+            exit(1);
+        }
+    }
+}
+
+static em_model *must_load(const char *path) {
+    em_model *m = NULL;
+    em_status err = em_model_load(path, &m);
+    if (err) {
+        fprintf(stderr, "%s\n", err->message);
+        exit(1);
+    }
+    return m;
+}
+
+/* KL per position of the pair (ref, cand) on backend be over window w. */
+static void pair(const em_forward_backend *be, void *ref, void *cand, const window *w, double *kl) {
+    scores a, b;
+    em_status err = be->score_pair(ref, cand, w->ids, w->ids + 1, w->T, w->score_from, a.nll,
+                                   a.argmax, b.nll, b.argmax, kl);
+    if (err) {
+        fprintf(stderr, "%s: score_pair: %s\n", be->name, err->message);
+        exit(1);
+    }
+}
+
+int main(int argc, char **argv) {
+    em_status why = em_cuda_available();
+    if (why) {
+        printf("skipped: %s\n", why->message);
+        em_error_free(why);
+        return 77;
+    }
+    if (argc == 2 && strcmp(argv[1], "--probe") == 0) return 0;
+    if (argc < 3 || (strcmp(argv[2], "fp32") != 0 && strcmp(argv[2], "bf16") != 0)) {
+        fprintf(stderr, "usage: %s MODEL fp32|bf16 [OTHER_MODEL]\n", argv[0]);
+        return 2;
+    }
+    bool fp32 = strcmp(argv[2], "fp32") == 0;
+    double tol_nll = fp32 ? 1e-3 : 0.25, tol_ppl = fp32 ? 1e-4 : 1e-2;
+    const em_forward_backend *cpu = em_forward_backend_find("cpu");
+    const em_forward_backend *cuda = em_forward_backend_find("cuda");
+    em_model *m = must_load(argv[1]);
+    int V = m->config.n_vocab;
+    window ws[WINDOWS];
+    make_window(&ws[0], 200, 0, 11, V);
+    make_window(&ws[1], 128, 64, 12, V);
+    make_window(&ws[2], 64, 63, 13, V);
+    make_window(&ws[3], 17, 0, 14, V);
+    const int forward[WINDOWS] = {0, 1, 2, 3}, backward[WINDOWS] = {3, 2, 1, 0};
+    static scores ref[WINDOWS], got[WINDOWS], again[WINDOWS], reordered[WINDOWS];
+
+    void *fc = must_create(cpu, m), *fg = must_create(cuda, m);
+    run(cpu, fc, ws, forward, ref);
+    run(cuda, fg, ws, forward, got);
+    run(cuda, fg, ws, backward, reordered);
+    run(cuda, fg, ws, forward, again);
+
+    double max_diff = 0.0, sum_cpu = 0.0, sum_cuda = 0.0;
+    long tokens = 0, agree = 0;
+    for (int i = 0; i < WINDOWS; i++) {
+        int n = ws[i].T - ws[i].score_from;
+        CHECK(memcmp(got[i].nll, again[i].nll, (size_t)n * sizeof(double)) == 0);
+        CHECK(memcmp(got[i].nll, reordered[i].nll, (size_t)n * sizeof(double)) == 0);
+        CHECK(memcmp(got[i].argmax, reordered[i].argmax, (size_t)n * sizeof(int32_t)) == 0);
+        for (int t = 0; t < n; t++) {
+            double d = fabs(got[i].nll[t] - ref[i].nll[t]);
+            if (!(d <= max_diff)) max_diff = d; /* a NaN sticks */
+            sum_cpu += ref[i].nll[t];
+            sum_cuda += got[i].nll[t];
+            agree += got[i].argmax[t] == ref[i].argmax[t];
+            tokens++;
+        }
+    }
+    double ppl_cpu = exp(sum_cpu / tokens), ppl_cuda = exp(sum_cuda / tokens);
+    double rel = fabs(ppl_cuda - ppl_cpu) / ppl_cpu;
+    CHECK(max_diff <= tol_nll);
+    CHECK(rel <= tol_ppl);
+    if (fp32) CHECK(agree >= tokens * 99 / 100);
+
+    /* paired scoring: two cuda forwards of one model agree exactly */
+    void *fg2 = must_create(cuda, m);
+    double kl[MAX_T], kl_cpu[MAX_T], max_self = 0.0, max_kl_diff = 0.0;
+    pair(cuda, fg, fg2, &ws[0], kl);
+    for (int t = 0; t < ws[0].T - ws[0].score_from; t++)
+        if (!(fabs(kl[t]) <= max_self)) max_self = fabs(kl[t]);
+    CHECK(max_self == 0.0);
+    cuda->free(fg2);
+    if (argc > 3) {
+        em_model *other = must_load(argv[3]);
+        void *oc = must_create(cpu, other), *og = must_create(cuda, other);
+        pair(cpu, fc, oc, &ws[1], kl_cpu);
+        pair(cuda, fg, og, &ws[1], kl);
+        for (int t = 0; t < ws[1].T - ws[1].score_from; t++) {
+            double d = fabs(kl[t] - kl_cpu[t]);
+            if (!(d <= max_kl_diff)) max_kl_diff = d;
+        }
+        CHECK(max_kl_diff <= tol_nll);
+        cpu->free(oc);
+        cuda->free(og);
+        em_model_free(other);
+    }
+    printf("%s (%s): %ld tokens, max |dnll| %.3g (tol %.0e), ppl cpu %.9g cuda %.9g rel %.3g "
+           "(tol %.0e), argmax agree %.2f%%, bit-identical across orders and runs: %s, "
+           "self KL %.3g, max |dKL| %.3g, cuda weights %.1f MiB activations %.1f MiB\n",
+           argv[1], argv[2], tokens, max_diff, tol_nll, ppl_cpu, ppl_cuda, rel, tol_ppl,
+           100.0 * agree / tokens, test_failures ? "see failures" : "yes", max_self, max_kl_diff,
+           cuda->weight_bytes(fg) / 1048576.0, cuda->memory(fg) / 1048576.0);
+    cpu->free(fc);
+    cuda->free(fg);
+    em_model_free(m);
+    return test_finish();
+}

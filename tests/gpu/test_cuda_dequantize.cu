@@ -1,0 +1,86 @@
+/* The device dequantizers' block decoders (stages/kernels/cuda/dequantize.cuh), run on the host,
+ * against the tensor-type table's row functions (the CPU path's, themselves checked against the
+ * gguf package): for every type of the decoder table, 64 blocks of random bytes (with scale fields
+ * set to finite halves) must decode to the same floats bit for bit. Needs no GPU. */
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "stages/kernels/cuda/dequantize.cuh"
+extern "C" {
+#include "stages/model/ggml_types.h"
+#include "test.h"
+}
+
+#define BLOCKS 64
+
+/* Offsets of the half-precision scale fields of each type's block. */
+static int scale_offsets(uint32_t type, int *off) {
+    switch (type) {
+    case 3:
+    case 7:
+    case 12:
+    case 13: /* Q4_1, Q5_1, Q4_K, Q5_K: d, m or dmin */
+        off[0] = 0, off[1] = 2;
+        return 2;
+    case 14: /* Q6_K: d last */
+        off[0] = 208;
+        return 1;
+    default: /* Q8_0, Q4_0, Q5_0: d first */
+        off[0] = 0;
+        return 1;
+    }
+}
+
+static void check_type(uint32_t id, int values, int bytes,
+                       void (*decode)(const uint8_t *, float *)) {
+    const em_ggml_type_info *info = em_ggml_type_info_get(id);
+    CHECK(info && info->to_float);
+    if (!info || !info->to_float) return;
+    CHECK_INT_EQ(info->block_size, values);
+    CHECK_INT_EQ(info->block_bytes, bytes);
+    static uint8_t raw[BLOCKS * 256];
+    static float want[BLOCKS * 256], got[BLOCKS * 256];
+    uint32_t seed = id * 2654435761u;
+    for (int i = 0; i < BLOCKS * bytes; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        raw[i] = (uint8_t)(seed >> 24);
+    }
+    int off[2], n = scale_offsets(id, off);
+    for (int b = 0; b < BLOCKS; b++)
+        for (int k = 0; k < n; k++) { /* 0.0999 .. 0.25, sign from the block */
+            uint16_t h = (uint16_t)(0x2e66 + (b * 37) % 700) | (uint16_t)(b % 3 == 0 ? 0x8000 : 0);
+            raw[b * bytes + off[k]] = (uint8_t)h;
+            raw[b * bytes + off[k] + 1] = (uint8_t)(h >> 8);
+        }
+    info->to_float(raw, want, (int64_t)BLOCKS * values);
+    for (int b = 0; b < BLOCKS; b++) decode(raw + b * bytes, got + b * values);
+    int mismatches = 0;
+    for (int i = 0; i < BLOCKS * values; i++) mismatches += memcmp(&want[i], &got[i], 4) != 0;
+    if (mismatches)
+        fprintf(stderr, "%s: %d of %d values differ\n", info->name, mismatches, BLOCKS * values);
+    CHECK_INT_EQ(mismatches, 0);
+    printf("%s: %d blocks decode as the type table does\n", info->name, BLOCKS);
+}
+
+/* Every half bit pattern converts as the type table's F16 row does. */
+static void check_halves(void) {
+    static uint16_t all[65536];
+    static float want[65536];
+    for (int i = 0; i < 65536; i++) all[i] = (uint16_t)i;
+    em_ggml_type_info_get(1)->to_float(all, want, 65536);
+    int mismatches = 0;
+    for (int i = 0; i < 65536; i++) {
+        float got = em_half_bits_to_float(all[i]);
+        mismatches += memcmp(&got, &want[i], 4) != 0 && !(got != got && want[i] != want[i]);
+    }
+    CHECK_INT_EQ(mismatches, 0);
+}
+
+int main(void) {
+    check_halves();
+#define X(id, values, bytes, decode) check_type(id, values, bytes, decode);
+    EM_CUDA_BLOCK_TYPES
+#undef X
+    return test_finish();
+}

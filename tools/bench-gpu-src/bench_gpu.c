@@ -1,0 +1,126 @@
+/* bench_gpu: prompt-scoring throughput of the cuda forward on one GPU (run by tools/gpu-check).
+ *   bench_gpu [--quick]
+ * First the practical ceiling: a cuBLAS BF16 GEMM (8192^3, FP32 accumulation) measured here.
+ * Then Llama-3-8B-shaped (dim 4096, 32 layers, 32/8 heads, ffn 14336, vocab 128256) and
+ * Llama-3.2-1B-shaped (dim 2048, 16 layers, 32/8 heads, ffn 8192, vocab 128256) models with BF16
+ * weights generated on the device from a seed (nothing read or written on disk), scoring whole
+ * windows (every position, as prompt scoring does) of n_ctx 2048 and 8192: tokens/s, model FLOPs
+ * utilization against the H200's dense BF16 peak (989 TFLOP/s) and the share of the measured GEMM,
+ * with device memory (weights, activations, in use after the runs). One warm-up window, then
+ * timed windows (wall clock: each window ends with its results on the host). --quick times one
+ * window per case. Prints one line per case, "bench: ...". */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "stages/kernels/cpu/llama_forward.h"
+#include "stages/kernels/cuda/cuda_forward.h"
+
+#define H200_BF16_PEAK_TFLOPS 989.0
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static em_llama_config llama_shape(int dim, int layers, int heads, int kv_heads, int ffn) {
+    em_llama_config c;
+    memset(&c, 0, sizeof c);
+    snprintf(c.architecture, sizeof c.architecture, "llama");
+    c.n_vocab = 128256;
+    c.dim = dim;
+    c.n_layers = layers;
+    c.ffn_dim = ffn;
+    c.n_heads = heads;
+    c.n_kv_heads = kv_heads;
+    c.head_dim = dim / heads;
+    c.rope_dim = c.head_dim;
+    c.n_ctx_train = 8192;
+    c.rope_freq_base = 500000.0f;
+    c.rope_scaling = EM_ROPE_SCALING_NONE;
+    c.rms_eps = 1e-5f;
+    c.activation = EM_ACTIVATION_SILU;
+    c.embed_scale = 1.0f;
+    c.attn_scale_base = c.head_dim;
+    return c;
+}
+
+static int fail(em_status err) {
+    fprintf(stderr, "bench_gpu: %s\n", err->message);
+    em_error_free(err);
+    return 4;
+}
+
+/* Times windows of n_ctx on forward f; prints the case's line. */
+static em_status bench_case(const char *name, const em_llama_config *c, void *f, int n_ctx,
+                            int reps, double gemm_tflops) {
+    const em_forward_backend *be = &em_forward_backend_cuda;
+    int32_t *ids = malloc((size_t)(n_ctx + 1) * sizeof *ids);
+    double *nll = malloc((size_t)n_ctx * sizeof *nll);
+    int32_t *argmax = malloc((size_t)n_ctx * sizeof *argmax);
+    uint32_t seed = 1;
+    for (int i = 0; i <= n_ctx; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        ids[i] = (int32_t)((seed >> 8) % (uint32_t)c->n_vocab);
+    }
+    em_status err = be->score_window(f, ids, ids + 1, n_ctx, 0, nll, argmax); /* warm-up */
+    double t0 = now();
+    for (int r = 0; r < reps && !err; r++)
+        err = be->score_window(f, ids, ids + 1, n_ctx, 0, nll, argmax);
+    double seconds = now() - t0;
+    if (!err) {
+        double tflops = em_llama_forward_flops(c, n_ctx, 0) * reps / seconds / 1e12;
+        printf("bench: %s n_ctx %d: %.0f tokens/s, %.1f TFLOP/s, MFU %.1f%% of %.0f, %.1f%% of the "
+               "measured GEMM; weights %.2f GiB, activations %.2f GiB, device in use %.2f GiB\n",
+               name, n_ctx, (double)n_ctx * reps / seconds, tflops,
+               100.0 * tflops / H200_BF16_PEAK_TFLOPS, H200_BF16_PEAK_TFLOPS,
+               100.0 * tflops / gemm_tflops, be->weight_bytes(f) / 1073741824.0,
+               be->memory(f) / 1073741824.0, em_cuda_device_used_bytes() / 1073741824.0);
+        fflush(stdout);
+    }
+    free(ids);
+    free(nll);
+    free(argmax);
+    return err ? em_error_prefix(err, "%s n_ctx %d", name, n_ctx) : NULL;
+}
+
+int main(int argc, char **argv) {
+    bool quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
+    if (argc > 2 || (argc == 2 && !quick)) {
+        fprintf(stderr, "usage: bench_gpu [--quick]\n");
+        return 1;
+    }
+    em_status err = em_cuda_available();
+    if (err) return fail(err);
+    double gemm = 0.0;
+    if ((err = em_cuda_gemm_tflops(8192, 8192, 8192, quick ? 5 : 20, &gemm))) return fail(err);
+    printf("bench: cuBLAS BF16 GEMM 8192^3: %.1f TFLOP/s (%.1f%% of %.0f)\n", gemm,
+           100.0 * gemm / H200_BF16_PEAK_TFLOPS, H200_BF16_PEAK_TFLOPS);
+    fflush(stdout);
+    struct {
+        const char *name;
+        em_llama_config c;
+    } models[] = {
+        {"llama3-8b-shape bf16", llama_shape(4096, 32, 32, 8, 14336)},
+        {"llama3.2-1b-shape bf16", llama_shape(2048, 16, 32, 8, 8192)},
+    };
+    for (size_t i = 0; i < sizeof models / sizeof *models; i++) {
+        void *f = NULL;
+        double t0 = now();
+        if ((err = em_cuda_forward_new_random(&models[i].c, 1, 8, &f))) return fail(err);
+        printf("bench: %s: weights generated on the device in %.1f s\n", models[i].name,
+               now() - t0);
+        int ctx[2] = {2048, 8192};
+        for (int j = 0; j < 2 && !err; j++)
+            err = bench_case(models[i].name, &models[i].c, f, ctx[j],
+                             quick            ? 1
+                             : ctx[j] == 2048 ? 4
+                                              : 2,
+                             gemm);
+        em_forward_backend_cuda.free(f);
+        if (err) return fail(err);
+    }
+    return 0;
+}
