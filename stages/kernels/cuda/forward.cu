@@ -669,6 +669,7 @@ const em_forward_backend em_forward_backend_cuda = {
     .create = backend_create,
     .score_window = backend_score,
     .score_pair = backend_score_pair,
+    .observe = NULL, /* calibrate runs on the cpu backend */
     .memory = backend_memory,
     .weight_bytes = backend_weight_bytes,
     .free = backend_free,
