@@ -8,8 +8,8 @@
   tokens_u32 file, chunked n_ctx 64 without BOS), KL etc. from the full softmaxes and llama.cpp's
   formulas written here;
 - results.json metrics bit-identical with 3 threads, and under mpirun with 1, 2, 3 and 4 ranks;
-- bad input, exit 2 from `evalmesh validate`: a candidate from another model file than the
-  dataset's tokenizer (naming both stages and files), and a mesh with tp 2 (two different
+- bad input, exit 2 from `evalmesh validate`: a candidate from another model file whose tokenizer
+  differs from the dataset's (naming both stages and files and the difference), and a mesh with tp 2 (two different
   datasets cannot be given: the stage takes one `data` and runs both forwards itself);
 - recipes/quant_kld.yaml runs, one table row per candidate, Q8_0's KLD far below the 4-bit ones."""
 import math
@@ -216,7 +216,8 @@ bad = recipe([("c", ["q8", "other"])]).replace("  report:", f"  other:\n    kind
 rc, out, err, _ = validate(write("bad_tok.yaml", bad))
 check(rc == 2, "another tokenizer: exit 2", f"{rc} {err}")
 check("candidates 'other' comes from model stage 'other'" in err and "dataset 'data' is tokenized by "
-      "model stage 'ref'" in err and "different tokenizers" in err, "another tokenizer: message", err)
+      "model stage 'ref': different tokenizers (model stage 'ref' (" in err and
+      "has a llama tokenizer, model stage 'other' (" in err, "another tokenizer: message", err)
 check("bad_tok.yaml:" in err, "another tokenizer: names the place", err)
 mesh = recipe([("c", ["q8"])], "    mesh: m\n").replace(
     "  data:\n", "  m:\n    kind: mesh\n    tp: 2\n  data:\n    mesh: m\n")
