@@ -22,6 +22,9 @@
  * gives every id the same meaning (vocabulary, BOS, EOS; compared in init, which refuses a
  * difference naming both stages, both files and the first differing token).
  *
+ * With `records: true` each rank writes every scored token of its windows (both nll, both
+ * argmaxes, KL) to the run directory (stages/metrics/pair_records.h).
+ *
  * With `print_summary: true` rank 0 prints each candidate's statistics as llama-perplexity
  * --kl-divergence lays them out (stages/metrics/kld_summary.h). */
 #include <math.h>
@@ -40,6 +43,7 @@
 #include "stages/metrics/kld_stats.h"
 #include "stages/metrics/kld_summary.h"
 #include "stages/metrics/metrics.h"
+#include "stages/metrics/pair_records.h"
 #include "stages/model/loaded_model.h"
 #include "stages/tokenizer/tokenizer.h"
 
@@ -54,6 +58,7 @@ typedef struct token_record {
 typedef struct compare_state {
     int threads;
     bool print_summary; /* `print_summary`: llama-perplexity's layout on rank 0 */
+    bool records;       /* `records`: each rank writes its scored tokens (pair_records.h) */
     const em_forward_backend *backend;
 } compare_state;
 
@@ -172,6 +177,7 @@ static em_status compare_init(em_stage *self, const em_run_context *ctx) {
     int ranks = ctx->local_size > 0 ? ctx->local_size : 1;
     st->threads = (int)em_node_get_int(self->options, "threads", omp_get_num_procs() / ranks);
     st->print_summary = em_node_option_bool(self->options, "print_summary");
+    st->records = em_node_option_bool(self->options, "records");
     if (st->threads < 1) st->threads = 1;
     return NULL;
 }
@@ -182,8 +188,9 @@ typedef struct pair_scores {
     size_t tokens;
 } pair_scores;
 
+/* Scores this rank's windows into ps, and appends them to pw when it is not NULL. */
 static em_status score_windows(compare_state *st, const em_model *ref, const em_model *cand,
-                               const em_dataset *ds, pair_scores *ps) {
+                               const em_dataset *ds, em_pair_writer *pw, pair_scores *ps) {
     const em_forward_backend *be = st->backend;
     if (ref->config.n_vocab != cand->config.n_vocab)
         return em_error_new(EM_EXIT_BAD_INPUT,
@@ -214,6 +221,9 @@ static em_status score_windows(compare_state *st, const em_model *ref, const em_
         int k = w->length - w->score_from;
         err = be->score_pair(fr, fc, w->input, w->target, w->length, w->score_from, nll_r, arg_r,
                              nll_c, arg_c, kld);
+        if (!err && pw)
+            err = em_pair_append(pw, w->index, w->score_from, k, w->target + w->score_from, arg_r,
+                                 arg_c, nll_r, nll_c, kld);
         if (err) {
             err = em_error_prefix(err, "window %lld", (long long)w->index);
             break;
@@ -344,13 +354,26 @@ static void free_metrics(void *data) {
 }
 
 /* One candidate against the reference: its metrics "<candidate stage>.<name>" into m. */
-static em_status compare_one(compare_state *st, const em_model *ref, const em_model *cand,
-                             const char *name, const em_dataset *ds, em_mesh *mesh, em_metrics *m) {
+static em_status compare_one(const em_stage *self, const em_run_context *ctx, const em_model *ref,
+                             const em_model *cand, const char *name, const em_dataset *ds,
+                             em_mesh *mesh, em_metrics *m) {
+    compare_state *st = self->state;
     double start = em_clock_seconds();
     pair_scores ps = {0};
     token_record *all = NULL;
     int64_t total = 0;
-    em_status err = score_windows(st, ref, cand, ds, &ps);
+    em_pair_writer *pw = NULL;
+    em_status err = NULL;
+    if (st->records && ctx->run_dir) {
+        em_pair_key key = {ref->header_sha256, cand->header_sha256, ds->sha256};
+        err = em_pair_writer_open(ctx->run_dir, self->name, name, ctx->rank, &key, &pw);
+    }
+    if (!err) err = score_windows(st, ref, cand, ds, pw, &ps);
+    em_status closed = em_pair_writer_close(pw);
+    if (!err)
+        err = closed;
+    else
+        em_error_free(closed);
     if (!err) err = gather_records(mesh->dp_group, &ps, &all, &total);
     for (int64_t i = 0; i < total && !err; i++)
         if (!isfinite(all[i].nll) || !isfinite(all[i].nll_base) || !isfinite(all[i].kld))
@@ -371,7 +394,6 @@ static em_status compare_one(compare_state *st, const em_model *ref, const em_mo
 }
 
 static em_status compare_run(em_stage *self, const em_run_context *ctx) {
-    compare_state *st = self->state;
     const em_model *ref = em_stage_input_artifact(self, "reference", 0)->data;
     const em_dataset *ds = em_stage_input_artifact(self, "data", 0)->data;
     em_mesh *mesh = em_stage_mesh(self, ctx);
@@ -389,7 +411,7 @@ static em_status compare_run(em_stage *self, const em_run_context *ctx) {
     m->dataset_sha256 = em_xstrdup(ds->sha256);
     em_status err = NULL;
     for (size_t i = 0; i < em_stage_input_count(self, "candidates") && !err; i++)
-        err = compare_one(st, ref, em_stage_input_artifact(self, "candidates", i)->data,
+        err = compare_one(self, ctx, ref, em_stage_input_artifact(self, "candidates", i)->data,
                           em_stage_input_producer(self, "candidates", i)->name, ds, mesh, m);
     if (err) {
         em_metrics_free(m);

@@ -7,17 +7,25 @@ processes:
   original: Q8_0's mean KLD far below Q4_0's; every printed number is results.json's value; the
   metrics are bit-identical to a compare recipe that quantizes in memory (the same weights: so
   the command line adds nothing to the compare stage that tests/stages/test_compare.py checks
-  against NumPy), and bit-identical on 1 and 3 ranks;
+  against NumPy forwards), and bit-identical on 1 and 3 ranks;
+- that in-memory recipe on 3 ranks with `records: true`: each rank's per-token records file
+  (stages/metrics/pair_records.h) holds its windows in order, one record per scored token, and
+  every statistic (values and errors) recomputed from the records in NumPy (kld_numpy.py) matches
+  results.json to 1e-12;
 - refusals, exit 2 before anything loads: a candidate with another tokenizer family (the demo
   model), and a copy of stories260K whose vocabulary differs in one token (naming the token id and
   both spellings); --print-recipe shows both models' paths."""
+import math
 import os
 import re
 import shutil
 import subprocess
 import sys
 
+import numpy as np
+
 from eval_helpers import MPIRUN, EvalSession
+from kld_numpy import llama_stats
 
 here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(here, "..", "support"))
@@ -118,19 +126,60 @@ for label, value in want.items():
     check(f"{label} {value}" in lines, f"q4: prints '{label} {value}'",
           "\n".join(l for l in lines if l.startswith(label)))
 
-# The same bits as a compare recipe quantizing in memory over the same windows.
+# The same bits as a compare recipe quantizing in memory over the same windows, on 3 ranks when
+# mpirun is there, each writing its per-token records; NumPy recomputes every statistic from them.
 inmem = write("inmem.yaml", f"""name: inmem
 stages:
   base: {{kind: model, path: {MODEL}}}
   model: {{kind: quantize, model: base, scheme: Q4_0, exclude: {EXCLUDE}}}
   data: {{kind: dataset, tokenizer: base, path: {TEXT}, format: text, protocol: chunked,
          n_ctx: 128}}
-  kld: {{kind: compare, reference: base, candidates: [model], data: data}}
+  kld: {{kind: compare, reference: base, candidates: [model], data: data, records: true}}
   report: {{kind: report, metrics: kld, outputs: [json]}}
 """)
-rc, out, err, res = evalmesh(["run", inmem])
+ranks = 3 if MPIRUN else 1
+rc, out, err, res = evalmesh(["run", inmem], np=ranks if MPIRUN else None)
 check(rc == 0 and metrics(res) == got["q4"], "q4 file = in-memory quantize, bit for bit",
       f"{err[-1000:]}\n{metrics(res).get('kld_mean')} vs {got['q4'].get('kld_mean')}")
+records_dir = os.path.join(session.tmp, f"run{session.runs}", "records")
+RECORD = np.dtype([("window", "<i8"), ("position", "<i4"), ("target", "<i4"), ("arg_ref", "<i4"),
+                   ("arg_cand", "<i4"), ("nll_ref", "<f8"), ("nll_cand", "<f8"), ("kld", "<f8")])
+parts = []
+for r in range(ranks):
+    path = os.path.join(records_dir, f"kld.model.rank{r}.tokens")
+    check(os.path.exists(path), f"records of rank {r}", str(os.listdir(records_dir)
+                                                           if os.path.isdir(records_dir) else []))
+    if not os.path.exists(path):
+        continue
+    with open(path, "rb") as f:
+        header = f.read(208)
+        body = f.read()
+    check(header[:8] == b"EMPREC01" and int.from_bytes(header[200:204], "little") == 48
+          and len(body) % 48 == 0, f"rank {r}: header and whole records", header[:8])
+    check(res is not None and header[8:72].decode() == res["model"]["header_sha256"] and
+          header[136:200].decode() == res["dataset"]["sha256"],
+          f"rank {r}: the reference's and the dataset's sha256", header[8:200])
+    parts.append(np.frombuffer(body, dtype=RECORD))
+rec = np.concatenate(parts) if parts else np.zeros(0, dtype=RECORD)
+n = len(rec)
+check(n == got["q4"].get("tokens", {}).get("value"), "records: one per scored token",
+      f"{n} vs {got['q4'].get('tokens')}")
+windows = np.unique(rec["window"])
+check(n and np.array_equal(windows, np.arange(len(windows))) and
+      np.all(np.diff(rec["window"]) >= 0) and np.all(rec["position"] >= 64) and
+      np.all(rec["position"] < 128), "records: windows 0.. in order, positions in the scored half",
+      f"{windows[:5]} {rec['position'].min() if n else None}")
+if n:
+    dp = np.exp(-rec["nll_cand"]) - np.exp(-rec["nll_ref"])
+    same = (rec["arg_ref"] == rec["arg_cand"]).astype(np.float64)
+    want = llama_stats(rec["nll_ref"], rec["nll_cand"], rec["kld"], dp, same)
+    for key, (value, error) in want.items():
+        g = got["q4"].get(key, {})
+        check(abs(g.get("value", math.inf) - value) <= 1e-12 * abs(value) + 1e-15,
+              f"{key} = NumPy from the records", f"got {g.get('value')}, NumPy {value}")
+        if error is not None:
+            check(abs(g.get("error", math.inf) - error) <= 1e-9 * error + 1e-15,
+                  f"{key} error = NumPy from the records", f"got {g.get('error')}, NumPy {error}")
 
 # 1 and 3 ranks: the same bits.
 if MPIRUN:
