@@ -18,8 +18,15 @@
  * artifact, a row per candidate in the report's table, that report and gate read.
  *
  * Paired scoring splits nothing: a mesh with tp or cp > 1 is refused. The dataset is tokenized
- * by one model stage; every model must descend from it or from a model stage of the same file,
- * or their token ids could mean different things (refused in init, naming both). */
+ * by one model stage; a model that descends from another model file must have a tokenizer that
+ * gives every id the same meaning (vocabulary, BOS, EOS; compared in init, which refuses a
+ * difference naming both stages, both files and the first differing token).
+ *
+ * With `records: true` each rank writes every scored token of its windows (both nll, both
+ * argmaxes, KL) to the run directory (stages/metrics/pair_records.h).
+ *
+ * With `print_summary: true` rank 0 prints each candidate's statistics as llama-perplexity
+ * --kl-divergence lays them out (stages/metrics/kld_summary.h). */
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -34,8 +41,11 @@
 #include "stages/data/window_set.h"
 #include "stages/kernels/forward_backend.h"
 #include "stages/metrics/kld_stats.h"
+#include "stages/metrics/kld_summary.h"
 #include "stages/metrics/metrics.h"
+#include "stages/metrics/pair_records.h"
 #include "stages/model/loaded_model.h"
+#include "stages/tokenizer/tokenizer.h"
 
 /* What one scored token leaves behind. */
 typedef struct token_record {
@@ -47,6 +57,8 @@ typedef struct token_record {
 
 typedef struct compare_state {
     int threads;
+    bool print_summary; /* `print_summary`: llama-perplexity's layout on rank 0 */
+    bool records;       /* `records`: each rank writes its scored tokens (pair_records.h) */
     const em_forward_backend *backend;
 } compare_state;
 
@@ -64,22 +76,55 @@ static const em_stage *root_model(const em_stage *s) {
     return s;
 }
 
-static const char *model_path(const em_stage *model) {
-    return model ? em_node_get_string(model->options, "path", "") : "";
+/* The file a model stage's tokenizer comes from: its `tokenizer` option, else its model. */
+static em_status tokenizer_file(const em_stage *model, char **path) {
+    const char *option = em_node_get(model->options, "tokenizer") ? "tokenizer" : "path";
+    return em_stage_input_file(model, option, true, path);
 }
 
-/* Both models must read the dataset's token ids as its tokenizer made them. */
-static em_status check_tokenizer(const em_stage *self, const char *option, size_t index) {
+/* Both models must read the dataset's token ids as its tokenizer made them: a model descending
+ * from the dataset's tokenizer stage, or from a model stage of the same tokenizer file, does;
+ * any other has its tokenizer loaded and compared id by id with the dataset's (*data_tok, loaded
+ * on first need and kept for the next model). */
+static em_status check_tokenizer(const em_stage *self, const char *option, size_t index,
+                                 em_tokenizer **data_tok) {
     const em_stage *data = em_stage_input_producer(self, "data", 0);
-    const em_stage *tok = data ? em_stage_input_producer(data, "tokenizer", 0) : NULL;
-    const em_stage *mine = root_model(em_stage_input_producer(self, option, index));
-    if (!tok || !mine || tok == mine || strcmp(model_path(tok), model_path(mine)) == 0) return NULL;
+    const em_stage *tok = root_model(data ? em_stage_input_producer(data, "tokenizer", 0) : NULL);
+    const em_stage *producer = em_stage_input_producer(self, option, index);
+    const em_stage *mine = root_model(producer);
+    if (!tok || !mine || tok == mine) return NULL;
+    char *data_file = NULL, *my_file = NULL, why[512] = "";
+    em_status err = tokenizer_file(tok, &data_file);
+    if (!err) err = tokenizer_file(mine, &my_file);
+    bool same = !err && strcmp(data_file, my_file) == 0;
+    if (!err && !same && !*data_tok) err = em_tokenizer_load(data_file, data_tok);
+    em_tokenizer *my_tok = NULL;
+    if (!err && !same) err = em_tokenizer_load(my_file, &my_tok);
+    if (!err && !same) {
+        char *mine_name = em_xasprintf("model stage '%s' (%s)", mine->name, my_file);
+        char *data_name = em_xasprintf("model stage '%s' (%s)", tok->name, data_file);
+        same = em_tokenizer_same_ids(*data_tok, data_name, my_tok, mine_name, why, sizeof why);
+        free(mine_name);
+        free(data_name);
+    }
+    em_tokenizer_free(my_tok);
+    free(data_file);
+    free(my_file);
+    if (!err && same) return NULL;
     const em_map_entry *e = em_node_get_entry(self->options, option);
-    return em_error_at(EM_EXIT_BAD_INPUT, e ? e->value->mark : self->mark,
-                       "stage '%s': %s '%s' comes from model stage '%s' (%s), but dataset '%s' is "
-                       "tokenized by model stage '%s' (%s): different tokenizers",
-                       self->name, option, em_stage_input_producer(self, option, index)->name,
-                       mine->name, model_path(mine), data->name, tok->name, model_path(tok));
+    em_mark at = e ? e->value->mark : self->mark;
+    if (err) {
+        em_status out = em_error_at(EM_EXIT_BAD_INPUT, at,
+                                    "stage '%s': cannot check that %s '%s' reads the token ids of "
+                                    "dataset '%s': %s",
+                                    self->name, option, producer->name, data->name, err->message);
+        em_error_free(err);
+        return out;
+    }
+    return em_error_at(EM_EXIT_BAD_INPUT, at,
+                       "stage '%s': %s '%s' comes from model stage '%s', but dataset '%s' is "
+                       "tokenized by model stage '%s': different tokenizers (%s)",
+                       self->name, option, producer->name, mine->name, data->name, tok->name, why);
 }
 
 /* The windows were split over the dataset's mesh; paired scoring splits no window. */
@@ -114,9 +159,11 @@ static em_status compare_init(em_stage *self, const em_run_context *ctx) {
     compare_state *st = em_xcalloc(1, sizeof *st);
     self->state = st;
     em_status err = check_mesh(self);
-    if (!err) err = check_tokenizer(self, "reference", 0);
+    em_tokenizer *data_tok = NULL;
+    if (!err) err = check_tokenizer(self, "reference", 0, &data_tok);
     for (size_t i = 0; i < em_stage_input_count(self, "candidates") && !err; i++)
-        err = check_tokenizer(self, "candidates", i);
+        err = check_tokenizer(self, "candidates", i, &data_tok);
+    em_tokenizer_free(data_tok);
     if (err) return err;
     const char *device = em_node_option_string(self->options, "device");
     st->backend = em_forward_backend_find(device);
@@ -133,6 +180,8 @@ static em_status compare_init(em_stage *self, const em_run_context *ctx) {
     }
     int ranks = ctx->local_size > 0 ? ctx->local_size : 1;
     st->threads = (int)em_node_get_int(self->options, "threads", omp_get_num_procs() / ranks);
+    st->print_summary = em_node_option_bool(self->options, "print_summary");
+    st->records = em_node_option_bool(self->options, "records");
     if (st->threads < 1) st->threads = 1;
     return NULL;
 }
@@ -143,8 +192,9 @@ typedef struct pair_scores {
     size_t tokens;
 } pair_scores;
 
+/* Scores this rank's windows into ps, and appends them to pw when it is not NULL. */
 static em_status score_windows(compare_state *st, const em_model *ref, const em_model *cand,
-                               const em_dataset *ds, pair_scores *ps) {
+                               const em_dataset *ds, em_pair_writer *pw, pair_scores *ps) {
     const em_forward_backend *be = st->backend;
     if (ref->config.n_vocab != cand->config.n_vocab)
         return em_error_new(EM_EXIT_BAD_INPUT,
@@ -175,6 +225,9 @@ static em_status score_windows(compare_state *st, const em_model *ref, const em_
         int k = w->length - w->score_from;
         err = be->score_pair(fr, fc, w->input, w->target, w->length, w->score_from, nll_r, arg_r,
                              nll_c, arg_c, kld);
+        if (!err && pw)
+            err = em_pair_append(pw, w->index, w->score_from, k, w->target + w->score_from, arg_r,
+                                 arg_c, nll_r, nll_c, kld);
         if (err) {
             err = em_error_prefix(err, "window %lld", (long long)w->index);
             break;
@@ -305,13 +358,26 @@ static void free_metrics(void *data) {
 }
 
 /* One candidate against the reference: its metrics "<candidate stage>.<name>" into m. */
-static em_status compare_one(compare_state *st, const em_model *ref, const em_model *cand,
-                             const char *name, const em_dataset *ds, em_mesh *mesh, em_metrics *m) {
+static em_status compare_one(const em_stage *self, const em_run_context *ctx, const em_model *ref,
+                             const em_model *cand, const char *name, const em_dataset *ds,
+                             em_mesh *mesh, em_metrics *m) {
+    compare_state *st = self->state;
     double start = em_clock_seconds();
     pair_scores ps = {0};
     token_record *all = NULL;
     int64_t total = 0;
-    em_status err = score_windows(st, ref, cand, ds, &ps);
+    em_pair_writer *pw = NULL;
+    em_status err = NULL;
+    if (st->records && ctx->run_dir) {
+        em_pair_key key = {ref->header_sha256, cand->header_sha256, ds->sha256};
+        err = em_pair_writer_open(ctx->run_dir, self->name, name, ctx->rank, &key, &pw);
+    }
+    if (!err) err = score_windows(st, ref, cand, ds, pw, &ps);
+    em_status closed = em_pair_writer_close(pw);
+    if (!err)
+        err = closed;
+    else
+        em_error_free(closed);
     if (!err) err = gather_records(mesh->dp_group, &ps, &all, &total);
     for (int64_t i = 0; i < total && !err; i++)
         if (!isfinite(all[i].nll) || !isfinite(all[i].nll_base) || !isfinite(all[i].kld))
@@ -321,6 +387,7 @@ static em_status compare_one(compare_state *st, const em_model *ref, const em_mo
     if (!err) {
         em_kld_stats s = statistics(all, total);
         set_metrics(m, name, &s, total);
+        if (st->print_summary) em_kld_summary_print(name, &s, total);
         em_log_info("compare %s: %lld tokens, mean KLD %.6f, same top %.4f%% in %.2f s", name,
                     (long long)total, s.kld.value, 100.0 * s.same_top.value,
                     em_clock_seconds() - start);
@@ -331,7 +398,6 @@ static em_status compare_one(compare_state *st, const em_model *ref, const em_mo
 }
 
 static em_status compare_run(em_stage *self, const em_run_context *ctx) {
-    compare_state *st = self->state;
     const em_model *ref = em_stage_input_artifact(self, "reference", 0)->data;
     const em_dataset *ds = em_stage_input_artifact(self, "data", 0)->data;
     em_mesh *mesh = em_stage_mesh(self, ctx);
@@ -349,7 +415,7 @@ static em_status compare_run(em_stage *self, const em_run_context *ctx) {
     m->dataset_sha256 = em_xstrdup(ds->sha256);
     em_status err = NULL;
     for (size_t i = 0; i < em_stage_input_count(self, "candidates") && !err; i++)
-        err = compare_one(st, ref, em_stage_input_artifact(self, "candidates", i)->data,
+        err = compare_one(self, ctx, ref, em_stage_input_artifact(self, "candidates", i)->data,
                           em_stage_input_producer(self, "candidates", i)->name, ds, mesh, m);
     if (err) {
         em_metrics_free(m);

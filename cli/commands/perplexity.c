@@ -1,8 +1,10 @@
 /* `evalmesh perplexity -m MODEL -f TEXT ...`: the llama-perplexity command line for evalmesh.
- * The recipe is the template recipes/perplexity.yaml (built into the binary); the command line
- * fills it in with overrides, one recipe path per option (the tables below), and it runs like
- * `evalmesh run` does, on every rank of an mpirun/srun job; --print-recipe shows the filled-in
- * recipe as YAML instead, ready to save and edit. */
+ * The recipe is the template recipes/perplexity.yaml, or with --kl-divergence REF_MODEL
+ * recipes/perplexity_kld.yaml (MODEL against REF_MODEL through a compare stage); both are built
+ * into the binary. The command line fills the template in with overrides, one recipe path per
+ * option (the tables below), and it runs like `evalmesh run` does, on every rank of an
+ * mpirun/srun job; --print-recipe shows the filled-in recipe as YAML instead, ready to save and
+ * edit. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +19,7 @@
 static const char usage[] =
     "usage: evalmesh perplexity -m MODEL -f TEXT [--protocol chunked|sliding|rolling] [-c N]\n"
     "                           [--stride N] [--chunks N] [--threads N] [--print-recipe]\n"
+    "                           [--kl-divergence REF_MODEL]\n"
     "                           [--run-dir DIR] [--force] [--log-level LEVEL]\n"
     "                           [--collective-timeout S]\n"
     "       evalmesh perplexity --resume RUN_DIR\n"
@@ -26,6 +29,15 @@ static const char usage[] =
     "rank or on every rank of an mpirun/srun job. Prints the metrics table and, like\n"
     "llama-perplexity, \"Final estimate: PPL = X +/- Y\"; results.json is in the run directory.\n"
     "The recipe is recipes/perplexity.yaml with the options below filled in.\n"
+    "\n"
+    "With --kl-divergence REF_MODEL (llama-perplexity's --kl-divergence-base and\n"
+    "--kl-divergence in one run, without a logits file), MODEL is scored against REF_MODEL:\n"
+    "both stay resident and every window runs through both on the same rank. The text is\n"
+    "tokenized by REF_MODEL, and a MODEL whose tokenizer gives any token id another meaning is\n"
+    "refused (exit 2, naming the first difference). It prints llama-perplexity's statistics:\n"
+    "PPL of both, ln(PPL(Q)/PPL(base)), KL divergence mean, percentiles and extremes, the\n"
+    "change of the target token's probability (dp) and the share of tokens whose top token\n"
+    "agrees, the same bits on any number of ranks; the recipe is recipes/perplexity_kld.yaml.\n"
     "\n"
     "  -m, --model MODEL   the model file or folder\n"
     "  -f, --file TEXT     the text (one document; with --protocol rolling, paragraphs\n"
@@ -37,6 +49,7 @@ static const char usage[] =
     "  --stride N          sliding only: tokens between window starts (default N/2)\n"
     "  --chunks N          score only the first N chunks or windows (default: all)\n"
     "  -t, --threads N     forward threads per rank (default: cores / ranks on the node)\n"
+    "  --kl-divergence REF_MODEL  score MODEL against the reference REF_MODEL (see above)\n"
     "  --print-recipe      print the recipe as YAML and exit\n"
     "  --run-dir DIR       write into DIR instead of runs/perplexity-<UTC time>\n"
     "  --force             write into a --run-dir that is not empty\n"
@@ -76,7 +89,8 @@ enum {
     OPT_FORCE,
     OPT_LEVEL,
     OPT_RESUME,
-    OPT_TIMEOUT
+    OPT_TIMEOUT,
+    OPT_KLD
 };
 
 static const struct option options[] = {
@@ -93,20 +107,31 @@ static const struct option options[] = {
     {"log-level", required_argument, NULL, OPT_LEVEL},
     {"resume", required_argument, NULL, OPT_RESUME},
     {"collective-timeout", required_argument, NULL, OPT_TIMEOUT},
+    {"kl-divergence", required_argument, NULL, OPT_KLD},
     {NULL, 0, NULL, 0},
 };
 
-/* The recipe paths of the options that name files or plain numbers. */
+/* The recipe paths of the options that name files or plain numbers (NULL: the template's). */
 static const struct {
     int option;
     const char *path;
 } option_paths[] = {
     {'m', "stages.model.path"},
     {'f', "stages.data.path"},
+    {OPT_KLD, "stages.base.path"},
     {OPT_CHUNKS, "stages.data.max_windows"},
-    {'t', "stages.ppl.threads"},
+    {'t', NULL},
     {OPT_TIMEOUT, "collective_timeout_s"},
 };
+
+/* The two templates: plain perplexity, and --kl-divergence's comparison with a reference. */
+typedef struct ppl_template {
+    const char *file;    /* under recipes/, built into the binary */
+    const char *threads; /* the path --threads fills */
+} ppl_template;
+
+static const ppl_template perplexity_template = {"perplexity.yaml", "stages.ppl.threads"};
+static const ppl_template kld_template = {"perplexity_kld.yaml", "stages.kld.threads"};
 
 /* A number argument of option c (>= min), or an error message and -1. */
 static long long number(int c, const char *text, long long min) {
@@ -156,6 +181,7 @@ static void free_overrides(override_list *l) {
 
 typedef struct ppl_args {
     const char *values[sizeof option_paths / sizeof *option_paths];
+    const ppl_template *template; /* kld_template when --kl-divergence is given */
     const ppl_protocol *protocol;
     long long ctx, stride; /* -1: not given */
     const char *resume;    /* --resume RUN_DIR */
@@ -183,11 +209,13 @@ static int make_overrides(const ppl_args *a, override_list *l) {
     if (stride >= 0) add(l, em_xasprintf("%s=%lld", p->stride, stride));
     for (size_t i = 0; i < sizeof option_paths / sizeof *option_paths; i++) {
         if (!a->values[i]) continue;
-        bool is_file = option_paths[i].option == 'm' || option_paths[i].option == 'f';
+        int option = option_paths[i].option;
+        bool is_file = option == 'm' || option == 'f' || option == OPT_KLD;
+        const char *path = option_paths[i].path ? option_paths[i].path : a->template->threads;
         /* Absolute paths when the file is there, so a printed recipe works from anywhere. */
         char *real = is_file ? realpath(a->values[i], NULL) : NULL;
-        add(l, is_file ? string_override(option_paths[i].path, real ? real : a->values[i])
-                       : em_xasprintf("%s=%s", option_paths[i].path, a->values[i]));
+        add(l, is_file ? string_override(path, real ? real : a->values[i])
+                       : em_xasprintf("%s=%s", path, a->values[i]));
         free(real);
     }
     return 0;
@@ -245,6 +273,8 @@ static int parse(int argc, char **argv, ppl_args *a, em_session_options *opts, b
                      "--help)");
         return EM_EXIT_BAD_INPUT;
     }
+    for (size_t i = 0; i < sizeof option_paths / sizeof *option_paths; i++)
+        if (option_paths[i].option == OPT_KLD && a->values[i]) a->template = &kld_template;
     return 0;
 }
 
@@ -260,7 +290,8 @@ static em_status print(em_node *recipe, const override_list *overrides) {
 }
 
 static int perplexity_main(int argc, char **argv) {
-    ppl_args a = {.protocol = &protocols[0], .ctx = -1, .stride = -1};
+    ppl_args a = {
+        .protocol = &protocols[0], .template = &perplexity_template, .ctx = -1, .stride = -1};
     em_session_options opts = {0};
     bool print_recipe = false;
     int code = parse(argc, argv, &a, &opts, &print_recipe);
@@ -268,7 +299,7 @@ static int perplexity_main(int argc, char **argv) {
     override_list overrides = {0};
     if (!code) code = make_overrides(&a, &overrides);
     em_node *recipe = NULL;
-    em_status err = code ? NULL : em_recipe_template("perplexity.yaml", &recipe);
+    em_status err = code ? NULL : em_recipe_template(a.template->file, &recipe);
     if (!code && !err && print_recipe) {
         err = print(recipe, &overrides);
         em_node_free(recipe);

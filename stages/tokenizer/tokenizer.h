@@ -82,4 +82,10 @@ int32_t em_tokenizer_eos(const em_tokenizer *tok);
 const char *em_tokenizer_kind(const em_tokenizer *tok); /* "llama" (SentencePiece) or "gpt2" */
 const char *em_tokenizer_token_text(const em_tokenizer *tok, int32_t id);
 
+/* Whether token ids mean the same in a and b (same family, every id's text, BOS and EOS); when
+ * not, why (at most size bytes) names the first difference with a_name and b_name, e.g.
+ * "token 17 is 'the' in A but 'then' in B". */
+bool em_tokenizer_same_ids(const em_tokenizer *a, const char *a_name, const em_tokenizer *b,
+                           const char *b_name, char *why, size_t size);
+
 #endif

@@ -8,11 +8,10 @@
   tokens_u32 file, chunked n_ctx 64 without BOS), KL etc. from the full softmaxes and llama.cpp's
   formulas written here;
 - results.json metrics bit-identical with 3 threads, and under mpirun with 1, 2, 3 and 4 ranks;
-- bad input, exit 2 from `evalmesh validate`: a candidate from another model file than the
-  dataset's tokenizer (naming both stages and files), and a mesh with tp 2 (two different
+- bad input, exit 2 from `evalmesh validate`: a candidate from another model file whose tokenizer
+  differs from the dataset's (naming both stages and files and the difference), and a mesh with tp 2 (two different
   datasets cannot be given: the stage takes one `data` and runs both forwards itself);
 - recipes/quant_kld.yaml runs, one table row per candidate, Q8_0's KLD far below the 4-bit ones."""
-import math
 import os
 import subprocess
 import sys
@@ -20,6 +19,7 @@ import sys
 import numpy as np
 
 from eval_helpers import MPIRUN, EvalSession
+from kld_numpy import llama_stats
 
 here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(here, "..", "support"))
@@ -108,38 +108,6 @@ check(m and m["tokens"]["value"] == CHUNKS * (N_CTX - 1 - N_CTX // 2), "scored t
       str(m.get("tokens")))
 
 
-def llama_stats(nll_base, nll, kld, dp, same):
-    """llama.cpp's --kl-divergence statistics from per-token values (float64)."""
-    n = len(nll)
-
-    def mean_unc(x):
-        f = x.mean()
-        v = (x * x).mean() - f * f
-        return f, math.sqrt(v / (n - 1)) if v > 0 and n > 10 else 0.0
-
-    lq, lq_u = mean_unc(nll)
-    lb, lb_u = mean_unc(nll_base)
-    cov = ((nll * nll_base).mean() - lq * lb) / (n - 1)
-    ratio_u = math.sqrt(lq_u ** 2 + lb_u ** 2 - 2 * cov)
-    ppl, ppl_b = math.exp(lq), math.exp(lb)
-    mse, mse_u = mean_unc(dp * dp)
-    s = {"ppl": (ppl, ppl * lq_u), "ppl_base": (ppl_b, ppl_b * lb_u),
-         "ln_ppl_ratio": (lq - lb, ratio_u), "ppl_ratio": (math.exp(lq - lb), math.exp(lq - lb) * ratio_u),
-         "ppl_diff": (ppl - ppl_b, math.sqrt((ppl * lq_u) ** 2 + (ppl_b * lb_u) ** 2 - 2 * ppl * ppl_b * cov)),
-         "ln_ppl_correlation": (cov / (lq_u * lb_u), None), "kld_mean": mean_unc(kld),
-         "dp_mean": mean_unc(dp), "dp_rms": (math.sqrt(mse), 0.5 * mse_u / math.sqrt(mse)),
-         "same_top": (same.mean(), math.sqrt(same.mean() * (1 - same.mean()) / (n - 1))),
-         "kld_max": (kld.max(), None), "kld_min": (kld.min(), None),
-         "dp_max": (dp.max(), None), "dp_min": (dp.min(), None)}
-    for at, name in ((99.9, "p99_9"), (99, "p99"), (95, "p95"), (90, "p90"), (50, "p50"),
-                     (10, "p10"), (5, "p05"), (1, "p01")):
-        s["kld_" + name] = (np.percentile(kld, at), None)
-    for at, name in ((99.9, "p99_9"), (99, "p99"), (95, "p95"), (90, "p90"), (75, "p75"),
-                     (50, "p50"), (25, "p25"), (10, "p10"), (5, "p05"), (1, "p01"), (0.1, "p00_1")):
-        s["dp_" + name] = (np.percentile(dp, at), None)
-    return s
-
-
 def numpy_compare(base, cand):
     """Per-token nll of both, KL(base || cand), dp and top agreement over the test's windows."""
     out = {k: [] for k in ("nll_base", "nll", "kld", "dp", "same")}
@@ -216,7 +184,8 @@ bad = recipe([("c", ["q8", "other"])]).replace("  report:", f"  other:\n    kind
 rc, out, err, _ = validate(write("bad_tok.yaml", bad))
 check(rc == 2, "another tokenizer: exit 2", f"{rc} {err}")
 check("candidates 'other' comes from model stage 'other'" in err and "dataset 'data' is tokenized by "
-      "model stage 'ref'" in err and "different tokenizers" in err, "another tokenizer: message", err)
+      "model stage 'ref': different tokenizers (model stage 'ref' (" in err and
+      "has a llama tokenizer, model stage 'other' (" in err, "another tokenizer: message", err)
 check("bad_tok.yaml:" in err, "another tokenizer: names the place", err)
 mesh = recipe([("c", ["q8"])], "    mesh: m\n").replace(
     "  data:\n", "  m:\n    kind: mesh\n    tp: 2\n  data:\n    mesh: m\n")
