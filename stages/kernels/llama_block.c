@@ -209,7 +209,9 @@ em_status em_llama_compose_window(const em_llama_kernels *k, void *b, int n_laye
         err = residual(k, b, l, true, post_norms, tp, all, n, dim);
     }
     free(all);
-    if (!err && cp->size == 1) {
+    if (!err && !nll) {
+        /* the layers only: the caller runs its own head (a compared pair, tp = cp = 1) */
+    } else if (!err && cp->size == 1) {
         err = head(k, b, n_vocab, tp, threads, target, score_from, T - score_from, nll, argmax);
     } else if (!err) {
         /* the scored positions are a suffix of this rank's (its second block follows its first) */

@@ -72,7 +72,8 @@ int em_cp_positions(int T, int cp, int r, int32_t *positions);
 
 /* Runs one window through the kernels: input and target (T) ids, positions score_from..T-1
  * scored into nll and argmax (T - score_from), the same on every rank of the groups. n_vocab is
- * the whole vocabulary. */
+ * the whole vocabulary. nll NULL (tp = cp = 1 only): the layers without the head, x is left after
+ * the last block for the caller's own head. */
 em_status em_llama_compose_window(const em_llama_kernels *k, void *b, int n_layers, int dim,
                                   bool post_norms, int64_t n_vocab, const em_forward_groups *groups,
                                   int threads, const int32_t *input, const int32_t *target, int T,

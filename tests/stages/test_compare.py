@@ -153,6 +153,60 @@ for stage in ("q8", "q4"):
             e = got[stage][key].get("error")
             check(e is not None and abs(e - error) <= 2e-3 * error + 1e-7,
                   f"{stage}.{key} error against NumPy", f"got {e}, NumPy {error}")
+# The pair's own scores are the plain forward's, bit for bit: forwards of the reference and of
+# the Q4_0 model over the same windows give exactly the compare's per-token NLLs and argmaxes
+# (the paired head computes both heads' logits once, for the scores and the KL divergence).
+fwd = recipe([("c", ["q4"])], "    records: true\n").replace("  report:\n", """  fr:
+    kind: forward
+    model: ref
+    data: data
+  fq:
+    kind: forward
+    model: q4
+    data: data
+  agg:
+    kind: aggregate
+    inputs: [fr, fq]
+  report:
+""")
+rc, out, err, fres = evalmesh(["run", write("forwards.yaml", fwd)])
+check(rc == 0 and fres is not None, "forwards rc", err[-2000:])
+records_dir = os.path.join(session.tmp, f"run{session.runs}", "records")
+
+
+def forward_records(stage):
+    """(nll, argmax) per scored token in window order from a forward's window records (the
+    layout of stages/metrics/window_records.h)."""
+    nll, arg = {}, {}
+    for name in sorted(os.listdir(records_dir)):
+        if not name.startswith(stage + ".rank"):
+            continue
+        with open(os.path.join(records_dir, name), "rb") as f:
+            data = f.read()
+        at = 208
+        while at < len(data):
+            size = int.from_bytes(data[at + 4:at + 8], "little")
+            p = at + 12
+            window, n = np.frombuffer(data, "<i8", 1, p)[0], np.frombuffer(data, "<i4", 1, p + 8)[0]
+            arg[window] = np.frombuffer(data, "<i4", n, p + 40 + 4 * n)
+            nll[window] = np.frombuffer(data, "<f8", n, p + 40 + 8 * n)
+            at = p + size
+    order = sorted(nll)
+    return np.concatenate([nll[w] for w in order]), np.concatenate([arg[w] for w in order])
+
+
+PAIR = np.dtype([("window", "<i8"), ("position", "<i4"), ("target", "<i4"), ("arg_ref", "<i4"),
+                 ("arg_cand", "<i4"), ("nll_ref", "<f8"), ("nll_cand", "<f8"), ("kld", "<f8")])
+if rc == 0:
+    with open(os.path.join(records_dir, "c.q4.rank0.tokens"), "rb") as f:
+        pair = np.frombuffer(f.read()[208:], dtype=PAIR)
+    pair = pair[np.lexsort((pair["position"], pair["window"]))]
+    for name, stage, side in (("reference", "fr", "ref"), ("Q4_0", "fq", "cand")):
+        nll, arg = forward_records(stage)
+        check(len(nll) == len(pair) == CHUNKS * (N_CTX - 1 - N_CTX // 2) and
+              np.array_equal(nll, pair["nll_" + side]) and np.array_equal(arg, pair["arg_" + side]),
+              f"{name}: the compare's per-token NLL and argmax are the forward's, bit for bit",
+              f"{len(nll)} tokens, {np.count_nonzero(nll != pair['nll_' + side])} NLLs differ")
 kld8 = got["q8"].get("kld_mean", {}).get("value", 1)
 kld4 = got["q4"].get("kld_mean", {}).get("value", 0)
 print(f"mean KLD Q8_0 {kld8}, Q4_0 {kld4}")

@@ -471,15 +471,22 @@ static const em_llama_kernels cpu_kernels = {
     .head_tiles = cpu_head_tiles,
 };
 
-em_status em_llama_forward_window(em_llama_forward *f, const int32_t *input, const int32_t *target,
-                                  int T, int score_from, double *nll, int32_t *argmax) {
-    const em_llama_config *c = &f->model->config;
+/* A window of T >= 1 positions scored from score_from < T, its ids in the vocabulary. */
+static em_status check_window(const em_llama_config *c, const int32_t *input, const int32_t *target,
+                              int T, int score_from) {
     if (T < 1 || score_from < 0 || score_from >= T) {
         return em_error_new(EM_EXIT_BAD_INPUT, "window of %d positions scored from %d is empty", T,
                             score_from);
     }
     em_status err = check_ids(input, T, c->n_vocab, "input");
     if (!err) err = check_ids(target + score_from, T - score_from, c->n_vocab, "target");
+    return err;
+}
+
+em_status em_llama_forward_window(em_llama_forward *f, const int32_t *input, const int32_t *target,
+                                  int T, int score_from, double *nll, int32_t *argmax) {
+    const em_llama_config *c = &f->model->config;
+    em_status err = check_window(c, input, target, T, score_from);
     if (err) return err;
     return em_llama_compose_window(&cpu_kernels, f, c->n_layers, c->dim, c->post_norms, c->n_vocab,
                                    &f->groups, f->threads, input, target, T, score_from, nll,
@@ -542,8 +549,22 @@ static em_status backend_score(void *f, const int32_t *input, const int32_t *tar
                                int score_from, double *nll, int32_t *argmax) {
     return em_llama_forward_window(f, input, target, T, score_from, nll, argmax);
 }
-/* After a window the forward's xn holds its scored positions after the final norm (n, D): the
- * paired head reads both. */
+/* Both forwards' layers over the window, each one's final norm of the scored positions into its
+ * xn (n, D), then one paired head for both (pair_head.h): the nll and argmax score_window gives
+ * and the KL divergence, with each head's logits computed once. */
+static em_status layers_and_final_norm(em_llama_forward *f, const int32_t *input,
+                                       const int32_t *target, int T, int score_from) {
+    const em_llama_config *c = &f->model->config;
+    em_status err = check_window(c, input, target, T, score_from);
+    if (!err)
+        err = em_llama_compose_window(&cpu_kernels, f, c->n_layers, c->dim, c->post_norms,
+                                      c->n_vocab, &f->groups, f->threads, input, target, T,
+                                      score_from, NULL, NULL);
+    if (err) return err;
+    em_rmsnorm(f->x + (size_t)score_from * c->dim, f->output_norm, T - score_from, c->dim,
+               c->rms_eps, f->xn, f->threads);
+    return NULL;
+}
 static em_status backend_score_pair(void *ref, void *cand, const int32_t *input,
                                     const int32_t *target, int T, int score_from, double *nll_ref,
                                     int32_t *argmax_ref, double *nll_cand, int32_t *argmax_cand,
@@ -552,12 +573,14 @@ static em_status backend_score_pair(void *ref, void *cand, const int32_t *input,
     if (r->groups.tp.size > 1 || r->groups.cp.size > 1 || c->groups.tp.size > 1 ||
         c->groups.cp.size > 1)
         return em_error_new(EM_EXIT_BAD_INPUT, "paired scoring needs tp = cp = 1");
-    em_status err = em_llama_forward_window(r, input, target, T, score_from, nll_ref, argmax_ref);
-    if (!err) err = em_llama_forward_window(c, input, target, T, score_from, nll_cand, argmax_cand);
+    em_status err = layers_and_final_norm(r, input, target, T, score_from);
+    if (!err) err = layers_and_final_norm(c, input, target, T, score_from);
     if (err) return err;
-    em_pair_side a = {r->xn, r->model->output, r->model->config.final_softcap, &r->scratch};
-    em_pair_side b = {c->xn, c->model->output, c->model->config.final_softcap, &c->scratch};
-    return em_pair_head_kl(&a, &b, T - score_from, kl);
+    em_pair_side a = {r->xn,       r->model->output, r->model->config.final_softcap,
+                      &r->scratch, nll_ref,          argmax_ref};
+    em_pair_side b = {c->xn,       c->model->output, c->model->config.final_softcap,
+                      &c->scratch, nll_cand,         argmax_cand};
+    return em_pair_head(&a, &b, target + score_from, T - score_from, kl);
 }
 static void backend_observe(void *f, const em_linear_observer *observer) {
     em_llama_forward_observe(f, observer);

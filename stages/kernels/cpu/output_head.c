@@ -26,11 +26,12 @@ size_t em_output_head_partial_bytes(int T, int64_t n_vocab) {
     return tiles * (size_t)T * sizeof(em_head_tile) + (size_t)T * sizeof(float);
 }
 
-/* The partials of one tile for positions 0..T-1 from its logits lt (rows, ldl), which are
- * overwritten; target_logit[t] is set where the target is in the tile. */
-static void tile_partials(float *lt, size_t ldl, int T, int rows, int64_t row0,
-                          const int32_t *target, float *max, int32_t *best, double *sum,
-                          float *target_logit, em_head_tile *out) {
+void em_output_head_tile(float *lt, size_t ldl, int T, int rows, int64_t row0,
+                         const int32_t *target, float *work, float *target_logit,
+                         em_head_tile *out) {
+    float *max = work;                       /* (T) */
+    int32_t *best = (int32_t *)(max + ldl);  /* (T) */
+    double *sum = (double *)(max + 2 * ldl); /* (T) */
     for (int t = 0; t < T; t++) {
         max[t] = lt[t];
         best[t] = 0;
@@ -75,9 +76,7 @@ void em_output_head_tiles(const float *x, int T, const em_tensor *w, int64_t row
         /* logits (n, ldl) */
         float *lt = em_matmul_tile_rows(w, s->packed, T, first, n, s, buf);
         if (softcap > 0) em_softcap(lt, (size_t)n * ldl, softcap);
-        float *max = buf + tile_floats;          /* (T) */
-        int32_t *best = (int32_t *)(max + ldl);  /* (T) */
-        double *sum = (double *)(max + 2 * ldl); /* (T) */
-        tile_partials(lt, ldl, T, n, first, target, max, best, sum, target_logit, part + v * T);
+        em_output_head_tile(lt, ldl, T, n, first, target, buf + tile_floats, target_logit,
+                            part + v * T);
     }
 }

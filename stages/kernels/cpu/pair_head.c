@@ -1,4 +1,4 @@
-/* Tiled KL divergence of two output heads (see pair_head.h). */
+/* Both output heads of a compared pair and their tiled KL divergence (see pair_head.h). */
 #include "stages/kernels/cpu/pair_head.h"
 
 #include <math.h>
@@ -8,6 +8,7 @@
 
 #include "stages/kernels/cpu/gemm.h"
 #include "stages/kernels/cpu/matmul.h"
+#include "stages/kernels/cpu/output_head.h"
 #include "stages/kernels/cpu/softcap.h"
 #include "stages/kernels/vocab_head.h"
 
@@ -38,7 +39,8 @@ static void tile_partials(const float *lr, const float *lc, size_t ldl, int T, i
     }
 }
 
-em_status em_pair_head_kl(const em_pair_side *ref, const em_pair_side *cand, int T, double *kl) {
+em_status em_pair_head(const em_pair_side *ref, const em_pair_side *cand, const int32_t *target,
+                       int T, double *kl) {
     const em_tensor *wr = ref->w, *wc = cand->w;
     int Dr = (int)wr->shape[0], Dc = (int)wc->shape[0];
     int64_t n_vocab = wr->shape[1];
@@ -47,12 +49,22 @@ em_status em_pair_head_kl(const em_pair_side *ref, const em_pair_side *cand, int
                             "the reference has %lld vocabulary rows, the candidate %lld",
                             (long long)n_vocab, (long long)wc->shape[1]);
     int64_t tiles = em_head_tiles(n_vocab);
-    pair_tile *part = malloc((size_t)tiles * (size_t)T * sizeof *part); /* (tiles, T) */
-    if (!part) return em_error_new(EM_EXIT_RUNTIME, "out of memory for the paired head's tiles");
+    size_t cells = (size_t)tiles * (size_t)T;
+    pair_tile *part = malloc(cells * sizeof *part);             /* (tiles, T) */
+    em_head_tile *head = malloc(2 * cells * sizeof *head);      /* ref's, cand's (tiles, T) */
+    float *target_logit = calloc(2 * (size_t)T, sizeof(float)); /* ref's, cand's (T) */
+    if (!part || !head || !target_logit) {
+        free(part);
+        free(head);
+        free(target_logit);
+        return em_error_new(EM_EXIT_RUNTIME, "out of memory for the paired head's tiles");
+    }
     em_scratch *sr = ref->scratch, *sc = cand->scratch;
     em_matmul_pack(ref->x, T, Dr, sr->packed, sr);
     em_matmul_pack(cand->x, T, Dc, sc->packed, sc);
     size_t ldl = em_gemm_result_stride(T);
+    size_t work_r = em_matmul_tile_floats(T, Dr, EM_HEAD_TILE_ROWS);
+    size_t work_c = em_matmul_tile_floats(T, Dc, EM_HEAD_TILE_ROWS);
     bool parallel = tiles > 1 && (int64_t)T * (Dr + Dc) * n_vocab >= EM_PARALLEL_MIN_WORK;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(sr->threads) if (parallel)
     for (int64_t v = 0; v < tiles; v++) {
@@ -65,7 +77,14 @@ em_status em_pair_head_kl(const em_pair_side *ref, const em_pair_side *cand, int
         if (ref->softcap > 0) em_softcap(lr, (size_t)n * ldl, ref->softcap);
         if (cand->softcap > 0) em_softcap(lc, (size_t)n * ldl, cand->softcap);
         tile_partials(lr, lc, ldl, T, n, part + v * T);
+        /* then each head's own partials, which overwrite its logits */
+        em_output_head_tile(lr, ldl, T, n, first, target, sr->buf[thread] + work_r, target_logit,
+                            head + v * T);
+        em_output_head_tile(lc, ldl, T, n, first, target, sc->buf[thread] + work_c,
+                            target_logit + T, head + cells + v * T);
     }
+    em_head_merge(head, tiles, T, target_logit, ref->nll, ref->argmax, sr->threads);
+    em_head_merge(head + cells, tiles, T, target_logit + T, cand->nll, cand->argmax, sc->threads);
     for (int t = 0; t < T; t++) {
         float mr = part[t].max_ref, mc = part[t].max_cand;
         for (int64_t v = 1; v < tiles; v++) {
@@ -84,5 +103,7 @@ em_status em_pair_head_kl(const em_pair_side *ref, const em_pair_side *cand, int
         kl[t] = a / s_ref - lse_ref + lse_cand;
     }
     free(part);
+    free(head);
+    free(target_logit);
     return NULL;
 }
