@@ -14,10 +14,15 @@
 #define CHUNK_ROWS 16 /* rows converted and quantized per task */
 
 void em_quantize_rows(const em_quant_scheme *s, const float *x, int64_t rows, int64_t n,
-                      void *out) {
+                      const float *qw, void *out) {
     size_t row_bytes = em_quant_row_bytes(s, n);
-    for (int64_t r = 0; r < rows; r++)
-        s->quantize_row(x + r * n, n, (uint8_t *)out + r * row_bytes);
+    for (int64_t r = 0; r < rows; r++) {
+        uint8_t *y = (uint8_t *)out + r * row_bytes;
+        if (qw && s->quantize_row_imatrix)
+            s->quantize_row_imatrix(x + r * n, n, qw, y);
+        else
+            s->quantize_row(x + r * n, n, y);
+    }
 }
 
 static bool is_quantized(em_tensor_type type) {
@@ -60,7 +65,7 @@ static void *quantize_tensor(const em_tensor *t, const em_quant_scheme *s, int t
             int64_t r0 = c * CHUNK_ROWS;
             int64_t nr = rows - r0 < CHUNK_ROWS ? rows - r0 : CHUNK_ROWS;
             em_rows_to_float(t, r0, nr, x, n);
-            em_quantize_rows(s, x, nr, n, out + r0 * (int64_t)row_bytes);
+            em_quantize_rows(s, x, nr, n, NULL, out + r0 * (int64_t)row_bytes);
         }
         free(x);
     }
