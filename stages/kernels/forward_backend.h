@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "util/error.h"
+#include "stages/kernels/linear_inputs.h"
 #include "stages/model/loaded_model.h"
 
 /* A group of ranks that split one window's work: size 1 means alone (allgather is a copy). */
@@ -57,6 +58,9 @@ typedef struct em_forward_backend {
     em_status (*score_pair)(void *ref, void *cand, const int32_t *input, const int32_t *target,
                             int T, int score_from, double *nll_ref, int32_t *argmax_ref,
                             double *nll_cand, int32_t *argmax_cand, double *kl);
+    /* Sets (NULL: clears) the observer of the linear layers' inputs (linear_inputs.h) for the
+     * windows computed from now on; NULL when the backend offers no such look. */
+    void (*observe)(void *f, const em_linear_observer *observer);
     /* Bytes of activations and scratch for the longest window so far. */
     size_t (*memory)(const void *f);
     /* Bytes of weights this rank holds and touches (its shard). */

@@ -15,7 +15,10 @@
 #include "stages/kernels/cpu/rmsnorm.h"
 #include "stages/kernels/cpu/rope.h"
 #include "stages/model/ggml_types.h"
+#include "stages/kernels/linear_inputs.h"
 #include "stages/kernels/llama_block.h"
+
+_Static_assert(EM_LINEAR_PANEL == EM_GEMM_PANEL, "the observer's view reads the GEMM's panels");
 
 /* Small per-layer vectors converted to floats once. */
 typedef struct layer_vectors {
@@ -46,6 +49,7 @@ struct em_llama_forward {
     float *rope;             /* (T, rope_dim/2, 2) */
     float *ring;             /* cp > 1: the online softmax state of ring attention */
     float *rope_swa;         /* (T, rope_dim/2, 2) of the sliding layers' base, or NULL */
+    em_linear_observer observer; /* observe NULL: no calibration (the normal case) */
 };
 
 /* A tensor the forward needs: present, a supported type, shape {n_in, n_out}. */
@@ -269,6 +273,14 @@ static em_status check_ids(const int32_t *ids, int T, int n_vocab, const char *w
     return NULL;
 }
 
+/* Hands the observer x (T, K), row-major (packed false) or packed in GEMM panels. */
+static void observe(const em_llama_forward *f, int layer, em_linear_site site, const float *x,
+                    int T, int K, bool packed) {
+    em_linear_input in = {
+        x, T, K, (size_t)K * EM_GEMM_PANEL, packed ? 1 : (size_t)K, packed ? EM_GEMM_PANEL : 1};
+    f->observer.observe(f->observer.user, layer, site, &in);
+}
+
 /* The kernels of the composition (llama_block.h); b is the em_llama_forward. */
 
 static em_status cpu_begin(void *b, const int32_t *input, const int32_t *positions, int T) {
@@ -311,6 +323,7 @@ static void cpu_qkv(void *b, int layer, int T) {
     /* q (T, QD), k (T, KVD), v (T, KVD) */
     const em_tensor *qkv_w[3] = {&w->wq, &w->wk, &w->wv};
     float *qkv[3] = {f->q, f->k, f->v};
+    if (f->observer.observe) observe(f, layer, EM_LINEAR_QKV, f->xn, T, c->dim, false);
     em_matmul_pack(f->xn, T, c->dim, s->packed, s);
     em_matmul_packed(s->packed, T, 3, qkv_w, qkv, false, s);
     if (w->bq) {
@@ -373,6 +386,9 @@ static void cpu_attention_finish(void *b, int T) {
 static void cpu_attn_out(void *b, int layer, int T, bool partial) {
     em_llama_forward *f = b;
     const em_tensor *wo = &f->shard.layers[layer].wo;
+    if (f->observer.observe)
+        observe(f, layer, EM_LINEAR_ATTN_OUT, f->att_packed, T,
+                f->shard.n_heads * f->model->config.head_dim, true);
     /* x += att Wo^T, or y = att Wo_shard^T */
     em_matmul_packed(f->att_packed, T, 1, &wo, partial ? &f->y : &f->x, !partial, &f->scratch);
 }
@@ -383,9 +399,13 @@ static void cpu_mlp(void *b, int layer, int T, bool partial) {
     em_scratch *s = &f->scratch;
     const em_tensor *down = &w->w_down;
     /* h (T, F) = silu(xn Wgate^T) * (xn Wup^T); x += h Wdown^T, or y = h Wdown_shard^T */
+    if (f->observer.observe)
+        observe(f, layer, EM_LINEAR_GATE_UP, f->xn, T, f->model->config.dim, false);
     em_matmul_pack(f->xn, T, f->model->config.dim, s->packed, s);
     em_matmul_swiglu_packed(s->packed, T, &w->w_gate, &w->w_up, f->model->config.activation,
                             f->h_packed, s);
+    if (f->observer.observe)
+        observe(f, layer, EM_LINEAR_DOWN, f->h_packed, T, f->shard.ffn_dim, true);
     em_matmul_packed(f->h_packed, T, 1, &down, partial ? &f->y : &f->x, !partial, s);
 }
 
@@ -487,6 +507,10 @@ size_t em_llama_forward_weight_bytes(const em_llama_forward *f) {
     return f->shard.weight_bytes;
 }
 
+void em_llama_forward_observe(em_llama_forward *f, const em_linear_observer *observer) {
+    f->observer = observer ? *observer : (em_linear_observer){0};
+}
+
 const char *em_llama_forward_kernel(const em_llama_forward *f) {
     return f->scratch.kernel_name;
 }
@@ -535,6 +559,9 @@ static em_status backend_score_pair(void *ref, void *cand, const int32_t *input,
     em_pair_side b = {c->xn, c->model->output, c->model->config.final_softcap, &c->scratch};
     return em_pair_head_kl(&a, &b, T - score_from, kl);
 }
+static void backend_observe(void *f, const em_linear_observer *observer) {
+    em_llama_forward_observe(f, observer);
+}
 static size_t backend_memory(const void *f) {
     return em_llama_forward_memory(f);
 }
@@ -551,6 +578,7 @@ const em_forward_backend em_forward_backend_cpu = {
     .create = backend_create,
     .score_window = backend_score,
     .score_pair = backend_score_pair,
+    .observe = backend_observe,
     .memory = backend_memory,
     .weight_bytes = backend_weight_bytes,
     .free = backend_free,

@@ -20,6 +20,7 @@
 #include "stages/kernels/cpu/llama_shard.h"
 #include "stages/kernels/cpu/scratch.h"
 #include "stages/kernels/forward_backend.h"
+#include "stages/kernels/linear_inputs.h"
 #include "stages/model/loaded_model.h"
 
 typedef struct em_llama_forward em_llama_forward;
@@ -51,6 +52,10 @@ size_t em_llama_forward_memory(const em_llama_forward *f);
 
 /* Bytes of the block and head weights this rank reads (its shard). */
 size_t em_llama_forward_weight_bytes(const em_llama_forward *f);
+
+/* Sets (or with NULL, clears) the observer of the linear layers' inputs (linear_inputs.h), for
+ * windows computed from now on. */
+void em_llama_forward_observe(em_llama_forward *f, const em_linear_observer *observer);
 
 /* The GEMM microkernel in use: "avx512", "avx2" or "c" (see gemm_microkernel.h). */
 const char *em_llama_forward_kernel(const em_llama_forward *f);
