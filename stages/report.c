@@ -30,6 +30,7 @@
 #include "util/redact.h"
 #include "util/sha256.h"
 #include "stages/metrics/metrics.h"
+#include "stages/quant/activation_stats.h"
 #include "stages/report/history.h"
 #include "stages/report/html.h"
 #include "stages/report/prometheus.h"
@@ -388,6 +389,26 @@ static em_status write_local(output *o, const em_metrics *m, const cJSON *result
     return err;
 }
 
+/* The results document's "calibration": per calibrate stage of `calibrations`, what it was
+ * calibrated on and on how many tokens. */
+static void add_calibrations(const em_stage *self, cJSON *results) {
+    size_t n = em_stage_input_count(self, "calibrations");
+    cJSON *all = n ? cJSON_AddObjectToObject(results, "calibration") : NULL;
+    for (size_t i = 0; i < n; i++) {
+        const em_activation_stats *s = em_stage_input_artifact(self, "calibrations", i)->data;
+        cJSON *c =
+            cJSON_AddObjectToObject(all, em_stage_input_producer(self, "calibrations", i)->name);
+        if (s->dataset)
+            cJSON_AddStringToObject(c, "dataset", s->dataset);
+        else
+            cJSON_AddNullToObject(c, "dataset");
+        cJSON_AddNumberToObject(c, "windows", (double)s->windows);
+        cJSON_AddNumberToObject(c, "window_tokens", (double)s->window_len);
+        cJSON_AddNumberToObject(c, "tokens", (double)s->tokens);
+        cJSON_AddNumberToObject(c, "tensors", (double)s->n);
+    }
+}
+
 static em_status report_run(em_stage *self, const em_run_context *ctx) {
     report_state *st = self->state;
     em_report_artifact *art = em_xcalloc(1, sizeof *art);
@@ -407,6 +428,7 @@ static em_status report_run(em_stage *self, const em_run_context *ctx) {
                             .start_time = st->start_time,
                             .end_time = time(NULL)};
     cJSON *results = em_results_build(m, &info);
+    add_calibrations(self, results);
 
     /* Local outputs first (every one is attempted; the first error is returned at the end). */
     em_status first = NULL;
@@ -444,6 +466,10 @@ static em_status report_run(em_stage *self, const em_run_context *ctx) {
 
 static const em_input_spec report_inputs[] = {
     {.option = "metrics", .accepts = {"metrics"}},
+    {.option = "calibrations",
+     .accepts = {EM_ACTIVATION_STATS_TYPE},
+     .is_list = true,
+     .optional = true},
     {0},
 };
 

@@ -27,12 +27,13 @@ static void part_floats(const em_activation_stat *e, int p, float *out) {
                                 : e->max_abs[j];
 }
 
-/* Writes len bytes of a memory stream to path, atomically. */
-static em_status finish(FILE *mem, char *buf, size_t len, bool ok, const char *path) {
+/* Closes a memory stream (open_memstream sets *buf and *len then) and writes its bytes to path,
+ * atomically. */
+static em_status finish(FILE *mem, char **buf, size_t *len, bool ok, const char *path) {
     if (fclose(mem) != 0) ok = false;
-    em_status err = ok ? em_atomic_write(path, buf, len, 0644)
+    em_status err = ok ? em_atomic_write(path, *buf, *len, 0644)
                        : em_error_new(EM_EXIT_RUNTIME, "%s: cannot build the file in memory", path);
-    free(buf);
+    free(*buf);
     return err;
 }
 
@@ -74,7 +75,7 @@ em_status em_imatrix_write_gguf(const em_activation_stats *s, const char *path) 
         }
     }
     free(values);
-    return finish(mem, buf, len, ok, path);
+    return finish(mem, &buf, &len, ok, path);
 }
 
 static bool put_i32(FILE *f, int64_t v) {
@@ -99,10 +100,11 @@ em_status em_imatrix_write_dat(const em_activation_stats *s, const char *path) {
         int64_t ncall = (e->count + s->window_len - 1) / s->window_len;
         ok = put_i32(mem, (int64_t)name_len) && fwrite(e->name, 1, name_len, mem) == name_len &&
              put_i32(mem, ncall) && put_i32(mem, e->columns);
-        /* as llama-imatrix: (sum / count) * ncall in float; a token-less entry stores 1 */
+        /* (sum / count) * ncall, in double and rounded once, so that a file read back (count =
+         * ncall) is written again with the same bytes; a token-less entry stores 1 */
         for (int64_t j = 0; ok && j < e->columns; j++) {
-            float count = (float)e->count, value = (float)e->sum_x2[j];
-            float stored = count == 0.0f ? (float)ncall : value / count * (float)ncall;
+            float stored =
+                e->count == 0 ? 1.0f : (float)(e->sum_x2[j] / (double)e->count * (double)ncall);
             ok = fwrite(&stored, sizeof stored, 1, mem) == 1;
         }
     }
@@ -110,7 +112,7 @@ em_status em_imatrix_write_dat(const em_activation_stats *s, const char *path) {
     size_t dataset_len = strlen(dataset);
     ok = ok && put_i32(mem, s->windows) && put_i32(mem, (int64_t)dataset_len) &&
          fwrite(dataset, 1, dataset_len, mem) == dataset_len;
-    return finish(mem, buf, len, ok, path);
+    return finish(mem, &buf, &len, ok, path);
 }
 
 static char *copy_n(const char *s, size_t n) {
@@ -278,6 +280,7 @@ static em_status read_dat(const unsigned char *data, size_t size, em_activation_
         }
         if (e->count > s->tokens) s->tokens = e->count;
     }
+    s->window_len = 1; /* a count is a chunk */
     int32_t chunks, len;
     if (get_i32(&r, &chunks)) s->windows = chunks;
     if (get_i32(&r, &len) && len > 0 && r.end - r.p >= len)

@@ -9,9 +9,10 @@
  *
  * Legacy .dat (llama-imatrix --output-format dat): int32 n_entries; per entry int32 name length,
  * the name, int32 ncall = ceil(count / chunk size), int32 nval = columns, float values[nval] =
- * (sum_x2 / count) * ncall; then int32 the chunk count and int32 length + the dataset's name.
- * It holds no token count: read back, an entry's count is its ncall and its sum_x2 the stored
- * values, so sum_x2 / count (what llama-quantize uses) is kept, and window_len is 0.
+ * (sum_x2 / count) * ncall (1 for an entry without tokens); then int32 the chunk count and int32
+ * length + the dataset's name. It holds no token count: read back, an entry's count is its ncall
+ * and its sum_x2 the stored values, so sum_x2 / count (what llama-quantize uses) is kept, and
+ * window_len is 1 (a count is a chunk); written again, the file has the same bytes.
  *
  * Reading tells the formats apart by the GGUF magic. Every length and count is checked against
  * the file, so a damaged file is an error (exit 2 naming the file and what is wrong). */

@@ -6,6 +6,8 @@
  *    "dataset": {"path", "sha256"}, "evalmesh": {"version", "commit"},
  *    "world_size", "mesh": {"nodes", "ranks_per_node"}, "start_time", "end_time" (UTC, ISO 8601),
  *    "metrics": {"<stage>": {"<metric>": {"value", "error"?, "timing"?}}},
+ *    "calibration": {"<stage>": {"dataset", "windows", "window_tokens", "tokens", "tensors"}}
+ *    (added by the report stage, when it names calibrate stages),
  *    "ranks": [{"rank", "tokens", "windows", "seconds", "tokens_per_second"}]}
  * A metric key "<stage>.<metric>" is split at its first dot. Values that are not finite are null.
  */

@@ -150,8 +150,14 @@ def softcap(x, cap):
     return cap * np.tanh(x / cap) if cap else x
 
 
-def forward(meta, t, tokens_in, targets):
-    """-log p(target) and argmax at every position of one window (float64)."""
+def forward(meta, t, tokens_in, targets, inputs=None):
+    """-log p(target) and argmax at every position of one window (float64). With a dict `inputs`,
+    also the input (T, columns) of every linear weight, by the weight's name."""
+
+    def keep(names, x):
+        if inputs is not None:
+            inputs.update({n: x for n in names})
+
     c = config(meta)
     T, H, KV, hd = len(tokens_in), c["heads"], c["kv_heads"], c["head_dim"]
     x = t["token_embd.weight"][tokens_in] * c["embed_scale"]  # (T, D)
@@ -162,6 +168,7 @@ def forward(meta, t, tokens_in, targets):
     for l in range(c["layers"]):
         p = "blk.%d." % l
         xn = rmsnorm(x, t[p + "attn_norm.weight"], c["eps"])
+        keep([p + n + ".weight" for n in ("attn_q", "attn_k", "attn_v", "attn_qkv")], xn)
         if c["fused"]:  # Q, K, V rows of one projection
             q, k, v = np.split(xn @ t[p + "attn_qkv.weight"].T, [H * hd, (H + KV) * hd], axis=1)
         else:
@@ -183,9 +190,11 @@ def forward(meta, t, tokens_in, targets):
             s = softcap(qh @ kh.T / np.sqrt(c["scale_base"]), c["attn_cap"]) + mask  # (T, T)
             s = np.exp(s - s.max(axis=1, keepdims=True))
             out[:, h * hd:(h + 1) * hd] = (s / s.sum(axis=1, keepdims=True)) @ vh
+        keep([p + "attn_output.weight"], out)
         att = out @ t[p + "attn_output.weight"].T
         x = x + (rmsnorm(att, t[p + "attn_post_norm.weight"], c["eps"]) if c["post"] else att)
         xn = rmsnorm(x, t[p + "ffn_norm.weight"], c["eps"])
+        keep([p + "ffn_gate.weight", p + "ffn_up.weight"], xn)
         if c["fused"]:  # gate rows, then up rows
             gate, up = np.split(xn @ t[p + "ffn_up.weight"].T, 2, axis=1)
         else:
@@ -194,6 +203,7 @@ def forward(meta, t, tokens_in, targets):
             act = 0.5 * gate * (1 + np.tanh(np.sqrt(2 / np.pi) * (gate + 0.044715 * gate ** 3)))
         else:
             act = gate / (1 + np.exp(-gate))
+        keep([p + "ffn_down.weight"], act * up)
         mlp = (act * up) @ t[p + "ffn_down.weight"].T
         x = x + (rmsnorm(mlp, t[p + "ffn_post_norm.weight"], c["eps"]) if c["post"] else mlp)
     xn = rmsnorm(x, t["output_norm.weight"], c["eps"])

@@ -22,6 +22,7 @@
 
 extern const em_stage_kind em_stage_kind_report;
 extern const em_stage_kind em_stage_kind_gate;
+extern const em_stage_kind em_stage_kind_calibrate;
 
 static void free_metrics(void *m) {
     em_metrics_free(m);
@@ -83,8 +84,9 @@ static const em_stage_kind fixed_metrics_kind = {
     .run = fixed_run,
 };
 
+/* calibrate: the producer of what the report's optional `calibrations` accepts */
 static const em_stage_kind *const kinds[] = {&fixed_metrics_kind, &em_stage_kind_gate,
-                                             &em_stage_kind_report, NULL};
+                                             &em_stage_kind_report, &em_stage_kind_calibrate, NULL};
 
 /* Validates report and gate options against their (embedded) schemas, as the runner does. */
 static em_status validate(em_node *stages) {
