@@ -7,13 +7,14 @@
  * directory). A tensor the scheme cannot take (row length, already quantized) stops the stage with
  * exit 2 and the place of `scheme`.
  *
- * Calibration (quantize_model.h): `imatrix_file` names a llama.cpp importance-matrix file (GGUF
- * or legacy .dat, relative to the recipe) with the activation statistics; `method` is rtn (default:
- * importance-weighted rounding, llama-quantize --imatrix) or awq (activation-aware scaling, awq.h;
- * needs statistics). Statistics that miss a tensor the plan quantizes, or whose columns differ from
- * its rows, stop the stage with exit 2 naming the tensor and the place of the option that gave
- * them. What was calibrated (method, tokens, windows, the dataset, the tensors, AWQ's exponents and
- * estimated errors) goes to the log and, on rank 0, to <run dir>/<stage>.calibration.json. */
+ * Calibration (quantize_model.h): `imatrix` names a calibrate stage (its activation statistics),
+ * or `imatrix_file` a llama.cpp importance-matrix file (GGUF or legacy .dat, relative to the
+ * recipe); `method` is rtn (default: importance-weighted rounding, llama-quantize --imatrix) or
+ * awq (activation-aware scaling, awq.h; needs statistics). Statistics that miss a tensor the plan
+ * quantizes, or whose columns differ from its rows, stop the stage with exit 2 naming the tensor
+ * and the place of the option that gave them. What was calibrated (method, tokens, windows, the
+ * dataset, the tensors, AWQ's exponents and estimated errors) goes to the log and, on rank 0, to
+ * <run dir>/<stage>.calibration.json. */
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,6 +42,7 @@ typedef struct quantize_state {
 
 static const em_input_spec quantize_inputs[] = {
     {"model", {"model"}, false, false},
+    {"imatrix", {EM_ACTIVATION_STATS_TYPE}, false, true},
     {NULL, {NULL}, false, false},
 };
 
@@ -75,14 +77,22 @@ static em_status quantize_init(em_stage *self, const em_run_context *ctx) {
         return em_error_at(EM_EXIT_BAD_INPUT, method_node->mark,
                            "stage '%s': unknown method '%s' (rtn or awq)", self->name, method);
     }
+    const em_node *imatrix = em_node_get(self->options, "imatrix");
     const em_node *imatrix_file = em_node_get(self->options, "imatrix_file");
+    if (!em_node_is_null(imatrix) && !em_node_is_null(imatrix_file))
+        return em_error_at(EM_EXIT_BAD_INPUT, imatrix_file->mark,
+                           "stage '%s': imatrix and imatrix_file both give statistics; keep one",
+                           self->name);
     if (!em_node_is_null(imatrix_file)) {
         st->stats_mark = imatrix_file->mark;
         em_status err = em_stage_input_file(self, "imatrix_file", false, &st->imatrix_file);
         if (err) return err;
+    } else if (!em_node_is_null(imatrix)) {
+        st->stats_mark = imatrix->mark;
     } else if (st->opt.method == EM_QUANT_AWQ) {
         return em_error_at(EM_EXIT_BAD_INPUT, method_node->mark,
-                           "stage '%s': method awq needs calibration statistics (imatrix_file)",
+                           "stage '%s': method awq needs calibration statistics (imatrix: a "
+                           "calibrate stage, or imatrix_file)",
                            self->name);
     }
     const em_node *exclude = em_node_get(self->options, "exclude");
@@ -108,9 +118,31 @@ static em_status quantize_init(em_stage *self, const em_run_context *ctx) {
     return NULL;
 }
 
+/* s as a JSON string's contents: quotes, backslashes and control characters escaped. */
+static char *json_escape(const char *s) {
+    char *out = em_xmalloc(strlen(s) * 6 + 1), *o = out;
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') {
+            *o++ = '\\';
+            *o++ = (char)c;
+        } else if (c < 0x20) {
+            o += sprintf(o, "\\u%04x", c);
+        } else {
+            *o++ = (char)c;
+        }
+    }
+    *o = '\0';
+    return out;
+}
+
 /* What was calibrated, as JSON members (also the log line). */
-static char *calibration_record(const quantize_state *st, const em_quantize_summary *sum) {
+static char *calibration_record(const em_stage *self, const quantize_state *st,
+                                const em_quantize_summary *sum) {
     const em_activation_stats *s = st->opt.stats;
+    char *source = json_escape(
+        st->imatrix_file ? st->imatrix_file : em_stage_input_producer(self, "imatrix", 0)->name);
+    char *dataset = json_escape(s->dataset ? s->dataset : "");
     char *awq =
         st->opt.method != EM_QUANT_AWQ
             ? em_xstrdup("")
@@ -119,16 +151,16 @@ static char *calibration_record(const quantize_state *st, const em_quantize_summ
                            sum->awq_groups,
                            sum->awq_groups ? sum->awq_alpha_sum / (double)sum->awq_groups : 0.0,
                            sum->awq_error, sum->awq_error_plain);
-    char *r =
-        em_xasprintf("\"method\": \"%s\", \"scheme\": \"%s\", \"statistics\": \"%s\", "
-                     "\"dataset\": \"%s\", \"tokens\": %lld, \"windows\": %lld, "
-                     "\"window_len\": %lld, \"entries\": %zu, \"tensors_quantized\": "
-                     "%zu, \"tensors_importance_weighted\": %zu%s",
-                     st->opt.method == EM_QUANT_AWQ ? "awq" : "rtn", st->opt.plan.scheme,
-                     st->imatrix_file ? st->imatrix_file : "calibrate stage",
-                     s->dataset ? s->dataset : "", (long long)s->tokens, (long long)s->windows,
-                     (long long)s->window_len, s->n, sum->quantized, sum->weighted, awq);
+    char *r = em_xasprintf("\"method\": \"%s\", \"scheme\": \"%s\", \"statistics\": \"%s\", "
+                           "\"dataset\": \"%s\", \"tokens\": %lld, \"windows\": %lld, "
+                           "\"window_len\": %lld, \"entries\": %zu, \"tensors_quantized\": "
+                           "%zu, \"tensors_importance_weighted\": %zu%s",
+                           st->opt.method == EM_QUANT_AWQ ? "awq" : "rtn", st->opt.plan.scheme,
+                           source, dataset, (long long)s->tokens, (long long)s->windows,
+                           (long long)s->window_len, s->n, sum->quantized, sum->weighted, awq);
     free(awq);
+    free(source);
+    free(dataset);
     return r;
 }
 
@@ -149,7 +181,10 @@ static em_status quantize_run(em_stage *self, const em_run_context *ctx) {
         err = em_imatrix_read(st->imatrix_file, &st->own_stats);
         if (err) return err;
     }
-    st->opt.stats = st->own_stats;
+    st->opt.stats = st->own_stats ? st->own_stats
+                    : em_stage_input_count(self, "imatrix")
+                        ? em_stage_input_artifact(self, "imatrix", 0)->data
+                        : NULL;
     em_model *m;
     em_quantize_summary sum;
     err = em_quantize_model(src, &st->opt, &m, &sum);
@@ -163,7 +198,7 @@ static em_status quantize_run(em_stage *self, const em_run_context *ctx) {
                 st->opt.plan.scheme, sum.quantized, (double)sum.bytes_before / (1 << 20),
                 (double)sum.bytes_after / (1 << 20));
     if (st->opt.stats) {
-        char *record = calibration_record(st, &sum);
+        char *record = calibration_record(self, st, &sum);
         em_log_info("quantize %s: %s", self->name, record);
         if (ctx->rank == 0 && ctx->run_dir) {
             char *path = em_xasprintf("%s/%s.calibration.json", ctx->run_dir, self->name);

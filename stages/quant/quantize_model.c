@@ -115,10 +115,14 @@ static void *quantize_tensor(const em_tensor *t, const em_quant_scheme *s, int t
 
 /* A checksum naming the source and the quantization, in place of the file header's. */
 static void quantized_sha256(const em_model *src, const em_quantize_options *opt, char hex[65]) {
-    char text[256];
-    snprintf(text, sizeof text, "%s quantize %s embeddings=%d output=%d calibrated=%d method=%d",
+    char text[1024];
+    const em_activation_stats *st = opt->stats;
+    snprintf(text, sizeof text,
+             "%s quantize %s embeddings=%d output=%d method=%d calibrated=%d tokens=%lld "
+             "windows=%lld dataset=%s",
              src->header_sha256, opt->plan.scheme, opt->plan.embeddings, opt->plan.output,
-             opt->stats != NULL, (int)opt->method);
+             (int)opt->method, st != NULL, st ? (long long)st->tokens : 0LL,
+             st ? (long long)st->windows : 0LL, st && st->dataset ? st->dataset : "");
     em_sha256_hex(text, strlen(text), hex);
 }
 

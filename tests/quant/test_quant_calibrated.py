@@ -4,9 +4,11 @@
 importance-matrix GGUF:
   - AWQ's rescaling alone (awq_fold_driver, alpha 0.5, no quantization): the folded model's NLLs
     from reference.py equal the original's within float tolerance;
-  - held-out text (TinyStories stories the calibration did not see): importance-weighted Q4_0 and
-    Q4_K_M, and importance-weighted and AWQ int4, score no worse than their plain forms; the run
-    records what was calibrated (<stage>.calibration.json);
+  - held-out text (TinyStories stories the calibration did not see), through the compare stage:
+    importance-weighted Q4_0 and Q4_K_M, and importance-weighted and AWQ int4, with statistics from
+    NumPy (imatrix_file) and from a calibrate stage (imatrix), are closer to the reference (mean
+    KLD) than their plain forms and not worse in PPL beyond its error; each run records what was
+    calibrated (<stage>.calibration.json);
   - bad input: statistics missing a tensor the plan quantizes, or with other columns than its
     rows, and awq without statistics: exit 2 naming the tensor and the option's place.
 Skips (exit 77) when ../shared/data or the gguf package is absent.
@@ -88,87 +90,106 @@ check(nll_diff < 1e-4, f"folded model's NLLs equal the original's (max |diff| {n
 print(f"fold: max |NLL difference| {nll_diff:.2e} over {2 * WINDOW} tokens")
 
 # --- held-out text: calibrated no worse than plain ------------------------------------------
+# One compare run per scheme over the held-out stories: the reference against the plain
+# quantization and the calibrated ones (statistics from NumPy through imatrix_file, and from a
+# calibrate stage over the same calibration text through imatrix). Calibrated is "no worse" when
+# its mean KLD from the reference is below the plain one's and its ln(PPL(Q)/PPL(base)) exceeds the
+# plain one's by less than the plain one's error (the PPL of 1,100 tokens moves by noise alone).
 DOWN = "[" + ",".join(f"blk.{i}.ffn_down.weight" for i in range(5)) + "]"  # rows of 172 values
 
 
-def recipe(name, quantize):
-    """model -> quantize (options `quantize`) -> forward over the held-out text."""
-    opts = "\n".join(f"    {k}: {v}" for k, v in quantize.items())
+def quantize_stage(name, opts):
+    lines = "".join(f"    {k}: {v}\n" for k, v in opts.items())
+    return f"  {name}:\n    kind: quantize\n    model: model\n{lines}"
+
+
+def recipe(name, stages, candidates):
     return write(name, f"""name: {name}
 stages:
   model: {{kind: model, path: "{MODEL}"}}
-  q:
-    kind: quantize
-    model: model
-{opts}
-  data: {{kind: dataset, tokenizer: model, path: "{held_out}", protocol: chunked, n_ctx: 128}}
-  fwd: {{kind: forward, model: q, data: data, threads: 1}}
-  agg: {{kind: aggregate, inputs: [fwd]}}
-  report: {{kind: report, metrics: agg, outputs: [json]}}
+  ctext: {{kind: dataset, tokenizer: model, path: "{calib_text}", protocol: chunked, n_ctx: {WINDOW + 1}}}
+  cal: {{kind: calibrate, model: model, data: ctext}}
+{stages}  data: {{kind: dataset, tokenizer: model, path: "{held_out}", protocol: chunked, n_ctx: 128}}
+  kld: {{kind: compare, reference: model, candidates: [{", ".join(candidates)}], data: data}}
+  report: {{kind: report, metrics: kld, outputs: [json]}}
 """)
 
 
-def run(name, quantize):
-    rc, out, err, res = evalmesh(["run", recipe(name + ".yaml", quantize)])
-    ok = check(rc == 0 and res, f"{name} runs", err[-2000:])
-    run_dir = os.path.join(session.tmp, f"run{session.runs}")
-    return (res["metrics"]["fwd"]["token_ppl"]["value"] if ok else None), err, run_dir
-
-
-f_imatrix = f'"{imatrix}"'
-cases = [("Q4_0", {"scheme": "Q4_0", "exclude": DOWN}, {"imatrix_file": f_imatrix}),
-         ("Q4_K_M", {"scheme": "Q4_K_M", "exclude": DOWN}, {"imatrix_file": f_imatrix}),
-         ("int4 g32 rtn", {"scheme": "int4_weight_only", "group_size": 32, "exclude": DOWN},
-          {"imatrix_file": f_imatrix}),
-         ("int4 g32 awq", {"scheme": "int4_weight_only", "group_size": 32, "exclude": DOWN},
-          {"imatrix_file": f_imatrix, "method": "awq"})]
-for label, plain_opts, calib_opts in cases:
-    tag = re.sub(r"\W", "_", label)
-    plain, _, _ = run(f"plain_{tag}", plain_opts)
-    calib, err, run_dir = run(f"calib_{tag}", {**plain_opts, **calib_opts})
-    if plain is None or calib is None:
+cases = [("Q4_0", {"scheme": "Q4_0", "exclude": DOWN}, {}),
+         ("Q4_K_M", {"scheme": "Q4_K_M", "exclude": DOWN}, {}),
+         ("int4_rtn", {"scheme": "int4_weight_only", "group_size": 32, "exclude": DOWN}, {}),
+         ("int4_awq", {"scheme": "int4_weight_only", "group_size": 32, "exclude": DOWN},
+          {"method": "awq"})]
+for label, plain_opts, method in cases:
+    stages = (quantize_stage("plain", plain_opts)
+              + quantize_stage("file", {**plain_opts, **method, "imatrix_file": f'"{imatrix}"'})
+              + quantize_stage("stage", {**plain_opts, **method, "imatrix": "cal"}))
+    rc, out, err, res = evalmesh(["run", recipe(f"{label}.yaml", stages, ["plain", "file", "stage"])])
+    if not check(rc == 0 and res, f"{label} runs", err[-2000:]):
         continue
-    print(f"{label}: held-out token ppl plain {plain:.5f}, calibrated {calib:.5f}")
-    check(calib <= plain, f"{label}: calibrated ppl {calib:.5f} no worse than plain {plain:.5f}")
-    check(calib != plain, f"{label}: the calibration changes the result")
-    rec_path = os.path.join(run_dir, "q.calibration.json")
-    if check(os.path.exists(rec_path), f"{label}: q.calibration.json written"):
+    m = res["metrics"]
+    kld = {c: m[c]["kld_mean"]["value"] for c in ("plain", "file", "stage")}
+    ln = {c: m[c]["ln_ppl_ratio"]["value"] for c in ("plain", "file", "stage")}
+    print(f"{label}: held-out mean KLD plain {kld['plain']:.5f}, NumPy statistics {kld['file']:.5f}, "
+          f"calibrate stage {kld['stage']:.5f}; PPL {m['plain']['ppl']['value']:.4f} / "
+          f"{m['file']['ppl']['value']:.4f} / {m['stage']['ppl']['value']:.4f}")
+    for c in ("file", "stage"):
+        check(kld[c] < kld["plain"], f"{label} ({c}): mean KLD {kld[c]:.5f} below plain {kld['plain']:.5f}")
+        check(ln[c] < ln["plain"] + m["plain"]["ln_ppl_ratio"]["error"],
+              f"{label} ({c}): ln PPL ratio {ln[c]:.5f} not above plain's {ln['plain']:.5f} + its error")
+    run_dir = os.path.join(session.tmp, f"run{session.runs}")
+    for c, source in (("file", imatrix), ("stage", "cal")):
+        rec_path = os.path.join(run_dir, f"{c}.calibration.json")
+        if not check(os.path.exists(rec_path), f"{label}: {c}.calibration.json written"):
+            continue
         with open(rec_path) as f:
             rec = json.load(f)
-        check(rec["tokens"] == len(windows) * WINDOW and rec["windows"] == len(windows),
-              f"{label}: records the calibration tokens and windows", str(rec))
-        check(rec["dataset"] == calib_text, f"{label}: records the dataset", str(rec))
-        check(rec["method"] == calib_opts.get("method", "rtn"), f"{label}: records the method")
+        check(rec["statistics"] == source and rec["dataset"] == calib_text,
+              f"{label} ({c}): records the statistics' source and text", str(rec))
+        check(rec["windows"] == len(windows) and rec["tokens"] == len(windows) * WINDOW,
+              f"{label} ({c}): records {len(windows)} windows, {len(windows) * WINDOW} tokens", str(rec))
+        check(rec["method"] == method.get("method", "rtn"), f"{label} ({c}): records the method")
         if rec["method"] == "awq":
             # 5 layers x (qkv, gate_up); down is excluded here
-            check(rec["awq_groups"] == 10, f"{label}: 10 groups rescaled", str(rec))
-            check(rec["awq_error"] <= rec["awq_error_plain"], f"{label}: estimated error no worse")
-            print(f"  awq: mean alpha {rec['awq_mean_alpha']}, estimated output error "
+            check(rec["awq_groups"] == 10, f"{label} ({c}): 10 groups rescaled", str(rec))
+            check(rec["awq_error"] <= rec["awq_error_plain"], f"{label} ({c}): estimated error no worse")
+            print(f"  {c}: mean alpha {rec['awq_mean_alpha']}, estimated output error "
                   f"{rec['awq_error']:.4g} vs plain {rec['awq_error_plain']:.4g}")
         else:
             # Q4_K_M: attn_v of layers 2 and 4 get Q6_K, Q8_0 on rows of 64, which has no
             # weighted form (ggml ignores the weights)
             weighted = 28 if label == "Q4_K_M" else 30
             check(rec["tensors_quantized"] == 30 and rec["tensors_importance_weighted"] == weighted,
-                  f"{label}: {weighted} of 30 tensors importance-weighted", str(rec))
+                  f"{label} ({c}): {weighted} of 30 tensors importance-weighted", str(rec))
+
+
+def single(name, opts):
+    """A run quantizing with opts alone (for the bad-input cases)."""
+    return write(name, f"""name: {name}
+stages:
+  model: {{kind: model, path: "{MODEL}"}}
+{quantize_stage("q", opts)}  data: {{kind: dataset, tokenizer: model, path: "{held_out}", protocol: chunked, n_ctx: 128}}
+  fwd: {{kind: forward, model: q, data: data, threads: 1}}
+""")
+
 
 # --- bad input -------------------------------------------------------------------------------
 missing = os.path.join(session.tmp, "missing.imatrix.gguf")
 calib_numpy.write_imatrix(missing, stats, [n for n in order if n != "blk.1.attn_k.weight"], WINDOW)
-rc, _, err, _ = evalmesh(["run", recipe("missing.yaml", {"scheme": "Q4_0", "exclude": DOWN,
+rc, _, err, _ = evalmesh(["run", single("missing.yaml", {"scheme": "Q4_0", "exclude": DOWN,
                                                          "imatrix_file": f'"{missing}"'})])
 check(rc == 2, f"statistics missing a tensor: exit 2 (got {rc})", err[-2000:])
 check(re.search(r"missing\.yaml:9:\d+: scheme Q4_0: tensor blk\.1\.attn_k\.weight: the calibration "
                 r"statistics have no entry for it", err), "statistics missing a tensor: message", err[-2000:])
 short = os.path.join(session.tmp, "short.imatrix.gguf")
 calib_numpy.write_imatrix(short, stats, order, WINDOW, columns={"blk.0.ffn_up.weight": 32})
-rc, _, err, _ = evalmesh(["run", recipe("short.yaml", {"scheme": "Q4_0", "exclude": DOWN,
+rc, _, err, _ = evalmesh(["run", single("short.yaml", {"scheme": "Q4_0", "exclude": DOWN,
                                                        "imatrix_file": f'"{short}"'})])
 check(rc == 2, f"columns mismatch: exit 2 (got {rc})", err[-2000:])
 check(re.search(r"short\.yaml:9:\d+: scheme Q4_0: tensor blk\.0\.ffn_up\.weight: the calibration "
                 r"statistics have 32 columns, the weight's rows 64", err), "columns mismatch: message",
       err[-2000:])
-rc, _, err, _ = evalmesh(["run", recipe("nostats.yaml", {"scheme": "Q4_0", "method": "awq"})])
+rc, _, err, _ = evalmesh(["run", single("nostats.yaml", {"scheme": "Q4_0", "method": "awq"})])
 check(rc == 2, f"awq without statistics: exit 2 (got {rc})", err[-2000:])
 check(re.search(r"nostats\.yaml:\d+:\d+: stage 'q': method awq needs calibration statistics", err),
       "awq without statistics: message", err[-2000:])
