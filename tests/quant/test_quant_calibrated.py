@@ -9,11 +9,14 @@ importance-matrix GGUF:
     NumPy (imatrix_file) and from a calibrate stage (imatrix), are closer to the reference (mean
     KLD) than their plain forms and not worse in PPL beyond its error; each run records what was
     calibrated (<stage>.calibration.json);
+  - the stage's importance weights are llama-quantize's, sum x^2 / count per column: its Q4_K_M
+    GGUF holds, for every weighted tensor, the bytes quant_dump (whose weighted quantizers
+    test_quant_blocks.py checks against ggml's) makes with those weights;
   - bad input: statistics missing a tensor the plan quantizes, or with other columns than its
     rows, and awq without statistics: exit 2 naming the tensor and the option's place.
 Skips (exit 77) when ../shared/data or the gguf package is absent.
 
-usage: test_quant_calibrated.py AWQ_FOLD_DRIVER
+usage: test_quant_calibrated.py AWQ_FOLD_DRIVER QUANT_DUMP
 """
 import json
 import os
@@ -37,7 +40,7 @@ except ImportError as e:
     print(f"skipped: {e}")
     sys.exit(77)
 
-FOLD_DRIVER = sys.argv[1]
+FOLD_DRIVER, QUANT_DUMP = sys.argv[1], sys.argv[2]
 DATA = os.environ.get("EVALMESH_SHARED_DATA", os.path.join(HERE, "..", "..", "..", "shared", "data"))
 MODEL = os.path.join(DATA, "models", "stories260K.gguf")
 STORIES = os.path.join(DATA, "text", "tinystories_sample.txt")
@@ -172,6 +175,33 @@ stages:
   fwd: {{kind: forward, model: q, data: data, threads: 1}}
 """)
 
+
+# --- the importance weights the stage passes: sum_x2 / count of the imatrix, per column -------
+from gguf_reader import read_gguf_index  # noqa: E402  (tests/support)
+out_gguf = os.path.join(session.tmp, "q4km_imatrix.gguf")
+rc, _, err, _ = evalmesh(["run", single("written.yaml", {"scheme": "Q4_K_M", "exclude": DOWN,
+                                                         "imatrix_file": f'"{imatrix}"',
+                                                         "gguf": f'"{out_gguf}"'})])
+if check(rc == 0 and os.path.exists(out_gguf), "Q4_K_M with imatrix written as GGUF", err[-2000:]):
+    data, _, infos, start = read_gguf_index(out_gguf)
+    imx_data, _, imx_infos, imx_start = read_gguf_index(imatrix)
+    imx = {name: np.frombuffer(imx_data, np.float32, int(np.prod(shape)), imx_start + off)
+           for name, shape, _, off in imx_infos}
+    types = {2: "Q4_0", 6: "Q5_0", 8: "Q8_0", 12: "Q4_K", 14: "Q6_K"}
+    checked = 0
+    for name, shape, t, off in infos:
+        if name not in stats or types.get(t) is None:
+            continue
+        qw = (imx[name + ".in_sum2"].astype(np.float64) / float(imx[name + ".counts"][0])).astype(np.float32)
+        src, qwf, dst = (os.path.join(session.tmp, f) for f in ("w.f32", "qw.f32", "w.bin"))
+        tensors[name].astype(np.float32).tofile(src)
+        qw.tofile(qwf)
+        subprocess.run([QUANT_DUMP, types[t], str(shape[0]), src, dst, qwf], check=True)
+        want = open(dst, "rb").read()
+        got = bytes(data[start + off:start + off + len(want)])
+        checked += check(got == want, f"{name} ({types[t]}): the GGUF's bytes are the weighted "
+                                      f"quantizer's with sum_x2 / count")
+    check(checked == 30, f"every quantized tensor compared ({checked})")
 
 # --- bad input -------------------------------------------------------------------------------
 missing = os.path.join(session.tmp, "missing.imatrix.gguf")
