@@ -3,7 +3,8 @@
 (calib_numpy.py: reference.py's float64 forward over calibration text) and written as an
 importance-matrix GGUF:
   - AWQ's rescaling alone (awq_fold_driver, alpha 0.5, no quantization): the folded model's NLLs
-    from reference.py equal the original's within float tolerance;
+    from reference.py equal the original's within float tolerance; without |x| sums (llama.cpp's
+    imatrix files) the scales follow each channel's RMS;
   - held-out text (TinyStories stories the calibration did not see), through the compare stage:
     importance-weighted Q4_0 and Q4_K_M, and importance-weighted and AWQ int4, with statistics from
     NumPy (imatrix_file) and from a calibrate stage (imatrix), are closer to the reference (mean
@@ -91,6 +92,20 @@ for w in windows[:2]:
     nll_diff = max(nll_diff, float(np.abs(a - b).max()))
 check(nll_diff < 1e-4, f"folded model's NLLs equal the original's (max |diff| {nll_diff:.2e})")
 print(f"fold: max |NLL difference| {nll_diff:.2e} over {2 * WINDOW} tokens")
+# statistics without |x| sums (as llama.cpp's imatrix files are): the scales use each channel's RMS
+no_abs = os.path.join(session.tmp, "no_abs.imatrix.gguf")
+calib_numpy.write_imatrix(no_abs, stats, order, WINDOW, with_abs=False)
+rms_dir = os.path.join(session.tmp, "fold_rms")
+os.makedirs(rms_dir)
+p = subprocess.run([FOLD_DRIVER, MODEL, no_abs, "1", rms_dir], capture_output=True, text=True)
+if check(p.returncode == 0, "awq_fold_driver runs on statistics without |x| sums", p.stderr):
+    # alpha 1: attn_norm / s with s = RMS / sqrt(max RMS * min RMS), RMS = sqrt(sum_x2 / count)
+    s2, _, _, c = stats["blk.0.attn_q.weight"]
+    rms = np.sqrt((s2.astype(np.float32).astype(np.float64)) / c)
+    want = tensors["blk.0.attn_norm.weight"] / (rms / np.sqrt(rms.max() * rms.min()))
+    got = np.fromfile(os.path.join(rms_dir, "blk.0.attn_norm.weight.f32"), np.float32)
+    check(np.allclose(got, want, rtol=1e-5), "without |x| sums the scales are the channels' RMS",
+          f"max rel diff {np.max(np.abs(got / want - 1)):.2e}")
 
 # --- held-out text: calibrated no worse than plain ------------------------------------------
 # One compare run per scheme over the held-out stories: the reference against the plain
