@@ -9,12 +9,13 @@
  *
  * Calibration (quantize_model.h): `imatrix` names a calibrate stage (its activation statistics),
  * or `imatrix_file` a llama.cpp importance-matrix file (GGUF or legacy .dat, relative to the
- * recipe); `method` is rtn (default: importance-weighted rounding, llama-quantize --imatrix) or
- * awq (activation-aware scaling, awq.h; needs statistics). Statistics that miss a tensor the plan
- * quantizes, or whose columns differ from its rows, stop the stage with exit 2 naming the tensor
- * and the place of the option that gave them. What was calibrated (method, tokens, windows, the
- * dataset, the tensors, AWQ's exponents and estimated errors) goes to the log and, on rank 0, to
- * <run dir>/<stage>.calibration.json. */
+ * recipe); `method` is rtn (default: importance-weighted rounding, llama-quantize --imatrix),
+ * awq (activation-aware scaling, awq.h, then plain rounding) or awq_imatrix (the scaling, then
+ * importance-weighted rounding); the awq methods need statistics. Statistics that miss a tensor the
+ * plan quantizes, or whose columns differ from its rows, stop the stage with exit 2 naming the
+ * tensor and the place of the option that gave them. What was calibrated (method, tokens, windows,
+ * the dataset, the tensors, AWQ's exponents and estimated errors) goes to the log and, on rank 0,
+ * to <run dir>/<stage>.calibration.json. */
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +40,22 @@ typedef struct quantize_state {
     char *imatrix_file;             /* statistics from this file (read in run) */
     em_activation_stats *own_stats; /* those statistics */
 } quantize_state;
+
+/* The methods, as recipes spell them. */
+static const struct {
+    const char *name;
+    em_quant_method method;
+} methods[] = {
+    {"rtn", EM_QUANT_RTN},
+    {"awq", EM_QUANT_AWQ},
+    {"awq_imatrix", EM_QUANT_AWQ_IMATRIX},
+};
+
+static const char *method_name(em_quant_method m) {
+    for (size_t i = 0; i < sizeof methods / sizeof methods[0]; i++)
+        if (methods[i].method == m) return methods[i].name;
+    return "?";
+}
 
 static const em_input_spec quantize_inputs[] = {
     {"model", {"model"}, false, false},
@@ -71,12 +88,13 @@ static em_status quantize_init(em_stage *self, const em_run_context *ctx) {
     st->gguf = em_node_get_string(self->options, "gguf", NULL);
     const char *method = em_node_get_string(self->options, "method", "rtn");
     const em_node *method_node = em_node_get(self->options, "method");
-    if (strcmp(method, "awq") == 0) {
-        st->opt.method = EM_QUANT_AWQ;
-    } else if (strcmp(method, "rtn") != 0) {
+    size_t mi = 0;
+    while (mi < sizeof methods / sizeof methods[0] && strcmp(methods[mi].name, method) != 0) mi++;
+    if (mi == sizeof methods / sizeof methods[0])
         return em_error_at(EM_EXIT_BAD_INPUT, method_node->mark,
-                           "stage '%s': unknown method '%s' (rtn or awq)", self->name, method);
-    }
+                           "stage '%s': unknown method '%s' (rtn, awq or awq_imatrix)", self->name,
+                           method);
+    st->opt.method = methods[mi].method;
     const em_node *imatrix = em_node_get(self->options, "imatrix");
     const em_node *imatrix_file = em_node_get(self->options, "imatrix_file");
     if (!em_node_is_null(imatrix) && !em_node_is_null(imatrix_file))
@@ -89,11 +107,11 @@ static em_status quantize_init(em_stage *self, const em_run_context *ctx) {
         if (err) return err;
     } else if (!em_node_is_null(imatrix)) {
         st->stats_mark = imatrix->mark;
-    } else if (st->opt.method == EM_QUANT_AWQ) {
+    } else if (st->opt.method != EM_QUANT_RTN) {
         return em_error_at(EM_EXIT_BAD_INPUT, method_node->mark,
-                           "stage '%s': method awq needs calibration statistics (imatrix: a "
+                           "stage '%s': method %s needs calibration statistics (imatrix: a "
                            "calibrate stage, or imatrix_file)",
-                           self->name);
+                           self->name, method);
     }
     const em_node *exclude = em_node_get(self->options, "exclude");
     if (exclude && exclude->kind == EM_NODE_SEQ) {
@@ -144,7 +162,7 @@ static char *calibration_record(const em_stage *self, const quantize_state *st,
         st->imatrix_file ? st->imatrix_file : em_stage_input_producer(self, "imatrix", 0)->name);
     char *dataset = json_escape(s->dataset ? s->dataset : "");
     char *awq =
-        st->opt.method != EM_QUANT_AWQ
+        st->opt.method == EM_QUANT_RTN
             ? em_xstrdup("")
             : em_xasprintf(", \"awq_groups\": %zu, \"awq_mean_alpha\": %.4f, "
                            "\"awq_error\": %.6g, \"awq_error_plain\": %.6g",
@@ -155,9 +173,9 @@ static char *calibration_record(const em_stage *self, const quantize_state *st,
                            "\"dataset\": \"%s\", \"tokens\": %lld, \"windows\": %lld, "
                            "\"window_len\": %lld, \"entries\": %zu, \"tensors_quantized\": "
                            "%zu, \"tensors_importance_weighted\": %zu%s",
-                           st->opt.method == EM_QUANT_AWQ ? "awq" : "rtn", st->opt.plan.scheme,
-                           source, dataset, (long long)s->tokens, (long long)s->windows,
-                           (long long)s->window_len, s->n, sum->quantized, sum->weighted, awq);
+                           method_name(st->opt.method), st->opt.plan.scheme, source, dataset,
+                           (long long)s->tokens, (long long)s->windows, (long long)s->window_len,
+                           s->n, sum->quantized, sum->weighted, awq);
     free(awq);
     free(source);
     free(dataset);

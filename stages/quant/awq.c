@@ -44,10 +44,18 @@ static void make_scales(const double *a, int64_t n, float alpha, float *s) {
     for (int64_t j = 0; j < n; j++) s[j] /= norm;
 }
 
+/* qw_j = e_j / s_j^2: the importance of the rescaled weight's column j (its input is x_j / s_j). */
+static float *scaled_importance(const double *e, const float *s, int64_t n) {
+    float *qw = em_xmalloc((size_t)n * sizeof *qw);
+    for (int64_t j = 0; j < n; j++) qw[j] = (float)(e[j] / ((double)s[j] * s[j]));
+    return qw;
+}
+
 /* sum over up to SEARCH_ROWS evenly spaced rows r of w (rows x n) and columns j of
- * e_j (w[r][j] - dequantize(quantize(w[r] * s))[j] / s_j)^2, with scheme sc. */
+ * e_j (w[r][j] - dequantize(quantize(w[r] * s))[j] / s_j)^2, with scheme sc, rounding with
+ * importance weights qw when given (and sc has a weighted form). */
 static double weight_error(const float *w, int64_t rows, int64_t n, const em_quant_scheme *sc,
-                           const float *s, const double *e, int threads) {
+                           const float *s, const double *e, const float *qw, int threads) {
     int64_t R = rows < SEARCH_ROWS ? rows : SEARCH_ROWS;
     double *row_err = em_xmalloc((size_t)R * sizeof *row_err);
     em_ggml_row_fn *to_float = em_ggml_type_info_get((uint32_t)sc->type)->to_float;
@@ -60,7 +68,10 @@ static double weight_error(const float *w, int64_t rows, int64_t n, const em_qua
         for (int64_t i = 0; i < R; i++) {
             const float *wr = w + (i * rows / R) * n;
             for (int64_t j = 0; j < n; j++) x[j] = wr[j] * s[j];
-            sc->quantize_row(x, n, blocks);
+            if (qw && sc->quantize_row_imatrix)
+                sc->quantize_row_imatrix(x, n, qw, blocks);
+            else
+                sc->quantize_row(x, n, blocks);
             to_float(blocks, y, n);
             double err = 0;
             for (int64_t j = 0; j < n; j++) {
@@ -86,8 +97,8 @@ static float *norm_copy(const em_tensor *t) {
 }
 
 em_status em_awq_scale_layer(const em_model *m, int layer, const em_quant_plan *plan,
-                             const em_activation_stats *stats, float fixed_alpha, int threads,
-                             em_awq_layer *out) {
+                             const em_activation_stats *stats, float fixed_alpha,
+                             bool weighted_rounding, int threads, em_awq_layer *out) {
     memset(out, 0, sizeof *out);
     for (int g = 0; g < EM_AWQ_GROUPS; g++) out->alpha[g] = -1;
     const em_layer_weights *L = &m->layers[layer];
@@ -126,12 +137,14 @@ em_status em_awq_scale_layer(const em_model *m, int layer, const em_quant_plan *
             for (int step = 0; step <= ALPHA_STEPS; step++) {
                 float alpha = (float)step / ALPHA_STEPS;
                 make_scales(a, n, alpha, s);
+                float *qw = weighted_rounding ? scaled_importance(e, s, n) : NULL;
                 double err = 0;
                 for (int k = 0; k < gd->n; k++) {
                     int i = gd->members[k];
-                    err +=
-                        weight_error(out->w[i], em_tensor_numel(w[i]) / n, n, sc[i], s, e, threads);
+                    err += weight_error(out->w[i], em_tensor_numel(w[i]) / n, n, sc[i], s, e, qw,
+                                        threads);
                 }
+                free(qw);
                 if (step == 0) out->error_plain[g] = err;
                 if (step == 0 || err < out->error[g]) {
                     out->error[g] = err;
@@ -141,6 +154,8 @@ em_status em_awq_scale_layer(const em_model *m, int layer, const em_quant_plan *
         }
         out->alpha[g] = best_alpha;
         make_scales(a, n, best_alpha, s);
+        for (int k = 0; k < gd->n && weighted_rounding; k++)
+            out->qw[gd->members[k]] = scaled_importance(e, s, n);
         for (int k = 0; k < gd->n; k++) {
             int i = gd->members[k];
             int64_t rows = em_tensor_numel(w[i]) / n;
@@ -165,7 +180,10 @@ em_status em_awq_scale_layer(const em_model *m, int layer, const em_quant_plan *
 }
 
 void em_awq_layer_free(em_awq_layer *l) {
-    for (int i = 0; i < EM_AWQ_WEIGHTS; i++) free(l->w[i]);
+    for (int i = 0; i < EM_AWQ_WEIGHTS; i++) {
+        free(l->w[i]);
+        free(l->qw[i]);
+    }
     free(l->attn_norm);
     free(l->ffn_norm);
     memset(l, 0, sizeof *l);

@@ -25,8 +25,11 @@
  * e_j = sum_x2 / count the channel's mean square: E[|dW x|^2] with the cross-channel terms
  * E[x_i x_j] (i != j) dropped, the activations treated as uncorrelated across channels. The search
  * looks at up to 512 evenly spaced rows of each weight (all of them when fewer). Each weight is
- * quantized with its own scheme of the plan (mixes included). The order is down, then gate_up (on
- * ffn_up's already rescaled rows), then qkv. Deterministic: errors are summed in row order. */
+ * quantized with its own scheme of the plan (mixes included), plainly, or, with weighted rounding,
+ * with the importance weights of the rescaled weight's columns, qw_j = e_j / s_j^2 (its input is
+ * x_j / s_j), through the scheme's weighted form (llama-quantize --imatrix's rounding after the
+ * rescaling). The order is down, then gate_up (on ffn_up's already rescaled rows), then qkv.
+ * Deterministic: errors are summed in row order. */
 #ifndef EVALMESH_QUANT_AWQ_H
 #define EVALMESH_QUANT_AWQ_H
 
@@ -41,11 +44,12 @@ enum { EM_AWQ_QKV, EM_AWQ_GATE_UP, EM_AWQ_DOWN, EM_AWQ_GROUPS };
 enum { EM_AWQ_WQ, EM_AWQ_WK, EM_AWQ_WV, EM_AWQ_WGATE, EM_AWQ_WUP, EM_AWQ_WDOWN, EM_AWQ_WEIGHTS };
 
 typedef struct em_awq_layer {
-    float *w[EM_AWQ_WEIGHTS];    /* (n_out, n_in) the rescaled weight as floats; NULL: unchanged */
-    float *attn_norm;            /* (dim) the folded norm weight; NULL: unchanged */
-    float *ffn_norm;             /* (dim) */
-    float alpha[EM_AWQ_GROUPS];  /* the chosen exponent; -1: the group was not scaled */
-    double error[EM_AWQ_GROUPS]; /* E at the chosen alpha */
+    float *w[EM_AWQ_WEIGHTS];   /* (n_out, n_in) the rescaled weight as floats; NULL: unchanged */
+    float *qw[EM_AWQ_WEIGHTS];  /* (n_in) with weighted rounding: e_j / s_j^2 for w[i]; else NULL */
+    float *attn_norm;           /* (dim) the folded norm weight; NULL: unchanged */
+    float *ffn_norm;            /* (dim) */
+    float alpha[EM_AWQ_GROUPS]; /* the chosen exponent; -1: the group was not scaled */
+    double error[EM_AWQ_GROUPS];       /* E at the chosen alpha */
     double error_plain[EM_AWQ_GROUPS]; /* E at alpha 0 (the plain quantization) */
 } em_awq_layer;
 
@@ -53,8 +57,8 @@ typedef struct em_awq_layer {
  * quantization: the plan still says which groups are scaled). Statistics whose columns differ
  * from a weight's row length are an error (exit 2) naming the weight; threads: OpenMP threads. */
 em_status em_awq_scale_layer(const em_model *m, int layer, const em_quant_plan *plan,
-                             const em_activation_stats *stats, float fixed_alpha, int threads,
-                             em_awq_layer *out);
+                             const em_activation_stats *stats, float fixed_alpha,
+                             bool weighted_rounding, int threads, em_awq_layer *out);
 void em_awq_layer_free(em_awq_layer *l);
 
 #endif

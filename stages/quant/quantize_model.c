@@ -148,7 +148,8 @@ static em_status awq_layer(em_model *m, const em_quantize_options *opt, int l, i
     const em_layer_weights *L = &m->layers[l];
     const em_tensor *ws[EM_AWQ_WEIGHTS] = {L->wq, L->wk, L->wv, L->w_gate, L->w_up, L->w_down};
     em_awq_layer a;
-    em_status err = em_awq_scale_layer(m, l, &opt->plan, opt->stats, -1.0f, threads, &a);
+    em_status err = em_awq_scale_layer(m, l, &opt->plan, opt->stats, -1.0f,
+                                       opt->method == EM_QUANT_AWQ_IMATRIX, threads, &a);
     if (err) return err;
     em_model_storage *storage = m->impl;
     for (int i = 0; i < EM_AWQ_WEIGHTS; i++) {
@@ -160,7 +161,8 @@ static em_status awq_layer(em_model *m, const em_quantize_options *opt, int l, i
         view.nbytes = (size_t)em_tensor_numel(t) * sizeof(float);
         const em_quant_scheme *s = em_quant_plan_scheme_for(&opt->plan, m, t);
         size_t f32_bytes = view.nbytes;
-        replace_with_blocks(storage, &view, s, threads, NULL, summary);
+        replace_with_blocks(storage, &view, s, threads, s->quantize_row_imatrix ? a.qw[i] : NULL,
+                            summary);
         summary->bytes_before = summary->bytes_before - f32_bytes + t->nbytes;
         t->type = view.type;
         t->data = view.data;
@@ -202,7 +204,7 @@ em_status em_quantize_model(const em_model *src, const em_quantize_options *opt,
         if (!err && s && opt->stats) err = stats_entry(src, opt->stats, t, &e);
         if (err) return err;
     }
-    if (opt->method == EM_QUANT_AWQ && !opt->stats)
+    if (opt->method != EM_QUANT_RTN && !opt->stats)
         return em_error_new(EM_EXIT_BAD_INPUT, "AWQ needs calibration statistics");
     em_model *m;
     em_status err = em_model_load(src->path, &m);
@@ -214,14 +216,15 @@ em_status em_quantize_model(const em_model *src, const em_quantize_options *opt,
     int threads = opt->threads > 0 ? opt->threads : omp_get_max_threads();
     em_model_storage *storage = m->impl;
     bool *done = em_xcalloc(m->tensor_count ? m->tensor_count : 1, sizeof *done);
-    for (int l = 0; !err && opt->method == EM_QUANT_AWQ && l < m->config.n_layers; l++)
+    bool awq = opt->method == EM_QUANT_AWQ || opt->method == EM_QUANT_AWQ_IMATRIX;
+    for (int l = 0; !err && awq && l < m->config.n_layers; l++)
         err = awq_layer(m, opt, l, threads, done, summary);
     for (size_t i = 0; !err && i < m->tensor_count; i++) {
         em_tensor *t = &m->tensors[i];
         const em_quant_scheme *s = em_quant_plan_scheme_for(&opt->plan, m, t);
         if (!s || done[i]) continue;
         const em_activation_stat *e =
-            opt->method == EM_QUANT_RTN ? em_activation_stats_find(opt->stats, t->name) : NULL;
+            opt->method != EM_QUANT_AWQ ? em_activation_stats_find(opt->stats, t->name) : NULL;
         float *qw = e && s->quantize_row_imatrix ? importance_weights(e) : NULL;
         replace_with_blocks(storage, t, s, threads, qw, summary);
         free(qw);

@@ -10,7 +10,9 @@
  *     (sum_x2[j] / count) for every row (schemes without a weighted form, Q8_0 and int8, ignore
  *     them);
  *   - method AWQ: the layers are first rescaled as awq.h says (the inverse scales folded into the
- *     norms and ffn_up's rows), then every tensor is rounded plainly.
+ *     norms and ffn_up's rows), then every tensor is rounded plainly;
+ *   - method AWQ_IMATRIX: the same rescaling, with the rounding of RTN (the rescaled weights'
+ *     importance is e_j / s_j^2, awq.h), in the alpha search and in the result.
  * The linear weights of the blocks that the plan quantizes need an entry with the weight's row
  * length as columns and a non-zero token count; a missing or mismatched one stops the
  * quantization (exit 2, naming the tensor). The token embedding (no linear input) and the output
@@ -27,8 +29,9 @@
 #include "stages/quant/quant_plan.h"
 
 typedef enum em_quant_method {
-    EM_QUANT_RTN, /* round to nearest (importance-weighted with statistics) */
-    EM_QUANT_AWQ, /* activation-aware scaling, then round to nearest (needs statistics) */
+    EM_QUANT_RTN,         /* round to nearest (importance-weighted with statistics) */
+    EM_QUANT_AWQ,         /* activation-aware scaling, then round to nearest (needs statistics) */
+    EM_QUANT_AWQ_IMATRIX, /* activation-aware scaling, then importance-weighted rounding */
 } em_quant_method;
 
 typedef struct em_quantize_options {

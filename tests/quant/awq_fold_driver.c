@@ -35,7 +35,7 @@ int main(int argc, char **argv) {
     int rc = 0;
     for (int l = 0; l < m->config.n_layers && !rc; l++) {
         em_awq_layer a;
-        err = em_awq_scale_layer(m, l, &plan, stats, (float)atof(argv[3]), 1, &a);
+        err = em_awq_scale_layer(m, l, &plan, stats, (float)atof(argv[3]), false, 1, &a);
         if (err) {
             fprintf(stderr, "%s\n", err->message);
             return err->exit_code;

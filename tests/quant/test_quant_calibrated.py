@@ -6,7 +6,8 @@ importance-matrix GGUF:
     from reference.py equal the original's within float tolerance; without |x| sums (llama.cpp's
     imatrix files) the scales follow each channel's RMS;
   - held-out text (TinyStories stories the calibration did not see), through the compare stage:
-    importance-weighted Q4_0 and Q4_K_M, and importance-weighted and AWQ int4, with statistics from
+    importance-weighted Q4_0 and Q4_K_M, importance-weighted, AWQ and AWQ with importance-weighted
+    rounding (awq_imatrix) int4, and Q4_K_M awq_imatrix, with statistics from
     NumPy (imatrix_file) and from a calibrate stage (imatrix), are closer to the reference (mean
     KLD) than their plain forms and not worse in PPL beyond its error; each run records what was
     calibrated (<stage>.calibration.json);
@@ -137,7 +138,10 @@ cases = [("Q4_0", {"scheme": "Q4_0", "exclude": DOWN}, {}),
          ("Q4_K_M", {"scheme": "Q4_K_M", "exclude": DOWN}, {}),
          ("int4_rtn", {"scheme": "int4_weight_only", "group_size": 32, "exclude": DOWN}, {}),
          ("int4_awq", {"scheme": "int4_weight_only", "group_size": 32, "exclude": DOWN},
-          {"method": "awq"})]
+          {"method": "awq"}),
+         ("int4_awq_imatrix", {"scheme": "int4_weight_only", "group_size": 32, "exclude": DOWN},
+          {"method": "awq_imatrix"}),
+         ("Q4_K_M_awq_imatrix", {"scheme": "Q4_K_M", "exclude": DOWN}, {"method": "awq_imatrix"})]
 for label, plain_opts, method in cases:
     stages = (quantize_stage("plain", plain_opts)
               + quantize_stage("file", {**plain_opts, **method, "imatrix_file": f'"{imatrix}"'})
@@ -167,18 +171,18 @@ for label, plain_opts, method in cases:
         check(rec["windows"] == len(windows) and rec["tokens"] == len(windows) * WINDOW,
               f"{label} ({c}): records {len(windows)} windows, {len(windows) * WINDOW} tokens", str(rec))
         check(rec["method"] == method.get("method", "rtn"), f"{label} ({c}): records the method")
-        if rec["method"] == "awq":
+        # Q4_K_M: attn_v of layers 2 and 4 get Q6_K, Q8_0 on rows of 64, which has no
+        # weighted form (ggml ignores the weights)
+        weighted = {"rtn": 28 if label == "Q4_K_M" else 30, "awq": 0,
+                    "awq_imatrix": 28 if label.startswith("Q4_K_M") else 30}[rec["method"]]
+        check(rec["tensors_quantized"] == 30 and rec["tensors_importance_weighted"] == weighted,
+              f"{label} ({c}): {weighted} of 30 tensors importance-weighted", str(rec))
+        if rec["method"] != "rtn":
             # 5 layers x (qkv, gate_up); down is excluded here
             check(rec["awq_groups"] == 10, f"{label} ({c}): 10 groups rescaled", str(rec))
             check(rec["awq_error"] <= rec["awq_error_plain"], f"{label} ({c}): estimated error no worse")
             print(f"  {c}: mean alpha {rec['awq_mean_alpha']}, estimated output error "
                   f"{rec['awq_error']:.4g} vs plain {rec['awq_error_plain']:.4g}")
-        else:
-            # Q4_K_M: attn_v of layers 2 and 4 get Q6_K, Q8_0 on rows of 64, which has no
-            # weighted form (ggml ignores the weights)
-            weighted = 28 if label == "Q4_K_M" else 30
-            check(rec["tensors_quantized"] == 30 and rec["tensors_importance_weighted"] == weighted,
-                  f"{label} ({c}): {weighted} of 30 tensors importance-weighted", str(rec))
 
 
 def single(name, opts):
