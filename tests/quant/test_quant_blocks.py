@@ -82,6 +82,19 @@ def check_ggml_imatrix_reference():
             print(f"  first difference in block {first // bb}, byte {first % bb}")
         # the weighted fit is a different quantization: most blocks change
         check(got != quantize(scheme, x), f"{scheme}: the importance weights change the blocks")
+    # round trip: the NumPy dequantizers read the weighted blocks, and on the random rows the
+    # importance-weighted squared error is well below the plain blocks' (what the weights are for)
+    rows = list(range(4)) + list(range(x.shape[0] - 9, x.shape[0]))
+    xr = x[rows].astype(np.float64)
+    for scheme in ("Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K"):
+        plain = dequantize(scheme, quantize(scheme, xr)).reshape(xr.shape)
+        weighted = dequantize(scheme, quantize(scheme, xr, qw)).reshape(xr.shape)
+        e_plain = float(((xr - plain) ** 2 * qw).sum())
+        e_weighted = float(((xr - weighted) ** 2 * qw).sum())
+        check(e_weighted < 0.8 * e_plain, f"{scheme}: weighted round-trip error {e_weighted:.4g} "
+              f"below 0.8 x plain's {e_plain:.4g}")
+        print(f"  {scheme} with importance weights: weighted squared error {e_weighted / e_plain:.3f} "
+              f"of the plain blocks'")
     # Q8_0 has no weighted form: ggml ignores the weights, and so does evalmesh
     with open(os.path.join(ref, "Q8_0.bin"), "rb") as f:
         check(quantize("Q8_0", x, qw) == f.read(), "Q8_0: importance weights ignored, as by ggml")
