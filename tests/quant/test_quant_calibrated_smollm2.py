@@ -1,6 +1,6 @@
 """Calibrated quantization on the real SmolLM2-135M-Instruct (tools/fetch-smollm2; its Q4_1
-weights are dequantized and quantized again, allow_requantize): a calibrate stage over three
-WikiText-2 windows of 256 tokens, then, on held-out text (four 128-token windows of the TinyStories
+weights are dequantized and quantized again, allow_requantize): a calibrate stage over two
+WikiText-2 windows of 256 tokens, then, on held-out text (three 128-token windows of the TinyStories
 sample, which the calibration did not see; kept short for the sanitizer build), the compare stage scores Q4_K_M plain and with the importance matrix, and int4_weight_only
 (groups of 64: the 576-wide rows take no 128) plain and with AWQ, against the reference. Each
 calibrated candidate must have a lower mean KLD than its plain form and a ln(PPL(Q)/PPL(base)) not
@@ -35,14 +35,14 @@ session = EvalSession("quant_calibrated_smollm2_")
 recipe = session.write("smollm2.yaml", f"""name: smollm2-calibrated
 stages:
   model: {{kind: model, path: "{model}"}}
-  calib_text: {{kind: dataset, tokenizer: model, path: "{wiki}", protocol: chunked, n_ctx: 256, max_windows: 3}}
+  calib_text: {{kind: dataset, tokenizer: model, path: "{wiki}", protocol: chunked, n_ctx: 256, max_windows: 2}}
   cal: {{kind: calibrate, model: model, data: calib_text}}
   q4km: {{kind: quantize, model: model, scheme: Q4_K_M, allow_requantize: true}}
   q4km_imatrix: {{kind: quantize, model: model, scheme: Q4_K_M, allow_requantize: true, imatrix: cal}}
   int4: {{kind: quantize, model: model, scheme: int4_weight_only, group_size: 64, allow_requantize: true}}
   int4_awq: {{kind: quantize, model: model, scheme: int4_weight_only, group_size: 64, allow_requantize: true,
              imatrix: cal, method: awq}}
-  text: {{kind: dataset, tokenizer: model, path: "{stories}", protocol: chunked, n_ctx: 128, max_windows: 4}}
+  text: {{kind: dataset, tokenizer: model, path: "{stories}", protocol: chunked, n_ctx: 128, max_windows: 3}}
   kld: {{kind: compare, reference: model, candidates: [q4km, q4km_imatrix, int4, int4_awq], data: text}}
   report: {{kind: report, metrics: kld, calibrations: [cal], outputs: [json]}}
 """)
