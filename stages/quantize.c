@@ -203,13 +203,17 @@ static em_status quantize_run(em_stage *self, const em_run_context *ctx) {
                     : em_stage_input_count(self, "imatrix")
                         ? em_stage_input_artifact(self, "imatrix", 0)->data
                         : NULL;
+    char where[1024];
+    err = em_quantize_check_stats(src, &st->opt);
+    if (err) {
+        em_mark_format(st->stats_mark, where, sizeof where);
+        return em_error_prefix(err, "%s: scheme %s", where, st->opt.plan.scheme);
+    }
     em_model *m;
     em_quantize_summary sum;
     err = em_quantize_model(src, &st->opt, &m, &sum);
     if (err) {
-        char where[1024];
-        bool stats_error = st->opt.stats && strstr(err->message, "calibration statistics");
-        em_mark_format(stats_error ? st->stats_mark : st->scheme_mark, where, sizeof where);
+        em_mark_format(st->scheme_mark, where, sizeof where);
         return em_error_prefix(err, "%s: scheme %s", where, st->opt.plan.scheme);
     }
     em_log_info("quantize %s: %s, %zu tensors, %.1f MiB -> %.1f MiB", self->name,

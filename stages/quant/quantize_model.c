@@ -189,6 +189,18 @@ static em_status awq_layer(em_model *m, const em_quantize_options *opt, int l, i
     return NULL;
 }
 
+em_status em_quantize_check_stats(const em_model *src, const em_quantize_options *opt) {
+    for (size_t i = 0; opt->stats && i < src->tensor_count; i++) {
+        const em_tensor *t = &src->tensors[i];
+        const em_activation_stat *e;
+        em_status err = em_quant_plan_scheme_for(&opt->plan, src, t)
+                            ? stats_entry(src, opt->stats, t, &e)
+                            : NULL;
+        if (err) return err;
+    }
+    return NULL;
+}
+
 em_status em_quantize_model(const em_model *src, const em_quantize_options *opt, em_model **out,
                             em_quantize_summary *summary) {
     *out = NULL;
@@ -200,14 +212,14 @@ em_status em_quantize_model(const em_model *src, const em_quantize_options *opt,
         const em_tensor *t = &src->tensors[i];
         const em_quant_scheme *s = em_quant_plan_scheme_for(&opt->plan, src, t);
         em_status err = s ? check_tensor(t, s, opt->allow_requantize) : NULL;
-        const em_activation_stat *e;
-        if (!err && s && opt->stats) err = stats_entry(src, opt->stats, t, &e);
         if (err) return err;
     }
+    em_status err = em_quantize_check_stats(src, opt);
+    if (err) return err;
     if (opt->method != EM_QUANT_RTN && !opt->stats)
         return em_error_new(EM_EXIT_BAD_INPUT, "AWQ needs calibration statistics");
     em_model *m;
-    em_status err = em_model_load(src->path, &m);
+    err = em_model_load(src->path, &m);
     if (err) return err;
     if (strcmp(m->header_sha256, src->header_sha256) != 0) {
         em_model_free(m);

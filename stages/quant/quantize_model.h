@@ -52,6 +52,9 @@ typedef struct em_quantize_summary {
     double awq_error, awq_error_plain; /* AWQ: the estimated output errors, summed (awq.h) */
 } em_quantize_summary;
 
+/* The checks of opt->stats against the tensors the plan quantizes (above; NULL stats pass). */
+em_status em_quantize_check_stats(const em_model *src, const em_quantize_options *opt);
+
 /* Errors (exit 2) name the tensor: a row length the scheme's block does not divide, a tensor
  * already quantized, a source type that cannot be read as floats. */
 em_status em_quantize_model(const em_model *src, const em_quantize_options *opt, em_model **out,
