@@ -119,11 +119,13 @@ em_status em_awq_scale_layer(const em_model *m, int layer, const em_quant_plan *
         const em_activation_stat *st = ok ? em_activation_stats_find(stats, first->name) : NULL;
         if (!st || st->count <= 0) continue;
         int64_t n = first->shape[0];
-        if (st->columns != n)
+        if (st->columns != n) {
+            em_awq_layer_free(out);
             return em_error_new(EM_EXIT_BAD_INPUT,
                                 "tensor %s: the calibration statistics have %lld columns, the "
                                 "weight's rows %lld",
                                 first->name, (long long)st->columns, (long long)n);
+        }
         double *a = em_xmalloc((size_t)n * sizeof *a), *e = em_xmalloc((size_t)n * sizeof *e);
         for (int64_t j = 0; j < n; j++) {
             e[j] = st->sum_x2[j] / (double)st->count;
