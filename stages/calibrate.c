@@ -9,9 +9,9 @@
  * and ffn_up) and the gated activation (ffn_down). Every position of every window counts as a
  * token. Per window and channel the sums run over the window's tokens in order in double (a
  * window's activations are the same bits on any rank, with any thread count), and each window's
- * sum goes into an exact fixed-point accumulator (runner/comm/exact_sum.h) whose all-reduce does
- * not depend on the order: the statistics are the same bits for any world size. max |x| and the
- * token count reduce exactly anyway.
+ * sum goes into an exact fixed-point accumulator of resolution 2^-96 (runner/comm/fine_sum.h)
+ * whose all-reduce does not depend on the order: the statistics are the same bits for any world
+ * size. max |x| and the token count reduce exactly anyway.
  *
  * With `from:` it reads the statistics of an earlier run (or llama-imatrix's) from an imatrix
  * file instead (GGUF or legacy .dat, stages/quant/imatrix_file.h) and checks them against the
@@ -29,7 +29,7 @@
 #include <string.h>
 
 #include "runner/comm/comm.h"
-#include "runner/comm/exact_sum.h"
+#include "runner/comm/fine_sum.h"
 #include "runner/comm/mesh_groups.h"
 #include "runner/stage.h"
 #include "util/clock.h"
@@ -68,20 +68,25 @@ static const em_tensor *site_weight(const em_layer_weights *w, em_linear_site si
 /* One site's accumulators over this rank's windows. */
 typedef struct site_sums {
     int64_t columns;
-    em_exact_sum *x2, *abs; /* (columns) */
-    float *max;             /* (columns) */
+    em_fine_sum *x2, *abs; /* (columns) */
+    float *max;            /* (columns) */
 } site_sums;
 
 typedef struct collector {
     const em_model *model;
     site_sums *sites; /* (n_layers, EM_LINEAR_SITES) */
     int threads;
+    int64_t misfit; /* columns of an input whose width was not its site's (a bug); 0 when none */
 } collector;
 
 /* The observer: one window's sums per channel, in token order, into the exact accumulators. */
 static void observe(void *user, int layer, em_linear_site site, const em_linear_input *x) {
     collector *c = user;
     site_sums *s = &c->sites[(size_t)layer * EM_LINEAR_SITES + site];
+    if (x->K != s->columns) {
+        c->misfit = x->K;
+        return;
+    }
 #pragma omp parallel for num_threads(c->threads) schedule(static)
     for (int k = 0; k < x->K; k++) {
         double x2 = 0.0, abs_sum = 0.0;
@@ -92,8 +97,8 @@ static void observe(void *user, int layer, em_linear_site site, const em_linear_
             abs_sum += fabsf(v);
             if (fabsf(v) > max || isnan(v)) max = fabsf(v); /* a NaN stays */
         }
-        em_exact_sum_add(&s->x2[k], x2);
-        em_exact_sum_add(&s->abs[k], abs_sum);
+        em_fine_sum_add(&s->x2[k], x2);
+        em_fine_sum_add(&s->abs[k], abs_sum);
         s->max[k] = max;
     }
 }
@@ -106,8 +111,7 @@ static int64_t site_columns(const em_llama_config *c, em_linear_site site) {
 
 static void collector_init(collector *c, const em_model *m, int threads) {
     size_t n = (size_t)m->config.n_layers * EM_LINEAR_SITES;
-    c->model = m;
-    c->threads = threads;
+    *c = (collector){.model = m, .threads = threads};
     c->sites = em_xcalloc(n, sizeof *c->sites);
     for (size_t i = 0; i < n; i++) {
         site_sums *s = &c->sites[i];
@@ -131,7 +135,7 @@ static void collector_free(collector *c) {
 static em_status reduce(collector *c, em_comm *dp, int64_t *tokens, int64_t *longest) {
     size_t n = (size_t)c->model->config.n_layers * EM_LINEAR_SITES, channels = 0;
     for (size_t i = 0; i < n; i++) channels += (size_t)c->sites[i].columns;
-    em_exact_sum *sums = em_xmalloc(2 * channels * sizeof *sums);
+    em_fine_sum *sums = em_xmalloc(2 * channels * sizeof *sums);
     float *max = em_xmalloc(channels * sizeof *max);
     size_t at = 0;
     for (size_t i = 0; i < n; i++) {
@@ -141,7 +145,7 @@ static em_status reduce(collector *c, em_comm *dp, int64_t *tokens, int64_t *lon
         memcpy(max + at, s->max, (size_t)s->columns * sizeof *max);
         at += (size_t)s->columns;
     }
-    em_status err = em_exact_sum_allreduce(dp, sums, 2 * channels);
+    em_status err = em_fine_sum_allreduce(dp, sums, 2 * channels);
     if (!err) err = em_allreduce(dp, max, max, channels, EM_DTYPE_FLOAT32, EM_OP_MAX);
     if (!err) err = em_allreduce(dp, tokens, tokens, 1, EM_DTYPE_INT64, EM_OP_SUM);
     if (!err) err = em_allreduce(dp, longest, longest, 1, EM_DTYPE_INT64, EM_OP_MAX);
@@ -177,8 +181,8 @@ static em_status build_stats(const collector *c, int64_t tokens, em_activation_s
                 e->sum_abs = em_xmalloc((size_t)s->columns * sizeof *e->sum_abs);
                 e->max_abs = em_xmalloc((size_t)s->columns * sizeof *e->max_abs);
                 for (int64_t k = 0; k < s->columns; k++) {
-                    e->sum_x2[k] = em_exact_sum_value(&s->x2[k]);
-                    e->sum_abs[k] = em_exact_sum_value(&s->abs[k]);
+                    e->sum_x2[k] = em_fine_sum_value(&s->x2[k]);
+                    e->sum_abs[k] = em_fine_sum_value(&s->abs[k]);
                     e->max_abs[k] = s->max[k];
                     if (!isfinite(e->sum_x2[k]) || !isfinite(e->sum_abs[k]) || isnan(s->max[k]))
                         return em_error_new(EM_EXIT_RUNTIME,
@@ -213,6 +217,17 @@ static em_status calibrate_init(em_stage *self, const em_run_context *ctx) {
                            "(give both the same `mesh:`)",
                            self->name, em_stage_mesh_name(self), data->name,
                            em_stage_mesh_name(data));
+    for (int i = 0; mine && i < 2; i++) { /* a number here; `auto` is checked in run */
+        const char *key = i ? "cp" : "tp";
+        const em_node *n = em_node_get(mine->options, key);
+        if (n && em_node_scalar_type(n) == EM_SCALAR_INT &&
+            em_node_get_int(mine->options, key, 1) > 1)
+            return em_error_at(EM_EXIT_BAD_INPUT, at->value->mark,
+                               "stage '%s': mesh '%s' has %s = %lld, but calibrate computes whole "
+                               "windows on each rank (use tp = cp = 1; dp splits the windows)",
+                               self->name, mine->name, key,
+                               (long long)em_node_get_int(mine->options, key, 1));
+    }
     const char *device = em_node_option_string(self->options, "device");
     st->backend = em_forward_backend_find(device);
     if (!st->backend || !st->backend->observe) {
@@ -272,6 +287,11 @@ static em_status calibrate_data(calibrate_state *st, const em_stage *self, const
     collector_init(&c, m, st->threads);
     int64_t tokens = 0, longest = 0;
     em_status err = run_windows(st, ds, &c, &tokens, &longest);
+    if (!err && c.misfit)
+        err = em_error_new(EM_EXIT_FAILURE,
+                           "the forward showed a linear input of %lld columns "
+                           "that is no site's width",
+                           (long long)c.misfit);
     if (!err) err = reduce(&c, mesh->dp_group, &tokens, &longest);
     if (!err) err = build_stats(&c, tokens, out);
     collector_free(&c);

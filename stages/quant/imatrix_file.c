@@ -264,10 +264,14 @@ static em_status read_dat(const unsigned char *data, size_t size, em_activation_
             return em_error_new(EM_EXIT_BAD_INPUT, "entry %d: bad name length", i + 1);
         const char *name = (const char *)r.p;
         r.p += len;
-        if (!get_i32(&r, &ncall) || !get_i32(&r, &nval) || ncall < 0 || nval < 1 ||
-            (size_t)(r.end - r.p) / sizeof(float) < (size_t)nval)
-            return em_error_new(EM_EXIT_BAD_INPUT, "entry %d ('%.*s'): bad counts or truncated",
-                                i + 1, (int)len, name);
+        if (!get_i32(&r, &ncall) || !get_i32(&r, &nval) || ncall < 0 || nval < 1)
+            return em_error_new(EM_EXIT_BAD_INPUT,
+                                "entry %d ('%.*s'): no call and value counts (truncated?)", i + 1,
+                                (int)len, name);
+        if ((size_t)(r.end - r.p) / sizeof(float) < (size_t)nval)
+            return em_error_new(EM_EXIT_BAD_INPUT,
+                                "entry %d ('%.*s'): its %d values run past the end of the file",
+                                i + 1, (int)len, name, nval);
         if (entry_named(s, name, (size_t)len))
             return em_error_new(EM_EXIT_BAD_INPUT, "entry '%.*s' appears twice", (int)len, name);
         em_activation_stat *e = add_entry(s, &cap, name, (size_t)len, nval);

@@ -12,8 +12,13 @@
 - 1, 2 and 3 ranks (mpirun) write bit-identical files (the statistics reduce exactly);
 - `from:` an earlier run's GGUF imatrix writes the same bytes again, and `from:` its .dat writes
   the same .dat again (round trips);
+- an imatrix as llama-imatrix writes it (made with the gguf package's GGUFWriter: in_sum2,
+  counts, in_sum) reads with `from:` and is written again with the same values (no |x| tensors);
+  per-expert counts are refused (exit 2);
+- 2 threads write the bytes of 1;
 - bad input: text shorter than one window, a `from:` file of another model (a tensor with other
-  input channels, then missing tensors), and both data and from, each exit 2 with the reason;
+  input channels, then missing tensors), a truncated .dat, a model file as `from:`, both data
+  and from, and a mesh with tp = 2 (at `evalmesh validate`), each exit 2 with the reason;
 - the log says what was calibrated on how many tokens, and so does results.json ("calibration")
   when the report stage names the calibrate stage in `calibrations`.
 Models: one made by evalmesh-mkmodel (always) and ../shared/data/models/stories260K.gguf (GQA;
@@ -28,12 +33,12 @@ import subprocess
 import sys
 
 import numpy as np
-from gguf import GGUFReader
+from gguf import GGUFReader, GGUFWriter
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "stages"))
 sys.path.insert(0, os.path.join(HERE, "..", "kernels"))
-from eval_helpers import MPIRUN, EvalSession  # noqa: E402
+from eval_helpers import BIN, MPIRUN, EvalSession  # noqa: E402
 from checks import check, check_equal  # noqa: E402  (tests/support, on the path eval_helpers set)
 import reference  # noqa: E402
 
@@ -52,14 +57,14 @@ def mkmodel(name, *args):
     return path
 
 
-def recipe(name, model, cal, tokens=None):
+def recipe(name, model, cal, tokens=None, threads=1):
     """model -> [dataset ->] calibrate; cal is the calibrate stage's options as YAML flow text."""
     data = (f"  data: {{kind: dataset, tokenizer: model, path: \"{tokens}\", protocol: chunked, "
             f"n_ctx: {N_CTX}, add_bos: false}}\n") if tokens else ""
     return write(name, f"""name: {name.split('.')[0]}
 stages:
   model: {{kind: model, path: "{model}"}}
-{data}  cal: {{kind: calibrate, model: model, threads: 1, {cal}}}
+{data}  cal: {{kind: calibrate, model: model, threads: {threads}, {cal}}}
 """)
 
 
@@ -192,11 +197,11 @@ def check_model(label, model, n_layers, vocab):
         back = os.path.join(run_dir(), out_name)
         check(rc == 0 and read_bytes(back) == read_bytes(source),
               f"{label}: from {os.path.basename(source)} writes the same bytes")
-    return gguf_path
+    return gguf_path, dat_path
 
 
 small = mkmodel("small.gguf", "--dim", "64", "--layers", "2", "--type", "f32")
-small_imatrix = check_model("small", small, 2, 258)
+small_imatrix, small_dat = check_model("small", small, 2, 258)
 stories = os.path.join(HERE, "..", "..", "..", "shared", "data", "models", "stories260K.gguf")
 if os.path.exists(stories):
     check_model("stories260K", stories, 5, 512)
@@ -214,10 +219,63 @@ path = write("report.yaml", base + """  fwd: {kind: forward, model: model, data:
   report: {kind: report, metrics: agg, calibrations: [cal], outputs: [json]}
 """)
 rc, _, err, results = evalmesh(["run", path])
+report_run = run_dir()
 check_equal((rc, (results or {}).get("calibration")),
             (0, {"cal": {"dataset": tokens, "windows": 3, "window_tokens": N_CTX - 1,
                          "tokens": 3 * (N_CTX - 1), "tensors": 14}}),
             "results.json calibration entry")
+
+# An imatrix as llama-imatrix writes it (in_sum2, counts, in_sum; no evalmesh extras), made with
+# the gguf package: read with `from:` and written again with the same tensors and values
+def llama_imatrix(name, counts_per_entry=1):
+    path = os.path.join(session.tmp, name)
+    w = GGUFWriter(path, arch="llama")
+    w.add_string("general.type", "imatrix")
+    w.add_array("imatrix.datasets", ["wiki.train.raw"])
+    w.add_uint32("imatrix.chunk_count", 10)
+    w.add_uint32("imatrix.chunk_size", 512)
+    rng = np.random.default_rng(7)
+    sums = {}
+    for l in range(2):
+        for n in LINEAR:
+            name = f"blk.{l}.{n}.weight"
+            columns = 256 if n == "ffn_down" else 64  # the small model's MLP is 256 wide
+            sums[name] = rng.random((counts_per_entry, columns), dtype=np.float32) * 100
+            w.add_tensor(name + ".in_sum2", sums[name])
+            w.add_tensor(name + ".counts", np.full((counts_per_entry, 1), 5120, np.float32))
+            w.add_tensor(name + ".in_sum", sums[name] - 50)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path, sums
+
+
+theirs, their_sums = llama_imatrix("theirs.imatrix.gguf")
+rc, _, err, _ = evalmesh(["run", recipe("theirs.yaml", small, f"from: \"{theirs}\"")])
+check(rc == 0, "from: a llama-imatrix GGUF", err[-2000:])
+if rc == 0:
+    reader = GGUFReader(os.path.join(run_dir(), "cal.imatrix.gguf"))
+    got = {t.name: np.asarray(t.data).reshape(-1) for t in reader.tensors}
+    check_equal(sorted(got), sorted(n + s for n in their_sums for s in (".in_sum2", ".counts")),
+                "llama-imatrix GGUF read back: in_sum2 and counts only")
+    check(all(np.array_equal(got[n + ".in_sum2"], v.reshape(-1)) and got[n + ".counts"][0] == 5120
+              for n, v in their_sums.items()), "llama-imatrix GGUF read back: the same values")
+    check_equal((int(field(reader, "imatrix.chunk_count")), int(field(reader, "imatrix.chunk_size")),
+                 field(reader, "imatrix.datasets")), (10, 512, ["wiki.train.raw"]),
+                "llama-imatrix GGUF read back: chunk count, chunk size, datasets")
+experts, _ = llama_imatrix("experts.imatrix.gguf", counts_per_entry=2)
+rc, _, err, _ = evalmesh(["run", recipe("experts.yaml", small, f"from: \"{experts}\"")])
+check(rc == 2 and "tensor 'blk.0.attn_q.weight.counts' holds 2 counts (one per expert): "
+      "per-expert statistics are not supported" in err, "from: per-expert counts: exit 2",
+      f"rc {rc}: {err[-1000:]}")
+
+# Results do not depend on the thread count
+rc, _, err, _ = evalmesh(["run", recipe("threads.yaml", small, "data: data", tokens, threads=2)])
+check(rc == 0, "threads 2", err[-2000:])
+check(rc == 0 and read_bytes(os.path.join(run_dir(), "cal.imatrix.gguf")) ==
+      read_bytes(os.path.join(report_run, "cal.imatrix.gguf")),
+      "2 threads write the bytes of 1 thread")
 
 # Bad input
 short = os.path.join(session.tmp, "short.u32")
@@ -235,6 +293,23 @@ deeper = mkmodel("deeper.gguf", "--dim", "64", "--layers", "3", "--type", "f32")
 rc, _, err, _ = evalmesh(["run", recipe("deeper.yaml", deeper, f"from: \"{small_imatrix}\"")])
 check(rc == 2 and re.search(r"has no entry for tensor 'blk\.2\.attn_q\.weight' of model", err),
       "from: a file without the model's tensors: exit 2 naming it", f"rc {rc}: {err[-1000:]}")
+truncated = write("truncated.dat", read_bytes(small_dat)[:100], "wb")
+rc, _, err, _ = evalmesh(["run", recipe("truncated.yaml", small, f"from: \"{truncated}\"")])
+check(rc == 2 and re.search(r"truncated\.dat: entry 1 \('blk\.0\.attn_q\.weight'\): its 64 values "
+                            r"run past the end of the file", err),
+      "from: a truncated .dat: exit 2 naming the entry", f"rc {rc}: {err[-1000:]}")
+rc, _, err, _ = evalmesh(["run", recipe("model_as.yaml", small, f"from: \"{small}\"")])
+check(rc == 2 and "small.gguf: a GGUF file but not an imatrix" in err,
+      "from: a model file: exit 2", f"rc {rc}: {err[-1000:]}")
+with open(recipe("tp.yaml", small, "data: data, mesh: mesh", short)) as f:
+    text = f.read().replace("  data: {kind: dataset, tokenizer: model,",
+                            "  mesh: {kind: mesh, tp: 2}\n  data: {kind: dataset, mesh: mesh, "
+                            "tokenizer: model,")
+p = subprocess.run([BIN, "validate", write("tp.yaml", text)], capture_output=True, text=True)
+rc, err = p.returncode, p.stderr
+check(rc == 2 and re.search(r"tp\.yaml:\d+:\d+: stage 'cal': mesh 'mesh' has tp = 2, but "
+                            r"calibrate computes whole windows", err),
+      "a mesh with tp = 2: exit 2 at validation", f"rc {rc}: {err[-1000:]}")
 rc, _, err, _ = evalmesh(["run", recipe("both.yaml", small,
                                         f"data: data, from: \"{small_imatrix}\"", short)])
 check(rc == 2 and "give either `data:`" in err and "not both" in err,
