@@ -6,13 +6,19 @@
  *   Q5_0 {f16 d, u32 qh, 16 B}:       d = m / -16, q = min(31, (int8)(x/d + 16.5))
  *   Q5_1 {f16 d, f16 m, u32 qh, 16 B}: d = (max - min) / 31, q = (uint8)((x - min)/d + 0.5)
  * "x/d" is x * (1/d) (0 when d is 0). Nibbles: value j in the low nibble of byte j for j < 16,
- * in the high nibble of byte j - 16 otherwise; the fifth bits of Q5 go to bit j of qh. */
+ * in the high nibble of byte j - 16 otherwise; the fifth bits of Q5 go to bit j of qh.
+ * With importance weights qw (one per column; llama-quantize --imatrix, ggml's
+ * quantize_row_*_impl), each value's weight is qw[j] * sqrt(sigma2 + x[j]^2), sigma2 = mean x^2 of
+ * the whole row, and the block is fitted by a weighted search (quant_search.h): Q4_0/Q5_0 by
+ * make_qx_quants (nmax 8 / 16), Q4_1/Q5_1 by make_qkx3_quants (nmax 15 / 31, rmin -0.9, 37 steps
+ * of 0.05), m = -min. Q8_0 has no weighted form (ggml ignores the weights). */
 #include <float.h>
 #include <math.h>
 #include <string.h>
 
 #include "stages/model/half.h"
 #include "stages/quant/quant_rows.h"
+#include "stages/quant/quant_search.h"
 
 #define QK 32
 
@@ -126,5 +132,73 @@ void em_quantize_row_q5_1(const float *x, int64_t n, void *out) {
         uint8_t q[QK];
         for (int j = 0; j < QK; j++) q[j] = (uint8_t)((x[j] - min) * id + 0.5f);
         pack_q5(q, y + 4, y + 8);
+    }
+}
+
+/* The weights qw[j] * sqrt(sigma2 + x[j]^2) of the 32 values of block b of a row. */
+static void block_weights(const float *x, const float *qw, float sigma2, float w[QK]) {
+    for (int j = 0; j < QK; ++j) w[j] = qw[j] * sqrtf(sigma2 + x[j] * x[j]);
+}
+
+/* sigma2 of a row of n values: its mean square. */
+static float row_sigma2(const float *x, int64_t n) {
+    float sum_x2 = 0;
+    for (int64_t j = 0; j < n; ++j) sum_x2 += x[j] * x[j];
+    return sum_x2 / n;
+}
+
+void em_quantize_row_q4_0_imatrix(const float *x, int64_t n, const float *qw, void *out) {
+    uint8_t *y = out;
+    const float sigma2 = row_sigma2(x, n);
+    for (int64_t b = 0; b < n / QK; b++, x += QK, qw += QK, y += 18) {
+        float w[QK];
+        int8_t L[QK];
+        block_weights(x, qw, sigma2, w);
+        put_f16(y, em_make_qx_quants(QK, 8, x, L, w));
+        for (int j = 0; j < QK / 2; ++j) y[2 + j] = (uint8_t)(L[j] | (L[j + QK / 2] << 4));
+    }
+}
+
+void em_quantize_row_q5_0_imatrix(const float *x, int64_t n, const float *qw, void *out) {
+    uint8_t *y = out;
+    const float sigma2 = row_sigma2(x, n);
+    for (int64_t b = 0; b < n / QK; b++, x += QK, qw += QK, y += 22) {
+        float w[QK];
+        int8_t L[QK];
+        block_weights(x, qw, sigma2, w);
+        put_f16(y, em_make_qx_quants(QK, 16, x, L, w));
+        pack_q5((const uint8_t *)L, y + 2, y + 6);
+    }
+}
+
+/* Q4_1 (nmax 15) and Q5_1 (nmax 31): the weighted asymmetric fit of one block, d and m written
+ * to y[0..4), the levels to L. */
+static void weighted_min_block(const float *x, const float *qw, float sigma2, int nmax, uint8_t *y,
+                               uint8_t L[QK]) {
+    float w[QK], min;
+    uint8_t Laux[QK];
+    block_weights(x, qw, sigma2, w);
+    float d = em_make_qkx_quants(QK, nmax, x, w, L, &min, Laux, -0.9f, 0.05f, 36);
+    put_f16(y, d);
+    put_f16(y + 2, -min);
+}
+
+void em_quantize_row_q4_1_imatrix(const float *x, int64_t n, const float *qw, void *out) {
+    uint8_t *y = out;
+    const float sigma2 = row_sigma2(x, n);
+    for (int64_t b = 0; b < n / QK; b++, x += QK, qw += QK, y += 20) {
+        uint8_t L[QK];
+        weighted_min_block(x, qw, sigma2, 15, y, L);
+        for (int j = 0; j < QK / 2; ++j) y[4 + j] = (uint8_t)(L[j] | (L[j + QK / 2] << 4));
+    }
+}
+
+void em_quantize_row_q5_1_imatrix(const float *x, int64_t n, const float *qw, void *out) {
+    uint8_t *y = out;
+    const float sigma2 = row_sigma2(x, n);
+    for (int64_t b = 0; b < n / QK; b++, x += QK, qw += QK, y += 24) {
+        uint8_t L[QK];
+        weighted_min_block(x, qw, sigma2, 31, y, L);
+        pack_q5(L, y + 4, y + 8);
     }
 }

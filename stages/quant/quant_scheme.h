@@ -14,6 +14,8 @@
 
 /* x: n floats (a multiple of the scheme's block_values); out: n / block_values blocks. */
 typedef void (*em_quant_row_fn)(const float *x, int64_t n, void *out);
+/* The same with importance weights qw[n], one per column (see quant_rows.h). */
+typedef void (*em_quant_row_imatrix_fn)(const float *x, int64_t n, const float *qw, void *out);
 
 typedef struct em_quant_scheme {
     const char *name;   /* as recipes spell it: "Q8_0", "Q4_K", "int8_weight_only", ... */
@@ -21,6 +23,8 @@ typedef struct em_quant_scheme {
     int block_values;   /* values per block */
     size_t block_bytes; /* bytes per block */
     em_quant_row_fn quantize_row;
+    /* with importance weights; NULL: the scheme has no weighted form (Q8_0, int8, as ggml) */
+    em_quant_row_imatrix_fn quantize_row_imatrix;
 } em_quant_scheme;
 
 /* NULL when no scheme has this name. */

@@ -14,10 +14,15 @@
 #define CHUNK_ROWS 16 /* rows converted and quantized per task */
 
 void em_quantize_rows(const em_quant_scheme *s, const float *x, int64_t rows, int64_t n,
-                      void *out) {
+                      const float *qw, void *out) {
     size_t row_bytes = em_quant_row_bytes(s, n);
-    for (int64_t r = 0; r < rows; r++)
-        s->quantize_row(x + r * n, n, (uint8_t *)out + r * row_bytes);
+    for (int64_t r = 0; r < rows; r++) {
+        uint8_t *y = (uint8_t *)out + r * row_bytes;
+        if (qw && s->quantize_row_imatrix)
+            s->quantize_row_imatrix(x + r * n, n, qw, y);
+        else
+            s->quantize_row(x + r * n, n, y);
+    }
 }
 
 static bool is_quantized(em_tensor_type type) {
@@ -44,9 +49,50 @@ static em_status check_tensor(const em_tensor *t, const em_quant_scheme *s, bool
     return NULL;
 }
 
-/* The blocks of t quantized with s, in a new buffer of *nbytes. */
+/* Whether t is a linear weight of one of m's blocks. */
+static bool is_block_linear(const em_model *m, const em_tensor *t) {
+    for (int i = 0; i < m->config.n_layers; i++) {
+        const em_layer_weights *l = &m->layers[i];
+        if (t == l->wq || t == l->wk || t == l->wv || t == l->wo || t == l->w_gate ||
+            t == l->w_up || t == l->w_down)
+            return true;
+    }
+    return false;
+}
+
+/* The statistics' entry for t, checked (see quantize_model.h): *entry NULL when t may do without
+ * one and has none. */
+static em_status stats_entry(const em_model *m, const em_activation_stats *st, const em_tensor *t,
+                             const em_activation_stat **entry) {
+    *entry = em_activation_stats_find(st, t->name);
+    bool required = is_block_linear(m, t);
+    if (!*entry && required)
+        return em_error_new(EM_EXIT_BAD_INPUT,
+                            "tensor %s: the calibration statistics have no entry for it (%zu "
+                            "entries; were they collected on this model?)",
+                            t->name, st->n);
+    if (*entry && (*entry)->columns != t->shape[0])
+        return em_error_new(EM_EXIT_BAD_INPUT,
+                            "tensor %s: the calibration statistics have %lld columns, the "
+                            "weight's rows %lld",
+                            t->name, (long long)(*entry)->columns, (long long)t->shape[0]);
+    if (*entry && (*entry)->count <= 0)
+        return em_error_new(EM_EXIT_BAD_INPUT,
+                            "tensor %s: the calibration statistics saw no token through it",
+                            t->name);
+    return NULL;
+}
+
+/* qw[j] = sum_x2[j] / count: llama-quantize's importance of column j. */
+static float *importance_weights(const em_activation_stat *e) {
+    float *qw = em_xmalloc((size_t)e->columns * sizeof *qw);
+    for (int64_t j = 0; j < e->columns; j++) qw[j] = (float)(e->sum_x2[j] / (double)e->count);
+    return qw;
+}
+
+/* The blocks of t quantized with s (qw: importance weights or NULL), in a new buffer of *nbytes. */
 static void *quantize_tensor(const em_tensor *t, const em_quant_scheme *s, int threads,
-                             size_t *nbytes) {
+                             const float *qw, size_t *nbytes) {
     int64_t n = t->shape[0], rows = em_tensor_numel(t) / n;
     size_t row_bytes = em_quant_row_bytes(s, n);
     *nbytes = (size_t)rows * row_bytes;
@@ -60,7 +106,7 @@ static void *quantize_tensor(const em_tensor *t, const em_quant_scheme *s, int t
             int64_t r0 = c * CHUNK_ROWS;
             int64_t nr = rows - r0 < CHUNK_ROWS ? rows - r0 : CHUNK_ROWS;
             em_rows_to_float(t, r0, nr, x, n);
-            em_quantize_rows(s, x, nr, n, out + r0 * (int64_t)row_bytes);
+            em_quantize_rows(s, x, nr, n, qw, out + r0 * (int64_t)row_bytes);
         }
         free(x);
     }
@@ -69,10 +115,90 @@ static void *quantize_tensor(const em_tensor *t, const em_quant_scheme *s, int t
 
 /* A checksum naming the source and the quantization, in place of the file header's. */
 static void quantized_sha256(const em_model *src, const em_quantize_options *opt, char hex[65]) {
-    char text[256];
-    snprintf(text, sizeof text, "%s quantize %s embeddings=%d output=%d", src->header_sha256,
-             opt->plan.scheme, opt->plan.embeddings, opt->plan.output);
+    char text[1024];
+    const em_activation_stats *st = opt->stats;
+    snprintf(text, sizeof text,
+             "%s quantize %s embeddings=%d output=%d method=%d calibrated=%d tokens=%lld "
+             "windows=%lld dataset=%s",
+             src->header_sha256, opt->plan.scheme, opt->plan.embeddings, opt->plan.output,
+             (int)opt->method, st != NULL, st ? (long long)st->tokens : 0LL,
+             st ? (long long)st->windows : 0LL, st && st->dataset ? st->dataset : "");
     em_sha256_hex(text, strlen(text), hex);
+}
+
+/* Quantizes t with s (from its current data, or from floats when given) and points t at the
+ * blocks, which storage keeps. */
+static void replace_with_blocks(em_model_storage *storage, em_tensor *t, const em_quant_scheme *s,
+                                int threads, const float *qw, em_quantize_summary *summary) {
+    size_t nbytes;
+    void *blocks = em_model_storage_keep(storage, quantize_tensor(t, s, threads, qw, &nbytes));
+    summary->quantized++;
+    summary->weighted += qw != NULL;
+    summary->bytes_before += t->nbytes;
+    summary->bytes_after += nbytes;
+    t->type = (em_tensor_type)s->type;
+    t->data = blocks;
+    t->nbytes = nbytes;
+}
+
+/* AWQ on layer l of m (awq.h): the rescaled weights are quantized from their floats (and marked
+ * done), the folded norms replace the old ones. */
+static em_status awq_layer(em_model *m, const em_quantize_options *opt, int l, int threads,
+                           bool *done, em_quantize_summary *summary) {
+    const em_layer_weights *L = &m->layers[l];
+    const em_tensor *ws[EM_AWQ_WEIGHTS] = {L->wq, L->wk, L->wv, L->w_gate, L->w_up, L->w_down};
+    em_awq_layer a;
+    em_status err = em_awq_scale_layer(m, l, &opt->plan, opt->stats, -1.0f,
+                                       opt->method == EM_QUANT_AWQ_IMATRIX, threads, &a);
+    if (err) return err;
+    em_model_storage *storage = m->impl;
+    for (int i = 0; i < EM_AWQ_WEIGHTS; i++) {
+        if (!a.w[i]) continue;
+        em_tensor *t = &m->tensors[ws[i] - m->tensors];
+        em_tensor view = *t; /* the rescaled weight as F32 rows */
+        view.type = EM_TENSOR_F32;
+        view.data = a.w[i];
+        view.nbytes = (size_t)em_tensor_numel(t) * sizeof(float);
+        const em_quant_scheme *s = em_quant_plan_scheme_for(&opt->plan, m, t);
+        size_t f32_bytes = view.nbytes;
+        replace_with_blocks(storage, &view, s, threads, s->quantize_row_imatrix ? a.qw[i] : NULL,
+                            summary);
+        summary->bytes_before = summary->bytes_before - f32_bytes + t->nbytes;
+        t->type = view.type;
+        t->data = view.data;
+        t->nbytes = view.nbytes;
+        done[t - m->tensors] = true;
+    }
+    const em_tensor *norms[2] = {L->attn_norm, L->ffn_norm};
+    float *folded[2] = {a.attn_norm, a.ffn_norm};
+    for (int k = 0; k < 2; k++) {
+        if (!folded[k]) continue;
+        em_tensor *t = &m->tensors[norms[k] - m->tensors];
+        t->data = em_model_storage_keep(storage, folded[k]);
+        folded[k] = NULL;
+    }
+    a.attn_norm = a.ffn_norm = NULL;
+    for (int g = 0; g < EM_AWQ_GROUPS; g++) {
+        if (a.alpha[g] < 0) continue;
+        summary->awq_groups++;
+        summary->awq_alpha_sum += a.alpha[g];
+        summary->awq_error += a.error[g];
+        summary->awq_error_plain += a.error_plain[g];
+    }
+    em_awq_layer_free(&a);
+    return NULL;
+}
+
+em_status em_quantize_check_stats(const em_model *src, const em_quantize_options *opt) {
+    for (size_t i = 0; opt->stats && i < src->tensor_count; i++) {
+        const em_tensor *t = &src->tensors[i];
+        const em_activation_stat *e;
+        em_status err = em_quant_plan_scheme_for(&opt->plan, src, t)
+                            ? stats_entry(src, opt->stats, t, &e)
+                            : NULL;
+        if (err) return err;
+    }
+    return NULL;
 }
 
 em_status em_quantize_model(const em_model *src, const em_quantize_options *opt, em_model **out,
@@ -88,8 +214,12 @@ em_status em_quantize_model(const em_model *src, const em_quantize_options *opt,
         em_status err = s ? check_tensor(t, s, opt->allow_requantize) : NULL;
         if (err) return err;
     }
+    em_status err = em_quantize_check_stats(src, opt);
+    if (err) return err;
+    if (opt->method != EM_QUANT_RTN && !opt->stats)
+        return em_error_new(EM_EXIT_BAD_INPUT, "AWQ needs calibration statistics");
     em_model *m;
-    em_status err = em_model_load(src->path, &m);
+    err = em_model_load(src->path, &m);
     if (err) return err;
     if (strcmp(m->header_sha256, src->header_sha256) != 0) {
         em_model_free(m);
@@ -97,18 +227,24 @@ em_status em_quantize_model(const em_model *src, const em_quantize_options *opt,
     }
     int threads = opt->threads > 0 ? opt->threads : omp_get_max_threads();
     em_model_storage *storage = m->impl;
-    for (size_t i = 0; i < m->tensor_count; i++) {
+    bool *done = em_xcalloc(m->tensor_count ? m->tensor_count : 1, sizeof *done);
+    bool awq = opt->method == EM_QUANT_AWQ || opt->method == EM_QUANT_AWQ_IMATRIX;
+    for (int l = 0; !err && awq && l < m->config.n_layers; l++)
+        err = awq_layer(m, opt, l, threads, done, summary);
+    for (size_t i = 0; !err && i < m->tensor_count; i++) {
         em_tensor *t = &m->tensors[i];
         const em_quant_scheme *s = em_quant_plan_scheme_for(&opt->plan, m, t);
-        if (!s) continue;
-        size_t nbytes;
-        void *blocks = em_model_storage_keep(storage, quantize_tensor(t, s, threads, &nbytes));
-        summary->quantized++;
-        summary->bytes_before += t->nbytes;
-        summary->bytes_after += nbytes;
-        t->type = (em_tensor_type)s->type;
-        t->data = blocks;
-        t->nbytes = nbytes;
+        if (!s || done[i]) continue;
+        const em_activation_stat *e =
+            opt->method != EM_QUANT_AWQ ? em_activation_stats_find(opt->stats, t->name) : NULL;
+        float *qw = e && s->quantize_row_imatrix ? importance_weights(e) : NULL;
+        replace_with_blocks(storage, t, s, threads, qw, summary);
+        free(qw);
+    }
+    free(done);
+    if (err) {
+        em_model_free(m);
+        return err;
     }
     quantized_sha256(src, opt, m->header_sha256);
     *out = m;

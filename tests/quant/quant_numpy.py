@@ -165,3 +165,14 @@ def test_matrix():
     for _ in range(9):
         rows.append(rng.standard_normal(512) * rng.uniform(0.001, 2))
     return np.array(rows, dtype=np.float32)
+
+
+def test_importance():
+    """A fixed importance vector for the 512 columns of test_matrix() (what an imatrix holds: mean
+    x^2 per input column): log-normal over several decades, one 32-column block of zeros (columns
+    no calibration token reached) and one of equal values."""
+    rng = np.random.default_rng(20261204)
+    w = rng.lognormal(0.0, 1.5, 512)
+    w[64:96] = 0.0
+    w[160:192] = 0.25
+    return w.astype(np.float32)

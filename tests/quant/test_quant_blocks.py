@@ -1,6 +1,9 @@
 """evalmesh's quantizers (stages/quant) against independent references:
   - byte for byte against ggml's own reference quantizers (quantize_row_*_ref of llama.cpp's
-    ggml-quants.c; bytes committed in ggml_reference/ by make_ggml_reference.sh) for every scheme;
+    ggml-quants.c; bytes committed in ggml_reference/ by make_ggml_reference.sh) for every scheme,
+    and against ggml's importance-weighted quantizers (quantize_<type> with an imatrix, as
+    llama-quantize --imatrix runs them) with the fixed weights of importance.f32;
+  - importance-weighted int4: never a larger weighted error than plain int4, per group;
   - byte for byte against the PyPI gguf package's NumPy quantizers (gguf.quants.quantize) for the
     schemes it has (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1), on the committed input and on fresh random rows;
   - against blocks computed by hand for all-zero and constant blocks, ties of magnitude and exact
@@ -22,20 +25,25 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "support"))
 from checks import check, finish  # noqa: E402
-from quant_numpy import (SCHEMES, TORCHAO, dequantize, test_matrix, torchao_dequantize,  # noqa: E402
-                         torchao_quantize)
+from quant_numpy import (SCHEMES, TORCHAO, dequantize, test_importance, test_matrix,  # noqa: E402
+                         torchao_dequantize, torchao_quantize)
 
 QUANT_DUMP = sys.argv[1]
 DEQUANTIZE_DRIVER = sys.argv[2]  # tests/model's: a type's row function, by name
 TMP = tempfile.mkdtemp(prefix="quant_blocks_")
 
 
-def quantize(scheme, x):
-    """evalmesh's blocks of the rows of x (float32, rows of x.shape[-1])."""
+def quantize(scheme, x, qw=None):
+    """evalmesh's blocks of the rows of x (float32, rows of x.shape[-1]); with qw (one weight per
+    column), the scheme's importance-weighted form."""
     x = np.ascontiguousarray(x, dtype=np.float32)
     src, dst = os.path.join(TMP, "in.f32"), os.path.join(TMP, "out.bin")
     x.tofile(src)
-    subprocess.run([QUANT_DUMP, scheme, str(x.shape[-1]), src, dst], check=True)
+    extra = []
+    if qw is not None:
+        extra = [os.path.join(TMP, "qw.f32")]
+        np.asarray(qw, np.float32).tofile(extra[0])
+    subprocess.run([QUANT_DUMP, scheme, str(x.shape[-1]), src, dst] + extra, check=True)
     with open(dst, "rb") as f:
         return f.read()
 
@@ -56,6 +64,62 @@ def check_ggml_reference():
             bb = SCHEMES[scheme][2]
             first = next(i for i in range(len(got)) if got[i] != expected[i])
             print(f"  first difference in block {first // bb}, byte {first % bb}")
+
+
+def check_ggml_imatrix_reference():
+    ref = os.path.join(HERE, "ggml_reference")
+    x = np.fromfile(os.path.join(ref, "input.f32"), dtype=np.float32).reshape(-1, 512)
+    qw = np.fromfile(os.path.join(ref, "importance.f32"), dtype=np.float32)
+    check(np.array_equal(qw, test_importance()), "ggml_reference/importance.f32 is test_importance()")
+    for scheme in ("Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K"):
+        with open(os.path.join(ref, scheme + ".imatrix.bin"), "rb") as f:
+            expected = f.read()
+        got = quantize(scheme, x, qw)
+        if not check(got == expected, f"{scheme}: bytes equal ggml's quantize_{scheme} with the "
+                     "importance weights"):
+            bb = SCHEMES[scheme][2]
+            first = next(i for i in range(len(got)) if got[i] != expected[i])
+            print(f"  first difference in block {first // bb}, byte {first % bb}")
+        # the weighted fit is a different quantization: most blocks change
+        check(got != quantize(scheme, x), f"{scheme}: the importance weights change the blocks")
+    # round trip: the NumPy dequantizers read the weighted blocks, and on the random rows the
+    # importance-weighted squared error is well below the plain blocks' (what the weights are for)
+    rows = list(range(4)) + list(range(x.shape[0] - 9, x.shape[0]))
+    xr = x[rows].astype(np.float64)
+    for scheme in ("Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q4_K", "Q5_K", "Q6_K"):
+        plain = dequantize(scheme, quantize(scheme, xr)).reshape(xr.shape)
+        weighted = dequantize(scheme, quantize(scheme, xr, qw)).reshape(xr.shape)
+        e_plain = float(((xr - plain) ** 2 * qw).sum())
+        e_weighted = float(((xr - weighted) ** 2 * qw).sum())
+        check(e_weighted < 0.8 * e_plain, f"{scheme}: weighted round-trip error {e_weighted:.4g} "
+              f"below 0.8 x plain's {e_plain:.4g}")
+        print(f"  {scheme} with importance weights: weighted squared error {e_weighted / e_plain:.3f} "
+              f"of the plain blocks'")
+    # Q8_0 has no weighted form: ggml ignores the weights, and so does evalmesh
+    with open(os.path.join(ref, "Q8_0.bin"), "rb") as f:
+        check(quantize("Q8_0", x, qw) == f.read(), "Q8_0: importance weights ignored, as by ggml")
+
+
+def check_int4_imatrix():
+    """Weighted int4: per group, sum qw (x - dequantized)^2 never above plain int4's, lower on
+    most groups of random rows; all-equal weights never do worse either."""
+    rng = np.random.default_rng(15)
+    x = np.concatenate([test_matrix(), (rng.standard_normal((8, 512)) * 0.05).astype(np.float32)])
+    for qw, label in ((test_importance(), "log-normal weights"),
+                      (np.ones(512, np.float32), "equal weights")):
+        for name in ("int4_weight_only_g32", "int4_weight_only_g128"):
+            g = TORCHAO[name][1]
+            plain = torchao_dequantize(name, quantize(name, x)).reshape(x.shape)
+            weighted = torchao_dequantize(name, quantize(name, x, qw)).reshape(x.shape)
+            w = qw.astype(np.float64)
+            e_plain = ((x - plain) ** 2 * w).reshape(-1, g).sum(axis=1)
+            e_weighted = ((x - weighted) ** 2 * w).reshape(-1, g).sum(axis=1)
+            check(np.all(e_weighted <= e_plain * (1 + 1e-5) + 1e-30),
+                  f"{name}, {label}: weighted error <= plain int4's in every group")
+            better = np.mean(e_weighted < e_plain * (1 - 1e-3))
+            check(better > 0.5, f"{name}, {label}: lower weighted error in {better:.0%} of groups")
+            print(f"  {name}, {label}: total weighted error {e_weighted.sum():.4g} vs plain "
+                  f"{e_plain.sum():.4g}")
 
 
 def check_gguf():
@@ -226,6 +290,8 @@ def check_torchao():
 
 
 check_ggml_reference()
+check_ggml_imatrix_reference()
+check_int4_imatrix()
 check_hand_blocks()
 check_torchao()
 check_round_trip()

@@ -11,7 +11,9 @@
 - bad input, exit 2 from `evalmesh validate`: a candidate from another model file whose tokenizer
   differs from the dataset's (naming both stages and files and the difference), and a mesh with tp 2 (two different
   datasets cannot be given: the stage takes one `data` and runs both forwards itself);
-- recipes/quant_kld.yaml runs, one table row per candidate, Q8_0's KLD far below the 4-bit ones."""
+- recipes/quant_kld.yaml runs, one table row per candidate, Q8_0's KLD far below the 4-bit ones,
+  the calibrated candidates' below their plain forms'."""
+import math
 import os
 import subprocess
 import sys
@@ -249,13 +251,18 @@ check("mesh 'm' has tp = 2, but compare scores both models of a window on one ra
       "tp 2: message", err)
 # 5. recipes/quant_kld.yaml: one table row per candidate, Q8_0 far closer than the 4-bit ones.
 stories = os.path.join(DATA, "text", "tinystories_sample.txt")
+wiki = os.path.join(DATA, "text", "wiki.test.raw")
 rc, out, err, res = evalmesh(["run", os.path.join(here, "..", "..", "recipes", "quant_kld.yaml"),
-                              f"stages.model.path={MODEL}", f"stages.text.path={stories}"])
+                              f"stages.model.path={MODEL}", f"stages.text.path={stories}",
+                              f"stages.calib_text.path={wiki}"])
 check(rc == 0 and res is not None, "quant_kld.yaml rc", err[-2000:])
 if res:
-    kld = {c: res["metrics"][c]["kld_mean"]["value"] for c in ("q8", "q4km", "int4")}
+    kld = {c: res["metrics"][c]["kld_mean"]["value"]
+           for c in ("q8", "q4km", "q4km_imatrix", "int4", "int4_awq")}
     print("quant_kld.yaml mean KLD:", kld)
-    check(kld["q8"] * 10 < kld["q4km"] and kld["q8"] * 10 < kld["int4"], "Q8_0 far below 4-bit",
-          str(kld))
+    check(all(kld["q8"] * 10 < kld[c] for c in kld if c != "q8"), "Q8_0 far below 4-bit", str(kld))
+    # calibrated on WikiText, scored on TinyStories: closer to the reference than plain
+    check(kld["q4km_imatrix"] < kld["q4km"] and kld["int4_awq"] < kld["int4"],
+          "calibrated candidates closer to the reference than plain ones", str(kld))
     check(all(f"{c}.same_top" in out for c in kld), "the table shows every candidate", out[-3000:])
 session.finish()
