@@ -20,12 +20,13 @@ import os
 import re
 import shutil
 import signal
-import struct
 import subprocess
 import sys
 import time
 
+import resume_helpers
 from eval_helpers import BIN, MPIRUN, EvalSession
+from resume_helpers import HEADER, metrics, records, taken, test_env
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 from checks import check  # noqa: E402
@@ -39,10 +40,7 @@ if not (os.path.exists(MODEL) and os.path.exists(WIKI)):
 
 session = EvalSession("eval_resume_")
 tmp = session.tmp
-HEADER = 208  # window_records.h: the file header
-ENV = dict(os.environ)
-if "ASAN_OPTIONS" in ENV:  # as eval_helpers: LSan's tracer is flaky in oversubscribed jobs
-    ENV["ASAN_OPTIONS"] += ":detect_leaks=0"
+ENV = test_env()
 
 
 def mpi(np):
@@ -55,56 +53,12 @@ def run(args, np=1, cwd=tmp):
     return p.returncode, p.stdout, p.stderr
 
 
-def metrics(run_dir):
-    path = os.path.join(run_dir, "results.json")
-    if not os.path.exists(path):
-        return None
-    res = json.load(open(path))
-    return {f"{s}.{k}": v for s, ms in res["metrics"].items() for k, v in ms.items()
-            if not v.get("timing")}
-
-
-def taken(run_dir):
-    """Windows the resume took from records and computed, summed over the ranks' logs."""
-    got = [0, 0]
-    for log in glob.glob(os.path.join(run_dir, "evalmesh*.log")):
-        for a, total, c in re.findall(r"(\d+) of (\d+) windows taken from the run's records, "
-                                      r"(\d+) computed", open(log).read()):
-            got[0] += int(a)
-            got[1] += int(c)
-    return got
-
-
-def records(path):
-    """(offset, window) of each record of a records file, read independently of evalmesh."""
-    data = open(path, "rb").read()
-    at, out = HEADER, []
-    while at + 12 <= len(data):
-        magic, length, _ = struct.unpack_from("<III", data, at)
-        if magic != 0x52574D45 or at + 12 + length > len(data):
-            break
-        out.append((at, struct.unpack_from("<q", data, at + 12)[0]))
-        at += 12 + length
-    return out
-
-
 shutil.copy(MODEL, os.path.join(tmp, "model.gguf"))
 shutil.copy(WIKI, os.path.join(tmp, "text.txt"))
-# many small windows, one thread per rank, an fsync after each: a forward long enough to be
-# killed in the middle
-RECIPE = """name: resume
-stages:
-  model: {kind: model, path: model.gguf}
-  chunked: {kind: dataset, tokenizer: model, path: text.txt, protocol: chunked, n_ctx: 32, max_windows: MAXW}
-  f: {kind: forward, model: model, data: chunked, threads: 1, records_flush_s: 0}
-  agg: {kind: aggregate, inputs: [f]}
-  report: {kind: report, metrics: agg, outputs: [json]}
-"""
 
 
 def write_recipe(maxw):
-    with open(os.path.join(tmp, "resume.yaml"), "w") as f:
-        f.write(RECIPE.replace("MAXW", str(maxw)))
+    resume_helpers.write_recipe(tmp, maxw)
 
 
 # 1. Damage: one rank, a records file cut in a record and one with a flipped byte.
