@@ -149,9 +149,10 @@ while time.monotonic() < deadline and Squeue().poll() is None:
     time.sleep(0.2)
 show = subprocess.run(["scontrol", "show", "job", job_id], capture_output=True, text=True,
                       env=ENV, timeout=60).stdout
-log = open(os.path.join(tmp, "job.out")).read() if os.path.exists(os.path.join(tmp, "job.out")) \
-    else ""
-print(f"sbatch job {job_id}: {first} of {MAXW} windows recorded by the first attempt\n{log[-3000:]}")
+out_path = os.path.join(tmp, "job.out")
+log = open(out_path).read() if os.path.exists(out_path) else ""
+print(f"sbatch job {job_id}: {first} of {MAXW} windows recorded by the first attempt")
+print(log[-3000:])
 check("attempt 0: exit 6" in log and "attempt 1: exit 0" in log,
       "first attempt exit 6, requeued, second exit 0", log[-3000:])
 check(log.count("interrupted by signal 10") == 3, "each rank says it was interrupted by SIGUSR1",
