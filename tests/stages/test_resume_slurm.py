@@ -10,7 +10,9 @@ one-node cluster and sets SLURM_CONF; stories260K from ../shared/data, skipped w
   directory when it holds an invocation and requeues itself on exit status 6) signalled with
   `scancel --signal=USR1` mid-forward, as `--signal=USR1@120` does before the time limit: every
   rank stops with status 6 and state `interrupted`, the job requeues itself, the second start
-  resumes the same run directory and completes with the metrics of the uninterrupted run.
+  resumes the same run directory and completes with the metrics of the uninterrupted run;
+- the same job requeued from outside (`scontrol requeue`, as preemption with requeue does): Slurm
+  sends SIGTERM, every rank stops with state `interrupted`, the requeued start completes it.
 Sleeps only pace the polling; what is checked never depends on timing."""
 import glob
 import json
@@ -95,73 +97,91 @@ for np in [2, 3]:
     print(f"srun resume on {np} ranks: {t[0]} windows taken from records, {t[1]} computed")
     check(t == [done, MAXW - done], f"srun resume on {np} ranks: reused", str(t))
 
-# 2. sbatch --requeue, the pre-timeout signal mid-forward, the job requeues itself and resumes.
-JOB = f"""#!/bin/bash
-#SBATCH --ntasks=3 --requeue --open-mode=append --output=job.out
-RUN=runs/job
+# 2. sbatch --requeue in the README's form, cut mid-forward, resumed by its requeued start.
+JOB = """#!/bin/bash
+#SBATCH --ntasks=3 --requeue --open-mode=append --output=NAME.out
+RUN=runs/NAME
 if [ -f $RUN/invocation ]; then
-    srun --mpi=pmix {BIN} run --resume $RUN
+    srun --mpi=pmix BIN run --resume $RUN
 else
-    srun --mpi=pmix {BIN} run resume.yaml --run-dir $RUN
+    srun --mpi=pmix BIN run resume.yaml --run-dir $RUN
 fi
 rc=$?
-echo "attempt ${{SLURM_RESTART_COUNT:-0}}: exit $rc"
+echo "attempt ${SLURM_RESTART_COUNT:-0}: exit $rc"
 [ $rc -eq 6 ] && scontrol requeue $SLURM_JOB_ID
 exit $rc
 """
-with open(os.path.join(tmp, "job.sh"), "w") as f:
-    f.write(JOB)
-p = subprocess.run(["sbatch", "--parsable", "job.sh"], capture_output=True, text=True, cwd=tmp,
-                   env=ENV, timeout=60)
-check(p.returncode == 0, "sbatch", p.stderr)
-job_id = p.stdout.strip().split(";")[0]
-run_dir = os.path.join(tmp, "runs", "job")
 
 
-class Squeue:
+def squeue(job_id, fmt="%T %r"):
+    return subprocess.run(["squeue", "-h", "-j", job_id, "-o", fmt], capture_output=True,
+                          text=True, env=ENV, timeout=60).stdout.strip()
+
+
+class Queued:
     """Stands in for a Popen in wait_for_records: running while squeue lists the job."""
 
+    def __init__(self, job_id):
+        self.job_id = job_id
+
     def poll(self):
-        q = subprocess.run(["squeue", "-h", "-j", job_id], capture_output=True, text=True,
-                           env=ENV, timeout=60)
-        return None if q.stdout.strip() else 0
+        return None if squeue(self.job_id) else 0
 
 
-pid = wait_for_records(run_dir, 1, 10 * 600, Squeue())
-check(pid is not None, "the batch job's rank 1 got into the forward")
-subprocess.run(["scancel", "--signal=USR1", job_id], env=ENV, timeout=60)
-states = []
-deadline = time.monotonic() + 300
-while time.monotonic() < deadline and len(states) < 3:  # the first attempt's end
-    states = [json.load(open(f)) for f in glob.glob(os.path.join(run_dir, "state", "*.json"))]
-    states = [s for s in states if s["status"] == "interrupted"]
-    time.sleep(0.05)
-check(len(states) == 3, "every rank of the first attempt interrupted", str(states)[:1500])
-first = recorded_windows(run_dir)
-# Slurm holds a requeued job for 120 s (reason BeginTime); the test lets it start at once.
-deadline = time.monotonic() + 400
-while time.monotonic() < deadline and Squeue().poll() is None:
-    q = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T %r"], capture_output=True,
-                       text=True, env=ENV, timeout=60).stdout
-    if "BeginTime" in q:
-        subprocess.run(["scontrol", "update", f"JobId={job_id}", "StartTime=now"], env=ENV,
-                       timeout=60)
-    time.sleep(0.2)
-show = subprocess.run(["scontrol", "show", "job", job_id], capture_output=True, text=True,
-                      env=ENV, timeout=60).stdout
-out_path = os.path.join(tmp, "job.out")
-log = open(out_path).read() if os.path.exists(out_path) else ""
-print(f"sbatch job {job_id}: {first} of {MAXW} windows recorded by the first attempt")
-print(log[-3000:])
-check("attempt 0: exit 6" in log and "attempt 1: exit 0" in log,
-      "first attempt exit 6, requeued, second exit 0", log[-3000:])
-check(log.count("interrupted by signal 10") == 3, "each rank says it was interrupted by SIGUSR1",
-      log[-3000:])
-check("JobState=COMPLETED" in show and "Restarts=1" in show, "job completed after one requeue",
-      show)
-diff = metric_diff(want4, metrics(run_dir))
-check(not diff, "requeued job: metrics bit-identical to the uninterrupted run", str(diff)[:2000])
-check(taken(run_dir) == [first, MAXW - first], "requeued job: resumed from the records",
-      str(taken(run_dir)))
+def requeued_job(name, cut, signal_number):
+    """Submits the job, cuts its first attempt mid-forward with the command `cut` (+ job id),
+    and checks that every rank stopped with state `interrupted` by signal_number, that the job
+    ran once more and that this second start completed the run directory identically."""
+    with open(os.path.join(tmp, name + ".sh"), "w") as f:
+        f.write(JOB.replace("NAME", name).replace("BIN", BIN))
+    p = subprocess.run(["sbatch", "--parsable", name + ".sh"], capture_output=True, text=True,
+                       cwd=tmp, env=ENV, timeout=60)
+    check(p.returncode == 0, f"{name}: sbatch", p.stderr)
+    job_id = p.stdout.strip().split(";")[0]
+    run_dir = os.path.join(tmp, "runs", name)
+    pid = wait_for_records(run_dir, 1, 10 * 600, Queued(job_id))
+    check(pid is not None, f"{name}: the batch job's rank 1 got into the forward")
+    subprocess.run(cut + [job_id], env=ENV, timeout=60)
+    states = []
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and len(states) < 3:  # the first attempt's end
+        states = [json.load(open(f)) for f in glob.glob(os.path.join(run_dir, "state", "*.json"))]
+        states = [s for s in states if s["status"] == "interrupted"]
+        time.sleep(0.05)
+    check(len(states) == 3, f"{name}: every rank of the first attempt interrupted",
+          str(states)[:1500])
+    first = recorded_windows(run_dir)
+    # Slurm holds a requeued job for 120 s (reason BeginTime); the test lets it start at once.
+    deadline = time.monotonic() + 400
+    while time.monotonic() < deadline and squeue(job_id):
+        if "BeginTime" in squeue(job_id):
+            subprocess.run(["scontrol", "update", f"JobId={job_id}", "StartTime=now"], env=ENV,
+                           timeout=60)
+        time.sleep(0.2)
+    show = subprocess.run(["scontrol", "show", "job", job_id], capture_output=True, text=True,
+                          env=ENV, timeout=60).stdout
+    out_path = os.path.join(tmp, name + ".out")
+    log = open(out_path).read() if os.path.exists(out_path) else ""
+    print(f"{name}: job {job_id}: {first} of {MAXW} windows recorded by the first attempt")
+    print("\n".join(line for line in log.splitlines() if not line.startswith("[r")))
+    check("attempt 1: exit 0" in log, f"{name}: the requeued start exits 0", log[-3000:])
+    check(log.count(f"interrupted by signal {signal_number} ") == 3,
+          f"{name}: each rank says it was interrupted by signal {signal_number}", log[-3000:])
+    check("JobState=COMPLETED" in show and "Restarts=1" in show,
+          f"{name}: job completed after one requeue", show)
+    diff = metric_diff(want4, metrics(run_dir))
+    check(not diff, f"{name}: metrics bit-identical to the uninterrupted run", str(diff)[:2000])
+    check(taken(run_dir) == [first, MAXW - first], f"{name}: resumed from the records",
+          str(taken(run_dir)))
+    return log
+
+
+# the pre-timeout signal, as `--signal=USR1@120` sends it to the job's steps: the job script
+# sees exit 6 and requeues itself
+log = requeued_job("usr1", ["scancel", "--signal=USR1"], 10)
+check("attempt 0: exit 6" in log, "usr1: the first attempt exits 6", log[-3000:])
+# preemption with requeue, or an operator's `scontrol requeue`: Slurm sends SIGTERM to the job
+# (its batch shell too) and starts it again
+requeued_job("requeue", ["scontrol", "requeue"], 15)
 
 session.finish()
