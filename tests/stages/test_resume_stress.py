@@ -120,8 +120,8 @@ print(f"uninterrupted run on {RANKS} ranks: {whole_bytes} record bytes for {MAXW
 
 HOW = ["sigkill-one-rank", "sigterm-every-rank", "sigterm-mpirun"]
 # The job's exit status after each cut: mpirun reports the killed rank's signal (137; -9 without
-# mpirun); ranks stopped by SIGTERM exit 6; OpenMPI 4's mpirun ends the job itself after its own
-# SIGTERM and exits 1. 0 when the cut came after the job had finished its windows.
+# mpirun); ranks stopped by SIGTERM exit 6; OpenMPI 4's mpirun, sent SIGTERM itself, exits 1
+# (having killed its ranks, or after they finished). 0 when the cut came after the job's end.
 EXIT = {"sigkill-one-rank": (137, -9, 0), "sigterm-every-rank": (6, 0), "sigterm-mpirun": (1, 0)}
 for r in range(ROUNDS):
     d = os.path.join(tmp, f"round{r}")
