@@ -7,6 +7,7 @@
 
 #include "util/clock.h"
 #include "util/log.h"
+#include "util/stop.h"
 
 enum { PENDING, RUNNING, DONE, FAILED, SKIPPED };
 
@@ -103,9 +104,18 @@ static void skip_dependents(schedule *s, size_t *release, size_t *release_count)
     }
 }
 
-/* A failure keeps its exit status 2 (bad input) or 5 (distributed); any other is a verdict (3)
- * when the kind says its failures are, else a runtime failure (4). Only verdicts have status 3. */
+/* A failure keeps its exit status 2 (bad input), 5 (distributed) or 6 (interrupted); any other is a
+ * verdict (3) when the kind says its failures are, else a runtime failure (4). Only verdicts have
+ * status 3. */
 static em_status run_error(const schedule *s, const em_stage *stage, em_status err) {
+    /* A rank asked to stop that then finds a collective broken (a peer stopped by the same
+     * SIGTERM aborted it) was interrupted like that peer, not failed. */
+    int sig = em_stop_signal();
+    if (err->exit_code == EM_EXIT_DISTRIBUTED && sig) {
+        err->exit_code = EM_EXIT_INTERRUPTED;
+        err = em_error_prefix(err, "interrupted by signal %d (%s) while in a collective", sig,
+                              strsignal(sig));
+    }
     if (err->exit_code != EM_EXIT_BAD_INPUT && err->exit_code != EM_EXIT_DISTRIBUTED &&
         err->exit_code != EM_EXIT_INTERRUPTED)
         err->exit_code = stage->kind->verdict ? EM_EXIT_GATE : EM_EXIT_RUNTIME;

@@ -316,6 +316,41 @@ def interrupt(np, sig, name):
 interrupt(4, signal.SIGTERM, "sigterm")
 interrupt(2, signal.SIGUSR1, "sigusr1")
 
+# 5b. SIGTERM to both ranks while rank 0 already waits in the aggregate's collective (rank 1 held
+# with SIGSTOP in its forward until then): rank 1 stops after its window and aborts the
+# collective; rank 0, asked to stop too, reports that as an interruption: both exit 6,
+# `interrupted`.
+d = os.path.join(tmp, "in-collective")
+job = subprocess.Popen(mpi(2) + [BIN, "run", "resume.yaml", "--run-dir", "in-collective"], cwd=tmp,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV,
+                       start_new_session=True)
+pid1 = resume_helpers.wait_for_records(d, 1, 10 * 600, job)
+if pid1:
+    os.kill(pid1, signal.SIGSTOP)
+pid0 = None
+deadline = time.monotonic() + 300
+while pid1 and job.poll() is None and time.monotonic() < deadline and not pid0:
+    try:
+        st = json.load(open(os.path.join(d, "state", "rank-0.json")))
+        pid0 = st["pid"] if st["stage"] == "agg" else None
+    except (OSError, ValueError, KeyError):
+        pass
+    time.sleep(0.01)
+check(pid0 is not None, "in-collective: rank 0 reached the aggregate while rank 1 was held")
+if pid0:
+    os.kill(pid0, signal.SIGTERM)
+    os.kill(pid1, signal.SIGTERM)
+    os.kill(pid1, signal.SIGCONT)
+out, err = job.communicate(timeout=600)
+states = [json.load(open(os.path.join(d, "state", f"rank-{r}.json"))) for r in range(2)]
+check(job.returncode == 6, "in-collective: exit 6", f"rc={job.returncode} {err[-2000:]}")
+check([s["status"] for s in states] == ["interrupted", "interrupted"] and
+      [s["stage"] for s in states] == ["agg", "f"], "in-collective: both interrupted",
+      str(states)[:1500])
+check(re.search(r"error: rank 0, stage 'agg' \(aggregate\): interrupted by signal 15 "
+                r"\(Terminated\) while in a collective: .*rank 1 aborted", err) is not None,
+      "in-collective: rank 0 says it was interrupted in the collective", err[-2000:])
+
 # 6. A rank that stops answering (SIGSTOP) in the middle of the forward, --collective-timeout 5:
 # the others time out in the next collective, write state `failed` naming rank 2 and end the
 # job through MPI_Abort with status 5; their records stay.
