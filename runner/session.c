@@ -129,14 +129,17 @@ static int run_initialised(em_pipeline *p, em_run_context *ctx, const em_session
     if (err && err->exit_code == EM_EXIT_INTERRUPTED && ctx->world_size > 1)
         err = blame_dead_peer(err, dir, ctx->world_size, ctx->rank);
     if (err) {
-        /* Let the other ranks stop waiting for this one (a gate fails the same on every rank). */
-        if (err->exit_code != EM_EXIT_GATE && ctx->world_size > 1)
-            em_comm_abort(ctx->world, err->message);
         /* A dead or silent peer: say which in the state file, then end the job (below) so the
          * launcher stops every rank now instead of each waiting for its own timeout. */
         end_job = err->exit_code == EM_EXIT_DISTRIBUTED && ctx->world_size > 1;
         if (end_job) em_rank_state_fail(state, err->message);
+        /* Let the other ranks stop waiting for this one (a gate fails the same on every rank),
+         * once the message is out: a launcher may kill this rank as soon as a peer has exited. */
+        bool abort_peers = err->exit_code != EM_EXIT_GATE && ctx->world_size > 1;
+        char *reason = abort_peers ? em_xstrdup(err->message) : NULL;
         code = report(err);
+        if (abort_peers) em_comm_abort(ctx->world, reason);
+        free(reason);
     } else if (ctx->rank == 0) {
         em_log_info("%s: done in %.2f s, run directory %s", p->path, em_clock_seconds() - start,
                     dir);
