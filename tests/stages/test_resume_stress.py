@@ -1,7 +1,7 @@
 """Stress of window records and `--resume` (stories260K from ../shared/data; skipped without it):
 ROUNDS times, a run of many small windows on RANKS ranks oversubscribed under mpirun on this
-machine is cut at a random point (SIGKILL to one random rank, SIGTERM to every rank as Slurm does,
-or SIGTERM to mpirun), sometimes resumed on a random world size and cut again, then resumed on
+machine is cut at a random point (SIGKILL to one random rank, or SIGTERM to every rank as Slurm
+does), sometimes resumed on a random world size and cut again, then resumed on
 another random world size to the end: the metrics must always be bit-identical to an
 uninterrupted run, and no job may hang (each is bounded by this test's own limit, after which its
 whole process group is killed and the round fails).
@@ -99,8 +99,6 @@ def cut(run_dir, np, args, target, how, what):
     elif how == "sigterm-every-rank":
         for pid in pids:
             os.kill(pid, signal.SIGTERM)
-    elif how == "sigterm-mpirun" and job.poll() is None:
-        job.send_signal(signal.SIGTERM)
     rc, err = finish(job, what)
     print(f"  {what}: {how} at {target} record bytes ({len(pids)} ranks seen), exit {rc}, "
           f"{record_bytes(run_dir)} record bytes now")
@@ -118,11 +116,12 @@ want = metrics(os.path.join(tmp, "whole"))
 whole_bytes = record_bytes(os.path.join(tmp, "whole"))
 print(f"uninterrupted run on {RANKS} ranks: {whole_bytes} record bytes for {MAXW} windows")
 
-HOW = ["sigkill-one-rank", "sigterm-every-rank", "sigterm-mpirun"]
+# (SIGTERM to mpirun itself is not among the cuts: OpenMPI 4.1's mpirun then sometimes kills its
+# ranks and sometimes lets them run to the end, and exits 1 either way.)
+HOW = ["sigkill-one-rank", "sigterm-every-rank"]
 # The job's exit status after each cut: mpirun reports the killed rank's signal (137; -9 without
-# mpirun); ranks stopped by SIGTERM exit 6; OpenMPI 4's mpirun, sent SIGTERM itself, exits 1
-# (having killed its ranks, or after they finished). 0 when the cut came after the job's end.
-EXIT = {"sigkill-one-rank": (137, -9, 0), "sigterm-every-rank": (6, 0), "sigterm-mpirun": (1, 0)}
+# mpirun); ranks stopped by SIGTERM exit 6. 0 when the cut came after the job's end.
+EXIT = {"sigkill-one-rank": (137, -9, 0), "sigterm-every-rank": (6, 0)}
 for r in range(ROUNDS):
     d = os.path.join(tmp, f"round{r}")
     print(f"round {r}:")
@@ -131,10 +130,10 @@ for r in range(ROUNDS):
     for attempt in range(1 + rng.randrange(2)):  # one or two cut attempts
         have = record_bytes(d) if os.path.isdir(d) else 0
         target = have + int(rng.uniform(0.05, 0.7) * max(whole_bytes - have, 1))
-        how = rng.choice(HOW if np > 1 else ["sigterm-every-rank", "sigkill-one-rank"])
+        how = rng.choice(HOW)
         rc = cut(d, np, args, target, how, f"attempt {attempt} on {np} ranks")
-        if rc is None:
-            break
+        if rc is None or os.path.exists(os.path.join(d, "results.json")):
+            break  # hung, or the cut came after the end
         args = ["run", "--resume", d]
         np = rng.randint(1, RANKS)
     if os.path.exists(os.path.join(d, "results.json")):  # the cut came after the end
