@@ -151,12 +151,15 @@ def requeued_job(name, cut, signal_number):
     check(len(states) == 3, f"{name}: every rank of the first attempt interrupted",
           str(states)[:1500])
     first = recorded_windows(run_dir)
-    # Slurm holds a requeued job for 120 s (reason BeginTime); the test lets it start at once.
-    deadline = time.monotonic() + 400
+    # Slurm holds a requeued job for 120 s (reason BeginTime); the test lets it start sooner,
+    # though not within the second of the requeue: slurmd refuses ("Job credential revoked") a
+    # credential issued in the same second as the revocation of the first start's.
+    deadline, released = time.monotonic() + 400, False
     while time.monotonic() < deadline and squeue(job_id):
-        if "BeginTime" in squeue(job_id):
-            subprocess.run(["scontrol", "update", f"JobId={job_id}", "StartTime=now"], env=ENV,
-                           timeout=60)
+        if not released and "BeginTime" in squeue(job_id):
+            subprocess.run(["scontrol", "update", f"JobId={job_id}", "StartTime=now+2"],
+                           env=ENV, timeout=60)
+            released = True
         time.sleep(0.2)
     show = subprocess.run(["scontrol", "show", "job", job_id], capture_output=True, text=True,
                           env=ENV, timeout=60).stdout
