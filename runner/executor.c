@@ -7,6 +7,7 @@
 
 #include "util/clock.h"
 #include "util/log.h"
+#include "util/stop.h"
 
 enum { PENDING, RUNNING, DONE, FAILED };
 
@@ -86,6 +87,14 @@ static void release_reads(schedule *s, size_t i, size_t *release, size_t *releas
 /* A failure keeps its exit status 2 (bad input), 5 (distributed) or 6 (interrupted); any other
  * is a runtime failure (4). Only a failed verdict (verdict true) has status 3. */
 static em_status run_error(const schedule *s, const em_stage *stage, em_status err, bool verdict) {
+    /* A rank asked to stop that then finds a collective broken (a peer stopped by the same
+     * SIGTERM aborted it) was interrupted like that peer, not failed. */
+    int sig = em_stop_signal();
+    if (err->exit_code == EM_EXIT_DISTRIBUTED && sig) {
+        err->exit_code = EM_EXIT_INTERRUPTED;
+        err = em_error_prefix(err, "interrupted by signal %d (%s) while in a collective", sig,
+                              strsignal(sig));
+    }
     if (verdict)
         err->exit_code = EM_EXIT_GATE;
     else if (err->exit_code != EM_EXIT_BAD_INPUT && err->exit_code != EM_EXIT_DISTRIBUTED &&

@@ -62,6 +62,20 @@ static em_status default_mesh(const em_bootstrap *boot, em_mesh **out) {
     return err;
 }
 
+/* A launcher that sees a rank die (SIGKILL, a crash) stops the others with SIGTERM (mpirun) before
+ * they can notice in a collective: they stop as if interrupted. When a peer on this node died
+ * without a word (its state file still says running, its process is gone), that is the cause:
+ * the error becomes a distributed one (exit 5) naming it. */
+static em_status blame_dead_peer(em_status err, const char *dir, int world_size, int rank) {
+    char *dead = em_rank_state_find_dead(dir, world_size, rank);
+    if (!dead) return err;
+    em_status blamed = em_error_new(
+        EM_EXIT_DISTRIBUTED, "%s; the launcher then stopped this rank: %s", dead, err->message);
+    free(dead);
+    em_error_free(err);
+    return blamed;
+}
+
 /* The run itself, once every rank has prepared and initialised the pipeline. */
 static int run_initialised(em_pipeline *p, em_run_context *ctx, const em_session_options *opts) {
     char *dir;
@@ -112,15 +126,20 @@ static int run_initialised(em_pipeline *p, em_run_context *ctx, const em_session
     }
     int code = 0;
     bool end_job = false;
+    if (err && err->exit_code == EM_EXIT_INTERRUPTED && ctx->world_size > 1)
+        err = blame_dead_peer(err, dir, ctx->world_size, ctx->rank);
     if (err) {
-        /* Let the other ranks stop waiting for this one (a gate fails the same on every rank). */
-        if (err->exit_code != EM_EXIT_GATE && ctx->world_size > 1)
-            em_comm_abort(ctx->world, err->message);
         /* A dead or silent peer: say which in the state file, then end the job (below) so the
          * launcher stops every rank now instead of each waiting for its own timeout. */
         end_job = err->exit_code == EM_EXIT_DISTRIBUTED && ctx->world_size > 1;
         if (end_job) em_rank_state_fail(state, err->message);
+        /* Let the other ranks stop waiting for this one (a gate fails the same on every rank),
+         * once the message is out: a launcher may kill this rank as soon as a peer has exited. */
+        bool abort_peers = err->exit_code != EM_EXIT_GATE && ctx->world_size > 1;
+        char *reason = abort_peers ? em_xstrdup(err->message) : NULL;
         code = report(err);
+        if (abort_peers) em_comm_abort(ctx->world, reason);
+        free(reason);
     } else if (ctx->rank == 0) {
         em_log_info("%s: done in %.2f s, run directory %s", p->path, em_clock_seconds() - start,
                     dir);

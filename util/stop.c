@@ -15,6 +15,12 @@ static void on_signal(int sig) {
         (void)n;
         _exit(130);
     }
+    if (sig == SIGINT) { /* at a terminal: say what happens now, and how to exit at once */
+        static const char msg[] = "evalmesh: interrupt: stopping after the current window "
+                                  "(interrupt again to exit at once)\n";
+        ssize_t n = write(2, msg, sizeof msg - 1);
+        (void)n;
+    }
     if (!requested) requested = sig;
 }
 

@@ -6,20 +6,18 @@
  * order comes from the run's recipe.resolved.yaml. */
 #include <cjson/cJSON.h>
 #include <dirent.h>
-#include <errno.h>
 #include <math.h>
-#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "cli/command.h"
 #include "cli/json_out.h"
 #include "cli/options.h"
 #include "runner/pipeline.h"
+#include "runner/rank_state.h"
 #include "util/error.h"
 #include "util/log.h"
 #include "util/regular_file.h"
@@ -39,10 +37,7 @@ typedef struct rank_entry {
 /* A rank whose state file says it runs on this host under a pid that no longer exists has died
  * (it could not write "failed"). Ranks on other hosts cannot be checked from here. */
 static bool dead_here(const rank_entry *e) {
-    char host[256];
-    if (e->pid <= 0 || !e->host[0] || gethostname(host, sizeof host) != 0) return false;
-    host[sizeof host - 1] = 0;
-    return strcmp(host, e->host) == 0 && kill((pid_t)e->pid, 0) != 0 && errno == ESRCH;
+    return em_rank_state_gone(e->pid, e->host);
 }
 
 static char *read_file(const char *path) {

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/heartbeat.h"
+
 /* x += the partial sums of every tp rank, gathered into all (tp, T, D) and added in rank order. */
 static em_status sum_partials(const em_llama_kernels *k, void *b, const em_forward_group *tp,
                               float *all, int T, int dim) {
@@ -207,6 +209,7 @@ em_status em_llama_compose_window(const em_llama_kernels *k, void *b, int n_laye
         k->norm(b, l, true, n);
         k->mlp(b, l, n, apart);
         err = residual(k, b, l, true, post_norms, tp, all, n, dim);
+        em_heartbeat(); /* a long window still shows this rank alive */
     }
     free(all);
     if (!err && !nll) {

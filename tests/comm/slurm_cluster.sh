@@ -1,86 +1,18 @@
 #!/bin/bash
-# Starts a real one-node Slurm cluster in a temporary directory (munged, slurmctld, slurmd from
-# Debian's slurm-wlm and munge; recipe in ../shared/notes/slurm-single-node.md) and runs, through
-# `srun --mpi=pmix`: the bootstrap and collective checks with 4 ranks, a rank that leaves early
-# (the step must end), a rank that sleeps past the 3 s timeout (the others exit 5 naming it), a
-# rank that starts after the bootstrap's timeout, and tools/slurm/eval.sbatch.
-# The daemons are stopped by their pids at the end, also on failure.
-# Usage: slurm_cluster.sh COMM_RANKS_BINARY COMM_FAIL_BINARY. Exit 77 when Slurm is not installed.
+# Inside a real one-node Slurm cluster (started by slurm_env.sh, which runs this script), runs
+# through `srun --mpi=pmix`: the bootstrap and collective checks with 4 ranks, a rank that leaves
+# early (the step must end), a rank that sleeps past the 3 s timeout (the others exit 5 naming
+# it), a rank that starts after the bootstrap's timeout, and tools/slurm/eval.sbatch.
+# Usage: slurm_env.sh slurm_cluster.sh COMM_RANKS_BINARY COMM_FAIL_BINARY.
 set -u
 RANKS_BIN=$1
 FAIL_BIN=$2
-for tool in munged slurmctld slurmd srun sinfo; do
-    if ! command -v "$tool" > /dev/null; then
-        echo "SKIPPED: $tool not found (apt-get install slurm-wlm munge)"
-        exit 77
-    fi
-done
-
-T=$(mktemp -d /tmp/evalmesh-slurm.XXXXXX)
-H=$(hostname -s)
-# Ports of our own, so clusters of concurrent test runs do not meet.
-BASE=$((20000 + ($$ % 2000) * 2))
-stop() {
-    for pidfile in slurmd.pid slurmctld.pid munged.pid; do
-        if [ -s "$T/$pidfile" ]; then
-            pid=$(cat "$T/$pidfile")
-            kill "$pid" 2> /dev/null
-            for _ in 1 2 3 4 5 6 7 8 9 10; do kill -0 "$pid" 2> /dev/null || break; sleep 0.5; done
-            kill -9 "$pid" 2> /dev/null
-        fi
-    done
-    rm -rf "$T"
-}
-trap stop EXIT
-
+[ -n "${SLURM_CONF:-}" ] || { echo "run me through slurm_env.sh"; exit 2; }
+T=$(mktemp -d /tmp/evalmesh-slurm-checks.XXXXXX)
+trap 'rm -rf "$T"' EXIT
+mkdir -p "$T/out"
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-
-mkdir -p "$T/state" "$T/spool" "$T/munge" "$T/out"
-chmod 700 "$T/munge"
-dd if=/dev/urandom bs=1 count=1024 of="$T/munge/munge.key" 2> /dev/null
-chmod 400 "$T/munge/munge.key"
-munged --force --key-file="$T/munge/munge.key" --socket="$T/munge/munge.socket" \
-    --pid-file="$T/munged.pid" --log-file="$T/munged.log" --seed-file="$T/munge/seed" \
-    || { cat "$T/munged.log"; fail "munged did not start"; exit 1; }
-
-cat > "$T/slurm.conf" << CONF
-ClusterName=evalmeshtest
-SlurmctldHost=$H
-SlurmUser=root
-SlurmdUser=root
-AuthType=auth/munge
-AuthInfo=socket=$T/munge/munge.socket
-StateSaveLocation=$T/state
-SlurmdSpoolDir=$T/spool
-SlurmctldPidFile=$T/slurmctld.pid
-SlurmdPidFile=$T/slurmd.pid
-SlurmctldPort=$BASE
-SlurmdPort=$((BASE + 1))
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-JobAcctGatherType=jobacct_gather/none
-SchedulerType=sched/backfill
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
-MpiDefault=pmix
-SlurmdParameters=config_overrides
-ReturnToService=2
-NodeName=$H CPUs=8 State=UNKNOWN
-PartitionName=debug Nodes=$H Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
-CONF
-export SLURM_CONF=$T/slurm.conf
-slurmctld -c -f "$T/slurm.conf" -L "$T/ctld.log" || fail "slurmctld did not start"
-slurmd -f "$T/slurm.conf" -L "$T/slurmd.log" || fail "slurmd did not start"
-for _ in $(seq 1 60); do
-    sinfo -h -o %t 2> /dev/null | grep -q idle && break
-    sleep 0.5
-done
-if ! sinfo -h -o %t 2> /dev/null | grep -q idle; then
-    sinfo; tail -20 "$T/ctld.log" "$T/slurmd.log"
-    fail "the node never became idle"
-    exit 1
-fi
 
 # 1. Bootstrap, control plane, collectives, splits, exact sums and meshes with 4 ranks.
 EXPECT_WORLD=4 timeout 120 srun --mpi=pmix -n 4 --export=ALL "$RANKS_BIN" > "$T/ranks.log" 2>&1

@@ -1,15 +1,19 @@
 """Window records and `--resume` with real processes and real signals (stories260K from
 ../shared/data; skipped without it):
 - under mpirun with 4 ranks, SIGKILL one rank once its records file shows progress in the middle
-  of the forward; its records survive; `evalmesh run --resume` on 2 and on 3 ranks then gives
-  metrics bit-identical to an uninterrupted 4-rank run, taking the recorded windows;
+  of the forward; its records survive; mpirun stops the others with SIGTERM and they name the
+  dead rank (pid and host; message and state `failed`); `evalmesh run --resume` on 2 and on 3
+  ranks then gives metrics bit-identical to an uninterrupted 4-rank run, taking the recorded
+  windows, and leaves only its own ranks' state files (check-state: all fine);
 - a records file cut in the middle of a record, and one with a flipped byte: the damaged record
   is reported and recomputed, every other record used, the metrics identical;
 - `evalmesh perplexity --resume` finishes a perplexity run the same way;
 - a resume refuses (exit 2, naming what changed) when the recipe, the model or the dataset
   changed;
-- SIGTERM to every rank of a 4-rank job mid-forward, and SIGUSR1 to a 2-rank one: exit 6, every state `interrupted`, records
-  flushed, and the resume bit-identical;
+- SIGTERM to every rank of a 4-rank job mid-forward, and SIGUSR1 to a 2-rank one: exit 6, every
+  state `interrupted`, records flushed, and the resume bit-identical;
+- a second SIGINT exits at once with status 130;
+- heartbeats from the forward's layer loop (EVALMESH_HEARTBEAT_S=0: one per layer and window);
 - a rank stopped with SIGSTOP mid-forward: the survivors time out in the next collective, name
   rank 2 (message and state `failed`), and MPI_Abort ends the job with status 5;
 - --collective-timeout reaches the recipe's collective_timeout_s (0 refused).
@@ -18,14 +22,17 @@ import glob
 import json
 import os
 import re
+import select
 import shutil
 import signal
-import struct
+import socket
 import subprocess
 import sys
 import time
 
+import resume_helpers
 from eval_helpers import BIN, MPIRUN, EvalSession
+from resume_helpers import HEADER, metrics, records, taken, test_env
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 from checks import check  # noqa: E402
@@ -39,72 +46,25 @@ if not (os.path.exists(MODEL) and os.path.exists(WIKI)):
 
 session = EvalSession("eval_resume_")
 tmp = session.tmp
-HEADER = 208  # window_records.h: the file header
-ENV = dict(os.environ)
-if "ASAN_OPTIONS" in ENV:  # as eval_helpers: LSan's tracer is flaky in oversubscribed jobs
-    ENV["ASAN_OPTIONS"] += ":detect_leaks=0"
+ENV = test_env()
 
 
 def mpi(np):
     return [MPIRUN, "-np", str(np), "--allow-run-as-root", "--oversubscribe"] if np > 1 else []
 
 
-def run(args, np=1, cwd=tmp):
+def run(args, np=1, cwd=tmp, env=None):
     p = subprocess.run(mpi(np) + [BIN, *args], capture_output=True, text=True, timeout=600,
-                       cwd=cwd, env=ENV)
+                       cwd=cwd, env={**ENV, **(env or {})})
     return p.returncode, p.stdout, p.stderr
-
-
-def metrics(run_dir):
-    path = os.path.join(run_dir, "results.json")
-    if not os.path.exists(path):
-        return None
-    res = json.load(open(path))
-    return {f"{s}.{k}": v for s, ms in res["metrics"].items() for k, v in ms.items()
-            if not v.get("timing")}
-
-
-def taken(run_dir):
-    """Windows the resume took from records and computed, summed over the ranks' logs."""
-    got = [0, 0]
-    for log in glob.glob(os.path.join(run_dir, "evalmesh*.log")):
-        for a, total, c in re.findall(r"(\d+) of (\d+) windows taken from the run's records, "
-                                      r"(\d+) computed", open(log).read()):
-            got[0] += int(a)
-            got[1] += int(c)
-    return got
-
-
-def records(path):
-    """(offset, window) of each record of a records file, read independently of evalmesh."""
-    data = open(path, "rb").read()
-    at, out = HEADER, []
-    while at + 12 <= len(data):
-        magic, length, _ = struct.unpack_from("<III", data, at)
-        if magic != 0x52574D45 or at + 12 + length > len(data):
-            break
-        out.append((at, struct.unpack_from("<q", data, at + 12)[0]))
-        at += 12 + length
-    return out
 
 
 shutil.copy(MODEL, os.path.join(tmp, "model.gguf"))
 shutil.copy(WIKI, os.path.join(tmp, "text.txt"))
-# many small windows, one thread per rank, an fsync after each: a forward long enough to be
-# killed in the middle
-RECIPE = """name: resume
-stages:
-  model: {kind: model, path: model.gguf}
-  chunked: {kind: dataset, tokenizer: model, path: text.txt, protocol: chunked, n_ctx: 32, max_windows: MAXW}
-  f: {kind: forward, model: model, data: chunked, threads: 1, records_flush_s: 0}
-  agg: {kind: aggregate, inputs: [f]}
-  report: {kind: report, metrics: agg, outputs: [json]}
-"""
 
 
 def write_recipe(maxw):
-    with open(os.path.join(tmp, "resume.yaml"), "w") as f:
-        f.write(RECIPE.replace("MAXW", str(maxw)))
+    resume_helpers.write_recipe(tmp, maxw)
 
 
 # 1. Damage: one rank, a records file cut in a record and one with a flipped byte.
@@ -151,6 +111,26 @@ check(estimate.search(out1) and estimate.search(out1).group(0) == estimate.searc
       "perplexity --resume prints the same estimate", out2[-500:])
 check(taken(d) == [40, 60], "perplexity --resume: 40 taken, 60 computed", str(taken(d)))
 
+# Heartbeats from the forward's layer loop: with EVALMESH_HEARTBEAT_S=0 each layer of each
+# computed window rewrites the state file (stories260K has 5 layers), none for a recorded window.
+write_recipe(20)
+rc, _, err = run(["run", "resume.yaml", "--run-dir", "beats"], env={"EVALMESH_HEARTBEAT_S": "0"})
+state = json.load(open(os.path.join(tmp, "beats", "state", "rank-0.json")))
+check(rc == 0 and state["beats"] == 5 * 20, "20 windows of 5 layers: 100 heartbeats",
+      f"rc={rc} {state} {err[-1000:]}")
+path = glob.glob(os.path.join(tmp, "beats", "records", "*.bin"))[0]
+os.truncate(path, records(path)[12][0])  # 12 whole records left
+os.remove(os.path.join(tmp, "beats", "results.json"))
+rc, _, err = run(["run", "--resume", "beats"], env={"EVALMESH_HEARTBEAT_S": "0"})
+state = json.load(open(os.path.join(tmp, "beats", "state", "rank-0.json")))
+check(rc == 0 and state["beats"] == 5 * 8, "resume: 8 windows computed, 40 heartbeats",
+      f"rc={rc} {state} {err[-1000:]}")
+rc, _, err = run(["run", "resume.yaml", "--run-dir", "beats-bad"],
+                 env={"EVALMESH_HEARTBEAT_S": "-1"})
+check(rc == 2 and "EVALMESH_HEARTBEAT_S '-1' is not a number of seconds from 0 to 86400" in err,
+      "EVALMESH_HEARTBEAT_S -1 refused", f"rc={rc} {err[-1000:]}")
+write_recipe(200)
+
 # 2. Refusals: changed recipe, model, dataset.
 for what, change, words in [
     ("recipe", lambda: write_recipe(199), "the recipe changed"),
@@ -180,6 +160,44 @@ for what, change, words in [
     for f, data in saved.items():
         open(f, "wb").write(data)
     write_recipe(200)
+
+# A second SIGINT exits at once with 130. The run is held in a push to a server that accepts the
+# connection and never answers (timeout_s 600), where nothing looks at the stop flag: the first
+# SIGINT is acknowledged on stderr, the second ends the process.
+listener = socket.socket()
+listener.bind(("127.0.0.1", 0))
+listener.listen(1)
+with open(os.path.join(tmp, "push.yaml"), "w") as f:
+    f.write(resume_helpers.RECIPE.replace("MAXW", "10").replace(
+        "outputs: [json]",
+        "outputs: [json, {type: pushgateway, url: 'http://127.0.0.1:%d', job: hold, "
+        "timeout_s: 600, retries: 0}]" % listener.getsockname()[1]))
+job = subprocess.Popen([BIN, "run", "push.yaml", "--run-dir", "sigint"], cwd=tmp, env=ENV,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+listener.settimeout(120)
+try:
+    conn, _ = listener.accept()  # the push is waiting for an answer
+except socket.timeout:
+    conn = None
+check(conn is not None, "the run got to its push")
+job.send_signal(signal.SIGINT)
+seen, ack = "", "evalmesh: interrupt: stopping after the current window (interrupt again to exit"
+deadline = time.monotonic() + 120
+while ack not in seen and time.monotonic() < deadline and job.poll() is None:
+    if select.select([job.stderr], [], [], 1)[0]:  # unbuffered reads: select sees all
+        seen += os.read(job.stderr.fileno(), 65536).decode(errors="replace")
+check(ack in seen, "the first SIGINT is acknowledged", seen[-2000:])
+job.send_signal(signal.SIGINT)
+try:
+    rest = job.communicate(timeout=120)[1].decode(errors="replace")
+except subprocess.TimeoutExpired:
+    job.kill()
+    rest = job.communicate()[1].decode(errors="replace")
+check(job.returncode == 130 and "evalmesh: second interrupt, exiting now" in rest,
+      "the second SIGINT exits at once with 130", f"rc={job.returncode} {rest[-2000:]}")
+if conn:
+    conn.close()
+listener.close()
 
 # 3. --collective-timeout sets the recipe's collective_timeout_s (and is checked like it).
 rc, _, err = run(["run", "resume.yaml", "--run-dir", "t0", "--collective-timeout", "0"])
@@ -223,6 +241,18 @@ check(job.returncode != 0, "the killed job failed", f"rc={job.returncode}")
 done = [len(records(f)) for f in glob.glob(os.path.join(killed_dir, "records", "*.bin"))]
 print(f"killed job: exit {job.returncode}, records per rank file {done} of {MAXW} windows")
 check(0 < sum(done) < MAXW, "some but not all windows recorded", str(done))
+# mpirun stops the survivors with SIGTERM: they find rank 2's process gone (its state file still
+# says running) and say so, with status 5 and state `failed`, before MPI_Abort
+named = re.findall(r"error: rank 2 \(pid (\d+) on (\S+)\) died in stage 'f' without a word "
+                   r"\(killed\?\); the launcher then stopped this rank: rank [013], stage 'f'", err)
+check(named and all(p == str(pid) for p, _ in named), "a survivor names the killed rank and pid",
+      err[-3000:])
+survivors = [json.load(open(os.path.join(killed_dir, "state", f"rank-{r}.json")))
+             for r in [0, 1, 3]]
+check(all(s["status"] == "failed" and s["reason"].startswith(f"rank 2 (pid {pid} on ")
+          for s in survivors if s["status"] != "running"), "survivors' states name rank 2",
+      str(survivors)[:2000])
+print(f"survivors naming rank 2: {len(named)} of 3")
 for np in [2, 3]:
     d = os.path.join(tmp, f"resume{np}")
     shutil.copytree(killed_dir, d)
@@ -236,6 +266,13 @@ for np in [2, 3]:
     t = taken(d)
     print(f"resume on {np} ranks: {t[0]} windows taken from records, {t[1]} computed")
     check(t[0] == sum(done) and t[0] + t[1] == MAXW, f"resume on {np} ranks: reused", str(t))
+    # the 4-rank attempt's state files are gone: check-state sees only this attempt's ranks
+    states = sorted(os.listdir(os.path.join(d, "state")))
+    check(states == [f"rank-{r}.json" for r in range(np)], f"resume on {np} ranks: state files",
+          str(states))
+    p = subprocess.run([BIN, "check-state", d], capture_output=True, text=True, env=ENV)
+    check(p.returncode == 0 and f"{np} ranks: 0 silent, 0 behind, 0 failed" in p.stdout,
+          f"resume on {np} ranks: check-state finds every rank fine", p.stdout + p.stderr)
 
 # 5. SIGTERM to every rank of a 4-rank job in the middle of the forward (as Slurm signals a job's
 # tasks), and the pre-timeout SIGUSR1 (sbatch --signal=B:USR1@120) to both ranks of a 2-rank
@@ -278,6 +315,41 @@ def interrupt(np, sig, name):
 
 interrupt(4, signal.SIGTERM, "sigterm")
 interrupt(2, signal.SIGUSR1, "sigusr1")
+
+# 5b. SIGTERM to both ranks while rank 0 already waits in the aggregate's collective (rank 1 held
+# with SIGSTOP in its forward until then): rank 1 stops after its window and aborts the
+# collective; rank 0, asked to stop too, reports that as an interruption: both exit 6,
+# `interrupted`.
+d = os.path.join(tmp, "in-collective")
+job = subprocess.Popen(mpi(2) + [BIN, "run", "resume.yaml", "--run-dir", "in-collective"], cwd=tmp,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV,
+                       start_new_session=True)
+pid1 = resume_helpers.wait_for_records(d, 1, 10 * 600, job)
+if pid1:
+    os.kill(pid1, signal.SIGSTOP)
+pid0 = None
+deadline = time.monotonic() + 300
+while pid1 and job.poll() is None and time.monotonic() < deadline and not pid0:
+    try:
+        st = json.load(open(os.path.join(d, "state", "rank-0.json")))
+        pid0 = st["pid"] if st["stage"] == "agg" else None
+    except (OSError, ValueError, KeyError):
+        pass
+    time.sleep(0.01)
+check(pid0 is not None, "in-collective: rank 0 reached the aggregate while rank 1 was held")
+if pid0:
+    os.kill(pid0, signal.SIGTERM)
+    os.kill(pid1, signal.SIGTERM)
+    os.kill(pid1, signal.SIGCONT)
+out, err = job.communicate(timeout=600)
+states = [json.load(open(os.path.join(d, "state", f"rank-{r}.json"))) for r in range(2)]
+check(job.returncode == 6, "in-collective: exit 6", f"rc={job.returncode} {err[-2000:]}")
+check([s["status"] for s in states] == ["interrupted", "interrupted"] and
+      [s["stage"] for s in states] == ["agg", "f"], "in-collective: both interrupted",
+      str(states)[:1500])
+check(re.search(r"error: rank 0, stage 'agg' \(aggregate\): interrupted by signal 15 "
+                r"\(Terminated\) while in a collective: .*rank 1 aborted", err) is not None,
+      "in-collective: rank 0 says it was interrupted in the collective", err[-2000:])
 
 # 6. A rank that stops answering (SIGSTOP) in the middle of the forward, --collective-timeout 5:
 # the others time out in the next collective, write state `failed` naming rank 2 and end the
