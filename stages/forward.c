@@ -229,10 +229,7 @@ static void keep_recording(records *io, em_status err) {
 static em_status open_records(const em_stage *self, const em_run_context *ctx, const em_mesh *mesh,
                               const em_model *model, const em_dataset *ds, records *io) {
     if (!ctx->run_dir || !ctx->recipe_sha256) return NULL;
-    em_records_key key = {0};
-    snprintf(key.model_sha256, sizeof key.model_sha256, "%s", model->header_sha256);
-    snprintf(key.dataset_sha256, sizeof key.dataset_sha256, "%s", ds->sha256);
-    snprintf(key.recipe_sha256, sizeof key.recipe_sha256, "%s", ctx->recipe_sha256);
+    em_records_key key = em_records_key_of(model->header_sha256, ds->sha256, ctx->recipe_sha256);
     size_t limit = 0;
     for (size_t i = 0; i < ds->count; i++)
         if ((size_t)ds->windows[i].index + 1 > limit) limit = (size_t)ds->windows[i].index + 1;

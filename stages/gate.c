@@ -284,13 +284,8 @@ static em_status try_pairing(em_stage *self, const em_metrics *m, const em_run_c
         }
     }
     if (!differ && !*why) {
-        em_records_key key = {0};
-        snprintf(key.model_sha256, sizeof key.model_sha256, "%s",
-                 m->model_header_sha256 ? m->model_header_sha256 : "");
-        snprintf(key.dataset_sha256, sizeof key.dataset_sha256, "%s",
-                 m->dataset_sha256 ? m->dataset_sha256 : "");
-        snprintf(key.recipe_sha256, sizeof key.recipe_sha256, "%s",
-                 ctx->recipe_sha256 ? ctx->recipe_sha256 : "");
+        em_records_key key =
+            em_records_key_of(m->model_header_sha256, m->dataset_sha256, ctx->recipe_sha256);
         bool complete = false;
         char *incomplete = NULL;
         if (ctx->run_dir && m->source_stage)

@@ -364,13 +364,8 @@ static void keep_tokens(const em_stage *self, const em_metrics *m, const em_run_
     char key_name[256];
     snprintf(key_name, sizeof key_name, "%s.windows", m->source_stage);
     const em_metric *windows = em_metrics_find(m, key_name);
-    em_records_key key = {0};
-    snprintf(key.model_sha256, sizeof key.model_sha256, "%s",
-             m->model_header_sha256 ? m->model_header_sha256 : "");
-    snprintf(key.dataset_sha256, sizeof key.dataset_sha256, "%s",
-             m->dataset_sha256 ? m->dataset_sha256 : "");
-    snprintf(key.recipe_sha256, sizeof key.recipe_sha256, "%s",
-             ctx->recipe_sha256 ? ctx->recipe_sha256 : "");
+    em_records_key key =
+        em_records_key_of(m->model_header_sha256, m->dataset_sha256, ctx->recipe_sha256);
     em_token_set set;
     bool complete = false;
     char *why = NULL;

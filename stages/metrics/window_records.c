@@ -27,6 +27,17 @@ struct em_records_writer {
 };
 
 /* CRC-32 (IEEE 802.3, reflected, as zlib's crc32). */
+
+em_records_key em_records_key_of(const char *model_sha256, const char *dataset_sha256,
+                                 const char *recipe_sha256) {
+    em_records_key key = {0};
+    snprintf(key.model_sha256, sizeof key.model_sha256, "%s", model_sha256 ? model_sha256 : "");
+    snprintf(key.dataset_sha256, sizeof key.dataset_sha256, "%s",
+             dataset_sha256 ? dataset_sha256 : "");
+    snprintf(key.recipe_sha256, sizeof key.recipe_sha256, "%s", recipe_sha256 ? recipe_sha256 : "");
+    return key;
+}
+
 static uint32_t crc32(const void *data, size_t len) {
     static uint32_t table[256];
     if (!table[1]) {

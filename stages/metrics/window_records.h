@@ -40,6 +40,10 @@ typedef struct em_records_key {
     char recipe_sha256[65];  /* the resolved recipe's sha256 */
 } em_records_key;
 
+/* The key of a model header, a dataset file and a resolved recipe sha256 (NULL: empty). */
+em_records_key em_records_key_of(const char *model_sha256, const char *dataset_sha256,
+                                 const char *recipe_sha256);
+
 /* One finished window's scores (arrays of token_count; owned by whoever filled them). */
 typedef struct em_window_record {
     int64_t window;

@@ -7,6 +7,7 @@ import json
 import os
 import re
 import struct
+import sys
 import time
 
 HEADER = 208  # window_records.h: the file header
@@ -22,6 +23,18 @@ stages:
   agg: {kind: aggregate, inputs: [f]}
   report: {kind: report, metrics: agg, outputs: [json]}
 """
+
+
+def shared_data():
+    """(stories260K.gguf, WikiText-2 test) from ../shared/data; exits 77 (ctest's skip) without
+    them."""
+    data = os.environ.get("EVALMESH_SHARED_DATA", "")
+    model = os.path.join(data, "models", "stories260K.gguf")
+    wiki = os.path.join(data, "text", "wikitext-2-raw-v1.test.txt")
+    if not (os.path.exists(model) and os.path.exists(wiki)):
+        print(f"SKIPPED: shared data not found under '{data}'")
+        sys.exit(77)
+    return model, wiki
 
 
 def write_recipe(folder, maxw, name="resume.yaml"):

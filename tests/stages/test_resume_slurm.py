@@ -25,18 +25,13 @@ import sys
 import time
 
 from eval_helpers import BIN, EvalSession
-from resume_helpers import (metric_diff, metrics, recorded_windows, taken, test_env,
-                            wait_for_records, write_recipe)
+from resume_helpers import (metric_diff, metrics, recorded_windows, shared_data, taken,
+                            test_env, wait_for_records, write_recipe)
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 from checks import check  # noqa: E402
 
-DATA = os.environ.get("EVALMESH_SHARED_DATA", "")
-MODEL = os.path.join(DATA, "models", "stories260K.gguf")
-WIKI = os.path.join(DATA, "text", "wikitext-2-raw-v1.test.txt")
-if not (os.path.exists(MODEL) and os.path.exists(WIKI)):
-    print(f"SKIPPED: shared data not found under '{DATA}'")
-    sys.exit(77)
+MODEL, WIKI = shared_data()
 if not os.environ.get("SLURM_CONF"):
     print("run me through tests/comm/slurm_env.sh")
     sys.exit(2)
