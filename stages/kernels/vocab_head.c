@@ -37,3 +37,22 @@ void em_head_merge(const em_head_tile *part, int64_t tiles, int T, const float *
         argmax[t] = best;
     }
 }
+
+void em_pair_merge(const em_pair_tile *part, int64_t tiles, int T, double *kl) {
+    for (int t = 0; t < T; t++) {
+        float mr = part[t].max_ref, mc = part[t].max_cand;
+        for (int64_t v = 1; v < tiles; v++) {
+            mr = part[v * T + t].max_ref > mr ? part[v * T + t].max_ref : mr;
+            mc = part[v * T + t].max_cand > mc ? part[v * T + t].max_cand : mc;
+        }
+        double s_ref = 0.0, s_cand = 0.0, a = 0.0;
+        for (int64_t v = 0; v < tiles; v++) {
+            const em_pair_tile *p = &part[v * T + t];
+            double scale = exp((double)p->max_ref - (double)mr);
+            s_ref += p->sum_ref * scale;
+            a += p->a * scale;
+            s_cand += p->sum_cand * exp((double)p->max_cand - (double)mc);
+        }
+        kl[t] = a / s_ref - ((double)mr + log(s_ref)) + ((double)mc + log(s_cand));
+    }
+}

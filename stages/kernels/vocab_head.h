@@ -28,4 +28,15 @@ void em_vocab_shard(int64_t n_vocab, int tp, int r, int64_t *row0, int64_t *rows
 void em_head_merge(const em_head_tile *part, int64_t tiles, int T, const float *target_logit,
                    double *nll, int32_t *argmax, int threads);
 
+/* A compared pair's partials of one tile (pair_head.h), per position: each head's max m and sum
+ * of exp(l - m) over the tile, and A = sum exp(l_ref - m_ref) (l_ref - l_cand). */
+typedef struct em_pair_tile {
+    double sum_ref, sum_cand, a;
+    float max_ref, max_cand;
+} em_pair_tile;
+
+/* kl[t] = KL(P_ref || P_cand) for T positions from part (tiles, T), merged in tile order:
+ * A / S_ref - lse_ref + lse_cand with every tile rescaled to the largest max. */
+void em_pair_merge(const em_pair_tile *part, int64_t tiles, int T, double *kl);
+
 #endif

@@ -12,15 +12,9 @@
 #include "stages/kernels/cpu/softcap.h"
 #include "stages/kernels/vocab_head.h"
 
-typedef struct pair_tile {
-    double sum_ref, sum_cand; /* sum over the tile of exp(l - m) */
-    double a;                 /* sum over the tile of exp(l_ref - m_ref) (l_ref - l_cand) */
-    float max_ref, max_cand;
-} pair_tile;
-
 /* The partials of one tile of n rows from the logits lr, lc (n, ldl) for positions 0..T-1. */
 static void tile_partials(const float *lr, const float *lc, size_t ldl, int T, int n,
-                          pair_tile *out) {
+                          em_pair_tile *out) {
     for (int t = 0; t < T; t++) {
         float mr = lr[t], mc = lc[t];
         for (int j = 1; j < n; j++) {
@@ -35,7 +29,7 @@ static void tile_partials(const float *lr, const float *lc, size_t ldl, int T, i
             a += e * (r - c);
             sc += exp(c - (double)mc);
         }
-        out[t] = (pair_tile){sr, sc, a, mr, mc};
+        out[t] = (em_pair_tile){sr, sc, a, mr, mc};
     }
 }
 
@@ -50,7 +44,7 @@ em_status em_pair_head(const em_pair_side *ref, const em_pair_side *cand, const 
                             (long long)n_vocab, (long long)wc->shape[1]);
     int64_t tiles = em_head_tiles(n_vocab);
     size_t cells = (size_t)tiles * (size_t)T;
-    pair_tile *part = malloc(cells * sizeof *part);             /* (tiles, T) */
+    em_pair_tile *part = malloc(cells * sizeof *part);          /* (tiles, T) */
     em_head_tile *head = malloc(2 * cells * sizeof *head);      /* ref's, cand's (tiles, T) */
     float *target_logit = calloc(2 * (size_t)T, sizeof(float)); /* ref's, cand's (T) */
     if (!part || !head || !target_logit) {
@@ -85,23 +79,7 @@ em_status em_pair_head(const em_pair_side *ref, const em_pair_side *cand, const 
     }
     em_head_merge(head, tiles, T, target_logit, ref->nll, ref->argmax, sr->threads);
     em_head_merge(head + cells, tiles, T, target_logit + T, cand->nll, cand->argmax, sc->threads);
-    for (int t = 0; t < T; t++) {
-        float mr = part[t].max_ref, mc = part[t].max_cand;
-        for (int64_t v = 1; v < tiles; v++) {
-            mr = part[v * T + t].max_ref > mr ? part[v * T + t].max_ref : mr;
-            mc = part[v * T + t].max_cand > mc ? part[v * T + t].max_cand : mc;
-        }
-        double s_ref = 0.0, s_cand = 0.0, a = 0.0;
-        for (int64_t v = 0; v < tiles; v++) {
-            const pair_tile *p = &part[v * T + t];
-            double scale = exp((double)p->max_ref - (double)mr);
-            s_ref += p->sum_ref * scale;
-            a += p->a * scale;
-            s_cand += p->sum_cand * exp((double)p->max_cand - (double)mc);
-        }
-        double lse_ref = (double)mr + log(s_ref), lse_cand = (double)mc + log(s_cand);
-        kl[t] = a / s_ref - lse_ref + lse_cand;
-    }
+    em_pair_merge(part, tiles, T, kl);
     free(part);
     free(head);
     free(target_logit);

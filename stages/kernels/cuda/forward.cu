@@ -484,7 +484,7 @@ static em_status backend_score(void *fp, const int32_t *input, const int32_t *ta
 static em_status pair_kl(em_cuda_forward *r, em_cuda_forward *c, int n, double *kl) {
     int64_t V = r->c.n_vocab, tiles = em_head_tiles(V);
     size_t count = (size_t)tiles * (size_t)n;
-    em_cuda_pair_tile *dpart = NULL;
+    em_pair_tile *dpart = NULL;
     em_status err = dev_alloc((void **)&dpart, count * sizeof *dpart, NULL);
     if (err) return err;
     const void *in_r = typed_input(r, r->xn, (int64_t)n * r->c.dim, r->output.type);
@@ -497,27 +497,10 @@ static em_status pair_kl(em_cuda_forward *r, em_cuda_forward *c, int n, double *
         em_cuda_pair_tiles(r->logits, c->logits, rows, n, r->c.final_softcap, c->c.final_softcap,
                            dpart + (size_t)(row0 / EM_HEAD_TILE_ROWS) * n);
     }
-    em_cuda_pair_tile *part = (em_cuda_pair_tile *)em_xmalloc(count * sizeof *part);
+    em_pair_tile *part = (em_pair_tile *)em_xmalloc(count * sizeof *part);
     cudaError_t e = cudaMemcpy(part, dpart, count * sizeof *part, cudaMemcpyDeviceToHost);
     cudaFree(dpart);
-    if (e == cudaSuccess) {
-        for (int t = 0; t < n; t++) {
-            float mr = part[t].max_ref, mc = part[t].max_cand;
-            for (int64_t v = 1; v < tiles; v++) {
-                mr = part[v * n + t].max_ref > mr ? part[v * n + t].max_ref : mr;
-                mc = part[v * n + t].max_cand > mc ? part[v * n + t].max_cand : mc;
-            }
-            double s_ref = 0.0, s_cand = 0.0, a = 0.0;
-            for (int64_t v = 0; v < tiles; v++) {
-                const em_cuda_pair_tile *p = &part[v * n + t];
-                double scale = exp((double)p->max_ref - (double)mr);
-                s_ref += p->sum_ref * scale;
-                a += p->a * scale;
-                s_cand += p->sum_cand * exp((double)p->max_cand - (double)mc);
-            }
-            kl[t] = a / s_ref - ((double)mr + log(s_ref)) + ((double)mc + log(s_cand));
-        }
-    }
+    if (e == cudaSuccess) em_pair_merge(part, tiles, n, kl);
     free(part);
     em_status r_err = window_status(r), c_err = window_status(c);
     if (c_err && r_err) em_error_free(c_err);

@@ -237,7 +237,7 @@ void em_cuda_head_tiles(const float *lt, int64_t row0, int rows, int n, float so
 
 /* As head_tiles_kernel for both heads; exponentials and products in double (pair_head.c). */
 static __global__ void pair_tiles_kernel(const float *lr, const float *lc, int rows, int n,
-                                         float cap_ref, float cap_cand, em_cuda_pair_tile *part) {
+                                         float cap_ref, float cap_cand, em_pair_tile *part) {
     int t = blockIdx.x * blockDim.x + threadIdx.x, v = blockIdx.y;
     if (t >= n) return;
     int r0 = v * EM_HEAD_TILE_ROWS;
@@ -256,11 +256,11 @@ static __global__ void pair_tiles_kernel(const float *lr, const float *lc, int r
         a += e * (r - c);
         sc += exp(c - (double)mc);
     }
-    part[(size_t)v * n + t] = em_cuda_pair_tile{sr, sc, a, mr, mc};
+    part[(size_t)v * n + t] = em_pair_tile{sr, sc, a, mr, mc};
 }
 
 void em_cuda_pair_tiles(const float *lr, const float *lc, int rows, int n, float cap_ref,
-                        float cap_cand, em_cuda_pair_tile *part) {
+                        float cap_cand, em_pair_tile *part) {
     dim3 grid(blocks_for(n, 128), (unsigned)((rows + EM_HEAD_TILE_ROWS - 1) / EM_HEAD_TILE_ROWS));
     pair_tiles_kernel<<<grid, 128>>>(lr, lc, rows, n, cap_ref, cap_cand, part);
 }

@@ -66,12 +66,8 @@ void em_cuda_head_tiles(const float *lt, int64_t row0, int rows, int n, float so
 /* The paired partials of one stretch of both heads' transposed logits (rows, n), see
  * pair_head.h: per tile and position each side's max and sum of exp(l - m) and the reference's
  * sum of exp(l_ref - m_ref) (l_ref - l_cand). */
-typedef struct em_cuda_pair_tile {
-    double sum_ref, sum_cand, a;
-    float max_ref, max_cand;
-} em_cuda_pair_tile;
 void em_cuda_pair_tiles(const float *lr, const float *lc, int rows, int n, float cap_ref,
-                        float cap_cand, em_cuda_pair_tile *part);
+                        float cap_cand, em_pair_tile *part);
 
 /* Fills a device matrix of type CUDA_R_16BF with values uniform in (-bound, bound) from a
  * counter-based hash of (seed, index), or with `fill` when bound is 0. */
