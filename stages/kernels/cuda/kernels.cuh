@@ -42,6 +42,16 @@ typedef struct em_cuda_mask {
     int window;    /* > 0: query i sees keys j with i - j < window */
 } em_cuda_mask;
 
+/* The windows of a batch (many windows per launch): rows start[w] .. start[w+1]-1 of the
+ * activations are window w's positions 0 .. start[w+1]-start[w]-1, and attention never crosses a
+ * window, so each window's results are those it has alone. One window of T rows: count 1,
+ * start {0, T}. */
+typedef struct em_cuda_segments {
+    int count;
+    const int32_t *host;   /* (count + 1) row offsets, host memory */
+    const int32_t *device; /* the same offsets on the device */
+} em_cuda_segments;
+
 /* att (T, H*hd) = causal attention of q (T, H*hd) over k, v (T, KV*hd), query head h reading KV
  * head h / (H / KV); online softmax over blocks of 32 keys, one warp per (position, head). */
 void em_cuda_attention(const float *q, const float *k, const float *v, int T, int H, int KV, int hd,
