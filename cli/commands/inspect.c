@@ -16,6 +16,7 @@
 #include "stages/model/ggml_types.h"
 #include "stages/model/gguf_runnable.h"
 #include "stages/model/loaded_model.h"
+#include "stages/model/rope_scaling.h"
 #include "stages/tokenizer/tokenizer.h"
 
 static const char usage[] =
@@ -33,10 +34,6 @@ static const char usage[] =
     "\n"
     "Exit statuses: 0 the file was described (even when evalmesh cannot run it), 2 the file\n"
     "cannot be read as a model (a malformed GGUF, a bad checkpoint: the message says why).\n";
-
-static const char *rope_scaling_name(em_rope_scaling s) {
-    return s == EM_ROPE_SCALING_LINEAR ? "linear" : s == EM_ROPE_SCALING_LLAMA3 ? "llama3" : "none";
-}
 
 static void shape_text(const em_tensor *t, char *buf, size_t size) {
     size_t used = 0;
@@ -71,12 +68,13 @@ static void print_hyperparameters(const em_model *m) {
     printf("  head_dim            %d\n", c->head_dim);
     printf("  rope_dimension      %d\n", c->rope_dim);
     printf("  rope_freq_base      %g\n", c->rope_freq_base);
-    printf("  rope_scaling        %s", rope_scaling_name(c->rope_scaling));
-    if (c->rope_scaling == EM_ROPE_SCALING_LINEAR) printf(" (freq_scale %g)", c->rope_freq_scale);
-    if (c->rope_scaling == EM_ROPE_SCALING_LLAMA3)
-        printf(" (factor %g, low_freq_factor %g, high_freq_factor %g, original_context %d)",
-               c->rope_llama3_factor, c->rope_llama3_low_freq_factor,
-               c->rope_llama3_high_freq_factor, c->rope_llama3_original_ctx);
+    const em_rope_scaling_kind *scaling = em_rope_scaling_of(c->rope_scaling);
+    const char *names[EM_ROPE_SCALING_MAX_PARAMS];
+    double values[EM_ROPE_SCALING_MAX_PARAMS];
+    int n_params = scaling->params(c, names, values);
+    printf("  rope_scaling        %s", scaling->name);
+    for (int i = 0; i < n_params; i++)
+        printf("%s%s %g%s", i ? ", " : " (", names[i], values[i], i + 1 < n_params ? "" : ")");
     printf("\n  rope_freqs          %s\n",
            m->rope_freqs ? "rope_freqs.weight (frequency factors)" : "none");
     printf("  rms_epsilon         %g\n", c->rms_eps);
@@ -208,13 +206,17 @@ static void json_hyperparameters(cJSON *root, const em_model *m) {
     cJSON_AddNumberToObject(h, "head_dim", c->head_dim);
     cJSON_AddNumberToObject(h, "rope_dimension", c->rope_dim);
     cJSON_AddNumberToObject(h, "rope_freq_base", c->rope_freq_base);
-    cJSON_AddStringToObject(h, "rope_scaling", rope_scaling_name(c->rope_scaling));
+    const em_rope_scaling_kind *scaling = em_rope_scaling_of(c->rope_scaling);
+    cJSON_AddStringToObject(h, "rope_scaling", scaling->name);
     cJSON_AddNumberToObject(h, "rope_freq_scale", c->rope_freq_scale);
-    if (c->rope_scaling == EM_ROPE_SCALING_LLAMA3) {
-        cJSON_AddNumberToObject(h, "rope_llama3_factor", c->rope_llama3_factor);
-        cJSON_AddNumberToObject(h, "rope_llama3_low_freq_factor", c->rope_llama3_low_freq_factor);
-        cJSON_AddNumberToObject(h, "rope_llama3_high_freq_factor", c->rope_llama3_high_freq_factor);
-        cJSON_AddNumberToObject(h, "rope_llama3_original_context", c->rope_llama3_original_ctx);
+    const char *names[EM_ROPE_SCALING_MAX_PARAMS];
+    double values[EM_ROPE_SCALING_MAX_PARAMS];
+    int n_params = scaling->params(c, names, values);
+    for (int i = 0; i < n_params; i++) {
+        if (strcmp(names[i], "freq_scale") == 0) continue; /* rope_freq_scale, always there */
+        char key[64];
+        snprintf(key, sizeof key, "rope_%s", names[i]);
+        cJSON_AddNumberToObject(h, key, values[i]);
     }
     cJSON_AddBoolToObject(h, "rope_freqs_tensor", m->rope_freqs != NULL);
     cJSON_AddNumberToObject(h, "rms_epsilon", c->rms_eps);

@@ -18,6 +18,7 @@
 #include "stages/model/llama_weights.h"
 #include "stages/model/model_loaders.h"
 #include "stages/model/model_storage.h"
+#include "stages/model/rope_scaling.h"
 #include "stages/model/safetensors.h"
 #include "stages/tokenizer/tokenizer.h"
 #include "util/regular_file.h"
@@ -72,6 +73,28 @@ static em_status cfg_float(const cJSON *cfg, const char *path, const char *key, 
     return NULL;
 }
 
+/* A RoPE scaling parameter: a key of config.json's rope_scaling object. */
+typedef struct hf_rope_source {
+    const cJSON *rope_scaling;
+    const char *path;
+} hf_rope_source;
+
+static em_status hf_rope_number(const void *source, const char *gguf_key, const char *hf_key,
+                                double fallback, double *out) {
+    (void)gguf_key;
+    const hf_rope_source *s = source;
+    const cJSON *v = hf_key ? cJSON_GetObjectItemCaseSensitive(s->rope_scaling, hf_key) : NULL;
+    *out = fallback;
+    if (!v || cJSON_IsNull(v)) return NULL;
+    if (!cJSON_IsNumber(v))
+        return em_error_new(EM_EXIT_BAD_INPUT, "%s: rope_scaling \"%s\" must be a number", s->path,
+                            hf_key);
+    *out = v->valuedouble;
+    return NULL;
+}
+
+/* rope_scaling (null, or an object whose rope_type or type names a row of the scaling table,
+ * rope_scaling.h; "default" is none). */
 static em_status cfg_rope_scaling(const cJSON *cfg, const char *path, em_llama_config *c) {
     c->rope_scaling = EM_ROPE_SCALING_NONE;
     c->rope_freq_scale = 1.0f;
@@ -86,32 +109,16 @@ static em_status cfg_rope_scaling(const cJSON *cfg, const char *path, em_llama_c
     float factor = 1.0f;
     em_status err = cfg_float(rs, path, "factor", 1.0, &factor);
     if (err) return err;
-    if (strcmp(t, "linear") == 0) {
-        if (!(factor > 0))
-            return em_error_new(EM_EXIT_BAD_INPUT, "%s: rope_scaling factor must be positive",
-                                path);
-        c->rope_scaling = EM_ROPE_SCALING_LINEAR;
-        c->rope_freq_scale = 1.0f / factor;
-    } else if (strcmp(t, "llama3") == 0) {
-        c->rope_scaling = EM_ROPE_SCALING_LLAMA3;
-        c->rope_llama3_factor = factor;
-        err = cfg_float(rs, path, "low_freq_factor", 1.0, &c->rope_llama3_low_freq_factor);
-        if (!err)
-            err = cfg_float(rs, path, "high_freq_factor", 4.0, &c->rope_llama3_high_freq_factor);
-        if (!err)
-            err = cfg_int(rs, path, "original_max_position_embeddings", 8192,
-                          &c->rope_llama3_original_ctx);
-        if (err) return err;
-        if (!(c->rope_llama3_high_freq_factor > c->rope_llama3_low_freq_factor))
-            return em_error_new(EM_EXIT_BAD_INPUT,
-                                "%s: llama3 rope_scaling needs high_freq_factor > low_freq_factor",
-                                path);
-    } else if (strcmp(t, "default") != 0) {
+    const em_rope_scaling_kind *kind = strcmp(t, "default") == 0
+                                           ? em_rope_scaling_of(EM_ROPE_SCALING_NONE)
+                                           : em_rope_scaling_find(t, strlen(t));
+    if (!kind)
         return em_error_new(EM_EXIT_BAD_INPUT,
-                            "%s: rope_scaling type '%.32s' is not supported (linear, llama3)", path,
-                            t);
-    }
-    return NULL;
+                            "%s: rope_scaling type '%.32s' is not supported (%s)", path, t,
+                            em_rope_scaling_names());
+    hf_rope_source source = {rs, path};
+    em_rope_params params = {hf_rope_number, &source, path};
+    return kind->read(&params, factor, c);
 }
 
 /* The row of config.json's model_type (or, without one, of architectures[0]; without both,

@@ -47,6 +47,7 @@ typedef enum em_rope_scaling {
     EM_ROPE_SCALING_NONE,
     EM_ROPE_SCALING_LINEAR, /* positions multiplied by freq_scale */
     EM_ROPE_SCALING_LLAMA3, /* Llama 3.1 frequency smoothing */
+    EM_ROPE_SCALING_YARN,   /* YaRN ramp between interpolated and kept frequencies */
 } em_rope_scaling;
 
 /* The gated MLP's activation: silu(gate) * up (SwiGLU) or gelu_tanh(gate) * up (GeGLU). */
@@ -68,11 +69,16 @@ typedef struct em_llama_config {
     int n_ctx_train; /* context length */
     float rope_freq_base;
     em_rope_scaling rope_scaling;
-    float rope_freq_scale;    /* LINEAR: 1 / factor */
+    float rope_freq_scale;    /* LINEAR, YARN: 1 / factor */
     float rope_llama3_factor; /* LLAMA3: factor, low/high frequency factors, old context */
     float rope_llama3_low_freq_factor;
     float rope_llama3_high_freq_factor;
     int rope_llama3_original_ctx;
+    int rope_yarn_original_ctx; /* YARN: the original context, the ramp's betas, its share */
+    float rope_yarn_beta_fast;
+    float rope_yarn_beta_slow;
+    float rope_yarn_ext_factor;
+    float rope_attn_factor; /* YARN: cos and sin are multiplied by it (1 otherwise) */
     float rms_eps;
     bool has_qkv_bias;
     bool tied_output; /* no output tensor: the token embedding is the output head */

@@ -17,6 +17,7 @@
 #include "stages/model/llama_weights.h"
 #include "stages/model/model_loaders.h"
 #include "stages/model/model_storage.h"
+#include "stages/model/rope_scaling.h"
 #include "stages/tokenizer/tokenizer.h"
 
 /* Reads `<arch>.<suffix>` as a positive int; `fallback` < 0 means the key is required. */
@@ -53,8 +54,26 @@ static em_status arch_float(const em_gguf *g, const char *arch, const char *suff
     return NULL;
 }
 
-/* rope.scaling.type: none, linear (positions scaled by 1/factor) or llama3 (Llama 3.1
- * frequency smoothing, with llama.cpp's defaults for the factors when their keys are absent). */
+/* A RoPE scaling parameter of config c's architecture: `<arch>.<gguf_key>`. */
+typedef struct gguf_rope_source {
+    const em_gguf *g;
+    const char *arch;
+} gguf_rope_source;
+
+static em_status gguf_rope_number(const void *source, const char *gguf_key, const char *hf_key,
+                                  double fallback, double *out) {
+    (void)hf_key;
+    const gguf_rope_source *s = source;
+    *out = fallback;
+    if (!gguf_key) return NULL;
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", s->arch, gguf_key);
+    bool found;
+    return em_gguf_get_f64(s->g, key, out, &found);
+}
+
+/* rope.scaling.type: a row of the scaling table (rope_scaling.h); without the key, linear when a
+ * factor (rope.scaling.factor or the older rope.scale_linear) is there, as llama.cpp reads it. */
 static em_status read_rope_scaling(const em_gguf *g, const char *arch, em_llama_config *c) {
     char key[128];
     snprintf(key, sizeof key, "%s.rope.scaling.type", arch);
@@ -66,38 +85,16 @@ static em_status read_rope_scaling(const em_gguf *g, const char *arch, em_llama_
     err = arch_float(g, arch, "rope.scaling.factor", 0, &factor);
     if (!err && factor == 0) err = arch_float(g, arch, "rope.scale_linear", 0, &factor);
     if (err) return err;
-    c->rope_scaling = EM_ROPE_SCALING_NONE;
-    c->rope_freq_scale = 1.0f;
-    bool linear = found ? type.len == 6 && memcmp(type.data, "linear", 6) == 0 : factor > 0;
-    bool llama3 = found && type.len == 6 && memcmp(type.data, "llama3", 6) == 0;
-    bool none = found && type.len == 4 && memcmp(type.data, "none", 4) == 0;
-    if (found && !linear && !llama3 && !none)
-        return em_error_new(EM_EXIT_BAD_INPUT, "%s: %s is '%.*s'; supported: none, linear, llama3",
-                            g->path, key, (int)(type.len > 64 ? 64 : type.len), type.data);
-    if (linear && factor > 0 && factor != 1.0f) {
-        c->rope_scaling = EM_ROPE_SCALING_LINEAR;
-        c->rope_freq_scale = 1.0f / factor;
-    }
-    if (llama3) {
-        c->rope_scaling = EM_ROPE_SCALING_LLAMA3;
-        c->rope_llama3_factor = factor > 0 ? factor : 8.0f;
-        err = arch_float(g, arch, "rope.scaling.low_freq_factor", 1.0,
-                         &c->rope_llama3_low_freq_factor);
-        if (!err)
-            err = arch_float(g, arch, "rope.scaling.high_freq_factor", 4.0,
-                             &c->rope_llama3_high_freq_factor);
-        if (!err)
-            err = arch_int(g, arch, "rope.scaling.original_context_length", 8192,
-                           &c->rope_llama3_original_ctx);
-        if (err) return err;
-        if (!(c->rope_llama3_high_freq_factor > c->rope_llama3_low_freq_factor))
-            return em_error_new(EM_EXIT_BAD_INPUT,
-                                "%s: llama3 RoPE scaling needs high_freq_factor (%g) > "
-                                "low_freq_factor (%g)",
-                                g->path, c->rope_llama3_high_freq_factor,
-                                c->rope_llama3_low_freq_factor);
-    }
-    return NULL;
+    const em_rope_scaling_kind *kind =
+        found ? em_rope_scaling_find(type.data, type.len)
+              : em_rope_scaling_of(factor > 0 ? EM_ROPE_SCALING_LINEAR : EM_ROPE_SCALING_NONE);
+    if (!kind)
+        return em_error_new(EM_EXIT_BAD_INPUT, "%s: %s is '%.*s'; supported: %s", g->path, key,
+                            (int)(type.len > 64 ? 64 : type.len), type.data,
+                            em_rope_scaling_names());
+    gguf_rope_source source = {g, arch};
+    em_rope_params params = {gguf_rope_number, &source, g->path};
+    return kind->read(&params, factor, c);
 }
 
 /* The block's features from the architecture's row and its optional keys. */

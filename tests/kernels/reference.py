@@ -84,7 +84,10 @@ def config(meta):
              scaling=g("rope.scaling.type", None), factor=g("rope.scaling.factor", 0.0),
              low=g("rope.scaling.low_freq_factor", 1.0),
              high=g("rope.scaling.high_freq_factor", 4.0),
-             orig=g("rope.scaling.original_context_length", 8192))
+             orig=g("rope.scaling.original_context_length",
+                    g("context_length") if g("rope.scaling.type") == "yarn" else 8192),
+             beta_fast=g("rope.scaling.yarn_beta_fast", 32.0),
+             beta_slow=g("rope.scaling.yarn_beta_slow", 1.0))
     if c["scaling"] is None and c["factor"]:
         c["scaling"] = "linear"
     f = ARCHS[a]
@@ -120,9 +123,24 @@ def rope_freqs(c, factors=None):
         blended = (1 - smooth) * f / factor + smooth * f
         f = np.where(wavelen < c["orig"] / c["high"], f,
                      np.where(wavelen > c["orig"] / c["low"], f / factor, blended))
+    elif c["scaling"] == "yarn":
+        # ggml's rope_yarn: pairs below the corrected range keep f, above it take f / factor
+        d, base = c["rope_dim"], c["base"]
+        pair = lambda rot: d * np.log(c["orig"] / (rot * 2 * np.pi)) / (2 * np.log(base))
+        low = max(0.0, np.floor(pair(c["beta_fast"])))
+        high = min(d - 1.0, np.ceil(pair(c["beta_slow"])))
+        keep = 1 - np.clip((i - low) / max(0.001, high - low), 0, 1)
+        f = f / c["factor"] * (1 - keep) + f * keep
     if factors is not None:
         f = f / factors.astype(np.float64)
     return f
+
+
+def rope_magnitude(c):
+    """What cos and sin are multiplied by: YaRN's attention temperature, else 1."""
+    if c["scaling"] == "yarn" and c["factor"] > 1:
+        return 1 + 0.1 * np.log(c["factor"])
+    return 1.0
 
 
 def rope(x, n_heads, c, factors=None):
@@ -131,7 +149,8 @@ def rope(x, n_heads, c, factors=None):
     T, half = x.shape[0], c["rope_dim"] // 2
     x = x.reshape(T, n_heads, c["head_dim"]).copy()
     ang = np.arange(T, dtype=np.float64)[:, None] * rope_freqs(c, factors)[None, :]  # (T, rope_dim/2)
-    cos, sin = np.cos(ang)[:, None, :], np.sin(ang)[:, None, :]
+    m = rope_magnitude(c)
+    cos, sin = m * np.cos(ang)[:, None, :], m * np.sin(ang)[:, None, :]
     if c["neox"]:
         first, second = slice(0, half), slice(half, 2 * half)
     else:

@@ -147,6 +147,10 @@ MKMODEL_CASES = [
     ("rope_llama3", BASE + ["--kv-heads", "2", "--rope-scaling", "llama3", "--rope-factor", "8",
                             "--rope-low", "1", "--rope-high", "4", "--rope-orig-ctx", "64",
                             "--rope-theta", "500000"]),
+    # YaRN: an original context of 64 puts the ramp across the middle pairs of head_dim 16
+    ("rope_yarn", BASE + ["--kv-heads", "2", "--rope-scaling", "yarn", "--rope-factor", "4",
+                          "--rope-orig-ctx", "64", "--rope-beta-fast", "8", "--rope-theta",
+                          "10000"]),
     # Llama 3.1 as llama.cpp converts it: no scaling keys, a rope_freqs.weight tensor instead
     ("rope_freqs_tensor", BASE + ["--kv-heads", "2", "--rope-scaling", "llama3", "--rope-factor",
                                   "8", "--rope-low", "1", "--rope-high", "4", "--rope-orig-ctx",

@@ -180,8 +180,10 @@ static void check_checkpoint_errors(const char *mk, const char *root) {
                 "config.json: model_type 'falcon' is not supported (supported: llama, mistral, "
                 "qwen2, qwen3, gemma, gemma2, gemma3_text, phi3)");
     write_file(path, cfg, cfg_size);
-    set_config(dir, "rope_scaling", "{\"rope_type\": \"yarn\", \"factor\": 4}");
-    expect_load(dir, "config.json: rope_scaling type 'yarn' is not supported (linear, llama3)");
+    set_config(dir, "rope_scaling", "{\"rope_type\": \"longrope\", \"factor\": 4}");
+    expect_load(
+        dir,
+        "config.json: rope_scaling type 'longrope' is not supported (none, linear, llama3, yarn)");
     write_file(path, cfg, cfg_size);
     set_config(dir, "num_attention_heads", "2.5");
     expect_load(dir, "config.json: \"num_attention_heads\" must be an integer from 1 to 2^30");

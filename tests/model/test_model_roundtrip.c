@@ -42,6 +42,10 @@ static void same_config(const em_llama_config *a, const em_llama_config *b) {
     CHECK(a->rope_llama3_low_freq_factor == b->rope_llama3_low_freq_factor);
     CHECK(a->rope_llama3_high_freq_factor == b->rope_llama3_high_freq_factor);
     CHECK_INT_EQ(a->rope_llama3_original_ctx, b->rope_llama3_original_ctx);
+    CHECK_INT_EQ(a->rope_yarn_original_ctx, b->rope_yarn_original_ctx);
+    CHECK(a->rope_yarn_beta_fast == b->rope_yarn_beta_fast);
+    CHECK(a->rope_yarn_beta_slow == b->rope_yarn_beta_slow);
+    CHECK(a->rope_attn_factor == b->rope_attn_factor);
     CHECK(a->rms_eps == b->rms_eps);
     CHECK_INT_EQ(a->has_qkv_bias, b->has_qkv_bias);
     CHECK_INT_EQ(a->tied_output, b->tied_output);
@@ -317,6 +321,9 @@ int main(int argc, char **argv) {
     check_pair(mk, dir, "m", "f16", "--tied --rope-scaling llama3 --rope-factor 32 --ctx 4096");
     check_pair(mk, dir, "m", "bf16",
                "--rope-scaling linear --rope-factor 4 --heads 8 --kv-heads 1");
+    check_pair(mk, dir, "m", "f32",
+               "--rope-scaling yarn --rope-factor 4 --rope-orig-ctx 64 --rope-beta-fast 16 "
+               "--ctx 256");
     /* qwen2: GGUF holds Q/K in rotate-half order; both load to the adjacent-pair order */
     check_pair(mk, dir, "qwen2", "f32", "--qwen2 --kv-heads 2");
     check_qwen2_rows(dir);

@@ -29,6 +29,7 @@
 #include "stages/model/half.h"
 #include "stages/model/hf_names.h"
 #include "stages/model/loaded_model.h"
+#include "stages/model/rope_scaling.h"
 
 static const char usage[] =
     "usage: evalmesh-mkmodel --out PATH [options]\n"
@@ -60,8 +61,9 @@ static const char usage[] =
     "                   GGUF has no key: llama.cpp derives it from the layer count)\n"
     "  --rope-theta F   RoPE frequency base (default 10000)\n"
     "  --rms-eps F      RMS norm epsilon (default 1e-5)\n"
-    "  --rope-scaling none|linear|llama3  with --rope-factor F (default 8 for llama3, 2 for\n"
-    "                   linear), --rope-low F (1), --rope-high F (4), --rope-orig-ctx N (8192)\n"
+    "  --rope-scaling none|linear|llama3|yarn  with --rope-factor F (default 8 for llama3, 4\n"
+    "                   for yarn, 2 for linear), --rope-low F (1), --rope-high F (4),\n"
+    "                   --rope-orig-ctx N (8192), --rope-beta-fast F (32), --rope-beta-slow F (1)\n"
     "  --tokenizer byte|FILE  byte-level vocabulary (default) or the vocabulary of a GGUF file\n"
     "                   (GGUF output) or a tokenizer.json (safetensors output)\n"
     "  --rope-freqs     GGUF: write llama3 scaling as the rope_freqs.weight tensor of\n"
@@ -85,9 +87,10 @@ typedef struct spec {
     bool rope_freqs; /* GGUF llama3 scaling as a rope_freqs.weight tensor, as llama.cpp writes it */
     float rope_theta, rms_eps;
     em_rope_scaling rope_scaling;
-    float rope_factor, rope_low, rope_high;
+    float rope_factor, rope_low, rope_high, rope_beta_fast, rope_beta_slow;
     int rope_orig_ctx;
-    const char *tokenizer; /* NULL: byte-level */
+    float rope_attn_factor; /* yarn from --from: the file's cos/sin magnitude, else 0 */
+    const char *tokenizer;  /* NULL: byte-level */
     uint32_t gguf_version;
     const em_model *from; /* export: tensors come from this model */
 } spec;
@@ -384,6 +387,13 @@ static void write_gguf_config(const spec *s, gguf_writer *w) {
         gguf_kv_f32(w, key(arch, "rope.scaling.high_freq_factor", k), s->rope_high);
         gguf_kv_u32(w, key(arch, "rope.scaling.original_context_length", k),
                     (uint32_t)s->rope_orig_ctx);
+    } else if (s->rope_scaling == EM_ROPE_SCALING_YARN) {
+        gguf_kv_string(w, key(arch, "rope.scaling.type", k), "yarn");
+        gguf_kv_f32(w, key(arch, "rope.scaling.factor", k), s->rope_factor);
+        gguf_kv_u32(w, key(arch, "rope.scaling.original_context_length", k),
+                    (uint32_t)s->rope_orig_ctx);
+        gguf_kv_f32(w, key(arch, "rope.scaling.yarn_beta_fast", k), s->rope_beta_fast);
+        gguf_kv_f32(w, key(arch, "rope.scaling.yarn_beta_slow", k), s->rope_beta_slow);
     }
 }
 
@@ -489,12 +499,20 @@ static bool write_config_json(const spec *s, const char *path) {
     } else {
         cJSON *rs = cJSON_AddObjectToObject(c, "rope_scaling");
         bool llama3 = s->rope_scaling == EM_ROPE_SCALING_LLAMA3;
-        cJSON_AddStringToObject(rs, "rope_type", llama3 ? "llama3" : "linear");
+        bool yarn = s->rope_scaling == EM_ROPE_SCALING_YARN;
+        cJSON_AddStringToObject(rs, "rope_type", em_rope_scaling_of(s->rope_scaling)->name);
         cJSON_AddNumberToObject(rs, "factor", s->rope_factor);
         if (llama3) {
             cJSON_AddNumberToObject(rs, "low_freq_factor", s->rope_low);
             cJSON_AddNumberToObject(rs, "high_freq_factor", s->rope_high);
+        }
+        if (llama3 || yarn)
             cJSON_AddNumberToObject(rs, "original_max_position_embeddings", s->rope_orig_ctx);
+        if (yarn) {
+            cJSON_AddNumberToObject(rs, "beta_fast", s->rope_beta_fast);
+            cJSON_AddNumberToObject(rs, "beta_slow", s->rope_beta_slow);
+            if (s->rope_attn_factor > 0)
+                cJSON_AddNumberToObject(rs, "attention_factor", s->rope_attn_factor);
         }
     }
     char *text = cJSON_Print(c);
@@ -613,13 +631,35 @@ static bool parse_float(const char *text, float *out) {
 }
 
 static bool takes_value(const char *option) {
-    static const char *const options[] = {
-        "--out",          "--from",          "--tokenizer",    "--format",       "--vocab",
-        "--dim",          "--layers",        "--heads",        "--kv-heads",     "--ffn",
-        "--ctx",          "--rope-orig-ctx", "--rope-theta",   "--rms-eps",      "--rope-factor",
-        "--rope-low",     "--rope-high",     "--seed",         "--gguf-version", "--rope-scaling",
-        "--type",         "--arch",          "--query-scalar", "--head-dim",     "--sliding-window",
-        "--attn-softcap", "--final-softcap"};
+    static const char *const options[] = {"--out",
+                                          "--from",
+                                          "--tokenizer",
+                                          "--format",
+                                          "--vocab",
+                                          "--dim",
+                                          "--layers",
+                                          "--heads",
+                                          "--kv-heads",
+                                          "--ffn",
+                                          "--ctx",
+                                          "--rope-orig-ctx",
+                                          "--rope-theta",
+                                          "--rms-eps",
+                                          "--rope-factor",
+                                          "--rope-low",
+                                          "--rope-high",
+                                          "--seed",
+                                          "--gguf-version",
+                                          "--rope-scaling",
+                                          "--type",
+                                          "--arch",
+                                          "--query-scalar",
+                                          "--head-dim",
+                                          "--sliding-window",
+                                          "--attn-softcap",
+                                          "--final-softcap",
+                                          "--rope-beta-fast",
+                                          "--rope-beta-slow"};
     for (size_t i = 0; i < sizeof options / sizeof options[0]; i++)
         if (strcmp(option, options[i]) == 0) return true;
     return false;
@@ -698,6 +738,10 @@ static int parse_args(int argc, char **argv, spec *s, const char **from) {
             ok = parse_float(v, &s->rope_low);
         else if (strcmp(a, "--rope-high") == 0)
             ok = parse_float(v, &s->rope_high);
+        else if (strcmp(a, "--rope-beta-fast") == 0)
+            ok = parse_float(v, &s->rope_beta_fast);
+        else if (strcmp(a, "--rope-beta-slow") == 0)
+            ok = parse_float(v, &s->rope_beta_slow);
         else if (strcmp(a, "--seed") == 0) {
             char *end;
             s->seed = strtoull(v, &end, 10);
@@ -706,10 +750,9 @@ static int parse_args(int argc, char **argv, spec *s, const char **from) {
             ok = strcmp(v, "2") == 0 || strcmp(v, "3") == 0;
             s->gguf_version = (uint32_t)atoi(v);
         } else if (strcmp(a, "--rope-scaling") == 0) {
-            ok = strcmp(v, "none") == 0 || strcmp(v, "linear") == 0 || strcmp(v, "llama3") == 0;
-            s->rope_scaling = strcmp(v, "linear") == 0   ? EM_ROPE_SCALING_LINEAR
-                              : strcmp(v, "llama3") == 0 ? EM_ROPE_SCALING_LLAMA3
-                                                         : EM_ROPE_SCALING_NONE;
+            const em_rope_scaling_kind *kind = em_rope_scaling_find(v, strlen(v));
+            ok = kind != NULL;
+            if (ok) s->rope_scaling = kind->id;
         } else if (strcmp(a, "--type") == 0) {
             s->k_m_mix = strcmp(v, "q4_k_m") == 0 || strcmp(v, "q5_k_m") == 0;
             const em_ggml_type_info *info =
@@ -728,7 +771,10 @@ static int check_spec(spec *s) {
     if (!s->out) return fail("%s", "--out PATH is required (see --help)");
     if (!s->kv_heads) s->kv_heads = s->heads;
     if (!s->ffn) s->ffn = (4 * s->dim + 31) / 32 * 32;
-    if (s->rope_factor == 0) s->rope_factor = s->rope_scaling == EM_ROPE_SCALING_LLAMA3 ? 8 : 2;
+    if (s->rope_factor == 0)
+        s->rope_factor = s->rope_scaling == EM_ROPE_SCALING_LLAMA3 ? 8
+                         : s->rope_scaling == EM_ROPE_SCALING_YARN ? 4
+                                                                   : 2;
     char msg[200];
     bool derived = !s->head_dim;
     if (derived) s->head_dim = s->dim / s->heads;
@@ -797,11 +843,14 @@ static void spec_from_model(spec *s, const em_model *m) {
     s->rope_theta = c->rope_freq_base;
     s->rms_eps = c->rms_eps;
     s->rope_scaling = c->rope_scaling;
-    s->rope_factor = c->rope_scaling == EM_ROPE_SCALING_LINEAR ? 1.0f / c->rope_freq_scale
-                                                               : c->rope_llama3_factor;
+    bool llama3 = c->rope_scaling == EM_ROPE_SCALING_LLAMA3;
+    s->rope_factor = llama3 ? c->rope_llama3_factor : 1.0f / c->rope_freq_scale;
     s->rope_low = c->rope_llama3_low_freq_factor;
     s->rope_high = c->rope_llama3_high_freq_factor;
-    s->rope_orig_ctx = c->rope_llama3_original_ctx;
+    s->rope_orig_ctx = llama3 ? c->rope_llama3_original_ctx : c->rope_yarn_original_ctx;
+    s->rope_beta_fast = c->rope_yarn_beta_fast;
+    s->rope_beta_slow = c->rope_yarn_beta_slow;
+    s->rope_attn_factor = c->rope_attn_factor;
     s->type = m->tensors[0].type;
     s->safetensors = true;
     s->from = m;
@@ -819,6 +868,8 @@ int main(int argc, char **argv) {
               .rope_low = 1.0f,
               .rope_high = 4.0f,
               .rope_orig_ctx = 8192,
+              .rope_beta_fast = 32.0f,
+              .rope_beta_slow = 1.0f,
               .gguf_version = 3};
     const char *from = NULL;
     int rc = parse_args(argc, argv, &s, &from);

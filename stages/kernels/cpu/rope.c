@@ -4,29 +4,21 @@
 #include <math.h>
 
 #include "stages/kernels/cpu/scratch.h"
+#include "stages/model/rope_scaling.h"
 
 void em_rope_freqs(const em_llama_config *c, const float *factors, double *freqs) {
+    const em_rope_scaling_kind *kind = em_rope_scaling_of(c->rope_scaling);
     int half = c->rope_dim / 2;
     for (int i = 0; i < half; i++) {
-        double f = pow((double)c->rope_freq_base, -2.0 * i / c->rope_dim);
-        if (c->rope_scaling == EM_ROPE_SCALING_LINEAR) {
-            f *= c->rope_freq_scale;
-        } else if (c->rope_scaling == EM_ROPE_SCALING_LLAMA3) {
-            double factor = c->rope_llama3_factor;
-            double low = c->rope_llama3_low_freq_factor, high = c->rope_llama3_high_freq_factor;
-            double old_ctx = c->rope_llama3_original_ctx;
-            double wavelen = 2.0 * M_PI / f;
-            double low_wavelen = old_ctx / low, high_wavelen = old_ctx / high;
-            if (wavelen > low_wavelen) {
-                f /= factor;
-            } else if (wavelen >= high_wavelen) {
-                double smooth = (old_ctx / wavelen - low) / (high - low);
-                f = (1.0 - smooth) * f / factor + smooth * f;
-            }
-        }
+        double f = kind->freq(c, i, pow((double)c->rope_freq_base, -2.0 * i / c->rope_dim));
         if (factors) f /= factors[i];
         freqs[i] = f;
     }
+}
+
+double em_rope_magnitude(const em_llama_config *c) {
+    const em_rope_scaling_kind *kind = em_rope_scaling_of(c->rope_scaling);
+    return kind->magnitude ? kind->magnitude(c) : 1.0;
 }
 
 em_llama_config em_rope_config_swa(const em_llama_config *c) {
@@ -41,12 +33,13 @@ void em_rope_table(const em_llama_config *c, const float *factors, const int32_t
     int half = c->rope_dim / 2;
     double freqs[half];
     em_rope_freqs(c, factors, freqs);
+    double magnitude = em_rope_magnitude(c);
     for (int t = 0; t < T; t++) {
         int p = positions ? positions[t] : t;
         for (int i = 0; i < half; i++) {
             double angle = p * freqs[i];
-            cos_sin[((size_t)t * half + i) * 2] = (float)cos(angle);
-            cos_sin[((size_t)t * half + i) * 2 + 1] = (float)sin(angle);
+            cos_sin[((size_t)t * half + i) * 2] = (float)(cos(angle) * magnitude);
+            cos_sin[((size_t)t * half + i) * 2 + 1] = (float)(sin(angle) * magnitude);
         }
     }
 }

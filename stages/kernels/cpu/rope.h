@@ -1,9 +1,12 @@
 /* Rotary position embedding as GGUF orders Q and K rows: within each head, adjacent pairs
  * (x[2i], x[2i+1]) for i < rope_dim/2 are rotated by the angle pos * freq_i, with
  * freq_i = base^(-2i/rope_dim) adjusted by the model's scaling:
+ * (the kinds are rows of stages/model/rope_scaling.h):
  *   - linear: pos * freq_scale;
  *   - Llama 3: wavelengths longer than original_ctx/low_freq_factor are divided by factor,
  *     shorter than original_ctx/high_freq_factor kept, and in between blended smoothly;
+ *   - YaRN: per pair a ramp between freq_i / factor and freq_i, and cos and sin multiplied by
+ *     the attention temperature (em_rope_magnitude);
  *   - per-frequency factors (the rope_freqs.weight tensor llama.cpp writes for Llama 3.1
  *     models instead of scaling keys): freq_i / factors[i].
  * Angles, cosines and sines are computed in double, then rounded to float. */
@@ -16,6 +19,9 @@
 
 /* The frequencies (rope_dim/2) of config c, scaling applied; factors is (rope_dim/2) or NULL. */
 void em_rope_freqs(const em_llama_config *c, const float *factors, double *freqs);
+
+/* The factor c's scaling multiplies cos and sin by (1 but for YaRN). */
+double em_rope_magnitude(const em_llama_config *c);
 
 /* The config of the sliding layers' RoPE when the model gives them a base of their own
  * (rope_freq_base_swa > 0, Gemma 3): that base, no scaling (and no rope_freqs factors). */

@@ -57,12 +57,13 @@ static void add_bias(double *y, const em_tensor *b, int T, int n) {
 }
 
 /* Rotates pairs (2i, 2i+1) of the first rope_dim values of every head by t * freqs[i]. */
-static void rope(double *x, int T, int heads, int hd, int rope_dim, const double *freqs) {
+static void rope(double *x, int T, int heads, int hd, int rope_dim, const double *freqs,
+                 double magnitude) {
     for (int t = 0; t < T; t++)
         for (int h = 0; h < heads; h++) {
             double *v = x + ((size_t)t * heads + h) * hd;
             for (int i = 0; i < rope_dim / 2; i++) {
-                double c = cos(t * freqs[i]), s = sin(t * freqs[i]);
+                double c = cos(t * freqs[i]) * magnitude, s = sin(t * freqs[i]) * magnitude;
                 double a = v[2 * i], b = v[2 * i + 1];
                 v[2 * i] = a * c - b * s;
                 v[2 * i + 1] = a * s + b * c;
@@ -151,7 +152,9 @@ em_status em_llama_reference_window(const em_model *m, const int32_t *input, con
     for (int l = 0; l < c->n_layers; l++) {
         const em_layer_weights *w = &m->layers[l];
         bool sliding = em_layer_is_sliding(c, l);
-        const double *f = sliding && c->rope_freq_base_swa > 0 ? freqs_swa : freqs;
+        bool local_rope = sliding && c->rope_freq_base_swa > 0; /* unscaled: magnitude 1 */
+        const double *f = local_rope ? freqs_swa : freqs;
+        double magnitude = local_rope ? 1.0 : em_rope_magnitude(c);
         rmsnorm(x, w->attn_norm, T, D, c->rms_eps, xn);
         matmul(xn, T, w->wq, q, false);
         matmul(xn, T, w->wk, k, false);
@@ -165,8 +168,8 @@ em_status em_llama_reference_window(const em_model *m, const int32_t *input, con
             rmsnorm(q, w->q_norm, T * H, hd, c->rms_eps, q);
             rmsnorm(k, w->k_norm, T * KV, hd, c->rms_eps, k);
         }
-        rope(q, T, H, hd, c->rope_dim, f);
-        rope(k, T, KV, hd, c->rope_dim, f);
+        rope(q, T, H, hd, c->rope_dim, f, magnitude);
+        rope(k, T, KV, hd, c->rope_dim, f, magnitude);
         attention(q, k, v, T, H, KV, hd, c->attn_scale_base, c->attn_softcap,
                   sliding ? c->sliding_window : 0, att);
         residual(att, T, w->wo, w->attn_post_norm, c->rms_eps, y, x);
