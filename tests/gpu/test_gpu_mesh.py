@@ -7,9 +7,11 @@ on FP32-weight models, so the GPU multiplies in FP32 and only the order of sums 
   - stories260K (../shared/data, all 48 tensors F32) when present,
   - an evalmesh-mkmodel qwen2 model (GQA, Q/K/V biases, untied head),
   - an evalmesh-mkmodel gemma2 model (sliding window shorter than a cp block, soft-capped scores
-    and logits, post-norms, GeGLU, tied head);
-each with device cuda at tp = 1 (one process), tp = 2, cp = 2 (two processes) and, for gemma2,
-tp = 2 x cp = 2 (four processes, twice), and with device cpu at tp = 1. Checks:
+    and logits, post-norms, GeGLU, tied head),
+  - an evalmesh-mkmodel gemma3 model (the sliding layers' own RoPE base and linear scaling, at a
+    cp rank's positions; head_dim 24, so part of each warp's lanes idle);
+each with device cuda at tp = 1 (one process), tp = 2 (not gemma3), cp = 2 (two processes) and,
+for gemma2, tp = 2 x cp = 2 (four processes, twice), and with device cpu at tp = 1. Checks:
   - cuda tp = 1 against cpu tp = 1: per token |nll difference| / max(1, |nll|) <= CPU_TOL (1e-3,
     cuda_forward_check's FP32 tolerance);
   - every cuda tp and cp against cuda tp = 1: per token <= SPLIT_TOL (1e-4; tp reorders the sums of
@@ -54,15 +56,19 @@ if not mpirun or not os.path.exists(mpirun):
     print("SKIPPED: mpirun not found: tp and cp need several processes")
     sys.exit(77)
 
-# (label, mkmodel options, vocabulary, dim, with tp = 2 x cp = 2)
+# (label, mkmodel options, vocabulary, dim, the (tp, cp) splits run)
 BASE = ["--layers", "2", "--heads", "4", "--kv-heads", "2", "--type", "f32"]
 MODELS = [
     ("qwen2_bias_untied", BASE + ["--arch", "qwen2", "--vocab", "700", "--dim", "128", "--ffn",
-                                  "256"], 700, 128, False),
+                                  "256"], 700, 128, [(2, 1), (1, 2)]),
     ("gemma2_window_softcap_tied", BASE + ["--arch", "gemma2", "--vocab", "300", "--dim", "64",
                                            "--head-dim", "32", "--ffn", "160", "--sliding-window",
                                            "12", "--attn-softcap", "50", "--final-softcap", "30",
-                                           "--tied"], 300, 64, True),
+                                           "--tied"], 300, 64, [(2, 1), (1, 2), (2, 2)]),
+    ("gemma3_local_rope", BASE + ["--arch", "gemma3", "--vocab", "300", "--dim", "64",
+                                  "--head-dim", "24", "--ffn", "160", "--sliding-window", "20",
+                                  "--rope-scaling", "linear", "--rope-factor", "8"], 300, 64,
+     [(1, 2)]),
 ]
 
 failures = []
@@ -111,12 +117,11 @@ def compare(label, got, want, tol, what):
                                               rel))
 
 
-def check_model(path, label, vocab, dim, both, tmp):
+def check_model(path, label, vocab, dim, splits, tmp):
     base = os.path.join(tmp, label)
     one = drive(path, 1, 1, base + ".tp1")
     cpu = drive(path, 1, 1, base + ".cpu", "cpu")
     compare(label, one, cpu, CPU_TOL, "cuda tp 1 vs cpu tp 1")
-    splits = [(2, 1), (1, 2)] + ([(2, 2)] if both else [])
     for tp, cp in splits:
         out = "%s.tp%dcp%d" % (base, tp, cp)
         rows = drive(path, tp, cp, out)
@@ -150,13 +155,13 @@ def recipe(overrides, np=1):
 with tempfile.TemporaryDirectory() as tmp:
     stories = os.path.join(shared, "models", "stories260K.gguf")
     if os.path.exists(stories):
-        check_model(stories, "stories260K", 512, 64, False, tmp)
+        check_model(stories, "stories260K", 512, 64, [(2, 1), (1, 2)], tmp)
     else:
         print("stories260K.gguf not found: checking the evalmesh-mkmodel models only")
-    for label, args, vocab, dim, both in MODELS:
+    for label, args, vocab, dim, splits in MODELS:
         path = os.path.join(tmp, label + ".gguf")
         subprocess.run([mkmodel] + args + ["--out", path], check=True, capture_output=True)
-        check_model(path, label, vocab, dim, both, tmp)
+        check_model(path, label, vocab, dim, splits, tmp)
 
 cuda = ["stages.ppl.device=cuda"]
 mpi = cuda + ["stages.mesh.backend=mpi"]
