@@ -46,18 +46,17 @@ typedef struct split_buffer {
  * around the cp ring in host buffers), so what crosses the groups is staged in pinned host
  * buffers: partial() and local_kv() copy out, add_partials() and attention_block() copy in. */
 typedef struct cuda_split {
-    em_forward_groups groups; /* alone (size 1) for tp = cp = 1 */
-    int64_t vocab_row0,
-        vocab_rows;                /* this rank's output-head rows (the whole vocabulary at tp 1) */
-    int T;                         /* positions of the window in flight on this rank */
-    bool rope_moved;               /* the RoPE tables hold a cp rank's positions, not 0 .. T-1 */
-    size_t device_bytes;           /* of the device buffers below */
-    split_buffer host_y;           /* (T, D) this rank's partial sum, for the tp gather */
-    split_buffer all;              /* device (tp, T, D) the gathered partial sums */
-    split_buffer host_k, host_v;   /* (T, KVD) this rank's K/V block, for the cp ring */
-    split_buffer block_k, block_v; /* device (nk, KVD) a block arrived from the ring */
-    split_buffer qpos, kpos;       /* device (T), (nk) positions of the queries and of the block */
-    split_buffer ring;             /* device (T, H, hd + 2) the online softmax state */
+    em_forward_groups groups;       /* alone (size 1) for tp = cp = 1 */
+    int64_t vocab_row0, vocab_rows; /* this rank's output-head rows (all of them at tp = 1) */
+    int T;                          /* positions of the window in flight on this rank */
+    bool rope_moved;                /* the RoPE tables hold a cp rank's positions, not 0 .. T-1 */
+    size_t device_bytes;            /* of the device buffers below */
+    split_buffer host_y;            /* (T, D) this rank's partial sum, for the tp gather */
+    split_buffer all;               /* device (tp, T, D) the gathered partial sums */
+    split_buffer host_k, host_v;    /* (T, KVD) this rank's K/V block, for the cp ring */
+    split_buffer block_k, block_v;  /* device (nk, KVD) a block arrived from the ring */
+    split_buffer qpos, kpos;        /* device (T), (nk) positions of the queries and of the block */
+    split_buffer ring;              /* device (T, H, hd + 2) the online softmax state */
 } cuda_split;
 
 typedef struct em_cuda_forward {
