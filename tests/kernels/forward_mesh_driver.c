@@ -1,10 +1,11 @@
 /* Test driver for the forward over a mesh: under mpirun (or alone) it builds a dp x tp x cp mesh of
  * the world, makes WINDOWS windows of T random tokens (seeded), gives each dp rank a contiguous
- * share, runs them through the `cpu` forward backend with the mesh's tp group (or, with
- * BACKEND = reference and one rank, through the plain C reference forward) and has the tp rank 0
- * of each dp rank write "window position nll argmax" lines (nll with 17 significant digits) to
- * OUT.dp<dp rank>; every rank writes its shard's weight bytes to OUT.weights.<world rank>.
- * Usage: forward_mesh_driver MODEL TP CP T SCORE_FROM WINDOWS SEED OUT [cpu|reference] */
+ * share, runs them through the forward backend BACKEND (cpu by default; cuda in the GPU tests)
+ * with the mesh's tp and cp groups (or, with BACKEND = reference and one rank, through the plain
+ * C reference forward) and has the tp rank 0 of each dp rank write "window position nll argmax"
+ * lines (nll with 17 significant digits) to OUT.dp<dp rank>; every rank writes its shard's weight
+ * bytes to OUT.weights.<world rank>.
+ * Usage: forward_mesh_driver MODEL TP CP T SCORE_FROM WINDOWS SEED OUT [BACKEND|reference] */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,7 +26,7 @@ static int fail(em_status err) {
 
 int main(int argc, char **argv) {
     if (argc < 9) {
-        fprintf(stderr, "usage: %s MODEL TP CP T SCORE_FROM WINDOWS SEED OUT [cpu|reference]\n",
+        fprintf(stderr, "usage: %s MODEL TP CP T SCORE_FROM WINDOWS SEED OUT [BACKEND|reference]\n",
                 argv[0]);
         return 2;
     }
@@ -33,7 +34,14 @@ int main(int argc, char **argv) {
     int windows = atoi(argv[6]);
     unsigned seed = (unsigned)atoi(argv[7]);
     const char *out = argv[8];
-    int reference = argc > 9 && strcmp(argv[9], "reference") == 0;
+    const char *backend = argc > 9 ? argv[9] : "cpu";
+    int reference = strcmp(backend, "reference") == 0;
+    const em_forward_backend *be = em_forward_backend_find(reference ? "cpu" : backend);
+    if (!be) {
+        fprintf(stderr, "error: no forward backend '%s' (%s)\n", backend,
+                em_forward_backend_names());
+        return 2;
+    }
     em_bootstrap boot;
     em_status err = em_bootstrap_init(60, &boot);
     if (err) return fail(err);
@@ -45,7 +53,6 @@ int main(int argc, char **argv) {
                                   cp, &mesh);
     em_model *model = NULL;
     if (!err) err = em_model_load(argv[1], &model);
-    const em_forward_backend *be = em_forward_backend_find("cpu");
     void *f = NULL;
     em_forward_groups groups;
     em_forward_link tp_link, cp_link;

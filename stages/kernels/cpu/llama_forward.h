@@ -17,7 +17,7 @@
 #include <stdint.h>
 
 #include "util/error.h"
-#include "stages/kernels/cpu/llama_shard.h"
+#include "stages/kernels/llama_shard.h"
 #include "stages/kernels/cpu/scratch.h"
 #include "stages/kernels/forward_backend.h"
 #include "stages/kernels/linear_inputs.h"

@@ -14,8 +14,18 @@
  *
  * Windows are computed one at a time on the device, each with kernel shapes that depend only on
  * its own length: a window's results do not depend on which other windows run, in which order or
- * how often (every reduction has a fixed order). Tensor and context parallelism (tp, cp > 1) are
- * not implemented on this backend: create refuses them with exit status 2. */
+ * how often (every reduction has a fixed order).
+ *
+ * Tensor and context parallelism run the composition's split (llama_block.h) on the device: each
+ * rank uploads only its tp share (llama_shard.h, the cpu backend's split: its heads, KV heads,
+ * MLP columns and vocabulary tiles; the token embedding whole), so weight memory falls as 1/tp;
+ * a tp that does not fit the model is refused by create before any device is touched. Row-parallel
+ * products are summed in rank order by a kernel (partial_sums.cuh) and cp ranks attend block by
+ * block around the ring with an online softmax (attention_block.cuh). What crosses the groups is
+ * staged through pinned host buffers, so a mesh of backend mpi or nccl carries it. Each rank
+ * takes the device of its local rank modulo the devices it sees: ranks beyond the GPU count share
+ * one (separate contexts; not in exclusive-process mode), so tp = 2 runs on one GPU under mpi
+ * (NCCL refuses two ranks of a communicator on one device). */
 #ifndef EVALMESH_KERNELS_CUDA_FORWARD_H
 #define EVALMESH_KERNELS_CUDA_FORWARD_H
 

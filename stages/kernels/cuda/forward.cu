@@ -9,12 +9,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "stages/kernels/cuda/attention_block.cuh"
 #include "stages/kernels/cuda/kernels.cuh"
-extern "C" { /* the C side: checks, RoPE tables, the composition, the type table */
+#include "stages/kernels/cuda/partial_sums.cuh"
+extern "C" { /* the C side: checks, RoPE tables, the composition, the shards, the type table */
 #include "stages/kernels/cpu/dequantize.h"
 #include "stages/kernels/cpu/llama_forward.h"
 #include "stages/kernels/cpu/rope.h"
 #include "stages/kernels/llama_block.h"
+#include "stages/kernels/llama_shard.h"
 #include "stages/model/ggml_types.h"
 }
 
@@ -31,7 +34,34 @@ typedef struct cuda_layer {
     float *attn_post_norm, *ffn_post_norm; /* (D) with post_norms */
 } cuda_layer;
 
+/* A buffer of the tp/cp groups' traffic, grown as windows need: device or pinned host memory. */
+typedef struct split_buffer {
+    void *p;
+    size_t bytes;
+    bool host;
+} split_buffer;
+
+/* What a forward split over tp and cp needs beyond the tp = cp = 1 buffers. The composition's
+ * collectives carry host memory (it gathers partial sums into host buffers and passes K/V blocks
+ * around the cp ring in host buffers), so what crosses the groups is staged in pinned host
+ * buffers: partial() and local_kv() copy out, add_partials() and attention_block() copy in. */
+typedef struct cuda_split {
+    em_forward_groups groups;       /* alone (size 1) for tp = cp = 1 */
+    int64_t vocab_row0, vocab_rows; /* this rank's output-head rows (all of them at tp = 1) */
+    int T;                          /* positions of the window in flight on this rank */
+    bool rope_moved;                /* the RoPE tables hold a cp rank's positions, not 0 .. T-1 */
+    size_t device_bytes;            /* of the device buffers below */
+    split_buffer host_y;            /* (T, D) this rank's partial sum, for the tp gather */
+    split_buffer all;               /* device (tp, T, D) the gathered partial sums */
+    split_buffer host_k, host_v;    /* (T, KVD) this rank's K/V block, for the cp ring */
+    split_buffer block_k, block_v;  /* device (nk, KVD) a block arrived from the ring */
+    split_buffer qpos, kpos;        /* device (T), (nk) positions of the queries and of the block */
+    split_buffer ring;              /* device (T, H, hd + 2) the online softmax state */
+} cuda_split;
+
 typedef struct em_cuda_forward {
+    /* the model's configuration with this rank's share of heads, KV heads and MLP columns (the
+     * model's / tp); n_vocab stays the whole vocabulary */
     em_llama_config c;
     const em_model *model; /* NULL for a forward of generated weights */
     int threads;           /* host threads of the head's merge */
@@ -55,6 +85,7 @@ typedef struct em_cuda_forward {
     float *logits;          /* (rows, n) transposed logits of one stretch (head_floats) */
     em_head_tile *part;     /* (tiles, T) */
     float *target_logit;    /* (T) */
+    cuda_split split;
 } em_cuda_forward;
 
 static em_status cuda_error(cudaError_t e, const char *what) {
@@ -92,8 +123,22 @@ static em_status select_device(void) {
             break;
         }
     }
-    cudaError_t e = cudaSetDevice(local % count);
-    return e == cudaSuccess ? NULL : cuda_error(e, "cudaSetDevice");
+    /* more local ranks than devices share them (two tp ranks on one GPU: separate contexts,
+     * time-sliced), unless a device is in exclusive-process mode; the context is made here, so
+     * that case fails now with its reason */
+    int device = local % count, mode = cudaComputeModeDefault;
+    cudaError_t e = cudaSetDevice(device);
+    if (e == cudaSuccess) e = cudaFree(NULL);
+    if (e == cudaSuccess) return NULL;
+    cudaDeviceGetAttribute(&mode, cudaDevAttrComputeMode, device);
+    if (mode == cudaComputeModeExclusiveProcess || mode == cudaComputeModeProhibited)
+        return em_error_new(EM_EXIT_RUNTIME,
+                            "cuda: local rank %d cannot use device %d of %d (%s): the device is in "
+                            "%s compute mode; ranks share a device when a node runs more ranks "
+                            "than it has GPUs, which needs the default mode (nvidia-smi -c 0)",
+                            local, device, count, cudaGetErrorString(e),
+                            mode == cudaComputeModeProhibited ? "prohibited" : "exclusive-process");
+    return cuda_error(e, "cudaSetDevice");
 }
 
 static em_status dev_alloc(void **p, size_t bytes, size_t *counter) {
@@ -106,6 +151,16 @@ static em_status dev_alloc(void **p, size_t bytes, size_t *counter) {
     return NULL;
 }
 
+/* n floats in host memory onto the device. */
+static em_status upload_floats(em_cuda_forward *f, const float *host, int64_t n, float **out) {
+    em_status err = dev_alloc((void **)out, (size_t)n * sizeof(float), &f->weight_bytes);
+    if (!err) {
+        cudaError_t e = cudaMemcpy(*out, host, (size_t)n * sizeof(float), cudaMemcpyHostToDevice);
+        if (e != cudaSuccess) err = cuda_error(e, "uploading a vector");
+    }
+    return err;
+}
+
 /* A 1-D tensor (norm weight or bias) of n values, as floats on the device. */
 static em_status upload_vector(em_cuda_forward *f, const em_tensor *t, int64_t n, float **out) {
     em_tensor row = *t;
@@ -113,11 +168,7 @@ static em_status upload_vector(em_cuda_forward *f, const em_tensor *t, int64_t n
     row.shape[1] = 1;
     float *host = (float *)em_xmalloc((size_t)n * sizeof *host);
     em_rows_to_float(&row, 0, 1, host, n);
-    em_status err = dev_alloc((void **)out, (size_t)n * sizeof(float), &f->weight_bytes);
-    if (!err) {
-        cudaError_t e = cudaMemcpy(*out, host, (size_t)n * sizeof(float), cudaMemcpyHostToDevice);
-        if (e != cudaSuccess) err = cuda_error(e, "uploading a vector");
-    }
+    em_status err = upload_floats(f, host, n, out);
     free(host);
     return err;
 }
@@ -211,6 +262,25 @@ static size_t head_floats(const em_llama_config *c, int T) {
     return floats > one_tile ? floats : one_tile;
 }
 
+/* The RoPE tables of the CPU path (rope.h), computed in double on the host, for T positions
+ * (NULL: 0 .. T-1), into rope and rope_swa (which hold at least T rows). */
+static em_status upload_rope(em_cuda_forward *f, const int32_t *positions, int T) {
+    const em_llama_config *c = &f->c;
+    size_t bytes = (size_t)T * (size_t)(c->rope_dim / 2) * 2 * sizeof(float);
+    float *table = (float *)em_xmalloc(bytes);
+    const float *factors =
+        f->model && f->model->rope_freqs ? (const float *)f->model->rope_freqs->data : NULL;
+    em_rope_table(c, factors, positions, T, table);
+    cudaError_t e = cudaMemcpy(f->rope, table, bytes, cudaMemcpyHostToDevice);
+    if (e == cudaSuccess && f->rope_swa) {
+        em_llama_config local = em_rope_config_swa(c);
+        em_rope_table(&local, NULL, positions, T, table);
+        e = cudaMemcpy(f->rope_swa, table, bytes, cudaMemcpyHostToDevice);
+    }
+    free(table);
+    return e == cudaSuccess ? NULL : cuda_error(e, "uploading the RoPE table");
+}
+
 /* Makes the activations hold T positions; the RoPE tables cover positions 0 .. capacity-1. */
 static em_status reserve(em_cuda_forward *f, int T) {
     if (T <= f->capacity) return NULL;
@@ -229,7 +299,7 @@ static em_status reserve(em_cuda_forward *f, int T) {
     } want[] = {
         {(void **)&f->x, t * D * 4},
         {(void **)&f->xn, t * D * 4},
-        {(void **)&f->y, c->post_norms ? t * D * 4 : 0},
+        {(void **)&f->y, c->post_norms || f->split.groups.tp.size > 1 ? t * D * 4 : 0},
         {(void **)&f->q, t * QD * 4},
         {(void **)&f->att, t * QD * 4},
         {(void **)&f->k, t * KVD * 4},
@@ -250,21 +320,9 @@ static em_status reserve(em_cuda_forward *f, int T) {
         free_activations(f);
         return em_error_prefix(err, "activations of %d positions", T);
     }
-    /* the RoPE tables of the CPU path (rope.h), computed in double on the host */
-    float *table = (float *)em_xmalloc(t * half * 2 * sizeof *table);
-    const float *factors =
-        f->model && f->model->rope_freqs ? (const float *)f->model->rope_freqs->data : NULL;
-    em_rope_table(c, factors, NULL, T, table);
-    cudaError_t e = cudaMemcpy(f->rope, table, t * half * 2 * 4, cudaMemcpyHostToDevice);
-    if (e == cudaSuccess && f->rope_swa) {
-        em_llama_config local = em_rope_config_swa(c);
-        em_rope_table(&local, NULL, NULL, T, table);
-        e = cudaMemcpy(f->rope_swa, table, t * half * 2 * 4, cudaMemcpyHostToDevice);
-    }
-    free(table);
-    if (e != cudaSuccess) {
+    if ((err = upload_rope(f, NULL, T))) {
         free_activations(f);
-        return cuda_error(e, "uploading the RoPE table");
+        return err;
     }
     f->capacity = T;
     return NULL;
@@ -290,8 +348,8 @@ static void gemm(em_cuda_forward *f, const void *in, int T, const em_dmat *w, fl
     if (s != CUBLAS_STATUS_SUCCESS) note(f, "cublasGemmEx", (int)s);
 }
 
-/* The kernels of the composition (llama_block.h); b is the em_cuda_forward. tp = cp = 1 only,
- * so local_kv, attention_block, attention_finish, partial and add_partials are never called. */
+/* The kernels of the composition (llama_block.h); b is the em_cuda_forward. local_kv,
+ * attention_block and attention_finish run for cp > 1, partial and add_partials for tp > 1. */
 
 static em_status cuda_begin(void *b, const int32_t *input, const int32_t *positions, int T) {
     em_cuda_forward *f = (em_cuda_forward *)b;
@@ -367,10 +425,46 @@ static void cuda_mlp(void *b, int layer, int T, bool partial) {
     gemm(f, in, T, &l->w_down, partial ? f->y : f->x, !partial);
 }
 
-/* post_norms (tp = 1, so all is NULL): x += RMSNorm(y) * the layer's post-norm. */
+/* Grows a buffer of the split to `bytes` (its contents are not kept). */
+static cudaError_t grow(em_cuda_forward *f, split_buffer *sb, size_t bytes) {
+    if (bytes <= sb->bytes) return cudaSuccess;
+    if (sb->host)
+        cudaFreeHost(sb->p);
+    else
+        cudaFree(sb->p);
+    if (!sb->host) f->split.device_bytes -= sb->bytes;
+    sb->p = NULL;
+    sb->bytes = 0;
+    cudaError_t e = sb->host ? cudaMallocHost(&sb->p, bytes) : cudaMalloc(&sb->p, bytes);
+    if (e != cudaSuccess) {
+        sb->p = NULL;
+        return e;
+    }
+    sb->bytes = bytes;
+    if (!sb->host) f->split.device_bytes += bytes;
+    return cudaSuccess;
+}
+
+/* The gathered partial sums all (parts, T, D) in host memory onto the device: the split's `all`. */
+static const float *upload_partials(em_cuda_forward *f, const float *all, int parts, int T) {
+    size_t bytes = (size_t)parts * (size_t)T * (size_t)f->c.dim * sizeof(float);
+    cudaError_t e = grow(f, &f->split.all, bytes);
+    if (e == cudaSuccess) e = cudaMemcpy(f->split.all.p, all, bytes, cudaMemcpyHostToDevice);
+    if (e == cudaSuccess) return (const float *)f->split.all.p;
+    note(f, cudaGetErrorString(e), (int)e);
+    return NULL;
+}
+
+/* post_norms: x += RMSNorm(y) * the layer's post-norm, y the sum of the gathered parts (tp > 1)
+ * or this rank's own product (all NULL). */
 static void cuda_add_normed(void *b, int layer, bool ffn, const float *all, int parts, int T) {
     em_cuda_forward *f = (em_cuda_forward *)b;
     const cuda_layer *l = &f->layers[layer];
+    if (all) {
+        const float *parts_d = upload_partials(f, all, parts, T);
+        if (!parts_d) return;
+        em_cuda_sum_partials(f->y, parts_d, parts, (int64_t)T * f->c.dim, false);
+    }
     em_cuda_rmsnorm(f->y, ffn ? l->ffn_post_norm : l->attn_post_norm, T, f->c.dim, f->c.rms_eps,
                     f->y);
     em_cuda_add(f->x, f->y, (int64_t)T * f->c.dim);
@@ -404,13 +498,15 @@ static void cuda_head_tiles(void *b, int from, int n, const int32_t *target, em_
     const void *in = final_norm(f, from, n);
     /* the targets ride in ids (no longer needed) */
     cudaError_t e = cudaMemcpy(f->ids, target, (size_t)n * sizeof *target, cudaMemcpyHostToDevice);
-    int64_t V = f->c.n_vocab, tiles = em_head_tiles(V);
+    /* this rank's vocabulary rows (all of them at tp = 1): f->output holds just those */
+    int64_t V = f->split.vocab_rows, tiles = em_head_tiles(V);
     int stretch = head_rows_for(&f->c, n);
     for (int64_t row0 = 0; row0 < V && e == cudaSuccess; row0 += stretch) {
         int rows = (int)(V - row0 < stretch ? V - row0 : stretch);
         head_logits(f, in, n, row0, rows, f->logits);
-        em_cuda_head_tiles(f->logits, row0, rows, n, f->c.final_softcap, f->ids,
-                           f->part + (size_t)(row0 / EM_HEAD_TILE_ROWS) * n, f->target_logit);
+        em_cuda_head_tiles(f->logits, f->split.vocab_row0 + row0, rows, n, f->c.final_softcap,
+                           f->ids, f->part + (size_t)(row0 / EM_HEAD_TILE_ROWS) * n,
+                           f->target_logit);
     }
     if (e == cudaSuccess)
         e = cudaMemcpy(part, f->part, (size_t)tiles * n * sizeof *part, cudaMemcpyDeviceToHost);
@@ -420,18 +516,133 @@ static void cuda_head_tiles(void *b, int from, int n, const int32_t *target, em_
     if (e != cudaSuccess) note(f, cudaGetErrorString(e), (int)e);
 }
 
+/* The staging buffers of the split for a window of T positions on this rank: partial sums
+ * (tp > 1), K/V, positions and the ring's state (cp > 1). */
+static cudaError_t reserve_split(em_cuda_forward *f, int T) {
+    const em_llama_config *c = &f->c;
+    cuda_split *s = &f->split;
+    size_t t = (size_t)T, D = (size_t)c->dim, KVD = (size_t)c->n_kv_heads * c->head_dim;
+    cudaError_t e = cudaSuccess;
+    if (s->groups.tp.size > 1) {
+        e = grow(f, &s->host_y, t * D * sizeof(float));
+        if (e == cudaSuccess)
+            e = grow(f, &s->all, (size_t)s->groups.tp.size * t * D * sizeof(float));
+    }
+    if (e == cudaSuccess && s->groups.cp.size > 1) {
+        size_t state = t * (size_t)c->n_heads * (size_t)(c->head_dim + 2);
+        e = grow(f, &s->host_k, t * KVD * sizeof(float));
+        if (e == cudaSuccess) e = grow(f, &s->host_v, t * KVD * sizeof(float));
+        if (e == cudaSuccess) e = grow(f, &s->qpos, t * sizeof(int32_t));
+        if (e == cudaSuccess) e = grow(f, &s->ring, state * sizeof(float));
+    }
+    return e;
+}
+
+/* begin, then for a split forward its staging buffers and, on a cp rank holding positions from
+ * the middle of the window, the RoPE tables of those positions (restored to 0 .. capacity-1
+ * for the next window computed whole). */
+static em_status cuda_begin_at(void *b, const int32_t *input, const int32_t *positions, int T) {
+    em_cuda_forward *f = (em_cuda_forward *)b;
+    em_status err = cuda_begin(b, input, positions, T);
+    if (err) return err;
+    f->split.T = T;
+    cudaError_t e = reserve_split(f, T);
+    if (e != cudaSuccess) return cuda_error(e, "the buffers of the tp and cp groups");
+    if (!positions && !f->split.rope_moved) return NULL;
+    err = upload_rope(f, positions, positions ? T : f->capacity);
+    f->split.rope_moved = positions != NULL;
+    return err;
+}
+
+/* This rank's k and v (T, KVD) after RoPE, copied to host memory for the cp ring. */
+static void cuda_local_kv(void *b, float **k, float **v, int *kv_width) {
+    em_cuda_forward *f = (em_cuda_forward *)b;
+    cuda_split *s = &f->split;
+    *kv_width = f->c.n_kv_heads * f->c.head_dim;
+    *k = (float *)s->host_k.p;
+    *v = (float *)s->host_v.p;
+    size_t bytes = (size_t)s->T * (size_t)*kv_width * sizeof(float);
+    cudaError_t e = cudaMemcpy(*k, f->k, bytes, cudaMemcpyDeviceToHost);
+    if (e == cudaSuccess) e = cudaMemcpy(*v, f->v, bytes, cudaMemcpyDeviceToHost);
+    if (e != cudaSuccess) note(f, cudaGetErrorString(e), (int)e);
+}
+
+/* How the layer's scores are scaled, soft-capped and windowed. */
+static em_cuda_mask layer_mask(const em_llama_config *c, int layer) {
+    return em_cuda_mask{1.0f / sqrtf((float)c->attn_scale_base), c->attn_softcap,
+                        em_layer_is_sliding(c, layer) ? c->sliding_window : 0};
+}
+
+/* One block of the cp ring into the online-softmax state. k and v are host memory: this rank's
+ * own block comes as local_kv's copies of f->k and f->v, whose device originals are used; a
+ * block from another rank is uploaded. */
+static void cuda_attention_block(void *b, int layer, int T, const int32_t *qpos, const float *k,
+                                 const float *v, const int32_t *kpos, int nk, bool first) {
+    em_cuda_forward *f = (em_cuda_forward *)b;
+    const em_llama_config *c = &f->c;
+    cuda_split *s = &f->split;
+    size_t kv_bytes = (size_t)nk * (size_t)c->n_kv_heads * c->head_dim * sizeof(float);
+    const float *dk = f->k, *dv = f->v;
+    cudaError_t e = cudaSuccess;
+    if (k != s->host_k.p || v != s->host_v.p) {
+        e = grow(f, &s->block_k, kv_bytes);
+        if (e == cudaSuccess) e = grow(f, &s->block_v, kv_bytes);
+        if (e == cudaSuccess) e = cudaMemcpy(s->block_k.p, k, kv_bytes, cudaMemcpyHostToDevice);
+        if (e == cudaSuccess) e = cudaMemcpy(s->block_v.p, v, kv_bytes, cudaMemcpyHostToDevice);
+        dk = (const float *)s->block_k.p;
+        dv = (const float *)s->block_v.p;
+    }
+    if (e == cudaSuccess) e = grow(f, &s->kpos, (size_t)nk * sizeof *kpos);
+    if (e == cudaSuccess)
+        e = cudaMemcpy(s->kpos.p, kpos, (size_t)nk * sizeof *kpos, cudaMemcpyHostToDevice);
+    if (e == cudaSuccess && first)
+        e = cudaMemcpy(s->qpos.p, qpos, (size_t)T * sizeof *qpos, cudaMemcpyHostToDevice);
+    if (e != cudaSuccess) {
+        note(f, cudaGetErrorString(e), (int)e);
+        return;
+    }
+    em_cuda_mask mask = layer_mask(c, layer);
+    em_cuda_attention_block(f->q, (const int32_t *)s->qpos.p, T, dk, dv, (const int32_t *)s->kpos.p,
+                            nk, c->n_heads, c->n_kv_heads, c->head_dim, &mask, (float *)s->ring.p,
+                            first);
+}
+
+/* att (T, QD) from the ring's state. */
+static void cuda_attention_finish(void *b, int T) {
+    em_cuda_forward *f = (em_cuda_forward *)b;
+    em_cuda_attention_finish((const float *)f->split.ring.p, T, f->c.n_heads, f->c.head_dim,
+                             f->att);
+}
+
+/* y (T, D), this rank's partial sum, copied to host memory for the tp gather. */
+static float *cuda_partial(void *b) {
+    em_cuda_forward *f = (em_cuda_forward *)b;
+    float *host = (float *)f->split.host_y.p;
+    cudaError_t e = cudaMemcpy(host, f->y, (size_t)f->split.T * f->c.dim * sizeof(float),
+                               cudaMemcpyDeviceToHost);
+    if (e != cudaSuccess) note(f, cudaGetErrorString(e), (int)e);
+    return host;
+}
+
+/* x += all[0] + ... + all[parts-1], the gathered partial sums in rank order. */
+static void cuda_add_partials(void *b, const float *all, int parts, int T) {
+    em_cuda_forward *f = (em_cuda_forward *)b;
+    const float *parts_d = upload_partials(f, all, parts, T);
+    if (parts_d) em_cuda_sum_partials(f->x, parts_d, parts, (int64_t)T * f->c.dim, true);
+}
+
 static const em_llama_kernels cuda_kernels = {
-    .begin = cuda_begin,
+    .begin = cuda_begin_at,
     .norm = cuda_norm,
     .qkv = cuda_qkv,
     .attention = cuda_attention,
-    .local_kv = NULL,
-    .attention_block = NULL,
-    .attention_finish = NULL,
+    .local_kv = cuda_local_kv,
+    .attention_block = cuda_attention_block,
+    .attention_finish = cuda_attention_finish,
     .attn_out = cuda_attn_out,
     .mlp = cuda_mlp,
-    .partial = NULL,
-    .add_partials = NULL,
+    .partial = cuda_partial,
+    .add_partials = cuda_add_partials,
     .add_normed = cuda_add_normed,
     .head_tiles = cuda_head_tiles,
 };
@@ -466,10 +677,9 @@ static em_status backend_score(void *fp, const int32_t *input, const int32_t *ta
     em_status err = check_ids(input, T, f->c.n_vocab, "input");
     if (!err) err = check_ids(target + score_from, T - score_from, f->c.n_vocab, "target");
     if (err) return err;
-    em_forward_groups alone = {{0, 1, NULL, NULL, NULL}, {0, 1, NULL, NULL, NULL}};
     err = em_llama_compose_window(&cuda_kernels, f, f->c.n_layers, f->c.dim, f->c.post_norms,
-                                  f->c.n_vocab, &alone, f->threads, input, target, T, score_from,
-                                  nll, argmax);
+                                  f->c.n_vocab, &f->split.groups, f->threads, input, target, T,
+                                  score_from, nll, argmax);
     em_status device = window_status(f);
     if (err) {
         em_error_free(device);
@@ -513,6 +723,9 @@ static em_status backend_score_pair(void *ref, void *cand, const int32_t *input,
                                     int32_t *argmax_ref, double *nll_cand, int32_t *argmax_cand,
                                     double *kl) {
     em_cuda_forward *r = (em_cuda_forward *)ref, *c = (em_cuda_forward *)cand;
+    if (r->split.groups.tp.size > 1 || r->split.groups.cp.size > 1 || c->split.groups.tp.size > 1 ||
+        c->split.groups.cp.size > 1)
+        return em_error_new(EM_EXIT_BAD_INPUT, "paired scoring needs tp = cp = 1");
     if (r->c.n_vocab != c->c.n_vocab)
         return em_error_new(EM_EXIT_BAD_INPUT,
                             "the reference has %d vocabulary rows, the candidate %d", r->c.n_vocab,
@@ -523,7 +736,8 @@ static em_status backend_score_pair(void *ref, void *cand, const int32_t *input,
 }
 
 static size_t backend_memory(const void *fp) {
-    return ((const em_cuda_forward *)fp)->activation_bytes;
+    const em_cuda_forward *f = (const em_cuda_forward *)fp;
+    return f->activation_bytes + f->split.device_bytes;
 }
 
 static size_t backend_weight_bytes(const void *fp) {
@@ -534,6 +748,15 @@ static void backend_free(void *fp) {
     em_cuda_forward *f = (em_cuda_forward *)fp;
     if (!f) return;
     free_activations(f);
+    cuda_split *s = &f->split;
+    split_buffer *bufs[] = {&s->host_y,  &s->all,  &s->host_k, &s->host_v, &s->block_k,
+                            &s->block_v, &s->qpos, &s->kpos,   &s->ring};
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) {
+        if (bufs[i]->host)
+            cudaFreeHost(bufs[i]->p);
+        else
+            cudaFree(bufs[i]->p);
+    }
     for (int i = 0; f->layers && i < f->c.n_layers; i++) {
         cuda_layer *l = &f->layers[i];
         void *bufs[] = {
@@ -564,6 +787,9 @@ static em_status forward_shell(const em_llama_config *c, int threads, em_cuda_fo
     em_cuda_forward *f = (em_cuda_forward *)em_xcalloc(1, sizeof *f);
     f->c = *c;
     f->threads = threads < 1 ? 1 : threads;
+    f->split.groups.tp = f->split.groups.cp = em_forward_group{0, 1, NULL, NULL, NULL};
+    f->split.vocab_rows = c->n_vocab;
+    f->split.host_y.host = f->split.host_k.host = f->split.host_v.host = true;
     f->layers = (cuda_layer *)em_xcalloc((size_t)c->n_layers, sizeof *f->layers);
     cublasStatus_t s = cublasCreate(&f->blas);
     if (s != CUBLAS_STATUS_SUCCESS) {
@@ -582,30 +808,35 @@ static em_status forward_shell(const em_llama_config *c, int threads, em_cuda_fo
     return NULL;
 }
 
-static em_status upload_model(em_cuda_forward *f, const em_model *m) {
+/* This rank's share of the model (llama_shard.h, the cpu backend's split) onto the device: the
+ * token embedding whole (the window's rows are looked up on the device), the output head's rows
+ * of this rank (tied at tp = 1: the embedding itself), each layer's shard, the norms. */
+static em_status upload_model(em_cuda_forward *f, const em_model *m, const em_llama_shard *sh) {
     const em_llama_config *c = &m->config;
     int64_t D = c->dim, hd = c->head_dim;
-    int64_t QD = (int64_t)c->n_heads * hd, KVD = (int64_t)c->n_kv_heads * hd;
+    int64_t QD = (int64_t)sh->n_heads * hd, KVD = (int64_t)sh->n_kv_heads * hd;
     em_status err = upload_matrix(f, m->tok_embd, &f->tok_embd);
     if (!err) {
-        if (m->output == m->tok_embd)
+        if (m->output == m->tok_embd && sh->tp == 1)
             f->output = f->tok_embd;
         else
-            err = upload_matrix(f, m->output, &f->output);
+            err = upload_matrix(f, &sh->output, &f->output);
     }
     if (!err) err = upload_vector(f, m->output_norm, D, &f->output_norm);
     for (int i = 0; i < c->n_layers && !err; i++) {
         const em_layer_weights *w = &m->layers[i];
+        const em_llama_shard_layer *s = &sh->layers[i];
         cuda_layer *l = &f->layers[i];
-        const em_tensor *mats[] = {w->wq, w->wk, w->wv, w->wo, w->w_gate, w->w_up, w->w_down};
+        const em_tensor *mats[] = {&s->wq,     &s->wk,   &s->wv,    &s->wo,
+                                   &s->w_gate, &s->w_up, &s->w_down};
         em_dmat *dst[] = {&l->wq, &l->wk, &l->wv, &l->wo, &l->w_gate, &l->w_up, &l->w_down};
         for (int j = 0; j < 7 && !err; j++) err = upload_matrix(f, mats[j], dst[j]);
         if (!err) err = upload_vector(f, w->attn_norm, D, &l->attn_norm);
         if (!err) err = upload_vector(f, w->ffn_norm, D, &l->ffn_norm);
         if (!err && c->has_qkv_bias) {
-            err = upload_vector(f, w->bq, QD, &l->bq);
-            if (!err) err = upload_vector(f, w->bk, KVD, &l->bk);
-            if (!err) err = upload_vector(f, w->bv, KVD, &l->bv);
+            err = upload_floats(f, s->bq, QD, &l->bq);
+            if (!err) err = upload_floats(f, s->bk, KVD, &l->bk);
+            if (!err) err = upload_floats(f, s->bv, KVD, &l->bv);
         }
         if (!err && c->qk_norm) {
             err = upload_vector(f, w->q_norm, hd, &l->q_norm);
@@ -623,20 +854,30 @@ static em_status upload_model(em_cuda_forward *f, const em_model *m) {
 static em_status backend_create(const em_model *model, const em_forward_groups *groups, int threads,
                                 void **out) {
     *out = NULL;
-    if (groups->tp.size > 1 || groups->cp.size > 1)
-        return em_error_new(EM_EXIT_BAD_INPUT,
-                            "device cuda runs tp = cp = 1 (this forward has tp %d, cp %d): use "
-                            "dp for more GPUs",
-                            groups->tp.size, groups->cp.size);
     /* the CPU forward's checks of shapes and types (cheap at tp = 1: views, no copies) */
     em_llama_forward *check = NULL;
     em_status err = em_llama_forward_new(model, 1, &check);
     em_llama_forward_free(check);
     if (err) return err;
+    /* this rank's share, as the cpu backend splits it: a tp that does not fit the model is
+     * refused here, before any device is touched */
+    em_llama_shard shard;
+    if ((err = em_llama_shard_new(model, groups->tp.size, groups->tp.rank, &shard)))
+        return em_error_prefix(err, "model %s", model->path);
+    em_llama_config mine = model->config;
+    mine.n_heads = shard.n_heads;
+    mine.n_kv_heads = shard.n_kv_heads;
+    mine.ffn_dim = shard.ffn_dim;
     em_cuda_forward *f = NULL;
-    if ((err = forward_shell(&model->config, threads, &f))) return err;
-    f->model = model;
-    if (!err) err = upload_model(f, model);
+    err = forward_shell(&mine, threads, &f);
+    if (!err) {
+        f->model = model;
+        f->split.groups = *groups;
+        f->split.vocab_row0 = shard.vocab_row0;
+        f->split.vocab_rows = shard.vocab_rows;
+        err = upload_model(f, model, &shard);
+    }
+    em_llama_shard_free(&shard, model->config.n_layers); /* uploaded: the host copies go */
     if (err) {
         backend_free(f);
         return err;
@@ -647,7 +888,10 @@ static em_status backend_create(const em_model *model, const em_forward_groups *
 
 const em_forward_backend em_forward_backend_cuda = {
     .name = "cuda",
-    .gpu_buffers = false, /* tp = cp = 1: it hands its groups nothing */
+    /* what it hands its tp and cp groups is host memory (pinned staging, cuda_split), as the
+     * composition's gathers and ring blocks are host buffers: any mesh backend carries it, mpi
+     * as it is and nccl through its host staging */
+    .gpu_buffers = false,
     .available = em_cuda_available,
     .create = backend_create,
     .score_window = backend_score,

@@ -1,5 +1,5 @@
 /* Tensor-parallel weight shards (see llama_shard.h). */
-#include "stages/kernels/cpu/llama_shard.h"
+#include "stages/kernels/llama_shard.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -98,6 +98,7 @@ em_status em_llama_shard_new(const em_model *m, int tp, int rank, em_llama_shard
                  s->w_up.nbytes + s->w_down.nbytes + w->attn_norm->nbytes + w->ffn_norm->nbytes;
     }
     em_vocab_shard(c->n_vocab, tp, rank, &out->vocab_row0, &out->vocab_rows);
+    out->output = row_view(m->output, out->vocab_row0, out->vocab_rows);
     bytes += em_tensor_type_row_bytes(m->output->type, c->dim) * (size_t)out->vocab_rows;
     out->weight_bytes = bytes + m->output_norm->nbytes;
     if (err) em_llama_shard_free(out, c->n_layers);

@@ -10,7 +10,9 @@
  * The mapped file's other rows are never touched, so the resident weights per rank fall as 1/tp.
  * A split that does not fit (heads, KV heads or the MLP width not divisible by tp, a column slice
  * that cuts a quantization block) is refused with the numbers, exit status 2. With tp = 1 every
- * view is the whole tensor. */
+ * view is the whole tensor.
+ * Both forward backends take their share from here: the cpu forward reads it in place, the cuda
+ * forward uploads it (and only it) to its GPU, so the two split a model identically. */
 #ifndef EVALMESH_KERNELS_LLAMA_SHARD_H
 #define EVALMESH_KERNELS_LLAMA_SHARD_H
 
@@ -29,6 +31,7 @@ typedef struct em_llama_shard {
     int tp, rank;
     int n_heads, n_kv_heads, ffn_dim; /* this rank's */
     int64_t vocab_row0, vocab_rows;   /* this rank's output-head rows */
+    em_tensor output;                 /* those rows of the output head (a view) */
     em_llama_shard_layer *layers;     /* (n_layers) */
     size_t weight_bytes; /* the block and head weights this rank reads: falls as 1/tp */
 } em_llama_shard;
