@@ -157,8 +157,8 @@ typedef wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::row_majo
 
 /* One warp's step over one key block: its 16 queries qw (16, HD + 8) against the block's keys ks
  * and values vs (BN, HD + 8) of window keys key0 .., with sw, pw, ow the warp's rows of s, p, o.
- * Lane (r, half) = (lane / 2, lane % 2) owns query row r, columns half * BN/2 .. of s and p and
- * half * HD/2 .. of o, and keeps the row's m and l (both lanes of a row hold the same values). */
+ * Lane (r, half) = (lane / 2, lane % 2) owns query row r, columns half, half + 2, ... of s, p and
+ * o, and keeps the row's m and l (both lanes of a row hold the same values). */
 template <int HD>
 static __device__ void warp_step(const __nv_bfloat16 *qw, const __nv_bfloat16 *ks,
                                  const __nv_bfloat16 *vs, float *sw, __nv_bfloat16 *pw, float *ow,
@@ -187,13 +187,13 @@ static __device__ void warp_step(const __nv_bfloat16 *qw, const __nv_bfloat16 *k
         wmma::store_matrix_sync(sw + n * 16, s[n], lay::LDS, wmma::mem_row_major);
     __syncwarp();
 
-    /* the online softmax of row r over this block */
-    float *srow = sw + r * lay::LDS + half * (BN / 2);
-    __nv_bfloat16 *prow = pw + r * lay::LDP + half * (BN / 2);
-    int kfirst = key0 + half * (BN / 2);
+    /* the online softmax of row r over this block; the row's two lanes take alternate columns
+     * (fewer shared-memory bank conflicts than halves) */
+    float *srow = sw + r * lay::LDS;
+    __nv_bfloat16 *prow = pw + r * lay::LDP;
     float block_max = -INFINITY;
-    for (int c = 0; c < BN / 2; c++) {
-        bool visible = row_valid && em_flash_key_visible(query, kfirst + c, mask.window);
+    for (int c = half; c < BN; c += 2) {
+        bool visible = row_valid && em_flash_key_visible(query, key0 + c, mask.window);
         float score = visible ? em_flash_score(srow[c], mask.scale, mask.softcap) : -INFINITY;
         srow[c] = score;
         block_max = fmaxf(block_max, score);
@@ -202,8 +202,8 @@ static __device__ void warp_step(const __nv_bfloat16 *qw, const __nv_bfloat16 *k
     float m_new = fmaxf(m, block_max);
     float corr = em_flash_rescale(m, m_new);
     float sum = 0.0f; /* of the BF16 probabilities P V uses, so weights and sum agree */
-    for (int c = 0; c < BN / 2; c++) {
-        bool visible = row_valid && em_flash_key_visible(query, kfirst + c, mask.window);
+    for (int c = half; c < BN; c += 2) {
+        bool visible = row_valid && em_flash_key_visible(query, key0 + c, mask.window);
         __nv_bfloat16 p = __float2bfloat16_rn(em_flash_probability(srow[c], m_new, visible));
         prow[c] = p;
         sum += __bfloat162float(p);
@@ -212,8 +212,8 @@ static __device__ void warp_step(const __nv_bfloat16 *qw, const __nv_bfloat16 *k
     l = l * corr + sum;
     m = m_new;
     if (corr != 1.0f) {
-        float *orow = ow + r * lay::LDO + half * (HD / 2);
-        for (int c = 0; c < HD / 2; c++) orow[c] *= corr;
+        float *orow = ow + r * lay::LDO;
+        for (int c = half; c < HD; c += 2) orow[c] *= corr;
     }
     __syncwarp();
 
