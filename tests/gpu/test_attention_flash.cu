@@ -156,6 +156,8 @@ static void check_case(int H, int KV, int hd, float softcap, int window) {
             CHECK(memcmp(other, got + (size_t)host_start[w] * QD, (size_t)lens[w] * QD * 4) == 0);
         batch_free(&one);
     }
+    /* the largest batch (T rows) set the BF16 copy of k and v */
+    CHECK(em_cuda_attention_work_bytes(work) >= (size_t)2 * T * KVD * 2);
     batch_free(&b);
     batch_free(&r);
     em_cuda_attention_work_free(work);

@@ -58,6 +58,8 @@ struct em_cuda_attention_work {
     int count;
     int64_t tiles, capacity;
     em_flash_tile *host, *device; /* (capacity) */
+    __nv_bfloat16 *kv;            /* (2, T, KV*hd): k and v rounded to BF16, kv_capacity values */
+    size_t kv_capacity;
 };
 
 em_cuda_attention_work *em_cuda_attention_work_new(void) {
@@ -69,9 +71,14 @@ em_cuda_attention_work *em_cuda_attention_work_new(void) {
 void em_cuda_attention_work_free(em_cuda_attention_work *w) {
     if (!w) return;
     cudaFree(w->device);
+    cudaFree(w->kv);
     free(w->host);
     free(w->offsets);
     free(w);
+}
+
+size_t em_cuda_attention_work_bytes(const em_cuda_attention_work *w) {
+    return (size_t)w->capacity * sizeof *w->device + w->kv_capacity * sizeof *w->kv;
 }
 
 /* The tiles of seg on the device, planned and uploaded when seg's offsets differ from the last
@@ -104,6 +111,22 @@ static cudaError_t plan_tiles(em_cuda_attention_work *w, const em_cuda_segments 
     memcpy(w->offsets, seg->host, offset_bytes);
     w->tiles = n;
     w->count = seg->count;
+    return cudaSuccess;
+}
+
+/* w->kv = k, v (T, KVD) rounded to BF16 (the tiles then load half the bytes of FP32). */
+static cudaError_t round_kv(em_cuda_attention_work *w, const float *k, const float *v, size_t T,
+                            size_t KVD) {
+    if (2 * T * KVD > w->kv_capacity) {
+        cudaFree(w->kv);
+        w->kv = NULL;
+        w->kv_capacity = 0;
+        cudaError_t e = cudaMalloc((void **)&w->kv, 2 * T * KVD * sizeof *w->kv);
+        if (e != cudaSuccess) return e;
+        w->kv_capacity = 2 * T * KVD;
+    }
+    em_cuda_f32_to_bf16(k, w->kv, (int64_t)(T * KVD));
+    em_cuda_f32_to_bf16(v, w->kv + T * KVD, (int64_t)(T * KVD));
     return cudaSuccess;
 }
 
@@ -147,6 +170,18 @@ static __device__ void load_tile(const float *src, size_t ld, int valid, __nv_bf
         __nv_bfloat162 *d = (__nv_bfloat162 *)(dst + r * LDH + c);
         d[0] = __floats2bfloat162_rn(x.x, x.y);
         d[1] = __floats2bfloat162_rn(x.z, x.w);
+    }
+}
+
+/* The same from BF16 rows (row stride ld values, 16-byte aligned), 8 values per load. */
+template <int HD, int ROWS>
+static __device__ void load_tile(const __nv_bfloat16 *src, size_t ld, int valid,
+                                 __nv_bfloat16 *dst) {
+    constexpr int LDH = HD + 8, PER_ROW = HD / 8;
+    for (int i = threadIdx.x; i < ROWS * PER_ROW; i += blockDim.x) {
+        int r = i / PER_ROW, c = (i % PER_ROW) * 8;
+        uint4 x = r < valid ? *(const uint4 *)(src + (size_t)r * ld + c) : make_uint4(0, 0, 0, 0);
+        *(uint4 *)(dst + r * LDH + c) = x; /* zero bits are BF16 +0 */
     }
 }
 
@@ -240,8 +275,8 @@ static __device__ void warp_step(const __nv_bfloat16 *qw, const __nv_bfloat16 *k
  * numbers do not depend on its batch. */
 template <int HD>
 static __global__ void __launch_bounds__(EM_FLASH_WARPS * 32)
-    flash_kernel(const float *q, const float *k, const float *v, const em_flash_tile *tiles, int H,
-                 int KV, em_cuda_mask mask, float *att) {
+    flash_kernel(const float *q, const __nv_bfloat16 *k, const __nv_bfloat16 *v,
+                 const em_flash_tile *tiles, int H, int KV, em_cuda_mask mask, float *att) {
     typedef flash_layout<HD> lay;
     extern __shared__ __align__(128) unsigned char smem[];
     __nv_bfloat16 *qs = (__nv_bfloat16 *)(smem + lay::Q);
@@ -271,8 +306,8 @@ static __global__ void __launch_bounds__(EM_FLASH_WARPS * 32)
     for (int b = begin; b < end; b++) {
         int key0 = b * BN;
         int keys = tile.len - key0 < BN ? tile.len - key0 : BN;
-        const float *kb = k + (size_t)(tile.start + key0) * KVD + (size_t)kvh * HD;
-        const float *vb = v + (size_t)(tile.start + key0) * KVD + (size_t)kvh * HD;
+        const __nv_bfloat16 *kb = k + (size_t)(tile.start + key0) * KVD + (size_t)kvh * HD;
+        const __nv_bfloat16 *vb = v + (size_t)(tile.start + key0) * KVD + (size_t)kvh * HD;
         __syncthreads(); /* the previous block's k, v are no longer read */
         load_tile<HD, BN>(kb, KVD, keys, ks);
         load_tile<HD, BN>(vb, KVD, keys, vs);
@@ -296,8 +331,9 @@ static __global__ void __launch_bounds__(EM_FLASH_WARPS * 32)
 }
 
 template <int HD>
-static cudaError_t launch(const em_cuda_attention_work *w, const float *q, const float *k,
-                          const float *v, int H, int KV, const em_cuda_mask *mask, float *att) {
+static cudaError_t launch(const em_cuda_attention_work *w, const float *q, size_t T, int H, int KV,
+                          const em_cuda_mask *mask, float *att) {
+    const __nv_bfloat16 *k = w->kv, *v = w->kv + T * KV * HD;
     size_t bytes = flash_layout<HD>::BYTES;
     cudaError_t e = cudaFuncSetAttribute(flash_kernel<HD>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
@@ -315,7 +351,9 @@ cudaError_t em_cuda_flash_attention(em_cuda_attention_work *w, const float *q, c
     cudaError_t e = plan_tiles(w, seg);
     if (e != cudaSuccess || w->tiles == 0) return e;
     if ((int64_t)w->tiles * H > 0x7fffffff) return cudaErrorInvalidConfiguration;
-    if (hd == 64) return launch<64>(w, q, k, v, H, KV, mask, att);
-    if (hd == 128) return launch<128>(w, q, k, v, H, KV, mask, att);
-    return launch<256>(w, q, k, v, H, KV, mask, att);
+    size_t T = (size_t)seg->host[seg->count];
+    if ((e = round_kv(w, k, v, T, (size_t)KV * hd)) != cudaSuccess) return e;
+    if (hd == 64) return launch<64>(w, q, T, H, KV, mask, att);
+    if (hd == 128) return launch<128>(w, q, T, H, KV, mask, att);
+    return launch<256>(w, q, T, H, KV, mask, att);
 }

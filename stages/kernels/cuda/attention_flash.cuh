@@ -1,8 +1,10 @@
 /* Causal grouped-query attention on tensor cores, FlashAttention-2 style (attention_flash.cu), for
  * the forwards whose weights are BF16/F16: q (T, H*hd), k, v (T, KV*hd) are the forward's FP32
- * activations, rounded to BF16 as their tiles are loaded into shared memory; products run on
- * tensor cores (WMMA 16x16x16, BF16 in, FP32 accumulation); scores, the softmax state and the
- * output accumulators are FP32. Query head h reads KV head h / (H / KV).
+ * activations, rounded to nearest BF16: q as its tiles are loaded into shared memory, k and v once
+ * per call into a BF16 copy (2 (T, KV*hd) values in em_cuda_attention_work), which every query
+ * tile then reads at half the bytes. Products run on tensor cores (WMMA 16x16x16, BF16 in, FP32
+ * accumulation); scores, the softmax state and the output accumulators are FP32. Query head h
+ * reads KV head h / (H / KV).
  *
  * Work: one CTA per (tile of EM_FLASH_QUERY_TILE queries of one window, head), the tiles listed on
  * the host (em_flash_plan) relative to their window's first row. A CTA walks the window's key
@@ -11,7 +13,7 @@
  * O in shared memory: per block S = Q K^T, scores scaled and capped (em_flash_score), masked
  * (em_flash_key_visible), m' = max(m, max S), P = exp(S - m'), l = l exp(m - m') + sum P,
  * O = O exp(m - m') + P V; at the end att = O / l. Rows and keys past the window are loaded as
- * zeros. Shared memory only, whatever T: no (T, T) scores.
+ * zeros. Memory: shared memory per CTA and the O(T) BF16 copy of k and v: no (T, T) scores.
  *
  * A window's numbers depend only on the window: its tiles, blocks, zero padding and key order are
  * the same whatever batch holds it and wherever; no atomics, every sum has a fixed order. */
@@ -98,16 +100,20 @@ typedef struct em_cuda_attention_shape {
 bool em_flash_supports(const em_cuda_attention_shape *shape);
 
 /* What the attention kernels keep between calls of one forward: the tile list of the current
- * batch on the host and the device, rebuilt when the batch's offsets change. */
+ * batch on the host and the device, rebuilt when the batch's offsets change, and the BF16 copy of
+ * k and v, grown to the largest T seen. */
 typedef struct em_cuda_attention_work em_cuda_attention_work;
 
 em_cuda_attention_work *em_cuda_attention_work_new(void);
 void em_cuda_attention_work_free(em_cuda_attention_work *w);
+/* Device bytes the work holds (for the forward's memory report). */
+size_t em_cuda_attention_work_bytes(const em_cuda_attention_work *w);
 
 /* att (T, H*hd) = attention of q (T, H*hd) over k, v (T, KV*hd) for the windows of seg (T =
- * seg->host[seg->count]), on stream 0; the shape must be em_flash_supports'd and the buffers
- * 16-byte aligned (cudaMalloc'd). Returns the failure of planning (cudaMalloc, cudaMemcpy) or of
- * the launch, cudaSuccess otherwise; cudaErrorInvalidValue for bad offsets or shape. */
+ * seg->host[seg->count]; seg->device is not read), on stream 0; the shape must be
+ * em_flash_supports'd and the buffers 16-byte aligned (cudaMalloc'd). Returns the failure of the
+ * work's buffers (cudaMalloc, cudaMemcpy) or of the launch, cudaSuccess otherwise;
+ * cudaErrorInvalidValue for bad offsets or shape. */
 cudaError_t em_cuda_flash_attention(em_cuda_attention_work *w, const float *q, const float *k,
                                     const float *v, const em_cuda_segments *seg, int H, int KV,
                                     int hd, const em_cuda_mask *mask, float *att);
