@@ -1,6 +1,7 @@
 /* bench_gpu: prompt-scoring throughput of the cuda forward on one GPU (run by tools/gpu-check).
  *   bench_gpu [--quick]
- * First the practical ceiling: a cuBLAS BF16 GEMM (8192^3, FP32 accumulation) measured here.
+ * First the practical ceiling: a cuBLAS BF16 GEMM (8192^3, FP32 accumulation) measured here, and
+ * the attention kernels alone (attention_bench.h) at Llama-3-8B's heads, n_ctx 2048 and 8192.
  * Then Llama-3-8B-shaped (dim 4096, 32 layers, 32/8 heads, ffn 14336, vocab 128256) and
  * Llama-3.2-1B-shaped (dim 2048, 16 layers, 32/8 heads, ffn 8192, vocab 128256) models with BF16
  * weights generated on the device from a seed (nothing read or written on disk), scoring whole
@@ -15,6 +16,7 @@
 #include <time.h>
 
 #include "stages/kernels/cpu/llama_forward.h"
+#include "stages/kernels/cuda/attention_bench.h"
 #include "stages/kernels/cuda/cuda_forward.h"
 
 #define H200_BF16_PEAK_TFLOPS 989.0
@@ -99,6 +101,18 @@ int main(int argc, char **argv) {
     printf("bench: cuBLAS BF16 GEMM 8192^3: %.1f TFLOP/s (%.1f%% of %.0f)\n", gemm,
            100.0 * gemm / H200_BF16_PEAK_TFLOPS, H200_BF16_PEAK_TFLOPS);
     fflush(stdout);
+    /* the attention kernels alone at Llama-3-8B's heads (32/8 of 128): BF16 and FP32 modes */
+    for (int n_ctx = 2048; n_ctx <= 8192; n_ctx *= 4)
+        for (int half = 1; half >= 0; half--) {
+            double tflops = 0.0;
+            const char *kernel = NULL;
+            if ((err = em_cuda_attention_tflops(half, 32, 8, 128, n_ctx, quick ? 1 : 5, &tflops,
+                                                &kernel)))
+                return fail(err);
+            printf("bench: attention 32/8 heads of 128, n_ctx %d, %s: %.1f TFLOP/s\n", n_ctx,
+                   kernel, tflops);
+            fflush(stdout);
+        }
     struct {
         const char *name;
         em_llama_config c;

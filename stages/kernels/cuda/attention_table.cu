@@ -1,0 +1,45 @@
+/* The table of the cuda forward's attention kernels (see attention_table.cuh). */
+#include "stages/kernels/cuda/attention_table.cuh"
+
+#define FP32_MAX_HEAD_DIM 256 /* kernels.cu's attention_kernel: 8 values per lane */
+
+em_cuda_compute em_cuda_compute_of(cudaDataType_t type) {
+    return type == CUDA_R_32F ? EM_CUDA_COMPUTE_FP32 : EM_CUDA_COMPUTE_HALF;
+}
+
+static bool fp32_supports(const em_cuda_attention_shape *s) {
+    return s->head_dim > 0 && s->head_dim <= FP32_MAX_HEAD_DIM && s->n_kv_heads > 0 &&
+           s->n_heads % s->n_kv_heads == 0;
+}
+
+/* The FP32 kernel takes one window: one launch per window of the batch, at its rows. */
+static cudaError_t fp32_run(em_cuda_attention_work *work, const em_cuda_attention_args *a) {
+    size_t QD = (size_t)a->shape.n_heads * a->shape.head_dim;
+    size_t KVD = (size_t)a->shape.n_kv_heads * a->shape.head_dim;
+    for (int w = 0; w < a->seg->count; w++) {
+        size_t start = (size_t)a->seg->host[w];
+        int T = a->seg->host[w + 1] - a->seg->host[w];
+        if (T <= 0) continue;
+        em_cuda_attention(a->q + start * QD, a->k + start * KVD, a->v + start * KVD, T,
+                          a->shape.n_heads, a->shape.n_kv_heads, a->shape.head_dim, &a->mask,
+                          a->att + start * QD);
+    }
+    return cudaGetLastError();
+}
+
+static cudaError_t flash_run(em_cuda_attention_work *work, const em_cuda_attention_args *a) {
+    return em_cuda_flash_attention(work, a->q, a->k, a->v, a->seg, a->shape.n_heads,
+                                   a->shape.n_kv_heads, a->shape.head_dim, &a->mask, a->att);
+}
+
+static const em_cuda_attention_kernel kernels[] = {
+    {"flash-bf16 (tensor cores)", EM_CUDA_COMPUTE_HALF, em_flash_supports, flash_run},
+    {"fp32 (CUDA cores)", EM_CUDA_COMPUTE_FP32 | EM_CUDA_COMPUTE_HALF, fp32_supports, fp32_run},
+};
+
+const em_cuda_attention_kernel *em_cuda_attention_kernel_for(em_cuda_compute mode,
+                                                             const em_cuda_attention_shape *shape) {
+    for (size_t i = 0; i < sizeof kernels / sizeof *kernels; i++)
+        if ((kernels[i].modes & mode) && kernels[i].supports(shape)) return &kernels[i];
+    return NULL;
+}
