@@ -1,4 +1,4 @@
-# Finds the CUDA toolkit, cuBLAS and NCCL (under /usr/local/cuda by default). When all are present
+# Finds the CUDA toolkit, cuBLASLt and NCCL (under /usr/local/cuda by default). When all are present
 # the CUDA kernels and the nccl collective backend are compiled; otherwise the build says so and
 # goes on without them.
 set(EVALMESH_HAVE_CUDA 0)
@@ -12,7 +12,7 @@ if(EVALMESH_CUDA)
   find_package(CUDAToolkit QUIET)
   find_path(NCCL_INCLUDE_DIR nccl.h HINTS /usr/local/cuda/include ${CUDAToolkit_INCLUDE_DIRS})
   find_library(NCCL_LIBRARY nccl HINTS /usr/local/cuda/lib64 ${CUDAToolkit_LIBRARY_DIR})
-  if(CUDAToolkit_FOUND AND NCCL_INCLUDE_DIR AND NCCL_LIBRARY AND TARGET CUDA::cublas)
+  if(CUDAToolkit_FOUND AND NCCL_INCLUDE_DIR AND NCCL_LIBRARY AND TARGET CUDA::cublasLt)
     set(EVALMESH_HAVE_CUDA 1)
     add_library(em_nccl INTERFACE)
     target_include_directories(em_nccl INTERFACE ${NCCL_INCLUDE_DIR})
@@ -22,7 +22,7 @@ if(EVALMESH_CUDA)
     set(EVALMESH_BACKENDS "local mpi nccl")
     message(STATUS "evalmesh: CUDA ${CUDAToolkit_VERSION} and NCCL found: compiling the nccl backend")
   else()
-    message(STATUS "evalmesh: CUDA toolkit, cuBLAS or NCCL not found: building CPU-only (backends: local mpi)")
+    message(STATUS "evalmesh: CUDA toolkit, cuBLASLt or NCCL not found: building CPU-only (backends: local mpi)")
   endif()
 else()
   message(STATUS "evalmesh: EVALMESH_CUDA=OFF: building CPU-only (backends: local mpi)")

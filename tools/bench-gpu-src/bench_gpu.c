@@ -1,7 +1,9 @@
 /* bench_gpu: prompt-scoring throughput of the cuda forward on one GPU (run by tools/gpu-check).
  *   bench_gpu [--quick]
- * First the practical ceiling: a cuBLAS BF16 GEMM (8192^3, FP32 accumulation) measured here, and
- * the attention kernels alone (attention_bench.h) at Llama-3-8B's heads, n_ctx 2048 and 8192.
+ * First the practical ceiling: a BF16 GEMM (8192^3, FP32 accumulation) through the forward's own
+ * cuBLASLt path (one fixed algorithm, split-K off), measured here, with the algorithm it chose,
+ * and the attention kernels alone (attention_bench.h) at Llama-3-8B's heads, n_ctx 2048 and 8192.
+ * Each model's line then says whether its GEMM plans keep rows bit-identical (batching needs it).
  * Then Llama-3-8B-shaped (dim 4096, 32 layers, 32/8 heads, ffn 14336, vocab 128256) and
  * Llama-3.2-1B-shaped (dim 2048, 16 layers, 32/8 heads, ffn 8192, vocab 128256) models with BF16
  * weights generated on the device from a seed (nothing read or written on disk), scoring whole
@@ -97,9 +99,12 @@ int main(int argc, char **argv) {
     em_status err = em_cuda_available();
     if (err) return fail(err);
     double gemm = 0.0;
-    if ((err = em_cuda_gemm_tflops(8192, 8192, 8192, quick ? 5 : 20, &gemm))) return fail(err);
-    printf("bench: cuBLAS BF16 GEMM 8192^3: %.1f TFLOP/s (%.1f%% of %.0f)\n", gemm,
+    char algo[512];
+    if ((err = em_cuda_gemm_tflops(8192, 8192, 8192, quick ? 5 : 20, &gemm, algo, sizeof algo)))
+        return fail(err);
+    printf("bench: cuBLASLt BF16 GEMM 8192^3: %.1f TFLOP/s (%.1f%% of %.0f)\n", gemm,
            100.0 * gemm / H200_BF16_PEAK_TFLOPS, H200_BF16_PEAK_TFLOPS);
+    printf("bench: GEMM plan: %s\n", algo);
     fflush(stdout);
     /* the attention kernels alone at Llama-3-8B's heads (32/8 of 128): BF16 and FP32 modes */
     for (int n_ctx = 2048; n_ctx <= 8192; n_ctx *= 4)
@@ -126,6 +131,10 @@ int main(int argc, char **argv) {
         if ((err = em_cuda_forward_new_random(&models[i].c, 1, 8, &f))) return fail(err);
         printf("bench: %s: weights generated on the device in %.1f s\n", models[i].name,
                now() - t0);
+        char reason[1024];
+        bool invariant = em_cuda_gemm_row_invariant(f, reason, sizeof reason);
+        printf("bench: %s: GEMM plans row-invariant: %s%s\n", models[i].name,
+               invariant ? "yes" : "NO: ", invariant ? "" : reason);
         int ctx[2] = {2048, 8192};
         for (int j = 0; j < 2 && !err; j++)
             err = bench_case(models[i].name, &models[i].c, f, ctx[j],

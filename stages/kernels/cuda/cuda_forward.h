@@ -4,8 +4,9 @@
  * and BF16 matrices as they are (F32 products in FP32, the exact mode), the quantized types
  * dequantized to BF16 on the device block by block (dequantize.cuh has a kernel per family:
  * Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K), any other type of the type table dequantized on
- * the host through it and converted to BF16 on the device. Projections are cuBLAS GEMMs with FP32
- * accumulation and FP32 results (cublasGemmEx, CUBLAS_COMPUTE_32F: no TF32, no split-K atomics);
+ * the host through it and converted to BF16 on the device. Projections and the head's logits are
+ * cuBLASLt products with FP32 accumulation and FP32 results (gemm.cuh: CUBLAS_COMPUTE_32F, no
+ * TF32, split-K off, one fixed algorithm per shape whatever T);
  * RMSNorm, RoPE (the CPU path's table, computed on the host in double), causal grouped-query
  * attention with an online softmax (memory bounded: no (T, T) scores), SwiGLU/GeGLU and the
  * vocabulary-tiled head (max, sum of exponentials and argmax per 192-row tile, vocab_head.h:
@@ -29,6 +30,7 @@
 #ifndef EVALMESH_KERNELS_CUDA_FORWARD_H
 #define EVALMESH_KERNELS_CUDA_FORWARD_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -54,9 +56,18 @@ em_status em_cuda_available(void);
 em_status em_cuda_forward_new_random(const em_llama_config *c, uint64_t seed, int threads,
                                      void **out);
 
-/* TFLOP/s of a cuBLAS BF16 GEMM (m, n, k), FP32 accumulation, measured over reps products after
- * one warm-up: the practical ceiling a forward's matrix products can reach. */
-em_status em_cuda_gemm_tflops(int m, int n, int k, int reps, double *tflops);
+/* TFLOP/s of a BF16 GEMM out (n, m) = in (n, k) w (m, k)^T with FP32 accumulation through the
+ * forward's own cuBLASLt path (gemm.cuh: one fixed algorithm, split-K off), measured over reps
+ * products after one warm-up: the practical ceiling a forward's matrix products can reach. algo
+ * (algo_size bytes) gets the plan's algorithm: id, tile, stages, ..., and its row invariance. */
+em_status em_cuda_gemm_tflops(int m, int n, int k, int reps, double *tflops, char *algo,
+                              size_t algo_size);
+
+/* Whether every matrix product of this cuda forward keeps a position's results bit-identical
+ * whatever the other positions of the product (its T, its offset among them), as scoring many
+ * windows per launch needs; makes the plans of all its products now. When not, reason (size
+ * bytes, may be NULL) says which product and why: batching then scores one window per launch. */
+bool em_cuda_gemm_row_invariant(void *forward, char *reason, size_t size);
 
 /* Bytes of device memory in use now (total - free of cudaMemGetInfo). */
 size_t em_cuda_device_used_bytes(void);

@@ -2,7 +2,6 @@
  * the row of the forward-backend table (see cuda_forward.h). */
 #include "stages/kernels/cuda/cuda_forward.h"
 
-#include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdio.h>
@@ -10,6 +9,7 @@
 #include <string.h>
 
 #include "stages/kernels/cuda/attention_block.cuh"
+#include "stages/kernels/cuda/gemm.cuh"
 #include "stages/kernels/cuda/kernels.cuh"
 #include "stages/kernels/cuda/partial_sums.cuh"
 extern "C" { /* the C side: checks, RoPE tables, the composition, the shards, the type table */
@@ -22,7 +22,6 @@ extern "C" { /* the C side: checks, RoPE tables, the composition, the shards, th
 }
 
 #define STAGE_BYTES ((size_t)64 << 20)      /* upload staging: raw blocks or floats per chunk */
-#define WORKSPACE_BYTES ((size_t)32 << 20)  /* cuBLAS workspace, one fixed buffer per forward */
 #define HEAD_CHUNK_FLOATS ((size_t)1 << 26) /* logits of one vocabulary stretch (256 MiB) */
 #define MAX_HEAD_DIM 256                    /* the attention kernel's limit (kernels.cu) */
 
@@ -65,13 +64,12 @@ typedef struct em_cuda_forward {
     em_llama_config c;
     const em_model *model; /* NULL for a forward of generated weights */
     int threads;           /* host threads of the head's merge */
-    cublasHandle_t blas;
-    void *workspace;
+    em_gemm *gemm;         /* the matrix products: cuBLASLt, one fixed algorithm per shape */
     cuda_layer *layers;
     em_dmat tok_embd, output; /* output.data == tok_embd.data when tied */
     float *output_norm;       /* (D) */
     size_t weight_bytes;
-    char fault[256]; /* the first cuBLAS or CUDA failure of the current window */
+    char fault[1024]; /* the first cuBLASLt or CUDA failure of the current window */
     /* device activations for `capacity` positions */
     int capacity;
     size_t activation_bytes;
@@ -95,6 +93,12 @@ static em_status cuda_error(cudaError_t e, const char *what) {
 /* Records the first failure of a window (kernels of the composition return nothing). */
 static void note(em_cuda_forward *f, const char *what, int code) {
     if (!f->fault[0]) snprintf(f->fault, sizeof f->fault, "%s failed (status %d)", what, code);
+}
+
+/* Records an error value as the window's failure if it is the first; frees it. */
+static void note_error(em_cuda_forward *f, em_status err) {
+    if (err && !f->fault[0]) snprintf(f->fault, sizeof f->fault, "%s", err->message);
+    em_error_free(err);
 }
 
 em_status em_cuda_available(void) {
@@ -337,15 +341,10 @@ static const void *typed_input(em_cuda_forward *f, const float *in, int64_t n,
 }
 
 /* out (T, w->rows) = in (T, w->cols) w^T, plus out when accumulate; in is already of w's type
- * (typed_input). FP32 accumulation and results, cuBLAS's algorithm for the shape. */
+ * (typed_input). FP32 accumulation and results, the shape's one cuBLASLt algorithm (gemm.cuh). */
 static void gemm(em_cuda_forward *f, const void *in, int T, const em_dmat *w, float *out,
                  bool accumulate) {
-    float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
-    cublasStatus_t s =
-        cublasGemmEx(f->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)w->rows, T, (int)w->cols, &alpha,
-                     w->data, w->type, (int)w->cols, in, w->type, (int)w->cols, &beta, out,
-                     CUDA_R_32F, (int)w->rows, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-    if (s != CUBLAS_STATUS_SUCCESS) note(f, "cublasGemmEx", (int)s);
+    note_error(f, em_gemm_project(f->gemm, w, in, T, out, accumulate));
 }
 
 /* The kernels of the composition (llama_block.h); b is the em_cuda_forward. local_kv,
@@ -474,15 +473,7 @@ static void cuda_add_normed(void *b, int layer, bool ffn, const float *all, int 
  * output's type in in), transposed: (rows, n). */
 static void head_logits(em_cuda_forward *f, const void *in, int n, int64_t row0, int rows,
                         float *lt) {
-    const em_dmat *w = &f->output;
-    const char *rows_at =
-        (const char *)w->data + (size_t)row0 * (size_t)w->cols * (w->type == CUDA_R_32F ? 4 : 2);
-    float alpha = 1.0f, beta = 0.0f;
-    cublasStatus_t s =
-        cublasGemmEx(f->blas, CUBLAS_OP_T, CUBLAS_OP_N, n, rows, (int)w->cols, &alpha, in, w->type,
-                     (int)w->cols, rows_at, w->type, (int)w->cols, &beta, lt, CUDA_R_32F, n,
-                     CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-    if (s != CUBLAS_STATUS_SUCCESS) note(f, "cublasGemmEx (head)", (int)s);
+    note_error(f, em_gemm_head(f->gemm, &f->output, row0, rows, in, n, lt));
 }
 
 /* xn (n, D) = RMSNorm(x[from..from+n)) * output_norm, as the output's GEMM input. */
@@ -770,12 +761,12 @@ static void backend_free(void *fp) {
     if (f->output.data != f->tok_embd.data) cudaFree(f->output.data);
     cudaFree(f->tok_embd.data);
     cudaFree(f->output_norm);
-    cudaFree(f->workspace);
-    if (f->blas) cublasDestroy(f->blas);
+    em_gemm_free(f->gemm);
     free(f);
 }
 
-/* A forward without weights yet: device chosen, cuBLAS on stream 0 with a fixed workspace. */
+/* A forward without weights yet: device chosen, its matrix products' cuBLASLt context on stream 0
+ * (the stream of its kernels) with a fixed workspace. */
 static em_status forward_shell(const em_llama_config *c, int threads, em_cuda_forward **out) {
     *out = NULL;
     if (c->head_dim > MAX_HEAD_DIM)
@@ -791,15 +782,7 @@ static em_status forward_shell(const em_llama_config *c, int threads, em_cuda_fo
     f->split.vocab_rows = c->n_vocab;
     f->split.host_y.host = f->split.host_k.host = f->split.host_v.host = true;
     f->layers = (cuda_layer *)em_xcalloc((size_t)c->n_layers, sizeof *f->layers);
-    cublasStatus_t s = cublasCreate(&f->blas);
-    if (s != CUBLAS_STATUS_SUCCESS) {
-        f->blas = NULL;
-        backend_free(f);
-        return em_error_new(EM_EXIT_RUNTIME, "cuda: cublasCreate failed (status %d)", (int)s);
-    }
-    err = dev_alloc(&f->workspace, WORKSPACE_BYTES, NULL);
-    if (!err && cublasSetWorkspace(f->blas, f->workspace, WORKSPACE_BYTES) != CUBLAS_STATUS_SUCCESS)
-        err = em_error_new(EM_EXIT_RUNTIME, "cuda: cublasSetWorkspace failed");
+    err = em_gemm_new(0, &f->gemm);
     if (err) {
         backend_free(f);
         return err;
@@ -950,44 +933,76 @@ em_status em_cuda_forward_new_random(const em_llama_config *c, uint64_t seed, in
     return NULL;
 }
 
-em_status em_cuda_gemm_tflops(int m, int n, int k, int reps, double *tflops) {
+em_status em_cuda_gemm_tflops(int m, int n, int k, int reps, double *tflops, char *algo,
+                              size_t algo_size) {
     em_status err = select_device();
     if (err) return err;
-    void *a = NULL, *b = NULL, *c = NULL;
-    cublasHandle_t h = NULL;
+    em_dmat w = {CUDA_R_16BF, NULL, m, k};
+    void *in = NULL;
+    float *out = NULL;
+    em_gemm *g = NULL;
+    const em_gemm_plan *plan = NULL;
     cudaEvent_t start = NULL, stop = NULL;
-    if (!(err = dev_alloc(&a, (size_t)m * k * 2, NULL)) &&
-        !(err = dev_alloc(&b, (size_t)k * n * 2, NULL)) &&
-        !(err = dev_alloc(&c, (size_t)m * n * 4, NULL))) {
-        em_cuda_fill_bf16((__nv_bfloat16 *)a, (int64_t)m * k, 1, 0.1f, 0.0f);
-        em_cuda_fill_bf16((__nv_bfloat16 *)b, (int64_t)k * n, 2, 0.1f, 0.0f);
-        cublasStatus_t s = cublasCreate(&h);
-        float alpha = 1.0f, beta = 0.0f, ms = 0.0f;
+    if (!(err = dev_alloc(&w.data, (size_t)m * k * 2, NULL)) &&
+        !(err = dev_alloc(&in, (size_t)k * n * 2, NULL)) &&
+        !(err = dev_alloc((void **)&out, (size_t)m * n * 4, NULL)) && !(err = em_gemm_new(0, &g))) {
+        em_gemm_shape shape = {EM_GEMM_PROJECTION, CUDA_R_16BF, m, k, false};
+        err = em_gemm_plan_for(g, &shape, &plan);
+    }
+    if (!err) {
+        em_gemm_plan_describe(plan, algo, algo_size);
+        em_cuda_fill_bf16((__nv_bfloat16 *)w.data, (int64_t)m * k, 1, 0.1f, 0.0f);
+        em_cuda_fill_bf16((__nv_bfloat16 *)in, (int64_t)k * n, 2, 0.1f, 0.0f);
+        float ms = 0.0f;
         cudaEventCreate(&start);
         cudaEventCreate(&stop);
-        for (int i = 0; i <= reps && s == CUBLAS_STATUS_SUCCESS; i++) {
+        for (int i = 0; i <= reps && !err; i++) {
             if (i == 1) cudaEventRecord(start); /* the first product warms up */
-            s = cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &alpha, a, CUDA_R_16BF, k, b,
-                             CUDA_R_16BF, k, &beta, c, CUDA_R_32F, m, CUBLAS_COMPUTE_32F,
-                             CUBLAS_GEMM_DEFAULT);
+            err = em_gemm_project(g, &w, in, n, out, false);
         }
         cudaEventRecord(stop);
         cudaError_t e = cudaEventSynchronize(stop);
         cudaEventElapsedTime(&ms, start, stop);
-        if (s != CUBLAS_STATUS_SUCCESS)
-            err = em_error_new(EM_EXIT_RUNTIME, "cuda: GEMM benchmark: status %d", (int)s);
-        else if (e != cudaSuccess)
-            err = cuda_error(e, "GEMM benchmark");
-        else
-            *tflops = 2.0 * m * n * (double)k * reps / (ms * 1e-3) / 1e12;
+        if (!err && e != cudaSuccess) err = cuda_error(e, "GEMM benchmark");
+        if (!err) *tflops = 2.0 * m * n * (double)k * reps / (ms * 1e-3) / 1e12;
     }
     if (start) cudaEventDestroy(start);
     if (stop) cudaEventDestroy(stop);
-    if (h) cublasDestroy(h);
-    cudaFree(a);
-    cudaFree(b);
-    cudaFree(c);
-    return err;
+    em_gemm_free(g);
+    cudaFree(w.data);
+    cudaFree(in);
+    cudaFree(out);
+    return err ? em_error_prefix(err, "GEMM benchmark") : NULL;
+}
+
+bool em_cuda_gemm_row_invariant(void *forward, char *reason, size_t size) {
+    em_cuda_forward *f = (em_cuda_forward *)forward;
+    /* the plans of every product the windows make: projections (Wo and Wdown accumulate onto x
+     * unless post-norms put them in y) and the head */
+    bool into_x = !f->c.post_norms;
+    em_status err = NULL;
+    for (int i = 0; i < f->c.n_layers && !err; i++) {
+        const cuda_layer *l = &f->layers[i];
+        const em_dmat *mats[] = {&l->wq, &l->wk, &l->wv, &l->wo, &l->w_gate, &l->w_up, &l->w_down};
+        const bool accumulate[] = {false, false, false, into_x, false, false, into_x};
+        for (int j = 0; j < 7 && !err; j++) {
+            em_gemm_shape shape = {EM_GEMM_PROJECTION, mats[j]->type, mats[j]->rows, mats[j]->cols,
+                                   accumulate[j]};
+            const em_gemm_plan *plan = NULL;
+            err = em_gemm_plan_for(f->gemm, &shape, &plan);
+        }
+    }
+    if (!err) {
+        em_gemm_shape head = {EM_GEMM_HEAD, f->output.type, 0, f->output.cols, false};
+        const em_gemm_plan *plan = NULL;
+        err = em_gemm_plan_for(f->gemm, &head, &plan);
+    }
+    if (err) {
+        if (reason) snprintf(reason, size, "%s", err->message);
+        em_error_free(err);
+        return false;
+    }
+    return em_gemm_row_invariant(f->gemm, reason, size);
 }
 
 size_t em_cuda_device_used_bytes(void) {
