@@ -1,7 +1,8 @@
 /* The device dequantizers' block decoders (stages/kernels/cuda/dequantize.cuh), run on the host,
  * against the tensor-type table's row functions (the CPU path's, themselves checked against the
- * gguf package): for every type of the decoder table, 64 blocks of random bytes (with scale fields
- * set to finite halves) must decode to the same floats bit for bit. Needs no GPU. */
+ * gguf package): for every type of the decoder table, ggml's and the torchao weight-only ones, 64
+ * blocks of random bytes (with scale fields set to finite halves, BF16s or floats of both signs)
+ * must decode to the same floats bit for bit. Needs no GPU. */
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -14,8 +15,12 @@ extern "C" {
 
 #define BLOCKS 64
 
-/* Offsets of the half-precision scale fields of each type's block. */
-static int scale_offsets(uint32_t type, int *off) {
+/* The encodings of scale fields. */
+enum field { HALF, BF16, F32 };
+
+/* Offsets of the scale fields of each type's block, and their encoding. */
+static int scale_offsets(uint32_t type, int *off, enum field *kind) {
+    *kind = HALF;
     switch (type) {
     case 3:
     case 7:
@@ -26,10 +31,36 @@ static int scale_offsets(uint32_t type, int *off) {
     case 14: /* Q6_K: d last */
         off[0] = 208;
         return 1;
+    case 200: /* TORCHAO_I8: a float scale */
+        *kind = F32;
+        off[0] = 0;
+        return 1;
+    case 201:
+    case 202:
+    case 203:
+    case 204: /* TORCHAO_I4_G*: BF16 scale and zero */
+        *kind = BF16;
+        off[0] = 0, off[1] = 2;
+        return 2;
     default: /* Q8_0, Q4_0, Q5_0: d first */
         off[0] = 0;
         return 1;
     }
+}
+
+/* A finite scale of 0.0999 .. 0.25 (of both signs, from b) in the field's encoding at p. */
+static void set_scale(uint8_t *p, enum field kind, int b) {
+    float v = (0.0999f + 0.15f * (float)((b * 37) % 700) / 700.0f) * (b % 3 == 0 ? -1.0f : 1.0f);
+    uint32_t bits;
+    memcpy(&bits, &v, 4);
+    uint16_t h = (uint16_t)(0x2e66 + (b * 37) % 700) | (uint16_t)(b % 3 == 0 ? 0x8000 : 0);
+    if (kind == BF16) h = (uint16_t)(bits >> 16);
+    if (kind == F32) {
+        memcpy(p, &bits, 4);
+        return;
+    }
+    p[0] = (uint8_t)h;
+    p[1] = (uint8_t)(h >> 8);
 }
 
 static void check_type(uint32_t id, int values, int bytes,
@@ -46,13 +77,11 @@ static void check_type(uint32_t id, int values, int bytes,
         seed = seed * 1664525u + 1013904223u;
         raw[i] = (uint8_t)(seed >> 24);
     }
-    int off[2], n = scale_offsets(id, off);
+    int off[2];
+    enum field kind;
+    int n = scale_offsets(id, off, &kind);
     for (int b = 0; b < BLOCKS; b++)
-        for (int k = 0; k < n; k++) { /* 0.0999 .. 0.25, sign from the block */
-            uint16_t h = (uint16_t)(0x2e66 + (b * 37) % 700) | (uint16_t)(b % 3 == 0 ? 0x8000 : 0);
-            raw[b * bytes + off[k]] = (uint8_t)h;
-            raw[b * bytes + off[k] + 1] = (uint8_t)(h >> 8);
-        }
+        for (int k = 0; k < n; k++) set_scale(raw + b * bytes + off[k], kind, b + 5 * k);
     info->to_float(raw, want, (int64_t)BLOCKS * values);
     for (int b = 0; b < BLOCKS; b++) decode(raw + b * bytes, got + b * values);
     int mismatches = 0;
