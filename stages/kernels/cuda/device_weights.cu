@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 extern "C" {
+#include "util/log.h"
 #include "stages/kernels/cpu/dequantize.h"
 #include "stages/model/ggml_types.h"
 }
@@ -48,10 +49,16 @@ em_status em_weights_init(em_weight_store *s, const em_forward_options *options,
     cudaError_t e = cudaMemGetInfo(&free_b, &total);
     if (e != cudaSuccess) return cuda_error(e, "cudaMemGetInfo");
     s->keep_quantized = em_weights_keep_quantized(options->quantized_weights, bytes, free_b);
+    if (s->keep_quantized && options->quantized_weights == EM_QUANTIZED_WEIGHTS_AUTO)
+        em_log_info("device cuda, quantized_weights auto: the model's %.2f GiB of BF16 weights "
+                    "do not fit in %.2f GiB of free device memory (less %.0f GiB for activations): "
+                    "its quantized matrices stay in their blocks",
+                    (double)bytes / (1 << 30), (double)free_b / (1 << 30),
+                    (double)EM_WEIGHTS_HEADROOM_BYTES / (1 << 30));
     return NULL;
 }
 
-/* rows (nr, cols) of floats at host onto the device, rounded to BF16 at dst, through stage. */
+/* n floats at host onto the device through stage, rounded to BF16 at dst. */
 static cudaError_t floats_to_bf16(const float *host, int64_t n, void *stage, __nv_bfloat16 *dst) {
     cudaError_t e = cudaMemcpy(stage, host, (size_t)n * sizeof(float), cudaMemcpyHostToDevice);
     if (e == cudaSuccess) em_cuda_f32_to_bf16((const float *)stage, dst, n);
