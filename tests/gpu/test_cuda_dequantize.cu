@@ -2,18 +2,25 @@
  * against the tensor-type table's row functions (the CPU path's, themselves checked against the
  * gguf package): for every type of the decoder table, ggml's and the torchao weight-only ones, 64
  * blocks of random bytes (with scale fields set to finite halves, BF16s or floats of both signs)
- * must decode to the same floats bit for bit. Needs no GPU. */
+ * must decode to the same floats bit for bit. Needs no GPU. Where a CUDA device is usable (tools/
+ * gpu-check), the same blocks also go through the device's dequantize kernel
+ * (em_cuda_dequantize_bf16, several thread blocks, the last one partial), which must give the
+ * type table's floats rounded to BF16, bit for bit: the device compiles the decoders itself (and
+ * would fuse a multiply-add the host rounds twice). */
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
+#include <cuda_runtime.h>
+
 #include "stages/kernels/cuda/dequantize.cuh"
+#include "stages/kernels/cuda/kernels.cuh"
 extern "C" {
 #include "stages/model/ggml_types.h"
 #include "test.h"
 }
 
-#define BLOCKS 64
+#define BLOCKS 200 /* two thread blocks of the 32-value types, 13 of the 256-value ones */
 
 /* The encodings of scale fields. */
 enum field { HALF, BF16, F32 };
@@ -63,6 +70,36 @@ static void set_scale(uint8_t *p, enum field kind, int b) {
     p[1] = (uint8_t)(h >> 8);
 }
 
+static bool device; /* a CUDA device is usable */
+
+/* The blocks raw (BLOCKS of type id) dequantized on the device against want rounded to BF16. */
+static void check_device(uint32_t id, int values, int bytes, const uint8_t *raw, const float *want,
+                         const char *name) {
+    size_t n = (size_t)BLOCKS * values;
+    uint8_t *src = NULL;
+    __nv_bfloat16 *dst = NULL;
+    static __nv_bfloat16 got[BLOCKS * 256];
+    cudaError_t e = cudaMalloc((void **)&src, (size_t)BLOCKS * bytes);
+    if (e == cudaSuccess) e = cudaMalloc((void **)&dst, n * sizeof *dst);
+    if (e == cudaSuccess) e = cudaMemcpy(src, raw, (size_t)BLOCKS * bytes, cudaMemcpyHostToDevice);
+    if (e == cudaSuccess) CHECK(em_cuda_dequantize_bf16(id, src, BLOCKS, dst));
+    if (e == cudaSuccess) e = cudaMemcpy(got, dst, n * sizeof *dst, cudaMemcpyDeviceToHost);
+    cudaFree(src);
+    cudaFree(dst);
+    if (e != cudaSuccess) fprintf(stderr, "%s on the device: %s\n", name, cudaGetErrorString(e));
+    CHECK(e == cudaSuccess);
+    int mismatches = 0;
+    for (size_t i = 0; i < n && e == cudaSuccess; i++) {
+        __nv_bfloat16 w = __float2bfloat16_rn(want[i]);
+        mismatches += memcmp(&w, &got[i], sizeof w) != 0;
+    }
+    if (mismatches)
+        fprintf(stderr, "%s on the device: %d of %zu values differ\n", name, mismatches, n);
+    CHECK_INT_EQ(mismatches, 0);
+    printf("%s: %d blocks dequantize on the device as the type table does, rounded to BF16\n", name,
+           BLOCKS);
+}
+
 static void check_type(uint32_t id, int values, int bytes,
                        void (*decode)(const uint8_t *, float *)) {
     const em_ggml_type_info *info = em_ggml_type_info_get(id);
@@ -90,6 +127,7 @@ static void check_type(uint32_t id, int values, int bytes,
         fprintf(stderr, "%s: %d of %d values differ\n", info->name, mismatches, BLOCKS * values);
     CHECK_INT_EQ(mismatches, 0);
     printf("%s: %d blocks decode as the type table does\n", info->name, BLOCKS);
+    if (device) check_device(id, values, bytes, raw, want, info->name);
 }
 
 /* Every half bit pattern converts as the type table's F16 row does. */
@@ -107,6 +145,12 @@ static void check_halves(void) {
 }
 
 int main(void) {
+    int count = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    device = e == cudaSuccess && count > 0;
+    if (!device)
+        printf("the device part is skipped: no CUDA device (cudaGetDeviceCount: %s)\n",
+               e == cudaSuccess ? "0" : cudaGetErrorString(e));
     check_halves();
 #define X(id, values, bytes, decode) check_type(id, values, bytes, decode);
     EM_CUDA_BLOCK_TYPES
