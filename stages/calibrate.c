@@ -250,7 +250,7 @@ static em_status run_windows(calibrate_state *st, const em_dataset *ds, collecto
     const em_forward_backend *be = st->backend;
     em_forward_groups alone = {.tp = {.rank = 0, .size = 1}, .cp = {.rank = 0, .size = 1}};
     void *f = NULL;
-    em_status err = be->create(c->model, &alone, st->threads, &f);
+    em_status err = be->create(c->model, &alone, st->threads, &(em_forward_options){0}, &f);
     if (err) return err;
     be->observe(f, &(em_linear_observer){observe, c});
     size_t most = 1;

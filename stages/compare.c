@@ -202,9 +202,10 @@ static em_status score_windows(compare_state *st, const em_model *ref, const em_
                             (long long)ref->config.n_vocab, (long long)cand->config.n_vocab);
     em_forward_groups alone = {.tp = {.rank = 0, .size = 1}, .cp = {.rank = 0, .size = 1}};
     void *fr = NULL, *fc = NULL;
-    em_status err = be->create(ref, &alone, st->threads, &fr);
+    const em_forward_options defaults = {0}; /* the forward's default weight storage */
+    em_status err = be->create(ref, &alone, st->threads, &defaults, &fr);
     if (err) return em_error_prefix(err, "reference");
-    err = be->create(cand, &alone, st->threads, &fc);
+    err = be->create(cand, &alone, st->threads, &defaults, &fc);
     if (err) {
         be->free(fr);
         return em_error_prefix(err, "candidate");

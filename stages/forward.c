@@ -34,6 +34,7 @@ typedef struct forward_state {
     int threads;
     double flush_s; /* `records_flush_s`: the longest a finished window waits for fsync */
     const em_forward_backend *backend; /* the `device:` row */
+    em_forward_options options;        /* `f32_weights`, `quantized_weights` */
 } forward_state;
 
 static const em_input_spec forward_inputs[] = {
@@ -141,6 +142,42 @@ static em_status check_tp_divides(const em_stage *self) {
     return err;
 }
 
+/* The position of `value` in `names` (NULL-terminated), which the schema's enum guarantees. */
+static int value_index(const char *value, const char *const *names) {
+    int i = 0;
+    while (names[i + 1] && strcmp(names[i], value) != 0) i++;
+    return i;
+}
+
+/* The weight-storage options into st->options; a backend without weight_storage takes only their
+ * defaults (the first value of each), so another is refused here, at its place in the recipe. */
+static em_status weight_options(const em_stage *self, forward_state *st) {
+    static const char *const f32[] = {"float32", "bfloat16", NULL};
+    static const char *const quantized[] = {"auto", "bfloat16", "quantized", NULL};
+    int f32_index = 0, quantized_index = 0;
+    const struct {
+        const char *key;
+        const char *const *names;
+        int *index;
+    } rows[] = {{"f32_weights", f32, &f32_index},
+                {"quantized_weights", quantized, &quantized_index}};
+    for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) {
+        const char *value = em_node_option_string(self->options, rows[i].key);
+        *rows[i].index = value_index(value, rows[i].names);
+        if (*rows[i].index == 0 || st->backend->weight_storage) continue;
+        const em_map_entry *e = em_node_get_entry(self->options, rows[i].key);
+        return em_error_at(EM_EXIT_BAD_INPUT, e ? e->value->mark : self->mark,
+                           "stage '%s': %s: %s needs device cuda (device %s computes F32 matrices "
+                           "in FP32 and quantized ones from their blocks: leave %s out)",
+                           self->name, rows[i].key, value, st->backend->name, rows[i].key);
+    }
+    st->options.f32_weights = f32_index ? EM_F32_WEIGHTS_BFLOAT16 : EM_F32_WEIGHTS_FLOAT32;
+    st->options.quantized_weights = quantized_index == 1   ? EM_QUANTIZED_WEIGHTS_BFLOAT16
+                                    : quantized_index == 2 ? EM_QUANTIZED_WEIGHTS_QUANTIZED
+                                                           : EM_QUANTIZED_WEIGHTS_AUTO;
+    return NULL;
+}
+
 /* threads: the option, else OMP_NUM_THREADS, else this node's cores shared evenly by its ranks.
  * When the launcher already bound the rank to some of the cores (mpirun --bind-to, srun
  * --cpu-bind), those are the rank's share as they are. */
@@ -165,6 +202,7 @@ static em_status forward_init(em_stage *self, const em_run_context *ctx) {
         return em_error_prefix_at(err, e ? e->value->mark : self->mark, "stage '%s': device %s",
                                   self->name, device);
     }
+    if ((err = weight_options(self, st))) return err;
     st->flush_s = em_node_option_double(self->options, "records_flush_s");
     const em_node *threads = em_node_get(self->options, "threads");
     if (!em_node_is_null(threads)) {
@@ -280,7 +318,7 @@ static em_status forward_run(em_stage *self, const em_run_context *ctx) {
     em_forward_link tp = {mesh->tp_group, 0}, cp = {mesh->cp_group, 0};
     em_forward_groups groups = {.tp = em_forward_group_of(&tp), .cp = em_forward_group_of(&cp)};
     void *f;
-    em_status err = be->create(model, &groups, st->threads, &f);
+    em_status err = be->create(model, &groups, st->threads, &st->options, &f);
     if (err && split)
         err = em_error_prefix(err, "device %s, %s (tp %d, this rank's tp rank %d)", be->name,
                               em_stage_mesh_name(self), mesh->tp, mesh->tp_rank);

@@ -40,16 +40,35 @@ em_status em_forward_allgather(const em_forward_group *g, const void *send, void
 em_status em_forward_ring_step(const em_forward_group *g, const void *send, void *recv,
                                size_t bytes);
 
+/* How a forward holds its weights on the device (the forward stage's `f32_weights` and
+ * `quantized_weights`, documented in schemas/stages/forward.schema.json). Zero is every default;
+ * a backend without `weight_storage` runs only the defaults (the stage refuses others). */
+typedef enum em_f32_weights {
+    EM_F32_WEIGHTS_FLOAT32,  /* F32 matrices kept F32, products in FP32: the exact mode */
+    EM_F32_WEIGHTS_BFLOAT16, /* F32 matrices rounded to BF16 at load */
+} em_f32_weights;
+typedef enum em_quantized_weights {
+    EM_QUANTIZED_WEIGHTS_AUTO,      /* bfloat16 when the copies fit in free device memory */
+    EM_QUANTIZED_WEIGHTS_BFLOAT16,  /* dequantized once at load into resident BF16 copies */
+    EM_QUANTIZED_WEIGHTS_QUANTIZED, /* kept in their blocks, dequantized before each product */
+} em_quantized_weights;
+typedef struct em_forward_options {
+    em_f32_weights f32_weights;
+    em_quantized_weights quantized_weights;
+} em_forward_options;
+
 typedef struct em_forward_backend {
-    const char *name; /* the forward's `device:` */
-    bool gpu_buffers; /* what it hands its groups' collectives lives in GPU memory */
+    const char *name;    /* the forward's `device:` */
+    bool gpu_buffers;    /* what it hands its groups' collectives lives in GPU memory */
+    bool weight_storage; /* it honours every em_forward_options value (else only the defaults) */
     /* NULL, or whether this process can run it at all (a `cuda` forward without a GPU): an
      * error (exit status 2) the forward stage reports at validation. */
     em_status (*available)(void);
     /* Checks the model and the split (exit status 2 naming what does not fit) and prepares a
-     * forward with `threads` CPU threads holding only this rank's share of the weights. */
+     * forward with `threads` CPU threads holding only this rank's share of the weights, as
+     * options say (never NULL). */
     em_status (*create)(const em_model *model, const em_forward_groups *groups, int threads,
-                        void **out);
+                        const em_forward_options *options, void **out);
     /* One window: input and target are (T) ids; nll and argmax are (T - score_from). Every rank
      * of the groups calls it with the same window and gets the same results. */
     em_status (*score_window)(void *f, const int32_t *input, const int32_t *target, int T,

@@ -1,5 +1,6 @@
 /* The cuda forward against the cpu forward on one model, through the forward-backend seam:
- *   cuda_forward_check MODEL fp32|bf16 [OTHER_MODEL]
+ *   cuda_forward_check MODEL fp32|bf16 [OTHER_MODEL] [--quantize SCHEME] [--f32-weights-bf16]
+ *                      [--kept-quantized]
  * Scores four windows of pseudo-random ids (lengths 200, 128, 64 and 17, some scored from the
  * middle) on both backends and checks, with the tolerance of the mode (fp32: the model's matrices
  * are F32 and the GPU computes in FP32; bf16: they are rounded to BF16 on the GPU):
@@ -12,6 +13,16 @@
  *   windows, and in a second pass (the results depend on the window alone);
  *   score_pair of two cuda forwards of the same model gives KL exactly 0, and with OTHER_MODEL
  *   the KL of the cuda pair within the tolerance of the cpu pair's.
+ * The cuda forward holds its weights as the options say (device_weights.cuh):
+ *   --quantize SCHEME  the models' block matrices quantized first, in memory, with a scheme of
+ *                      the quantize table (int8_weight_only, int4_weight_only_g128: the torchao
+ *                      types, which no GGUF file holds);
+ *   --f32-weights-bf16 f32_weights bfloat16: an F32 model's matrices rounded to BF16 (use bf16);
+ *   --kept-quantized   quantized_weights quantized: the quantized matrices kept in their blocks
+ *                      and dequantized before each product; then also each window's nll and
+ *                      argmax bit-identical to those of a forward with quantized_weights
+ *                      bfloat16 (resident BF16 copies), fewer weight bytes, and the memory beyond
+ *                      that forward's exactly the BF16 scratch of the largest layer matrix.
  * Prints one summary line per model. Exit 77 (skipped) when no CUDA device is usable;
  * `cuda_forward_check --probe` only says whether one is (0, or 77 with the reason). */
 #include <math.h>
@@ -23,6 +34,7 @@
 #include "stages/kernels/cuda/cuda_forward.h"
 #include "stages/kernels/forward_backend.h"
 #include "stages/model/loaded_model.h"
+#include "stages/quant/quantize_model.h"
 #include "test.h"
 
 #define WINDOWS 4
@@ -47,10 +59,11 @@ static void make_window(window *w, int T, int score_from, uint32_t seed, int n_v
     }
 }
 
-static void *must_create(const em_forward_backend *be, const em_model *m) {
+static void *must_create(const em_forward_backend *be, const em_model *m,
+                         const em_forward_options *options) {
     em_forward_groups alone = {.tp = {.rank = 0, .size = 1}, .cp = {.rank = 0, .size = 1}};
     void *f = NULL;
-    em_status err = be->create(m, &alone, 4, &f);
+    em_status err = be->create(m, &alone, 4, options, &f);
     if (err) {
         fprintf(stderr, "%s: create: %s\n", be->name, err->message);
         exit(1);
@@ -72,14 +85,34 @@ static void run(const em_forward_backend *be, void *f, const window *ws, const i
     }
 }
 
-static em_model *must_load(const char *path) {
-    em_model *m = NULL;
+/* The model at path, its block matrices quantized with `scheme` when it is not NULL. */
+static em_model *must_load(const char *path, const char *scheme) {
+    em_model *m = NULL, *q = NULL;
     em_status err = em_model_load(path, &m);
+    if (!err && scheme) {
+        em_quantize_options opt = {.plan = {.scheme = scheme}, .threads = 4};
+        em_quantize_summary summary;
+        err = em_quantize_model(m, &opt, &q, &summary);
+        em_model_free(m);
+        m = q;
+    }
     if (err) {
         fprintf(stderr, "%s\n", err->message);
         exit(1);
     }
     return m;
+}
+
+/* Values of the largest matrix of m's layers. */
+static int64_t largest_layer_matrix(const em_model *m) {
+    int64_t most = 0;
+    for (int i = 0; i < m->config.n_layers; i++) {
+        const em_layer_weights *w = &m->layers[i];
+        const em_tensor *mats[] = {w->wq, w->wk, w->wv, w->wo, w->w_gate, w->w_up, w->w_down};
+        for (int j = 0; j < 7; j++)
+            if (em_tensor_numel(mats[j]) > most) most = em_tensor_numel(mats[j]);
+    }
+    return most;
 }
 
 /* KL per position of the pair (ref, cand) on backend be over window w. */
@@ -101,15 +134,34 @@ int main(int argc, char **argv) {
         return 77;
     }
     if (argc == 2 && strcmp(argv[1], "--probe") == 0) return 0;
-    if (argc < 3 || (strcmp(argv[2], "fp32") != 0 && strcmp(argv[2], "bf16") != 0)) {
-        fprintf(stderr, "usage: %s MODEL fp32|bf16 [OTHER_MODEL]\n", argv[0]);
+    const char *other_path = NULL, *scheme = NULL;
+    em_forward_options options = {0};
+    bool usage = argc < 3 || (strcmp(argv[2], "fp32") != 0 && strcmp(argv[2], "bf16") != 0);
+    for (int i = 3; i < argc && !usage; i++) {
+        if (strcmp(argv[i], "--quantize") == 0 && i + 1 < argc)
+            scheme = argv[++i];
+        else if (strcmp(argv[i], "--f32-weights-bf16") == 0)
+            options.f32_weights = EM_F32_WEIGHTS_BFLOAT16;
+        else if (strcmp(argv[i], "--kept-quantized") == 0)
+            options.quantized_weights = EM_QUANTIZED_WEIGHTS_QUANTIZED;
+        else if (argv[i][0] != '-' && !other_path)
+            other_path = argv[i];
+        else
+            usage = true;
+    }
+    if (usage) {
+        fprintf(stderr,
+                "usage: %s MODEL fp32|bf16 [OTHER_MODEL] [--quantize SCHEME] "
+                "[--f32-weights-bf16] [--kept-quantized]\n",
+                argv[0]);
         return 2;
     }
     bool fp32 = strcmp(argv[2], "fp32") == 0;
+    bool kept = options.quantized_weights == EM_QUANTIZED_WEIGHTS_QUANTIZED;
     double tol_nll = fp32 ? 1e-3 : 0.25, tol_ppl = fp32 ? 1e-4 : 1e-2;
     const em_forward_backend *cpu = em_forward_backend_find("cpu");
     const em_forward_backend *cuda = em_forward_backend_find("cuda");
-    em_model *m = must_load(argv[1]);
+    em_model *m = must_load(argv[1], scheme);
     int V = m->config.n_vocab;
     window ws[WINDOWS];
     make_window(&ws[0], 200, 0, 11, V);
@@ -119,11 +171,31 @@ int main(int argc, char **argv) {
     const int forward[WINDOWS] = {0, 1, 2, 3}, backward[WINDOWS] = {3, 2, 1, 0};
     static scores ref[WINDOWS], got[WINDOWS], again[WINDOWS], reordered[WINDOWS];
 
-    void *fc = must_create(cpu, m), *fg = must_create(cuda, m);
+    const em_forward_options defaults = {0};
+    void *fc = must_create(cpu, m, &defaults), *fg = must_create(cuda, m, &options);
     run(cpu, fc, ws, forward, ref);
     run(cuda, fg, ws, forward, got);
     run(cuda, fg, ws, backward, reordered);
     run(cuda, fg, ws, forward, again);
+
+    /* kept quantized: the same numbers as with resident BF16 copies, in fewer weight bytes */
+    bool same_as_resident = true;
+    if (kept) {
+        em_forward_options resident_options = options;
+        resident_options.quantized_weights = EM_QUANTIZED_WEIGHTS_BFLOAT16;
+        void *fr = must_create(cuda, m, &resident_options);
+        static scores resident[WINDOWS];
+        run(cuda, fr, ws, forward, resident);
+        for (int i = 0; i < WINDOWS; i++) {
+            size_t n = (size_t)(ws[i].T - ws[i].score_from);
+            same_as_resident &= memcmp(got[i].nll, resident[i].nll, n * sizeof(double)) == 0 &&
+                                memcmp(got[i].argmax, resident[i].argmax, n * sizeof(int32_t)) == 0;
+        }
+        CHECK(same_as_resident);
+        CHECK(cuda->weight_bytes(fg) < cuda->weight_bytes(fr));
+        CHECK(cuda->memory(fg) - cuda->memory(fr) == (size_t)largest_layer_matrix(m) * 2);
+        cuda->free(fr);
+    }
 
     double max_diff = 0.0, sum_cpu = 0.0, sum_cuda = 0.0;
     long tokens = 0, agree = 0;
@@ -148,16 +220,16 @@ int main(int argc, char **argv) {
     if (fp32) CHECK(agree >= tokens * 99 / 100);
 
     /* paired scoring: two cuda forwards of one model agree exactly */
-    void *fg2 = must_create(cuda, m);
+    void *fg2 = must_create(cuda, m, &options);
     double kl[MAX_T], kl_cpu[MAX_T], max_self = 0.0, max_kl_diff = 0.0;
     pair(cuda, fg, fg2, &ws[0], kl);
     for (int t = 0; t < ws[0].T - ws[0].score_from; t++)
         if (!(fabs(kl[t]) <= max_self)) max_self = fabs(kl[t]);
     CHECK(max_self == 0.0);
     cuda->free(fg2);
-    if (argc > 3) {
-        em_model *other = must_load(argv[3]);
-        void *oc = must_create(cpu, other), *og = must_create(cuda, other);
+    if (other_path) {
+        em_model *other = must_load(other_path, scheme);
+        void *oc = must_create(cpu, other, &defaults), *og = must_create(cuda, other, &options);
         pair(cpu, fc, oc, &ws[1], kl_cpu);
         pair(cuda, fg, og, &ws[1], kl);
         for (int t = 0; t < ws[1].T - ws[1].score_from; t++) {
@@ -171,10 +243,15 @@ int main(int argc, char **argv) {
     }
     printf("%s (%s): %ld tokens, max |dnll| %.3g (tol %.0e), ppl cpu %.9g cuda %.9g rel %.3g "
            "(tol %.0e), argmax agree %.2f%%, bit-identical across orders and runs: %s, "
-           "self KL %.3g, max |dKL| %.3g, cuda weights %.1f MiB activations %.1f MiB\n",
+           "self KL %.3g, max |dKL| %.3g, cuda weights %.1f MiB activations %.1f MiB%s%s%s%s\n",
            argv[1], argv[2], tokens, max_diff, tol_nll, ppl_cpu, ppl_cuda, rel, tol_ppl,
            100.0 * agree / tokens, test_failures ? "see failures" : "yes", max_self, max_kl_diff,
-           cuda->weight_bytes(fg) / 1048576.0, cuda->memory(fg) / 1048576.0);
+           cuda->weight_bytes(fg) / 1048576.0, cuda->memory(fg) / 1048576.0,
+           scheme ? ", quantized in memory to " : "", scheme ? scheme : "",
+           options.f32_weights == EM_F32_WEIGHTS_BFLOAT16 ? ", f32_weights bfloat16" : "",
+           !kept              ? ""
+           : same_as_resident ? ", kept quantized: bit-identical to resident BF16"
+                              : ", kept quantized: DIFFERS from resident BF16");
     cpu->free(fc);
     cuda->free(fg);
     em_model_free(m);

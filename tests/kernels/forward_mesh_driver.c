@@ -61,7 +61,7 @@ int main(int argc, char **argv) {
         cp_link = (em_forward_link){mesh->cp_group, 0};
         groups.tp = em_forward_group_of(&tp_link);
         groups.cp = em_forward_group_of(&cp_link);
-        err = be->create(model, &groups, 1, &f);
+        err = be->create(model, &groups, 1, &(em_forward_options){0}, &f);
     }
     int n = T - score_from;
     int32_t *ids = malloc((size_t)(T + 1) * sizeof *ids);

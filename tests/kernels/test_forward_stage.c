@@ -61,6 +61,8 @@ static em_scores *run_stage(em_model *model, em_dataset *ds, int threads, em_sta
     /* the schema defaults a validated recipe would fill in */
     em_node_map_set(options, "device", mark, em_node_new_scalar("cpu", false, mark));
     em_node_map_set(options, "records_flush_s", mark, em_node_new_scalar("10", false, mark));
+    em_node_map_set(options, "f32_weights", mark, em_node_new_scalar("float32", false, mark));
+    em_node_map_set(options, "quantized_weights", mark, em_node_new_scalar("auto", false, mark));
     em_stage self = {.name = "ppl", .kind = &em_stage_kind_forward, .options = options};
     self.inputs = inputs;
     self.input_count = 2;

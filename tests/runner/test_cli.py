@@ -518,24 +518,26 @@ def gpu_present():
 
 def test_cuda_device_without_gpu():
     """`device: cuda` on a machine without a usable GPU fails at validation (validate and run,
-    forward and compare stages) with exit 2, naming the stage and cudaGetDeviceCount's message;
-    a build without CUDA says so."""
+    forward and compare stages, the forward also with its cuda-only weight storage options) with
+    exit 2, naming the stage and cudaGetDeviceCount's message; a build without CUDA says so."""
     cuda_build = "nccl" in evalmesh(["--version"], HERE).stdout
     if cuda_build and gpu_present():
         print("skipped the no-GPU device: cuda checks: this machine has an NVIDIA GPU")
         return
     demo = os.path.join(SRC, "recipes", "demo.yaml")
     kld = os.path.join(SRC, "recipes", "quant_kld.yaml")
-    recipes = [(demo, "ppl")]
+    weights = ["stages.ppl.f32_weights=bfloat16", "stages.ppl.quantized_weights=quantized"]
+    recipes = [(demo, "ppl", []), (demo, "ppl", weights)]
     if os.path.isfile(os.path.join(SRC, "..", "shared", "data", "models", "stories260K.gguf")):
-        recipes.append((kld, "kld"))  # its model is ../shared's stories260K
+        recipes.append((kld, "kld", []))  # its model is ../shared's stories260K
     else:
         print("skipped the compare stage's device: cuda check: no shared data beside the checkout")
-    for recipe, stage in recipes:
+    for recipe, stage, options in recipes:
         for command in ("validate", "run"):
             with tempfile.TemporaryDirectory() as cwd:
                 extra = ["--run-dir", os.path.join(cwd, "rd")] if command == "run" else []
-                r = evalmesh([command, recipe, f"stages.{stage}.device=cuda"] + extra, cwd)
+                r = evalmesh([command, recipe, f"stages.{stage}.device=cuda"] + options + extra,
+                             cwd)
                 name = f"{command} {os.path.basename(recipe)} device=cuda"
                 check(r.returncode == 2, f"{name}: exit {r.returncode}, expected 2")
                 if cuda_build:

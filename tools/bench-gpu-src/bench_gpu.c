@@ -9,9 +9,14 @@
  * weights generated on the device from a seed (nothing read or written on disk), scoring whole
  * windows (every position, as prompt scoring does) of n_ctx 2048 and 8192: tokens/s, model FLOPs
  * utilization against the H200's dense BF16 peak (989 TFLOP/s) and the share of the measured GEMM,
- * with device memory (weights, activations, in use after the runs). One warm-up window, then
- * timed windows (wall clock: each window ends with its results on the host). --quick times one
- * window per case. Prints one line per case, "bench: ...". */
+ * with device memory (weights, activations, in use after the runs). The 8B shape also runs with
+ * int4 weight-only layers (TORCHAO_I4_G128 and Q4_0 blocks generated on the device, kept quantized
+ * and dequantized to BF16 before each product, device_weights.cuh) at n_ctx 2048: tokens/s
+ * against the BF16 weights', and the device memory in use against weights + activations +
+ * dequantize scratch (what the forward holds; the difference is the CUDA context, cuBLAS and the
+ * allocator). One warm-up window, then timed windows (wall clock: each window ends with its
+ * results on the host). --quick times one window per case. Prints one line per case,
+ * "bench: ...". */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +25,7 @@
 #include "stages/kernels/cpu/llama_forward.h"
 #include "stages/kernels/cuda/attention_bench.h"
 #include "stages/kernels/cuda/cuda_forward.h"
+#include "stages/model/torchao_types.h"
 
 #define H200_BF16_PEAK_TFLOPS 989.0
 
@@ -57,9 +63,9 @@ static int fail(em_status err) {
     return 4;
 }
 
-/* Times windows of n_ctx on forward f; prints the case's line. */
+/* Times windows of n_ctx on forward f; prints the case's line and gives its tokens/s. */
 static em_status bench_case(const char *name, const em_llama_config *c, void *f, int n_ctx,
-                            int reps, double gemm_tflops) {
+                            int reps, double gemm_tflops, double *tokens_per_s) {
     const em_forward_backend *be = &em_forward_backend_cuda;
     int32_t *ids = malloc((size_t)(n_ctx + 1) * sizeof *ids);
     double *nll = malloc((size_t)n_ctx * sizeof *nll);
@@ -76,6 +82,7 @@ static em_status bench_case(const char *name, const em_llama_config *c, void *f,
     double seconds = now() - t0;
     if (!err) {
         double tflops = em_llama_forward_flops(c, n_ctx, 0) * reps / seconds / 1e12;
+        *tokens_per_s = (double)n_ctx * reps / seconds;
         printf("bench: %s n_ctx %d: %.0f tokens/s, %.1f TFLOP/s, MFU %.1f%% of %.0f, %.1f%% of the "
                "measured GEMM; weights %.2f GiB, activations %.2f GiB, device in use %.2f GiB\n",
                name, n_ctx, (double)n_ctx * reps / seconds, tflops,
@@ -121,28 +128,53 @@ int main(int argc, char **argv) {
     struct {
         const char *name;
         em_llama_config c;
+        uint32_t layer_type; /* of the layers' matrices */
+        bool long_ctx;       /* also n_ctx 8192 */
     } models[] = {
-        {"llama3-8b-shape bf16", llama_shape(4096, 32, 32, 8, 14336)},
-        {"llama3.2-1b-shape bf16", llama_shape(2048, 16, 32, 8, 8192)},
+        {"llama3-8b-shape bf16", llama_shape(4096, 32, 32, 8, 14336), EM_TENSOR_BF16, true},
+        {"llama3-8b-shape int4 TORCHAO_I4_G128 kept quantized", llama_shape(4096, 32, 32, 8, 14336),
+         EM_TENSOR_TORCHAO_I4_G128, false},
+        {"llama3-8b-shape int4 Q4_0 kept quantized", llama_shape(4096, 32, 32, 8, 14336),
+         EM_TENSOR_Q4_0, false},
+        {"llama3.2-1b-shape bf16", llama_shape(2048, 16, 32, 8, 8192), EM_TENSOR_BF16, true},
     };
+    double bf16_8b = 0.0, bf16_8b_weights = 0.0; /* the 8B BF16 case's tokens/s and GiB */
     for (size_t i = 0; i < sizeof models / sizeof *models; i++) {
         void *f = NULL;
         double t0 = now();
-        if ((err = em_cuda_forward_new_random(&models[i].c, 1, 8, &f))) return fail(err);
+        if ((err = em_cuda_forward_new_random(&models[i].c, 1, models[i].layer_type, 8, &f)))
+            return fail(err);
         printf("bench: %s: weights generated on the device in %.1f s\n", models[i].name,
                now() - t0);
         char reason[1024];
         bool invariant = em_cuda_gemm_row_invariant(f, reason, sizeof reason);
         printf("bench: %s: GEMM plans row-invariant: %s%s\n", models[i].name,
                invariant ? "yes" : "NO: ", invariant ? "" : reason);
+        const em_forward_backend *be = &em_forward_backend_cuda;
         int ctx[2] = {2048, 8192};
-        for (int j = 0; j < 2 && !err; j++)
+        for (int j = 0; j < (models[i].long_ctx ? 2 : 1) && !err; j++) {
+            double tokens_per_s = 0.0;
             err = bench_case(models[i].name, &models[i].c, f, ctx[j],
                              quick            ? 1
                              : ctx[j] == 2048 ? 4
                                               : 2,
-                             gemm);
-        em_forward_backend_cuda.free(f);
+                             gemm, &tokens_per_s);
+            if (!err && i == 0 && j == 0) {
+                bf16_8b = tokens_per_s;
+                bf16_8b_weights = be->weight_bytes(f) / 1073741824.0;
+            }
+            if (!err && models[i].layer_type != EM_TENSOR_BF16 && bf16_8b > 0.0) {
+                double weights = be->weight_bytes(f) / 1073741824.0;
+                double held = weights + be->memory(f) / 1073741824.0;
+                printf("bench: %s n_ctx %d: %.2fx the BF16 weights' tokens/s; weights %.2f GiB "
+                       "(BF16 %.2f GiB, %.2fx); weights + activations + scratch %.2f GiB, device "
+                       "in use %.2f GiB\n",
+                       models[i].name, ctx[j], tokens_per_s / bf16_8b, weights, bf16_8b_weights,
+                       weights / bf16_8b_weights, held, em_cuda_device_used_bytes() / 1073741824.0);
+                fflush(stdout);
+            }
+        }
+        be->free(f);
         if (err) return fail(err);
     }
     return 0;

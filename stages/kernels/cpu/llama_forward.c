@@ -540,9 +540,11 @@ void em_llama_forward_free(em_llama_forward *f) {
     free(f);
 }
 
-/* The `cpu` row of the forward-backend table. */
+/* The `cpu` row of the forward-backend table. It computes F32 matrices in FP32 and quantized ones
+ * from their blocks: the default options, the only ones the stage lets through (weight_storage
+ * false). */
 static em_status backend_create(const em_model *model, const em_forward_groups *groups, int threads,
-                                void **out) {
+                                const em_forward_options *options, void **out) {
     return em_llama_forward_new_split(model, groups, threads, (em_llama_forward **)out);
 }
 static em_status backend_score(void *f, const int32_t *input, const int32_t *target, int T,
@@ -598,6 +600,7 @@ static void backend_free(void *f) {
 const em_forward_backend em_forward_backend_cpu = {
     .name = "cpu",
     .gpu_buffers = false,
+    .weight_storage = false,
     .available = NULL,
     .create = backend_create,
     .score_window = backend_score,

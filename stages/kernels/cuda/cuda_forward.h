@@ -1,14 +1,16 @@
 /* The `cuda` forward backend, C-callable (the kernels are in the .cu files of this folder).
  *
- * A forward holds this rank's weights on its GPU, uploaded once from the mmapped model: F32, F16
- * and BF16 matrices as they are (F32 products in FP32, the exact mode), the quantized types
- * dequantized to BF16 on the device block by block (dequantize.cuh has a kernel per family:
- * Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K), any other type of the type table dequantized on
- * the host through it and converted to BF16 on the device. Projections and the head's logits are
- * cuBLASLt products with FP32 accumulation and FP32 results (gemm.cuh: CUBLAS_COMPUTE_32F, no
- * TF32, split-K off, one fixed algorithm per shape whatever T);
- * RMSNorm, RoPE (the CPU path's table, computed on the host in double), causal grouped-query
- * attention with an online softmax (memory bounded: no (T, T) scores), SwiGLU/GeGLU and the
+ * A forward holds this rank's weights on its GPU, uploaded once from the mmapped model as the
+ * forward's options say (device_weights.cuh): F16 and BF16 matrices as they are, F32 ones as they
+ * are (products in FP32, the exact mode) or rounded to BF16; the quantized types with a device
+ * decoder (dequantize.cuh: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K and the torchao int8 and
+ * int4 weight-only types) dequantized to BF16 once at load, or kept in their blocks and
+ * dequantized into a BF16 scratch before each product; any other type of the type table
+ * dequantized on the host through it and converted to BF16 on the device. Projections and the
+ * head's logits are cuBLASLt products with FP32 accumulation and FP32 results (gemm.cuh:
+ * CUBLAS_COMPUTE_32F, no TF32, split-K off, one fixed algorithm per shape whatever T); RMSNorm,
+ * RoPE (the CPU path's table, computed on the host in double), causal grouped-query attention
+ * with an online softmax (memory bounded: no (T, T) scores), SwiGLU/GeGLU and the
  * vocabulary-tiled head (max, sum of exponentials and argmax per 192-row tile, vocab_head.h:
  * never (T, vocab) logits) are kernels of kernels.cu. The same composition as the CPU
  * (llama_block.h) drives them, so the two compute the same steps.
@@ -50,11 +52,13 @@ extern const em_forward_backend em_forward_backend_cuda;
 em_status em_cuda_available(void);
 
 /* A forward over a model of configuration c whose weights are generated on the device from seed
- * (BF16 matrices, values uniform in +-1/sqrt(n_in); norms 1), for benchmarks: nothing is read
- * from or written to disk. Windows are scored through em_forward_backend_cuda; `threads` host
+ * (matrices of values in about +-1/sqrt(n_in); norms 1), for benchmarks: nothing is read from or
+ * written to disk. The embedding and output are BF16; the layers' matrices are of layer_type:
+ * BF16, or Q4_0 or TORCHAO_I4_G128 blocks kept quantized and dequantized before each product
+ * (device_weights.cuh). Windows are scored through em_forward_backend_cuda; `threads` host
  * threads merge the head's tiles. */
-em_status em_cuda_forward_new_random(const em_llama_config *c, uint64_t seed, int threads,
-                                     void **out);
+em_status em_cuda_forward_new_random(const em_llama_config *c, uint64_t seed, uint32_t layer_type,
+                                     int threads, void **out);
 
 /* TFLOP/s of a BF16 GEMM out (n, m) = in (n, k) w (m, k)^T with FP32 accumulation through the
  * forward's own cuBLASLt path (gemm.cuh: one fixed algorithm, split-K off), measured over reps

@@ -1,7 +1,9 @@
-/* Decoders of ggml's quantized blocks, one per type family, usable on the device (the upload's
- * dequantize kernels) and on the host (the test that checks them against the type table,
- * tests/kernels/test_cuda_dequantize.cu). Each writes one block's values as floats in the order
- * the block stores them along the row; layouts are ggml's (bytes per block in comments). */
+/* Decoders of the quantized blocks of the tensor-type table (ggml's and evalmesh's torchao
+ * weight-only types), one per type family, usable on the device (the dequantize kernels of
+ * device_weights.cu) and on the host (the test that checks them against the type table bit for
+ * bit, tests/gpu/test_cuda_dequantize.cu). Each writes one block's values as floats in the order
+ * the block stores them along the row (bytes per block in comments). A product and a sum are
+ * rounded separately (em_mul_add), as the type table's C does: the device would fuse them. */
 #ifndef EVALMESH_KERNELS_CUDA_DEQUANTIZE_CUH
 #define EVALMESH_KERNELS_CUDA_DEQUANTIZE_CUH
 
@@ -39,6 +41,15 @@ EM_HD float em_read_half(const uint8_t *p) {
     return em_half_bits_to_float((uint16_t)(p[0] | (p[1] << 8)));
 }
 
+/* a b + c with the product rounded before the sum (no fused multiply-add), as on the host. */
+EM_HD float em_mul_add(float a, float b, float c) {
+#ifdef __CUDA_ARCH__
+    return __fadd_rn(__fmul_rn(a, b), c);
+#else
+    return a * b + c;
+#endif
+}
+
 /* Q8_0 (34 bytes): d (half), 32 int8. */
 EM_HD void em_block_q8_0(const uint8_t *b, float *y) {
     float d = em_read_half(b);
@@ -60,8 +71,8 @@ EM_HD void em_block_q4_1(const uint8_t *b, float *y) {
     float d = em_read_half(b), m = em_read_half(b + 2);
     const uint8_t *qs = b + 4;
     for (int j = 0; j < 16; j++) {
-        y[j] = (float)(qs[j] & 0xf) * d + m;
-        y[j + 16] = (float)(qs[j] >> 4) * d + m;
+        y[j] = em_mul_add((float)(qs[j] & 0xf), d, m);
+        y[j + 16] = em_mul_add((float)(qs[j] >> 4), d, m);
     }
 }
 
@@ -91,8 +102,8 @@ EM_HD void em_block_q5_1(const uint8_t *b, float *y) {
     for (int j = 0; j < 16; j++) {
         int lo = (int)((qs[j] & 0xf) | (((qh >> j) & 1u) << 4));
         int hi = (int)((qs[j] >> 4) | (((qh >> (j + 16)) & 1u) << 4));
-        y[j] = (float)lo * d + m;
-        y[j + 16] = (float)hi * d + m;
+        y[j] = em_mul_add((float)lo, d, m);
+        y[j + 16] = em_mul_add((float)hi, d, m);
     }
 }
 
@@ -118,8 +129,8 @@ EM_HD void em_block_q4_k(const uint8_t *b, float *y) {
         float d1 = d * (float)sc, m1 = dmin * (float)m;
         em_k4_scale_min(is + 1, scales, &sc, &m);
         float d2 = d * (float)sc, m2 = dmin * (float)m;
-        for (int l = 0; l < 32; l++) y[j + l] = d1 * (float)(q[l] & 0xf) - m1;
-        for (int l = 0; l < 32; l++) y[j + 32 + l] = d2 * (float)(q[l] >> 4) - m2;
+        for (int l = 0; l < 32; l++) y[j + l] = em_mul_add(d1, (float)(q[l] & 0xf), -m1);
+        for (int l = 0; l < 32; l++) y[j + 32 + l] = em_mul_add(d2, (float)(q[l] >> 4), -m2);
     }
 }
 
@@ -136,9 +147,9 @@ EM_HD void em_block_q5_k(const uint8_t *b, float *y) {
         em_k4_scale_min(is + 1, scales, &sc, &m);
         float d2 = d * (float)sc, m2 = dmin * (float)m;
         for (int l = 0; l < 32; l++)
-            y[j + l] = d1 * (float)((ql[l] & 0xf) + (qh[l] & u1 ? 16 : 0)) - m1;
+            y[j + l] = em_mul_add(d1, (float)((ql[l] & 0xf) + (qh[l] & u1 ? 16 : 0)), -m1);
         for (int l = 0; l < 32; l++)
-            y[j + 32 + l] = d2 * (float)((ql[l] >> 4) + (qh[l] & u2 ? 16 : 0)) - m2;
+            y[j + 32 + l] = em_mul_add(d2, (float)((ql[l] >> 4) + (qh[l] & u2 ? 16 : 0)), -m2);
     }
 }
 
@@ -163,8 +174,35 @@ EM_HD void em_block_q6_k(const uint8_t *b, float *y) {
     }
 }
 
-/* The table of device-dequantized families, one row per type: X(ggml type id, values per block,
- * bytes per block, decoder). A type not here is dequantized on the host through the type table. */
+/* torchao int8 weight-only (evalmesh's TORCHAO_I8, 36 bytes): a float scale s, 32 int8: q s. */
+EM_HD void em_block_torchao_i8(const uint8_t *b, float *y) {
+    union {
+        uint32_t u;
+        float f;
+    } s;
+    s.u = em_read_u32(b);
+    for (int i = 0; i < 32; i++) y[i] = s.f * (float)(int8_t)b[4 + i];
+}
+
+/* torchao int4 weight-only with groups of G (TORCHAO_I4_G<G>, 4 + G/2 bytes): BF16 scale s and
+ * zero z, G/2 bytes of nibbles: value j low nibble, j + G/2 high: (q - 8) s + z. */
+template <int G> EM_HD void em_block_torchao_i4(const uint8_t *b, float *y) {
+    union {
+        uint32_t u;
+        float f;
+    } s, z;
+    s.u = (uint32_t)(b[0] | (b[1] << 8)) << 16;
+    z.u = (uint32_t)(b[2] | (b[3] << 8)) << 16;
+    const uint8_t *qs = b + 4;
+    for (int j = 0; j < G / 2; j++) {
+        y[j] = em_mul_add((float)((qs[j] & 0xf) - 8), s.f, z.f);
+        y[j + G / 2] = em_mul_add((float)((qs[j] >> 4) - 8), s.f, z.f);
+    }
+}
+
+/* The table of device-dequantized families, one row per type: X(tensor type id, values per
+ * block, bytes per block, decoder). A type not here is dequantized on the host through the type
+ * table. */
 #define EM_CUDA_BLOCK_TYPES                                                                        \
     X(8, 32, 34, em_block_q8_0)                                                                    \
     X(2, 32, 18, em_block_q4_0)                                                                    \
@@ -173,7 +211,12 @@ EM_HD void em_block_q6_k(const uint8_t *b, float *y) {
     X(7, 32, 24, em_block_q5_1)                                                                    \
     X(12, 256, 144, em_block_q4_k)                                                                 \
     X(13, 256, 176, em_block_q5_k)                                                                 \
-    X(14, 256, 210, em_block_q6_k)
+    X(14, 256, 210, em_block_q6_k)                                                                 \
+    X(200, 32, 36, em_block_torchao_i8)                                                            \
+    X(201, 32, 20, em_block_torchao_i4<32>)                                                        \
+    X(202, 64, 36, em_block_torchao_i4<64>)                                                        \
+    X(203, 128, 68, em_block_torchao_i4<128>)                                                      \
+    X(204, 256, 132, em_block_torchao_i4<256>)
 
 #undef EM_HD
 #endif

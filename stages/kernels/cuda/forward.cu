@@ -10,6 +10,7 @@
 
 #include "stages/kernels/cuda/attention_block.cuh"
 #include "stages/kernels/cuda/gemm.cuh"
+#include "stages/kernels/cuda/device_weights.cuh"
 #include "stages/kernels/cuda/kernels.cuh"
 #include "stages/kernels/cuda/partial_sums.cuh"
 extern "C" { /* the C side: checks, RoPE tables, the composition, the shards, the type table */
@@ -21,7 +22,6 @@ extern "C" { /* the C side: checks, RoPE tables, the composition, the shards, th
 #include "stages/model/ggml_types.h"
 }
 
-#define STAGE_BYTES ((size_t)64 << 20)      /* upload staging: raw blocks or floats per chunk */
 #define HEAD_CHUNK_FLOATS ((size_t)1 << 26) /* logits of one vocabulary stretch (256 MiB) */
 #define MAX_HEAD_DIM 256                    /* the attention kernel's limit (kernels.cu) */
 
@@ -69,7 +69,8 @@ typedef struct em_cuda_forward {
     em_dmat tok_embd, output; /* output.data == tok_embd.data when tied */
     float *output_norm;       /* (D) */
     size_t weight_bytes;
-    char fault[1024]; /* the first cuBLASLt or CUDA failure of the current window */
+    em_weight_store store; /* how the matrices are held; the scratch of those kept quantized */
+    char fault[1024];      /* the first cuBLASLt or CUDA failure of the current window */
     /* device activations for `capacity` positions */
     int capacity;
     size_t activation_bytes;
@@ -175,63 +176,6 @@ static em_status upload_vector(em_cuda_forward *f, const em_tensor *t, int64_t n
     em_status err = upload_floats(f, host, n, out);
     free(host);
     return err;
-}
-
-/* A matrix {cols, rows} onto the device: F32, F16 and BF16 as they are; a type with a device
- * decoder as raw blocks, a stretch of rows at a time, dequantized to BF16 there; any other type
- * dequantized on the host through the type table, a stretch at a time, and rounded to BF16 on
- * the device. */
-static em_status upload_matrix(em_cuda_forward *f, const em_tensor *t, em_dmat *out) {
-    int64_t cols = t->shape[0], rows = t->shape[1], n = cols * rows;
-    uint32_t type = (uint32_t)t->type;
-    out->rows = rows;
-    out->cols = cols;
-    cudaError_t e = cudaSuccess;
-    em_status err;
-    if (type == EM_TENSOR_F32 || type == EM_TENSOR_F16 || type == EM_TENSOR_BF16) {
-        out->type = type == EM_TENSOR_F32   ? CUDA_R_32F
-                    : type == EM_TENSOR_F16 ? CUDA_R_16F
-                                            : CUDA_R_16BF;
-        size_t bytes = em_tensor_type_row_bytes(t->type, cols) * (size_t)rows;
-        if ((err = dev_alloc(&out->data, bytes, &f->weight_bytes))) return err;
-        e = cudaMemcpy(out->data, t->data, bytes, cudaMemcpyHostToDevice);
-        return e == cudaSuccess ? NULL : em_error_prefix(cuda_error(e, "upload"), "%s", t->name);
-    }
-    out->type = CUDA_R_16BF;
-    if ((err = dev_alloc(&out->data, (size_t)n * 2, &f->weight_bytes))) return err;
-    __nv_bfloat16 *dst = (__nv_bfloat16 *)out->data;
-    void *stage = NULL;
-    if ((err = dev_alloc(&stage, STAGE_BYTES, NULL))) return err;
-    int values = em_cuda_block_values(type);
-    if (values) {
-        size_t row_bytes = em_tensor_type_row_bytes(t->type, cols);
-        int64_t chunk =
-            (int64_t)(STAGE_BYTES / row_bytes) > 0 ? (int64_t)(STAGE_BYTES / row_bytes) : 1;
-        for (int64_t r0 = 0; r0 < rows && e == cudaSuccess; r0 += chunk) {
-            int64_t nr = rows - r0 < chunk ? rows - r0 : chunk;
-            e = cudaMemcpy(stage, (const uint8_t *)t->data + (size_t)r0 * row_bytes,
-                           (size_t)nr * row_bytes, cudaMemcpyHostToDevice);
-            if (e == cudaSuccess)
-                em_cuda_dequantize_bf16(type, (const uint8_t *)stage, nr * cols / values,
-                                        dst + (size_t)r0 * cols);
-        }
-    } else {
-        int64_t chunk = (int64_t)(STAGE_BYTES / sizeof(float) / (size_t)cols);
-        if (chunk < 1) chunk = 1;
-        float *host = (float *)em_xmalloc((size_t)chunk * (size_t)cols * sizeof *host);
-        for (int64_t r0 = 0; r0 < rows && e == cudaSuccess; r0 += chunk) {
-            int64_t nr = rows - r0 < chunk ? rows - r0 : chunk;
-            em_rows_to_float(t, r0, nr, host, cols);
-            e = cudaMemcpy(stage, host, (size_t)(nr * cols) * sizeof(float),
-                           cudaMemcpyHostToDevice);
-            if (e == cudaSuccess)
-                em_cuda_f32_to_bf16((const float *)stage, dst + (size_t)r0 * cols, nr * cols);
-        }
-        free(host);
-    }
-    if (e == cudaSuccess) e = cudaDeviceSynchronize(); /* the staging buffer is freed next */
-    cudaFree(stage);
-    return e == cudaSuccess ? NULL : em_error_prefix(cuda_error(e, "upload"), "%s", t->name);
 }
 
 static void free_activations(em_cuda_forward *f) {
@@ -344,6 +288,7 @@ static const void *typed_input(em_cuda_forward *f, const float *in, int64_t n,
  * (typed_input). FP32 accumulation and results, the shape's one cuBLASLt algorithm (gemm.cuh). */
 static void gemm(em_cuda_forward *f, const void *in, int T, const em_dmat *w, float *out,
                  bool accumulate) {
+    w = em_weights_in_use(&f->store, w); /* a matrix kept quantized: its BF16 values */
     note_error(f, em_gemm_project(f->gemm, w, in, T, out, accumulate));
 }
 
@@ -728,7 +673,7 @@ static em_status backend_score_pair(void *ref, void *cand, const int32_t *input,
 
 static size_t backend_memory(const void *fp) {
     const em_cuda_forward *f = (const em_cuda_forward *)fp;
-    return f->activation_bytes + f->split.device_bytes;
+    return f->activation_bytes + f->split.device_bytes + em_weights_scratch_bytes(&f->store);
 }
 
 static size_t backend_weight_bytes(const void *fp) {
@@ -762,6 +707,7 @@ static void backend_free(void *fp) {
     cudaFree(f->tok_embd.data);
     cudaFree(f->output_norm);
     em_gemm_free(f->gemm);
+    em_weights_free(&f->store);
     free(f);
 }
 
@@ -798,12 +744,13 @@ static em_status upload_model(em_cuda_forward *f, const em_model *m, const em_ll
     const em_llama_config *c = &m->config;
     int64_t D = c->dim, hd = c->head_dim;
     int64_t QD = (int64_t)sh->n_heads * hd, KVD = (int64_t)sh->n_kv_heads * hd;
-    em_status err = upload_matrix(f, m->tok_embd, &f->tok_embd);
+    em_status err =
+        em_weights_upload(&f->store, m->tok_embd, false, &f->tok_embd, &f->weight_bytes);
     if (!err) {
         if (m->output == m->tok_embd && sh->tp == 1)
             f->output = f->tok_embd;
         else
-            err = upload_matrix(f, &sh->output, &f->output);
+            err = em_weights_upload(&f->store, &sh->output, false, &f->output, &f->weight_bytes);
     }
     if (!err) err = upload_vector(f, m->output_norm, D, &f->output_norm);
     for (int i = 0; i < c->n_layers && !err; i++) {
@@ -813,7 +760,8 @@ static em_status upload_model(em_cuda_forward *f, const em_model *m, const em_ll
         const em_tensor *mats[] = {&s->wq,     &s->wk,   &s->wv,    &s->wo,
                                    &s->w_gate, &s->w_up, &s->w_down};
         em_dmat *dst[] = {&l->wq, &l->wk, &l->wv, &l->wo, &l->w_gate, &l->w_up, &l->w_down};
-        for (int j = 0; j < 7 && !err; j++) err = upload_matrix(f, mats[j], dst[j]);
+        for (int j = 0; j < 7 && !err; j++)
+            err = em_weights_upload(&f->store, mats[j], true, dst[j], &f->weight_bytes);
         if (!err) err = upload_vector(f, w->attn_norm, D, &l->attn_norm);
         if (!err) err = upload_vector(f, w->ffn_norm, D, &l->ffn_norm);
         if (!err && c->has_qkv_bias) {
@@ -835,7 +783,7 @@ static em_status upload_model(em_cuda_forward *f, const em_model *m, const em_ll
 }
 
 static em_status backend_create(const em_model *model, const em_forward_groups *groups, int threads,
-                                void **out) {
+                                const em_forward_options *options, void **out) {
     *out = NULL;
     /* the CPU forward's checks of shapes and types (cheap at tp = 1: views, no copies) */
     em_llama_forward *check = NULL;
@@ -858,7 +806,9 @@ static em_status backend_create(const em_model *model, const em_forward_groups *
         f->split.groups = *groups;
         f->split.vocab_row0 = shard.vocab_row0;
         f->split.vocab_rows = shard.vocab_rows;
-        err = upload_model(f, model, &shard);
+        err = em_weights_init(&f->store, options, model);
+        if (!err) err = upload_model(f, model, &shard);
+        if (!err) err = em_weights_ready(&f->store);
     }
     em_llama_shard_free(&shard, model->config.n_layers); /* uploaded: the host copies go */
     if (err) {
@@ -875,6 +825,7 @@ const em_forward_backend em_forward_backend_cuda = {
      * composition's gathers and ring blocks are host buffers: any mesh backend carries it, mpi
      * as it is and nccl through its host staging */
     .gpu_buffers = false,
+    .weight_storage = true,
     .available = em_cuda_available,
     .create = backend_create,
     .score_window = backend_score,
@@ -885,44 +836,37 @@ const em_forward_backend em_forward_backend_cuda = {
     .free = backend_free,
 };
 
-/* A BF16 matrix {cols, rows} of generated values in +-1/sqrt(cols). */
-static em_status random_matrix(em_cuda_forward *f, int64_t cols, int64_t rows, uint64_t seed,
-                               em_dmat *out) {
-    *out = (em_dmat){CUDA_R_16BF, NULL, rows, cols};
-    em_status err = dev_alloc(&out->data, (size_t)(rows * cols) * 2, &f->weight_bytes);
-    if (!err)
-        em_cuda_fill_bf16((__nv_bfloat16 *)out->data, rows * cols, seed, 1.0f / sqrtf((float)cols),
-                          0.0f);
-    return err;
-}
-
 static em_status ones(em_cuda_forward *f, int64_t n, float **out) {
     em_status err = dev_alloc((void **)out, (size_t)n * 4, &f->weight_bytes);
     if (!err) em_cuda_fill_f32(*out, n, 1.0f);
     return err;
 }
 
-em_status em_cuda_forward_new_random(const em_llama_config *c, uint64_t seed, int threads,
-                                     void **out) {
+em_status em_cuda_forward_new_random(const em_llama_config *c, uint64_t seed, uint32_t layer_type,
+                                     int threads, void **out) {
     *out = NULL;
     em_cuda_forward *f = NULL;
     em_status err = forward_shell(c, threads, &f);
     if (err) return err;
+    em_weight_store *store = &f->store; /* zeroed: generated blocks stay in their blocks */
     int64_t D = c->dim, F = c->ffn_dim, QD = (int64_t)c->n_heads * c->head_dim;
     int64_t KVD = (int64_t)c->n_kv_heads * c->head_dim;
     uint64_t s = seed * 1000;
-    err = random_matrix(f, D, c->n_vocab, s++, &f->tok_embd);
-    if (!err) err = random_matrix(f, D, c->n_vocab, s++, &f->output);
+    size_t *bytes = &f->weight_bytes;
+    err = em_weights_random(store, EM_TENSOR_BF16, D, c->n_vocab, s++, &f->tok_embd, bytes);
+    if (!err) err = em_weights_random(store, EM_TENSOR_BF16, D, c->n_vocab, s++, &f->output, bytes);
     if (!err) err = ones(f, D, &f->output_norm);
     for (int i = 0; i < c->n_layers && !err; i++) {
         cuda_layer *l = &f->layers[i];
         int64_t shapes[7][2] = {{D, QD}, {D, KVD}, {D, KVD}, {QD, D}, {D, F}, {D, F}, {F, D}};
         em_dmat *dst[] = {&l->wq, &l->wk, &l->wv, &l->wo, &l->w_gate, &l->w_up, &l->w_down};
         for (int j = 0; j < 7 && !err; j++)
-            err = random_matrix(f, shapes[j][0], shapes[j][1], s++, dst[j]);
+            err = em_weights_random(store, layer_type, shapes[j][0], shapes[j][1], s++, dst[j],
+                                    bytes);
         if (!err) err = ones(f, D, &l->attn_norm);
         if (!err) err = ones(f, D, &l->ffn_norm);
     }
+    if (!err) err = em_weights_ready(store);
     cudaError_t e = err ? cudaSuccess : cudaDeviceSynchronize();
     if (!err && e != cudaSuccess) err = cuda_error(e, "generating weights");
     if (err) {

@@ -294,22 +294,34 @@ void em_cuda_fill_f32(float *w, int64_t n, float fill) {
     fill_f32_kernel<<<blocks_for(n, 256), 256>>>(w, n, fill);
 }
 
-/* One thread per block of a quantized type: decode (dequantize.cuh), round to BF16. */
+#define DEQUANTIZE_VALUES 4096 /* values per thread block of dequantize_kernel */
+#define DEQUANTIZE_THREADS 256
+
+/* Thread block k: the quantized blocks of values k DEQUANTIZE_VALUES onwards. Thread j < their
+ * count decodes block j (dequantize.cuh) into shared memory (a row of VALUES + 1 floats each, so
+ * the threads' stores fall in different banks), then all threads round the values to BF16 and
+ * store them in order, consecutive threads to consecutive addresses. */
 template <int VALUES, int BYTES, void (*DECODE)(const uint8_t *, float *)>
 static __global__ void dequantize_kernel(const uint8_t *src, int64_t blocks, __nv_bfloat16 *dst) {
-    int64_t b = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (b >= blocks) return;
-    float y[VALUES];
-    DECODE(src + (size_t)b * BYTES, y);
-    for (int i = 0; i < VALUES; i++) dst[(size_t)b * VALUES + i] = __float2bfloat16_rn(y[i]);
+    constexpr int PER = DEQUANTIZE_VALUES / VALUES; /* quantized blocks per thread block */
+    __shared__ float y[PER * (VALUES + 1)];
+    int64_t first = (int64_t)blockIdx.x * PER;
+    int count = blocks - first < PER ? (int)(blocks - first) : PER;
+    if ((int)threadIdx.x < count)
+        DECODE(src + (size_t)(first + threadIdx.x) * BYTES, y + threadIdx.x * (VALUES + 1));
+    __syncthreads();
+    __nv_bfloat16 *out = dst + (size_t)first * VALUES;
+    for (int v = threadIdx.x; v < count * VALUES; v += DEQUANTIZE_THREADS)
+        out[v] = __float2bfloat16_rn(y[(v / VALUES) * (VALUES + 1) + v % VALUES]);
 }
 
 bool em_cuda_dequantize_bf16(uint32_t type, const uint8_t *src, int64_t blocks,
                              __nv_bfloat16 *dst) {
 #define X(id, values, bytes, decode)                                                               \
     if (type == id) {                                                                              \
+        int64_t per = DEQUANTIZE_VALUES / values;                                                  \
         dequantize_kernel<values, bytes, decode>                                                   \
-            <<<blocks_for(blocks, 128), 128>>>(src, blocks, dst);                                  \
+            <<<(unsigned)((blocks + per - 1) / per), DEQUANTIZE_THREADS>>>(src, blocks, dst);      \
         return true;                                                                               \
     }
     EM_CUDA_BLOCK_TYPES

@@ -14,11 +14,14 @@ extern "C" {
 }
 
 /* A weight matrix on the device: rows (n_out) of cols (n_in) values of type (CUDA_R_32F,
- * CUDA_R_16F or CUDA_R_16BF), row-major. */
+ * CUDA_R_16F or CUDA_R_16BF), row-major; or, when blocks_type is not 0, data holds the rows in
+ * blocks of that tensor type, kept quantized and dequantized to `type` (BF16) before each product
+ * (device_weights.cuh). */
 typedef struct em_dmat {
     cudaDataType_t type;
     void *data;
     int64_t rows, cols;
+    uint32_t blocks_type; /* 0 (values as they are), or a type of dequantize.cuh's table */
 } em_dmat;
 
 /* x (T, D) = scale * rows ids[t] of the embedding e (e->cols == D), as FP32. */
