@@ -101,7 +101,7 @@ static void make_data(const tested_type *t, uint32_t seed, data *d) {
     for (size_t i = 0; i < (size_t)N_OUT * N_IN; i++) d->w[i] = store(t, tw, i, uniform(&seed));
     for (size_t i = 0; i < (size_t)T_MAX * N_IN; i++) d->x[i] = store(t, tx, i, uniform(&seed));
     for (size_t i = 0; i < (size_t)T_MAX * N_OUT; i++) d->c[i] = uniform(&seed);
-    d->dw = em_dmat{t->type, device_copy(tw, (size_t)N_OUT * N_IN * t->bytes), N_OUT, N_IN};
+    d->dw = em_dmat{t->type, device_copy(tw, (size_t)N_OUT * N_IN * t->bytes), N_OUT, N_IN, 0};
     d->dx = device_copy(tx, (size_t)T_MAX * N_IN * t->bytes);
     free(tw);
     free(tx);
@@ -218,7 +218,7 @@ static void check_exact_mode(em_gemm *g) {
     float *w = (float *)malloc((size_t)N_OUT * N_IN * sizeof(float)), ones[N_IN];
     for (size_t i = 0; i < (size_t)N_OUT * N_IN; i++) w[i] = 1.0f + ldexpf(1.0f, -12);
     for (int k = 0; k < N_IN; k++) ones[k] = 1.0f;
-    em_dmat dw = {CUDA_R_32F, device_copy(w, (size_t)N_OUT * N_IN * sizeof(float)), N_OUT, N_IN};
+    em_dmat dw = {CUDA_R_32F, device_copy(w, (size_t)N_OUT * N_IN * sizeof(float)), N_OUT, N_IN, 0};
     void *dx = device_copy(ones, sizeof ones);
     float *dout = (float *)device_copy(NULL, N_OUT * sizeof(float)), out[N_OUT];
     if (ok(em_gemm_project(g, &dw, dx, 1, dout, false), "exact mode") &&
@@ -268,7 +268,7 @@ static void check_forward_plans(void) {
     c.embed_scale = 1.0f;
     c.attn_scale_base = c.head_dim;
     void *f = NULL;
-    if (!ok(em_cuda_forward_new_random(&c, 7, 1, &f), "generated forward")) return;
+    if (!ok(em_cuda_forward_new_random(&c, 7, EM_TENSOR_BF16, 1, &f), "generated forward")) return;
     char reason[1024] = "";
     bool invariant = em_cuda_gemm_row_invariant(f, reason, sizeof reason);
     if (!invariant) fprintf(stderr, "generated forward: %s\n", reason);

@@ -881,7 +881,7 @@ em_status em_cuda_gemm_tflops(int m, int n, int k, int reps, double *tflops, cha
                               size_t algo_size) {
     em_status err = select_device();
     if (err) return err;
-    em_dmat w = {CUDA_R_16BF, NULL, m, k};
+    em_dmat w = {CUDA_R_16BF, NULL, m, k, 0};
     void *in = NULL;
     float *out = NULL;
     em_gemm *g = NULL;
