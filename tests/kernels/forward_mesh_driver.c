@@ -75,7 +75,7 @@ int main(int argc, char **argv) {
         }
         if (w < first || w >= end) continue;
         err = reference ? em_llama_reference_window(model, ids, ids + 1, T, score_from, nll, argmax)
-                        : be->score_window(f, ids, ids + 1, T, score_from, nll, argmax);
+                        : em_forward_score_window(be, f, ids, ids + 1, T, score_from, nll, argmax);
         for (int i = 0; i < n && !err && file; i++)
             fprintf(file, "%d %d %.17g %d\n", w, score_from + i, nll[i], argmax[i]);
     }

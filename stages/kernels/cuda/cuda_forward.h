@@ -12,10 +12,13 @@
  * never (T, vocab) logits) are kernels of kernels.cu. The same composition as the CPU
  * (llama_block.h) drives them, so the two compute the same steps.
  *
- * Windows are computed one at a time on the device, each with kernel shapes that depend only on
- * its own length: a window's results do not depend on which other windows run, in which order or
- * how often (every reduction has a fixed order). Tensor and context parallelism (tp, cp > 1) are
- * not implemented on this backend: create refuses them with exit status 2. */
+ * Windows run in batches (score_batch): their positions are the rows of one set of activations,
+ * attention stays inside each window (em_cuda_attention's segments), RoPE rows are copied from
+ * the table of positions 0.. per window, and the head runs per window with shapes of that window
+ * alone. Every reduction of the kernels has a fixed order, so a window's results do not depend
+ * on which other windows share its batch, in which order or how often, as long as the GEMMs give
+ * a row the same bits whatever the number of rows. Tensor and context parallelism (tp, cp > 1)
+ * are not implemented on this backend: create refuses them with exit status 2. */
 #ifndef EVALMESH_KERNELS_CUDA_FORWARD_H
 #define EVALMESH_KERNELS_CUDA_FORWARD_H
 

@@ -55,6 +55,12 @@ typedef struct em_cuda_forward {
     float *logits;          /* (rows, n) transposed logits of one stretch (head_floats) */
     em_head_tile *part;     /* (tiles, T) */
     float *target_logit;    /* (T) */
+    /* RoPE tables of positions 0 .. capacity-1; rope and rope_swa hold the batch's rows of them */
+    float *rope_table, *rope_swa_table;
+    /* the current batch's windows (begin): host and device offsets, room for window_slots */
+    em_cuda_segments windows;
+    int32_t *window_start, *window_start_device;
+    int window_slots;
 } em_cuda_forward;
 
 static em_status cuda_error(cudaError_t e, const char *what) {
@@ -186,6 +192,9 @@ static void free_activations(em_cuda_forward *f) {
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) cudaFree(bufs[i]);
     f->x = f->xn = f->y = f->q = f->att = f->k = f->v = f->gate = f->up = NULL;
     f->rope = f->rope_swa = f->logits = f->target_logit = NULL;
+    cudaFree(f->rope_table);
+    cudaFree(f->rope_swa_table);
+    f->rope_table = f->rope_swa_table = NULL;
     f->typed = NULL;
     f->ids = NULL;
     f->part = NULL;
@@ -211,7 +220,8 @@ static size_t head_floats(const em_llama_config *c, int T) {
     return floats > one_tile ? floats : one_tile;
 }
 
-/* Makes the activations hold T positions; the RoPE tables cover positions 0 .. capacity-1. */
+/* Makes the activations hold T rows (a batch's positions); the RoPE tables of positions cover
+ * 0 .. capacity-1, so every window of the batch (at most T positions) finds its rows there. */
 static em_status reserve(em_cuda_forward *f, int T) {
     if (T <= f->capacity) return NULL;
     free_activations(f);
@@ -239,6 +249,8 @@ static em_status reserve(em_cuda_forward *f, int T) {
         {&f->typed, t * widest * 2},
         {(void **)&f->rope, t * half * 2 * 4},
         {(void **)&f->rope_swa, c->rope_freq_base_swa > 0 ? t * half * 2 * 4 : 0},
+        {(void **)&f->rope_table, t * half * 2 * 4},
+        {(void **)&f->rope_swa_table, c->rope_freq_base_swa > 0 ? t * half * 2 * 4 : 0},
         {(void **)&f->ids, t * 4},
         {(void **)&f->logits, head_floats(c, T) * 4},
         {(void **)&f->part, tiles * t * sizeof(em_head_tile)},
@@ -255,11 +267,11 @@ static em_status reserve(em_cuda_forward *f, int T) {
     const float *factors =
         f->model && f->model->rope_freqs ? (const float *)f->model->rope_freqs->data : NULL;
     em_rope_table(c, factors, NULL, T, table);
-    cudaError_t e = cudaMemcpy(f->rope, table, t * half * 2 * 4, cudaMemcpyHostToDevice);
-    if (e == cudaSuccess && f->rope_swa) {
+    cudaError_t e = cudaMemcpy(f->rope_table, table, t * half * 2 * 4, cudaMemcpyHostToDevice);
+    if (e == cudaSuccess && f->rope_swa_table) {
         em_llama_config local = em_rope_config_swa(c);
         em_rope_table(&local, NULL, NULL, T, table);
-        e = cudaMemcpy(f->rope_swa, table, t * half * 2 * 4, cudaMemcpyHostToDevice);
+        e = cudaMemcpy(f->rope_swa_table, table, t * half * 2 * 4, cudaMemcpyHostToDevice);
     }
     free(table);
     if (e != cudaSuccess) {
@@ -293,12 +305,47 @@ static void gemm(em_cuda_forward *f, const void *in, int T, const em_dmat *w, fl
 /* The kernels of the composition (llama_block.h); b is the em_cuda_forward. tp = cp = 1 only,
  * so local_kv, attention_block, attention_finish, partial and add_partials are never called. */
 
-static em_status cuda_begin(void *b, const int32_t *input, const int32_t *positions, int T) {
+/* The batch's windows kept as em_cuda_segments (host and device offsets) for attention. */
+static em_status keep_windows(em_cuda_forward *f, const em_segments *windows) {
+    int n = windows->count + 1;
+    if (n > f->window_slots) {
+        cudaFree(f->window_start_device);
+        f->window_start_device = NULL;
+        f->window_slots = 0;
+        f->window_start = (int32_t *)em_xrealloc(f->window_start, (size_t)n * sizeof(int32_t));
+        em_status err =
+            dev_alloc((void **)&f->window_start_device, (size_t)n * sizeof(int32_t), NULL);
+        if (err) return err;
+        f->window_slots = n;
+    }
+    memcpy(f->window_start, windows->start, (size_t)n * sizeof(int32_t));
+    f->windows = em_cuda_segments{windows->count, f->window_start, f->window_start_device};
+    cudaError_t e = cudaMemcpy(f->window_start_device, f->window_start, (size_t)n * sizeof(int32_t),
+                               cudaMemcpyHostToDevice);
+    return e == cudaSuccess ? NULL : cuda_error(e, "uploading the batch's windows");
+}
+
+/* positions restart at 0 in every window (cp = 1), so the batch's RoPE rows of window w are
+ * rows 0 .. T_w-1 of the tables of positions: copied on the device, the same bits as alone. */
+static em_status cuda_begin(void *b, const int32_t *input, const int32_t *positions,
+                            const em_segments *windows) {
     em_cuda_forward *f = (em_cuda_forward *)b;
+    int T = windows->start[windows->count];
     em_status err = reserve(f, T);
+    if (!err) err = keep_windows(f, windows);
     if (err) return err;
     cudaError_t e = cudaMemcpy(f->ids, input, (size_t)T * sizeof *input, cudaMemcpyHostToDevice);
-    if (e != cudaSuccess) return cuda_error(e, "uploading the window");
+    if (e != cudaSuccess) return cuda_error(e, "uploading the batch");
+    size_t row = (size_t)f->c.rope_dim / 2 * 2 * sizeof(float);
+    for (int w = 0; w < windows->count && e == cudaSuccess; w++) {
+        size_t at = (size_t)windows->start[w] * row / sizeof(float);
+        size_t bytes = (size_t)(windows->start[w + 1] - windows->start[w]) * row;
+        e = cudaMemcpyAsync(f->rope + at, f->rope_table, bytes, cudaMemcpyDeviceToDevice, 0);
+        if (e == cudaSuccess && f->rope_swa)
+            e = cudaMemcpyAsync(f->rope_swa + at, f->rope_swa_table, bytes,
+                                cudaMemcpyDeviceToDevice, 0);
+    }
+    if (e != cudaSuccess) return cuda_error(e, "the batch's RoPE rows");
     /* x (T, D) = embedding rows (scaled) */
     em_cuda_embed(&f->tok_embd, f->ids, T, f->c.embed_scale, f->x);
     return NULL;
@@ -342,7 +389,9 @@ static void cuda_attention(void *b, int layer, int T) {
     const em_llama_config *c = &f->c;
     em_cuda_mask mask = {1.0f / sqrtf((float)c->attn_scale_base), c->attn_softcap,
                          em_layer_is_sliding(c, layer) ? c->sliding_window : 0};
-    em_cuda_attention(f->q, f->k, f->v, T, c->n_heads, c->n_kv_heads, c->head_dim, &mask, f->att);
+    /* att (T, QD) within each window of the batch */
+    em_cuda_attention(f->q, f->k, f->v, &f->windows, c->n_heads, c->n_kv_heads, c->head_dim, &mask,
+                      f->att);
 }
 
 static void cuda_attn_out(void *b, int layer, int T, bool partial) {
@@ -457,19 +506,29 @@ static em_status check_ids(const int32_t *ids, int T, int n_vocab, const char *w
     return NULL;
 }
 
-static em_status backend_score(void *fp, const int32_t *input, const int32_t *target, int T,
-                               int score_from, double *nll, int32_t *argmax) {
+static em_status backend_score_batch(void *fp, const em_batch_window *windows, int count) {
     em_cuda_forward *f = (em_cuda_forward *)fp;
-    if (T < 1 || score_from < 0 || score_from >= T)
-        return em_error_new(EM_EXIT_BAD_INPUT, "window of %d positions scored from %d is empty", T,
-                            score_from);
-    em_status err = check_ids(input, T, f->c.n_vocab, "input");
-    if (!err) err = check_ids(target + score_from, T - score_from, f->c.n_vocab, "target");
+    int64_t rows = 0;
+    em_status err = NULL;
+    for (int w = 0; w < count && !err; w++) {
+        const em_batch_window *win = &windows[w];
+        if (win->T < 1 || win->score_from < 0 || win->score_from >= win->T)
+            err = em_error_new(EM_EXIT_BAD_INPUT, "window of %d positions scored from %d is empty",
+                               win->T, win->score_from);
+        if (!err) err = check_ids(win->input, win->T, f->c.n_vocab, "input");
+        if (!err)
+            err = check_ids(win->target + win->score_from, win->T - win->score_from, f->c.n_vocab,
+                            "target");
+        if (err && count > 1) err = em_error_prefix(err, "window %d of the batch", w);
+        rows += win->T;
+    }
+    if (!err && rows > INT32_MAX)
+        err = em_error_new(EM_EXIT_BAD_INPUT, "a batch of %lld positions is too large",
+                           (long long)rows);
     if (err) return err;
     em_forward_groups alone = {{0, 1, NULL, NULL, NULL}, {0, 1, NULL, NULL, NULL}};
-    err = em_llama_compose_window(&cuda_kernels, f, f->c.n_layers, f->c.dim, f->c.post_norms,
-                                  f->c.n_vocab, &alone, f->threads, input, target, T, score_from,
-                                  nll, argmax);
+    err = em_llama_compose(&cuda_kernels, f, f->c.n_layers, f->c.dim, f->c.post_norms, f->c.n_vocab,
+                           &alone, f->threads, windows, count);
     em_status device = window_status(f);
     if (err) {
         em_error_free(device);
@@ -517,8 +576,10 @@ static em_status backend_score_pair(void *ref, void *cand, const int32_t *input,
         return em_error_new(EM_EXIT_BAD_INPUT,
                             "the reference has %d vocabulary rows, the candidate %d", r->c.n_vocab,
                             c->c.n_vocab);
-    em_status err = backend_score(r, input, target, T, score_from, nll_ref, argmax_ref);
-    if (!err) err = backend_score(c, input, target, T, score_from, nll_cand, argmax_cand);
+    em_batch_window ref_window = {input, target, T, score_from, nll_ref, argmax_ref};
+    em_batch_window cand_window = {input, target, T, score_from, nll_cand, argmax_cand};
+    em_status err = backend_score_batch(r, &ref_window, 1);
+    if (!err) err = backend_score_batch(c, &cand_window, 1);
     return err ? err : pair_kl(r, c, T - score_from, kl);
 }
 
@@ -534,6 +595,8 @@ static void backend_free(void *fp) {
     em_cuda_forward *f = (em_cuda_forward *)fp;
     if (!f) return;
     free_activations(f);
+    free(f->window_start);
+    cudaFree(f->window_start_device);
     for (int i = 0; f->layers && i < f->c.n_layers; i++) {
         cuda_layer *l = &f->layers[i];
         void *bufs[] = {
@@ -647,10 +710,13 @@ static em_status backend_create(const em_model *model, const em_forward_groups *
 
 const em_forward_backend em_forward_backend_cuda = {
     .name = "cuda",
+    /* 16384 positions (8 windows of 2048): GEMMs of that many rows run near the GPU's peak, and
+     * an 8B model's activations for them take about 3.5 GiB */
+    .batch_tokens = 16384,
     .gpu_buffers = false, /* tp = cp = 1: it hands its groups nothing */
     .available = em_cuda_available,
     .create = backend_create,
-    .score_window = backend_score,
+    .score_batch = backend_score_batch,
     .score_pair = backend_score_pair,
     .observe = NULL, /* calibrate runs on the cpu backend */
     .memory = backend_memory,
