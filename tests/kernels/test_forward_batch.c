@@ -2,8 +2,9 @@
  * (nll and argmax) must be bit-identical to those it gets alone, whatever windows share its batch,
  * in whatever order, on 1 or 2 threads. The windows have different lengths: a 1-position window,
  * windows scored at their last position only, stride-protocol windows scored from the middle
- * (score_from > 0), and windows longer than an attention query block. Uses the model given as
- * argv[1], else the shared stories260K.gguf. Also: a bad token id in a batch is an error (exit
+ * (score_from > 0), and windows longer than an attention query block, their last blocks of every
+ * kind (whole panels of 16 queries, an odd number of them, and a part of one). Uses the model given
+ * as argv[1], else the shared stories260K.gguf. Also: a bad token id in a batch is an error (exit
  * status 2) naming the window of the batch. */
 #include <stdint.h>
 #include <stdio.h>
@@ -109,9 +110,9 @@ int main(int argc, char **argv) {
     make_window(&ws[1], 1, 0, 2, V);     /* one position */
     make_window(&ws[2], 64, 63, 3, V);   /* only its last position scored */
     make_window(&ws[3], 130, 0, 4, V);   /* three query blocks, the last a short one */
-    make_window(&ws[4], 17, 5, 5, V);
-    make_window(&ws[5], 96, 56, 6, V); /* sliding: max_length 96, stride 40 */
-    make_window(&ws[6], 33, 32, 7, V);
+    make_window(&ws[4], 48, 5, 5, V);    /* a block of 48 queries: three panels */
+    make_window(&ws[5], 96, 56, 6, V);   /* sliding: max_length 96, stride 40 */
+    make_window(&ws[6], 80, 79, 7, V);   /* two blocks, the second of one panel */
     make_window(&ws[7], 200, 0, 8, V);
 
     /* each window alone, on a fresh forward */

@@ -219,20 +219,19 @@ void em_attention(const float *q, const float *k, const float *v, const em_segme
         em_gemm_tile(s->kernel, e, rows, keys, vtw + (size_t)g * head_dim * ldv, ldv, head_dim,
                      m.out, ld);
         int first = qb.row0 + q0; /* the block's first row in the batch */
+        /* whole panels when the block starts on one, its other rows one by one */
+        int whole = first % EM_GEMM_PANEL == 0 ? rows / EM_GEMM_PANEL : 0;
         for (int d = 0; d < head_dim; d++) {
             const float *od = m.out + (size_t)d * ld;
             /* feature h*head_dim+d: token t at column[(t / 16) * q_ld * 16 + t % 16] */
             float *column = out_packed + ((size_t)h * head_dim + (size_t)d) * EM_GEMM_PANEL;
-            if (first % EM_GEMM_PANEL == 0 && (rows % EM_GEMM_PANEL == 0 || first + rows == T)) {
-                for (int p = 0; p < padded / EM_GEMM_PANEL; p++) {
-                    size_t panel = (size_t)first / EM_GEMM_PANEL + (size_t)p;
-                    float *to = column + panel * q_ld * EM_GEMM_PANEL;
-                    for (int i = 0; i < EM_GEMM_PANEL; i++)
-                        to[i] = od[p * EM_GEMM_PANEL + i] * m.sum[p * EM_GEMM_PANEL + i];
-                }
-                continue;
+            for (int p = 0; p < whole; p++) {
+                size_t panel = (size_t)first / EM_GEMM_PANEL + (size_t)p;
+                float *to = column + panel * q_ld * EM_GEMM_PANEL;
+                for (int i = 0; i < EM_GEMM_PANEL; i++)
+                    to[i] = od[p * EM_GEMM_PANEL + i] * m.sum[p * EM_GEMM_PANEL + i];
             }
-            for (int i = 0; i < rows; i++) {
+            for (int i = whole * EM_GEMM_PANEL; i < rows; i++) {
                 int t = first + i;
                 column[(size_t)(t / EM_GEMM_PANEL) * q_ld * EM_GEMM_PANEL + t % EM_GEMM_PANEL] =
                     od[i] * m.sum[i];
