@@ -168,6 +168,40 @@ static em_status residual(const em_llama_kernels *k, void *b, int layer, bool ff
     return err ? em_error_prefix(err, "tensor-parallel sum") : NULL;
 }
 
+/* The blocks over the n rows begin made: attention within each window of the batch (cp = 1) or
+ * around the cp ring (this rank's positions pos, most the largest block a cp rank holds); the
+ * row-parallel products summed over tp. */
+static em_status layers(const em_llama_kernels *k, void *b, int n_layers, int dim, bool post_norms,
+                        const em_forward_group *tp, const em_forward_group *cp, int n,
+                        const int32_t *pos, int most) {
+    bool split = tp->size > 1, apart = split || post_norms; /* products to y, not x */
+    float *all = NULL;                                      /* (tp, n, D) gathered partial sums */
+    if (split) {
+        all = malloc((size_t)tp->size * (size_t)n * (size_t)dim * sizeof *all);
+        if (!all)
+            return em_error_new(EM_EXIT_RUNTIME, "out of memory for the tensor-parallel sums");
+    }
+    em_status err = NULL;
+    for (int l = 0; l < n_layers && !err; l++) {
+        k->norm(b, l, false, n);
+        k->qkv(b, l, n);
+        if (cp->size > 1)
+            err = ring_attention(k, b, l, cp, n, pos, most);
+        else
+            k->attention(b, l, n);
+        if (err) break;
+        k->attn_out(b, l, n, apart);
+        err = residual(k, b, l, false, post_norms, tp, all, n, dim);
+        if (err) break;
+        k->norm(b, l, true, n);
+        k->mlp(b, l, n, apart);
+        err = residual(k, b, l, true, post_norms, tp, all, n, dim);
+        em_heartbeat(); /* a long batch still shows this rank alive */
+    }
+    free(all);
+    return err;
+}
+
 /* One window across the cp group (cp > 1): this rank's positions through the layers, ring
  * attention, and the scored positions gathered from every cp rank. */
 static em_status compose_cp(const em_llama_kernels *k, void *b, int n_layers, int dim,
@@ -185,26 +219,7 @@ static em_status compose_cp(const em_llama_kernels *k, void *b, int n_layers, in
     int32_t rows[2] = {0, n};
     em_segments own = {1, rows};
     em_status err = k->begin(b, own_in, pos, &own);
-    bool split = tp->size > 1, apart = split || post_norms; /* products to y, not x */
-    float *all = NULL;                                      /* (tp, n, D) gathered partial sums */
-    if (!err && split) {
-        all = malloc((size_t)tp->size * (size_t)n * (size_t)dim * sizeof *all);
-        if (!all) err = em_error_new(EM_EXIT_RUNTIME, "out of memory for the tensor-parallel sums");
-    }
-    for (int l = 0; l < n_layers && !err; l++) {
-        k->norm(b, l, false, n);
-        k->qkv(b, l, n);
-        err = ring_attention(k, b, l, cp, n, pos, most);
-        if (err) break;
-        k->attn_out(b, l, n, apart);
-        err = residual(k, b, l, false, post_norms, tp, all, n, dim);
-        if (err) break;
-        k->norm(b, l, true, n);
-        k->mlp(b, l, n, apart);
-        err = residual(k, b, l, true, post_norms, tp, all, n, dim);
-        em_heartbeat(); /* a long window still shows this rank alive */
-    }
-    free(all);
+    if (!err) err = layers(k, b, n_layers, dim, post_norms, tp, cp, n, pos, most);
     if (!err) {
         /* the scored positions are a suffix of this rank's (its second block follows its first) */
         int from = 0;
@@ -260,25 +275,8 @@ em_status em_llama_compose(const em_llama_kernels *k, void *b, int n_layers, int
     }
     em_segments segments = {count, start};
     em_status err = k->begin(b, in, pos, &segments);
-    bool split = tp->size > 1, apart = split || post_norms; /* products to y, not x */
-    float *all = NULL;                                      /* (tp, T, D) gathered partial sums */
-    if (!err && split) {
-        all = malloc((size_t)tp->size * (size_t)T * (size_t)dim * sizeof *all);
-        if (!all) err = em_error_new(EM_EXIT_RUNTIME, "out of memory for the tensor-parallel sums");
-    }
-    for (int l = 0; l < n_layers && !err; l++) {
-        k->norm(b, l, false, T);
-        k->qkv(b, l, T);
-        k->attention(b, l, T);
-        k->attn_out(b, l, T, apart);
-        err = residual(k, b, l, false, post_norms, tp, all, T, dim);
-        if (err) break;
-        k->norm(b, l, true, T);
-        k->mlp(b, l, T, apart);
-        err = residual(k, b, l, true, post_norms, tp, all, T, dim);
-        em_heartbeat(); /* a long batch still shows this rank alive */
-    }
-    free(all);
+    const em_forward_group alone = {.rank = 0, .size = 1}; /* attention within each window */
+    if (!err) err = layers(k, b, n_layers, dim, post_norms, tp, &alone, T, NULL, 0);
     /* each window's head over its own scored rows; nll NULL: the layers only, the caller runs
      * its own head (a compared pair, tp = cp = 1) */
     for (int w = 0; w < count && !err && windows[w].nll; w++) {
