@@ -260,7 +260,8 @@ static em_status run_windows(calibrate_state *st, const em_dataset *ds, collecto
     int32_t *argmax = em_xmalloc(most * sizeof *argmax);
     for (size_t i = 0; i < ds->count && !err; i++) {
         const em_window *w = &ds->windows[i];
-        err = be->score_window(f, w->input, w->target, w->length, w->score_from, nll, argmax);
+        err = em_forward_score_window(be, f, w->input, w->target, w->length, w->score_from, nll,
+                                      argmax);
         if (err) err = em_error_prefix(err, "window %lld", (long long)w->index);
         *tokens += w->length;
         if (w->length > *longest) *longest = w->length;

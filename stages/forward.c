@@ -2,9 +2,11 @@
  * by `device:` (stages/kernels/forward_backend.h) and produces the scores artifact
  * (stages/metrics/scores.h): per scored token -log p(target), the argmax and the target; per
  * window its token range, words and bytes; the time taken; and provenance copied from the model
- * and dataset. Windows are computed one at a time with shapes that depend only on the
- * window (stages/kernels/cpu/llama_forward.h), so each window's numbers are bit-identical on any
- * rank, with any thread count. The mesh must be the dataset's (checked in init); its tp group
+ * and dataset. Consecutive windows that still need computing are scored in batches of at most
+ * `batch_tokens` positions (a longer window alone; cp > 1: one window per batch), each window's
+ * numbers bit-identical to those it gets alone (forward_backend.h), so they are the same on any
+ * rank, with any thread count and any batch_tokens. The mesh must be the dataset's (checked in
+ * init); its tp group
  * splits each window's heads, MLP columns and vocabulary, its cp group each window's positions
  * (stages/kernels/llama_block.h), so every rank of a tp x cp group computes the same windows and
  * ends with the same scores. */
@@ -32,7 +34,8 @@
 
 typedef struct forward_state {
     int threads;
-    double flush_s; /* `records_flush_s`: the longest a finished window waits for fsync */
+    double flush_s;       /* `records_flush_s`: the longest a finished window waits for fsync */
+    int64_t batch_tokens; /* `batch_tokens`, else the backend's default */
     const em_forward_backend *backend; /* the `device:` row */
     em_forward_options options;        /* `f32_weights`, `quantized_weights` */
 } forward_state;
@@ -204,6 +207,13 @@ static em_status forward_init(em_stage *self, const em_run_context *ctx) {
     }
     if ((err = weight_options(self, st))) return err;
     st->flush_s = em_node_option_double(self->options, "records_flush_s");
+    const em_node *batch_tokens = em_node_get(self->options, "batch_tokens");
+    if (!em_node_is_null(batch_tokens)) {
+        err = em_node_as_int(batch_tokens, &st->batch_tokens);
+        if (err) return err;
+    } else {
+        st->batch_tokens = st->backend->batch_tokens;
+    }
     const em_node *threads = em_node_get(self->options, "threads");
     if (!em_node_is_null(threads)) {
         int64_t n;
@@ -327,49 +337,84 @@ static em_status forward_run(em_stage *self, const em_run_context *ctx) {
     records io = {0};
     err = open_records(self, ctx, mesh, model, ds, &io);
     em_rank_state *state = em_rank_state_current();
-    size_t offset = 0, reused = 0;
+    size_t offset = 0, reused = 0, done = 0;
     int64_t processed = 0; /* positions run through the model, scored or not */
-    for (size_t i = 0; i < ds->count && !err; i++) {
-        const em_window *w = &ds->windows[i];
-        if (em_stop_signal()) { /* stop between windows: the finished ones are recorded */
+    int64_t limit = mesh->cp > 1 ? 1 : st->batch_tokens; /* cp > 1: one window per batch */
+    em_batch_window *batch = em_xmalloc((ds->count ? ds->count : 1) * sizeof *batch);
+    bool *fresh = em_xcalloc(ds->count ? ds->count : 1, sizeof *fresh); /* computed here */
+    while (done < ds->count && !err) {
+        if (em_stop_signal()) { /* stop between batches: the finished windows are recorded */
             err = em_error_new(EM_EXIT_INTERRUPTED,
                                "interrupted by signal %d (%s) after %zu of %zu windows; the "
                                "finished ones are recorded: finish with `evalmesh run --resume "
                                "%s`",
-                               em_stop_signal(), strsignal(em_stop_signal()), i, ds->count,
+                               em_stop_signal(), strsignal(em_stop_signal()), done, ds->count,
                                ctx->run_dir ? ctx->run_dir : "RUN_DIR");
             break;
         }
-        if (w->score_from < 0 || w->score_from >= w->length) {
-            err = em_error_new(EM_EXIT_BAD_INPUT, "window %lld: scored from %d of %d positions",
-                               (long long)w->index, w->score_from, w->length);
-            break;
-        }
-        size_t n = (size_t)(w->length - w->score_from);
-        memcpy(s->target + offset, w->target + w->score_from, n * sizeof *s->target);
-        s->windows[i] = (em_window_score){w->index, offset, (int32_t)n, w->words, w->bytes};
-        const em_window_record *r = recorded(&io.found, &s->windows[i], s->target + offset);
-        if (r) {
-            memcpy(s->nll + offset, r->nll, n * sizeof *s->nll);
-            memcpy(s->argmax + offset, r->argmax, n * sizeof *s->argmax);
-            reused++;
-        } else {
-            err = be->score_window(f, w->input, w->target, w->length, w->score_from,
-                                   s->nll + offset, s->argmax + offset);
-            if (err) {
-                err = em_error_prefix(err, "window %lld", (long long)w->index);
+        /* windows done .. end-1: those with a record are taken from it, the others (at most
+         * `limit` positions together, or one longer window) are computed as one batch */
+        size_t end = done, at = offset;
+        int count = 0;
+        int64_t tokens = 0, first = 0, last = 0; /* the computed windows' indices */
+        for (; end < ds->count; end++) {
+            const em_window *w = &ds->windows[end];
+            if (w->score_from < 0 || w->score_from >= w->length) {
+                err = em_error_new(EM_EXIT_BAD_INPUT, "window %lld: scored from %d of %d positions",
+                                   (long long)w->index, w->score_from, w->length);
                 break;
             }
-            processed += w->length;
-            em_window_record rec = {w->index,       (int32_t)n,         w->words,
-                                    w->bytes,       s->target + offset, s->argmax + offset,
-                                    s->nll + offset};
-            if (io.writer) keep_recording(&io, em_records_append(io.writer, &rec));
+            size_t n = (size_t)(w->length - w->score_from);
+            memcpy(s->target + at, w->target + w->score_from, n * sizeof *s->target);
+            s->windows[end] = (em_window_score){w->index, at, (int32_t)n, w->words, w->bytes};
+            const em_window_record *r = recorded(&io.found, &s->windows[end], s->target + at);
+            fresh[end] = !r;
+            if (r) {
+                memcpy(s->nll + at, r->nll, n * sizeof *s->nll);
+                memcpy(s->argmax + at, r->argmax, n * sizeof *s->argmax);
+            } else {
+                if (count > 0 && tokens + w->length > limit) break;
+                batch[count++] = (em_batch_window){w->input,      w->target,   w->length,
+                                                   w->score_from, s->nll + at, s->argmax + at};
+                tokens += w->length;
+                if (count == 1) first = w->index;
+                last = w->index;
+            }
+            at += n;
         }
-        offset += n;
-        if (state)
-            em_rank_state_progress(state, (int64_t)i + 1, (int64_t)ds->count, (int64_t)offset);
+        if (!err && count > 0) {
+            err = be->score_batch(f, batch, count);
+            if (err && count == 1)
+                err = em_error_prefix(err, "window %lld", (long long)first);
+            else if (err)
+                err =
+                    em_error_prefix(err, "windows %lld .. %lld", (long long)first, (long long)last);
+            processed += tokens;
+        }
+        for (size_t j = done; j < end && !err; j++) {
+            const em_window_score *ws = &s->windows[j];
+            if (fresh[j]) {
+                const em_window *w = &ds->windows[j];
+                em_window_record rec = {w->index,
+                                        ws->token_count,
+                                        w->words,
+                                        w->bytes,
+                                        s->target + ws->first_token,
+                                        s->argmax + ws->first_token,
+                                        s->nll + ws->first_token};
+                if (io.writer) keep_recording(&io, em_records_append(io.writer, &rec));
+            } else {
+                reused++;
+            }
+            if (state)
+                em_rank_state_progress(state, (int64_t)j + 1, (int64_t)ds->count,
+                                       (int64_t)(ws->first_token + (size_t)ws->token_count));
+        }
+        offset = at;
+        done = end;
     }
+    free(batch);
+    free(fresh);
     em_records_writer *writer = io.writer;
     io.writer = NULL; /* closed here, whatever comes back */
     keep_recording(&io, em_records_writer_close(writer));

@@ -43,6 +43,13 @@ const char *em_forward_backend_names(void) {
     return names;
 }
 
+em_status em_forward_score_window(const em_forward_backend *be, void *f, const int32_t *input,
+                                  const int32_t *target, int T, int score_from, double *nll,
+                                  int32_t *argmax) {
+    em_batch_window one = {input, target, T, score_from, nll, argmax};
+    return be->score_batch(f, &one, 1);
+}
+
 em_status em_forward_ring_step(const em_forward_group *g, const void *send, void *recv,
                                size_t bytes) {
     if (g->size == 1) {

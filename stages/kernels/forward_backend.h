@@ -1,8 +1,8 @@
 /* The forward-backend seam. A forward backend (`cpu`; `cuda` in builds with the CUDA toolkit)
  * fills one table: whether it can run here, create for a model and the forward's groups, score
- * one window, memory used, free. The stage picks a row by the forward's `device:` option.
- * Every backend runs the same composition of a Llama-family block (llama_block.h) over its own
- * kernels, so backends cannot drift apart in what they compute.
+ * a batch of windows (one window is a batch of one), memory used, free. The stage picks a row by
+ * the forward's `device:` option. Every backend runs the same composition of a Llama-family block
+ * (llama_block.h) over its own kernels, so backends cannot drift apart in what they compute.
  *
  * The forward's groups (tp, cp) come from the mesh as callbacks, so this layer needs no
  * communicator type: the stage fills them from the mesh's tp and cp groups. */
@@ -57,8 +57,19 @@ typedef struct em_forward_options {
     em_quantized_weights quantized_weights;
 } em_forward_options;
 
+/* One window of a batch: input and target (T) ids; positions score_from .. T-1 are scored into
+ * nll and argmax (T - score_from). */
+typedef struct em_batch_window {
+    const int32_t *input, *target;
+    int T, score_from;
+    double *nll;
+    int32_t *argmax;
+} em_batch_window;
+
 typedef struct em_forward_backend {
-    const char *name;    /* the forward's `device:` */
+    const char *name; /* the forward's `device:` */
+    /* the forward's default `batch_tokens` (most positions scored in one batch) */
+    int64_t batch_tokens;
     bool gpu_buffers;    /* what it hands its groups' collectives lives in GPU memory */
     bool weight_storage; /* it honours every em_forward_options value (else only the defaults) */
     /* NULL, or whether this process can run it at all (a `cuda` forward without a GPU): an
@@ -69,12 +80,14 @@ typedef struct em_forward_backend {
      * options say (never NULL). */
     em_status (*create)(const em_model *model, const em_forward_groups *groups, int threads,
                         const em_forward_options *options, void **out);
-    /* One window: input and target are (T) ids; nll and argmax are (T - score_from). Every rank
-     * of the groups calls it with the same window and gets the same results. */
-    em_status (*score_window)(void *f, const int32_t *input, const int32_t *target, int T,
-                              int score_from, double *nll, int32_t *argmax);
+    /* Scores `count` windows in one pass (their positions are the rows of one set of
+     * activations, segments.h): each window's nll and argmax are bit-identical to those it gets
+     * alone (count 1), whatever other windows share its batch, in any order. Every rank of the
+     * groups calls it with the same windows and gets the same results. A forward with cp > 1
+     * scores one window per call (count > 1 is refused, exit status 2). */
+    em_status (*score_batch)(void *f, const em_batch_window *windows, int count);
     /* Two forwards of this backend (made by create with tp = cp = 1 and the same threads) over
-     * the same window, for the compare stage: each model's nll and argmax as score_window gives
+     * the same window, for the compare stage: each model's nll and argmax as score_batch gives
      * them, and kl (T - score_from), per scored position KL(P_ref || P_cand) over the whole
      * vocabulary, never holding a (T, vocab) array. The models must share the vocabulary. */
     em_status (*score_pair)(void *ref, void *cand, const int32_t *input, const int32_t *target,
@@ -83,12 +96,18 @@ typedef struct em_forward_backend {
     /* Sets (NULL: clears) the observer of the linear layers' inputs (linear_inputs.h) for the
      * windows computed from now on; NULL when the backend offers no such look. */
     void (*observe)(void *f, const em_linear_observer *observer);
-    /* Bytes of activations and scratch for the longest window so far. */
+    /* Bytes of activations and scratch for the largest batch so far. */
     size_t (*memory)(const void *f);
     /* Bytes of weights this rank holds and touches (its shard). */
     size_t (*weight_bytes)(const void *f);
     void (*free)(void *f);
 } em_forward_backend;
+
+/* One window through be->score_batch (a batch of one): input and target (T) ids, nll and
+ * argmax (T - score_from). */
+em_status em_forward_score_window(const em_forward_backend *be, void *f, const int32_t *input,
+                                  const int32_t *target, int T, int score_from, double *nll,
+                                  int32_t *argmax);
 
 /* The backend named `name`, or NULL. */
 const em_forward_backend *em_forward_backend_find(const char *name);

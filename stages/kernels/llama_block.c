@@ -15,8 +15,9 @@ static em_status sum_partials(const em_llama_kernels *k, void *b, const em_forwa
     return err ? em_error_prefix(err, "tensor-parallel sum") : NULL;
 }
 
-/* The head across tp: every rank's tiles in rank order (each rank's block padded to the most
- * tiles a rank has), and the target logit from the rank whose rows hold the target. */
+/* The head of rows from .. from+n-1 with targets target (n), across tp: every rank's tiles in
+ * rank order (each rank's block padded to the most tiles a rank has), and the target logit from
+ * the rank whose rows hold the target. */
 static em_status head(const em_llama_kernels *k, void *b, int64_t n_vocab,
                       const em_forward_group *tp, int threads, const int32_t *target, int from,
                       int n, double *nll, int32_t *argmax) {
@@ -36,7 +37,7 @@ static em_status head(const em_llama_kernels *k, void *b, int64_t n_vocab,
         return em_error_new(EM_EXIT_RUNTIME, "out of memory for the output head's tiles");
     }
     float *all_logits = logit + n;
-    k->head_tiles(b, from, n, target + from, mine, logit);
+    k->head_tiles(b, from, n, target, mine, logit);
     em_status err = NULL;
     if (tp->size > 1) {
         err = em_forward_allgather(tp, mine, all, block * sizeof *mine);
@@ -50,7 +51,7 @@ static em_status head(const em_llama_kernels *k, void *b, int64_t n_vocab,
                     (size_t)tiles * (size_t)n * sizeof *all);
             next += tiles;
             for (int t = 0; t < n && !err; t++) {
-                int32_t id = target[from + t];
+                int32_t id = target[t];
                 if (id >= row0 && id < row0 + rows) logit[t] = all_logits[(size_t)r * n + t];
             }
         }
@@ -167,34 +168,20 @@ static em_status residual(const em_llama_kernels *k, void *b, int layer, bool ff
     return err ? em_error_prefix(err, "tensor-parallel sum") : NULL;
 }
 
-em_status em_llama_compose_window(const em_llama_kernels *k, void *b, int n_layers, int dim,
-                                  bool post_norms, int64_t n_vocab, const em_forward_groups *groups,
-                                  int threads, const int32_t *input, const int32_t *target, int T,
-                                  int score_from, double *nll, int32_t *argmax) {
-    /* A window too short for 2 cp blocks (the tail of a document) is computed whole by every
-     * rank of the cp group: the same numbers on each, for any dp. */
-    const em_forward_group alone = {.rank = 0, .size = 1};
-    const em_forward_group *tp = &groups->tp;
-    const em_forward_group *cp = T >= 2 * groups->cp.size ? &groups->cp : &alone;
-    /* this rank's positions, their inputs and targets: the whole window when cp = 1 */
-    int32_t *pos = NULL, *own_in = NULL, *own_tg = NULL;
-    const int32_t *in = input, *tg = target;
-    int n = T, most = T;
-    if (cp->size > 1) {
-        pos = em_xmalloc((size_t)T * sizeof *pos);
-        n = em_cp_positions(T, cp->size, cp->rank, pos);
-        most = most_positions(T, cp->size, score_from, false);
-        in = own_in = em_xmalloc((size_t)n * sizeof *own_in);
-        tg = own_tg = em_xmalloc((size_t)n * sizeof *own_tg);
-        for (int i = 0; i < n; i++) own_in[i] = input[pos[i]], own_tg[i] = target[pos[i]];
-    }
-    em_status err = k->begin(b, in, pos, n);
+/* The blocks over the n rows begin made: attention within each window of the batch (cp = 1) or
+ * around the cp ring (this rank's positions pos, most the largest block a cp rank holds); the
+ * row-parallel products summed over tp. */
+static em_status layers(const em_llama_kernels *k, void *b, int n_layers, int dim, bool post_norms,
+                        const em_forward_group *tp, const em_forward_group *cp, int n,
+                        const int32_t *pos, int most) {
     bool split = tp->size > 1, apart = split || post_norms; /* products to y, not x */
     float *all = NULL;                                      /* (tp, n, D) gathered partial sums */
-    if (!err && split) {
+    if (split) {
         all = malloc((size_t)tp->size * (size_t)n * (size_t)dim * sizeof *all);
-        if (!all) err = em_error_new(EM_EXIT_RUNTIME, "out of memory for the tensor-parallel sums");
+        if (!all)
+            return em_error_new(EM_EXIT_RUNTIME, "out of memory for the tensor-parallel sums");
     }
+    em_status err = NULL;
     for (int l = 0; l < n_layers && !err; l++) {
         k->norm(b, l, false, n);
         k->qkv(b, l, n);
@@ -209,30 +196,96 @@ em_status em_llama_compose_window(const em_llama_kernels *k, void *b, int n_laye
         k->norm(b, l, true, n);
         k->mlp(b, l, n, apart);
         err = residual(k, b, l, true, post_norms, tp, all, n, dim);
-        em_heartbeat(); /* a long window still shows this rank alive */
+        em_heartbeat(); /* a long batch still shows this rank alive */
     }
     free(all);
-    if (!err && !nll) {
-        /* the layers only: the caller runs its own head (a compared pair, tp = cp = 1) */
-    } else if (!err && cp->size == 1) {
-        err = head(k, b, n_vocab, tp, threads, target, score_from, T - score_from, nll, argmax);
-    } else if (!err) {
+    return err;
+}
+
+/* One window across the cp group (cp > 1): this rank's positions through the layers, ring
+ * attention, and the scored positions gathered from every cp rank. */
+static em_status compose_cp(const em_llama_kernels *k, void *b, int n_layers, int dim,
+                            bool post_norms, int64_t n_vocab, const em_forward_groups *groups,
+                            const em_forward_group *cp, int threads, const em_batch_window *w) {
+    const em_forward_group *tp = &groups->tp;
+    int T = w->T, score_from = w->score_from;
+    /* this rank's positions, their inputs and targets */
+    int32_t *pos = em_xmalloc((size_t)T * sizeof *pos);
+    int n = em_cp_positions(T, cp->size, cp->rank, pos);
+    int most = most_positions(T, cp->size, score_from, false);
+    int32_t *own_in = em_xmalloc((size_t)n * sizeof *own_in);
+    int32_t *own_tg = em_xmalloc((size_t)n * sizeof *own_tg);
+    for (int i = 0; i < n; i++) own_in[i] = w->input[pos[i]], own_tg[i] = w->target[pos[i]];
+    int32_t rows[2] = {0, n};
+    em_segments own = {1, rows};
+    em_status err = k->begin(b, own_in, pos, &own);
+    if (!err) err = layers(k, b, n_layers, dim, post_norms, tp, cp, n, pos, most);
+    if (!err) {
         /* the scored positions are a suffix of this rank's (its second block follows its first) */
         int from = 0;
         while (from < n && pos[from] < score_from) from++;
         int scored_here = n - from;
         double *lnll = em_xmalloc((size_t)(scored_here ? scored_here : 1) * sizeof *lnll);
         int32_t *larg = em_xmalloc((size_t)(scored_here ? scored_here : 1) * sizeof *larg);
-        if (scored_here) err = head(k, b, n_vocab, tp, threads, tg, from, scored_here, lnll, larg);
+        if (scored_here)
+            err = head(k, b, n_vocab, tp, threads, own_tg + from, from, scored_here, lnll, larg);
         if (!err)
             err = gather_scores(cp, pos + from, scored_here, lnll, larg,
-                                most_positions(T, cp->size, score_from, true), score_from, nll,
-                                argmax);
+                                most_positions(T, cp->size, score_from, true), score_from, w->nll,
+                                w->argmax);
         free(lnll);
         free(larg);
     }
     free(pos);
     free(own_in);
     free(own_tg);
+    return err;
+}
+
+em_status em_llama_compose(const em_llama_kernels *k, void *b, int n_layers, int dim,
+                           bool post_norms, int64_t n_vocab, const em_forward_groups *groups,
+                           int threads, const em_batch_window *windows, int count) {
+    const em_forward_group *tp = &groups->tp;
+    if (count < 1) return NULL;
+    if (groups->cp.size > 1 && count > 1)
+        return em_error_new(EM_EXIT_BAD_INPUT,
+                            "a forward with cp = %d scores one window per batch (this batch has "
+                            "%d)",
+                            groups->cp.size, count);
+    /* A window too short for 2 cp blocks (the tail of a document) is computed whole by every
+     * rank of the cp group: the same numbers on each, for any dp. */
+    if (groups->cp.size > 1 && windows[0].T >= 2 * groups->cp.size)
+        return compose_cp(k, b, n_layers, dim, post_norms, n_vocab, groups, &groups->cp, threads,
+                          windows);
+    /* the windows' rows concatenated: inputs (T), positions restarting at 0 per window (NULL for
+     * one window: 0 .. T-1) */
+    int32_t *start = em_xmalloc((size_t)(count + 1) * sizeof *start);
+    start[0] = 0;
+    for (int w = 0; w < count; w++) start[w + 1] = start[w] + windows[w].T;
+    int T = start[count];
+    int32_t *batch_in = NULL, *pos = NULL;
+    const int32_t *in = windows[0].input;
+    if (count > 1) {
+        in = batch_in = em_xmalloc((size_t)T * sizeof *batch_in);
+        pos = em_xmalloc((size_t)T * sizeof *pos);
+        for (int w = 0; w < count; w++) {
+            memcpy(batch_in + start[w], windows[w].input, (size_t)windows[w].T * sizeof *in);
+            for (int i = 0; i < windows[w].T; i++) pos[start[w] + i] = i;
+        }
+    }
+    em_segments segments = {count, start};
+    em_status err = k->begin(b, in, pos, &segments);
+    const em_forward_group alone = {.rank = 0, .size = 1}; /* attention within each window */
+    if (!err) err = layers(k, b, n_layers, dim, post_norms, tp, &alone, T, NULL, 0);
+    /* each window's head over its own scored rows; nll NULL: the layers only, the caller runs
+     * its own head (a compared pair, tp = cp = 1) */
+    for (int w = 0; w < count && !err && windows[w].nll; w++) {
+        const em_batch_window *win = &windows[w];
+        err = head(k, b, n_vocab, tp, threads, win->target + win->score_from,
+                   start[w] + win->score_from, win->T - win->score_from, win->nll, win->argmax);
+    }
+    free(start);
+    free(batch_in);
+    free(pos);
     return err;
 }

@@ -1,5 +1,7 @@
-/* The composition of a Llama-family forward over one window, written once for every backend:
- *   x (T, D) = embedding rows of the input
+/* The composition of a Llama-family forward over a batch of windows, written once for every
+ * backend (one window is a batch of one):
+ *   x (T, D) = embedding rows of the input, the windows' positions concatenated (T rows in all,
+ *              segments.h), each window's positions restarting at 0
  *   per layer:  xn = RMSNorm(x) * attn_norm;  q, k, v = xn Wq^T, xn Wk^T, xn Wv^T (+ biases),
  *               RoPE on q and k;  att = causal grouped-query attention;  x += att Wo^T;
  *               xn = RMSNorm(x) * ffn_norm;  x += (silu(xn Wgate^T) * (xn Wup^T)) Wdown^T
@@ -7,8 +9,11 @@
  *   embedding scale, per-head q/k norms, GeGLU, soft-capped scores and logits, sliding windows;
  *   and here post_norms (Gemma 2, 3): x += RMSNorm(att Wo^T) * attn_post_norm and likewise for
  *   the MLP, the products formed whole (summed over tp) before their norm.
- *   head:       xn = RMSNorm(x[score_from..]) * output_norm; per vocabulary tile the max, sum of
- *               exponentials and argmax (vocab_head.h), merged in tile order.
+ *   head:       per window, xn = RMSNorm(its rows from score_from) * output_norm; per vocabulary
+ *               tile the max, sum of exponentials and argmax (vocab_head.h), merged in tile order.
+ * Attention never crosses a window and every other step works row by row, so a window's results
+ * are those it gets alone as long as the backend's kernels give a row the same bits whatever
+ * rows share its batch (the cpu backend's do; the cuda backend's GEMMs need fixed algorithms).
  * A backend gives the steps as kernels over buffers it owns (em_llama_kernels); this file decides
  * their order and what crosses the tensor-parallel group:
  *   tp > 1: each rank holds the heads, KV heads, MLP columns and vocabulary tiles of its shard;
@@ -23,7 +28,8 @@
  *   the blocks into an online softmax in ring order (its own first); each rank scores its own
  *   positions and the ranks gather the (position, nll, argmax) of the scored ones, so every rank
  *   ends with the whole window's scores. Activations per rank fall as 1/cp. A window shorter
- *   than 2 cp positions (a document's last) is computed whole on every rank of the cp group. */
+ *   than 2 cp positions (a document's last) is computed whole on every rank of the cp group.
+ *   A batch with cp > 1 holds one window. */
 #ifndef EVALMESH_KERNELS_LLAMA_BLOCK_H
 #define EVALMESH_KERNELS_LLAMA_BLOCK_H
 
@@ -32,17 +38,20 @@
 
 #include "util/error.h"
 #include "stages/kernels/forward_backend.h"
+#include "stages/kernels/segments.h"
 #include "stages/kernels/vocab_head.h"
 
 typedef struct em_llama_kernels {
-    /* Makes room for T positions; x = embedding rows of input; the RoPE table of positions
-     * (NULL: 0 .. T-1). */
-    em_status (*begin)(void *b, const int32_t *input, const int32_t *positions, int T);
+    /* Makes room for the rows of windows (T = windows->start[windows->count]) and keeps the
+     * windows for attention; x = embedding rows of input (T); the RoPE table of positions (T;
+     * NULL: 0 .. T-1, one window). */
+    em_status (*begin)(void *b, const int32_t *input, const int32_t *positions,
+                       const em_segments *windows);
     /* xn = RMSNorm(x) * the layer's attention (ffn false) or MLP (ffn true) norm weight. */
     void (*norm)(void *b, int layer, bool ffn, int T);
     /* q, k, v of this rank's heads from xn, biases added, RoPE applied. */
     void (*qkv)(void *b, int layer, int T);
-    /* att = causal attention of this rank's heads (cp = 1). */
+    /* att = causal attention of this rank's heads within each window of begin's (cp = 1). */
     void (*attention)(void *b, int layer, int T);
     /* cp > 1: this rank's k and v (T, kv_width) after RoPE; attention of q at positions qpos
      * against a block of nk keys at kpos (first: the first block), and att from the blocks. */
@@ -70,13 +79,13 @@ typedef struct em_llama_kernels {
  * their count (positions may be NULL to count only). */
 int em_cp_positions(int T, int cp, int r, int32_t *positions);
 
-/* Runs one window through the kernels: input and target (T) ids, positions score_from..T-1
- * scored into nll and argmax (T - score_from), the same on every rank of the groups. n_vocab is
- * the whole vocabulary. nll NULL (tp = cp = 1 only): the layers without the head, x is left after
- * the last block for the caller's own head. */
-em_status em_llama_compose_window(const em_llama_kernels *k, void *b, int n_layers, int dim,
-                                  bool post_norms, int64_t n_vocab, const em_forward_groups *groups,
-                                  int threads, const int32_t *input, const int32_t *target, int T,
-                                  int score_from, double *nll, int32_t *argmax);
+/* Runs a batch of count windows through the kernels, each scored into its nll and argmax, the
+ * same on every rank of the groups and the same as the window alone. n_vocab is the whole
+ * vocabulary. cp > 1 takes one window (count > 1: exit status 2). A single window with nll NULL
+ * (tp = cp = 1 only): the layers without the head, x is left after the last block for the
+ * caller's own head. */
+em_status em_llama_compose(const em_llama_kernels *k, void *b, int n_layers, int dim,
+                           bool post_norms, int64_t n_vocab, const em_forward_groups *groups,
+                           int threads, const em_batch_window *windows, int count);
 
 #endif

@@ -10,7 +10,9 @@
  *   fp32: the argmax the same on >= 99% of positions (bf16: reported only, as random models
  *   have near-ties that BF16 rounding flips);
  *   each window's results bit-identical whether run first or last, after longer or shorter
- *   windows, and in a second pass (the results depend on the window alone);
+ *   windows, in a second pass, and in batches (score_batch) of every composition tried: all four
+ *   windows in one batch, in the reverse order, in two batches of two, and those again (the
+ *   results depend on the window alone);
  *   score_pair of two cuda forwards of the same model gives KL exactly 0, and with OTHER_MODEL
  *   the KL of the cuda pair within the tolerance of the cpu pair's.
  * The cuda forward holds its weights as the options say (device_weights.cuh):
@@ -71,18 +73,45 @@ static void *must_create(const em_forward_backend *be, const em_model *m,
     return f;
 }
 
-/* Runs the windows in the order given by `order` into out[window]. */
+/* Runs the windows in the order given by `order`, one at a time, into out[window]. */
 static void run(const em_forward_backend *be, void *f, const window *ws, const int *order,
                 scores *out) {
     for (int i = 0; i < WINDOWS; i++) {
         const window *w = &ws[order[i]];
-        em_status err = be->score_window(f, w->ids, w->ids + 1, w->T, w->score_from,
-                                         out[order[i]].nll, out[order[i]].argmax);
+        em_status err = em_forward_score_window(be, f, w->ids, w->ids + 1, w->T, w->score_from,
+                                                out[order[i]].nll, out[order[i]].argmax);
         if (err) {
             fprintf(stderr, "%s: window %d: %s\n", be->name, order[i], err->message);
             exit(1);
         }
     }
+}
+
+/* Runs windows order[0 .. count-1] as one batch into out[window]. */
+static void run_batch(const em_forward_backend *be, void *f, const window *ws, const int *order,
+                      int count, scores *out) {
+    em_batch_window batch[WINDOWS];
+    for (int i = 0; i < count; i++) {
+        const window *w = &ws[order[i]];
+        batch[i] = (em_batch_window){w->ids,        w->ids + 1,        w->T,
+                                     w->score_from, out[order[i]].nll, out[order[i]].argmax};
+    }
+    em_status err = be->score_batch(f, batch, count);
+    if (err) {
+        fprintf(stderr, "%s: batch of %d: %s\n", be->name, count, err->message);
+        exit(1);
+    }
+}
+
+/* Whether every window's results in a are bit-identical to those in b. */
+static bool same_scores(const window *ws, const scores *a, const scores *b) {
+    for (int i = 0; i < WINDOWS; i++) {
+        int n = ws[i].T - ws[i].score_from;
+        if (memcmp(a[i].nll, b[i].nll, (size_t)n * sizeof(double)) != 0 ||
+            memcmp(a[i].argmax, b[i].argmax, (size_t)n * sizeof(int32_t)) != 0)
+            return false;
+    }
+    return true;
 }
 
 /* The model at path, its block matrices quantized with `scheme` when it is not NULL. */
@@ -170,6 +199,8 @@ int main(int argc, char **argv) {
     make_window(&ws[3], 17, 0, 14, V);
     const int forward[WINDOWS] = {0, 1, 2, 3}, backward[WINDOWS] = {3, 2, 1, 0};
     static scores ref[WINDOWS], got[WINDOWS], again[WINDOWS], reordered[WINDOWS];
+    static scores batched[WINDOWS], batched_reverse[WINDOWS], pairs[WINDOWS], pairs_again[WINDOWS];
+    const int pair_a[2] = {2, 0}, pair_b[2] = {3, 1};
 
     const em_forward_options defaults = {0};
     void *fc = must_create(cpu, m, &defaults), *fg = must_create(cuda, m, &options);
@@ -177,6 +208,16 @@ int main(int argc, char **argv) {
     run(cuda, fg, ws, forward, got);
     run(cuda, fg, ws, backward, reordered);
     run(cuda, fg, ws, forward, again);
+    run_batch(cuda, fg, ws, forward, WINDOWS, batched);
+    run_batch(cuda, fg, ws, backward, WINDOWS, batched_reverse);
+    run_batch(cuda, fg, ws, pair_a, 2, pairs);
+    run_batch(cuda, fg, ws, pair_b, 2, pairs);
+    run_batch(cuda, fg, ws, pair_b, 2, pairs_again);
+    run_batch(cuda, fg, ws, pair_a, 2, pairs_again);
+    bool batches_identical = same_scores(ws, got, batched) &&
+                             same_scores(ws, got, batched_reverse) && same_scores(ws, got, pairs) &&
+                             same_scores(ws, got, pairs_again);
+    CHECK(batches_identical);
 
     /* kept quantized: the same numbers as with resident BF16 copies, in fewer weight bytes */
     bool same_as_resident = true;
@@ -184,8 +225,10 @@ int main(int argc, char **argv) {
         em_forward_options resident_options = options;
         resident_options.quantized_weights = EM_QUANTIZED_WEIGHTS_BFLOAT16;
         void *fr = must_create(cuda, m, &resident_options);
-        static scores resident[WINDOWS];
+        static scores resident[WINDOWS], resident_batched[WINDOWS];
         run(cuda, fr, ws, forward, resident);
+        /* the largest batch fg ran, so both hold activations of the same size */
+        run_batch(cuda, fr, ws, forward, WINDOWS, resident_batched);
         for (int i = 0; i < WINDOWS; i++) {
             size_t n = (size_t)(ws[i].T - ws[i].score_from);
             same_as_resident &= memcmp(got[i].nll, resident[i].nll, n * sizeof(double)) == 0 &&
@@ -242,10 +285,12 @@ int main(int argc, char **argv) {
         em_model_free(other);
     }
     printf("%s (%s): %ld tokens, max |dnll| %.3g (tol %.0e), ppl cpu %.9g cuda %.9g rel %.3g "
-           "(tol %.0e), argmax agree %.2f%%, bit-identical across orders and runs: %s, "
-           "self KL %.3g, max |dKL| %.3g, cuda weights %.1f MiB activations %.1f MiB%s%s%s%s\n",
+           "(tol %.0e), argmax agree %.2f%%, bit-identical across orders and runs: %s, across "
+           "batch compositions: %s, self KL %.3g, max |dKL| %.3g, cuda weights %.1f MiB "
+           "activations %.1f MiB%s%s%s%s\n",
            argv[1], argv[2], tokens, max_diff, tol_nll, ppl_cpu, ppl_cuda, rel, tol_ppl,
-           100.0 * agree / tokens, test_failures ? "see failures" : "yes", max_self, max_kl_diff,
+           100.0 * agree / tokens, test_failures ? "see failures" : "yes",
+           batches_identical ? "yes" : "NO", max_self, max_kl_diff,
            cuda->weight_bytes(fg) / 1048576.0, cuda->memory(fg) / 1048576.0,
            scheme ? ", quantized in memory to " : "", scheme ? scheme : "",
            options.f32_weights == EM_F32_WEIGHTS_BFLOAT16 ? ", f32_weights bfloat16" : "",

@@ -1,5 +1,6 @@
 """GPU tests of the cuda forward (ctest label gpu; tools/gpu-check runs them): the cuda backend
-against the cpu backend through cuda_forward_check (tolerances in its header) on
+against the cpu backend through cuda_forward_check (tolerances in its header; each window's
+results bit-identical across repeated runs and batch compositions, score_batch) on
   - stories260K (../shared/data/models, F32: the fp32 tolerances, PPL within 1e-4 relative),
   - SmolLM2-135M-Instruct Q4_1 when tools/fetch-smollm2 has cached it (bf16 tolerances),
   - evalmesh-mkmodel models made here from seeds: F32 with GQA, with Q/K/V biases and a tied

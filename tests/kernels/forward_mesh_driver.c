@@ -4,8 +4,9 @@
  * with the mesh's tp and cp groups (or, with BACKEND = reference and one rank, through the plain
  * C reference forward) and has the tp rank 0 of each dp rank write "window position nll argmax"
  * lines (nll with 17 significant digits) to OUT.dp<dp rank>; every rank writes its shard's weight
- * bytes to OUT.weights.<world rank>.
- * Usage: forward_mesh_driver MODEL TP CP T SCORE_FROM WINDOWS SEED OUT [BACKEND|reference] */
+ * bytes to OUT.weights.<world rank>. With BACKEND-batch (cpu-batch, cuda-batch) the dp rank's
+ * windows go to the backend as one batch (score_batch).
+ * Usage: forward_mesh_driver MODEL TP CP T SCORE_FROM WINDOWS SEED OUT [BACKEND[-batch]|reference] */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,7 +27,8 @@ static int fail(em_status err) {
 
 int main(int argc, char **argv) {
     if (argc < 9) {
-        fprintf(stderr, "usage: %s MODEL TP CP T SCORE_FROM WINDOWS SEED OUT [BACKEND|reference]\n",
+        fprintf(stderr,
+                "usage: %s MODEL TP CP T SCORE_FROM WINDOWS SEED OUT [BACKEND[-batch]|reference]\n",
                 argv[0]);
         return 2;
     }
@@ -34,8 +36,12 @@ int main(int argc, char **argv) {
     int windows = atoi(argv[6]);
     unsigned seed = (unsigned)atoi(argv[7]);
     const char *out = argv[8];
-    const char *backend = argc > 9 ? argv[9] : "cpu";
-    int reference = strcmp(backend, "reference") == 0;
+    const char *arg = argc > 9 ? argv[9] : "cpu";
+    int reference = strcmp(arg, "reference") == 0;
+    size_t len = strlen(arg);
+    int batched = len > 6 && strcmp(arg + len - 6, "-batch") == 0;
+    char backend[64];
+    snprintf(backend, sizeof backend, "%.*s", (int)(batched ? len - 6 : len), arg);
     const em_forward_backend *be = em_forward_backend_find(reference ? "cpu" : backend);
     if (!be) {
         fprintf(stderr, "error: no forward backend '%s' (%s)\n", backend,
@@ -64,28 +70,38 @@ int main(int argc, char **argv) {
         err = be->create(model, &groups, 1, &(em_forward_options){0}, &f);
     }
     int n = T - score_from;
-    int32_t *ids = malloc((size_t)(T + 1) * sizeof *ids);
-    double *nll = malloc((size_t)n * sizeof *nll);
-    int32_t *argmax = malloc((size_t)n * sizeof *argmax);
+    /* every window's ids (T + 1 each), nll and argmax (n each) */
+    int32_t *ids = malloc((size_t)windows * (size_t)(T + 1) * sizeof *ids);
+    double *nll = malloc((size_t)windows * (size_t)n * sizeof *nll);
+    int32_t *argmax = malloc((size_t)windows * (size_t)n * sizeof *argmax);
+    em_batch_window *batch = malloc((size_t)windows * sizeof *batch);
     FILE *file = NULL;
     if (!err && mesh->tp_rank == 0 && mesh->cp_rank == 0) {
         char path[4096];
         snprintf(path, sizeof path, "%s.dp%d", out, mesh->dp_rank);
         file = fopen(path, "w");
     }
-    int first = windows * mesh->dp_rank / mesh->dp, end = windows * (mesh->dp_rank + 1) / mesh->dp;
+    int first = err ? 0 : windows * mesh->dp_rank / mesh->dp;
+    int end = err ? 0 : windows * (mesh->dp_rank + 1) / mesh->dp;
     for (int w = 0; w < windows && !err; w++) {
         unsigned s = seed * 7919u + (unsigned)w;
+        int32_t *wi = ids + (size_t)w * (T + 1);
         for (int t = 0; t <= T; t++) {
             s = s * 1664525u + 1013904223u;
-            ids[t] = (int32_t)((s >> 8) % (unsigned)model->config.n_vocab);
+            wi[t] = (int32_t)((s >> 8) % (unsigned)model->config.n_vocab);
         }
-        if (w < first || w >= end) continue;
-        err = reference ? em_llama_reference_window(model, ids, ids + 1, T, score_from, nll, argmax)
-                        : be->score_window(f, ids, ids + 1, T, score_from, nll, argmax);
-        for (int i = 0; i < n && !err && file; i++)
-            fprintf(file, "%d %d %.17g %d\n", w, score_from + i, nll[i], argmax[i]);
+        double *wn = nll + (size_t)w * n;
+        int32_t *wa = argmax + (size_t)w * n;
+        batch[w] = (em_batch_window){wi, wi + 1, T, score_from, wn, wa};
+        if (w < first || w >= end || batched) continue;
+        err = reference ? em_llama_reference_window(model, wi, wi + 1, T, score_from, wn, wa)
+                        : em_forward_score_window(be, f, wi, wi + 1, T, score_from, wn, wa);
     }
+    if (!err && batched && end > first) err = be->score_batch(f, batch + first, end - first);
+    for (int w = first; w < end && !err && file; w++)
+        for (int i = 0; i < n; i++)
+            fprintf(file, "%d %d %.17g %d\n", w, score_from + i, nll[(size_t)w * n + i],
+                    argmax[(size_t)w * n + i]);
     if (!err) {
         char path[4096];
         snprintf(path, sizeof path, "%s.weights.%d", out, boot.rank);
@@ -100,6 +116,7 @@ int main(int argc, char **argv) {
     free(ids);
     free(nll);
     free(argmax);
+    free(batch);
     em_model_free(model);
     em_mesh_free(mesh);
     em_bootstrap_finalize(&boot);

@@ -11,6 +11,8 @@ and the test checks:
     perplexity within 1e-5 relative (tp changes the order of the sums inside Wo and Wdown, cp
     the order of attention's sums, nothing else);
   - repeated runs, and the same tp and cp over dp = 1 or 2, bit-identical;
+  - tp = 2 with the windows in one batch (score_batch) bit-identical to one window at a time, and
+    cp = 2 refusing a batch of several windows (exit status 2);
   - each rank's shard of the weights about 1/tp of the whole (the driver reports the bytes).
 Usage: test_forward_mesh.py DRIVER MPIRUN [MKMODEL]"""
 import math
@@ -85,6 +87,23 @@ def compare(c, label, got, want, tol, what):
     return worst
 
 
+def check_batch(c, driver, mpirun, model, label, tp, cp, out, base):
+    """The windows of run `out` (tp x cp on two ranks) as one batch: the same bits with tp, a
+    clear refusal with cp."""
+    name = "tp %d cp %d" % (tp, cp)
+    if cp == 1:
+        batch = run(driver, mpirun, model, tp, cp, 2, base + ".batch", "cpu-batch")
+        c.check(text(batch, 1) == text(out, 1),
+                "%s: %s with the windows in one batch differs from one at a time" % (label, name))
+        return
+    cmd = [mpirun, "-np", "2", driver, model, str(tp), str(cp), str(T), str(SCORE_FROM),
+           str(WINDOWS), str(SEED), base + ".cpbatch", "cpu-batch"]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    c.check(p.returncode == 2 and "scores one window per batch" in p.stderr,
+            "%s: %s refuses a batch of %d windows: exit %d %s"
+            % (label, name, WINDOWS, p.returncode, p.stderr[-500:]))
+
+
 def check_model(c, driver, mpirun, model, label, max_tp, tmp):
     base = os.path.join(tmp, label)
     one = read(run(driver, mpirun, model, 1, 1, 1, base + ".one") + ".dp0")
@@ -115,6 +134,7 @@ def check_model(c, driver, mpirun, model, label, max_tp, tmp):
             c.check(text(again, 1) == text(out, 1), "%s: two %s runs differ" % (label, name))
             dp2 = run(driver, mpirun, model, tp, cp, 4, base + ".dp2")
             c.check(text(dp2, 2) == text(out, 1), "%s: %s x dp 2 differs from dp 1" % (label, name))
+            check_batch(c, driver, mpirun, model, label, tp, cp, out, base)
     print(line)
 
 

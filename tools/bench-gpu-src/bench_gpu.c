@@ -7,16 +7,17 @@
  * Then Llama-3-8B-shaped (dim 4096, 32 layers, 32/8 heads, ffn 14336, vocab 128256) and
  * Llama-3.2-1B-shaped (dim 2048, 16 layers, 32/8 heads, ffn 8192, vocab 128256) models with BF16
  * weights generated on the device from a seed (nothing read or written on disk), scoring whole
- * windows (every position, as prompt scoring does) of n_ctx 2048 and 8192: tokens/s, model FLOPs
- * utilization against the H200's dense BF16 peak (989 TFLOP/s) and the share of the measured GEMM,
- * with device memory (weights, activations, in use after the runs). The 8B shape also runs with
- * int4 weight-only layers (TORCHAO_I4_G128 and Q4_0 blocks generated on the device, kept quantized
- * and dequantized to BF16 before each product, device_weights.cuh) at n_ctx 2048: tokens/s
- * against the BF16 weights', and the device memory in use against weights + activations +
- * dequantize scratch (what the forward holds; the difference is the CUDA context, cuBLAS and the
- * allocator). One warm-up window, then timed windows (wall clock: each window ends with its
- * results on the host). --quick times one window per case. Prints one line per case,
- * "bench: ...". */
+ * windows (every position, as prompt scoring does) of n_ctx 2048 and 8192, one window per call,
+ * and n_ctx 2048 in batches of BATCH_WINDOWS windows per call (score_batch, the forward's default
+ * batch_tokens on cuda): tokens/s, model FLOPs utilization against the H200's dense BF16 peak
+ * (989 TFLOP/s) and the share of the measured GEMM, with device memory (weights, activations, in
+ * use after the runs). The 8B shape also runs with int4 weight-only layers (TORCHAO_I4_G128 and
+ * Q4_0 blocks generated on the device, kept quantized and dequantized to BF16 before each
+ * product, device_weights.cuh) at n_ctx 2048: tokens/s against the BF16 weights', and the device
+ * memory in use against weights + activations + dequantize scratch (what the forward holds; the
+ * difference is the CUDA context, cuBLAS and the allocator). One warm-up call, then timed calls
+ * (wall clock: each ends with its results on the host). --quick times one call per case. Prints
+ * one line per case, "bench: ...". */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +29,7 @@
 #include "stages/model/torchao_types.h"
 
 #define H200_BF16_PEAK_TFLOPS 989.0
+#define BATCH_WINDOWS 8 /* n_ctx 2048 windows per batch: 16384 tokens */
 
 static double now(void) {
     struct timespec ts;
@@ -63,29 +65,40 @@ static int fail(em_status err) {
     return 4;
 }
 
-/* Times windows of n_ctx on forward f; prints the case's line and gives its tokens/s. */
+/* Times calls of `windows` windows of n_ctx each (one batch) on forward f; prints the case's
+ * line and gives its tokens/s. */
 static em_status bench_case(const char *name, const em_llama_config *c, void *f, int n_ctx,
-                            int reps, double gemm_tflops, double *tokens_per_s) {
+                            int windows, int reps, double gemm_tflops, double *tokens_per_s) {
     const em_forward_backend *be = &em_forward_backend_cuda;
-    int32_t *ids = malloc((size_t)(n_ctx + 1) * sizeof *ids);
-    double *nll = malloc((size_t)n_ctx * sizeof *nll);
-    int32_t *argmax = malloc((size_t)n_ctx * sizeof *argmax);
+    size_t tokens = (size_t)n_ctx * (size_t)windows;
+    int32_t *ids = malloc((tokens + 1) * sizeof *ids);
+    double *nll = malloc(tokens * sizeof *nll);
+    int32_t *argmax = malloc(tokens * sizeof *argmax);
+    em_batch_window *batch = malloc((size_t)windows * sizeof *batch);
     uint32_t seed = 1;
-    for (int i = 0; i <= n_ctx; i++) {
+    for (size_t i = 0; i <= tokens; i++) {
         seed = seed * 1664525u + 1013904223u;
         ids[i] = (int32_t)((seed >> 8) % (uint32_t)c->n_vocab);
     }
-    em_status err = be->score_window(f, ids, ids + 1, n_ctx, 0, nll, argmax); /* warm-up */
+    for (int w = 0; w < windows; w++) {
+        size_t at = (size_t)w * (size_t)n_ctx;
+        batch[w] = (em_batch_window){ids + at, ids + at + 1, n_ctx, 0, nll + at, argmax + at};
+    }
+    em_status err = be->score_batch(f, batch, windows); /* warm-up */
     double t0 = now();
-    for (int r = 0; r < reps && !err; r++)
-        err = be->score_window(f, ids, ids + 1, n_ctx, 0, nll, argmax);
+    for (int r = 0; r < reps && !err; r++) err = be->score_batch(f, batch, windows);
     double seconds = now() - t0;
     if (!err) {
-        double tflops = em_llama_forward_flops(c, n_ctx, 0) * reps / seconds / 1e12;
-        *tokens_per_s = (double)n_ctx * reps / seconds;
-        printf("bench: %s n_ctx %d: %.0f tokens/s, %.1f TFLOP/s, MFU %.1f%% of %.0f, %.1f%% of the "
+        double tflops = em_llama_forward_flops(c, n_ctx, 0) * windows * reps / seconds / 1e12;
+        char shape[64];
+        if (windows > 1)
+            snprintf(shape, sizeof shape, "n_ctx %d x %d per batch", n_ctx, windows);
+        else
+            snprintf(shape, sizeof shape, "n_ctx %d", n_ctx);
+        printf("bench: %s %s: %.0f tokens/s, %.1f TFLOP/s, MFU %.1f%% of %.0f, %.1f%% of the "
+        *tokens_per_s = (double)tokens * reps / seconds;
                "measured GEMM; weights %.2f GiB, activations %.2f GiB, device in use %.2f GiB\n",
-               name, n_ctx, (double)n_ctx * reps / seconds, tflops,
+               name, shape, (double)tokens * reps / seconds, tflops,
                100.0 * tflops / H200_BF16_PEAK_TFLOPS, H200_BF16_PEAK_TFLOPS,
                100.0 * tflops / gemm_tflops, be->weight_bytes(f) / 1073741824.0,
                be->memory(f) / 1073741824.0, em_cuda_device_used_bytes() / 1073741824.0);
@@ -94,7 +107,8 @@ static em_status bench_case(const char *name, const em_llama_config *c, void *f,
     free(ids);
     free(nll);
     free(argmax);
-    return err ? em_error_prefix(err, "%s n_ctx %d", name, n_ctx) : NULL;
+    free(batch);
+    return err ? em_error_prefix(err, "%s n_ctx %d x %d", name, n_ctx, windows) : NULL;
 }
 
 int main(int argc, char **argv) {
@@ -151,26 +165,28 @@ int main(int argc, char **argv) {
         printf("bench: %s: GEMM plans row-invariant: %s%s\n", models[i].name,
                invariant ? "yes" : "NO: ", invariant ? "" : reason);
         const em_forward_backend *be = &em_forward_backend_cuda;
-        int ctx[2] = {2048, 8192};
-        for (int j = 0; j < (models[i].long_ctx ? 2 : 1) && !err; j++) {
+        /* (n_ctx, windows per call, timed calls): 8192 for the long_ctx shapes, batches for BF16 */
+        int cases[3][3] = {{2048, 1, 4}, {8192, 1, 2}, {2048, BATCH_WINDOWS, 2}};
+        for (int j = 0; j < 3 && !err; j++) {
+            if ((j == 1 && !models[i].long_ctx) ||
+                (j == 2 && models[i].layer_type != EM_TENSOR_BF16))
+                continue;
             double tokens_per_s = 0.0;
-            err = bench_case(models[i].name, &models[i].c, f, ctx[j],
-                             quick            ? 1
-                             : ctx[j] == 2048 ? 4
-                                              : 2,
-                             gemm, &tokens_per_s);
+            err = bench_case(models[i].name, &models[i].c, f, cases[j][0], cases[j][1],
+                             quick ? 1 : cases[j][2], gemm, &tokens_per_s);
             if (!err && i == 0 && j == 0) {
                 bf16_8b = tokens_per_s;
                 bf16_8b_weights = be->weight_bytes(f) / 1073741824.0;
             }
-            if (!err && models[i].layer_type != EM_TENSOR_BF16 && bf16_8b > 0.0) {
+            if (!err && j == 0 && models[i].layer_type != EM_TENSOR_BF16 && bf16_8b > 0.0) {
                 double weights = be->weight_bytes(f) / 1073741824.0;
                 double held = weights + be->memory(f) / 1073741824.0;
                 printf("bench: %s n_ctx %d: %.2fx the BF16 weights' tokens/s; weights %.2f GiB "
                        "(BF16 %.2f GiB, %.2fx); weights + activations + scratch %.2f GiB, device "
                        "in use %.2f GiB\n",
-                       models[i].name, ctx[j], tokens_per_s / bf16_8b, weights, bf16_8b_weights,
-                       weights / bf16_8b_weights, held, em_cuda_device_used_bytes() / 1073741824.0);
+                       models[i].name, cases[j][0], tokens_per_s / bf16_8b, weights,
+                       bf16_8b_weights, weights / bf16_8b_weights, held,
+                       em_cuda_device_used_bytes() / 1073741824.0);
                 fflush(stdout);
             }
         }

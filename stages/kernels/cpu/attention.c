@@ -5,6 +5,7 @@
 #include <omp.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "stages/kernels/cpu/fast_exp.h"
 #include "stages/kernels/cpu/gemm.h"
@@ -134,14 +135,43 @@ static void softmax_columns_window(float *scores, int keys, int q0, int rows, in
     for (int i = 0; i < rows; i++) inv_sum[i] = 1.0f / inv_sum[i];
 }
 
-void em_attention(const float *q, const float *k, const float *v, int T, int n_heads,
-                  int n_kv_heads, int head_dim, const em_attention_mask *mask, float *out_packed,
-                  float *vt, em_scratch *s) {
+/* A block of a window's queries: rows row0 + q0 .. row0 + q0 + rows - 1 of the batch. */
+typedef struct query_block {
+    int row0, q0, rows;
+} query_block;
+
+/* Longest first (most keys), so threads finish together. */
+static int more_keys_first(const void *a, const void *b) {
+    const query_block *x = a, *y = b;
+    int kx = x->q0 + x->rows, ky = y->q0 + y->rows;
+    if (kx != ky) return kx > ky ? -1 : 1;
+    return x->row0 < y->row0 ? -1 : x->row0 > y->row0;
+}
+
+void em_attention(const float *q, const float *k, const float *v, const em_segments *windows,
+                  int n_heads, int n_kv_heads, int head_dim, const em_attention_mask *mask,
+                  float *out_packed, float *vt, em_scratch *s) {
+    int T = windows->start[windows->count], longest = em_segments_longest(windows);
     int q_ld = n_heads * head_dim, kv_ld = n_kv_heads * head_dim;
     int group = n_heads / n_kv_heads;
-    int blocks = (T + EM_ATTN_QUERY_BLOCK - 1) / EM_ATTN_QUERY_BLOCK;
     size_t ldv = vt_stride(T);
-    bool parallel = (int64_t)n_heads * T * T / 2 * head_dim >= EM_PARALLEL_MIN_WORK;
+    /* every window's query blocks */
+    int blocks = 0;
+    int64_t pairs = 0; /* causal (query, key) pairs, for the parallel threshold */
+    for (int w = 0; w < windows->count; w++) {
+        int n = windows->start[w + 1] - windows->start[w];
+        blocks += (n + EM_ATTN_QUERY_BLOCK - 1) / EM_ATTN_QUERY_BLOCK;
+        pairs += (int64_t)n * n / 2;
+    }
+    query_block *order = em_xmalloc((size_t)(blocks ? blocks : 1) * sizeof *order);
+    for (int w = 0, b = 0; w < windows->count; w++) {
+        int row0 = windows->start[w], n = windows->start[w + 1] - row0;
+        for (int q0 = 0; q0 < n; q0 += EM_ATTN_QUERY_BLOCK, b++)
+            order[b] = (query_block){row0, q0,
+                                     n - q0 < EM_ATTN_QUERY_BLOCK ? n - q0 : EM_ATTN_QUERY_BLOCK};
+    }
+    qsort(order, (size_t)blocks, sizeof *order, more_keys_first);
+    bool parallel = (int64_t)n_heads * pairs * head_dim >= EM_PARALLEL_MIN_WORK;
 
     /* vt (kv_ld, ldv) = v^T, in blocks of 64 keys */
 #pragma omp parallel for num_threads(s->threads) if (parallel)
@@ -149,26 +179,33 @@ void em_attention(const float *q, const float *k, const float *v, int T, int n_h
         int n = T - t0 < 64 ? T - t0 : 64;
         em_transpose(v + (size_t)t0 * kv_ld, (size_t)kv_ld, n, kv_ld, vt + t0, ldv, false);
     }
+    /* the packed output's padding past T: zeros */
+    for (int t = T; t < em_gemm_padded_tokens(T); t++) {
+        float *panel = out_packed + (size_t)(t / EM_GEMM_PANEL) * q_ld * EM_GEMM_PANEL;
+        for (int c = 0; c < q_ld; c++) panel[(size_t)c * EM_GEMM_PANEL + t % EM_GEMM_PANEL] = 0.0f;
+    }
 
 #pragma omp parallel for schedule(dynamic, 1) num_threads(s->threads) if (parallel)
     for (int task = 0; task < n_heads * blocks; task++) {
-        /* later blocks first: they are the longest, so threads finish together */
-        int h = task % n_heads, b = blocks - 1 - task / n_heads;
+        int h = task % n_heads;
+        query_block qb = order[task / n_heads];
         int g = h / group;
-        int q0 = b * EM_ATTN_QUERY_BLOCK;
-        int rows = T - q0 < EM_ATTN_QUERY_BLOCK ? T - q0 : EM_ATTN_QUERY_BLOCK;
-        int keys = q0 + rows; /* keys 0..keys-1 are visible to some query of the block */
+        int q0 = qb.q0, rows = qb.rows;
+        int keys = q0 + rows; /* keys 0..keys-1 of the window are visible to some query */
         int padded = em_gemm_padded_tokens(rows);
         size_t ld = em_gemm_result_stride(rows); /* of out */
-        block_memory m = carve_block_memory(T, head_dim, s->buf[omp_get_thread_num()]);
+        block_memory m = carve_block_memory(longest, head_dim, s->buf[omp_get_thread_num()]);
+        /* the window's q, k and vt */
+        const float *qw = q + (size_t)qb.row0 * q_ld, *kw = k + (size_t)qb.row0 * kv_ld;
+        const float *vtw = vt + qb.row0;
 
         /* scores (keys, padded) = K[0:keys, g] Q[q0:q0+rows, h]^T */
-        const float *q_block = q + (size_t)q0 * q_ld + (size_t)h * head_dim;
+        const float *q_block = qw + (size_t)q0 * q_ld + (size_t)h * head_dim;
         for (int p = 0; p < em_gemm_padded_tokens(rows) / EM_GEMM_PANEL; p++) {
             em_gemm_pack_panel(q_block, (size_t)q_ld, rows, head_dim, p, m.q_packed);
         }
         em_gemm_tile(s->kernel, em_gemm_packed(m.q_packed, head_dim), rows, head_dim,
-                     k + (size_t)g * head_dim, (size_t)kv_ld, keys, m.scores, (size_t)padded);
+                     kw + (size_t)g * head_dim, (size_t)kv_ld, keys, m.scores, (size_t)padded);
         if (mask->window > 0 && keys > mask->window) /* some key of the block is out of reach */
             softmax_columns_window(m.scores, keys, q0, rows, padded, mask, m.max, m.sum);
         else
@@ -176,21 +213,30 @@ void em_attention(const float *q, const float *k, const float *v, int T, int n_h
 
         /* out (head_dim, ld) = V[0:keys, g]^T E with E = exp(S - max)^T (keys, queries) read in
          * place: the 16-query segments of its rows are panels of queries. Row d of out holds
-         * feature h*head_dim+d of the block's queries; divided by the sums, its 16-query
-         * segments go to the packed output. */
+         * feature h*head_dim+d of the block's queries; divided by the sums, its queries go to
+         * their rows of the packed output (whole panels when the block starts on one). */
         em_gemm_panels e = {m.scores, (size_t)padded, EM_GEMM_PANEL};
-        em_gemm_tile(s->kernel, e, rows, keys, vt + (size_t)g * head_dim * ldv, ldv, head_dim,
+        em_gemm_tile(s->kernel, e, rows, keys, vtw + (size_t)g * head_dim * ldv, ldv, head_dim,
                      m.out, ld);
+        int first = qb.row0 + q0; /* the block's first row in the batch */
+        /* whole panels when the block starts on one, its other rows one by one */
+        int whole = first % EM_GEMM_PANEL == 0 ? rows / EM_GEMM_PANEL : 0;
         for (int d = 0; d < head_dim; d++) {
             const float *od = m.out + (size_t)d * ld;
-            for (int p = 0; p < padded / EM_GEMM_PANEL; p++) {
-                size_t panel = (size_t)q0 / EM_GEMM_PANEL + (size_t)p;
-                float *to =
-                    out_packed + (panel * q_ld + (size_t)h * head_dim + (size_t)d) * EM_GEMM_PANEL;
-                for (int i = 0; i < EM_GEMM_PANEL; i++) {
+            /* feature h*head_dim+d: token t at column[(t / 16) * q_ld * 16 + t % 16] */
+            float *column = out_packed + ((size_t)h * head_dim + (size_t)d) * EM_GEMM_PANEL;
+            for (int p = 0; p < whole; p++) {
+                size_t panel = (size_t)first / EM_GEMM_PANEL + (size_t)p;
+                float *to = column + panel * q_ld * EM_GEMM_PANEL;
+                for (int i = 0; i < EM_GEMM_PANEL; i++)
                     to[i] = od[p * EM_GEMM_PANEL + i] * m.sum[p * EM_GEMM_PANEL + i];
-                }
+            }
+            for (int i = whole * EM_GEMM_PANEL; i < rows; i++) {
+                int t = first + i;
+                column[(size_t)(t / EM_GEMM_PANEL) * q_ld * EM_GEMM_PANEL + t % EM_GEMM_PANEL] =
+                    od[i] * m.sum[i];
             }
         }
     }
+    free(order);
 }

@@ -1,8 +1,10 @@
-/* Causal grouped-query attention over one window, optionally through a sliding window and with
- * soft-capped scores (em_attention_mask).
+/* Causal grouped-query attention over the windows of a batch (segments.h: each window attends
+ * only to itself), optionally through a sliding window and with soft-capped scores
+ * (em_attention_mask).
  *
- * Queries are processed in blocks of EM_ATTN_QUERY_BLOCK positions. For a head h and a query
- * block [q0, q1), the scores for keys 0..q1-1 come transposed from the packed GEMM (gemm.h):
+ * Each window's queries are processed in blocks of EM_ATTN_QUERY_BLOCK positions counted from the
+ * window's first. For a head h and a query block [q0, q1) of a window, the scores for its keys
+ * 0..q1-1 come transposed from the packed GEMM (gemm.h):
  * S^T (q1, q1 - q0) = K Q^T, with K's rows read in place. The scale (1/sqrt(head_dim) for Llama),
  * the causal mask and the softmax's exponentials then run down each query's column, vectorized
  * across the block's queries (through the window when one is given: softmax_columns_window, key by
@@ -11,14 +13,15 @@
  * straight into the packed layout the output projection reads. Query head h reads KV head h /
  * (n_heads / n_kv_heads). Memory per thread is about EM_ATTN_QUERY_BLOCK x T floats, never (T, T)
  * per head. Every dot product is one fma chain (gemm_microkernel.h) over head_dim or over keys
- * 0..q1-1 (masked ones are exact zeros), so results depend only on T: not on threads, batches or
- * the CPU. */
+ * 0..q1-1 (masked ones are exact zeros), so a window's results depend only on the window: not on
+ * the other windows of its batch, its row offset, threads or the CPU. */
 #ifndef EVALMESH_KERNELS_ATTENTION_H
 #define EVALMESH_KERNELS_ATTENTION_H
 
 #include <stddef.h>
 
 #include "stages/kernels/cpu/scratch.h"
+#include "stages/kernels/segments.h"
 
 #define EM_ATTN_QUERY_BLOCK 64
 
@@ -31,17 +34,18 @@ typedef struct em_attention_mask {
     int window;
 } em_attention_mask;
 
-/* Scratch floats per thread that em_attention needs for a window of T positions. */
+/* Scratch floats per thread that em_attention needs for windows of at most T positions. */
 size_t em_attention_scratch_floats(int T, int head_dim);
 
-/* Floats of the V^T buffer em_attention needs: (n_kv_heads * head_dim, T + padding). */
+/* Floats of the V^T buffer em_attention needs for T rows: (n_kv_heads * head_dim, T + padding). */
 size_t em_attention_vt_floats(int T, int n_kv_heads, int head_dim);
 
-/* q is (T, n_heads * head_dim), k and v are (T, n_kv_heads * head_dim); out_packed is the
- * output (T, n_heads * head_dim) packed (em_gemm_packed_floats); vt is em_attention_vt_floats of
- * working memory. */
-void em_attention(const float *q, const float *k, const float *v, int T, int n_heads,
-                  int n_kv_heads, int head_dim, const em_attention_mask *mask, float *out_packed,
-                  float *vt, em_scratch *s);
+/* q is (T, n_heads * head_dim), k and v are (T, n_kv_heads * head_dim) with T the windows' rows
+ * (windows->start[windows->count]); out_packed is the output (T, n_heads * head_dim) packed
+ * (em_gemm_packed_floats, the padding past T zeros); vt is em_attention_vt_floats(T) of working
+ * memory; s holds em_attention_scratch_floats of the longest window per thread. */
+void em_attention(const float *q, const float *k, const float *v, const em_segments *windows,
+                  int n_heads, int n_kv_heads, int head_dim, const em_attention_mask *mask,
+                  float *out_packed, float *vt, em_scratch *s);
 
 #endif

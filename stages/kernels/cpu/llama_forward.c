@@ -35,8 +35,10 @@ struct em_llama_forward {
     int threads;
     em_scratch scratch;
     layer_vectors *layers;
-    float *output_norm;      /* (D) */
-    int capacity;            /* the longest window the activations below can hold */
+    float *output_norm;    /* (D) */
+    int capacity;          /* the most rows (a batch's positions) the activations below hold */
+    int32_t *window_start; /* (windows + 1) the current batch's segments (segments.h) */
+    int windows, window_slots;
     size_t activation_bytes; /* of the arrays below */
     float *x;                /* (T, D) the residual stream */
     float *xn;               /* (T, D) normalized x */
@@ -205,15 +207,15 @@ static float *alloc_floats(size_t floats, size_t *bytes) {
     return malloc(floats * sizeof(float));
 }
 
-/* Makes the activations and scratch hold a window of T positions. */
-static em_status reserve(em_llama_forward *f, int T) {
+/* Makes the activations and scratch hold T rows, windows of at most `longest` positions. */
+static em_status reserve(em_llama_forward *f, int T, int longest) {
     const em_llama_config *c = &f->model->config;
     const em_llama_shard *sh = &f->shard;
     size_t D = (size_t)c->dim, F = (size_t)sh->ffn_dim, QD = (size_t)sh->n_heads * c->head_dim;
     size_t KVD = (size_t)sh->n_kv_heads * c->head_dim;
     /* per thread: the largest of a matmul tile for each input width, the fused gate and up
      * tiles, attention, the head; shared: the packed xn */
-    size_t need = em_attention_scratch_floats(T, c->head_dim);
+    size_t need = em_attention_scratch_floats(longest, c->head_dim);
     int64_t widths[3] = {c->dim, (int64_t)F, (int64_t)QD};
     for (int i = 0; i < 3; i++) {
         size_t tile = em_matmul_tile_floats(T, widths[i], EM_MATMUL_TILE_ROWS);
@@ -283,12 +285,20 @@ static void observe(const em_llama_forward *f, int layer, em_linear_site site, c
 
 /* The kernels of the composition (llama_block.h); b is the em_llama_forward. */
 
-static em_status cpu_begin(void *b, const int32_t *input, const int32_t *positions, int T) {
+static em_status cpu_begin(void *b, const int32_t *input, const int32_t *positions,
+                           const em_segments *windows) {
     em_llama_forward *f = b;
     const em_model *m = f->model;
     const em_llama_config *c = &m->config;
-    em_status err = reserve(f, T);
+    int T = windows->start[windows->count];
+    em_status err = reserve(f, T, em_segments_longest(windows));
     if (err) return err;
+    if (windows->count + 1 > f->window_slots) {
+        f->window_slots = windows->count + 1;
+        f->window_start = em_xrealloc(f->window_start, (size_t)f->window_slots * sizeof(int32_t));
+    }
+    memcpy(f->window_start, windows->start, (size_t)(windows->count + 1) * sizeof(int32_t));
+    f->windows = windows->count;
     int D = c->dim;
     /* x (T, D) = embedding rows of the input tokens */
 #pragma omp parallel for num_threads(f->threads) if ((int64_t)T * D >= EM_PARALLEL_MIN_ELEMENTS)
@@ -354,9 +364,10 @@ static void cpu_attention(void *b, int layer, int T) {
     em_llama_forward *f = b;
     const em_llama_config *c = &f->model->config;
     em_attention_mask mask = layer_mask(c, layer);
-    /* att (T, QD), packed */
-    em_attention(f->q, f->k, f->v, T, f->shard.n_heads, f->shard.n_kv_heads, c->head_dim, &mask,
-                 f->att_packed, f->vt, &f->scratch);
+    em_segments windows = {f->windows, f->window_start};
+    /* att (T, QD), packed, within each window */
+    em_attention(f->q, f->k, f->v, &windows, f->shard.n_heads, f->shard.n_kv_heads, c->head_dim,
+                 &mask, f->att_packed, f->vt, &f->scratch);
 }
 
 static void cpu_local_kv(void *b, float **k, float **v, int *kv_width) {
@@ -471,26 +482,42 @@ static const em_llama_kernels cpu_kernels = {
     .head_tiles = cpu_head_tiles,
 };
 
-/* A window of T >= 1 positions scored from score_from < T, its ids in the vocabulary. */
-static em_status check_window(const em_llama_config *c, const int32_t *input, const int32_t *target,
-                              int T, int score_from) {
-    if (T < 1 || score_from < 0 || score_from >= T) {
-        return em_error_new(EM_EXIT_BAD_INPUT, "window of %d positions scored from %d is empty", T,
-                            score_from);
+/* Windows of T >= 1 positions scored from score_from < T, their ids in the vocabulary, at most
+ * INT32_MAX rows together. */
+static em_status check_windows(const em_llama_config *c, const em_batch_window *windows,
+                               int count) {
+    int64_t rows = 0;
+    for (int w = 0; w < count; w++) {
+        const em_batch_window *win = &windows[w];
+        em_status err = NULL;
+        if (win->T < 1 || win->score_from < 0 || win->score_from >= win->T)
+            err = em_error_new(EM_EXIT_BAD_INPUT, "window of %d positions scored from %d is empty",
+                               win->T, win->score_from);
+        if (!err) err = check_ids(win->input, win->T, c->n_vocab, "input");
+        if (!err)
+            err = check_ids(win->target + win->score_from, win->T - win->score_from, c->n_vocab,
+                            "target");
+        if (err) return count > 1 ? em_error_prefix(err, "window %d of the batch", w) : err;
+        rows += win->T;
     }
-    em_status err = check_ids(input, T, c->n_vocab, "input");
-    if (!err) err = check_ids(target + score_from, T - score_from, c->n_vocab, "target");
-    return err;
+    if (rows > INT32_MAX)
+        return em_error_new(EM_EXIT_BAD_INPUT, "a batch of %lld positions is too large",
+                            (long long)rows);
+    return NULL;
+}
+
+em_status em_llama_forward_batch(em_llama_forward *f, const em_batch_window *windows, int count) {
+    const em_llama_config *c = &f->model->config;
+    em_status err = check_windows(c, windows, count);
+    if (err) return err;
+    return em_llama_compose(&cpu_kernels, f, c->n_layers, c->dim, c->post_norms, c->n_vocab,
+                            &f->groups, f->threads, windows, count);
 }
 
 em_status em_llama_forward_window(em_llama_forward *f, const int32_t *input, const int32_t *target,
                                   int T, int score_from, double *nll, int32_t *argmax) {
-    const em_llama_config *c = &f->model->config;
-    em_status err = check_window(c, input, target, T, score_from);
-    if (err) return err;
-    return em_llama_compose_window(&cpu_kernels, f, c->n_layers, c->dim, c->post_norms, c->n_vocab,
-                                   &f->groups, f->threads, input, target, T, score_from, nll,
-                                   argmax);
+    em_batch_window one = {input, target, T, score_from, nll, argmax};
+    return em_llama_forward_batch(f, &one, 1);
 }
 
 double em_llama_forward_flops(const em_llama_config *c, int T, int score_from) {
@@ -534,6 +561,7 @@ void em_llama_forward_free(em_llama_forward *f) {
     }
     free(f->layers);
     free(f->output_norm);
+    free(f->window_start);
     free_activations(f);
     em_scratch_free(&f->scratch);
     em_llama_shard_free(&f->shard, f->model->config.n_layers);
@@ -547,21 +575,20 @@ static em_status backend_create(const em_model *model, const em_forward_groups *
                                 const em_forward_options *options, void **out) {
     return em_llama_forward_new_split(model, groups, threads, (em_llama_forward **)out);
 }
-static em_status backend_score(void *f, const int32_t *input, const int32_t *target, int T,
-                               int score_from, double *nll, int32_t *argmax) {
-    return em_llama_forward_window(f, input, target, T, score_from, nll, argmax);
+static em_status backend_score_batch(void *f, const em_batch_window *windows, int count) {
+    return em_llama_forward_batch(f, windows, count);
 }
 /* Both forwards' layers over the window, each one's final norm of the scored positions into its
- * xn (n, D), then one paired head for both (pair_head.h): the nll and argmax score_window gives
+ * xn (n, D), then one paired head for both (pair_head.h): the nll and argmax score_batch gives
  * and the KL divergence, with each head's logits computed once. */
 static em_status layers_and_final_norm(em_llama_forward *f, const int32_t *input,
                                        const int32_t *target, int T, int score_from) {
     const em_llama_config *c = &f->model->config;
-    em_status err = check_window(c, input, target, T, score_from);
+    em_batch_window one = {input, target, T, score_from, NULL, NULL}; /* the layers only */
+    em_status err = check_windows(c, &one, 1);
     if (!err)
-        err = em_llama_compose_window(&cpu_kernels, f, c->n_layers, c->dim, c->post_norms,
-                                      c->n_vocab, &f->groups, f->threads, input, target, T,
-                                      score_from, NULL, NULL);
+        err = em_llama_compose(&cpu_kernels, f, c->n_layers, c->dim, c->post_norms, c->n_vocab,
+                               &f->groups, f->threads, &one, 1);
     if (err) return err;
     em_rmsnorm(f->x + (size_t)score_from * c->dim, f->output_norm, T - score_from, c->dim,
                c->rms_eps, f->xn, f->threads);
@@ -599,11 +626,14 @@ static void backend_free(void *f) {
 
 const em_forward_backend em_forward_backend_cpu = {
     .name = "cpu",
+    /* one window per batch: the GEMM already reuses each converted weight tile across a window's
+     * positions, so batching would only add activation memory */
+    .batch_tokens = 1,
     .gpu_buffers = false,
     .weight_storage = false,
     .available = NULL,
     .create = backend_create,
-    .score_window = backend_score,
+    .score_batch = backend_score_batch,
     .score_pair = backend_score_pair,
     .observe = backend_observe,
     .memory = backend_memory,

@@ -5,12 +5,14 @@
  * post-norm), RMSNorm, SwiGLU or GeGLU MLP; the final norm and the vocabulary-tiled head with
  * optional soft-capped logits) on this rank's tensor-parallel shard of the weights (llama_shard.h).
  *
- * Windows are computed one at a time with kernel shapes that depend only on the window's length
- * and first scored position, never on the thread count or on other windows, so a window's
- * per-token results are bit-identical wherever and with whatever it runs. Projections and the
- * head run on the packed GEMM of gemm.h (its results do not even depend on the CPU's instruction
- * set), and so do attention's products (attention.h). Parallelism is over tiles, heads and rows
- * with OpenMP. */
+ * Windows run alone or in batches (their positions as the rows of one set of activations,
+ * segments.h). Every kernel but attention works row by row, and each of a row's values is one
+ * computation whatever the other rows: the packed GEMM of gemm.h gives a row the same fma chain
+ * at any offset and any number of rows (its results do not even depend on the CPU's instruction
+ * set); attention runs inside each window with the window's own blocks (attention.h); the head
+ * runs per window. So a window's per-token results are bit-identical wherever, in whatever batch
+ * and with however many threads it runs. Parallelism is over tiles, heads and rows with
+ * OpenMP. */
 #ifndef EVALMESH_KERNELS_LLAMA_FORWARD_H
 #define EVALMESH_KERNELS_LLAMA_FORWARD_H
 
@@ -36,9 +38,13 @@ em_status em_llama_forward_new_split(const em_model *model, const em_forward_gro
 /* The same for a rank alone (tp = 1). */
 em_status em_llama_forward_new(const em_model *model, int threads, em_llama_forward **out);
 
-/* Runs one window: input and target are (T) token ids; positions score_from..T-1 are scored and
- * nll, argmax are (T - score_from): -log p(target[t] | input[0..t]) and the most likely token.
- * A token id outside the vocabulary is an error (exit status 2) naming its position. */
+/* Runs a batch of windows (forward_backend.h): for each, positions score_from..T-1 are scored and
+ * nll, argmax are (T - score_from): -log p(target[t] | input[0..t]) and the most likely token,
+ * the bits the window gets alone. A token id outside the vocabulary is an error (exit status 2)
+ * naming its window and position. */
+em_status em_llama_forward_batch(em_llama_forward *f, const em_batch_window *windows, int count);
+
+/* One window: em_llama_forward_batch of a batch of one. */
 em_status em_llama_forward_window(em_llama_forward *f, const int32_t *input, const int32_t *target,
                                   int T, int score_from, double *nll, int32_t *argmax);
 
@@ -46,8 +52,8 @@ em_status em_llama_forward_window(em_llama_forward *f, const int32_t *input, con
  * MLP, output head on the scored positions) and of attention (causal: key j <= query i only). */
 double em_llama_forward_flops(const em_llama_config *c, int T, int score_from);
 
-/* Bytes of activations and scratch the forward holds for its longest window so far, plus what
- * the output head allocates while it runs: the memory a window needs besides the model. */
+/* Bytes of activations and scratch the forward holds for its largest batch so far, plus what
+ * the output head allocates while it runs: the memory a batch needs besides the model. */
 size_t em_llama_forward_memory(const em_llama_forward *f);
 
 /* Bytes of the block and head weights this rank reads (its shard). */

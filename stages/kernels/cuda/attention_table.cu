@@ -12,18 +12,11 @@ static bool fp32_supports(const em_cuda_attention_shape *s) {
            s->n_heads % s->n_kv_heads == 0;
 }
 
-/* The FP32 kernel takes one window: one launch per window of the batch, at its rows. */
+/* The FP32 kernel: one launch for the batch, each row attending within its window. */
 static cudaError_t fp32_run(em_cuda_attention_work *work, const em_cuda_attention_args *a) {
-    size_t QD = (size_t)a->shape.n_heads * a->shape.head_dim;
-    size_t KVD = (size_t)a->shape.n_kv_heads * a->shape.head_dim;
-    for (int w = 0; w < a->seg->count; w++) {
-        size_t start = (size_t)a->seg->host[w];
-        int T = a->seg->host[w + 1] - a->seg->host[w];
-        if (T <= 0) continue;
-        em_cuda_attention(a->q + start * QD, a->k + start * KVD, a->v + start * KVD, T,
-                          a->shape.n_heads, a->shape.n_kv_heads, a->shape.head_dim, &a->mask,
-                          a->att + start * QD);
-    }
+    (void)work;
+    em_cuda_attention(a->q, a->k, a->v, a->seg, a->shape.n_heads, a->shape.n_kv_heads,
+                      a->shape.head_dim, &a->mask, a->att);
     return cudaGetLastError();
 }
 

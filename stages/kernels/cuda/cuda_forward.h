@@ -15,9 +15,12 @@
  * never (T, vocab) logits) are kernels of kernels.cu. The same composition as the CPU
  * (llama_block.h) drives them, so the two compute the same steps.
  *
- * Windows are computed one at a time on the device, each with kernel shapes that depend only on
- * its own length: a window's results do not depend on which other windows run, in which order or
- * how often (every reduction has a fixed order).
+ * Windows run in batches (score_batch): their positions are the rows of one set of activations,
+ * attention stays inside each window (the attention kernels' segments), RoPE rows are copied from
+ * the table of positions 0.. per window, and the head runs per window with shapes of that window
+ * alone. Every reduction of the kernels has a fixed order and the GEMMs give a row the same bits
+ * whatever the number of rows (gemm.cuh's probe), so a window's results do not depend on which
+ * other windows share its batch, in which order or how often.
  *
  * Tensor and context parallelism run the composition's split (llama_block.h) on the device: each
  * rank uploads only its tp share (llama_shard.h, the cpu backend's split: its heads, KV heads,

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "stages/kernels/cuda/attention_block.cuh"
+#include "stages/kernels/cuda/attention_table.cuh"
 #include "stages/kernels/cuda/gemm.cuh"
 #include "stages/kernels/cuda/device_weights.cuh"
 #include "stages/kernels/cuda/kernels.cuh"
@@ -23,7 +24,6 @@ extern "C" { /* the C side: checks, RoPE tables, the composition, the shards, th
 }
 
 #define HEAD_CHUNK_FLOATS ((size_t)1 << 26) /* logits of one vocabulary stretch (256 MiB) */
-#define MAX_HEAD_DIM 256                    /* the attention kernel's limit (kernels.cu) */
 
 typedef struct cuda_layer {
     em_dmat wq, wk, wv, wo, w_gate, w_up, w_down;
@@ -48,7 +48,6 @@ typedef struct cuda_split {
     em_forward_groups groups;       /* alone (size 1) for tp = cp = 1 */
     int64_t vocab_row0, vocab_rows; /* this rank's output-head rows (all of them at tp = 1) */
     int T;                          /* positions of the window in flight on this rank */
-    bool rope_moved;                /* the RoPE tables hold a cp rank's positions, not 0 .. T-1 */
     size_t device_bytes;            /* of the device buffers below */
     split_buffer host_y;            /* (T, D) this rank's partial sum, for the tp gather */
     split_buffer all;               /* device (tp, T, D) the gathered partial sums */
@@ -70,6 +69,7 @@ typedef struct em_cuda_forward {
     float *output_norm;       /* (D) */
     size_t weight_bytes;
     em_weight_store store; /* how the matrices are held; the scratch of those kept quantized */
+    em_cuda_attention_work *attn_work; /* the tensor-core attention's BF16 K/V and tile plan */
     char fault[1024];      /* the first cuBLASLt or CUDA failure of the current window */
     /* device activations for `capacity` positions */
     int capacity;
@@ -85,6 +85,12 @@ typedef struct em_cuda_forward {
     em_head_tile *part;     /* (tiles, T) */
     float *target_logit;    /* (T) */
     cuda_split split;
+    /* RoPE tables of positions 0 .. capacity-1; rope and rope_swa hold the batch's rows of them */
+    float *rope_table, *rope_swa_table;
+    /* the current batch's windows (begin): host and device offsets, room for window_slots */
+    em_cuda_segments windows;
+    int32_t *window_start, *window_start_device;
+    int window_slots;
 } em_cuda_forward;
 
 static em_status cuda_error(cudaError_t e, const char *what) {
@@ -185,6 +191,9 @@ static void free_activations(em_cuda_forward *f) {
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) cudaFree(bufs[i]);
     f->x = f->xn = f->y = f->q = f->att = f->k = f->v = f->gate = f->up = NULL;
     f->rope = f->rope_swa = f->logits = f->target_logit = NULL;
+    cudaFree(f->rope_table);
+    cudaFree(f->rope_swa_table);
+    f->rope_table = f->rope_swa_table = NULL;
     f->typed = NULL;
     f->ids = NULL;
     f->part = NULL;
@@ -211,25 +220,28 @@ static size_t head_floats(const em_llama_config *c, int T) {
 }
 
 /* The RoPE tables of the CPU path (rope.h), computed in double on the host, for T positions
- * (NULL: 0 .. T-1), into rope and rope_swa (which hold at least T rows). */
-static em_status upload_rope(em_cuda_forward *f, const int32_t *positions, int T) {
+ * (NULL: 0 .. T-1), into rope and rope_swa (device, at least T rows; rope_swa NULL when the
+ * model has no sliding layers' base). */
+static em_status upload_rope(em_cuda_forward *f, const int32_t *positions, int T, float *rope,
+                             float *rope_swa) {
     const em_llama_config *c = &f->c;
     size_t bytes = (size_t)T * (size_t)(c->rope_dim / 2) * 2 * sizeof(float);
     float *table = (float *)em_xmalloc(bytes);
     const float *factors =
         f->model && f->model->rope_freqs ? (const float *)f->model->rope_freqs->data : NULL;
     em_rope_table(c, factors, positions, T, table);
-    cudaError_t e = cudaMemcpy(f->rope, table, bytes, cudaMemcpyHostToDevice);
-    if (e == cudaSuccess && f->rope_swa) {
+    cudaError_t e = cudaMemcpy(rope, table, bytes, cudaMemcpyHostToDevice);
+    if (e == cudaSuccess && rope_swa) {
         em_llama_config local = em_rope_config_swa(c);
         em_rope_table(&local, NULL, positions, T, table);
-        e = cudaMemcpy(f->rope_swa, table, bytes, cudaMemcpyHostToDevice);
+        e = cudaMemcpy(rope_swa, table, bytes, cudaMemcpyHostToDevice);
     }
     free(table);
     return e == cudaSuccess ? NULL : cuda_error(e, "uploading the RoPE table");
 }
 
-/* Makes the activations hold T positions; the RoPE tables cover positions 0 .. capacity-1. */
+/* Makes the activations hold T rows (a batch's positions); the RoPE tables of positions cover
+ * 0 .. capacity-1, so every window of the batch (at most T positions) finds its rows there. */
 static em_status reserve(em_cuda_forward *f, int T) {
     if (T <= f->capacity) return NULL;
     free_activations(f);
@@ -257,6 +269,8 @@ static em_status reserve(em_cuda_forward *f, int T) {
         {&f->typed, t * widest * 2},
         {(void **)&f->rope, t * half * 2 * 4},
         {(void **)&f->rope_swa, c->rope_freq_base_swa > 0 ? t * half * 2 * 4 : 0},
+        {(void **)&f->rope_table, t * half * 2 * 4},
+        {(void **)&f->rope_swa_table, c->rope_freq_base_swa > 0 ? t * half * 2 * 4 : 0},
         {(void **)&f->ids, t * 4},
         {(void **)&f->logits, head_floats(c, T) * 4},
         {(void **)&f->part, tiles * t * sizeof(em_head_tile)},
@@ -268,7 +282,7 @@ static em_status reserve(em_cuda_forward *f, int T) {
         free_activations(f);
         return em_error_prefix(err, "activations of %d positions", T);
     }
-    if ((err = upload_rope(f, NULL, T))) {
+    if ((err = upload_rope(f, NULL, T, f->rope_table, f->rope_swa_table))) {
         free_activations(f);
         return err;
     }
@@ -295,12 +309,49 @@ static void gemm(em_cuda_forward *f, const void *in, int T, const em_dmat *w, fl
 /* The kernels of the composition (llama_block.h); b is the em_cuda_forward. local_kv,
  * attention_block and attention_finish run for cp > 1, partial and add_partials for tp > 1. */
 
-static em_status cuda_begin(void *b, const int32_t *input, const int32_t *positions, int T) {
+/* The batch's windows kept as em_cuda_segments (host and device offsets) for attention. */
+static em_status keep_windows(em_cuda_forward *f, const em_segments *windows) {
+    int n = windows->count + 1;
+    if (n > f->window_slots) {
+        cudaFree(f->window_start_device);
+        f->window_start_device = NULL;
+        f->window_slots = 0;
+        f->window_start = (int32_t *)em_xrealloc(f->window_start, (size_t)n * sizeof(int32_t));
+        em_status err =
+            dev_alloc((void **)&f->window_start_device, (size_t)n * sizeof(int32_t), NULL);
+        if (err) return err;
+        f->window_slots = n;
+    }
+    memcpy(f->window_start, windows->start, (size_t)n * sizeof(int32_t));
+    f->windows = em_cuda_segments{windows->count, f->window_start, f->window_start_device};
+    cudaError_t e = cudaMemcpy(f->window_start_device, f->window_start, (size_t)n * sizeof(int32_t),
+                               cudaMemcpyHostToDevice);
+    return e == cudaSuccess ? NULL : cuda_error(e, "uploading the batch's windows");
+}
+
+/* Without positions (cp = 1) they restart at 0 in every window, so the batch's RoPE rows of
+ * window w are rows 0 .. T_w-1 of the tables of positions: copied on the device, the same bits
+ * as alone. A cp rank's one window holds positions from the middle of it: their own rows. */
+static em_status cuda_begin(void *b, const int32_t *input, const int32_t *positions,
+                            const em_segments *windows) {
     em_cuda_forward *f = (em_cuda_forward *)b;
+    int T = windows->start[windows->count];
     em_status err = reserve(f, T);
+    if (!err) err = keep_windows(f, windows);
     if (err) return err;
     cudaError_t e = cudaMemcpy(f->ids, input, (size_t)T * sizeof *input, cudaMemcpyHostToDevice);
-    if (e != cudaSuccess) return cuda_error(e, "uploading the window");
+    if (e != cudaSuccess) return cuda_error(e, "uploading the batch");
+    if (positions && (err = upload_rope(f, positions, T, f->rope, f->rope_swa))) return err;
+    size_t row = (size_t)f->c.rope_dim / 2 * 2 * sizeof(float);
+    for (int w = 0; w < windows->count && !positions && e == cudaSuccess; w++) {
+        size_t at = (size_t)windows->start[w] * row / sizeof(float);
+        size_t bytes = (size_t)(windows->start[w + 1] - windows->start[w]) * row;
+        e = cudaMemcpyAsync(f->rope + at, f->rope_table, bytes, cudaMemcpyDeviceToDevice, 0);
+        if (e == cudaSuccess && f->rope_swa)
+            e = cudaMemcpyAsync(f->rope_swa + at, f->rope_swa_table, bytes,
+                                cudaMemcpyDeviceToDevice, 0);
+    }
+    if (e != cudaSuccess) return cuda_error(e, "the batch's RoPE rows");
     /* x (T, D) = embedding rows (scaled) */
     em_cuda_embed(&f->tok_embd, f->ids, T, f->c.embed_scale, f->x);
     return NULL;
@@ -339,12 +390,23 @@ static void cuda_qkv(void *b, int layer, int T) {
     em_cuda_rope(f->k, T, KVD, KV, hd, c->rope_dim, rope);
 }
 
+/* How the layer's scores are scaled, soft-capped and windowed. */
+static em_cuda_mask layer_mask(const em_llama_config *c, int layer) {
+    return em_cuda_mask{1.0f / sqrtf((float)c->attn_scale_base), c->attn_softcap,
+                        em_layer_is_sliding(c, layer) ? c->sliding_window : 0};
+}
+
 static void cuda_attention(void *b, int layer, int T) {
     em_cuda_forward *f = (em_cuda_forward *)b;
     const em_llama_config *c = &f->c;
-    em_cuda_mask mask = {1.0f / sqrtf((float)c->attn_scale_base), c->attn_softcap,
-                         em_layer_is_sliding(c, layer) ? c->sliding_window : 0};
-    em_cuda_attention(f->q, f->k, f->v, T, c->n_heads, c->n_kv_heads, c->head_dim, &mask, f->att);
+    em_cuda_mask mask = layer_mask(c, layer);
+    /* att (T, QD) within each window of the batch, by the table's kernel for the weights' mode */
+    em_cuda_attention_shape shape = {c->n_heads, c->n_kv_heads, c->head_dim};
+    const em_cuda_attention_kernel *kernel =
+        em_cuda_attention_kernel_for(em_cuda_compute_of(f->layers[layer].wq.type), &shape);
+    em_cuda_attention_args a = {f->q, f->k, f->v, &f->windows, shape, mask, f->att};
+    cudaError_t e = kernel->run(f->attn_work, &a);
+    if (e != cudaSuccess) note(f, kernel->name, (int)e);
 }
 
 static void cuda_attn_out(void *b, int layer, int T, bool partial) {
@@ -474,20 +536,16 @@ static cudaError_t reserve_split(em_cuda_forward *f, int T) {
     return e;
 }
 
-/* begin, then for a split forward its staging buffers and, on a cp rank holding positions from
- * the middle of the window, the RoPE tables of those positions (restored to 0 .. capacity-1
- * for the next window computed whole). */
-static em_status cuda_begin_at(void *b, const int32_t *input, const int32_t *positions, int T) {
+/* begin, then for a split forward its staging buffers. */
+static em_status cuda_begin_split(void *b, const int32_t *input, const int32_t *positions,
+                                  const em_segments *windows) {
     em_cuda_forward *f = (em_cuda_forward *)b;
-    em_status err = cuda_begin(b, input, positions, T);
+    em_status err = cuda_begin(b, input, positions, windows);
     if (err) return err;
+    int T = windows->start[windows->count];
     f->split.T = T;
     cudaError_t e = reserve_split(f, T);
-    if (e != cudaSuccess) return cuda_error(e, "the buffers of the tp and cp groups");
-    if (!positions && !f->split.rope_moved) return NULL;
-    err = upload_rope(f, positions, positions ? T : f->capacity);
-    f->split.rope_moved = positions != NULL;
-    return err;
+    return e == cudaSuccess ? NULL : cuda_error(e, "the buffers of the tp and cp groups");
 }
 
 /* This rank's k and v (T, KVD) after RoPE, copied to host memory for the cp ring. */
@@ -501,12 +559,6 @@ static void cuda_local_kv(void *b, float **k, float **v, int *kv_width) {
     cudaError_t e = cudaMemcpy(*k, f->k, bytes, cudaMemcpyDeviceToHost);
     if (e == cudaSuccess) e = cudaMemcpy(*v, f->v, bytes, cudaMemcpyDeviceToHost);
     if (e != cudaSuccess) note(f, cudaGetErrorString(e), (int)e);
-}
-
-/* How the layer's scores are scaled, soft-capped and windowed. */
-static em_cuda_mask layer_mask(const em_llama_config *c, int layer) {
-    return em_cuda_mask{1.0f / sqrtf((float)c->attn_scale_base), c->attn_softcap,
-                        em_layer_is_sliding(c, layer) ? c->sliding_window : 0};
 }
 
 /* One block of the cp ring into the online-softmax state. k and v are host memory: this rank's
@@ -568,7 +620,7 @@ static void cuda_add_partials(void *b, const float *all, int parts, int T) {
 }
 
 static const em_llama_kernels cuda_kernels = {
-    .begin = cuda_begin_at,
+    .begin = cuda_begin_split,
     .norm = cuda_norm,
     .qkv = cuda_qkv,
     .attention = cuda_attention,
@@ -604,18 +656,28 @@ static em_status check_ids(const int32_t *ids, int T, int n_vocab, const char *w
     return NULL;
 }
 
-static em_status backend_score(void *fp, const int32_t *input, const int32_t *target, int T,
-                               int score_from, double *nll, int32_t *argmax) {
+static em_status backend_score_batch(void *fp, const em_batch_window *windows, int count) {
     em_cuda_forward *f = (em_cuda_forward *)fp;
-    if (T < 1 || score_from < 0 || score_from >= T)
-        return em_error_new(EM_EXIT_BAD_INPUT, "window of %d positions scored from %d is empty", T,
-                            score_from);
-    em_status err = check_ids(input, T, f->c.n_vocab, "input");
-    if (!err) err = check_ids(target + score_from, T - score_from, f->c.n_vocab, "target");
+    int64_t rows = 0;
+    em_status err = NULL;
+    for (int w = 0; w < count && !err; w++) {
+        const em_batch_window *win = &windows[w];
+        if (win->T < 1 || win->score_from < 0 || win->score_from >= win->T)
+            err = em_error_new(EM_EXIT_BAD_INPUT, "window of %d positions scored from %d is empty",
+                               win->T, win->score_from);
+        if (!err) err = check_ids(win->input, win->T, f->c.n_vocab, "input");
+        if (!err)
+            err = check_ids(win->target + win->score_from, win->T - win->score_from, f->c.n_vocab,
+                            "target");
+        if (err && count > 1) err = em_error_prefix(err, "window %d of the batch", w);
+        rows += win->T;
+    }
+    if (!err && rows > INT32_MAX)
+        err = em_error_new(EM_EXIT_BAD_INPUT, "a batch of %lld positions is too large",
+                           (long long)rows);
     if (err) return err;
-    err = em_llama_compose_window(&cuda_kernels, f, f->c.n_layers, f->c.dim, f->c.post_norms,
-                                  f->c.n_vocab, &f->split.groups, f->threads, input, target, T,
-                                  score_from, nll, argmax);
+    err = em_llama_compose(&cuda_kernels, f, f->c.n_layers, f->c.dim, f->c.post_norms, f->c.n_vocab,
+                           &f->split.groups, f->threads, windows, count);
     em_status device = window_status(f);
     if (err) {
         em_error_free(device);
@@ -666,14 +728,17 @@ static em_status backend_score_pair(void *ref, void *cand, const int32_t *input,
         return em_error_new(EM_EXIT_BAD_INPUT,
                             "the reference has %d vocabulary rows, the candidate %d", r->c.n_vocab,
                             c->c.n_vocab);
-    em_status err = backend_score(r, input, target, T, score_from, nll_ref, argmax_ref);
-    if (!err) err = backend_score(c, input, target, T, score_from, nll_cand, argmax_cand);
+    em_batch_window ref_window = {input, target, T, score_from, nll_ref, argmax_ref};
+    em_batch_window cand_window = {input, target, T, score_from, nll_cand, argmax_cand};
+    em_status err = backend_score_batch(r, &ref_window, 1);
+    if (!err) err = backend_score_batch(c, &cand_window, 1);
     return err ? err : pair_kl(r, c, T - score_from, kl);
 }
 
 static size_t backend_memory(const void *fp) {
     const em_cuda_forward *f = (const em_cuda_forward *)fp;
-    return f->activation_bytes + f->split.device_bytes + em_weights_scratch_bytes(&f->store);
+    return f->activation_bytes + f->split.device_bytes + em_weights_scratch_bytes(&f->store) +
+           em_cuda_attention_work_bytes(f->attn_work);
 }
 
 static size_t backend_weight_bytes(const void *fp) {
@@ -693,6 +758,8 @@ static void backend_free(void *fp) {
         else
             cudaFree(bufs[i]->p);
     }
+    free(f->window_start);
+    cudaFree(f->window_start_device);
     for (int i = 0; f->layers && i < f->c.n_layers; i++) {
         cuda_layer *l = &f->layers[i];
         void *bufs[] = {
@@ -708,6 +775,7 @@ static void backend_free(void *fp) {
     cudaFree(f->output_norm);
     em_gemm_free(f->gemm);
     em_weights_free(&f->store);
+    em_cuda_attention_work_free(f->attn_work);
     free(f);
 }
 
@@ -715,10 +783,14 @@ static void backend_free(void *fp) {
  * (the stream of its kernels) with a fixed workspace. */
 static em_status forward_shell(const em_llama_config *c, int threads, em_cuda_forward **out) {
     *out = NULL;
-    if (c->head_dim > MAX_HEAD_DIM)
+    /* the FP32 row serves every mode, so a shape it runs has a kernel in every mode */
+    em_cuda_attention_shape shape = {c->n_heads, c->n_kv_heads, c->head_dim};
+    if (!em_cuda_attention_kernel_for(EM_CUDA_COMPUTE_FP32, &shape) ||
+        c->head_dim > EM_CUDA_BLOCK_MAX_HEAD_DIM)
         return em_error_new(EM_EXIT_BAD_INPUT,
-                            "device cuda: head dimension %d is above the attention kernel's %d",
-                            c->head_dim, MAX_HEAD_DIM);
+                            "device cuda: no attention kernel runs %d heads of %d over %d KV heads "
+                            "(head dimension at most %d)",
+                            c->n_heads, c->head_dim, c->n_kv_heads, EM_CUDA_BLOCK_MAX_HEAD_DIM);
     em_status err = select_device();
     if (err) return err;
     em_cuda_forward *f = (em_cuda_forward *)em_xcalloc(1, sizeof *f);
@@ -729,6 +801,8 @@ static em_status forward_shell(const em_llama_config *c, int threads, em_cuda_fo
     f->split.host_y.host = f->split.host_k.host = f->split.host_v.host = true;
     f->layers = (cuda_layer *)em_xcalloc((size_t)c->n_layers, sizeof *f->layers);
     err = em_gemm_new(0, &f->gemm);
+    if (!err && !(f->attn_work = em_cuda_attention_work_new()))
+        err = em_error_new(EM_EXIT_RUNTIME, "cuda: the attention's work space");
     if (err) {
         backend_free(f);
         return err;
@@ -826,9 +900,12 @@ const em_forward_backend em_forward_backend_cuda = {
      * as it is and nccl through its host staging */
     .gpu_buffers = false,
     .weight_storage = true,
+    /* 16384 positions (8 windows of 2048): GEMMs of that many rows run near the GPU's peak, and
+     * an 8B model's activations for them take about 3.5 GiB */
+    .batch_tokens = 16384,
     .available = em_cuda_available,
     .create = backend_create,
-    .score_window = backend_score,
+    .score_batch = backend_score_batch,
     .score_pair = backend_score_pair,
     .observe = NULL, /* calibrate runs on the cpu backend */
     .memory = backend_memory,

@@ -96,17 +96,38 @@ static __device__ float warp_sum(float v) {
 #define ATT_MAX_HD 256 /* head_dim limit: 8 values per lane */
 #define ATT_PER_LANE (ATT_MAX_HD / 32)
 
-/* Warp (t, h), its lanes holding dims lane, lane + 32, ... of q and of the output: per block of
- * 32 keys, each key's score is a warp sum (reads of a K row are coalesced) kept by lane j for
- * key j0 + j; the block's max and sum join the running ones (online softmax) and the lanes add
- * p_j v_j for the block's keys in key order. Memory: registers only, whatever T. */
-static __global__ void attention_kernel(const float *q, const float *k, const float *v, int T,
-                                        int H, int KV, int hd, em_cuda_mask mask, float *att) {
+/* The window of row t: the last w < count with start[w] <= t. */
+static __device__ int window_of(const int32_t *start, int count, int t) {
+    int lo = 0, hi = count - 1;
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (start[mid] <= t)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
+}
+
+/* Warp (row, h), its lanes holding dims lane, lane + 32, ... of q and of the output. The row is
+ * position t of its window, whose rows start at row0: q, k, v and att are read from there on, so
+ * a window's numbers are those it has alone. Per block of 32 keys, each key's score is a warp sum
+ * (reads of a K row are coalesced) kept by lane j for key j0 + j; the block's max and sum join
+ * the running ones (online softmax) and the lanes add p_j v_j for the block's keys in key order.
+ * Memory: registers only, whatever T. */
+static __global__ void attention_kernel(const float *q, const float *k, const float *v,
+                                        const int32_t *start, int count, int T, int H, int KV,
+                                        int hd, em_cuda_mask mask, float *att) {
     int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     int64_t item = (int64_t)blockIdx.x * ATT_WARPS + warp;
     if (item >= (int64_t)T * H) return; /* whole warps leave together */
-    int t = (int)(item / H), h = (int)(item % H), kvh = h / (H / KV);
+    int row = (int)(item / H), h = (int)(item % H), kvh = h / (H / KV);
     int QD = H * hd, KVD = KV * hd;
+    int row0 = start[window_of(start, count, row)], t = row - row0;
+    q += (size_t)row0 * QD;
+    k += (size_t)row0 * KVD;
+    v += (size_t)row0 * KVD;
+    att += (size_t)row0 * QD;
     float qr[ATT_PER_LANE], acc[ATT_PER_LANE];
     for (int i = 0; i < ATT_PER_LANE; i++) {
         int d = lane + 32 * i;
@@ -156,11 +177,13 @@ static __global__ void attention_kernel(const float *q, const float *k, const fl
     }
 }
 
-void em_cuda_attention(const float *q, const float *k, const float *v, int T, int H, int KV, int hd,
+void em_cuda_attention(const float *q, const float *k, const float *v,
+                       const em_cuda_segments *windows, int H, int KV, int hd,
                        const em_cuda_mask *mask, float *att) {
+    int T = windows->host[windows->count];
     int64_t items = (int64_t)T * H;
-    attention_kernel<<<blocks_for(items, ATT_WARPS), ATT_WARPS * 32>>>(q, k, v, T, H, KV, hd, *mask,
-                                                                       att);
+    attention_kernel<<<blocks_for(items, ATT_WARPS), ATT_WARPS * 32>>>(
+        q, k, v, windows->device, windows->count, T, H, KV, hd, *mask, att);
 }
 
 /* The CPU's formulas (swiglu.c): g / (1 + exp(-g)) u and GeGLU's tanh form as a logistic. */

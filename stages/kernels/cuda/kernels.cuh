@@ -55,9 +55,11 @@ typedef struct em_cuda_segments {
     const int32_t *device; /* the same offsets on the device */
 } em_cuda_segments;
 
-/* att (T, H*hd) = causal attention of q (T, H*hd) over k, v (T, KV*hd), query head h reading KV
- * head h / (H / KV); online softmax over blocks of 32 keys, one warp per (position, head). */
-void em_cuda_attention(const float *q, const float *k, const float *v, int T, int H, int KV, int hd,
+/* att (T, H*hd) = causal attention of q (T, H*hd) over k, v (T, KV*hd) within each window of
+ * windows (T = windows->host[windows->count]), query head h reading KV head h / (H / KV); online
+ * softmax over blocks of 32 keys counted from the window's first, one warp per (row, head). */
+void em_cuda_attention(const float *q, const float *k, const float *v,
+                       const em_cuda_segments *windows, int H, int KV, int hd,
                        const em_cuda_mask *mask, float *att);
 
 /* gate (n) = silu(gate) * up (gelu false) or gelu_tanh(gate) * up (gelu true). */
