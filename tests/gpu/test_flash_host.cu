@@ -204,7 +204,9 @@ static void cpu_attention(const float *q, const float *k, const float *v, int T,
     float *vt = (float *)calloc(em_attention_vt_floats(T, KV, hd), sizeof(float));
     float *packed = (float *)calloc(em_gemm_packed_floats(T, QD), sizeof(float));
     em_attention_mask m = {mask->scale, mask->softcap, mask->window};
-    em_attention(q, k, v, T, H, KV, hd, &m, packed, vt, &s);
+    int32_t rows[2] = {0, T};
+    em_segments one = {1, rows};
+    em_attention(q, k, v, &one, H, KV, hd, &m, packed, vt, &s);
     em_gemm_panels p = em_gemm_packed(packed, QD);
     for (int t = 0; t < T; t++)
         for (int c = 0; c < QD; c++)

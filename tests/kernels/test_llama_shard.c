@@ -182,7 +182,7 @@ static void check_create(const test_model *t) {
         }
         em_forward_groups groups = {.tp = {.rank = 0, .size = 3}, .cp = {.rank = 0, .size = 1}};
         void *f = NULL;
-        em_status err = be->create(&t->m, &groups, 1, &f);
+        em_status err = be->create(&t->m, &groups, 1, &(em_forward_options){0}, &f);
         CHECK(err != NULL && f == NULL);
         if (!err) {
             be->free(f);

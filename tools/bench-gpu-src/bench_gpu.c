@@ -95,8 +95,8 @@ static em_status bench_case(const char *name, const em_llama_config *c, void *f,
             snprintf(shape, sizeof shape, "n_ctx %d x %d per batch", n_ctx, windows);
         else
             snprintf(shape, sizeof shape, "n_ctx %d", n_ctx);
-        printf("bench: %s %s: %.0f tokens/s, %.1f TFLOP/s, MFU %.1f%% of %.0f, %.1f%% of the "
         *tokens_per_s = (double)tokens * reps / seconds;
+        printf("bench: %s %s: %.0f tokens/s, %.1f TFLOP/s, MFU %.1f%% of %.0f, %.1f%% of the "
                "measured GEMM; weights %.2f GiB, activations %.2f GiB, device in use %.2f GiB\n",
                name, shape, (double)tokens * reps / seconds, tflops,
                100.0 * tflops / H200_BF16_PEAK_TFLOPS, H200_BF16_PEAK_TFLOPS,

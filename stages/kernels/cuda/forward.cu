@@ -895,14 +895,14 @@ static em_status backend_create(const em_model *model, const em_forward_groups *
 
 const em_forward_backend em_forward_backend_cuda = {
     .name = "cuda",
+    /* 16384 positions (8 windows of 2048): GEMMs of that many rows run near the GPU's peak, and
+     * an 8B model's activations for them take about 3.5 GiB */
+    .batch_tokens = 16384,
     /* what it hands its tp and cp groups is host memory (pinned staging, cuda_split), as the
      * composition's gathers and ring blocks are host buffers: any mesh backend carries it, mpi
      * as it is and nccl through its host staging */
     .gpu_buffers = false,
     .weight_storage = true,
-    /* 16384 positions (8 windows of 2048): GEMMs of that many rows run near the GPU's peak, and
-     * an 8B model's activations for them take about 3.5 GiB */
-    .batch_tokens = 16384,
     .available = em_cuda_available,
     .create = backend_create,
     .score_batch = backend_score_batch,
