@@ -6,7 +6,8 @@
  * lines (nll with 17 significant digits) to OUT.dp<dp rank>; every rank writes its shard's weight
  * bytes to OUT.weights.<world rank>. With BACKEND-batch (cpu-batch, cuda-batch) the dp rank's
  * windows go to the backend as one batch (score_batch).
- * Usage: forward_mesh_driver MODEL TP CP T SCORE_FROM WINDOWS SEED OUT [BACKEND[-batch]|reference] */
+ * Usage: forward_mesh_driver MODEL TP CP T SCORE_FROM WINDOWS SEED OUT [BACKEND[-batch]|reference]
+ */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -70,7 +70,7 @@ typedef struct em_cuda_forward {
     size_t weight_bytes;
     em_weight_store store; /* how the matrices are held; the scratch of those kept quantized */
     em_cuda_attention_work *attn_work; /* the tensor-core attention's BF16 K/V and tile plan */
-    char fault[1024];      /* the first cuBLASLt or CUDA failure of the current window */
+    char fault[1024]; /* the first cuBLASLt or CUDA failure of the current window */
     /* device activations for `capacity` positions */
     int capacity;
     size_t activation_bytes;
