@@ -5,6 +5,8 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "stages/kernels/cuda/device_memory.cuh"
+
 extern "C" {
 #include "util/log.h"
 #include "stages/kernels/cpu/dequantize.h"
@@ -12,20 +14,6 @@ extern "C" {
 }
 
 #define STAGE_BYTES ((size_t)64 << 20) /* upload staging: raw blocks or floats per chunk */
-
-static em_status cuda_error(cudaError_t e, const char *what) {
-    return em_error_new(EM_EXIT_RUNTIME, "cuda: %s: %s", what, cudaGetErrorString(e));
-}
-
-static em_status alloc(void **p, size_t bytes, size_t *counter) {
-    *p = NULL;
-    cudaError_t e = cudaMalloc(p, bytes ? bytes : 1);
-    if (e != cudaSuccess)
-        return em_error_new(EM_EXIT_RUNTIME, "cuda: cannot allocate %.1f MiB of device memory: %s",
-                            (double)bytes / (1 << 20), cudaGetErrorString(e));
-    if (counter) *counter += bytes;
-    return NULL;
-}
 
 /* Device bytes of matrix t held as s says with nothing kept quantized. */
 static size_t resident_bytes(const em_weight_store *s, const em_tensor *t) {
@@ -47,7 +35,7 @@ em_status em_weights_init(em_weight_store *s, const em_forward_options *options,
     }
     size_t free_b = 0, total = 0;
     cudaError_t e = cudaMemGetInfo(&free_b, &total);
-    if (e != cudaSuccess) return cuda_error(e, "cudaMemGetInfo");
+    if (e != cudaSuccess) return em_cuda_error(e, "cudaMemGetInfo");
     s->keep_quantized = em_weights_keep_quantized(options->quantized_weights, bytes, free_b);
     if (s->keep_quantized && options->quantized_weights == EM_QUANTIZED_WEIGHTS_AUTO)
         em_log_info("device cuda, quantized_weights auto: the model's %.2f GiB of BF16 weights "
@@ -83,16 +71,16 @@ em_status em_weights_upload(em_weight_store *s, const em_tensor *t, bool per_use
             out->blocks_type = type;
             if (rows * cols > s->scratch_values) s->scratch_values = rows * cols;
         }
-        if ((err = alloc(&out->data, row_bytes * (size_t)rows, weight_bytes))) return err;
+        if ((err = em_cuda_alloc(&out->data, row_bytes * (size_t)rows, weight_bytes))) return err;
         e = cudaMemcpy(out->data, t->data, row_bytes * (size_t)rows, cudaMemcpyHostToDevice);
-        return e == cudaSuccess ? NULL : em_error_prefix(cuda_error(e, "upload"), "%s", t->name);
+        return e == cudaSuccess ? NULL : em_error_prefix(em_cuda_error(e, "upload"), "%s", t->name);
     }
     /* BF16 on the device: dequantized there from raw blocks, or rounded there from host floats
      * (F32 rows, or a type the host dequantizes through the type table), a stretch at a time */
-    if ((err = alloc(&out->data, (size_t)(rows * cols) * 2, weight_bytes))) return err;
+    if ((err = em_cuda_alloc(&out->data, (size_t)(rows * cols) * 2, weight_bytes))) return err;
     __nv_bfloat16 *dst = (__nv_bfloat16 *)out->data;
     void *stage = NULL;
-    if ((err = alloc(&stage, STAGE_BYTES, NULL))) return err;
+    if ((err = em_cuda_alloc(&stage, STAGE_BYTES, NULL))) return err;
     if (values) {
         int64_t chunk =
             (int64_t)(STAGE_BYTES / row_bytes) > 0 ? (int64_t)(STAGE_BYTES / row_bytes) : 1;
@@ -117,7 +105,7 @@ em_status em_weights_upload(em_weight_store *s, const em_tensor *t, bool per_use
     }
     if (e == cudaSuccess) e = cudaDeviceSynchronize(); /* the staging buffer is freed next */
     cudaFree(stage);
-    return e == cudaSuccess ? NULL : em_error_prefix(cuda_error(e, "upload"), "%s", t->name);
+    return e == cudaSuccess ? NULL : em_error_prefix(em_cuda_error(e, "upload"), "%s", t->name);
 }
 
 /* splitmix64 of z, the counter-based hash of the generated weights (as kernels.cu's fills). */
@@ -166,14 +154,14 @@ em_status em_weights_random(em_weight_store *s, uint32_t type, int64_t cols, int
     float bound = 1.0f / sqrtf((float)cols);
     em_status err;
     if (type == EM_TENSOR_BF16) {
-        if ((err = alloc(&out->data, (size_t)(rows * cols) * 2, weight_bytes))) return err;
+        if ((err = em_cuda_alloc(&out->data, (size_t)(rows * cols) * 2, weight_bytes))) return err;
         em_cuda_fill_bf16((__nv_bfloat16 *)out->data, rows * cols, seed, bound, 0.0f);
         return NULL;
     }
 #define X(id, bytes, head, scales)                                                                 \
     if (type == id) {                                                                              \
         int64_t blocks = rows * cols / em_cuda_block_values(id);                                   \
-        if ((err = alloc(&out->data, (size_t)blocks * bytes, weight_bytes))) return err;           \
+        if ((err = em_cuda_alloc(&out->data, (size_t)blocks * bytes, weight_bytes))) return err;   \
         random_blocks_kernel<bytes, head, scales>                                                  \
             <<<4096, 256>>>((uint8_t *)out->data, blocks, seed, bound / 8.0f);                     \
         out->blocks_type = id;                                                                     \
@@ -191,7 +179,7 @@ em_status em_weights_random(em_weight_store *s, uint32_t type, int64_t cols, int
 
 em_status em_weights_ready(em_weight_store *s) {
     if (!s->scratch_values) return NULL;
-    return alloc((void **)&s->scratch, (size_t)s->scratch_values * 2, NULL);
+    return em_cuda_alloc((void **)&s->scratch, (size_t)s->scratch_values * 2, NULL);
 }
 
 const em_dmat *em_weights_in_use(em_weight_store *s, const em_dmat *w) {

@@ -12,6 +12,7 @@
 #include "stages/kernels/cuda/attention_table.cuh"
 #include "stages/kernels/cuda/gemm.cuh"
 #include "stages/kernels/cuda/device_weights.cuh"
+#include "stages/kernels/cuda/device_memory.cuh"
 #include "stages/kernels/cuda/kernels.cuh"
 #include "stages/kernels/cuda/partial_sums.cuh"
 extern "C" { /* the C side: checks, RoPE tables, the composition, the shards, the type table */
@@ -93,10 +94,6 @@ typedef struct em_cuda_forward {
     int window_slots;
 } em_cuda_forward;
 
-static em_status cuda_error(cudaError_t e, const char *what) {
-    return em_error_new(EM_EXIT_RUNTIME, "cuda: %s: %s", what, cudaGetErrorString(e));
-}
-
 /* Records the first failure of a window (kernels of the composition return nothing). */
 static void note(em_cuda_forward *f, const char *what, int code) {
     if (!f->fault[0]) snprintf(f->fault, sizeof f->fault, "%s failed (status %d)", what, code);
@@ -149,25 +146,15 @@ static em_status select_device(void) {
                             "than it has GPUs, which needs the default mode (nvidia-smi -c 0)",
                             local, device, count, cudaGetErrorString(e),
                             mode == cudaComputeModeProhibited ? "prohibited" : "exclusive-process");
-    return cuda_error(e, "cudaSetDevice");
-}
-
-static em_status dev_alloc(void **p, size_t bytes, size_t *counter) {
-    *p = NULL;
-    cudaError_t e = cudaMalloc(p, bytes ? bytes : 1);
-    if (e != cudaSuccess)
-        return em_error_new(EM_EXIT_RUNTIME, "cuda: cannot allocate %.1f MiB of device memory: %s",
-                            (double)bytes / (1 << 20), cudaGetErrorString(e));
-    if (counter) *counter += bytes;
-    return NULL;
+    return em_cuda_error(e, "cudaSetDevice");
 }
 
 /* n floats in host memory onto the device. */
 static em_status upload_floats(em_cuda_forward *f, const float *host, int64_t n, float **out) {
-    em_status err = dev_alloc((void **)out, (size_t)n * sizeof(float), &f->weight_bytes);
+    em_status err = em_cuda_alloc((void **)out, (size_t)n * sizeof(float), &f->weight_bytes);
     if (!err) {
         cudaError_t e = cudaMemcpy(*out, host, (size_t)n * sizeof(float), cudaMemcpyHostToDevice);
-        if (e != cudaSuccess) err = cuda_error(e, "uploading a vector");
+        if (e != cudaSuccess) err = em_cuda_error(e, "uploading a vector");
     }
     return err;
 }
@@ -237,7 +224,7 @@ static em_status upload_rope(em_cuda_forward *f, const int32_t *positions, int T
         e = cudaMemcpy(rope_swa, table, bytes, cudaMemcpyHostToDevice);
     }
     free(table);
-    return e == cudaSuccess ? NULL : cuda_error(e, "uploading the RoPE table");
+    return e == cudaSuccess ? NULL : em_cuda_error(e, "uploading the RoPE table");
 }
 
 /* Makes the activations hold T rows (a batch's positions); the RoPE tables of positions cover
@@ -277,7 +264,7 @@ static em_status reserve(em_cuda_forward *f, int T) {
         {(void **)&f->target_logit, t * 4},
     };
     for (size_t i = 0; i < sizeof want / sizeof *want && !err; i++)
-        if (want[i].bytes) err = dev_alloc(want[i].p, want[i].bytes, bytes);
+        if (want[i].bytes) err = em_cuda_alloc(want[i].p, want[i].bytes, bytes);
     if (err) {
         free_activations(f);
         return em_error_prefix(err, "activations of %d positions", T);
@@ -318,7 +305,7 @@ static em_status keep_windows(em_cuda_forward *f, const em_segments *windows) {
         f->window_slots = 0;
         f->window_start = (int32_t *)em_xrealloc(f->window_start, (size_t)n * sizeof(int32_t));
         em_status err =
-            dev_alloc((void **)&f->window_start_device, (size_t)n * sizeof(int32_t), NULL);
+            em_cuda_alloc((void **)&f->window_start_device, (size_t)n * sizeof(int32_t), NULL);
         if (err) return err;
         f->window_slots = n;
     }
@@ -326,7 +313,7 @@ static em_status keep_windows(em_cuda_forward *f, const em_segments *windows) {
     f->windows = em_cuda_segments{windows->count, f->window_start, f->window_start_device};
     cudaError_t e = cudaMemcpy(f->window_start_device, f->window_start, (size_t)n * sizeof(int32_t),
                                cudaMemcpyHostToDevice);
-    return e == cudaSuccess ? NULL : cuda_error(e, "uploading the batch's windows");
+    return e == cudaSuccess ? NULL : em_cuda_error(e, "uploading the batch's windows");
 }
 
 /* Without positions (cp = 1) they restart at 0 in every window, so the batch's RoPE rows of
@@ -340,7 +327,7 @@ static em_status cuda_begin(void *b, const int32_t *input, const int32_t *positi
     if (!err) err = keep_windows(f, windows);
     if (err) return err;
     cudaError_t e = cudaMemcpy(f->ids, input, (size_t)T * sizeof *input, cudaMemcpyHostToDevice);
-    if (e != cudaSuccess) return cuda_error(e, "uploading the batch");
+    if (e != cudaSuccess) return em_cuda_error(e, "uploading the batch");
     if (positions && (err = upload_rope(f, positions, T, f->rope, f->rope_swa))) return err;
     size_t row = (size_t)f->c.rope_dim / 2 * 2 * sizeof(float);
     for (int w = 0; w < windows->count && !positions && e == cudaSuccess; w++) {
@@ -351,7 +338,7 @@ static em_status cuda_begin(void *b, const int32_t *input, const int32_t *positi
             e = cudaMemcpyAsync(f->rope_swa + at, f->rope_swa_table, bytes,
                                 cudaMemcpyDeviceToDevice, 0);
     }
-    if (e != cudaSuccess) return cuda_error(e, "the batch's RoPE rows");
+    if (e != cudaSuccess) return em_cuda_error(e, "the batch's RoPE rows");
     /* x (T, D) = embedding rows (scaled) */
     em_cuda_embed(&f->tok_embd, f->ids, T, f->c.embed_scale, f->x);
     return NULL;
@@ -545,7 +532,7 @@ static em_status cuda_begin_split(void *b, const int32_t *input, const int32_t *
     int T = windows->start[windows->count];
     f->split.T = T;
     cudaError_t e = reserve_split(f, T);
-    return e == cudaSuccess ? NULL : cuda_error(e, "the buffers of the tp and cp groups");
+    return e == cudaSuccess ? NULL : em_cuda_error(e, "the buffers of the tp and cp groups");
 }
 
 /* This rank's k and v (T, KVD) after RoPE, copied to host memory for the cp ring. */
@@ -644,7 +631,7 @@ static em_status window_status(em_cuda_forward *f) {
         f->fault[0] = 0;
         return err;
     }
-    return e == cudaSuccess ? NULL : cuda_error(e, "forward");
+    return e == cudaSuccess ? NULL : em_cuda_error(e, "forward");
 }
 
 static em_status check_ids(const int32_t *ids, int T, int n_vocab, const char *what) {
@@ -693,7 +680,7 @@ static em_status pair_kl(em_cuda_forward *r, em_cuda_forward *c, int n, double *
     int64_t V = r->c.n_vocab, tiles = em_head_tiles(V);
     size_t count = (size_t)tiles * (size_t)n;
     em_pair_tile *dpart = NULL;
-    em_status err = dev_alloc((void **)&dpart, count * sizeof *dpart, NULL);
+    em_status err = em_cuda_alloc((void **)&dpart, count * sizeof *dpart, NULL);
     if (err) return err;
     const void *in_r = typed_input(r, r->xn, (int64_t)n * r->c.dim, r->output.type);
     const void *in_c = typed_input(c, c->xn, (int64_t)n * c->c.dim, c->output.type);
@@ -713,7 +700,7 @@ static em_status pair_kl(em_cuda_forward *r, em_cuda_forward *c, int n, double *
     em_status r_err = window_status(r), c_err = window_status(c);
     if (c_err && r_err) em_error_free(c_err);
     err = r_err ? r_err : c_err;
-    return err ? err : e == cudaSuccess ? NULL : cuda_error(e, "paired head");
+    return err ? err : e == cudaSuccess ? NULL : em_cuda_error(e, "paired head");
 }
 
 static em_status backend_score_pair(void *ref, void *cand, const int32_t *input,
@@ -914,7 +901,7 @@ const em_forward_backend em_forward_backend_cuda = {
 };
 
 static em_status ones(em_cuda_forward *f, int64_t n, float **out) {
-    em_status err = dev_alloc((void **)out, (size_t)n * 4, &f->weight_bytes);
+    em_status err = em_cuda_alloc((void **)out, (size_t)n * 4, &f->weight_bytes);
     if (!err) em_cuda_fill_f32(*out, n, 1.0f);
     return err;
 }
@@ -945,7 +932,7 @@ em_status em_cuda_forward_new_random(const em_llama_config *c, uint64_t seed, ui
     }
     if (!err) err = em_weights_ready(store);
     cudaError_t e = err ? cudaSuccess : cudaDeviceSynchronize();
-    if (!err && e != cudaSuccess) err = cuda_error(e, "generating weights");
+    if (!err && e != cudaSuccess) err = em_cuda_error(e, "generating weights");
     if (err) {
         backend_free(f);
         return err;
@@ -964,9 +951,10 @@ em_status em_cuda_gemm_tflops(int m, int n, int k, int reps, double *tflops, cha
     em_gemm *g = NULL;
     const em_gemm_plan *plan = NULL;
     cudaEvent_t start = NULL, stop = NULL;
-    if (!(err = dev_alloc(&w.data, (size_t)m * k * 2, NULL)) &&
-        !(err = dev_alloc(&in, (size_t)k * n * 2, NULL)) &&
-        !(err = dev_alloc((void **)&out, (size_t)m * n * 4, NULL)) && !(err = em_gemm_new(0, &g))) {
+    if (!(err = em_cuda_alloc(&w.data, (size_t)m * k * 2, NULL)) &&
+        !(err = em_cuda_alloc(&in, (size_t)k * n * 2, NULL)) &&
+        !(err = em_cuda_alloc((void **)&out, (size_t)m * n * 4, NULL)) &&
+        !(err = em_gemm_new(0, &g))) {
         em_gemm_shape shape = {EM_GEMM_PROJECTION, CUDA_R_16BF, m, k, false};
         err = em_gemm_plan_for(g, &shape, &plan);
     }
@@ -984,7 +972,7 @@ em_status em_cuda_gemm_tflops(int m, int n, int k, int reps, double *tflops, cha
         cudaEventRecord(stop);
         cudaError_t e = cudaEventSynchronize(stop);
         cudaEventElapsedTime(&ms, start, stop);
-        if (!err && e != cudaSuccess) err = cuda_error(e, "GEMM benchmark");
+        if (!err && e != cudaSuccess) err = em_cuda_error(e, "GEMM benchmark");
         if (!err) *tflops = 2.0 * m * n * (double)k * reps / (ms * 1e-3) / 1e12;
     }
     if (start) cudaEventDestroy(start);
