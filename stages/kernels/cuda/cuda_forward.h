@@ -8,12 +8,13 @@
  * dequantized into a BF16 scratch before each product; any other type of the type table
  * dequantized on the host through it and converted to BF16 on the device. Projections and the
  * head's logits are cuBLASLt products with FP32 accumulation and FP32 results (gemm.cuh:
- * CUBLAS_COMPUTE_32F, no TF32, split-K off, one fixed algorithm per shape whatever T); RMSNorm,
- * RoPE (the CPU path's table, computed on the host in double), causal grouped-query attention
- * with an online softmax (memory bounded: no (T, T) scores), SwiGLU/GeGLU and the
- * vocabulary-tiled head (max, sum of exponentials and argmax per 192-row tile, vocab_head.h:
- * never (T, vocab) logits) are kernels of kernels.cu. The same composition as the CPU
- * (llama_block.h) drives them, so the two compute the same steps.
+ * CUBLAS_COMPUTE_32F, no TF32, split-K off, one fixed algorithm per shape whatever T). Causal
+ * grouped-query attention with an online softmax (memory bounded: no (T, T) scores) is a row of
+ * attention_table.cuh: on tensor cores (attention_flash.cuh) for BF16/F16 weights, in FP32 for
+ * the exact mode. RMSNorm, RoPE (the CPU path's table, computed on the host in double),
+ * SwiGLU/GeGLU and the vocabulary-tiled head (max, sum of exponentials and argmax per 192-row
+ * tile, vocab_head.h: never (T, vocab) logits) are kernels of kernels.cu. The same composition as
+ * the CPU (llama_block.h) drives them, so the two compute the same steps.
  *
  * Windows run in batches (score_batch): their positions are the rows of one set of activations,
  * attention stays inside each window (the attention kernels' segments), RoPE rows are copied from
