@@ -66,4 +66,14 @@ static inline int test_finish(void) {
         exit(77);                                                                                  \
     } while (0)
 
+/* path (size bytes) = the shared test data's file rel (under EVALMESH_SHARED_DATA, else
+ * ../shared/data); skips the test when it is not there. */
+static inline void test_shared_file(const char *rel, char *path, size_t size) {
+    const char *shared = getenv("EVALMESH_SHARED_DATA");
+    snprintf(path, size, "%s/%s", shared ? shared : "../shared/data", rel);
+    FILE *probe = fopen(path, "rb");
+    if (!probe) TEST_SKIP("%s not found (set EVALMESH_SHARED_DATA)", path);
+    fclose(probe);
+}
+
 #endif

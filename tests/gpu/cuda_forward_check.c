@@ -38,28 +38,9 @@
 #include "stages/model/loaded_model.h"
 #include "stages/quant/quantize_model.h"
 #include "test.h"
+#include "kernels/test_windows.h"
 
 #define WINDOWS 4
-#define MAX_T 200
-
-typedef struct window {
-    int T, score_from;
-    int32_t ids[MAX_T + 1]; /* inputs ids[0..T-1], targets ids[1..T] */
-} window;
-
-typedef struct scores {
-    double nll[MAX_T];
-    int32_t argmax[MAX_T];
-} scores;
-
-static void make_window(window *w, int T, int score_from, uint32_t seed, int n_vocab) {
-    w->T = T;
-    w->score_from = score_from;
-    for (int i = 0; i <= T; i++) {
-        seed = seed * 1664525u + 1013904223u;
-        w->ids[i] = (int32_t)((seed >> 8) % (uint32_t)n_vocab);
-    }
-}
 
 static void *must_create(const em_forward_backend *be, const em_model *m,
                          const em_forward_options *options) {
@@ -264,7 +245,7 @@ int main(int argc, char **argv) {
 
     /* paired scoring: two cuda forwards of one model agree exactly */
     void *fg2 = must_create(cuda, m, &options);
-    double kl[MAX_T], kl_cpu[MAX_T], max_self = 0.0, max_kl_diff = 0.0;
+    double kl[TEST_WINDOW_MAX_T], kl_cpu[TEST_WINDOW_MAX_T], max_self = 0.0, max_kl_diff = 0.0;
     pair(cuda, fg, fg2, &ws[0], kl);
     for (int t = 0; t < ws[0].T - ws[0].score_from; t++)
         if (!(fabs(kl[t]) <= max_self)) max_self = fabs(kl[t]);

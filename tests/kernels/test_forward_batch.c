@@ -14,28 +14,9 @@
 #include "stages/kernels/cpu/llama_forward.h"
 #include "stages/model/loaded_model.h"
 #include "test.h"
+#include "kernels/test_windows.h"
 
 #define WINDOWS 8
-#define MAX_T 300
-
-typedef struct window {
-    int T, score_from;
-    int32_t ids[MAX_T + 1]; /* inputs ids[0..T-1], targets ids[1..T] */
-} window;
-
-typedef struct scores {
-    double nll[MAX_T];
-    int32_t argmax[MAX_T];
-} scores;
-
-static void make_window(window *w, int T, int score_from, uint32_t seed, int n_vocab) {
-    w->T = T;
-    w->score_from = score_from;
-    for (int i = 0; i <= T; i++) {
-        seed = seed * 1664525u + 1013904223u;
-        w->ids[i] = (int32_t)((seed >> 8) % (uint32_t)n_vocab);
-    }
-}
 
 static em_llama_forward *must_create(const em_model *m, int threads) {
     em_llama_forward *f = NULL;
@@ -90,12 +71,7 @@ int main(int argc, char **argv) {
     if (argc > 1) {
         snprintf(path, sizeof path, "%s", argv[1]);
     } else {
-        const char *shared = getenv("EVALMESH_SHARED_DATA");
-        snprintf(path, sizeof path, "%s/models/stories260K.gguf",
-                 shared ? shared : "../shared/data");
-        FILE *probe = fopen(path, "rb");
-        if (!probe) TEST_SKIP("%s not found (set EVALMESH_SHARED_DATA)", path);
-        fclose(probe);
+        test_shared_file("models/stories260K.gguf", path, sizeof path);
     }
     em_model *m;
     em_status err = em_model_load(path, &m);

@@ -63,12 +63,7 @@ int main(int argc, char **argv) {
     if (argc > 1) {
         snprintf(path, sizeof path, "%s", argv[1]);
     } else {
-        const char *shared = getenv("EVALMESH_SHARED_DATA");
-        snprintf(path, sizeof path, "%s/models/stories260K.gguf",
-                 shared ? shared : "../shared/data");
-        FILE *probe = fopen(path, "rb");
-        if (!probe) TEST_SKIP("%s not found (set EVALMESH_SHARED_DATA)", path);
-        fclose(probe);
+        test_shared_file("models/stories260K.gguf", path, sizeof path);
     }
     em_model *m;
     em_status err = em_model_load(path, &m);

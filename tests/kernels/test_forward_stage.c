@@ -80,12 +80,8 @@ static em_scores *run_stage(em_model *model, em_dataset *ds, int threads, em_sta
 }
 
 int main(void) {
-    const char *shared = getenv("EVALMESH_SHARED_DATA");
     char path[4096];
-    snprintf(path, sizeof path, "%s/models/stories260K.gguf", shared ? shared : "../shared/data");
-    FILE *probe = fopen(path, "rb");
-    if (!probe) TEST_SKIP("%s not found (set EVALMESH_SHARED_DATA)", path);
-    fclose(probe);
+    test_shared_file("models/stories260K.gguf", path, sizeof path);
     em_model *model;
     em_status err = em_model_load(path, &model);
     CHECK(err == NULL);
