@@ -14,7 +14,7 @@
 #include "runner/recipe/recipe.h"
 #include "util/error.h"
 #include "util/regular_file.h"
-#include "stages/report.h"
+#include "stages/kinds/report_push_request.h"
 #include "stages/report/spool.h"
 
 static em_status resolve(const char *stage, int output, const char *target, void *user,

@@ -37,7 +37,7 @@ typedef struct em_metrics {
     /* The stage that computed the first input's scores (its window records are
      * <run_dir>/records/<source_stage>.rank*.bin) and, as a JSON object of strings, the options of
      * its dataset stage that decide the windows (protocol, n_ctx, stride, ...); NULL when unknown.
-     * A paired comparison (stages/gate.c) needs both to match a baseline's. */
+     * A paired comparison (stages/kinds/gate.c) needs both to match a baseline's. */
     char *source_stage;
     char *window_spec;
 } em_metrics;

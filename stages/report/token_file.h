@@ -1,6 +1,7 @@
-/* Token files: a run's per-token scores kept for paired comparisons (stages/gate.c). The report
- * stage writes one for the metrics' first input into the run directory (tokens/<stage>.tokens,
- * named with its sha256 in results.json's "tokens") and copies it beside a history file
+/* Token files: a run's per-token scores kept for paired comparisons (stages/kinds/gate.c). The
+ * report stage writes one for the metrics' first input into the run directory
+ * (tokens/<stage>.tokens, named with its sha256 in results.json's "tokens") and copies it beside a
+ * history file
  * (<history>.tokens/<sha256>.tokens, named in the history line), so a later run can compare
  * token by token with this one when it becomes the baseline.
  *

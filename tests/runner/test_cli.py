@@ -283,7 +283,7 @@ def test_dag_and_stages():
         check(r2.returncode == 0 and r2.stdout == r.stdout, f"dag --dot before RECIPE: {r2.stderr}")
         r = evalmesh(["stages"], cwd)
         check(r.returncode == 0, f"stages: {r.stderr}")
-        kinds = sorted(os.path.basename(p)[:-2] for p in glob.glob(os.path.join(SRC, "stages", "*.c")))
+        kinds = sorted(os.path.basename(p)[:-2] for p in glob.glob(os.path.join(SRC, "stages", "kinds", "*.c")))
         listed = [line.split()[0] for line in r.stdout.splitlines() if line and line[0] != " "]
         check(listed == kinds, f"stages lists {listed}, stages/ has {kinds}")
         listed = evalmesh(["--help"], cwd).stdout.split("commands:\n")[1].split("\n\n")[0]
@@ -299,7 +299,7 @@ def test_dag_and_stages():
 
 def test_schemas():
     """Every stage kind has its schema, which allows `kind` (as a constant) and `after`."""
-    kinds = sorted(os.path.basename(p)[:-2] for p in glob.glob(os.path.join(SRC, "stages", "*.c")))
+    kinds = sorted(os.path.basename(p)[:-2] for p in glob.glob(os.path.join(SRC, "stages", "kinds", "*.c")))
     schemas = sorted(os.path.basename(p)[:-len(".schema.json")]
                      for p in glob.glob(os.path.join(SRC, "schemas", "stages", "*.schema.json")))
     check(kinds == schemas, f"stage kinds {kinds} but stage schemas {schemas}")

@@ -1,4 +1,4 @@
-"""The compare stage (stages/compare.c) on stories260K (../shared/data; skipped without it):
+"""The compare stage (stages/kinds/compare.c) on stories260K (../shared/data; skipped without it):
 - a model against itself (a second model stage of the same file): KLD exactly 0 at every
   percentile, Delta p exactly 0, ln(PPL ratio) 0 and top-token agreement exactly 1;
 - Q8_0 and Q4_0 candidates from the quantize stage (written as GGUF too): Q8_0's mean KLD far

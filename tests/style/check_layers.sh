@@ -2,7 +2,7 @@
 # Fails, naming file:line, when a tracked C file includes a header of a higher layer. The layers,
 # top to bottom (an include may point down or stay level, never up):
 #   4 cli/                        the commands and main()
-#   3 runner/, stages/*.c         the runtime, and the stage kinds it calls through its seam
+#   3 runner/, stages/kinds/      the runtime, and the stage kinds it calls through its seam
 #   2 stages/<engine>/            model, tokenizer, data, kernels, metrics, report
 #   1 util/                       what every layer may use
 # tests/ and tools/ sit outside the layers: they may include anything.
@@ -11,8 +11,8 @@ layer() {
   case "$1" in
     cli/*) echo 4 ;;
     runner/*) echo 3 ;;
+    stages/kinds/*) echo 3 ;;
     stages/*/*) echo 2 ;;
-    stages/*) echo 3 ;;
     util/*) echo 1 ;;
     *) echo 0 ;;
   esac

@@ -29,7 +29,7 @@
 
 #include "runner/recipe/schema.h"
 #include "runner/stage.h"
-#include "stages/report.h"
+#include "stages/kinds/report_push_request.h"
 #include "util/atomic_file.h"
 #include "util/log.h"
 #include "util/redact.h"

@@ -2,8 +2,8 @@
  * describes, read from a recipe tree. `evalmesh push RUN_DIR` uses it to rebuild a spooled push
  * from the run's recipe.resolved.yaml (see stages/report/spool.h), through the same option
  * parsing the stage itself uses. */
-#ifndef EVALMESH_STAGES_REPORT_H
-#define EVALMESH_STAGES_REPORT_H
+#ifndef EVALMESH_STAGES_KINDS_REPORT_PUSH_REQUEST_H
+#define EVALMESH_STAGES_KINDS_REPORT_PUSH_REQUEST_H
 
 #include "runner/recipe/node.h"
 #include "stages/report/push.h"
