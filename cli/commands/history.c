@@ -13,6 +13,7 @@
 #include "cli/command.h"
 #include "cli/options.h"
 #include "util/error.h"
+#include "stages/metrics/metric_table.h"
 #include "stages/report/history.h"
 #include "stages/report/results.h"
 

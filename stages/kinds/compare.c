@@ -14,8 +14,9 @@
  * which are exact order statistics (no histogram). So the metrics are the same bits on every
  * rank and for any world size, at full double precision (KL values of 1e-8 and dp^4 lie far
  * below the 2^-32 resolution of the fixed-point sums the aggregate stage uses). The statistics
- * (stages/metrics/kld_stats.h) become metrics "<candidate stage>.<name>" of one "metrics"
- * artifact, a row per candidate in the report's table, that report and gate read.
+ * (stages/metrics/kld_stats.h) become metrics "<candidate stage>.<name>" (each a row of
+ * stages/metrics/metric_table.c) of one "metrics" artifact, a row per candidate in the report's
+ * table, that report and gate read.
  *
  * Paired scoring splits nothing: a mesh with tp or cp > 1 is refused. The dataset is tokenized
  * by one model stage; a model that descends from another model file must have a tokenizer that
@@ -310,12 +311,10 @@ static em_kld_stats statistics(const token_record *r, int64_t n) {
     return s;
 }
 
-static void put(em_metrics *m, const char *stage, const char *name, double value,
-                const em_value_error *with) {
-    char key[256];
-    snprintf(key, sizeof key, "%s.%s", stage, name);
-    em_metric *x = em_metrics_set(m, key, with ? with->value : value);
-    if (with) x->error = with->error, x->has_error = true;
+/* A statistic with its standard error. */
+static void put_value_error(em_metrics *m, const char *stage, const char *name,
+                            const em_value_error *x) {
+    em_metrics_put_with_error(m, stage, name, x->value, x->error);
 }
 
 /* "p99_9", "p50", "p05", "p00_1" for 0.999, 0.50, 0.05, 0.001. */
@@ -328,30 +327,30 @@ static void percentile_name(char *buf, size_t size, const char *prefix, double a
 }
 
 static void set_metrics(em_metrics *m, const char *stage, const em_kld_stats *s, int64_t tokens) {
-    put(m, stage, "ppl", 0, &s->ppl);
-    put(m, stage, "ppl_base", 0, &s->ppl_base);
-    put(m, stage, "ln_ppl_ratio", 0, &s->ln_ppl_ratio);
-    put(m, stage, "ppl_ratio", 0, &s->ppl_ratio);
-    put(m, stage, "ppl_diff", 0, &s->ppl_diff);
-    put(m, stage, "ln_ppl_correlation", s->ln_ppl_correlation, NULL);
-    put(m, stage, "kld_mean", 0, &s->kld);
-    put(m, stage, "kld_max", s->kld_max, NULL);
-    put(m, stage, "kld_min", s->kld_min, NULL);
+    put_value_error(m, stage, "ppl", &s->ppl);
+    put_value_error(m, stage, "ppl_base", &s->ppl_base);
+    put_value_error(m, stage, "ln_ppl_ratio", &s->ln_ppl_ratio);
+    put_value_error(m, stage, "ppl_ratio", &s->ppl_ratio);
+    put_value_error(m, stage, "ppl_diff", &s->ppl_diff);
+    em_metrics_put(m, stage, "ln_ppl_correlation", s->ln_ppl_correlation);
+    put_value_error(m, stage, "kld_mean", &s->kld);
+    em_metrics_put(m, stage, "kld_max", s->kld_max);
+    em_metrics_put(m, stage, "kld_min", s->kld_min);
     char name[64];
     for (int i = 0; i < EM_KLD_PERCENTILES; i++) {
         percentile_name(name, sizeof name, "kld", em_kld_percentile_at[i]);
-        put(m, stage, name, s->kld_percentile[i], NULL);
+        em_metrics_put(m, stage, name, s->kld_percentile[i]);
     }
-    put(m, stage, "dp_mean", 0, &s->dp);
-    put(m, stage, "dp_rms", 0, &s->dp_rms);
-    put(m, stage, "dp_max", s->dp_max, NULL);
-    put(m, stage, "dp_min", s->dp_min, NULL);
+    put_value_error(m, stage, "dp_mean", &s->dp);
+    put_value_error(m, stage, "dp_rms", &s->dp_rms);
+    em_metrics_put(m, stage, "dp_max", s->dp_max);
+    em_metrics_put(m, stage, "dp_min", s->dp_min);
     for (int i = 0; i < EM_DP_PERCENTILES; i++) {
         percentile_name(name, sizeof name, "dp", em_dp_percentile_at[i]);
-        put(m, stage, name, s->dp_percentile[i], NULL);
+        em_metrics_put(m, stage, name, s->dp_percentile[i]);
     }
-    put(m, stage, "same_top", 0, &s->same_top);
-    put(m, stage, "tokens", (double)tokens, NULL);
+    put_value_error(m, stage, "same_top", &s->same_top);
+    em_metrics_put(m, stage, "tokens", (double)tokens);
 }
 
 static void free_metrics(void *data) {

@@ -202,13 +202,3 @@ void em_results_each_metric(const cJSON *doc,
         }
     }
 }
-
-static bool ends_with(const char *s, const char *suffix) {
-    size_t n = strlen(s), k = strlen(suffix);
-    return n >= k && strcmp(s + n - k, suffix) == 0;
-}
-
-bool em_metric_higher_is_better(const char *key) {
-    return ends_with(key, "accuracy") || ends_with(key, "agreement") ||
-           ends_with(key, "same_top") || ends_with(key, "per_second") || ends_with(key, "_per_s");
-}
