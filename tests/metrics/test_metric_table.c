@@ -43,7 +43,12 @@ int main(void) {
     static const char *const timings[] = {
         "seconds",      "tokens_per_second",          "slowest_rank",
         "fastest_rank", "rank_tokens_per_second_min", "rank_tokens_per_second_max"};
-    static const char *const higher[] = {"token_accuracy", "tokens_per_second", "same_top"};
+    static const char *const higher[] = {"token_accuracy",
+                                         "tokens_per_second",
+                                         "rank_tokens_per_second_min",
+                                         "rank_tokens_per_second_max",
+                                         "ln_ppl_correlation",
+                                         "same_top"};
     static const char *const paired[] = {"nll_mean", "token_ppl",     "word_ppl",
                                          "byte_ppl", "bits_per_byte", "token_accuracy"};
     const char *const *lists[] = {aggregate_names, compare_names};
@@ -56,8 +61,10 @@ int main(void) {
             CHECK(def != NULL && strcmp(def->name, name) == 0 && def->unit && def->unit[0]);
             if (!def) continue;
             CHECK(def->timing == in(name, timings, sizeof timings / sizeof *timings));
-            CHECK((def->better == EM_BETTER_HIGHER) == in(name, higher, 3));
-            CHECK((def->pairing != EM_PAIRING_NONE) == in(name, paired, 6));
+            CHECK((def->better == EM_BETTER_HIGHER) ==
+                  in(name, higher, sizeof higher / sizeof *higher));
+            CHECK((def->pairing != EM_PAIRING_NONE) ==
+                  in(name, paired, sizeof paired / sizeof *paired));
             CHECK((def->error != NULL) == (strcmp(name, "token_ppl") == 0));
         }
     }
