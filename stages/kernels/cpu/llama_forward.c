@@ -592,6 +592,7 @@ const em_forward_backend em_forward_backend_cpu = {
     .batch_tokens = 1,
     .gpu_buffers = false,
     .weight_storage = false,
+    .needs_gpu = false,
     .available = NULL,
     .create = backend_create,
     .score_batch = backend_score_batch,

@@ -863,6 +863,7 @@ const em_forward_backend em_forward_backend_cuda = {
      * as it is and nccl through its host staging */
     .gpu_buffers = false,
     .weight_storage = true,
+    .needs_gpu = true,
     .available = em_cuda_available,
     .create = backend_create,
     .score_batch = backend_score_batch,
