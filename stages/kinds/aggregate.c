@@ -31,6 +31,7 @@
 #include "runner/comm/mesh_groups.h"
 #include "runner/stage.h"
 #include "util/log.h"
+#include "stages/kinds/support/mesh_checks.h"
 #include "stages/metrics/metrics.h"
 #include "stages/metrics/nll_stats.h"
 #include "stages/metrics/scores.h"
@@ -219,19 +220,7 @@ static void free_metrics(void *data) {
  * name (a different one would count windows twice or miss some). */
 static em_status aggregate_init(em_stage *self, const em_run_context *ctx) {
     (void)ctx;
-    const em_stage *mine = em_stage_input_producer(self, "mesh", 0);
-    for (size_t i = 0; i < em_stage_input_count(self, "inputs"); i++) {
-        const em_stage *input = em_stage_input_producer(self, "inputs", i);
-        const em_stage *theirs = em_stage_input_producer(input, "mesh", 0);
-        if (theirs == mine) continue;
-        const em_map_entry *e = em_node_get_entry(self->options, mine ? "mesh" : "inputs");
-        return em_error_at(EM_EXIT_BAD_INPUT, e ? e->value->mark : self->mark,
-                           "stage '%s': reduces over %s, but its input '%s' ran on %s (name the "
-                           "same mesh stage in both)",
-                           self->name, em_stage_mesh_name(self), input->name,
-                           em_stage_mesh_name(input));
-    }
-    return NULL;
+    return em_stage_check_inputs_mesh(self, "inputs");
 }
 
 static em_status aggregate_run(em_stage *self, const em_run_context *ctx) {

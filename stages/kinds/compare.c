@@ -29,7 +29,6 @@
  * With `print_summary: true` rank 0 prints each candidate's statistics as llama-perplexity
  * --kl-divergence lays them out (stages/metrics/kld_summary.h). */
 #include <math.h>
-#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,6 +40,9 @@
 #include "util/log.h"
 #include "stages/data/window_set.h"
 #include "stages/kernels/forward_backend.h"
+#include "stages/kinds/support/forward_device.h"
+#include "stages/kinds/support/mesh_checks.h"
+#include "stages/kinds/support/stage_threads.h"
 #include "stages/metrics/kld_stats.h"
 #include "stages/metrics/kld_summary.h"
 #include "stages/metrics/metrics.h"
@@ -128,62 +130,24 @@ static em_status check_tokenizer(const em_stage *self, const char *option, size_
                        self->name, option, producer->name, mine->name, data->name, tok->name, why);
 }
 
-/* The windows were split over the dataset's mesh; paired scoring splits no window. */
-static em_status check_mesh(const em_stage *self) {
-    const em_stage *data = em_stage_input_producer(self, "data", 0);
-    const em_stage *theirs = data ? em_stage_input_producer(data, "mesh", 0) : NULL;
-    const em_stage *mine = em_stage_input_producer(self, "mesh", 0);
-    const em_map_entry *e = em_node_get_entry(self->options, mine ? "mesh" : "data");
-    em_mark at = e ? e->value->mark : self->mark;
-    if (data && theirs != mine)
-        return em_error_at(EM_EXIT_BAD_INPUT, at,
-                           "stage '%s': runs on %s, but dataset '%s' split its windows over %s "
-                           "(give both the same `mesh:`)",
-                           self->name, em_stage_mesh_name(self), data->name,
-                           em_stage_mesh_name(data));
-    for (int i = 0; mine && i < 2; i++) {
-        const char *key = i ? "cp" : "tp";
-        const em_node *n = em_node_get(mine->options, key);
-        if (n && em_node_scalar_type(n) == EM_SCALAR_INT &&
-            em_node_get_int(mine->options, key, 1) > 1)
-            return em_error_at(EM_EXIT_BAD_INPUT, at,
-                               "stage '%s': mesh '%s' has %s = %lld, but compare scores both "
-                               "models of a window on one rank (use tp = cp = 1; dp splits the "
-                               "windows)",
-                               self->name, mine->name, key,
-                               (long long)em_node_get_int(mine->options, key, 1));
-    }
-    return NULL;
-}
+/* What compare does that splits no window (mesh_checks.h). */
+static const char whole_windows[] = "compare scores both models of a window on one rank";
 
 static em_status compare_init(em_stage *self, const em_run_context *ctx) {
     compare_state *st = em_xcalloc(1, sizeof *st);
     self->state = st;
-    em_status err = check_mesh(self);
+    em_status err = em_stage_check_dataset_mesh(self);
+    if (!err) err = em_stage_check_whole_windows(self, whole_windows);
     em_tokenizer *data_tok = NULL;
     if (!err) err = check_tokenizer(self, "reference", 0, &data_tok);
     for (size_t i = 0; i < em_stage_input_count(self, "candidates") && !err; i++)
         err = check_tokenizer(self, "candidates", i, &data_tok);
     em_tokenizer_free(data_tok);
+    if (!err) err = em_stage_forward_backend(self, EM_FORWARD_PAIRS, &st->backend);
     if (err) return err;
-    const char *device = em_node_option_string(self->options, "device");
-    st->backend = em_forward_backend_find(device);
-    const em_map_entry *e = em_node_get_entry(self->options, "device");
-    em_mark mark = e ? e->value->mark : self->mark;
-    /* a backend this machine cannot run (cuda without a GPU) fails here, before any work */
-    if (st->backend && st->backend->available && (err = st->backend->available()))
-        return em_error_prefix_at(err, mark, "stage '%s': device %s", self->name, device);
-    if (!st->backend || !st->backend->score_pair) {
-        return em_error_at(EM_EXIT_BAD_INPUT, mark,
-                           "stage '%s': device '%s' is not a forward backend of this build that "
-                           "scores pairs (%s)",
-                           self->name, device, em_forward_backend_names());
-    }
-    int ranks = ctx->local_size > 0 ? ctx->local_size : 1;
-    st->threads = (int)em_node_get_int(self->options, "threads", omp_get_num_procs() / ranks);
+    st->threads = em_stage_threads(self, ctx);
     st->print_summary = em_node_option_bool(self->options, "print_summary");
     st->records = em_node_option_bool(self->options, "records");
-    if (st->threads < 1) st->threads = 1;
     return NULL;
 }
 
@@ -401,11 +365,8 @@ static em_status compare_run(em_stage *self, const em_run_context *ctx) {
     const em_model *ref = em_stage_input_artifact(self, "reference", 0)->data;
     const em_dataset *ds = em_stage_input_artifact(self, "data", 0)->data;
     em_mesh *mesh = em_stage_mesh(self, ctx);
-    if (mesh->tp > 1 || mesh->cp > 1)
-        return em_error_new(EM_EXIT_BAD_INPUT,
-                            "%s has tp = %d, cp = %d, but compare scores both models of a window "
-                            "on one rank (use tp = cp = 1)",
-                            em_stage_mesh_name(self), mesh->tp, mesh->cp);
+    em_status err = em_stage_mesh_whole_windows(self, mesh, whole_windows);
+    if (err) return err;
     em_metrics *m = em_metrics_new();
     m->world_size = mesh->dp;
     m->ranks = em_xcalloc((size_t)mesh->dp, sizeof *m->ranks);
@@ -413,7 +374,6 @@ static em_status compare_run(em_stage *self, const em_run_context *ctx) {
     m->model_header_sha256 = em_xstrdup(ref->header_sha256);
     m->dataset_path = em_xstrdup(ds->path ? ds->path : "");
     m->dataset_sha256 = em_xstrdup(ds->sha256);
-    em_status err = NULL;
     for (size_t i = 0; i < em_stage_input_count(self, "candidates") && !err; i++)
         err = compare_one(self, ctx, ref, em_stage_input_artifact(self, "candidates", i)->data,
                           em_stage_input_producer(self, "candidates", i)->name, ds, mesh, m);

@@ -136,6 +136,9 @@ typedef struct em_model {
 /* Opens a GGUF file, a .safetensors file or a directory holding a Hugging Face checkpoint
  * (config.json, model.safetensors or model.safetensors.index.json, tokenizer.json). */
 em_status em_model_load(const char *path, em_model **out);
+/* The configuration em_model_load reads from the GGUF file at path, from its metadata alone (no
+ * tensor bound, no tokenizer built): what a stage checks before any model is loaded. */
+em_status em_model_read_gguf_config(const char *path, em_llama_config *out);
 void em_model_free(em_model *model);
 const em_tensor *em_model_find_tensor(const em_model *model, const char *name);
 

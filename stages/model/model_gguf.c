@@ -177,6 +177,18 @@ static em_status read_vocab(const em_gguf *g, em_llama_config *c) {
                         g->path, key);
 }
 
+em_status em_model_read_gguf_config(const char *path, em_llama_config *out) {
+    memset(out, 0, sizeof *out);
+    em_gguf *g;
+    em_status err = em_gguf_open(path, &g);
+    if (err) return err;
+    err = read_config(g, out);
+    if (!err) err = read_vocab(g, out);
+    if (!err) err = em_llama_config_check(out, path);
+    em_gguf_close(g);
+    return err;
+}
+
 em_status em_model_load_gguf(const char *path, em_model **out) {
     *out = NULL;
     em_gguf *g;

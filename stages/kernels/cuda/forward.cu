@@ -634,37 +634,10 @@ static em_status window_status(em_cuda_forward *f) {
     return e == cudaSuccess ? NULL : em_cuda_error(e, "forward");
 }
 
-static em_status check_ids(const int32_t *ids, int T, int n_vocab, const char *what) {
-    for (int t = 0; t < T; t++)
-        if (ids[t] < 0 || ids[t] >= n_vocab)
-            return em_error_new(EM_EXIT_BAD_INPUT,
-                                "%s token id %d at position %d is outside the vocabulary (%d)",
-                                what, ids[t], t, n_vocab);
-    return NULL;
-}
-
 static em_status backend_score_batch(void *fp, const em_batch_window *windows, int count) {
     em_cuda_forward *f = (em_cuda_forward *)fp;
-    int64_t rows = 0;
-    em_status err = NULL;
-    for (int w = 0; w < count && !err; w++) {
-        const em_batch_window *win = &windows[w];
-        if (win->T < 1 || win->score_from < 0 || win->score_from >= win->T)
-            err = em_error_new(EM_EXIT_BAD_INPUT, "window of %d positions scored from %d is empty",
-                               win->T, win->score_from);
-        if (!err) err = check_ids(win->input, win->T, f->c.n_vocab, "input");
-        if (!err)
-            err = check_ids(win->target + win->score_from, win->T - win->score_from, f->c.n_vocab,
-                            "target");
-        if (err && count > 1) err = em_error_prefix(err, "window %d of the batch", w);
-        rows += win->T;
-    }
-    if (!err && rows > INT32_MAX)
-        err = em_error_new(EM_EXIT_BAD_INPUT, "a batch of %lld positions is too large",
-                           (long long)rows);
-    if (err) return err;
-    err = em_llama_compose(&cuda_kernels, f, f->c.n_layers, f->c.dim, f->c.post_norms, f->c.n_vocab,
-                           &f->split.groups, f->threads, windows, count);
+    em_status err = em_llama_compose(&cuda_kernels, f, f->c.n_layers, f->c.dim, f->c.post_norms,
+                                     f->c.n_vocab, &f->split.groups, f->threads, windows, count);
     em_status device = window_status(f);
     if (err) {
         em_error_free(device);
@@ -890,6 +863,7 @@ const em_forward_backend em_forward_backend_cuda = {
      * as it is and nccl through its host staging */
     .gpu_buffers = false,
     .weight_storage = true,
+    .needs_gpu = true,
     .available = em_cuda_available,
     .create = backend_create,
     .score_batch = backend_score_batch,

@@ -1,7 +1,7 @@
-/* A communicator seen as a forward's group (stages/kernels/forward_backend.h): the forward
- * backends know no communicator type, only these callbacks, which call the collective table and
- * add the time they take to the link's `seconds` (what the forward reports as time in tp and cp
- * communication). */
+/* A communicator seen as a forward's group (stages/kernels/forward_backend.h), for the stage kinds
+ * that run a forward over a mesh's tp and cp groups: the forward backends know no communicator
+ * type, only these callbacks, which call the collective table and add the time they take to the
+ * link's `seconds` (what the forward reports as time in tp and cp communication). */
 #ifndef EVALMESH_FORWARD_GROUP_H
 #define EVALMESH_FORWARD_GROUP_H
 

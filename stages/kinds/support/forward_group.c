@@ -1,5 +1,5 @@
 /* Communicators as forward groups (see forward_group.h). */
-#include "runner/comm/forward_group.h"
+#include "stages/kinds/support/forward_group.h"
 
 #include <time.h>
 
