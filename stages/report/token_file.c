@@ -61,7 +61,7 @@ em_status em_token_set_from_records(const char *run_dir, const char *stage,
     }
     out->stage = em_xstrdup(stage);
     out->window_spec = em_xstrdup(window_spec ? window_spec : "{}");
-    memcpy(out->model_sha256, key->model_sha256, sizeof out->model_sha256);
+    memcpy(out->model_sha256, key->model_digest, sizeof out->model_sha256);
     memcpy(out->dataset_sha256, key->dataset_sha256, sizeof out->dataset_sha256);
     alloc_tokens(out, window_count, tokens);
     size_t at = 0;
