@@ -7,7 +7,11 @@ sha256) but 3% noise in every weight, written with the `gguf` package. Then:
   naming the digest the records were written for and the file's digest now, no results;
 - results.json records the model's digest beside its header sha256, and the digest is the
   XXH3-128 of the file's bytes (as `xxhsum -H2` computes it independently);
-- two runs writing one history, one per model: `evalmesh history` shows two different models.
+- two runs writing one history, one per model: `evalmesh history` shows two different models;
+- the same for a Hugging Face checkpoint (the model exported by evalmesh-mkmodel, the argument):
+  a copy with noise in model.safetensors's tensor data has the same header sha256 and another
+  digest in `evalmesh inspect --json`, the XXH3-128 of config.json, the shard and the tokenizer
+  file read in that order.
 Sleeps only pace the polling; what is checked never depends on timing."""
 import glob
 import json
@@ -29,6 +33,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from checks import check  # noqa: E402
 
 MODEL, WIKI = shared_data()
+MKMODEL = sys.argv[1]
 session = EvalSession("eval_model_identity_")
 tmp = session.tmp
 ENV = test_env()
@@ -130,5 +135,32 @@ check(len(rows) == 2 and digest["clean"][:12] in rows[0] and digest["noisy"][:12
 shown = [re.search(r"model\.gguf \((\w+)\)", l) for l in rows]
 check(len(rows) == 2 and all(shown) and shown[0].group(1) != shown[1].group(1),
       "history: two models", out)
+
+
+# 3. a Hugging Face checkpoint: the digest covers the shard's tensor data
+hf = {"clean": os.path.join(tmp, "hf-clean"), "noisy": os.path.join(tmp, "hf-noisy")}
+p = subprocess.run([MKMODEL, "--from", clean, "--out", hf["clean"]], capture_output=True, text=True)
+check(p.returncode == 0, "mkmodel --from: safetensors checkpoint", p.stderr[-1000:])
+shutil.copytree(hf["clean"], hf["noisy"])
+shard = os.path.join(hf["noisy"], "model.safetensors")
+data = bytearray(open(shard, "rb").read())
+start = 8 + int.from_bytes(data[:8], "little")  # tensor data after the length and JSON header
+weights = np.frombuffer(bytes(data[start:]), dtype=np.float32)
+noise = (1 + 0.03 * rng.standard_normal(weights.shape)).astype(np.float32)
+data[start:] = (weights * noise).astype(np.float32).tobytes()
+open(shard, "wb").write(bytes(data))
+inspected = {}
+for name, folder in hf.items():
+    rc, out, err = run(["inspect", folder, "--json"])
+    check(rc == 0, f"inspect {name} checkpoint", err[-1000:])
+    inspected[name] = json.loads(out) if rc == 0 else {}
+    files = [os.path.join(folder, f) for f in ("config.json", "model.safetensors", "tokenizer.gguf")]
+    want = subprocess.run(["xxhsum", "-H2", "-"], input=b"".join(open(f, "rb").read() for f in files),
+                          capture_output=True, check=True).stdout.split()[0].decode()
+    check(inspected[name].get("digest") == want, f"{name} checkpoint: digest = xxhsum's",
+          f"{inspected[name].get('digest')} {want}")
+check(inspected["clean"].get("header_sha256") == inspected["noisy"].get("header_sha256") and
+      inspected["clean"].get("digest") != inspected["noisy"].get("digest"),
+      "checkpoints: the same header sha256, other digests", str(inspected)[:500])
 
 session.finish()
