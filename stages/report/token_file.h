@@ -25,7 +25,7 @@
 typedef struct em_token_set {
     char *stage;       /* the forward stage that scored them */
     char *window_spec; /* JSON object of strings: the dataset options that decide the windows */
-    char model_sha256[65], dataset_sha256[65]; /* model_sha256: the model's digest */
+    char model_digest[65], dataset_sha256[65]; /* the header's "model_sha256", "dataset_sha256" */
     size_t window_count;
     int32_t *window_tokens; /* (window_count) scored tokens of each window */
     size_t token_count;
