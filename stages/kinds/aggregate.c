@@ -240,6 +240,7 @@ static em_status aggregate_run(em_stage *self, const em_run_context *ctx) {
             err = gather_window_nll(s, mesh->dp_group, m, print);
             m->model_path = copy_or_null(s->model_path);
             m->model_header_sha256 = copy_or_null(s->model_header_sha256);
+            m->model_digest = copy_or_null(s->model_digest);
             m->dataset_path = copy_or_null(s->dataset_path);
             m->dataset_sha256 = copy_or_null(s->dataset_sha256);
             const em_stage *forward = em_stage_input_producer(self, "inputs", 0);

@@ -333,7 +333,7 @@ static em_status compare_one(const em_stage *self, const em_run_context *ctx, co
     em_pair_writer *pw = NULL;
     em_status err = NULL;
     if (st->records && ctx->run_dir) {
-        em_pair_key key = {ref->header_sha256, cand->header_sha256, ds->sha256};
+        em_pair_key key = {ref->digest, cand->digest, ds->sha256};
         err = em_pair_writer_open(ctx->run_dir, self->name, name, ctx->rank, &key, &pw);
     }
     if (!err) err = score_windows(st, ref, cand, ds, pw, &ps);
@@ -372,6 +372,7 @@ static em_status compare_run(em_stage *self, const em_run_context *ctx) {
     m->ranks = em_xcalloc((size_t)mesh->dp, sizeof *m->ranks);
     m->model_path = em_xstrdup(ref->path ? ref->path : "");
     m->model_header_sha256 = em_xstrdup(ref->header_sha256);
+    m->model_digest = em_xstrdup(ref->digest);
     m->dataset_path = em_xstrdup(ds->path ? ds->path : "");
     m->dataset_sha256 = em_xstrdup(ds->sha256);
     for (size_t i = 0; i < em_stage_input_count(self, "candidates") && !err; i++)

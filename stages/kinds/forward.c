@@ -184,6 +184,7 @@ static em_scores *new_scores(const em_model *model, const em_dataset *ds) {
     s->window_count = ds->count;
     s->model_path = em_xstrdup(model->path ? model->path : "");
     s->model_header_sha256 = em_xstrdup(model->header_sha256);
+    s->model_digest = em_xstrdup(model->digest);
     s->dataset_path = em_xstrdup(ds->path ? ds->path : "");
     s->dataset_sha256 = em_xstrdup(ds->sha256);
     return s;
@@ -211,7 +212,7 @@ static void keep_recording(records *io, em_status err) {
 static em_status open_records(const em_stage *self, const em_run_context *ctx, const em_mesh *mesh,
                               const em_model *model, const em_dataset *ds, records *io) {
     if (!ctx->run_dir || !ctx->recipe_sha256) return NULL;
-    em_records_key key = em_records_key_of(model->header_sha256, ds->sha256, ctx->recipe_sha256);
+    em_records_key key = em_records_key_of(model->digest, ds->sha256, ctx->recipe_sha256);
     size_t limit = 0;
     for (size_t i = 0; i < ds->count; i++)
         if ((size_t)ds->windows[i].index + 1 > limit) limit = (size_t)ds->windows[i].index + 1;

@@ -293,7 +293,7 @@ static em_status try_pairing(em_stage *self, const em_metrics *m, const em_run_c
     }
     if (!differ && !*why) {
         em_records_key key =
-            em_records_key_of(m->model_header_sha256, m->dataset_sha256, ctx->recipe_sha256);
+            em_records_key_of(m->model_digest, m->dataset_sha256, ctx->recipe_sha256);
         bool complete = false;
         char *incomplete = NULL;
         if (ctx->run_dir && m->source_stage)

@@ -21,6 +21,7 @@ void em_metrics_free(em_metrics *m) {
     free(m->window_nll);
     free(m->model_path);
     free(m->model_header_sha256);
+    free(m->model_digest);
     free(m->dataset_path);
     free(m->dataset_sha256);
     free(m->source_stage);

@@ -32,6 +32,7 @@ typedef struct em_metrics {
     size_t window_count;
     char *model_path; /* provenance for reports; NULL when unknown */
     char *model_header_sha256;
+    char *model_digest; /* the model's content digest (loaded_model.h) */
     char *dataset_path;
     char *dataset_sha256;
     /* The stage that computed the first input's scores (its window records are

@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "util/content_digest.h"
 #include "util/error.h"
 
 /* Tensor element types; the values are ggml's type ids. */
@@ -124,8 +125,12 @@ typedef struct em_model {
     em_layer_weights *layers;       /* n_layers */
     struct em_tokenizer *tokenizer; /* NULL when the file has none; freed with the model */
     char header_sha256[65]; /* checksum of the file header (GGUF: up to tensor data; st: JSON) */
-    uint64_t file_size;     /* bytes on disk, all shards */
-    void *impl;             /* the reader's mappings and owned buffers */
+    /* what identifies the model (content_digest.h): every byte it was loaded from, tensor data
+     * included (GGUF: the file; Hugging Face: config.json, every shard, the tokenizer file); a
+     * quantized model: its source's, the scheme and the statistics' */
+    char digest[EM_DIGEST_HEX];
+    uint64_t file_size; /* bytes on disk, all shards */
+    void *impl;         /* the reader's mappings and owned buffers */
     void (*impl_free)(void *impl);
     /* {rope_dim/2} F32 divisors of the RoPE frequencies, or NULL: llama.cpp's Llama 3.1 GGUF
      * files carry the llama3 scaling as this tensor (rope_freqs.weight) instead of

@@ -204,6 +204,7 @@ em_status em_model_load_gguf(const char *path, em_model **out) {
     m->file_size = g->map_size;
     em_sha256_hex(g->map, g->data_offset < g->map_size ? g->data_offset : g->map_size,
                   m->header_sha256);
+    em_content_digest_hex(g->map, g->map_size, m->digest);
     m->tensor_count = g->tensor_count;
     m->tensors = em_xcalloc(g->tensor_count, sizeof *m->tensors);
     for (uint64_t i = 0; i < g->tensor_count; i++) {

@@ -46,6 +46,7 @@ cJSON *em_results_build(const em_metrics *m, const em_results_info *info) {
     cJSON *model = cJSON_AddObjectToObject(doc, "model");
     add_string_or_null(model, "path", m->model_path);
     add_string_or_null(model, "header_sha256", m->model_header_sha256);
+    add_string_or_null(model, "digest", m->model_digest);
     cJSON *dataset = cJSON_AddObjectToObject(doc, "dataset");
     add_string_or_null(dataset, "path", m->dataset_path);
     add_string_or_null(dataset, "sha256", m->dataset_sha256);
