@@ -28,7 +28,7 @@
 #include "stages/kernels/forward_backend.h"
 #include "stages/metrics/scores.h"
 #include "stages/metrics/window_records.h"
-#include "stages/model/gguf.h"
+#include "stages/formats/gguf.h"
 #include "stages/model/gguf_runnable.h"
 #include "stages/model/loaded_model.h"
 

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "stages/model/gguf.h"
+#include "stages/formats/gguf.h"
 #include "stages/tokenizer/pretokenizer.h"
 #include "stages/tokenizer/tokenizer_impl.h"
 #include "util/mapped_file.h"

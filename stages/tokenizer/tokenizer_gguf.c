@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "stages/model/gguf.h"
+#include "stages/formats/gguf.h"
 #include "stages/tokenizer/tokenizer_impl.h"
 
 /* The array under key (NULL when absent), checked to hold `count` elements of type `type`

@@ -21,7 +21,7 @@ extern "C" { /* the C side: checks, RoPE tables, the composition, the shards, th
 #include "stages/kernels/cpu/rope.h"
 #include "stages/kernels/llama_block.h"
 #include "stages/kernels/llama_shard.h"
-#include "stages/model/ggml_types.h"
+#include "stages/formats/ggml_types.h"
 }
 
 #define HEAD_CHUNK_FLOATS ((size_t)1 << 26) /* logits of one vocabulary stretch (256 MiB) */
