@@ -11,6 +11,7 @@
 #include "stages/tokenizer/byte_unicode.h"
 #include "stages/tokenizer/tokenizer_impl.h"
 #include "stages/tokenizer/word_cache.h"
+#include "util/utf8.h"
 
 typedef struct bpe_symbol {
     int32_t id; /* -1 once merged into its left neighbour */

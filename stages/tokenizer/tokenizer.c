@@ -12,6 +12,7 @@
 #include "stages/tokenizer/pretokenizer.h"
 #include "stages/tokenizer/tokenizer_impl.h"
 #include "util/mapped_file.h"
+#include "util/utf8.h"
 
 void em_vocab_init(em_vocab *vocab, int32_t n, const em_bytes *texts) {
     size_t total = 0;

@@ -6,6 +6,7 @@
 
 #include "stages/data/shard.h"
 #include "stages/data/text.h"
+#include "util/utf8.h"
 #include "test.h"
 
 /* Checks the ranges of one split: they tile 0..n, and no rank holds more than its share of the
@@ -120,15 +121,15 @@ static void test_split(void) {
 
 static void test_utf8(void) {
     const char ok[] = "h\xc3\xa9llo \xe2\x82\xac \xf0\x9f\x98\x80";
-    CHECK_INT_EQ(em_text_invalid_utf8(ok, strlen(ok)), strlen(ok));
+    CHECK_INT_EQ(em_utf8_invalid_offset(ok, strlen(ok)), strlen(ok));
     const char bad_lead[] = "abc\xff";
-    CHECK_INT_EQ(em_text_invalid_utf8(bad_lead, 4), 3);
+    CHECK_INT_EQ(em_utf8_invalid_offset(bad_lead, 4), 3);
     const char truncated[] = "ab\xe2\x82";
-    CHECK_INT_EQ(em_text_invalid_utf8(truncated, 4), 2);
+    CHECK_INT_EQ(em_utf8_invalid_offset(truncated, 4), 2);
     const char overlong[] = "a\xc0\xafz";
-    CHECK_INT_EQ(em_text_invalid_utf8(overlong, 4), 1);
+    CHECK_INT_EQ(em_utf8_invalid_offset(overlong, 4), 1);
     const char surrogate[] = "a\xed\xa0\x80";
-    CHECK_INT_EQ(em_text_invalid_utf8(surrogate, 4), 1);
+    CHECK_INT_EQ(em_utf8_invalid_offset(surrogate, 4), 1);
     int64_t line, col;
     em_text_line_col("ab\ncd\nef", 7, &line, &col);
     CHECK_INT_EQ(line, 3);
