@@ -38,7 +38,7 @@
 #include "runner/stage.h"
 #include "util/clock.h"
 #include "util/log.h"
-#include "stages/data/window_set.h"
+#include "stages/data/dataset.h"
 #include "stages/kernels/forward_backend.h"
 #include "stages/metrics/kld_stats.h"
 #include "stages/metrics/kld_summary.h"
