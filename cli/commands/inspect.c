@@ -14,7 +14,7 @@
 #include "cli/options.h"
 #include "util/log.h"
 #include "util/sha256.h"
-#include "stages/model/ggml_types.h"
+#include "stages/formats/ggml_types.h"
 #include "stages/model/gguf_runnable.h"
 #include "stages/model/loaded_model.h"
 #include "stages/model/rope_scaling.h"

@@ -33,7 +33,7 @@
 #include "runner/stage.h"
 #include "util/clock.h"
 #include "util/log.h"
-#include "stages/data/window_set.h"
+#include "stages/data/dataset.h"
 #include "stages/kernels/forward_backend.h"
 #include "stages/kernels/linear_inputs.h"
 #include "stages/kinds/support/forward_device.h"

@@ -21,7 +21,7 @@
 #include "util/clock.h"
 #include "util/log.h"
 #include "util/stop.h"
-#include "stages/data/window_set.h"
+#include "stages/data/dataset.h"
 #include "stages/kernels/forward_backend.h"
 #include "stages/kinds/support/forward_device.h"
 #include "stages/kinds/support/forward_group.h"

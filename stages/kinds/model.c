@@ -1,5 +1,5 @@
 /* Stage `model`: loads a model file (GGUF or a Hugging Face safetensors checkpoint) on this rank
- * and produces a "model" artifact with data = em_model * (stages/model/model.h). Weights are
+ * and produces a "model" artifact with data = em_model * (stages/model/loaded_model.h). Weights are
  * mmapped, so ranks on one node share the page cache. Options: path (relative to the recipe
  * file's directory), format (auto|gguf|safetensors), tokenizer (a replacement tokenizer file),
  * header_sha256 (the expected header checksum), digest (the expected content digest, tensor data

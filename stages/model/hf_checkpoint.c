@@ -21,7 +21,7 @@
 #include "stages/model/model_loaders.h"
 #include "stages/model/model_storage.h"
 #include "stages/model/rope_scaling.h"
-#include "stages/model/safetensors.h"
+#include "stages/formats/safetensors.h"
 #include "stages/tokenizer/tokenizer.h"
 #include "util/regular_file.h"
 

@@ -13,7 +13,7 @@
 
 #include "util/sha256.h"
 #include "stages/model/architectures.h"
-#include "stages/model/gguf.h"
+#include "stages/formats/gguf.h"
 #include "stages/model/llama_weights.h"
 #include "stages/model/model_loaders.h"
 #include "stages/model/model_storage.h"

@@ -8,7 +8,7 @@
 
 #include "util/sha256.h"
 #include "stages/kernels/cpu/dequantize.h"
-#include "stages/model/ggml_types.h"
+#include "stages/formats/ggml_types.h"
 #include "stages/model/model_storage.h"
 
 #define CHUNK_ROWS 16 /* rows converted and quantized per task */

@@ -14,7 +14,7 @@
 #include "stages/kernels/cpu/ring_attention.h"
 #include "stages/kernels/cpu/rmsnorm.h"
 #include "stages/kernels/cpu/rope.h"
-#include "stages/model/ggml_types.h"
+#include "stages/formats/ggml_types.h"
 #include "stages/kernels/linear_inputs.h"
 #include "stages/kernels/llama_block.h"
 

@@ -21,7 +21,7 @@ extern "C" { /* the C side: checks, RoPE tables, the composition, the shards, th
 #include "stages/kernels/cpu/rope.h"
 #include "stages/kernels/llama_block.h"
 #include "stages/kernels/llama_shard.h"
-#include "stages/model/ggml_types.h"
+#include "stages/formats/ggml_types.h"
 }
 
 #define HEAD_CHUNK_FLOATS ((size_t)1 << 26) /* logits of one vocabulary stretch (256 MiB) */
@@ -746,11 +746,11 @@ static em_status forward_shell(const em_llama_config *c, int threads, em_cuda_fo
     /* the FP32 row serves every mode, so a shape it runs has a kernel in every mode */
     em_cuda_attention_shape shape = {c->n_heads, c->n_kv_heads, c->head_dim};
     if (!em_cuda_attention_kernel_for(EM_CUDA_COMPUTE_FP32, &shape) ||
-        c->head_dim > EM_CUDA_BLOCK_MAX_HEAD_DIM)
+        c->head_dim > EM_CUDA_ATTENTION_MAX_HEAD_DIM)
         return em_error_new(EM_EXIT_BAD_INPUT,
                             "device cuda: no attention kernel runs %d heads of %d over %d KV heads "
                             "(head dimension at most %d)",
-                            c->n_heads, c->head_dim, c->n_kv_heads, EM_CUDA_BLOCK_MAX_HEAD_DIM);
+                            c->n_heads, c->head_dim, c->n_kv_heads, EM_CUDA_ATTENTION_MAX_HEAD_DIM);
     em_status err = select_device();
     if (err) return err;
     em_cuda_forward *f = (em_cuda_forward *)em_xcalloc(1, sizeof *f);

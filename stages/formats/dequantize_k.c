@@ -3,7 +3,7 @@
  * an f16 scale d (and for Q2_K, Q4_K, Q5_K an f16 dmin) and small per-sub-block scales; the
  * loops are compiled for AVX2 too (target_clones), which without fused multiply-adds gives the
  * same floats. */
-#include "stages/model/dequantize_rows.h"
+#include "stages/formats/dequantize_rows.h"
 
 #define QK_K 256
 

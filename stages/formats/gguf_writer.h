@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "stages/model/gguf.h"
+#include "stages/formats/gguf.h"
 
 typedef struct gguf_writer gguf_writer;
 

@@ -1,5 +1,5 @@
 /* GGUF writer (see gguf_writer.h). Alignment is GGUF's default of 32 bytes. */
-#include "stages/model/gguf_writer.h"
+#include "stages/formats/gguf_writer.h"
 
 #include <stdlib.h>
 #include <string.h>

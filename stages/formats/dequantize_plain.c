@@ -3,7 +3,7 @@
 #include <cpuid.h>
 #include <immintrin.h>
 
-#include "stages/model/dequantize_rows.h"
+#include "stages/formats/dequantize_rows.h"
 
 void em_f32_row(const void *src, float *dst, int64_t n) {
     memcpy(dst, src, (size_t)n * sizeof(float));

@@ -2,10 +2,10 @@
  * first .. last-1. Inputs and targets point into the token stream, which the dataset takes
  * over, except inputs that start with a BOS or prefix token not in the stream: those are
  * copied. */
-#ifndef EVALMESH_WINDOW_SET_BUILD_H
-#define EVALMESH_WINDOW_SET_BUILD_H
+#ifndef EVALMESH_DATASET_BUILD_H
+#define EVALMESH_DATASET_BUILD_H
 
-#include "stages/data/window_set.h"
+#include "stages/data/dataset.h"
 #include "stages/data/protocol.h"
 
 /* stream (malloc'd) is owned by the dataset afterwards. path, sha256 and

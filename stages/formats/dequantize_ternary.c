@@ -1,7 +1,7 @@
 /* Rows of ggml's ternary types to floats (ggml-common.h block_tq1_0, block_tq2_0; ggml-quants.c
  * dequantize_row_tq*): values in {-1, 0, 1} times an f16 scale d at the end of each block of 256.
  */
-#include "stages/model/dequantize_rows.h"
+#include "stages/formats/dequantize_rows.h"
 
 #define QK_K 256
 

@@ -5,7 +5,7 @@
  * multiply-add), so the floats are the same bit for bit; test_ggml_types checks both paths. */
 #include <immintrin.h>
 
-#include "stages/model/dequantize_rows.h"
+#include "stages/formats/dequantize_rows.h"
 
 #define QK 32
 #define QK_K 256

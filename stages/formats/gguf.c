@@ -6,14 +6,14 @@
  * Layout: "GGUF", u32 version, u64 tensor_count, u64 kv_count, kv_count key/values
  * (string key, u32 type, value), tensor_count tensor infos (string name, u32 n_dims,
  * n_dims x u64 dims, u32 type, u64 offset), padding to general.alignment, tensor data. */
-#include "stages/model/gguf.h"
+#include "stages/formats/gguf.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "stages/model/ggml_types.h"
-#include "stages/model/name_set.h"
+#include "stages/formats/ggml_types.h"
+#include "stages/formats/name_set.h"
 #include "util/mapped_file.h"
 
 #define GGUF_MAX_DIMS 4

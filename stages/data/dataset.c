@@ -1,12 +1,12 @@
 /* The dataset artifact (see dataset.h) and how a rank's share of it is built (dataset_build.h). */
-#include "stages/data/window_set.h"
+#include "stages/data/dataset.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "util/error.h"
-#include "stages/data/window_set_build.h"
+#include "stages/data/dataset_build.h"
 
 /* What the windows point into: the token stream and one block of inputs that start with a
  * replacement token. */

@@ -1,10 +1,10 @@
-/* Contiguous, token-balanced window ranges per rank (see shard.h). */
-#include "stages/data/shard.h"
+/* Contiguous, token-balanced window ranges per rank (see window_ranges.h). */
+#include "stages/data/window_ranges.h"
 
 /* 128-bit products: 2 * tokens * world_size overflows 64 bits for very large corpora. */
 __extension__ typedef unsigned __int128 u128;
 
-void em_shard_ranges(const int64_t *scored, size_t n, int world_size, int64_t *first) {
+void em_window_ranges(const int64_t *scored, size_t n, int world_size, int64_t *first) {
     int64_t total = 0;
     for (size_t i = 0; i < n; i++) total += scored[i];
     /* owner[i] is nondecreasing in i, so the ranges are contiguous. */

@@ -2,7 +2,7 @@
  * dequantize_row_*). In every 4-bit layout byte j of qs holds value j in its low nibble and value
  * j + 16 in its high nibble. The loops are compiled for AVX2 too (target_clones); without fused
  * multiply-adds the vector code does the same float operations, so the floats are the same. */
-#include "stages/model/dequantize_rows.h"
+#include "stages/formats/dequantize_rows.h"
 
 #define QK 32
 

@@ -1,9 +1,9 @@
 /* The torchao tensor types' row functions (see torchao_types.h). */
-#include "stages/model/torchao_types.h"
+#include "stages/formats/torchao_types.h"
 
 #include <string.h>
 
-#include "stages/model/half.h"
+#include "stages/formats/half.h"
 
 void em_torchao_i8_row(const void *src, float *dst, int64_t n) {
     const uint8_t *b = src;

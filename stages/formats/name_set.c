@@ -1,5 +1,5 @@
 /* A string set for duplicate detection (see name_set.h). */
-#include "stages/model/name_set.h"
+#include "stages/formats/name_set.h"
 
 #include <stdlib.h>
 #include <string.h>

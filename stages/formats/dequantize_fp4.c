@@ -1,7 +1,7 @@
 /* Rows of ggml's FP4 microscaling types to floats (ggml-common.h block_mxfp4, block_nvfp4;
  * ggml-quants.c dequantize_row_mxfp4/nvfp4). Both hold E2M1 codes, which ggml keeps doubled as
  * small integers (mxfp4_values) and pairs with a halved scale: value = code value * scale. */
-#include "stages/model/dequantize_rows.h"
+#include "stages/formats/dequantize_rows.h"
 
 static const int8_t mxfp4_values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
 

@@ -1,12 +1,12 @@
 /* safetensors reader (see safetensors.h). */
-#include "stages/model/safetensors.h"
+#include "stages/formats/safetensors.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "stages/model/name_set.h"
+#include "stages/formats/name_set.h"
 
 /* A JSON number that is a non-negative integer exactly representable in a double. */
 static bool json_count(const cJSON *item, uint64_t *out) {

@@ -15,8 +15,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "stages/model/ggml_types.h"
-#include "stages/model/half.h"
+#include "stages/formats/ggml_types.h"
+#include "stages/formats/half.h"
 
 em_ggml_row_fn em_f32_row, em_f16_row, em_bf16_row;
 em_ggml_row_fn em_q4_0_row, em_q4_1_row, em_q5_0_row, em_q5_1_row, em_q8_0_row, em_iq4_nl_row;

@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "stages/model/loaded_model.h"
+#include "stages/formats/tensor_type.h"
 #include "util/mapped_file.h"
 
 typedef struct em_st_tensor {

@@ -1,14 +1,14 @@
 /* ggml's tensor types: the table of ggml_types.h (ids, block sizes and bytes as in ggml.h and
  * ggml-common.h; row functions from dequantize_*.c), and the em_tensor_type helpers declared in
- * loaded_model.h. */
-#include "stages/model/ggml_types.h"
+ * tensor_type.h. */
+#include "stages/formats/ggml_types.h"
 
 #include <stdio.h>
 #include <strings.h>
 
-#include "stages/model/dequantize_rows.h"
-#include "stages/model/loaded_model.h"
-#include "stages/model/torchao_types.h"
+#include "stages/formats/dequantize_rows.h"
+#include "stages/formats/tensor_type.h"
+#include "stages/formats/torchao_types.h"
 
 /* Indexed by id; ids ggml retired (4, 5: Q4_2, Q4_3; 31..33: Q4_0_4_4 and kin) have no row. */
 static const em_ggml_type_info types[] = {
@@ -48,7 +48,7 @@ static const em_ggml_type_info types[] = {
     [39] = {"MXFP4", 39, 32, 17, em_mxfp4_row, NULL},
     [40] = {"NVFP4", 40, 64, 36, em_nvfp4_row, NULL},
     [41] = {"Q1_0", 41, 128, 18, NULL, NULL}, /* sized, not yet computed with */
-    /* evalmesh's own: torchao's weight-only schemes (stages/model/torchao_types.h) */
+    /* evalmesh's own: torchao's weight-only schemes (stages/formats/torchao_types.h) */
     [200] = {"TORCHAO_I8", 200, 32, 36, em_torchao_i8_row, NULL},
     [201] = {"TORCHAO_I4_G32", 201, 32, 20, em_torchao_i4_g32_row, NULL},
     [202] = {"TORCHAO_I4_G64", 202, 64, 36, em_torchao_i4_g64_row, NULL},

@@ -2,8 +2,8 @@
  * dequantize_row_iq*). Each super-block of 256 values is 8 sub-blocks of 32, each made of grid
  * points (8 or 4 coordinates, iq_grids.h) chosen by index, with per-point signs (IQ2, IQ3) or a
  * shift (IQ1), times a sub-block scale. */
-#include "stages/model/dequantize_rows.h"
-#include "stages/model/iq_grids.h"
+#include "stages/formats/dequantize_rows.h"
+#include "stages/formats/iq_grids.h"
 
 #define QK_K 256
 #define IQ1_DELTA 0.125f
