@@ -6,7 +6,7 @@
  *
  * With calibration statistics (activation_stats.h), as llama-quantize --imatrix does:
  *   - method RTN: each tensor is rounded with its scheme's importance-weighted form
- *     (quant_rows.h), the weights of column j being the calibration's mean x_j^2
+ *     (stages/formats/quantize_rows.h), the weights of column j being the calibration's mean x_j^2
  *     (sum_x2[j] / count) for every row (schemes without a weighted form, Q8_0 and int8, ignore
  *     them);
  *   - method AWQ: the layers are first rescaled as awq.h says (the inverse scales folded into the
