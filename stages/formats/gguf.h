@@ -59,7 +59,7 @@ typedef struct em_gguf_tensor_info {
     char *name;
     uint32_t n_dims;
     int64_t shape[4];
-    uint32_t type;   /* ggml type id (em_tensor_type for the supported ones) */
+    uint32_t type;   /* as the file says: an em_tensor_type (ggml_types.h) when the table has it */
     uint64_t offset; /* from the start of the tensor data section */
     size_t nbytes;
     const void *data;

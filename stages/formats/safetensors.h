@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "stages/formats/tensor_type.h"
+#include "stages/formats/ggml_types.h"
 #include "util/mapped_file.h"
 
 typedef struct em_st_tensor {

@@ -7,19 +7,12 @@
  *                         blocks of g {bf16 s, bf16 z, g/2 B nibbles}, x = (q - 8) * s + z; value
  *                         j in the low nibble of byte j for j < g/2, else the high nibble of
  *                         byte j - g/2
- * The row functions below are their to_float columns. */
+ * (ids EM_TENSOR_TORCHAO_* of ggml_types.h). The row functions below are their to_float columns;
+ * their from_float columns are in quantize_torchao.c. */
 #ifndef EVALMESH_TORCHAO_TYPES_H
 #define EVALMESH_TORCHAO_TYPES_H
 
 #include <stdint.h>
-
-enum {
-    EM_TENSOR_TORCHAO_I8 = 200,
-    EM_TENSOR_TORCHAO_I4_G32 = 201,
-    EM_TENSOR_TORCHAO_I4_G64 = 202,
-    EM_TENSOR_TORCHAO_I4_G128 = 203,
-    EM_TENSOR_TORCHAO_I4_G256 = 204,
-};
 
 /* src: the blocks of n values (n a multiple of the block); dst: n floats. */
 void em_torchao_i8_row(const void *src, float *dst, int64_t n);

@@ -1,11 +1,11 @@
 /* Stage `quantize`: quantizes the model of its `model` input (stages/quant/quantize_model.h) and
  * produces a new "model" artifact (data = em_model *) holding the quantized tensors, which the
- * forward runs directly. Options: model, scheme (a scheme of stages/quant/quant_scheme.c or a
- * llama-quantize mix, or torchao's int8_weight_only / int4_weight_only with group_size),
- * embeddings, output, exclude (tensor names to keep), allow_requantize, threads, gguf (rank 0
- * writes the quantized model there as a GGUF file llama.cpp loads; a relative path is in the run
- * directory). A tensor the scheme cannot take (row length, already quantized) stops the stage with
- * exit 2 and the place of `scheme`.
+ * forward runs directly. Options: model, scheme (a scheme of the tensor-type table,
+ * stages/formats/ggml_types.c, or a llama-quantize mix, or torchao's int8_weight_only /
+ * int4_weight_only with group_size), embeddings, output, exclude (tensor names to keep),
+ * allow_requantize, threads, gguf (rank 0 writes the quantized model there as a GGUF file llama.cpp
+ * loads; a relative path is in the run directory). A tensor the scheme cannot take (row length,
+ * already quantized) stops the stage with exit 2 and the place of `scheme`.
  *
  * Calibration (quantize_model.h): `imatrix` names a calibrate stage (its activation statistics),
  * or `imatrix_file` a llama.cpp importance-matrix file (GGUF or legacy .dat, relative to the

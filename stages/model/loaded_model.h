@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "stages/formats/tensor_type.h"
+#include "stages/formats/ggml_types.h"
 #include "util/content_digest.h"
 #include "util/error.h"
 

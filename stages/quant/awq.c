@@ -54,12 +54,12 @@ static float *scaled_importance(const double *e, const float *s, int64_t n) {
 /* sum over up to SEARCH_ROWS evenly spaced rows r of w (rows x n) and columns j of
  * e_j (w[r][j] - dequantize(quantize(w[r] * s))[j] / s_j)^2, with scheme sc, rounding with
  * importance weights qw when given (and sc has a weighted form). */
-static double weight_error(const float *w, int64_t rows, int64_t n, const em_quant_scheme *sc,
+static double weight_error(const float *w, int64_t rows, int64_t n, const em_ggml_type_info *sc,
                            const float *s, const double *e, const float *qw, int threads) {
     int64_t R = rows < SEARCH_ROWS ? rows : SEARCH_ROWS;
     double *row_err = em_xmalloc((size_t)R * sizeof *row_err);
-    em_ggml_row_fn *to_float = em_ggml_type_info_get((uint32_t)sc->type)->to_float;
-    size_t row_bytes = em_quant_row_bytes(sc, n);
+    em_ggml_row_fn *to_float = em_ggml_type_info_get(sc->id)->to_float;
+    size_t row_bytes = em_tensor_type_row_bytes(sc->id, n);
 #pragma omp parallel num_threads(threads)
     {
         float *x = em_xmalloc((size_t)n * sizeof *x), *y = em_xmalloc((size_t)n * sizeof *y);
@@ -68,10 +68,10 @@ static double weight_error(const float *w, int64_t rows, int64_t n, const em_qua
         for (int64_t i = 0; i < R; i++) {
             const float *wr = w + (i * rows / R) * n;
             for (int64_t j = 0; j < n; j++) x[j] = wr[j] * s[j];
-            if (qw && sc->quantize_row_imatrix)
-                sc->quantize_row_imatrix(x, n, qw, blocks);
+            if (qw && sc->from_float_imatrix)
+                sc->from_float_imatrix(x, n, qw, blocks);
             else
-                sc->quantize_row(x, n, blocks);
+                sc->from_float(x, n, blocks);
             to_float(blocks, y, n);
             double err = 0;
             for (int64_t j = 0; j < n; j++) {
@@ -103,7 +103,7 @@ em_status em_awq_scale_layer(const em_model *m, int layer, const em_quant_plan *
     for (int g = 0; g < EM_AWQ_GROUPS; g++) out->alpha[g] = -1;
     const em_layer_weights *L = &m->layers[layer];
     const em_tensor *w[EM_AWQ_WEIGHTS] = {L->wq, L->wk, L->wv, L->w_gate, L->w_up, L->w_down};
-    const em_quant_scheme *sc[EM_AWQ_WEIGHTS];
+    const em_ggml_type_info *sc[EM_AWQ_WEIGHTS];
     for (int i = 0; i < EM_AWQ_WEIGHTS; i++)
         sc[i] = w[i] ? em_quant_plan_scheme_for(plan, m, w[i]) : NULL;
     static const int order[EM_AWQ_GROUPS] = {EM_AWQ_DOWN, EM_AWQ_GATE_UP, EM_AWQ_QKV};

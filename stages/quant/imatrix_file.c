@@ -12,8 +12,6 @@
 #include "stages/formats/gguf_writer.h"
 #include "stages/model/loaded_model.h"
 
-#define F32 0u /* ggml's GGML_TYPE_F32 */
-
 /* The suffixes of an entry's tensors, in the order they are written. */
 enum { SUM2, COUNTS, SUM_ABS, MAX_ABS, PARTS };
 static const char *const suffixes[PARTS] = {".in_sum2", ".counts", ".in_sum_abs", ".in_max_abs"};
@@ -53,7 +51,7 @@ em_status em_imatrix_write_gguf(const em_activation_stats *s, const char *path) 
             char name[256];
             snprintf(name, sizeof name, "%s%s", e->name, suffixes[p]);
             int64_t shape[4] = {p == COUNTS ? 1 : e->columns, 1, 1, 1};
-            gguf_add_tensor(w, name, F32, 2, shape, (size_t)shape[0] * sizeof(float));
+            gguf_add_tensor(w, name, EM_TENSOR_F32, 2, shape, (size_t)shape[0] * sizeof(float));
         }
     }
     char *buf = NULL;
@@ -185,7 +183,7 @@ static em_status read_gguf(const em_gguf *g, em_activation_stats *s) {
             if (!suffix || (pass == 0) != (p == SUM2)) continue; /* .in_sum and others: skipped */
             size_t len = (size_t)(suffix - t->name);
             int64_t n = t->shape[0] * t->shape[1] * t->shape[2] * t->shape[3];
-            if (t->type != F32)
+            if (t->type != EM_TENSOR_F32)
                 return em_error_new(EM_EXIT_BAD_INPUT, "tensor '%s' is %s, not F32", t->name,
                                     em_tensor_type_name((int)t->type));
             em_activation_stat *e = entry_named(s, t->name, len);

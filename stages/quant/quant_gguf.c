@@ -11,17 +11,9 @@
 #include "stages/formats/gguf.h"
 #include "stages/formats/gguf_writer.h"
 #include "stages/model/model_storage.h"
+#include "stages/quant/quant_plan.h"
 
 #define GGML_QNT_VERSION 2 /* ggml.h: the quantization format version llama-quantize records */
-
-/* llama_ftype of each scheme (llama.h), recorded as general.file_type. */
-static const struct {
-    const char *scheme;
-    uint32_t ftype;
-} ftypes[] = {
-    {"Q4_0", 2},  {"Q4_1", 3},    {"Q8_0", 7},  {"Q5_0", 8},    {"Q5_1", 9},
-    {"Q4_K", 14}, {"Q4_K_M", 15}, {"Q5_K", 16}, {"Q5_K_M", 17}, {"Q6_K", 18},
-};
 
 static bool copied_key(const char *key) {
     return strcmp(key, "general.alignment") != 0 && strcmp(key, "general.file_type") != 0 &&
@@ -57,9 +49,7 @@ em_status em_quantized_model_write_gguf(const em_model *m, const char *scheme, c
                             "%s: writing GGUF for architecture %s is not supported (its Q/K "
                             "rows are reordered in memory)",
                             path, m->config.architecture);
-    int ftype = -1;
-    for (size_t i = 0; i < sizeof ftypes / sizeof ftypes[0]; i++)
-        if (strcmp(ftypes[i].scheme, scheme) == 0) ftype = (int)ftypes[i].ftype;
+    int ftype = em_quant_plan_ftype(scheme);
     if (ftype < 0)
         return em_error_new(EM_EXIT_BAD_INPUT,
                             "%s: scheme %s has no GGUF type (llama.cpp cannot load it)", path,

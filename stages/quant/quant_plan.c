@@ -6,11 +6,12 @@
 typedef struct mix {
     const char *name;
     const char *base; /* the scheme of tensors no rule bumps */
+    int ftype;        /* llama_ftype (llama.h): LLAMA_FTYPE_MOSTLY_Q4_K_M, ..._Q5_K_M */
 } mix;
 
 static const mix mixes[] = {
-    {"Q4_K_M", "Q4_K"},
-    {"Q5_K_M", "Q5_K"},
+    {"Q4_K_M", "Q4_K", 15},
+    {"Q5_K_M", "Q5_K", 17},
 };
 
 static const mix *find_mix(const char *name) {
@@ -20,7 +21,14 @@ static const mix *find_mix(const char *name) {
 }
 
 bool em_quant_plan_scheme_known(const char *name) {
-    return em_quant_scheme_find(name) || find_mix(name);
+    return em_ggml_type_by_scheme(name) || find_mix(name);
+}
+
+int em_quant_plan_ftype(const char *name) {
+    const mix *mx = find_mix(name);
+    if (mx) return mx->ftype;
+    const em_ggml_type_info *type = em_ggml_type_by_scheme(name);
+    return type ? type->ftype : -1;
 }
 
 static bool use_more_bits(int i_layer, int n_layers) {
@@ -48,8 +56,8 @@ static int linear_layer(const em_model *m, const em_tensor *t, char *role) {
     return -1;
 }
 
-const em_quant_scheme *em_quant_plan_scheme_for(const em_quant_plan *plan, const em_model *m,
-                                                const em_tensor *t) {
+const em_ggml_type_info *em_quant_plan_scheme_for(const em_quant_plan *plan, const em_model *m,
+                                                  const em_tensor *t) {
     char role = 'o';
     int layer = linear_layer(m, t, &role);
     bool is_head = t == m->output && !m->config.tied_output;
@@ -59,7 +67,7 @@ const em_quant_scheme *em_quant_plan_scheme_for(const em_quant_plan *plan, const
     for (size_t i = 0; i < plan->exclude_count; i++)
         if (strcmp(plan->exclude[i], t->name) == 0) return NULL;
     const mix *mx = find_mix(plan->scheme);
-    if (!mx) return em_quant_scheme_find(plan->scheme);
+    if (!mx) return em_ggml_type_by_scheme(plan->scheme);
 
     const char *name = mx->base;
     if (is_head || (is_embd && m->config.tied_output)) {
@@ -68,7 +76,7 @@ const em_quant_scheme *em_quant_plan_scheme_for(const em_quant_plan *plan, const
                use_more_bits(layer, m->config.n_layers)) {
         name = "Q6_K";
     }
-    const em_quant_scheme *s = em_quant_scheme_find(name);
-    if (t->shape[0] % s->block_values != 0) s = em_quant_scheme_find(fallback(name));
+    const em_ggml_type_info *s = em_ggml_type_by_scheme(name);
+    if (t->shape[0] % s->block_size != 0) s = em_ggml_type_by_scheme(fallback(name));
     return s;
 }

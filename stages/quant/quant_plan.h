@@ -1,6 +1,7 @@
 /* Which tensors of a model a quantization touches, and with which scheme.
  *
- * A plan names one scheme of the table (every chosen tensor gets it) or one of llama-quantize's
+ * A plan names one scheme of the tensor-type table (a type whose row has a scheme name,
+ * ggml_types.h; every chosen tensor gets it) or one of llama-quantize's
  * mixes, Q4_K_M and Q5_K_M, which pick per tensor as llama.cpp's llama_tensor_get_type does for a
  * dense Llama model without an importance matrix:
  *   - base type Q4_K (Q4_K_M) or Q5_K (Q5_K_M);
@@ -18,7 +19,7 @@
 #include <stdbool.h>
 
 #include "stages/model/loaded_model.h"
-#include "stages/quant/quant_scheme.h"
+#include "stages/formats/ggml_types.h"
 
 typedef struct em_quant_plan {
     const char *scheme;         /* a table scheme's name, "Q4_K_M" or "Q5_K_M" */
@@ -30,8 +31,11 @@ typedef struct em_quant_plan {
 
 /* Whether name is a scheme of the table or a mix. */
 bool em_quant_plan_scheme_known(const char *name);
+/* The llama_ftype a GGUF file quantized with scheme name records (general.file_type): the
+ * type's row's, or the mix's; -1 when llama.cpp has none (torchao's) or name is no scheme. */
+int em_quant_plan_ftype(const char *name);
 /* The scheme for tensor t of model m under plan, or NULL when t stays as it is. */
-const em_quant_scheme *em_quant_plan_scheme_for(const em_quant_plan *plan, const em_model *m,
-                                                const em_tensor *t);
+const em_ggml_type_info *em_quant_plan_scheme_for(const em_quant_plan *plan, const em_model *m,
+                                                  const em_tensor *t);
 
 #endif

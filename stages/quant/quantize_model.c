@@ -13,15 +13,15 @@
 
 #define CHUNK_ROWS 16 /* rows converted and quantized per task */
 
-void em_quantize_rows(const em_quant_scheme *s, const float *x, int64_t rows, int64_t n,
+void em_quantize_rows(const em_ggml_type_info *s, const float *x, int64_t rows, int64_t n,
                       const float *qw, void *out) {
-    size_t row_bytes = em_quant_row_bytes(s, n);
+    size_t row_bytes = em_tensor_type_row_bytes(s->id, n);
     for (int64_t r = 0; r < rows; r++) {
         uint8_t *y = (uint8_t *)out + r * row_bytes;
-        if (qw && s->quantize_row_imatrix)
-            s->quantize_row_imatrix(x + r * n, n, qw, y);
+        if (qw && s->from_float_imatrix)
+            s->from_float_imatrix(x + r * n, n, qw, y);
         else
-            s->quantize_row(x + r * n, n, y);
+            s->from_float(x + r * n, n, y);
     }
 }
 
@@ -31,18 +31,19 @@ static bool is_quantized(em_tensor_type type) {
 }
 
 /* t's checks against scheme s (see quantize_model.h). */
-static em_status check_tensor(const em_tensor *t, const em_quant_scheme *s, bool allow_requantize) {
+static em_status check_tensor(const em_tensor *t, const em_ggml_type_info *s,
+                              bool allow_requantize) {
     int64_t n = t->shape[0];
-    if (n % s->block_values != 0)
+    if (n % s->block_size != 0)
         return em_error_new(EM_EXIT_BAD_INPUT,
                             "tensor %s: rows of %lld values are not a multiple of %s's block of %d "
                             "values",
-                            t->name, (long long)n, s->name, s->block_values);
+                            t->name, (long long)n, s->scheme, s->block_size);
     if (is_quantized(t->type) && !allow_requantize)
         return em_error_new(EM_EXIT_BAD_INPUT,
                             "tensor %s is already quantized (%s); quantizing it again to %s loses "
                             "more precision: set allow_requantize: true to do it anyway",
-                            t->name, em_tensor_type_name(t->type), s->name);
+                            t->name, em_tensor_type_name(t->type), s->scheme);
     if (!em_ggml_type_supported((uint32_t)t->type))
         return em_error_new(EM_EXIT_BAD_INPUT, "tensor %s: cannot read %s values as floats",
                             t->name, em_tensor_type_name(t->type));
@@ -91,10 +92,10 @@ static float *importance_weights(const em_activation_stat *e) {
 }
 
 /* The blocks of t quantized with s (qw: importance weights or NULL), in a new buffer of *nbytes. */
-static void *quantize_tensor(const em_tensor *t, const em_quant_scheme *s, int threads,
+static void *quantize_tensor(const em_tensor *t, const em_ggml_type_info *s, int threads,
                              const float *qw, size_t *nbytes) {
     int64_t n = t->shape[0], rows = em_tensor_numel(t) / n;
-    size_t row_bytes = em_quant_row_bytes(s, n);
+    size_t row_bytes = em_tensor_type_row_bytes(s->id, n);
     *nbytes = (size_t)rows * row_bytes;
     uint8_t *out = em_xmalloc(*nbytes ? *nbytes : 1);
     int64_t chunks = (rows + CHUNK_ROWS - 1) / CHUNK_ROWS;
@@ -145,7 +146,7 @@ static void quantized_digest(const em_model *src, const em_quantize_options *opt
 
 /* Quantizes t with s (from its current data, or from floats when given) and points t at the
  * blocks, which storage keeps. */
-static void replace_with_blocks(em_model_storage *storage, em_tensor *t, const em_quant_scheme *s,
+static void replace_with_blocks(em_model_storage *storage, em_tensor *t, const em_ggml_type_info *s,
                                 int threads, const float *qw, em_quantize_summary *summary) {
     size_t nbytes;
     void *blocks = em_model_storage_keep(storage, quantize_tensor(t, s, threads, qw, &nbytes));
@@ -153,7 +154,7 @@ static void replace_with_blocks(em_model_storage *storage, em_tensor *t, const e
     summary->weighted += qw != NULL;
     summary->bytes_before += t->nbytes;
     summary->bytes_after += nbytes;
-    t->type = (em_tensor_type)s->type;
+    t->type = s->id;
     t->data = blocks;
     t->nbytes = nbytes;
 }
@@ -176,9 +177,9 @@ static em_status awq_layer(em_model *m, const em_quantize_options *opt, int l, i
         view.type = EM_TENSOR_F32;
         view.data = a.w[i];
         view.nbytes = (size_t)em_tensor_numel(t) * sizeof(float);
-        const em_quant_scheme *s = em_quant_plan_scheme_for(&opt->plan, m, t);
+        const em_ggml_type_info *s = em_quant_plan_scheme_for(&opt->plan, m, t);
         size_t f32_bytes = view.nbytes;
-        replace_with_blocks(storage, &view, s, threads, s->quantize_row_imatrix ? a.qw[i] : NULL,
+        replace_with_blocks(storage, &view, s, threads, s->from_float_imatrix ? a.qw[i] : NULL,
                             summary);
         summary->bytes_before = summary->bytes_before - f32_bytes + t->nbytes;
         t->type = view.type;
@@ -227,7 +228,7 @@ em_status em_quantize_model(const em_model *src, const em_quantize_options *opt,
     /* Checks first, so a bad tensor stops the stage before any work. */
     for (size_t i = 0; i < src->tensor_count; i++) {
         const em_tensor *t = &src->tensors[i];
-        const em_quant_scheme *s = em_quant_plan_scheme_for(&opt->plan, src, t);
+        const em_ggml_type_info *s = em_quant_plan_scheme_for(&opt->plan, src, t);
         em_status err = s ? check_tensor(t, s, opt->allow_requantize) : NULL;
         if (err) return err;
     }
@@ -253,11 +254,11 @@ em_status em_quantize_model(const em_model *src, const em_quantize_options *opt,
         err = awq_layer(m, opt, l, threads, done, summary);
     for (size_t i = 0; !err && i < m->tensor_count; i++) {
         em_tensor *t = &m->tensors[i];
-        const em_quant_scheme *s = em_quant_plan_scheme_for(&opt->plan, m, t);
+        const em_ggml_type_info *s = em_quant_plan_scheme_for(&opt->plan, m, t);
         if (!s || done[i]) continue;
         const em_activation_stat *e =
             opt->method != EM_QUANT_AWQ ? em_activation_stats_find(opt->stats, t->name) : NULL;
-        float *qw = e && s->quantize_row_imatrix ? importance_weights(e) : NULL;
+        float *qw = e && s->from_float_imatrix ? importance_weights(e) : NULL;
         replace_with_blocks(storage, t, s, threads, qw, summary);
         free(qw);
     }

@@ -6,7 +6,7 @@
  *
  * With calibration statistics (activation_stats.h), as llama-quantize --imatrix does:
  *   - method RTN: each tensor is rounded with its scheme's importance-weighted form
- *     (quant_rows.h), the weights of column j being the calibration's mean x_j^2
+ *     (stages/formats/quantize_rows.h), the weights of column j being the calibration's mean x_j^2
  *     (sum_x2[j] / count) for every row (schemes without a weighted form, Q8_0 and int8, ignore
  *     them);
  *   - method AWQ: the layers are first rescaled as awq.h says (the inverse scales folded into the
@@ -62,7 +62,7 @@ em_status em_quantize_model(const em_model *src, const em_quantize_options *opt,
 
 /* Quantizes rows x rows of n floats with scheme s into out (rows * em_quant_row_bytes bytes);
  * qw: n importance weights for the columns (the scheme's weighted form), or NULL. */
-void em_quantize_rows(const em_quant_scheme *s, const float *x, int64_t rows, int64_t n,
+void em_quantize_rows(const em_ggml_type_info *s, const float *x, int64_t rows, int64_t n,
                       const float *qw, void *out);
 
 #endif

@@ -6,7 +6,8 @@
  * gpu-check), the same blocks also go through the device's dequantize kernel
  * (em_cuda_dequantize_bf16, several thread blocks, the last one partial), which must give the
  * type table's floats rounded to BF16, bit for bit: the device compiles the decoders itself (and
- * would fuse a multiply-add the host rounds twice). */
+ * would fuse a multiply-add the host rounds twice). And each row's cuda field must say whether the
+ * decoder table has its type. */
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -144,6 +145,23 @@ static void check_halves(void) {
     CHECK_INT_EQ(mismatches, 0);
 }
 
+/* A row of the type table says the CUDA forward decodes its type (its cuda field) exactly when
+ * the device's decoder table has that type, so the two cannot disagree. */
+static void check_cuda_fields(void) {
+    for (uint32_t id = 0; id < 256; id++) {
+        const em_ggml_type_info *info = em_ggml_type_info_get(id);
+        bool decoded = false;
+#define X(type, values, bytes, decode) decoded = decoded || id == (type);
+        EM_CUDA_BLOCK_TYPES
+#undef X
+        if (info && info->cuda != decoded)
+            fprintf(stderr, "%s: the type table says cuda = %d, the device decoders %d\n",
+                    info->name, (int)info->cuda, (int)decoded);
+        CHECK(info ? info->cuda == decoded : !decoded);
+    }
+    printf("the type table's cuda fields match the device decoder table\n");
+}
+
 int main(void) {
     int count = 0;
     cudaError_t e = cudaGetDeviceCount(&count);
@@ -152,6 +170,7 @@ int main(void) {
         printf("the device part is skipped: no CUDA device (cudaGetDeviceCount: %s)\n",
                e == cudaSuccess ? "0" : cudaGetErrorString(e));
     check_halves();
+    check_cuda_fields();
 #define X(id, values, bytes, decode) check_type(id, values, bytes, decode);
     EM_CUDA_BLOCK_TYPES
 #undef X

@@ -1,7 +1,7 @@
 /* quant_dump SCHEME N IN OUT [QW]: quantizes the float32 values of file IN, as rows of N, with a
- * scheme of the table (stages/quant/quant_scheme.h) and writes the blocks to OUT, for the Python
- * tests to compare with their references. QW: a file of N float32 importance weights (one per
- * column): the scheme's importance-weighted form. */
+ * scheme of the tensor-type table (stages/formats/ggml_types.h) and writes the blocks to OUT, for
+ * the Python tests to compare with their references. QW: a file of N float32 importance weights
+ * (one per column): the scheme's importance-weighted form. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -31,9 +31,9 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: quant_dump SCHEME N IN OUT [QW]\n");
         return 2;
     }
-    const em_quant_scheme *s = em_quant_scheme_find(argv[1]);
+    const em_ggml_type_info *s = em_ggml_type_by_scheme(argv[1]);
     long long n = atoll(argv[2]);
-    if (!s || n <= 0 || n % s->block_values != 0) {
+    if (!s || n <= 0 || n % s->block_size != 0) {
         fprintf(stderr, "quant_dump: bad scheme %s or row length %s\n", argv[1], argv[2]);
         return 2;
     }
@@ -46,7 +46,7 @@ int main(int argc, char **argv) {
                 argv[3], n, argc == 6 ? argv[5] : "-", n);
         return 2;
     }
-    size_t bytes = (size_t)rows * em_quant_row_bytes(s, n);
+    size_t bytes = (size_t)rows * em_tensor_type_row_bytes(s->id, n);
     void *out = em_xmalloc(bytes ? bytes : 1);
     em_quantize_rows(s, x, rows, n, qw, out);
     FILE *o = fopen(argv[4], "wb");

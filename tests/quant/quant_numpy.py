@@ -1,5 +1,5 @@
 """NumPy dequantizers written from each block layout's definition (ggml-common.h's block structs
-and the formulas of stages/quant/quant_legacy.c and quant_kquants.c), and the test inputs the
+and the formulas of stages/formats/quantize_q.c and quantize_k.c), and the test inputs the
 quantizer tests share. Dequantizing is exact arithmetic on small integers and f16 scales, so these
 are independent of the order of operations of any quantizer."""
 import struct

@@ -19,7 +19,6 @@
 
 #include "byte_vocab.h"
 #include "stages/formats/gguf_writer.h"
-#include "quantize_blocks.h"
 #include "random_weights.h"
 #include "util/error.h"
 #include "safetensors_writer.h"
@@ -146,7 +145,7 @@ static em_tensor_type matrix_type(const spec *s, const char *suffix, int layer) 
                 (s->tied && strcmp(suffix, "token_embd.weight") == 0);
     bool wide = (strcmp(suffix, "attn_v.weight") == 0 || strcmp(suffix, "ffn_down.weight") == 0) &&
                 more_bits(layer, s->layers);
-    return head || wide ? (em_tensor_type)em_ggml_type_by_name("Q6_K")->id : s->type;
+    return head || wide ? EM_TENSOR_Q6_K : s->type;
 }
 
 /* The tensors of a Llama model in GGUF order (llama.cpp's: embedding, output norm, output,
@@ -238,9 +237,10 @@ static em_status make_export_plan(const em_model *m, plan_tensor **out, size_t *
     return NULL;
 }
 
-/* Converts n floats to type (one quantize_blocks.h writes) into out. */
+/* Converts n floats to type (a ggml type whose row has a from_float) into out: the tensor-type
+ * table's quantizers, the quantize stage's where it has one (ggml_types.h). */
 static void encode(const float *x, int64_t n, em_tensor_type type, void *out) {
-    quantizer_for((uint32_t)type)(x, n, out);
+    em_ggml_type_info_get(type)->from_float(x, n, out);
 }
 
 /* llama.cpp's Llama 3.1 frequency factors (convert_hf_to_gguf.py): for each rotated pair i,
@@ -757,8 +757,8 @@ static int parse_args(int argc, char **argv, spec *s, const char **from) {
             s->k_m_mix = strcmp(v, "q4_k_m") == 0 || strcmp(v, "q5_k_m") == 0;
             const em_ggml_type_info *info =
                 em_ggml_type_by_name(s->k_m_mix ? (v[1] == '4' ? "Q4_K" : "Q5_K") : v);
-            ok = info && quantizer_for(info->id);
-            if (ok) s->type = (em_tensor_type)info->id;
+            ok = info && info->from_float && em_ggml_type_is_ggml(info);
+            if (ok) s->type = info->id;
         } else
             return fail("unknown option '%s' (see --help)", a);
         if (!ok) return fail("bad value for %s (see --help)", a);

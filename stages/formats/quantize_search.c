@@ -1,5 +1,5 @@
-/* ggml's scale searches (see quant_search.h). */
-#include "stages/quant/quant_search.h"
+/* ggml's scale searches (see quantize_search.h). */
+#include "stages/formats/quantize_search.h"
 
 #include <math.h>
 #include <string.h>

@@ -22,7 +22,7 @@
 #include <string.h>
 
 #include "stages/formats/half.h"
-#include "stages/quant/quant_rows.h"
+#include "stages/formats/quantize_rows.h"
 
 static float bf16_round(float f) {
     return em_bf16_to_f32(em_f32_to_bf16(f));

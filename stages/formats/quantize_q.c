@@ -9,7 +9,7 @@
  * in the high nibble of byte j - 16 otherwise; the fifth bits of Q5 go to bit j of qh.
  * With importance weights qw (one per column; llama-quantize --imatrix, ggml's
  * quantize_row_*_impl), each value's weight is qw[j] * sqrt(sigma2 + x[j]^2), sigma2 = mean x^2 of
- * the whole row, and the block is fitted by a weighted search (quant_search.h): Q4_0/Q5_0 by
+ * the whole row, and the block is fitted by a weighted search (quantize_search.h): Q4_0/Q5_0 by
  * make_qx_quants (nmax 8 / 16), Q4_1/Q5_1 by make_qkx3_quants (nmax 15 / 31, rmin -0.9, 37 steps
  * of 0.05), m = -min. Q8_0 has no weighted form (ggml ignores the weights). */
 #include <float.h>
@@ -17,8 +17,8 @@
 #include <string.h>
 
 #include "stages/formats/half.h"
-#include "stages/quant/quant_rows.h"
-#include "stages/quant/quant_search.h"
+#include "stages/formats/quantize_rows.h"
+#include "stages/formats/quantize_search.h"
 
 #define QK 32
 

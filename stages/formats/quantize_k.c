@@ -1,7 +1,7 @@
 /* ggml's K-quant quantizers, same arithmetic in the same order: the reference ones
  * (quantize_row_{q4_K,q5_K,q6_K}_ref, llama-quantize without an importance matrix) and the
  * importance-weighted ones (quantize_row_{q4_K,q5_K,q6_K}_impl with quant_weights, llama-quantize
- * --imatrix); the scale searches are in quant_search.c.
+ * --imatrix); the scale searches are in quantize_search.c.
  * Super-blocks of 256 values:
  *   Q4_K {f16 d, f16 dmin, 12 B scales, 128 B qs}: 8 sub-blocks of 32, each x = d*sc*q - dmin*m
  *        with 6-bit sc and m packed in the 12 bytes, q 4 bits
@@ -13,8 +13,8 @@
 #include <string.h>
 
 #include "stages/formats/half.h"
-#include "stages/quant/quant_rows.h"
-#include "stages/quant/quant_search.h"
+#include "stages/formats/quantize_rows.h"
+#include "stages/formats/quantize_search.h"
 
 #define QK_K 256
 

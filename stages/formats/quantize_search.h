@@ -1,8 +1,8 @@
-/* ggml's scale searches, shared by the row quantizers (quant_legacy.c, quant_kquants.c): the same
+/* ggml's scale searches, shared by the row quantizers (quantize_q.c, quantize_k.c): the same
  * float operations in the same order as ggml-quants.c's helpers of the same names, so the blocks
  * come out bit for bit equal. All fit a group of n values x. */
-#ifndef EVALMESH_QUANT_SEARCH_H
-#define EVALMESH_QUANT_SEARCH_H
+#ifndef EVALMESH_QUANTIZE_SEARCH_H
+#define EVALMESH_QUANTIZE_SEARCH_H
 
 #include <stdint.h>
 

@@ -1,0 +1,201 @@
+/* from_float of the types whose ggml reference quantizer evalmesh does not reproduce (see
+ * quantize_rows.h): Q2_K, Q3_K, IQ4_NL, IQ4_XS, TQ2_0, in the block layouts of ggml-common.h (see
+ * dequantize_k.c, dequantize_q.c, dequantize_ternary.c). They pick scales simply (absolute
+ * maximum, or min and max, per sub-block) and then the nearest level for each value: valid blocks
+ * whose values are close to the floats, not the best quantization llama-quantize would find. The
+ * model maker (tools/mkmodel) writes these types with them; the quantize stage does not offer
+ * them. */
+#include <math.h>
+#include <string.h>
+
+#include "stages/formats/dequantize_rows.h"
+#include "stages/formats/half.h"
+#include "stages/formats/quantize_rows.h"
+
+#define QK 32
+#define QK_K 256
+
+static void put_half(uint8_t *p, float f) {
+    uint16_t h = em_f32_to_f16(f);
+    memcpy(p, &h, 2);
+}
+
+/* A half-rounded scale and its inverse (0 for 0). */
+static float half_scale(float d, float *inverse) {
+    d = em_f16_to_f32(em_f32_to_f16(d));
+    *inverse = d != 0 ? 1.0f / d : 0.0f;
+    return d;
+}
+
+static int clamp(int v, int lo, int hi) {
+    return v < lo ? lo : v > hi ? hi : v;
+}
+
+/* The value of largest magnitude, with its sign. */
+static float signed_max(const float *v, int n) {
+    float amax = 0, max = 0;
+    for (int j = 0; j < n; j++)
+        if (fabsf(v[j]) > amax) {
+            amax = fabsf(v[j]);
+            max = v[j];
+        }
+    return max;
+}
+
+/* Min/scale super-blocks (Q2_K): for each of the `subs` sub-blocks of 256/subs
+ * values, scale = (max - min) / (levels - 1) and min = -min(0, min), as integers sc, mn (up to
+ * max_sc) times the super-block's d and dmin; q[i] is each value's level. */
+static void min_scale_levels(const float *v, int subs, int levels, int max_sc, float *d,
+                             float *dmin, uint8_t *sc, uint8_t *mn, uint8_t *q) {
+    int len = QK_K / subs;
+    float scale[16], mins[16], max_scale = 0, max_min = 0;
+    for (int s = 0; s < subs; s++) {
+        float lo = 0, hi = 0;
+        for (int j = 0; j < len; j++) {
+            lo = fminf(lo, v[s * len + j]);
+            hi = fmaxf(hi, v[s * len + j]);
+        }
+        scale[s] = (hi - lo) / (float)(levels - 1);
+        mins[s] = -lo;
+        max_scale = fmaxf(max_scale, scale[s]);
+        max_min = fmaxf(max_min, mins[s]);
+    }
+    float id, idmin;
+    *d = half_scale(max_scale / (float)max_sc, &id);
+    *dmin = half_scale(max_min / (float)max_sc, &idmin);
+    for (int s = 0; s < subs; s++) {
+        sc[s] = (uint8_t)clamp((int)lroundf(scale[s] * id), 0, max_sc);
+        mn[s] = (uint8_t)clamp((int)lroundf(mins[s] * idmin), 0, max_sc);
+        float dl = *d * (float)sc[s], ml = *dmin * (float)mn[s], idl = dl != 0 ? 1.0f / dl : 0;
+        for (int j = 0; j < len; j++)
+            q[s * len + j] =
+                (uint8_t)clamp((int)lroundf((v[s * len + j] + ml) * idl), 0, levels - 1);
+    }
+}
+
+/* Q2_K: scales[16] (scale | min << 4), qs[64], d, dmin; value v's two bits are bits 2k of
+ * qs[32h + v%32] with h = v/128, k = (v%128)/32. */
+void em_quantize_row_q2_k(const float *x, int64_t n, void *out) {
+    uint8_t *block = out;
+    for (int64_t b = 0; b < n / QK_K; b++, block += 84) {
+        float d, dmin;
+        uint8_t sc[16], mn[16], q[QK_K];
+        min_scale_levels(x + b * QK_K, 16, 4, 15, &d, &dmin, sc, mn, q);
+        memset(block, 0, 84);
+        for (int s = 0; s < 16; s++) block[s] = (uint8_t)(sc[s] | mn[s] << 4);
+        for (int v = 0; v < QK_K; v++)
+            block[16 + 32 * (v / 128) + v % 32] |= (uint8_t)(q[v] << (2 * ((v % 128) / 32)));
+        put_half(block + 80, d);
+        put_half(block + 82, dmin);
+    }
+}
+
+/* Symmetric super-blocks (Q3_K): per 16 values a signed integer scale (|sc| <= max_sc)
+ * times d, levels -half .. half-1. */
+static float symmetric_levels(const float *v, int half, int max_sc, int8_t *sc, int *q) {
+    float scale[16], max_scale = 0, id;
+    for (int s = 0; s < 16; s++) {
+        scale[s] = signed_max(v + 16 * s, 16) / -(float)half;
+        max_scale = fmaxf(max_scale, fabsf(scale[s]));
+    }
+    float d = half_scale(max_scale / (float)max_sc, &id);
+    for (int s = 0; s < 16; s++) {
+        sc[s] = (int8_t)clamp((int)lroundf(scale[s] * id), -max_sc, max_sc);
+        float dl = d * (float)sc[s], idl = dl != 0 ? 1.0f / dl : 0;
+        for (int j = 0; j < 16; j++)
+            q[16 * s + j] = clamp((int)lroundf(v[16 * s + j] * idl), -half, half - 1);
+    }
+    return d;
+}
+
+/* Q3_K: hmask[32], qs[64] (as Q2_K), scales[12], d; level q + 4 in 0..7: its two low bits in qs,
+ * its third in bit v/32 of hmask[v%32]; 6-bit scales sc + 32. */
+void em_quantize_row_q3_k(const float *x, int64_t n, void *out) {
+    uint8_t *block = out;
+    for (int64_t b = 0; b < n / QK_K; b++, block += 110) {
+        int8_t sc[16];
+        int q[QK_K];
+        float d = symmetric_levels(x + b * QK_K, 4, 31, sc, q);
+        memset(block, 0, 110);
+        for (int v = 0; v < QK_K; v++) {
+            int l = q[v] + 4;
+            block[32 + 32 * (v / 128) + v % 32] |= (uint8_t)((l & 3) << (2 * ((v % 128) / 32)));
+            block[v % 32] |= (uint8_t)((l >> 2) << (v / 32));
+        }
+        for (int i = 0; i < 16; i++) {
+            int s = sc[i] + 32;
+            block[96 + i % 8] |= (uint8_t)((s & 0x0f) << (4 * (i / 8)));
+            block[96 + 8 + i % 4] |= (uint8_t)((s >> 4) << (2 * (i / 4)));
+        }
+        put_half(block + 108, d);
+    }
+}
+
+/* The em_iq4nl_values index nearest to x. */
+static int nearest_iq4(float x) {
+    int best = 0;
+    for (int i = 1; i < 16; i++)
+        if (fabsf(x - (float)em_iq4nl_values[i]) < fabsf(x - (float)em_iq4nl_values[best]))
+            best = i;
+    return best;
+}
+
+/* 32 values to 16 bytes of nearest IQ4 indexes at scale dl. */
+static void iq4_nibbles(const float *v, float dl, uint8_t *qs) {
+    float idl = dl != 0 ? 1.0f / dl : 0;
+    for (int j = 0; j < 16; j++)
+        qs[j] = (uint8_t)(nearest_iq4(v[j] * idl) | nearest_iq4(v[j + 16] * idl) << 4);
+}
+
+/* IQ4_NL: d = signed max / -127 (the table's largest magnitude), nearest table entries. */
+void em_quantize_row_iq4_nl(const float *x, int64_t n, void *out) {
+    uint8_t *block = out;
+    for (int64_t b = 0; b < n / QK; b++, block += 18) {
+        float id, d = half_scale(signed_max(x + b * QK, QK) / -127.0f, &id);
+        put_half(block, d);
+        iq4_nibbles(x + b * QK, d, block + 2);
+    }
+}
+
+/* IQ4_XS: d, scales_h, scales_l[4], qs[128]; sub-block scales ls - 32 in -32..31 times d. */
+void em_quantize_row_iq4_xs(const float *x, int64_t n, void *out) {
+    uint8_t *block = out;
+    for (int64_t b = 0; b < n / QK_K; b++, block += 136) {
+        const float *v = x + b * QK_K;
+        float scale[8], max_scale = 0, id;
+        for (int s = 0; s < 8; s++) {
+            scale[s] = signed_max(v + 32 * s, 32) / -127.0f;
+            max_scale = fmaxf(max_scale, fabsf(scale[s]));
+        }
+        float d = half_scale(max_scale / 31.0f, &id);
+        memset(block, 0, 136);
+        put_half(block, d);
+        unsigned scales_h = 0;
+        for (int s = 0; s < 8; s++) {
+            int ls = clamp((int)lroundf(scale[s] * id), -31, 31) + 32;
+            block[4 + s / 2] |= (uint8_t)((ls & 0x0f) << (4 * (s % 2)));
+            scales_h |= (unsigned)(ls >> 4) << (2 * s);
+            iq4_nibbles(v + 32 * s, d * (float)(ls - 32), block + 8 + 16 * s);
+        }
+        block[2] = (uint8_t)scales_h;
+        block[3] = (uint8_t)(scales_h >> 8);
+    }
+}
+
+/* TQ2_0: qs[64], d = max|x|; value (q - 1) * d with q = round(x / d) + 1 in bits 2l of
+ * qs[32h + m] for value 128h + 32l + m. */
+void em_quantize_row_tq2_0(const float *x, int64_t n, void *out) {
+    uint8_t *block = out;
+    for (int64_t b = 0; b < n / QK_K; b++, block += 66) {
+        const float *v = x + b * QK_K;
+        float amax = 0, id;
+        for (int j = 0; j < QK_K; j++) amax = fmaxf(amax, fabsf(v[j]));
+        float d = half_scale(amax, &id);
+        memset(block, 0, 66);
+        for (int j = 0; j < QK_K; j++) {
+            int q = clamp((int)lroundf(v[j] * id), -1, 1) + 1;
+            block[32 * (j / 128) + j % 32] |= (uint8_t)(q << (2 * ((j % 128) / 32)));
+        }
+        put_half(block + 64, d);
+    }
+}
