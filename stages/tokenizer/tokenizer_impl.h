@@ -35,6 +35,7 @@ struct em_tokenizer {
      * by first byte, then longest first, then id; special_first[b] is where byte b starts. */
     int32_t *specials;
     int32_t special_first[257];
+    size_t longest_special; /* bytes of the longest special token's text */
 };
 
 /* A growable list of token ids. */
