@@ -39,6 +39,8 @@ typedef struct em_corpus_options {
     bool add_bos;             /* prepend BOS when tokenizing text (token files are used as given) */
     int64_t max_documents;    /* keep the first N non-empty documents; <= 0: all */
     bool wikitext_detokenize; /* score lm-eval's detokenized text (counts stay the original's) */
+    int64_t max_tokens; /* text and JSONL: stop tokenizing once the stream holds this many (the
+                           windows asked for need no more); <= 0: all */
 } em_corpus_options;
 
 typedef struct em_corpus {
@@ -48,6 +50,7 @@ typedef struct em_corpus {
     size_t n_docs;
     int64_t documents;       /* documents in the file (before the cap) */
     int64_t empty_documents; /* of those, skipped for having no text or no tokens */
+    bool stopped_early;      /* max_tokens reached: the rest of the text was not tokenized */
     char sha256[65];         /* of the file's bytes */
 } em_corpus;
 
@@ -55,5 +58,10 @@ typedef struct em_corpus {
 em_status em_corpus_read(const char *path, const em_corpus_options *options,
                          const struct em_tokenizer *tok, em_corpus *out);
 void em_corpus_free(em_corpus *corpus);
+
+/* Appends n ids to the stream (capacity: its allocated entries, grown as needed); sets
+ * stopped_early once it holds max_tokens (> 0). */
+void em_corpus_append(em_corpus *corpus, size_t *capacity, const int32_t *ids, size_t n,
+                      int64_t max_tokens);
 
 #endif
