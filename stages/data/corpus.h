@@ -5,7 +5,9 @@
  * definitions). Documents with no text (only whitespace) or no tokens are skipped and counted.
  * Bad input is an error with exit status 2 naming the file and where in it: invalid UTF-8
  * (line, column and byte offset), a JSONL line that is not an object with a string field, a
- * token file whose size is not a whole number of ids or whose id is outside the vocabulary. */
+ * token file whose size is not a whole number of ids or whose id is outside the vocabulary.
+ * Text is tokenized in pieces straight into the stream; a text that is one document is read in
+ * blocks (streamed_text.h), the others whole. */
 #ifndef EVALMESH_CORPUS_H
 #define EVALMESH_CORPUS_H
 
