@@ -90,6 +90,32 @@ em_status em_tokenizer_finish(em_tokenizer *tok, const char *source) {
     return NULL;
 }
 
+static bool ascii_letter(char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
+
+/* Whether the pre-tokenizer ends a word before every space between two ASCII letters of a probe
+ * text (single letters, words of every case, after punctuation and digits, several lines), which
+ * the word-at-a-time rows of pre_table.h do; rows whose words hold spaces (whole lines, letters
+ * joined by spaces, everything between two CJK runs) do not, and their text is never cut. */
+static bool splits_between_words(const em_pretokenizer *pre) {
+    static const char probe[] = "a b c d e f ab cd Ab Cd AB CD aB cD The quick brown fox. Jumps "
+                                "over: the lazy dog's tail, it's x y z!\nq r 1a b2 c d-e f\tg h "
+                                "I said \"no way\" and left (a b) [c d] ok\n\nNew line a b";
+    size_t len = sizeof probe - 1;
+    em_pretokenize_buf buf = {0};
+    em_pretokenize(pre, probe, len, &buf);
+    bool ok = true;
+    for (size_t p = 1; p + 1 < len && ok; p++) {
+        if (probe[p] != ' ' || !ascii_letter(probe[p - 1]) || !ascii_letter(probe[p + 1])) continue;
+        bool ends = false;
+        for (size_t w = 0; w < buf.n_words && !ends; w++) ends = buf.words[w] == p;
+        ok = ends;
+    }
+    em_pretokenize_buf_free(&buf);
+    return ok;
+}
+
 em_status em_tokenizer_use_pre_row(em_tokenizer *tok, const em_pre_row *row, const char *source) {
     size_t n = 0;
     while (row->exprs[n]) n++;
@@ -98,6 +124,7 @@ em_status em_tokenizer_use_pre_row(em_tokenizer *tok, const em_pre_row *row, con
     char *what = em_xasprintf("%s: pre-tokenizer '%s'", source, row->label);
     em_status err = em_pretokenizer_new(row->exprs, n, what, &tok->pre);
     free(what);
+    tok->pre_splits_words = !err && splits_between_words(tok->pre);
     return err;
 }
 
@@ -159,10 +186,6 @@ static int32_t special_at(const em_tokenizer *tok, const char *text, size_t len,
     return -1;
 }
 
-static bool ascii_letter(char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
-}
-
 /* Whether a special token (of any type) could be matched over or next to p: one that starts at
  * some q in [p - longest, p + 1] and matches there. */
 static bool special_near(const em_tokenizer *tok, const char *text, size_t len, size_t p) {
@@ -177,7 +200,7 @@ static bool special_near(const em_tokenizer *tok, const char *text, size_t len, 
 }
 
 size_t em_tokenizer_next_cut(const em_tokenizer *tok, const char *text, size_t len, size_t from) {
-    if (tok->family == EM_FAMILY_SPM && !tok->spm_by_word) return len;
+    if (tok->family == EM_FAMILY_SPM ? !tok->spm_by_word : !tok->pre_splits_words) return len;
     for (size_t p = from > 0 ? from : 1; p + tok->longest_special + 2 <= len; p++)
         if (text[p] == ' ' && ascii_letter(text[p - 1]) && ascii_letter(text[p + 1]) &&
             !special_near(tok, text, len, p))

@@ -71,11 +71,13 @@ em_status em_tokenizer_encode(const em_tokenizer *tok, const char *text, size_t 
 /* Where text may be cut so that encoding text[0..p) and then text[p..len) with continue_at = p
  * (plus the same options) gives exactly the ids of encoding all of it: the first such p at or
  * after from, else len. That is before a space between two ASCII letters, with no special token
- * matching over or next to it, where every supported pre-tokenizer (pre_table.h: letters,
- * contractions and digit runs never take a following space) and SentencePiece (a "▁" after
- * another character starts a word, and no merge crosses a word start when no token has "▁" after
- * another character; never, for vocabularies that have one) start a new word. Points closer to
- * len than the longest special token are not given (what follows could change them). */
+ * matching over or next to it. Byte-level BPE: only when the pre-tokenizer starts a word there
+ * (the word-at-a-time rows of pre_table.h, where letters, contractions and digit runs never take a
+ * following space; checked on a probe text when the tokenizer loads), never for rows whose words
+ * hold spaces (whole lines, letters joined by spaces). SentencePiece: a "▁" after another
+ * character starts a word, and no merge crosses a word start when no token has "▁" after another
+ * character; never for vocabularies that have one. Points closer to len than the longest special
+ * token are not given (what follows could change them). */
 size_t em_tokenizer_next_cut(const em_tokenizer *tok, const char *text, size_t len, size_t from);
 
 /* Receives the ids of one piece of text, in order; setting *enough stops the encoding (the rest

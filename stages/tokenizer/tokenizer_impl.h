@@ -29,7 +29,10 @@ struct em_tokenizer {
     int32_t byte_tokens[256];
     /* BPE only */
     em_pretokenizer *pre; /* compiled from a row of pre_table.h */
-    bool ignore_merges;   /* a word that is itself a token is not merged (Llama 3) */
+    /* pre ends a word before a space between two ASCII letters (em_tokenizer_next_cut cuts
+     * there); false for rows whose words hold spaces */
+    bool pre_splits_words;
+    bool ignore_merges; /* a word that is itself a token is not merged (Llama 3) */
     em_merge_map merges;
     /* Tokens matched in the text before tokenizing (control, unknown and user-defined), sorted
      * by first byte, then longest first, then id; special_first[b] is where byte b starts. */

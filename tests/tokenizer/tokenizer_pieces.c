@@ -3,11 +3,15 @@
  * DeepSeek Coder, Llama 3's tokenizer.json): on the WikiText-2 test text and on adversarial text
  * (long runs without whitespace, long runs of spaces, multi-byte UTF-8 and special tokens beside
  * every cut point), with pieces from 1 byte (a cut at every point allowed) to 64 KiB; and a sink
- * that asks for no more gets a prefix of those ids. */
+ * that asks for no more gets a prefix of those ids. The same for every pre-tokenizer name of
+ * pre_table.h, on a byte-level vocabulary whose merges join a letter with a following space (so a
+ * cut inside a word that holds spaces changes the ids). */
 #include <stdint.h>
 
 #include "shared_data.h"
+#include "stages/tokenizer/pre_table.h"
 #include "stages/tokenizer/tokenizer.h"
+#include "tiny_gguf.h"
 
 typedef struct collected {
     int32_t *ids;
@@ -113,6 +117,55 @@ static char *adversarial(size_t *len) {
     return text;
 }
 
+/* For each pre-tokenizer name: a byte-level vocabulary of the 256 bytes and "LĠ" for each ASCII
+ * letter L (merges "L Ġ"), as a GGUF file in dir; encoding in pieces must give the whole ids. */
+static void check_pre_rows(const char *text, size_t len) {
+    static char byte_texts[256][3];
+    static char joined[52][4];
+    static char merge_texts[52][5];
+    const char *tokens[256 + 52], *merges[52];
+    tg_byte_tokens(byte_texts, tokens);
+    for (int i = 0; i < 52; i++) {
+        char l = (char)(i < 26 ? 'a' + i : 'A' + i - 26);
+        snprintf(joined[i], sizeof joined[i], "%c\xC4\xA0", l);
+        snprintf(merge_texts[i], sizeof merge_texts[i], "%c \xC4\xA0", l);
+        tokens[256 + i] = joined[i];
+        merges[i] = merge_texts[i];
+    }
+    char dir[] = "/tmp/em_pieces_XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    char path[64];
+    snprintf(path, sizeof path, "%s/vocab.gguf", dir);
+    size_t n_names, rows = 0;
+    const em_pre_name *names = em_pre_names(&n_names);
+    for (size_t k = 0; k < n_names; k++) {
+        if (names[k].unsupported) continue;
+        tiny_gguf g = tg_begin();
+        tg_kv_string(&g, "tokenizer.ggml.model", "gpt2");
+        tg_kv_string(&g, "tokenizer.ggml.pre", names[k].name);
+        tg_kv_strings(&g, "tokenizer.ggml.tokens", tokens, 256 + 52);
+        tg_kv_strings(&g, "tokenizer.ggml.merges", merges, 52);
+        FILE *f = fopen(path, "wb");
+        fwrite(g.data, 1, g.len, f);
+        fclose(f);
+        free(g.data);
+        em_tokenizer *tok;
+        em_status err = em_tokenizer_load(path, &tok);
+        if (err) fprintf(stderr, "pre '%s': %s\n", names[k].name, err->message);
+        CHECK(err == NULL);
+        em_error_free(err);
+        if (err) continue;
+        em_encode_options o = em_tokenizer_default_options(tok);
+        o.add_bos = false;
+        check_same(names[k].name, tok, "byte-level vocabulary", text, len, o);
+        em_tokenizer_free(tok);
+        rows++;
+    }
+    CHECK(rows > 50);
+    unlink(path);
+    rmdir(dir);
+}
+
 int main(void) {
     static const char *tokenizers[] = {
         "tokenizers/llama-spm/ggml-vocab-llama-spm.gguf",
@@ -177,6 +230,13 @@ int main(void) {
         em_error_free(err);
         free(path);
     }
+    /* every pre-tokenizer on 16 KiB of WikiText-2 and the adversarial text */
+    size_t mixed_len = 16384 + adv_len;
+    char *mixed = malloc(mixed_len);
+    memcpy(mixed, wiki, 16384);
+    memcpy(mixed + 16384, adv, adv_len);
+    check_pre_rows(mixed, mixed_len);
+    free(mixed);
     free(adv);
     free(wiki);
     free(wiki_path);
