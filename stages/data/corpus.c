@@ -110,6 +110,10 @@ static em_status add_document(em_corpus *c, size_t *cap, const char *path, const
                                                 .count = c->n_tokens - first,
                                                 .words = em_text_count_words(text, len),
                                                 .bytes = (int64_t)len};
+    if (opt->rolling_max_windows > 0) {
+        c->rolling_windows += em_rolling_window_count(c->n_tokens - first, opt->rolling_max_length);
+        if (c->rolling_windows > opt->rolling_max_windows) c->stopped_early = true;
+    }
     return NULL;
 }
 

@@ -43,6 +43,10 @@ typedef struct em_corpus_options {
     bool wikitext_detokenize; /* score lm-eval's detokenized text (counts stay the original's) */
     int64_t max_tokens; /* text and JSONL: stop tokenizing once the stream holds this many (the
                            windows asked for need no more); <= 0: all */
+    /* rolling with max_windows: stop after the document whose rolling windows of
+     * rolling_max_length bring the total past this many (the plan keeps none from it on) */
+    int64_t rolling_max_windows;
+    int rolling_max_length;
 } em_corpus_options;
 
 typedef struct em_corpus {
@@ -52,7 +56,9 @@ typedef struct em_corpus {
     size_t n_docs;
     int64_t documents;       /* documents in the file (before the cap) */
     int64_t empty_documents; /* of those, skipped for having no text or no tokens */
-    bool stopped_early;      /* max_tokens reached: the rest of the text was not tokenized */
+    bool stopped_early;      /* max_tokens or rolling_max_windows reached: the rest of the text
+                                was not tokenized */
+    int64_t rolling_windows; /* with rolling_max_windows: the kept documents' rolling windows */
     char sha256[65];         /* of the file's bytes */
 } em_corpus;
 

@@ -78,6 +78,11 @@ em_status em_plan_sliding(int64_t n_tokens, int max_length, int stride, int64_t 
     return NULL;
 }
 
+int64_t em_rolling_window_count(int64_t n_tokens, int max_length) {
+    int64_t first = n_tokens < max_length ? n_tokens : max_length;
+    return 1 + (n_tokens - first + max_length - 1) / max_length;
+}
+
 em_status em_plan_rolling(const em_document_tokens *docs, size_t n_docs, int max_length,
                           int32_t prefix, int64_t max_windows, em_window_plan *out) {
     memset(out, 0, sizeof *out);
@@ -85,9 +90,8 @@ em_status em_plan_rolling(const em_document_tokens *docs, size_t n_docs, int max
     for (size_t d = 0; d < n_docs; d++) {
         int64_t n = docs[d].count, s = docs[d].start;
         if (n == 0) continue;
-        /* Windows of this document: 1 + ceil((n - first) / max_length). */
         int64_t first = n < max_length ? n : max_length;
-        int64_t n_windows = 1 + (n - first + max_length - 1) / max_length;
+        int64_t n_windows = em_rolling_window_count(n, max_length);
         if (max_windows > 0 && (int64_t)out->count + n_windows > max_windows) {
             if (out->count == 0)
                 return em_error_new(EM_EXIT_BAD_INPUT,

@@ -68,6 +68,9 @@ em_status em_plan_chunked(int64_t n_tokens, int n_ctx, int32_t bos, int64_t max_
 /* Needs 1 <= stride < max_length. Errors (exit 2) when the stream has fewer than 2 tokens. */
 em_status em_plan_sliding(int64_t n_tokens, int max_length, int stride, int64_t max_windows,
                           em_window_plan *out);
+/* The rolling windows of a document of n_tokens (> 0): 1 + ceil((n - min(n, max_length)) /
+ * max_length). */
+int64_t em_rolling_window_count(int64_t n_tokens, int max_length);
 /* Documents with no tokens get no window. max_windows keeps whole documents only: it stops
  * before the first document whose windows would pass the cap (error when that is the first). */
 em_status em_plan_rolling(const em_document_tokens *docs, size_t n_docs, int max_length,

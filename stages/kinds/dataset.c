@@ -10,9 +10,10 @@
  * tokenizer runs once for the whole run, never once per rank. An error on rank 0 (missing file,
  * invalid UTF-8, ids outside the vocabulary) is broadcast too, so every rank stops with it.
  * Meanwhile the other ranks wait in the broadcast, so reading and tokenizing must fit in the
- * recipe's collective_timeout_s (WikiText-2's test split, 1.3 MB, takes under a second). A
- * chunked or sliding dataset with max_windows tokenizes only the tokens those windows need, and
- * its text is read in blocks (streamed_text.h): memory does not grow with the rest of the file.
+ * recipe's collective_timeout_s (WikiText-2's test split, 1.3 MB, takes under a second). With
+ * max_windows only the tokens (chunked, sliding) or documents (rolling) those windows need are
+ * tokenized, and a one-document text is read in blocks (streamed_text.h): memory does not grow
+ * with the rest of the file.
  *
  * Produces a "dataset" artifact (em_dataset, stages/data/dataset.h). */
 #include <stdio.h>
@@ -104,8 +105,8 @@ typedef struct corpus_header {
 } corpus_header;
 
 /* The tokens max_windows chunked or sliding windows need: the stream is tokenized no further
- * (the windows are the same as the whole text's). 0: all (no cap, or rolling, which caps whole
- * documents). */
+ * (the windows are the same as the whole text's). 0: all (no cap, or rolling, which stops after
+ * the document that passes the cap: corpus.h's rolling_max_windows). */
 static int64_t tokens_needed(const dataset_state *st) {
     if (st->max_windows <= 0) return 0;
     if (st->protocol == EM_PROTOCOL_CHUNKED) return st->max_windows * st->n_ctx;
@@ -126,6 +127,10 @@ static em_status share_corpus(const dataset_state *st, const em_tokenizer *tok, 
         else if (!st->add_bos_set)
             opt.add_bos = em_tokenizer_default_options(tok).add_bos;
         opt.max_tokens = tokens_needed(st);
+        if (st->protocol == EM_PROTOCOL_ROLLING) {
+            opt.rolling_max_windows = st->max_windows;
+            opt.rolling_max_length = st->max_length;
+        }
         err = em_corpus_read(st->path, &opt, tok, corpus);
         if (err) {
             h.exit_code = err->exit_code;

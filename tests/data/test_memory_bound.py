@@ -5,7 +5,10 @@ on generated TinyStories text with the stories260K model, measured with getrusag
       than the same command on the text's first 1 MiB (the file is read, hashed and checked in
       blocks; only what the 4 chunks need is tokenized), and the same perplexity;
   (b) the same for a 150 MiB text of many lines;
-  (c) tokenization only, all of a 40 MiB text (a recipe with the model and dataset stages): at
+  (c) rolling over the 150 MiB text's lines as documents, max_windows 4: at most 1.25 bytes per
+      text byte more than on 1 MiB (a text split into documents is read whole; only the documents
+      the 4 windows need are tokenized), and the same token perplexity;
+  (d) tokenization only, all of a 40 MiB text (a recipe with the model and dataset stages): at
       most 6 bytes per text byte more than on the first 1 MiB (token ids, one block of text).
 The run on 1 MiB is the baseline: the process itself (the CUDA and MPI libraries' pages alone are
 about 200 MiB) and the model. Before the change (a) needed about 4 bytes per text byte more
@@ -15,8 +18,6 @@ data and in sanitizer builds (ASan's shadow memory and quarantine are not the pr
 Usage: test_memory_bound.py"""
 import os
 import re
-import resource
-import subprocess
 import sys
 import tempfile
 
@@ -92,6 +93,32 @@ with tempfile.TemporaryDirectory() as tmp:
                   f"{size} bytes with --chunks 4, {base} on its first 1 MiB (at most 32 MiB more)")
             check_equal(final_estimate(out), want, f"{label}: the 4 chunks' perplexity")
             check("tokenized as far as max_windows needs" in out, f"{label}: says it stopped", out)
+
+        if one_line:
+            continue
+        ppl, peaks = {}, {}
+        for path in (small, text):
+            recipe = os.path.join(tmp, "rolling.yaml")
+            with open(recipe, "w") as f:
+                f.write("name: rolling\nstages:\n"
+                        f"  model: {{kind: model, path: {MODEL}}}\n"
+                        f"  data: {{kind: dataset, tokenizer: model, path: {path}, protocol: "
+                        "rolling, split: line, max_length: 64, max_windows: 4}\n"
+                        "  ppl: {kind: forward, model: model, data: data}\n"
+                        "  metrics: {kind: aggregate, inputs: [ppl]}\n"
+                        "  report: {kind: report, metrics: metrics, outputs: [table]}\n")
+            rc, out, peaks[path] = peak_rss([EVALMESH, "run", recipe, "--run-dir",
+                                             os.path.join(tmp, "run"), "--force"])
+            check_equal(rc, 0, f"rolling: {out}")
+            m = re.search(r"ppl\.token_ppl +(\S+)", out)
+            ppl[path] = m.group(1) if m else None
+        more = peaks[text] - peaks[small]
+        print(f"rolling, lines as documents, 150 MiB, max_windows 4: peak {peaks[text] / 2**20:.0f}"
+              f" MiB, {more / size:.2f} bytes per text byte more than on 1 MiB")
+        check(more <= 1.25 * size, f"rolling: peak resident {peaks[text]} bytes for a text of "
+              f"{size} bytes, {peaks[small]} on 1 MiB (at most 1.25 bytes per text byte more)")
+        check(ppl[text] is not None and ppl[text] == ppl[small], "rolling: the same token_ppl",
+              f"{ppl[text]} vs {ppl[small]}")
 
     size = 40 << 20
     text = os.path.join(tmp, "big.txt")
