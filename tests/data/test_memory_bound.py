@@ -65,6 +65,16 @@ def make_text(path, size, one_line):
             left -= len(sample)
 
 
+def run_recipe(tmp, data, extra=""):
+    """peak_rss of `evalmesh run` on a recipe of the model, a dataset stage with options data
+    and the stages extra."""
+    recipe = os.path.join(tmp, "recipe.yaml")
+    with open(recipe, "w") as f:
+        f.write(f"name: memory\nstages:\n  model: {{kind: model, path: {MODEL}}}\n"
+                f"  data: {{kind: dataset, tokenizer: model, {data}}}\n{extra}")
+    return peak_rss([EVALMESH, "run", recipe, "--run-dir", os.path.join(tmp, "run"), "--force"])
+
+
 def final_estimate(out):
     m = re.search(r"Final estimate: PPL = (\S+ \+/- \S+)", out)
     return m.group(1) if m else None
@@ -98,17 +108,11 @@ with tempfile.TemporaryDirectory() as tmp:
             continue
         ppl, peaks = {}, {}
         for path in (small, text):
-            recipe = os.path.join(tmp, "rolling.yaml")
-            with open(recipe, "w") as f:
-                f.write("name: rolling\nstages:\n"
-                        f"  model: {{kind: model, path: {MODEL}}}\n"
-                        f"  data: {{kind: dataset, tokenizer: model, path: {path}, protocol: "
-                        "rolling, split: line, max_length: 64, max_windows: 4}\n"
-                        "  ppl: {kind: forward, model: model, data: data}\n"
-                        "  metrics: {kind: aggregate, inputs: [ppl]}\n"
-                        "  report: {kind: report, metrics: metrics, outputs: [table]}\n")
-            rc, out, peaks[path] = peak_rss([EVALMESH, "run", recipe, "--run-dir",
-                                             os.path.join(tmp, "run"), "--force"])
+            rc, out, peaks[path] = run_recipe(
+                tmp, f"path: {path}, protocol: rolling, split: line, max_length: 64, "
+                "max_windows: 4", "  ppl: {kind: forward, model: model, data: data}\n"
+                "  metrics: {kind: aggregate, inputs: [ppl]}\n"
+                "  report: {kind: report, metrics: metrics, outputs: [table]}\n")
             check_equal(rc, 0, f"rolling: {out}")
             m = re.search(r"ppl\.token_ppl +(\S+)", out)
             ppl[path] = m.group(1) if m else None
@@ -127,14 +131,7 @@ with tempfile.TemporaryDirectory() as tmp:
         g.write(f.read(1 << 20))
     peaks = {}
     for path in (small, text):
-        recipe = os.path.join(tmp, "tokenize.yaml")
-        with open(recipe, "w") as f:
-            f.write("name: tokenize-only\nstages:\n"
-                    f"  model: {{kind: model, path: {MODEL}}}\n"
-                    f"  data: {{kind: dataset, tokenizer: model, path: {path}, "
-                    "protocol: chunked, n_ctx: 128}\n")
-        rc, out, peaks[path] = peak_rss([EVALMESH, "run", recipe, "--run-dir",
-                                         os.path.join(tmp, "run"), "--force"])
+        rc, out, peaks[path] = run_recipe(tmp, f"path: {path}, protocol: chunked, n_ctx: 128")
         check_equal(rc, 0, f"tokenization only: {out}")
     tokens = re.search(r"(\d+) tokens, (\d+) chunked windows", out)
     check(tokens is not None, "tokenization only: the dataset line", out)
