@@ -32,14 +32,13 @@ static em_status find_kind(const em_stage_kind *const *kinds, const char *stage_
         return em_error_at(EM_EXIT_BAD_INPUT, value->mark,
                            "stage '%s': 'kind' must be a string, not %s", stage_name,
                            em_node_type_name(value));
+    const em_stage_kind *found = em_stage_kind_find(kinds, value->text);
+    if (found) {
+        *out = found;
+        return NULL;
+    }
     size_t count = 0;
     while (kinds[count]) count++;
-    for (size_t i = 0; i < count; i++) {
-        if (strcmp(kinds[i]->name, value->text) == 0) {
-            *out = kinds[i];
-            return NULL;
-        }
-    }
     const char **names = em_xcalloc(count, sizeof *names);
     size_t list_len = 1;
     for (size_t i = 0; i < count; i++) {

@@ -28,8 +28,8 @@ const char *em_input_accepts_text(const em_input_spec *spec, char *buf, size_t s
     return buf;
 }
 
-const em_stage_kind *em_stage_kind_find(const char *name) {
-    for (const em_stage_kind *const *k = em_stage_kinds; *k; k++)
+const em_stage_kind *em_stage_kind_find(const em_stage_kind *const *kinds, const char *name) {
+    for (const em_stage_kind *const *k = kinds; *k; k++)
         if (strcmp((*k)->name, name) == 0) return *k;
     return NULL;
 }

@@ -137,8 +137,10 @@ struct em_mesh *em_stage_mesh(const em_stage *self, const em_run_context *ctx);
 /* The name of that mesh for messages: the mesh stage's name, or "the default world mesh". */
 const char *em_stage_mesh_name(const em_stage *self);
 
-/* The registry generated from the files stages/<kind>.c: NULL-terminated, sorted by name. */
+/* The registry generated from the files stages/kinds/<kind>.c: NULL-terminated, sorted by name. */
 extern const em_stage_kind *const em_stage_kinds[];
-const em_stage_kind *em_stage_kind_find(const char *name);
+/* The kind called name in the NULL-terminated registry kinds (em_stage_kinds, or a test's), or
+ * NULL. */
+const em_stage_kind *em_stage_kind_find(const em_stage_kind *const *kinds, const char *name);
 
 #endif

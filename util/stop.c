@@ -59,7 +59,3 @@ em_status em_stop_install(void) {
 int em_stop_signal(void) {
     return requested;
 }
-
-void em_stop_request(int sig) {
-    if (!requested) requested = sig;
-}

@@ -12,7 +12,5 @@
 em_status em_stop_install(void);
 /* The signal that asked for a stop, or 0. Safe to call from any thread, often. */
 int em_stop_signal(void);
-/* Asks for a stop as if signal `sig` had come (another rank's stop, tests). */
-void em_stop_request(int sig);
 
 #endif

@@ -1,15 +1,17 @@
 /* `evalmesh gpus RECIPE [overrides]`: how many GPUs each rank of the recipe needs, for job
  * scripts (tools/slurm/submit asks Slurm for GPUs only when this says 1): 1 when some stage runs
- * on `device: cuda` or a mesh uses `backend: nccl`, else 0 (`backend: auto` uses GPUs only where
- * they are, so it needs none). Reads the resolved recipe only: it runs on a login node without a
+ * on a forward backend whose row needs a GPU (`device: cuda`) or a mesh uses a collective backend
+ * whose row takes GPU memory (`backend: nccl`), else 0 (`backend: auto` uses GPUs only where they
+ * are, so it needs none). Reads the resolved recipe only: it runs on a login node without a
  * GPU. */
 #include <stdio.h>
-#include <string.h>
 
 #include "cli/command.h"
 #include "cli/options.h"
+#include "runner/comm/backend_table.h"
 #include "runner/pipeline.h"
 #include "util/log.h"
+#include "stages/kernels/forward_backend.h"
 
 static const char usage[] =
     "usage: evalmesh gpus RECIPE [KEY.PATH=VALUE | ~KEY.PATH ...]\n"
@@ -41,8 +43,10 @@ static int gpus_main(int argc, char **argv) {
     int need = 0;
     for (size_t i = 0; i < p->dag->count; i++) {
         const em_node *o = p->dag->stages[i].options;
-        need |= strcmp(em_node_get_string(o, "device", ""), "cuda") == 0 ||
-                strcmp(em_node_get_string(o, "backend", ""), "nccl") == 0;
+        const em_forward_backend *device =
+            em_forward_backend_find(em_node_get_string(o, "device", ""));
+        const em_backend_row *backend = em_backend_find(em_node_get_string(o, "backend", ""));
+        need |= (device && device->needs_gpu) || (backend && backend->gpu_buffers);
     }
     printf("%d\n", need);
     em_pipeline_free(p);

@@ -13,6 +13,7 @@
 #include "cli/command.h"
 #include "cli/options.h"
 #include "util/error.h"
+#include "stages/metrics/metric_table.h"
 #include "stages/report/history.h"
 #include "stages/report/results.h"
 
@@ -84,9 +85,12 @@ static const char *str(const cJSON *doc, const char *object, const char *key) {
     return v ? v : "—";
 }
 
-/* "PATH (HASH12)" of a run's model. */
+/* "PATH (DIGEST12)" of a run's model: its digest (loaded_model.h), its header sha256 in lines
+ * written before the digest. */
 static void print_model(const cJSON *doc) {
-    printf("%s (%.12s)", str(doc, "model", "path"), str(doc, "model", "header_sha256"));
+    const char *digest = str(doc, "model", "digest");
+    if (strcmp(digest, "—") == 0) digest = str(doc, "model", "header_sha256");
+    printf("%s (%.12s)", str(doc, "model", "path"), digest);
 }
 
 /* What a run's gate compared against: "line N, paired", another source, or "—". */
@@ -116,7 +120,7 @@ static void print_runs(const em_history *h, const char *file) {
     else
         printf("line %d\n", h->line_numbers[next]);
     printf("  %4s %5s  %-20s  %-12s  %-7s  %-20s  %s\n", "run", "line", "end time", "commit",
-           "verdict", "its baseline", "model (header sha256)");
+           "verdict", "its baseline", "model (digest)");
     for (size_t i = 0; i < h->count; i++) {
         const cJSON *doc = h->entries[i];
         printf("  %4zu %5d  %-20s  %-12.12s  %-7s  ", i + 1, h->line_numbers[i],
@@ -234,7 +238,7 @@ const em_command em_command_history = {
     .usage = "usage: evalmesh history FILE [--metric KEY] [--baseline]\n\n"
              "FILE is a history written by a report stage's `history` output (one results\n"
              "document per line). Prints its runs (end time, commit, gate verdict, the baseline\n"
-             "their gate compared against, model path and header sha256) and marks the run a\n"
+             "their gate compared against, model path and digest) and marks the run a\n"
              "gate reading FILE compares against next: the last one whose gate passed or that\n"
              "had no gate (a failed run never becomes a baseline). --baseline prints only that\n"
              "run and why. For each metric (or only KEY, e.g. f_ref.token_ppl) prints\n"

@@ -1,7 +1,8 @@
 /* `evalmesh inspect MODEL [--json]`: what a model file holds, as evalmesh reads it: format,
  * architecture, every hyperparameter (after defaults), the tokenizer, a GGUF's metadata, the
- * tensor table and its count by type, the file size and the SHA-256 of the header (to pin a model
- * in a recipe's `header_sha256:`), and whether evalmesh can run it. Any well-formed GGUF is
+ * tensor table and its count by type, the file size, the SHA-256 of the header (to pin a model
+ * in a recipe's `header_sha256:`), the digest of its contents (what results, resume and history
+ * identify it by, loaded_model.h), and whether evalmesh can run it. Any well-formed GGUF is
  * described, runnable or not (gguf_runnable.h says why not); hyperparameters and tokenizer are
  * shown for the files the strict loader accepts. */
 #include <stdio.h>
@@ -13,7 +14,7 @@
 #include "cli/options.h"
 #include "util/log.h"
 #include "util/sha256.h"
-#include "stages/model/ggml_types.h"
+#include "stages/formats/ggml_types.h"
 #include "stages/model/gguf_runnable.h"
 #include "stages/model/loaded_model.h"
 #include "stages/model/rope_scaling.h"
@@ -24,10 +25,12 @@ static const char usage[] =
     "\n"
     "Prints what MODEL (a GGUF file, a .safetensors file or a Hugging Face checkpoint\n"
     "directory) holds: format, architecture, hyperparameters, tokenizer, tensors (name, type,\n"
-    "shape with the innermost dimension first, bytes), the count of tensors by type, file size\n"
-    "and header SHA-256; for a GGUF file also its metadata keys. The last line says whether\n"
-    "evalmesh can run the model: `runnable: yes`, or `runnable: no: REASON; REASON...` with one\n"
-    "reason per problem (unsupported architecture, tensor type, pre-tokenizer, no tensors...).\n"
+    "shape with the innermost dimension first, bytes), the count of tensors by type, file size,\n"
+    "header SHA-256 and digest (XXH3-128 of every byte read, tensor data included: what\n"
+    "results, --resume and history identify the model by); for a GGUF file also its metadata\n"
+    "keys. The last line says whether evalmesh can run the model: `runnable: yes`, or\n"
+    "`runnable: no: REASON; REASON...` with one reason per problem (unsupported architecture,\n"
+    "tensor type, pre-tokenizer, no tensors...).\n"
     "Any well-formed GGUF is described, runnable or not; hyperparameters and tokenizer are shown\n"
     "when it is runnable.\n"
     "--json prints the same as one JSON object.\n"
@@ -53,6 +56,7 @@ typedef struct description {
     em_gguf_reasons reasons;
     char architecture[64];
     char header_sha256[65];
+    char digest[EM_DIGEST_HEX];
 } description;
 
 static void print_hyperparameters(const em_model *m) {
@@ -157,6 +161,7 @@ static void print_text(const description *d) {
     printf("file size:    %llu bytes\n",
            (unsigned long long)(d->m ? d->m->file_size : d->g->map_size));
     printf("header sha256: %s\n", d->header_sha256);
+    printf("digest:       %s\n", d->digest);
     if (d->m) print_hyperparameters(d->m);
     if (d->g) {
         printf("\nmetadata: %llu keys\n", (unsigned long long)d->g->kv_count);
@@ -270,6 +275,7 @@ static void print_json(const description *d) {
     cJSON_AddStringToObject(root, "architecture", d->architecture);
     cJSON_AddNumberToObject(root, "file_size", (double)(d->m ? d->m->file_size : d->g->map_size));
     cJSON_AddStringToObject(root, "header_sha256", d->header_sha256);
+    cJSON_AddStringToObject(root, "digest", d->digest);
     if (d->m) {
         json_hyperparameters(root, d->m);
     } else {
@@ -325,6 +331,7 @@ static em_status describe(const char *path, description *d) {
     if (d->m) {
         snprintf(d->architecture, sizeof d->architecture, "%s", d->m->config.architecture);
         memcpy(d->header_sha256, d->m->header_sha256, sizeof d->header_sha256);
+        memcpy(d->digest, d->m->digest, sizeof d->digest);
         d->tensors = d->m->tensors;
         d->tensor_count = d->m->tensor_count;
         return NULL;
@@ -340,6 +347,7 @@ static em_status describe(const char *path, description *d) {
         snprintf(d->architecture, sizeof d->architecture, "none");
     em_sha256_hex(g->map, g->data_offset < g->map_size ? g->data_offset : g->map_size,
                   d->header_sha256);
+    em_content_digest_hex(g->map, g->map_size, d->digest);
     d->tensor_count = g->tensor_count;
     d->tensors = em_xcalloc(g->tensor_count ? g->tensor_count : 1, sizeof *d->tensors);
     for (uint64_t i = 0; i < g->tensor_count; i++) {

@@ -12,7 +12,7 @@
 #include "util/error.h"
 #include "stages/kernels/forward_backend.h"
 #include "stages/model/architectures.h"
-#include "stages/model/ggml_types.h"
+#include "stages/formats/ggml_types.h"
 #include "stages/tokenizer/pre_table.h"
 
 static const char usage[] =

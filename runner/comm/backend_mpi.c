@@ -284,7 +284,3 @@ em_status em_comm_mpi_world(double timeout_s, em_comm **out) {
 MPI_Comm em_comm_mpi_handle(const em_comm *comm) {
     return ((const mpi_impl *)comm->impl)->comm;
 }
-
-uint64_t em_comm_mpi_group_id(const em_comm *comm) {
-    return ((const mpi_impl *)comm->impl)->id;
-}

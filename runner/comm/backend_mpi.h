@@ -16,7 +16,5 @@ extern const em_comm_backend em_backend_mpi;
 em_status em_comm_mpi_world(double timeout_s, em_comm **out);
 /* The MPI communicator behind an mpi-backend em_comm (for code that needs raw MPI). */
 MPI_Comm em_comm_mpi_handle(const em_comm *comm);
-/* The group id the watchdog knows this communicator by (equal on all members). */
-uint64_t em_comm_mpi_group_id(const em_comm *comm);
 
 #endif

@@ -62,10 +62,6 @@ void em_control_finalize(void) {
     }
 }
 
-bool em_control_launched(void) {
-    return pmix_up;
-}
-
 bool em_control_query_u32(const char *pmix_key, bool job_level, unsigned *out) {
     if (!pmix_up) return false;
     pmix_proc_t proc = self;

@@ -15,7 +15,6 @@ em_status em_control_init(bool launched, int *rank, int *size);
 void em_control_finalize(void);
 /* PMIx_Abort of the whole job with status (when PMIx is up; else nothing). */
 void em_control_abort(int status, const char *reason);
-bool em_control_launched(void);
 
 /* Publishes this rank's blob under key (put + commit). Keys are short ASCII names. */
 em_status em_control_put(const char *key, const void *data, size_t bytes);

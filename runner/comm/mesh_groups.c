@@ -1,4 +1,4 @@
-/* Building the mesh's groups and the hierarchical reduction (see mesh.h). */
+/* Building the mesh's groups and the hierarchical reduction (see mesh_groups.h). */
 #include "runner/comm/mesh_groups.h"
 
 #include <stdio.h>

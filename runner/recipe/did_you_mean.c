@@ -6,32 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Optimal string alignment distance between a and b, or more than `limit` (then it stops). */
-static size_t edit_distance(const char *a, const char *b, size_t limit) {
-    size_t n = strlen(a), m = strlen(b);
-    if ((n > m ? n - m : m - n) > limit) return limit + 1;
-    /* d is (n+1, m+1): d[i][j] = distance between the first i letters of a and j of b */
-    size_t *d = em_xmalloc((n + 1) * (m + 1) * sizeof *d);
-#define D(i, j) d[(i) * (m + 1) + (j)]
-    for (size_t i = 0; i <= n; i++) D(i, 0) = i;
-    for (size_t j = 0; j <= m; j++) D(0, j) = j;
-    for (size_t i = 1; i <= n; i++) {
-        for (size_t j = 1; j <= m; j++) {
-            size_t cost = a[i - 1] != b[j - 1];
-            size_t best = D(i - 1, j - 1) + cost;
-            if (D(i - 1, j) + 1 < best) best = D(i - 1, j) + 1;
-            if (D(i, j - 1) + 1 < best) best = D(i, j - 1) + 1;
-            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
-                D(i - 2, j - 2) + 1 < best)
-                best = D(i - 2, j - 2) + 1;
-            D(i, j) = best;
-        }
-    }
-    size_t result = D(n, m);
-#undef D
-    free(d);
-    return result;
-}
+#include "util/edit_distance.h"
 
 static bool starts_with(const char *s, const char *prefix) {
     return strncmp(s, prefix, strlen(prefix)) == 0;
@@ -45,7 +20,7 @@ const char *em_did_you_mean(const char *word, const char *const *candidates, siz
     size_t best_score = (size_t)-1;
     for (size_t i = 0; i < count; i++) {
         const char *c = candidates[i];
-        size_t dist = edit_distance(word, c, max_edits);
+        size_t dist = em_edit_distance(word, len, c, strlen(c), max_edits);
         size_t score = (size_t)-1;
         if (dist <= max_edits && dist > 0)
             score = dist;

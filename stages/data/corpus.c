@@ -14,6 +14,8 @@
 #include "stages/data/streamed_text.h"
 #include "stages/data/wikitext_detok.h"
 #include "stages/tokenizer/tokenizer.h"
+#include "util/suffix.h"
+#include "util/utf8.h"
 
 static const char *format_names[] = {"text", "jsonl", "tokens_u16", "tokens_u32"};
 
@@ -23,20 +25,15 @@ int em_input_format_parse(const char *name) {
     return -1;
 }
 
-static bool ends_with(const char *s, const char *suffix) {
-    size_t n = strlen(s), m = strlen(suffix);
-    return n >= m && strcmp(s + n - m, suffix) == 0;
-}
-
 em_input_format em_input_format_from_path(const char *path) {
-    if (ends_with(path, ".jsonl")) return EM_FORMAT_JSONL;
-    if (ends_with(path, ".u16") || ends_with(path, ".bin16")) return EM_FORMAT_TOKENS_U16;
-    if (ends_with(path, ".u32") || ends_with(path, ".bin32")) return EM_FORMAT_TOKENS_U32;
+    if (em_ends_with(path, ".jsonl")) return EM_FORMAT_JSONL;
+    if (em_ends_with(path, ".u16") || em_ends_with(path, ".bin16")) return EM_FORMAT_TOKENS_U16;
+    if (em_ends_with(path, ".u32") || em_ends_with(path, ".bin32")) return EM_FORMAT_TOKENS_U32;
     return EM_FORMAT_TEXT;
 }
 
 static em_status check_utf8(const char *path, const char *text, size_t len) {
-    size_t bad = em_text_invalid_utf8(text, len);
+    size_t bad = em_utf8_invalid_offset(text, len);
     if (bad == len) return NULL;
     int64_t line, col;
     em_text_line_col(text, bad, &line, &col);

@@ -8,6 +8,7 @@
 
 #include "util/regular_file.h"
 #include "util/sha256.h"
+#include "util/utf8.h"
 #include "stages/tokenizer/tokenizer.h"
 
 #define BLOCK_BYTES ((size_t)1 << 20)
@@ -78,7 +79,7 @@ static void count(reader *r, size_t from, size_t to) {
 /* Extends the checked text over what was read; invalid UTF-8 is an error naming line, column and
  * byte offset (a character cut by the end of the block waits for the next one). */
 static em_status check(reader *r) {
-    size_t bad = r->checked + em_text_invalid_utf8(r->buf + r->checked, r->n - r->checked);
+    size_t bad = r->checked + em_utf8_invalid_offset(r->buf + r->checked, r->n - r->checked);
     size_t valid = bad;
     if (bad < r->n && (r->eof || bad + 4 <= r->n)) {
         count(r, r->checked, bad);

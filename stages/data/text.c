@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "util/error.h"
+#include "util/utf8.h"
 
 static const char *rule_names[] = {"none", "line", "blank_line", "wikitext_article", "separator"};
 
@@ -12,46 +13,6 @@ int em_split_rule_parse(const char *name) {
     for (int i = 0; i < (int)(sizeof rule_names / sizeof *rule_names); i++)
         if (strcmp(rule_names[i], name) == 0) return i;
     return -1;
-}
-
-/* Decodes one UTF-8 sequence at s[0..len); returns its byte length, 0 when it is invalid
- * (bad lead byte, bad continuation, overlong form, surrogate or beyond U+10FFFF). */
-static size_t utf8_decode(const unsigned char *s, size_t len, uint32_t *cp) {
-    unsigned char c = s[0];
-    size_t n;
-    uint32_t v, min;
-    if (c < 0x80) {
-        *cp = c;
-        return 1;
-    } else if ((c & 0xE0) == 0xC0) {
-        n = 2, v = c & 0x1F, min = 0x80;
-    } else if ((c & 0xF0) == 0xE0) {
-        n = 3, v = c & 0x0F, min = 0x800;
-    } else if ((c & 0xF8) == 0xF0) {
-        n = 4, v = c & 0x07, min = 0x10000;
-    } else {
-        return 0;
-    }
-    if (n > len) return 0;
-    for (size_t i = 1; i < n; i++) {
-        if ((s[i] & 0xC0) != 0x80) return 0;
-        v = (v << 6) | (s[i] & 0x3F);
-    }
-    if (v < min || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF)) return 0;
-    *cp = v;
-    return n;
-}
-
-size_t em_text_invalid_utf8(const char *text, size_t len) {
-    const unsigned char *s = (const unsigned char *)text;
-    size_t i = 0;
-    while (i < len) {
-        uint32_t cp;
-        size_t n = utf8_decode(s + i, len - i, &cp);
-        if (!n) return i;
-        i += n;
-    }
-    return len;
 }
 
 /* Python's str.isspace(), which is what \s matches in a str pattern. */
@@ -62,13 +23,12 @@ static bool is_space(uint32_t c) {
 }
 
 int64_t em_text_count_words(const char *text, size_t len) {
-    const unsigned char *s = (const unsigned char *)text;
     int64_t runs = 0;
     bool in_space = false;
     size_t i = 0;
     while (i < len) {
         uint32_t cp = 0xFFFD;
-        size_t n = utf8_decode(s + i, len - i, &cp);
+        size_t n = em_utf8_decode_checked(text + i, len - i, &cp);
         if (!n) n = 1; /* callers check UTF-8 first; count a stray byte as a letter */
         bool space = is_space(cp);
         if (space && !in_space) runs++;
@@ -79,11 +39,10 @@ int64_t em_text_count_words(const char *text, size_t len) {
 }
 
 bool em_text_is_blank(const char *text, size_t len) {
-    const unsigned char *s = (const unsigned char *)text;
     size_t i = 0;
     while (i < len) {
         uint32_t cp = 0xFFFD;
-        size_t n = utf8_decode(s + i, len - i, &cp);
+        size_t n = em_utf8_decode_checked(text + i, len - i, &cp);
         if (!n) return false;
         if (!is_space(cp)) return false;
         i += n;

@@ -38,9 +38,6 @@ bool em_text_is_blank(const char *text, size_t len);
  * the number of runs of (Unicode) whitespace. Expects valid UTF-8. */
 int64_t em_text_count_words(const char *text, size_t len);
 
-/* The offset of the first byte that is not part of valid UTF-8, or len when all of it is. */
-size_t em_text_invalid_utf8(const char *text, size_t len);
-
 /* 1-based line and column (in bytes) of a byte offset. */
 void em_text_line_col(const char *text, size_t offset, int64_t *line, int64_t *col);
 

@@ -8,8 +8,9 @@
 #if EVALMESH_HAVE_CUDA_FORWARD
 #include "stages/kernels/cuda/cuda_forward.h"
 #else
-/* A build without the CUDA toolkit still knows the name, so a recipe asking for it is told why
- * it cannot run (at validation: the stages call `available` before anything else). */
+/* A build without the CUDA toolkit still knows the name and what the backend is, so a recipe
+ * asking for it is told why it cannot run (at validation: the stages call `available` before
+ * anything else), and `evalmesh gpus` that it needs a GPU. */
 static em_status cuda_not_built(void) {
     return em_error_new(EM_EXIT_BAD_INPUT,
                         "this evalmesh was built without the CUDA toolkit (configure with "
@@ -17,6 +18,8 @@ static em_status cuda_not_built(void) {
 }
 static const em_forward_backend em_forward_backend_cuda = {
     .name = "cuda",
+    .weight_storage = true,
+    .needs_gpu = true,
     .available = cuda_not_built,
 };
 #endif
@@ -32,14 +35,20 @@ const em_forward_backend *em_forward_backend_find(const char *name) {
     return NULL;
 }
 
+const char *em_forward_backend_names_where(bool (*keep)(const em_forward_backend *be), char *buf,
+                                           size_t size) {
+    size_t used = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < sizeof rows / sizeof *rows && used < size; i++)
+        if (!keep || keep(rows[i]))
+            used +=
+                (size_t)snprintf(buf + used, size - used, "%s%s", used ? " " : "", rows[i]->name);
+    return buf;
+}
+
 const char *em_forward_backend_names(void) {
     static _Thread_local char names[256]; /* per thread: built on first use */
-    if (!names[0]) {
-        size_t used = 0;
-        for (size_t i = 0; i < sizeof rows / sizeof *rows && used < sizeof names; i++)
-            used += (size_t)snprintf(names + used, sizeof names - used, "%s%s", i ? " " : "",
-                                     rows[i]->name);
-    }
+    if (!names[0]) em_forward_backend_names_where(NULL, names, sizeof names);
     return names;
 }
 

@@ -1,8 +1,10 @@
 /* The forward-backend seam. A forward backend (`cpu`; `cuda` in builds with the CUDA toolkit)
  * fills one table: whether it can run here, create for a model and the forward's groups, score
  * a batch of windows (one window is a batch of one), memory used, free. The stage picks a row by
- * the forward's `device:` option. Every backend runs the same composition of a Llama-family block
- * (llama_block.h) over its own kernels, so backends cannot drift apart in what they compute.
+ * the forward's `device:` option; whatever else depends on the backend (its default batch, what
+ * it needs, what it offers) is a field of its row, never a comparison of names. Every backend runs
+ * the same composition of a Llama-family block (llama_block.h) over its own kernels, so backends
+ * cannot drift apart in what they compute.
  *
  * The forward's groups (tp, cp) come from the mesh as callbacks, so this layer needs no
  * communicator type: the stage fills them from the mesh's tp and cp groups. */
@@ -72,6 +74,7 @@ typedef struct em_forward_backend {
     int64_t batch_tokens;
     bool gpu_buffers;    /* what it hands its groups' collectives lives in GPU memory */
     bool weight_storage; /* it honours every em_forward_options value (else only the defaults) */
+    bool needs_gpu;      /* each rank running it needs a GPU of its own (`evalmesh gpus`) */
     /* NULL, or whether this process can run it at all (a `cuda` forward without a GPU): an
      * error (exit status 2) the forward stage reports at validation. */
     em_status (*available)(void);
@@ -113,5 +116,8 @@ em_status em_forward_score_window(const em_forward_backend *be, void *f, const i
 const em_forward_backend *em_forward_backend_find(const char *name);
 /* The names of every backend, space-separated, for messages. */
 const char *em_forward_backend_names(void);
+/* The names of the backends `keep` says yes to, space-separated, into buf (returned). */
+const char *em_forward_backend_names_where(bool (*keep)(const em_forward_backend *be), char *buf,
+                                           size_t size);
 
 #endif

@@ -242,11 +242,44 @@ static em_status compose_cp(const em_llama_kernels *k, void *b, int n_layers, in
     return err;
 }
 
+static em_status check_ids(const int32_t *ids, int T, int64_t n_vocab, const char *what) {
+    for (int t = 0; t < T; t++)
+        if (ids[t] < 0 || ids[t] >= n_vocab)
+            return em_error_new(EM_EXIT_BAD_INPUT,
+                                "%s token id %d at position %d is outside the vocabulary (%lld)",
+                                what, ids[t], t, (long long)n_vocab);
+    return NULL;
+}
+
+/* Windows of T >= 1 positions scored from score_from < T, their ids in the vocabulary, at most
+ * INT32_MAX rows together. */
+static em_status check_windows(int64_t n_vocab, const em_batch_window *windows, int count) {
+    int64_t rows = 0;
+    for (int w = 0; w < count; w++) {
+        const em_batch_window *win = &windows[w];
+        em_status err = NULL;
+        if (win->T < 1 || win->score_from < 0 || win->score_from >= win->T)
+            err = em_error_new(EM_EXIT_BAD_INPUT, "window of %d positions scored from %d is empty",
+                               win->T, win->score_from);
+        if (!err) err = check_ids(win->input, win->T, n_vocab, "input");
+        if (!err)
+            err = check_ids(win->target + win->score_from, win->T - win->score_from, n_vocab,
+                            "target");
+        if (err) return count > 1 ? em_error_prefix(err, "window %d of the batch", w) : err;
+        rows += win->T;
+    }
+    if (rows > INT32_MAX)
+        return em_error_new(EM_EXIT_BAD_INPUT, "a batch of %lld positions is too large",
+                            (long long)rows);
+    return NULL;
+}
+
 em_status em_llama_compose(const em_llama_kernels *k, void *b, int n_layers, int dim,
                            bool post_norms, int64_t n_vocab, const em_forward_groups *groups,
                            int threads, const em_batch_window *windows, int count) {
     const em_forward_group *tp = &groups->tp;
-    if (count < 1) return NULL;
+    em_status err = check_windows(n_vocab, windows, count);
+    if (err || count < 1) return err;
     if (groups->cp.size > 1 && count > 1)
         return em_error_new(EM_EXIT_BAD_INPUT,
                             "a forward with cp = %d scores one window per batch (this batch has "
@@ -274,7 +307,7 @@ em_status em_llama_compose(const em_llama_kernels *k, void *b, int n_layers, int
         }
     }
     em_segments segments = {count, start};
-    em_status err = k->begin(b, in, pos, &segments);
+    err = k->begin(b, in, pos, &segments);
     const em_forward_group alone = {.rank = 0, .size = 1}; /* attention within each window */
     if (!err) err = layers(k, b, n_layers, dim, post_norms, tp, &alone, T, NULL, 0);
     /* each window's head over its own scored rows; nll NULL: the layers only, the caller runs

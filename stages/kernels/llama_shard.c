@@ -6,7 +6,7 @@
 
 #include "stages/kernels/cpu/dequantize.h"
 #include "stages/kernels/vocab_head.h"
-#include "stages/model/ggml_types.h"
+#include "stages/formats/ggml_types.h"
 
 /* Rows [row0, row0 + rows) of t, in place. */
 static em_tensor row_view(const em_tensor *t, int64_t row0, int64_t rows) {

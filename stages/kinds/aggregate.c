@@ -12,12 +12,13 @@
  *
  * It also gathers every rank's tokens, windows and forward seconds (the timing metrics
  * S.seconds, S.tokens_per_second, S.rank_tokens_per_second_min/_max, S.slowest_rank,
- * S.fastest_rank, flagged timing because they depend on the machine) and the mean NLL of every
- * window of the first input, in window order, for the report's histogram. With
+ * S.fastest_rank, timings in the metric table because they depend on the machine) and the mean
+ * NLL of every window of the first input, in window order, for the report's histogram. With
  * `print_estimate: true` rank 0 prints llama.cpp's running "[1]X,[2]Y,..." line (first input)
  * and its "Final estimate: PPL = X +/- Y" line (each input).
  *
- * Produces a "metrics" artifact (em_metrics, stages/metrics/metrics.h). */
+ * Every metric is a row of stages/metrics/metric_table.c. Produces a "metrics" artifact
+ * (em_metrics, stages/metrics/metrics.h). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +31,7 @@
 #include "runner/comm/mesh_groups.h"
 #include "runner/stage.h"
 #include "util/log.h"
+#include "stages/kinds/support/mesh_checks.h"
 #include "stages/metrics/metrics.h"
 #include "stages/metrics/nll_stats.h"
 #include "stages/metrics/scores.h"
@@ -43,15 +45,6 @@ typedef struct rank_work {
     int64_t windows;
     double seconds;
 } rank_work;
-
-static em_metric *set_metric(em_metrics *m, const char *stage, const char *name, double value,
-                             bool timing) {
-    char key[256];
-    snprintf(key, sizeof key, "%s.%s", stage, name);
-    em_metric *metric = em_metrics_set(m, key, value);
-    metric->timing = timing;
-    return metric;
-}
 
 /* The exact totals of one scores artifact over all ranks, and its metrics. */
 static em_status reduce_scores(const em_scores *s, const char *stage, em_mesh *mesh,
@@ -89,23 +82,21 @@ static em_status reduce_scores(const em_scores *s, const char *stage, em_mesh *m
                        .bytes = counts[COUNT_BYTES],
                        .correct = counts[COUNT_CORRECT]};
     em_nll_stats st = em_nll_stats_compute(&t);
-    em_metric *ppl = set_metric(m, stage, "token_ppl", st.token_ppl, false);
-    if (st.has_se) {
-        ppl->error = st.token_ppl_se;
-        ppl->has_error = true;
-        set_metric(m, stage, "token_ppl_se", st.token_ppl_se, false);
-    }
-    set_metric(m, stage, "nll_mean", st.nll_mean, false);
-    if (st.has_words) set_metric(m, stage, "word_ppl", st.word_ppl, false);
+    if (st.has_se) /* and its error metric token_ppl_se */
+        em_metrics_put_with_error(m, stage, "token_ppl", st.token_ppl, st.token_ppl_se);
+    else
+        em_metrics_put(m, stage, "token_ppl", st.token_ppl);
+    em_metrics_put(m, stage, "nll_mean", st.nll_mean);
+    if (st.has_words) em_metrics_put(m, stage, "word_ppl", st.word_ppl);
     if (st.has_bytes) {
-        set_metric(m, stage, "byte_ppl", st.byte_ppl, false);
-        set_metric(m, stage, "bits_per_byte", st.bits_per_byte, false);
+        em_metrics_put(m, stage, "byte_ppl", st.byte_ppl);
+        em_metrics_put(m, stage, "bits_per_byte", st.bits_per_byte);
     }
-    set_metric(m, stage, "token_accuracy", st.token_accuracy, false);
-    set_metric(m, stage, "tokens", (double)t.tokens, false);
-    set_metric(m, stage, "windows", (double)counts[COUNT_WINDOWS], false);
-    if (t.words) set_metric(m, stage, "words", (double)t.words, false);
-    if (t.bytes) set_metric(m, stage, "bytes", (double)t.bytes, false);
+    em_metrics_put(m, stage, "token_accuracy", st.token_accuracy);
+    em_metrics_put(m, stage, "tokens", (double)t.tokens);
+    em_metrics_put(m, stage, "windows", (double)counts[COUNT_WINDOWS]);
+    if (t.words) em_metrics_put(m, stage, "words", (double)t.words);
+    if (t.bytes) em_metrics_put(m, stage, "bytes", (double)t.bytes);
     return NULL;
 }
 
@@ -136,14 +127,13 @@ static em_status gather_work(const em_scores *s, const char *stage, em_comm *dp,
         if (fastest < 0 || rate > fast_rate) fastest = dp->world_ranks[r], fast_rate = rate;
     }
     free(all);
-    set_metric(m, stage, "seconds", max_seconds, true);
-    if (max_seconds > 0)
-        set_metric(m, stage, "tokens_per_second", (double)total / max_seconds, true);
+    em_metrics_put(m, stage, "seconds", max_seconds);
+    if (max_seconds > 0) em_metrics_put(m, stage, "tokens_per_second", (double)total / max_seconds);
     if (slowest >= 0) {
-        set_metric(m, stage, "slowest_rank", slowest, true);
-        set_metric(m, stage, "rank_tokens_per_second_min", slow_rate, true);
-        set_metric(m, stage, "fastest_rank", fastest, true);
-        set_metric(m, stage, "rank_tokens_per_second_max", fast_rate, true);
+        em_metrics_put(m, stage, "slowest_rank", slowest);
+        em_metrics_put(m, stage, "rank_tokens_per_second_min", slow_rate);
+        em_metrics_put(m, stage, "fastest_rank", fastest);
+        em_metrics_put(m, stage, "rank_tokens_per_second_max", fast_rate);
     }
     return NULL;
 }
@@ -230,19 +220,7 @@ static void free_metrics(void *data) {
  * name (a different one would count windows twice or miss some). */
 static em_status aggregate_init(em_stage *self, const em_run_context *ctx) {
     (void)ctx;
-    const em_stage *mine = em_stage_input_producer(self, "mesh", 0);
-    for (size_t i = 0; i < em_stage_input_count(self, "inputs"); i++) {
-        const em_stage *input = em_stage_input_producer(self, "inputs", i);
-        const em_stage *theirs = em_stage_input_producer(input, "mesh", 0);
-        if (theirs == mine) continue;
-        const em_map_entry *e = em_node_get_entry(self->options, mine ? "mesh" : "inputs");
-        return em_error_at(EM_EXIT_BAD_INPUT, e ? e->value->mark : self->mark,
-                           "stage '%s': reduces over %s, but its input '%s' ran on %s (name the "
-                           "same mesh stage in both)",
-                           self->name, em_stage_mesh_name(self), input->name,
-                           em_stage_mesh_name(input));
-    }
-    return NULL;
+    return em_stage_check_inputs_mesh(self, "inputs");
 }
 
 static em_status aggregate_run(em_stage *self, const em_run_context *ctx) {
@@ -262,6 +240,7 @@ static em_status aggregate_run(em_stage *self, const em_run_context *ctx) {
             err = gather_window_nll(s, mesh->dp_group, m, print);
             m->model_path = copy_or_null(s->model_path);
             m->model_header_sha256 = copy_or_null(s->model_header_sha256);
+            m->model_digest = copy_or_null(s->model_digest);
             m->dataset_path = copy_or_null(s->dataset_path);
             m->dataset_sha256 = copy_or_null(s->dataset_sha256);
             const em_stage *forward = em_stage_input_producer(self, "inputs", 0);

@@ -23,7 +23,6 @@
  * calibrated on how many tokens. Produces an "activation_stats" artifact (em_activation_stats *).
  * Needs tp = cp = 1: every rank computes whole windows. */
 #include <math.h>
-#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,9 +33,12 @@
 #include "runner/stage.h"
 #include "util/clock.h"
 #include "util/log.h"
-#include "stages/data/window_set.h"
+#include "stages/data/dataset.h"
 #include "stages/kernels/forward_backend.h"
 #include "stages/kernels/linear_inputs.h"
+#include "stages/kinds/support/forward_device.h"
+#include "stages/kinds/support/mesh_checks.h"
+#include "stages/kinds/support/stage_threads.h"
 #include "stages/model/loaded_model.h"
 #include "stages/quant/activation_stats.h"
 #include "stages/quant/imatrix_file.h"
@@ -196,6 +198,9 @@ static em_status build_stats(const collector *c, int64_t tokens, em_activation_s
     return NULL;
 }
 
+/* What calibrate does that splits no window (mesh_checks.h). */
+static const char whole_windows[] = "calibrate computes whole windows on each rank";
+
 static em_status calibrate_init(em_stage *self, const em_run_context *ctx) {
     calibrate_state *st = em_xcalloc(1, sizeof *st);
     self->state = st;
@@ -207,39 +212,11 @@ static em_status calibrate_init(em_stage *self, const em_run_context *ctx) {
                            "(an imatrix file), %s",
                            self->name, has_data ? "not both" : "one of them");
     if (!has_data) return em_stage_input_file(self, "from", false, &st->from);
-    const em_stage *data = em_stage_input_producer(self, "data", 0);
-    const em_stage *theirs = em_stage_input_producer(data, "mesh", 0);
-    const em_stage *mine = em_stage_input_producer(self, "mesh", 0);
-    const em_map_entry *at = em_node_get_entry(self->options, mine ? "mesh" : "data");
-    if (theirs != mine)
-        return em_error_at(EM_EXIT_BAD_INPUT, at->value->mark,
-                           "stage '%s': runs on %s, but dataset '%s' split its windows over %s "
-                           "(give both the same `mesh:`)",
-                           self->name, em_stage_mesh_name(self), data->name,
-                           em_stage_mesh_name(data));
-    for (int i = 0; mine && i < 2; i++) { /* a number here; `auto` is checked in run */
-        const char *key = i ? "cp" : "tp";
-        const em_node *n = em_node_get(mine->options, key);
-        if (n && em_node_scalar_type(n) == EM_SCALAR_INT &&
-            em_node_get_int(mine->options, key, 1) > 1)
-            return em_error_at(EM_EXIT_BAD_INPUT, at->value->mark,
-                               "stage '%s': mesh '%s' has %s = %lld, but calibrate computes whole "
-                               "windows on each rank (use tp = cp = 1; dp splits the windows)",
-                               self->name, mine->name, key,
-                               (long long)em_node_get_int(mine->options, key, 1));
-    }
-    const char *device = em_node_option_string(self->options, "device");
-    st->backend = em_forward_backend_find(device);
-    if (!st->backend || !st->backend->observe) {
-        const em_map_entry *e = em_node_get_entry(self->options, "device");
-        return em_error_at(EM_EXIT_BAD_INPUT, e ? e->value->mark : self->mark,
-                           "stage '%s': device '%s' is not a forward backend of this build that "
-                           "shows the linear layers' inputs (%s)",
-                           self->name, device, em_forward_backend_names());
-    }
-    int ranks = ctx->local_size > 0 ? ctx->local_size : 1;
-    st->threads = (int)em_node_get_int(self->options, "threads", omp_get_num_procs() / ranks);
-    if (st->threads < 1) st->threads = 1;
+    em_status err = em_stage_check_dataset_mesh(self);
+    if (!err) err = em_stage_check_whole_windows(self, whole_windows);
+    if (!err) err = em_stage_forward_backend(self, EM_FORWARD_OBSERVE, &st->backend);
+    if (err) return err;
+    st->threads = em_stage_threads(self, ctx);
     return NULL;
 }
 
@@ -274,11 +251,8 @@ static em_status run_windows(calibrate_state *st, const em_dataset *ds, collecto
 
 static em_status calibrate_data(calibrate_state *st, const em_stage *self, const em_model *m,
                                 const em_dataset *ds, em_mesh *mesh, em_activation_stats *out) {
-    if (mesh->tp > 1 || mesh->cp > 1)
-        return em_error_new(EM_EXIT_BAD_INPUT,
-                            "%s has tp = %d, cp = %d, but calibrate computes whole windows on "
-                            "each rank (use tp = cp = 1)",
-                            em_stage_mesh_name(self), mesh->tp, mesh->cp);
+    em_status err = em_stage_mesh_whole_windows(self, mesh, whole_windows);
+    if (err) return err;
     if (ds->total_windows == 0)
         return em_error_new(EM_EXIT_BAD_INPUT,
                             "dataset '%s' (%s) gave no calibration window: its text is shorter "
@@ -287,7 +261,7 @@ static em_status calibrate_data(calibrate_state *st, const em_stage *self, const
     collector c;
     collector_init(&c, m, st->threads);
     int64_t tokens = 0, longest = 0;
-    em_status err = run_windows(st, ds, &c, &tokens, &longest);
+    err = run_windows(st, ds, &c, &tokens, &longest);
     if (!err && c.misfit)
         err = em_error_new(EM_EXIT_FAILURE,
                            "the forward showed a linear input of %lld columns "

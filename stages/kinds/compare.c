@@ -14,8 +14,9 @@
  * which are exact order statistics (no histogram). So the metrics are the same bits on every
  * rank and for any world size, at full double precision (KL values of 1e-8 and dp^4 lie far
  * below the 2^-32 resolution of the fixed-point sums the aggregate stage uses). The statistics
- * (stages/metrics/kld_stats.h) become metrics "<candidate stage>.<name>" of one "metrics"
- * artifact, a row per candidate in the report's table, that report and gate read.
+ * (stages/metrics/kld_stats.h) become metrics "<candidate stage>.<name>" (each a row of
+ * stages/metrics/metric_table.c) of one "metrics" artifact, a row per candidate in the report's
+ * table, that report and gate read.
  *
  * Paired scoring splits nothing: a mesh with tp or cp > 1 is refused. The dataset is tokenized
  * by one model stage; a model that descends from another model file must have a tokenizer that
@@ -28,7 +29,6 @@
  * With `print_summary: true` rank 0 prints each candidate's statistics as llama-perplexity
  * --kl-divergence lays them out (stages/metrics/kld_summary.h). */
 #include <math.h>
-#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,8 +38,11 @@
 #include "runner/stage.h"
 #include "util/clock.h"
 #include "util/log.h"
-#include "stages/data/window_set.h"
+#include "stages/data/dataset.h"
 #include "stages/kernels/forward_backend.h"
+#include "stages/kinds/support/forward_device.h"
+#include "stages/kinds/support/mesh_checks.h"
+#include "stages/kinds/support/stage_threads.h"
 #include "stages/metrics/kld_stats.h"
 #include "stages/metrics/kld_summary.h"
 #include "stages/metrics/metrics.h"
@@ -127,62 +130,24 @@ static em_status check_tokenizer(const em_stage *self, const char *option, size_
                        self->name, option, producer->name, mine->name, data->name, tok->name, why);
 }
 
-/* The windows were split over the dataset's mesh; paired scoring splits no window. */
-static em_status check_mesh(const em_stage *self) {
-    const em_stage *data = em_stage_input_producer(self, "data", 0);
-    const em_stage *theirs = data ? em_stage_input_producer(data, "mesh", 0) : NULL;
-    const em_stage *mine = em_stage_input_producer(self, "mesh", 0);
-    const em_map_entry *e = em_node_get_entry(self->options, mine ? "mesh" : "data");
-    em_mark at = e ? e->value->mark : self->mark;
-    if (data && theirs != mine)
-        return em_error_at(EM_EXIT_BAD_INPUT, at,
-                           "stage '%s': runs on %s, but dataset '%s' split its windows over %s "
-                           "(give both the same `mesh:`)",
-                           self->name, em_stage_mesh_name(self), data->name,
-                           em_stage_mesh_name(data));
-    for (int i = 0; mine && i < 2; i++) {
-        const char *key = i ? "cp" : "tp";
-        const em_node *n = em_node_get(mine->options, key);
-        if (n && em_node_scalar_type(n) == EM_SCALAR_INT &&
-            em_node_get_int(mine->options, key, 1) > 1)
-            return em_error_at(EM_EXIT_BAD_INPUT, at,
-                               "stage '%s': mesh '%s' has %s = %lld, but compare scores both "
-                               "models of a window on one rank (use tp = cp = 1; dp splits the "
-                               "windows)",
-                               self->name, mine->name, key,
-                               (long long)em_node_get_int(mine->options, key, 1));
-    }
-    return NULL;
-}
+/* What compare does that splits no window (mesh_checks.h). */
+static const char whole_windows[] = "compare scores both models of a window on one rank";
 
 static em_status compare_init(em_stage *self, const em_run_context *ctx) {
     compare_state *st = em_xcalloc(1, sizeof *st);
     self->state = st;
-    em_status err = check_mesh(self);
+    em_status err = em_stage_check_dataset_mesh(self);
+    if (!err) err = em_stage_check_whole_windows(self, whole_windows);
     em_tokenizer *data_tok = NULL;
     if (!err) err = check_tokenizer(self, "reference", 0, &data_tok);
     for (size_t i = 0; i < em_stage_input_count(self, "candidates") && !err; i++)
         err = check_tokenizer(self, "candidates", i, &data_tok);
     em_tokenizer_free(data_tok);
+    if (!err) err = em_stage_forward_backend(self, EM_FORWARD_PAIRS, &st->backend);
     if (err) return err;
-    const char *device = em_node_option_string(self->options, "device");
-    st->backend = em_forward_backend_find(device);
-    const em_map_entry *e = em_node_get_entry(self->options, "device");
-    em_mark mark = e ? e->value->mark : self->mark;
-    /* a backend this machine cannot run (cuda without a GPU) fails here, before any work */
-    if (st->backend && st->backend->available && (err = st->backend->available()))
-        return em_error_prefix_at(err, mark, "stage '%s': device %s", self->name, device);
-    if (!st->backend || !st->backend->score_pair) {
-        return em_error_at(EM_EXIT_BAD_INPUT, mark,
-                           "stage '%s': device '%s' is not a forward backend of this build that "
-                           "scores pairs (%s)",
-                           self->name, device, em_forward_backend_names());
-    }
-    int ranks = ctx->local_size > 0 ? ctx->local_size : 1;
-    st->threads = (int)em_node_get_int(self->options, "threads", omp_get_num_procs() / ranks);
+    st->threads = em_stage_threads(self, ctx);
     st->print_summary = em_node_option_bool(self->options, "print_summary");
     st->records = em_node_option_bool(self->options, "records");
-    if (st->threads < 1) st->threads = 1;
     return NULL;
 }
 
@@ -310,12 +275,10 @@ static em_kld_stats statistics(const token_record *r, int64_t n) {
     return s;
 }
 
-static void put(em_metrics *m, const char *stage, const char *name, double value,
-                const em_value_error *with) {
-    char key[256];
-    snprintf(key, sizeof key, "%s.%s", stage, name);
-    em_metric *x = em_metrics_set(m, key, with ? with->value : value);
-    if (with) x->error = with->error, x->has_error = true;
+/* A statistic with its standard error. */
+static void put_value_error(em_metrics *m, const char *stage, const char *name,
+                            const em_value_error *x) {
+    em_metrics_put_with_error(m, stage, name, x->value, x->error);
 }
 
 /* "p99_9", "p50", "p05", "p00_1" for 0.999, 0.50, 0.05, 0.001. */
@@ -328,30 +291,30 @@ static void percentile_name(char *buf, size_t size, const char *prefix, double a
 }
 
 static void set_metrics(em_metrics *m, const char *stage, const em_kld_stats *s, int64_t tokens) {
-    put(m, stage, "ppl", 0, &s->ppl);
-    put(m, stage, "ppl_base", 0, &s->ppl_base);
-    put(m, stage, "ln_ppl_ratio", 0, &s->ln_ppl_ratio);
-    put(m, stage, "ppl_ratio", 0, &s->ppl_ratio);
-    put(m, stage, "ppl_diff", 0, &s->ppl_diff);
-    put(m, stage, "ln_ppl_correlation", s->ln_ppl_correlation, NULL);
-    put(m, stage, "kld_mean", 0, &s->kld);
-    put(m, stage, "kld_max", s->kld_max, NULL);
-    put(m, stage, "kld_min", s->kld_min, NULL);
+    put_value_error(m, stage, "ppl", &s->ppl);
+    put_value_error(m, stage, "ppl_base", &s->ppl_base);
+    put_value_error(m, stage, "ln_ppl_ratio", &s->ln_ppl_ratio);
+    put_value_error(m, stage, "ppl_ratio", &s->ppl_ratio);
+    put_value_error(m, stage, "ppl_diff", &s->ppl_diff);
+    em_metrics_put(m, stage, "ln_ppl_correlation", s->ln_ppl_correlation);
+    put_value_error(m, stage, "kld_mean", &s->kld);
+    em_metrics_put(m, stage, "kld_max", s->kld_max);
+    em_metrics_put(m, stage, "kld_min", s->kld_min);
     char name[64];
     for (int i = 0; i < EM_KLD_PERCENTILES; i++) {
         percentile_name(name, sizeof name, "kld", em_kld_percentile_at[i]);
-        put(m, stage, name, s->kld_percentile[i], NULL);
+        em_metrics_put(m, stage, name, s->kld_percentile[i]);
     }
-    put(m, stage, "dp_mean", 0, &s->dp);
-    put(m, stage, "dp_rms", 0, &s->dp_rms);
-    put(m, stage, "dp_max", s->dp_max, NULL);
-    put(m, stage, "dp_min", s->dp_min, NULL);
+    put_value_error(m, stage, "dp_mean", &s->dp);
+    put_value_error(m, stage, "dp_rms", &s->dp_rms);
+    em_metrics_put(m, stage, "dp_max", s->dp_max);
+    em_metrics_put(m, stage, "dp_min", s->dp_min);
     for (int i = 0; i < EM_DP_PERCENTILES; i++) {
         percentile_name(name, sizeof name, "dp", em_dp_percentile_at[i]);
-        put(m, stage, name, s->dp_percentile[i], NULL);
+        em_metrics_put(m, stage, name, s->dp_percentile[i]);
     }
-    put(m, stage, "same_top", 0, &s->same_top);
-    put(m, stage, "tokens", (double)tokens, NULL);
+    put_value_error(m, stage, "same_top", &s->same_top);
+    em_metrics_put(m, stage, "tokens", (double)tokens);
 }
 
 static void free_metrics(void *data) {
@@ -370,7 +333,7 @@ static em_status compare_one(const em_stage *self, const em_run_context *ctx, co
     em_pair_writer *pw = NULL;
     em_status err = NULL;
     if (st->records && ctx->run_dir) {
-        em_pair_key key = {ref->header_sha256, cand->header_sha256, ds->sha256};
+        em_pair_key key = {ref->digest, cand->digest, ds->sha256};
         err = em_pair_writer_open(ctx->run_dir, self->name, name, ctx->rank, &key, &pw);
     }
     if (!err) err = score_windows(st, ref, cand, ds, pw, &ps);
@@ -402,19 +365,16 @@ static em_status compare_run(em_stage *self, const em_run_context *ctx) {
     const em_model *ref = em_stage_input_artifact(self, "reference", 0)->data;
     const em_dataset *ds = em_stage_input_artifact(self, "data", 0)->data;
     em_mesh *mesh = em_stage_mesh(self, ctx);
-    if (mesh->tp > 1 || mesh->cp > 1)
-        return em_error_new(EM_EXIT_BAD_INPUT,
-                            "%s has tp = %d, cp = %d, but compare scores both models of a window "
-                            "on one rank (use tp = cp = 1)",
-                            em_stage_mesh_name(self), mesh->tp, mesh->cp);
+    em_status err = em_stage_mesh_whole_windows(self, mesh, whole_windows);
+    if (err) return err;
     em_metrics *m = em_metrics_new();
     m->world_size = mesh->dp;
     m->ranks = em_xcalloc((size_t)mesh->dp, sizeof *m->ranks);
     m->model_path = em_xstrdup(ref->path ? ref->path : "");
     m->model_header_sha256 = em_xstrdup(ref->header_sha256);
+    m->model_digest = em_xstrdup(ref->digest);
     m->dataset_path = em_xstrdup(ds->path ? ds->path : "");
     m->dataset_sha256 = em_xstrdup(ds->sha256);
-    em_status err = NULL;
     for (size_t i = 0; i < em_stage_input_count(self, "candidates") && !err; i++)
         err = compare_one(self, ctx, ref, em_stage_input_artifact(self, "candidates", i)->data,
                           em_stage_input_producer(self, "candidates", i)->name, ds, mesh, m);

@@ -25,8 +25,8 @@
 #include "runner/stage.h"
 #include "util/log.h"
 #include "stages/data/corpus.h"
-#include "stages/data/window_set_build.h"
-#include "stages/data/shard.h"
+#include "stages/data/dataset_build.h"
+#include "stages/data/window_ranges.h"
 #include "stages/model/loaded_model.h"
 #include "stages/tokenizer/tokenizer.h"
 
@@ -35,7 +35,8 @@ typedef struct dataset_state {
     em_corpus_options corpus;
     bool add_bos_set; /* add_bos given in the recipe (else the tokenizer's choice) */
     em_protocol protocol;
-    int n_ctx, max_length, stride;
+    int window_tokens; /* the protocol's n_ctx or max_length (em_protocol_window_option) */
+    int stride;
     int64_t max_windows;
 } dataset_state;
 
@@ -65,8 +66,7 @@ static em_status dataset_init(em_stage *self, const em_run_context *ctx) {
     st->add_bos_set = em_node_get(o, "add_bos") != NULL;
     st->corpus.add_bos = em_node_get_bool(o, "add_bos", false);
     st->protocol = (em_protocol)em_protocol_parse(em_node_option_string(o, "protocol"));
-    st->n_ctx = (int)em_node_option_int(o, "n_ctx");
-    st->max_length = (int)em_node_option_int(o, "max_length");
+    st->window_tokens = (int)em_node_option_int(o, em_protocol_window_option(st->protocol));
     st->stride = (int)em_node_option_int(o, "stride");
     st->max_windows = em_node_option_int(o, "max_windows");
 
@@ -83,10 +83,11 @@ static em_status dataset_init(em_stage *self, const em_run_context *ctx) {
                                 "need protocol rolling",
                                 em_protocol_name(st->protocol));
     }
-    if (st->protocol == EM_PROTOCOL_SLIDING && st->max_length > 0 && st->stride >= st->max_length) {
+    if (st->protocol == EM_PROTOCOL_SLIDING && st->window_tokens > 0 &&
+        st->stride >= st->window_tokens) {
         char text[96];
         snprintf(text, sizeof text, "stride = %d must be less than max_length = %d", st->stride,
-                 st->max_length);
+                 st->window_tokens);
         return option_error(self, "stride", "%s", text);
     }
     return NULL;
@@ -109,9 +110,9 @@ typedef struct corpus_header {
  * the document that passes the cap: corpus.h's rolling_max_windows). */
 static int64_t tokens_needed(const dataset_state *st) {
     if (st->max_windows <= 0) return 0;
-    if (st->protocol == EM_PROTOCOL_CHUNKED) return st->max_windows * st->n_ctx;
+    if (st->protocol == EM_PROTOCOL_CHUNKED) return st->max_windows * st->window_tokens;
     if (st->protocol == EM_PROTOCOL_SLIDING)
-        return (st->max_windows - 1) * st->stride + st->max_length;
+        return (st->max_windows - 1) * st->stride + st->window_tokens;
     return 0;
 }
 
@@ -129,7 +130,7 @@ static em_status share_corpus(const dataset_state *st, const em_tokenizer *tok, 
         opt.max_tokens = tokens_needed(st);
         if (st->protocol == EM_PROTOCOL_ROLLING) {
             opt.rolling_max_windows = st->max_windows;
-            opt.rolling_max_length = st->max_length;
+            opt.rolling_max_length = st->window_tokens;
         }
         err = em_corpus_read(st->path, &opt, tok, corpus);
         if (err) {
@@ -189,18 +190,19 @@ static em_status make_plan(const dataset_state *st, const em_tokenizer *tok,
     case EM_PROTOCOL_CHUNKED: {
         bool add_bos =
             st->add_bos_set ? st->corpus.add_bos : em_tokenizer_default_options(tok).add_bos;
-        return em_plan_chunked(corpus->n_tokens, st->n_ctx, add_bos ? em_tokenizer_bos(tok) : -1,
-                               st->max_windows, plan);
+        return em_plan_chunked(corpus->n_tokens, st->window_tokens,
+                               add_bos ? em_tokenizer_bos(tok) : -1, st->max_windows, plan);
     }
     case EM_PROTOCOL_SLIDING:
-        return em_plan_sliding(corpus->n_tokens, st->max_length, st->stride, st->max_windows, plan);
+        return em_plan_sliding(corpus->n_tokens, st->window_tokens, st->stride, st->max_windows,
+                               plan);
     case EM_PROTOCOL_ROLLING: {
         int32_t prefix = em_tokenizer_bos(tok) >= 0 ? em_tokenizer_bos(tok) : em_tokenizer_eos(tok);
         if (prefix < 0)
             return em_error_new(EM_EXIT_BAD_INPUT,
                                 "protocol rolling needs a BOS or EOS token as the first window's "
                                 "prefix, and the tokenizer has neither");
-        em_status err = em_plan_rolling(corpus->docs, corpus->n_docs, st->max_length, prefix,
+        em_status err = em_plan_rolling(corpus->docs, corpus->n_docs, st->window_tokens, prefix,
                                         st->max_windows, plan);
         if (!err && plan->count == 0)
             err = em_error_new(EM_EXIT_BAD_INPUT, "no document has any text (%lld empty)",
@@ -225,13 +227,12 @@ static em_status dataset_run(em_stage *self, const em_run_context *ctx) {
     const em_tokenizer *tok = model->tokenizer;
 
     /* n_ctx or max_length 0: the model's context length (llama-perplexity's -c 0) */
-    int *window = st->protocol == EM_PROTOCOL_CHUNKED ? &st->n_ctx : &st->max_length;
-    if (*window == 0) *window = model->config.n_ctx_train;
-    if (*window <= 0)
+    if (st->window_tokens == 0) st->window_tokens = model->config.n_ctx_train;
+    if (st->window_tokens <= 0)
         return em_error_at(EM_EXIT_BAD_INPUT, self->mark,
                            "stage '%s': %s is 0 but model stage '%s' does not say its context "
                            "length: give it",
-                           self->name, st->protocol == EM_PROTOCOL_CHUNKED ? "n_ctx" : "max_length",
+                           self->name, em_protocol_window_option(st->protocol),
                            em_stage_input_producer(self, "tokenizer", 0)->name);
 
     em_corpus corpus;
@@ -251,7 +252,7 @@ static em_status dataset_run(em_stage *self, const em_run_context *ctx) {
     for (size_t i = 0; i < plan.count; i++)
         scored[i] = plan.windows[i].length - plan.windows[i].score_from;
     int64_t *first = em_xmalloc((size_t)(mesh->dp + 1) * sizeof *first);
-    em_shard_ranges(scored, plan.count, mesh->dp, first);
+    em_window_ranges(scored, plan.count, mesh->dp, first);
     int part = mesh->dp_rank;
     em_dataset *ds = em_dataset_build(&plan, corpus.stream, first[part], first[part + 1], st->path,
                                       corpus.sha256, st->protocol);
@@ -259,11 +260,10 @@ static em_status dataset_run(em_stage *self, const em_run_context *ctx) {
     ds->empty_documents = corpus.empty_documents;
     corpus.stream = NULL; /* the dataset owns it now */
 
-    int window_tokens = st->protocol == EM_PROTOCOL_CHUNKED ? st->n_ctx : st->max_length;
-    if (model->config.n_ctx_train > 0 && window_tokens > model->config.n_ctx_train)
+    if (model->config.n_ctx_train > 0 && st->window_tokens > model->config.n_ctx_train)
         em_log_warn("dataset '%s': windows of %d tokens are longer than the model's training "
                     "context of %d",
-                    self->name, window_tokens, model->config.n_ctx_train);
+                    self->name, st->window_tokens, model->config.n_ctx_train);
     if (ctx->rank == 0)
         em_log_info("dataset '%s': %s, %lld documents (%lld empty, skipped), %lld tokens%s, %zu "
                     "%s windows, %lld scored tokens",

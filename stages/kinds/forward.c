@@ -10,25 +10,25 @@
  * splits each window's heads, MLP columns and vocabulary, its cp group each window's positions
  * (stages/kernels/llama_block.h), so every rank of a tp x cp group computes the same windows and
  * ends with the same scores. */
-#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "runner/comm/backend_table.h"
-#include "runner/comm/forward_group.h"
 #include "runner/comm/mesh_groups.h"
 #include "runner/rank_state.h"
 #include "runner/stage.h"
 #include "util/clock.h"
 #include "util/log.h"
 #include "util/stop.h"
-#include "stages/data/window_set.h"
+#include "stages/data/dataset.h"
 #include "stages/kernels/forward_backend.h"
+#include "stages/kinds/support/forward_device.h"
+#include "stages/kinds/support/forward_group.h"
+#include "stages/kinds/support/mesh_checks.h"
+#include "stages/kinds/support/stage_threads.h"
 #include "stages/metrics/scores.h"
 #include "stages/metrics/window_records.h"
-#include "stages/model/gguf.h"
 #include "stages/model/gguf_runnable.h"
 #include "stages/model/loaded_model.h"
 
@@ -47,20 +47,6 @@ static const em_input_spec forward_inputs[] = {
     {0},
 };
 
-/* The dataset's windows were split over its mesh's dp group; computing them on another mesh would
- * score some windows twice or not at all. */
-static em_status check_same_mesh(const em_stage *self) {
-    const em_stage *data = em_stage_input_producer(self, "data", 0);
-    const em_stage *theirs = data ? em_stage_input_producer(data, "mesh", 0) : NULL;
-    const em_stage *mine = em_stage_input_producer(self, "mesh", 0);
-    if (!data || theirs == mine) return NULL;
-    const em_map_entry *e = em_node_get_entry(self->options, mine ? "mesh" : "data");
-    return em_error_at(EM_EXIT_BAD_INPUT, e ? e->value->mark : self->mark,
-                       "stage '%s': runs on %s, but dataset '%s' split its windows over %s (give "
-                       "both the same `mesh:`)",
-                       self->name, em_stage_mesh_name(self), data->name, em_stage_mesh_name(data));
-}
-
 /* Context parallelism cuts a window into 2 cp blocks: the dataset's longest windows must have
  * that many tokens (shorter ones, a document's last, are computed whole). Checked when the mesh
  * gives cp as a number (an `auto` cp is known only once the world is). */
@@ -69,10 +55,10 @@ static em_status check_cp_fits(const em_stage *self) {
     const em_stage *data = em_stage_input_producer(self, "data", 0);
     const em_node *cp_node = mesh ? em_node_get(mesh->options, "cp") : NULL;
     if (!data || !cp_node || em_node_scalar_type(cp_node) != EM_SCALAR_INT) return NULL;
-    int64_t cp = em_node_get_int(mesh->options, "cp", 1);
-    bool chunked = strcmp(em_node_get_string(data->options, "protocol", "chunked"), "chunked") == 0;
+    int64_t cp = em_node_option_int(mesh->options, "cp");
+    bool chunked = strcmp(em_node_option_string(data->options, "protocol"), "chunked") == 0;
     const char *key = chunked ? "n_ctx" : "max_length";
-    int64_t tokens = em_node_get_int(data->options, key, chunked ? 512 : 1024);
+    int64_t tokens = em_node_option_int(data->options, key);
     if (2 * cp <= tokens) return NULL;
     const em_map_entry *e = em_node_get_entry(self->options, "mesh");
     return em_error_at(EM_EXIT_BAD_INPUT, e ? e->value->mark : self->mark,
@@ -83,64 +69,40 @@ static em_status check_cp_fits(const em_stage *self) {
                        (long long)(2 * cp));
 }
 
-/* OMP_NUM_THREADS when it holds a positive number, else 0. */
-static int omp_num_threads_env(void) {
-    const char *v = getenv("OMP_NUM_THREADS");
-    char *end;
-    long n = v ? strtol(v, &end, 10) : 0;
-    return v && end != v && n > 0 && n <= 4096 ? (int)n : 0;
-}
-
 /* The mesh's tp must divide the model's heads, KV heads and MLP width. Checked here, before
  * anything runs, when the mesh gives tp as a number and the model is a GGUF file that a model
- * stage names (directly or through quantize stages); the forward checks again when it shards
- * the loaded model, which covers the rest. */
+ * stage names (directly or through quantize stages), from the configuration the model engine
+ * reads from its metadata (a file it cannot read is the model stage's to report); the forward
+ * checks again when it shards the loaded model, which covers the rest. */
 static em_status check_tp_divides(const em_stage *self) {
     const em_stage *mesh = em_stage_input_producer(self, "mesh", 0);
     const em_map_entry *tp_entry = mesh ? em_node_get_entry(mesh->options, "tp") : NULL;
-    int64_t tp;
-    if (!tp_entry || em_node_is_null(tp_entry->value)) return NULL;
-    em_status not_number = em_node_as_int(tp_entry->value, &tp);
-    if (not_number || tp <= 1) { /* "auto" is settled by the mesh at run time */
-        em_error_free(not_number);
-        return NULL;
-    }
+    if (!tp_entry || em_node_scalar_type(tp_entry->value) != EM_SCALAR_INT) return NULL;
+    int64_t tp = em_node_option_int(mesh->options, "tp");
+    if (tp <= 1) return NULL; /* "auto" is settled by the mesh at run time */
     const em_stage *source = em_stage_input_producer(self, "model", 0);
     while (source && strcmp(source->kind->name, "model") != 0)
         source = em_stage_input_producer(source, "model", 0);
     const em_node *path_node = source ? em_node_get(source->options, "path") : NULL;
     if (!path_node) return NULL;
     char *path = em_node_path(path_node);
-    em_gguf *g = NULL;
-    /* a file that is not a readable GGUF is the model stage's to report */
-    em_status unreadable = em_path_is_gguf(path) ? em_gguf_open(path, &g) : NULL;
-    bool readable = g && !unreadable;
+    em_llama_config c = {0};
+    em_status unreadable = NULL;
+    bool readable = em_path_is_gguf(path) && !(unreadable = em_model_read_gguf_config(path, &c));
     em_error_free(unreadable);
     em_status err = NULL;
-    em_gguf_string arch;
-    bool found = false;
-    if (readable && !em_gguf_get_string(g, "general.architecture", &arch, &found) && found) {
-        static const struct {
-            const char *key, *what;
-        } sizes[] = {{"attention.head_count", "attention heads"},
-                     {"attention.head_count_kv", "KV heads"},
-                     {"feed_forward_length", "MLP columns"}};
-        for (size_t i = 0; i < sizeof sizes / sizeof *sizes && !err; i++) {
-            char key[160];
-            snprintf(key, sizeof key, "%.*s.%s", (int)arch.len, arch.data, sizes[i].key);
-            uint64_t n;
-            bool has = false;
-            em_status bad = em_gguf_get_u64(g, key, &n, &has);
-            if (!bad && has && n % (uint64_t)tp != 0)
-                err = em_error_at(EM_EXIT_BAD_INPUT, tp_entry->value->mark,
-                                  "stage '%s': tp = %lld does not divide the %llu %s of model %s "
-                                  "(stage '%s')",
-                                  mesh->name, (long long)tp, (unsigned long long)n, sizes[i].what,
-                                  path, source->name);
-            em_error_free(bad);
-        }
-    }
-    if (g) em_gguf_close(g);
+    const struct {
+        int n;
+        const char *what;
+    } sizes[] = {
+        {c.n_heads, "attention heads"}, {c.n_kv_heads, "KV heads"}, {c.ffn_dim, "MLP columns"}};
+    for (size_t i = 0; readable && i < sizeof sizes / sizeof *sizes && !err; i++)
+        if (sizes[i].n % tp != 0)
+            err = em_error_at(EM_EXIT_BAD_INPUT, tp_entry->value->mark,
+                              "stage '%s': tp = %lld does not divide the %d %s of model %s "
+                              "(stage '%s')",
+                              mesh->name, (long long)tp, sizes[i].n, sizes[i].what, path,
+                              source->name);
     free(path);
     return err;
 }
@@ -150,6 +112,10 @@ static int value_index(const char *value, const char *const *names) {
     int i = 0;
     while (names[i + 1] && strcmp(names[i], value) != 0) i++;
     return i;
+}
+
+static bool stores_weights(const em_forward_backend *be) {
+    return be->weight_storage;
 }
 
 /* The weight-storage options into st->options; a backend without weight_storage takes only their
@@ -169,10 +135,12 @@ static em_status weight_options(const em_stage *self, forward_state *st) {
         *rows[i].index = value_index(value, rows[i].names);
         if (*rows[i].index == 0 || st->backend->weight_storage) continue;
         const em_map_entry *e = em_node_get_entry(self->options, rows[i].key);
+        char storing[128];
+        em_forward_backend_names_where(stores_weights, storing, sizeof storing);
         return em_error_at(EM_EXIT_BAD_INPUT, e ? e->value->mark : self->mark,
-                           "stage '%s': %s: %s needs device cuda (device %s computes F32 matrices "
+                           "stage '%s': %s: %s needs device %s (device %s computes F32 matrices "
                            "in FP32 and quantized ones from their blocks: leave %s out)",
-                           self->name, rows[i].key, value, st->backend->name, rows[i].key);
+                           self->name, rows[i].key, value, storing, st->backend->name, rows[i].key);
     }
     st->options.f32_weights = f32_index ? EM_F32_WEIGHTS_BFLOAT16 : EM_F32_WEIGHTS_FLOAT32;
     st->options.quantized_weights = quantized_index == 1   ? EM_QUANTIZED_WEIGHTS_BFLOAT16
@@ -181,54 +149,20 @@ static em_status weight_options(const em_stage *self, forward_state *st) {
     return NULL;
 }
 
-/* threads: the option, else OMP_NUM_THREADS, else this node's cores shared evenly by its ranks.
- * When the launcher already bound the rank to some of the cores (mpirun --bind-to, srun
- * --cpu-bind), those are the rank's share as they are. */
 static em_status forward_init(em_stage *self, const em_run_context *ctx) {
     forward_state *st = em_xcalloc(1, sizeof *st);
     self->state = st;
-    em_status err = check_same_mesh(self);
+    em_status err = em_stage_check_dataset_mesh(self);
     if (!err) err = check_cp_fits(self);
     if (!err) err = check_tp_divides(self);
+    if (!err) err = em_stage_forward_backend(self, EM_FORWARD_SCORE, &st->backend);
+    if (!err) err = weight_options(self, st);
     if (err) return err;
-    const char *device = em_node_option_string(self->options, "device");
-    st->backend = em_forward_backend_find(device);
-    if (!st->backend) {
-        const em_map_entry *e = em_node_get_entry(self->options, "device");
-        return em_error_at(EM_EXIT_BAD_INPUT, e ? e->value->mark : self->mark,
-                           "stage '%s': device '%s' is not a forward backend of this build (%s)",
-                           self->name, device, em_forward_backend_names());
-    }
-    /* a backend this machine cannot run (cuda without a GPU) fails here, before any work */
-    if (st->backend->available && (err = st->backend->available())) {
-        const em_map_entry *e = em_node_get_entry(self->options, "device");
-        return em_error_prefix_at(err, e ? e->value->mark : self->mark, "stage '%s': device %s",
-                                  self->name, device);
-    }
-    if ((err = weight_options(self, st))) return err;
     st->flush_s = em_node_option_double(self->options, "records_flush_s");
-    const em_node *batch_tokens = em_node_get(self->options, "batch_tokens");
-    if (!em_node_is_null(batch_tokens)) {
-        err = em_node_as_int(batch_tokens, &st->batch_tokens);
-        if (err) return err;
-    } else {
-        st->batch_tokens = st->backend->batch_tokens;
-    }
-    const em_node *threads = em_node_get(self->options, "threads");
-    if (!em_node_is_null(threads)) {
-        int64_t n;
-        err = em_node_as_int(threads, &n);
-        if (err) return err;
-        st->threads = (int)n;
-    } else if (omp_num_threads_env() > 0) {
-        st->threads = omp_num_threads_env();
-    } else {
-        int usable = omp_get_num_procs(); /* the CPUs this process may run on */
-        long online = sysconf(_SC_NPROCESSORS_ONLN);
-        int ranks = ctx->local_size > 0 ? ctx->local_size : 1;
-        st->threads = usable < online ? usable : usable / ranks;
-        if (st->threads < 1) st->threads = 1;
-    }
+    st->batch_tokens = em_node_is_null(em_node_get(self->options, "batch_tokens"))
+                           ? st->backend->batch_tokens
+                           : em_node_option_int(self->options, "batch_tokens");
+    st->threads = em_stage_threads(self, ctx);
     return NULL;
 }
 
@@ -250,6 +184,7 @@ static em_scores *new_scores(const em_model *model, const em_dataset *ds) {
     s->window_count = ds->count;
     s->model_path = em_xstrdup(model->path ? model->path : "");
     s->model_header_sha256 = em_xstrdup(model->header_sha256);
+    s->model_digest = em_xstrdup(model->digest);
     s->dataset_path = em_xstrdup(ds->path ? ds->path : "");
     s->dataset_sha256 = em_xstrdup(ds->sha256);
     return s;
@@ -277,7 +212,7 @@ static void keep_recording(records *io, em_status err) {
 static em_status open_records(const em_stage *self, const em_run_context *ctx, const em_mesh *mesh,
                               const em_model *model, const em_dataset *ds, records *io) {
     if (!ctx->run_dir || !ctx->recipe_sha256) return NULL;
-    em_records_key key = em_records_key_of(model->header_sha256, ds->sha256, ctx->recipe_sha256);
+    em_records_key key = em_records_key_of(model->digest, ds->sha256, ctx->recipe_sha256);
     size_t limit = 0;
     for (size_t i = 0; i < ds->count; i++)
         if ((size_t)ds->windows[i].index + 1 > limit) limit = (size_t)ds->windows[i].index + 1;

@@ -36,6 +36,7 @@
 #include "stages/report/check.h"
 #include "stages/report/history.h"
 #include "stages/report/results.h"
+#include "stages/report/strbuf.h"
 #include "stages/report/textfile.h"
 #include "stages/report/token_file.h"
 
@@ -199,14 +200,21 @@ static em_status gate_init(em_stage *self, const em_run_context *ctx) {
                                                  .key = em_xstrdup(e->key),
                                                  .limit = limit,
                                                  .mark = e->key_mark};
-            if (r >= EM_CHECK_MAX_INCREASE_PCT) st->relative = true;
+            if (em_check_rule_relative((em_check_rule)r)) st->relative = true;
         }
     }
-    if (st->count == 0)
-        return em_error_at(EM_EXIT_BAD_INPUT, self->mark,
-                           "stage '%s': no checks (give `max`, `min`, `max_increase_pct`, "
-                           "`max_decrease_pct` or `max_increase_sigma`)",
-                           self->name);
+    if (st->count == 0) {
+        em_strbuf rules = {0};
+        for (int r = 0; r < EM_CHECK_RULES; r++) {
+            const char *sep = r == 0 ? "" : r + 1 < EM_CHECK_RULES ? ", " : " or ";
+            em_strbuf_printf(&rules, "%s`%s`", sep, em_check_rule_name((em_check_rule)r));
+        }
+        char *names = em_strbuf_take(&rules);
+        em_status err = em_error_at(EM_EXIT_BAD_INPUT, self->mark,
+                                    "stage '%s': no checks (give %s)", self->name, names);
+        free(names);
+        return err;
+    }
     em_status err = read_baseline(st, self);
     if (err) return err;
     if (st->relative && !st->baseline && !em_node_get(self->options, "baseline_history"))
@@ -285,7 +293,7 @@ static em_status try_pairing(em_stage *self, const em_metrics *m, const em_run_c
     }
     if (!differ && !*why) {
         em_records_key key =
-            em_records_key_of(m->model_header_sha256, m->dataset_sha256, ctx->recipe_sha256);
+            em_records_key_of(m->model_digest, m->dataset_sha256, ctx->recipe_sha256);
         bool complete = false;
         char *incomplete = NULL;
         if (ctx->run_dir && m->source_stage)
@@ -349,7 +357,7 @@ static em_status gate_run(em_stage *self, const em_run_context *ctx) {
     const em_check *first_fail = NULL;
     for (size_t i = 0; i < st->count; i++) {
         em_check *c = &st->checks[i];
-        if (c->rule >= EM_CHECK_MAX_INCREASE_PCT && !st->baseline) continue; /* first run */
+        if (em_check_rule_relative(c->rule) && !st->baseline) continue; /* first run */
         em_status err =
             em_check_evaluate(c, m, st->baseline, st->baseline_from, st->tolerance_sigma, &pairing);
         if (err) {

@@ -1,6 +1,6 @@
-/* Stage `mesh`: builds the communicators of the run (runner/comm/mesh.h) from the options dp, tp,
- * cp (integers >= 1, at most one "auto") and backend (auto, local, mpi, nccl). init checks what
- * it can without running collectives: two autos, a shape that does not fit the world size, a
+/* Stage `mesh`: builds the communicators of the run (runner/comm/mesh_groups.h) from the options
+ * dp, tp, cp (integers >= 1, at most one "auto") and backend (auto, local, mpi, nccl). init checks
+ * what it can without running collectives: two autos, a shape that does not fit the world size, a
  * backend this build or this launch cannot give (all exit status 2; backends are rows of
  * runner/comm/backend_table.h). `evalmesh validate` knows no world, so there only the
  * world-independent checks run. run makes the backend's world and splits it into the groups on

@@ -1,8 +1,9 @@
 /* Stage `model`: loads a model file (GGUF or a Hugging Face safetensors checkpoint) on this rank
- * and produces a "model" artifact with data = em_model * (stages/model/model.h). Weights are
+ * and produces a "model" artifact with data = em_model * (stages/model/loaded_model.h). Weights are
  * mmapped, so ranks on one node share the page cache. Options: path (relative to the recipe
  * file's directory), format (auto|gguf|safetensors), tokenizer (a replacement tokenizer file),
- * header_sha256 (the expected header checksum). */
+ * header_sha256 (the expected header checksum), digest (the expected content digest, tensor data
+ * included: loaded_model.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,7 @@ typedef struct model_state {
     char *tokenizer; /* NULL: the model's own */
     const char *format;
     const char *header_sha256;
+    const char *digest;
 } model_state;
 
 static em_status model_init(em_stage *self, const em_run_context *ctx) {
@@ -24,6 +26,7 @@ static em_status model_init(em_stage *self, const em_run_context *ctx) {
     self->state = st;
     st->format = em_node_option_string(self->options, "format");
     st->header_sha256 = em_node_get_string(self->options, "header_sha256", NULL);
+    st->digest = em_node_get_string(self->options, "digest", NULL);
     /* a checkpoint may be a directory; a replacement tokenizer is one file */
     em_status err = em_stage_input_file(self, "path", true, &st->path);
     if (!err && em_node_get(self->options, "tokenizer"))
@@ -46,6 +49,9 @@ static em_status model_run(em_stage *self, const em_run_context *ctx) {
     if (!err && st->header_sha256 && strcmp(st->header_sha256, m->header_sha256) != 0)
         err = em_error_new(EM_EXIT_BAD_INPUT, "%s: header sha256 is %s but the stage expects %s",
                            st->path, m->header_sha256, st->header_sha256);
+    if (!err && st->digest && strcmp(st->digest, m->digest) != 0)
+        err = em_error_new(EM_EXIT_BAD_INPUT, "%s: digest is %s but the stage expects %s", st->path,
+                           m->digest, st->digest);
     if (!err && st->tokenizer) {
         em_tokenizer *tok;
         err = em_tokenizer_load(st->tokenizer, &tok);

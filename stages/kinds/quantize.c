@@ -16,7 +16,6 @@
  * tensor and the place of the option that gave them. What was calibrated (method, tokens, windows,
  * the dataset, the tensors, AWQ's exponents and estimated errors) goes to the log and, on rank 0,
  * to <run dir>/<stage>.calibration.json. */
-#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +23,7 @@
 #include "runner/stage.h"
 #include "util/log.h"
 #include "util/atomic_file.h"
+#include "stages/kinds/support/stage_threads.h"
 #include "stages/model/loaded_model.h"
 #include "stages/quant/activation_stats.h"
 #include "stages/quant/imatrix_file.h"
@@ -123,16 +123,7 @@ static em_status quantize_init(em_stage *self, const em_run_context *ctx) {
         st->opt.plan.exclude = st->exclude;
         st->opt.plan.exclude_count = exclude->count;
     }
-    const em_node *threads = em_node_get(self->options, "threads");
-    if (!em_node_is_null(threads)) {
-        int64_t n;
-        em_status err = em_node_as_int(threads, &n);
-        if (err) return err;
-        st->opt.threads = (int)n;
-    } else { /* this node's cores shared by its ranks */
-        int ranks = ctx->local_size > 0 ? ctx->local_size : 1;
-        st->opt.threads = omp_get_num_procs() / ranks > 0 ? omp_get_num_procs() / ranks : 1;
-    }
+    st->opt.threads = em_stage_threads(self, ctx);
     return NULL;
 }
 

@@ -17,6 +17,9 @@
  * the run (exit 4) only when the output says `required: true` (otherwise it is a warning).
  * Relative json/html paths are inside the run directory; relative history paths (and an html
  * output's `history`) are relative to the recipe file's folder, like model and dataset paths.
+ * Each output type is a row of output_types below: how its options are read and how it is
+ * written or sent. The push options' defaults are the schema's (schemas/stages/report.schema.json),
+ * filled in by the recipe validator.
  * Produces an em_report_artifact (stages/report/report_artifact.h). */
 #include <errno.h>
 #include <libgen.h>
@@ -45,17 +48,17 @@
 #include "stages/report/results.h"
 #include "stages/report/check.h"
 #include "stages/report/spool.h"
+#include "stages/report/strbuf.h"
 #include "stages/report/table.h"
 #include "stages/report/textfile.h"
 #include "stages/report/token_file.h"
 #include "stages/report/writable.h"
 
-typedef enum out_type { TABLE, JSON, HISTORY, HTML, PUSHGATEWAY, WEBHOOK, OUT_TYPES } out_type;
-static const char *const type_names[OUT_TYPES] = {"table", "json",        "history",
-                                                  "html",  "pushgateway", "webhook"};
+typedef struct output_type output_type;
 
 typedef struct output {
-    out_type type;
+    const output_type *type;
+    size_t index; /* in `outputs` */
     em_mark mark;
     char *path;            /* json, history, html: as written in the recipe */
     char *chart_history;   /* html: history file for the line chart, or NULL */
@@ -65,6 +68,35 @@ typedef struct output {
     const em_node *labels; /* pushgateway: extra grouping labels (in the options) */
     bool required;
 } output;
+
+/* What every output of a run is written from (rank 0, at run time). */
+typedef struct report_context {
+    const em_stage *self;
+    const em_run_context *ctx;
+    const em_metrics *metrics;
+    const cJSON *results;
+    const em_verdict *verdict; /* NULL without `verdict` */
+    const char *history_path;  /* the first history output's path, or NULL */
+    const char *tokens_path;   /* this run's token file, or NULL */
+    em_report_artifact *art;
+} report_context;
+
+/* One row per output type: how its options are read (item: the entry of `outputs`, map: the same
+ * when it is a map, else NULL) and how it is written (path: its file, NULL for table and pushes).
+ * Local outputs are written first, every one attempted; pushes are sent last, and a failed push is
+ * spooled. */
+struct output_type {
+    const char *name;
+    em_status (*parse)(const em_stage *self, const em_node *item, const em_node *map, output *o,
+                       const em_run_context *ctx);
+    em_status (*write)(const output *o, const char *path, const report_context *rc);
+    bool pushes;
+    bool in_run_dir;          /* a relative path is inside the run directory */
+    const char *default_path; /* the file when the output names none, or NULL */
+    const char *method;       /* pushes: the HTTP request */
+    const char *content_type;
+    char *(*body)(const cJSON *results); /* pushes: what is sent (heap) */
+};
 
 typedef struct report_state {
     output *outs;
@@ -92,42 +124,75 @@ static char *opt_dup(const em_node *map, const char *key) {
 /* A path of the run directory or a path the recipe gives: run-directory outputs are checked once
  * the run directory is known. */
 static em_status check_path(const em_stage *self, const output *o, const char *run_dir) {
-    bool in_run_dir = o->type != HISTORY;
+    bool in_run_dir = o->type->in_run_dir;
     if (in_run_dir && o->path[0] != '/' && !run_dir) return NULL;
     char *full = in_run_dir ? em_textfile_join(run_dir, o->path) : em_xstrdup(o->path);
     const char *why = NULL;
     em_status err = NULL;
     if (!em_path_writable(full, &why))
-        err = bad_option(self, o->mark, "cannot write %s output '%s': %s", type_names[o->type],
-                         full, why);
+        err =
+            bad_option(self, o->mark, "cannot write %s output '%s': %s", o->type->name, full, why);
     free(full);
     return err;
 }
 
-/* Reads the push options shared by pushgateway and webhook. */
-static em_status parse_push(const em_stage *self, const em_node *item, output *o,
-                            const em_run_context *ctx) {
+static em_status parse_table(const em_stage *self, const em_node *item, const em_node *map,
+                             output *o, const em_run_context *ctx) {
+    (void)self, (void)item, (void)map, (void)o, (void)ctx;
+    return NULL;
+}
+
+/* json: `path` in the run directory. */
+static em_status parse_json(const em_stage *self, const em_node *item, const em_node *map,
+                            output *o, const em_run_context *ctx) {
+    (void)self, (void)item, (void)ctx;
+    o->path = em_xstrdup(em_node_get_string(map, "path", o->type->default_path));
+    return NULL;
+}
+
+/* html: `path` in the run directory, and the line chart's `history` and `metric`. */
+static em_status parse_html(const em_stage *self, const em_node *item, const em_node *map,
+                            output *o, const em_run_context *ctx) {
+    parse_json(self, item, map, o, ctx);
+    if (em_node_get(map, "history")) o->chart_history = em_node_path(em_node_get(map, "history"));
+    o->chart_metric = opt_dup(map, "metric");
+    return NULL;
+}
+
+/* history: `path`, required, relative to the recipe file's folder. */
+static em_status parse_history(const em_stage *self, const em_node *item, const em_node *map,
+                               output *o, const em_run_context *ctx) {
+    (void)ctx;
+    if (!em_node_get_string(map, "path", NULL))
+        return bad_option(self, item->mark, "%s output needs `path`", o->type->name);
+    o->path = em_node_path(em_node_get(map, "path"));
+    return NULL;
+}
+
+/* The options every push reads (item: the output's map, its defaults filled by the schema). */
+static em_status parse_push(const em_stage *self, const em_node *item, const em_node *map,
+                            output *o, const em_run_context *ctx) {
+    (void)map, (void)ctx;
     em_push_request *r = &o->req;
-    r->target = em_xstrdup(type_names[o->type]);
+    r->target = em_xstrdup(o->type->name);
     r->url = opt_dup(item, "url");
     if (!r->url) return bad_option(self, item->mark, "%s output needs `url`", r->target);
     em_status err = em_push_check_url(r->url);
     if (err) {
         return em_error_prefix_at(err, em_node_get(item, "url")->mark, "stage '%s'", self->name);
     }
-    r->method = em_xstrdup(o->type == PUSHGATEWAY ? "PUT" : "POST");
-    r->content_type =
-        em_xstrdup(o->type == PUSHGATEWAY ? "text/plain; version=0.0.4" : "application/json");
-    r->verify_tls = em_node_get_bool(item, "verify_tls", true);
+    r->method = em_xstrdup(o->type->method);
+    r->content_type = em_xstrdup(o->type->content_type);
+    r->verify_tls = em_node_option_bool(item, "verify_tls");
     const em_node *ca = em_node_get(item, "ca_path");
     r->ca_path = ca ? em_node_path(ca) : NULL;
     if (r->ca_path && access(r->ca_path, R_OK) != 0)
         return bad_option(self, em_node_get(item, "ca_path")->mark, "ca_path '%s': %s", r->ca_path,
                           strerror(errno));
-    r->timeout_s = em_node_get_double(item, "timeout_s", 10);
-    r->retries = (int)em_node_get_int(item, "retries", 3);
-    r->backoff_s = em_node_get_double(item, "backoff_s", 1);
-    o->required = em_node_get_bool(item, "required", false);
+    r->timeout_s = em_node_option_double(item, "timeout_s");
+    r->retries = (int)em_node_option_int(item, "retries");
+    r->backoff_s = em_node_option_double(item, "backoff_s");
+    o->required = em_node_option_bool(item, "required");
     const em_node *auth = em_node_get(item, "auth");
     if (auth) {
         const char *type = em_node_option_string(auth, "type");
@@ -141,105 +206,26 @@ static em_status parse_push(const em_stage *self, const em_node *item, output *o
                               "credential) or `file`",
                               type);
     }
-    if (o->type == PUSHGATEWAY) {
-        o->job = em_xstrdup(
-            em_node_get_string(item, "job", ctx->recipe_name ? ctx->recipe_name : "evalmesh"));
-        o->labels = em_node_get(item, "labels");
-        for (size_t i = 0; o->labels && i < o->labels->count; i++) {
-            const em_map_entry *e = &o->labels->entries[i];
-            if (em_prometheus_reserved_label(e->key))
-                return bad_option(self, e->key_mark,
-                                  "pushgateway label '%s' cannot be a grouping label: evalmesh "
-                                  "or the Pushgateway sets it inside the series (model, "
-                                  "model_sha256, dataset, commit, stage, rank, gate, metric, "
-                                  "rule, comparison, job, instance)",
-                                  e->key);
-        }
-    }
     return NULL;
 }
 
-static em_status parse_output(const em_stage *self, const em_node *item, output *o,
-                              const em_run_context *ctx) {
-    const char *type = NULL;
-    const em_node *type_node = item;
-    if (item->kind == EM_NODE_MAP) type_node = em_node_get(item, "type");
-    if (!type_node || type_node->kind != EM_NODE_SCALAR)
-        return bad_option(self, item->mark,
-                          "an output is a type name or a map with `type` (table, json, "
-                          "history, html, pushgateway or webhook)");
-    type = type_node->text;
-    o->mark = type_node->mark;
-    int found = -1;
-    for (int t = 0; t < OUT_TYPES; t++)
-        if (strcmp(type, type_names[t]) == 0) found = t;
-    if (found < 0) {
-        const char *near = em_did_you_mean(type, type_names, OUT_TYPES);
-        char *hint = near ? em_xasprintf(" (did you mean '%s'?)", near)
-                          : em_xstrdup(" (one of table, json, history, html, pushgateway, "
-                                       "webhook)");
-        em_status err = bad_option(self, type_node->mark, "unknown output type '%s'%s", type, hint);
-        free(hint);
-        return err;
-    }
-    o->type = (out_type)found;
-    const em_node *map = item->kind == EM_NODE_MAP ? item : NULL;
-    switch (o->type) {
-    case TABLE:
-        return NULL;
-    case JSON:
-        o->path = em_xstrdup(em_node_get_string(map, "path", "results.json"));
-        break;
-    case HTML:
-        o->path = em_xstrdup(em_node_get_string(map, "path", "report.html"));
-        if (em_node_get(map, "history"))
-            o->chart_history = em_node_path(em_node_get(map, "history"));
-        o->chart_metric = opt_dup(map, "metric");
-        break;
-    case HISTORY:
-        if (!em_node_get_string(map, "path", NULL))
-            return bad_option(self, item->mark, "history output needs `path`");
-        o->path = em_node_path(em_node_get(map, "path"));
-        break;
-    case PUSHGATEWAY:
-    case WEBHOOK:
-        return parse_push(self, map ? map : item, o, ctx);
-    case OUT_TYPES:
-        break;
-    }
-    return check_path(self, o, ctx->run_dir);
-}
-
-static void report_destroy(em_stage *self) {
-    report_state *st = self->state;
-    if (!st) return;
-    for (size_t i = 0; i < st->count; i++) {
-        output *o = &st->outs[i];
-        free(o->path);
-        free(o->chart_history);
-        free(o->chart_metric);
-        free(o->job);
-        em_push_request_free_fields(&o->req);
-    }
-    free(st->outs);
-    free(st);
-    self->state = NULL;
-}
-
-static em_status report_init(em_stage *self, const em_run_context *ctx) {
-    report_state *st = em_xcalloc(1, sizeof *st);
-    self->state = st;
-    st->start_time = time(NULL); /* init runs before any stage: the run's start */
-    const em_node *outs = em_node_get(self->options, "outputs");
-    if (!outs || outs->kind != EM_NODE_SEQ || outs->count == 0)
-        return bad_option(self, outs ? outs->mark : self->mark,
-                          "`outputs` must list at least one of table, json, history, html, "
-                          "pushgateway, webhook");
-    st->outs = em_xcalloc(outs->count, sizeof *st->outs);
-    for (size_t i = 0; i < outs->count; i++) {
-        st->count++;
-        em_status err = parse_output(self, outs->items[i], &st->outs[i], ctx);
-        if (err) return err;
+/* pushgateway: the push options, the `job` (default: the recipe name) and grouping `labels`. */
+static em_status parse_pushgateway(const em_stage *self, const em_node *item, const em_node *map,
+                                   output *o, const em_run_context *ctx) {
+    em_status err = parse_push(self, item, map, o, ctx);
+    if (err) return err;
+    o->job = em_xstrdup(
+        em_node_get_string(item, "job", ctx->recipe_name ? ctx->recipe_name : "evalmesh"));
+    o->labels = em_node_get(item, "labels");
+    for (size_t i = 0; o->labels && i < o->labels->count; i++) {
+        const em_map_entry *e = &o->labels->entries[i];
+        if (em_prometheus_reserved_label(e->key))
+            return bad_option(self, e->key_mark,
+                              "pushgateway label '%s' cannot be a grouping label: evalmesh "
+                              "or the Pushgateway sets it inside the series (model, "
+                              "model_sha256, dataset, commit, stage, rank, gate, metric, "
+                              "rule, comparison, job, instance)",
+                              e->key);
     }
     return NULL;
 }
@@ -279,37 +265,36 @@ static em_prom_label *group_labels(const output *o, const em_run_context *ctx, s
     return labels;
 }
 
-/* Sends one push; on failure spools it (without URL or credential: see spool.h) and returns the
- * error. */
-static em_status push(const em_stage *self, size_t index, output *o, const cJSON *results,
-                      const em_run_context *ctx) {
+/* Sends a push output; on failure spools it (without URL or credential: see spool.h) and returns
+ * the error. */
+static em_status send_push(const output *o, const char *path, const report_context *rc) {
+    (void)path;
     em_push_request req = o->req;
-    em_spool_entry entry = {.stage = self->name, .output = (int)index, .target = req.target};
+    em_spool_entry entry = {.stage = rc->self->name, .output = (int)o->index, .target = req.target};
     em_prom_label *labels = NULL;
-    char *body;
-    if (o->type == PUSHGATEWAY) {
-        labels = group_labels(o, ctx, &entry.label_count);
+    if (o->job) { /* a Pushgateway: the grouping key goes into the URL */
+        labels = group_labels(o, rc->ctx, &entry.label_count);
         req.url = em_prometheus_group_url(o->req.url, o->job, labels, entry.label_count);
         entry.job = o->job;
         entry.labels = labels;
-        body = em_prometheus_text(results);
     } else {
         req.url = em_xstrdup(o->req.url);
-        body = em_results_print(results, true);
     }
+    char *body = o->type->body(rc->results);
     entry.body = body;
     em_status err = em_push_send(&req, body, strlen(body));
-    if (err && ctx->run_dir) {
+    const char *run_dir = rc->ctx->run_dir;
+    if (err && run_dir) {
         char *spooled = NULL;
-        em_status serr = em_spool_write(ctx->run_dir, &entry, &spooled);
+        em_status serr = em_spool_write(run_dir, &entry, &spooled);
         if (serr) {
-            em_log_error("stage '%s': could not spool the failed push: %s", self->name,
+            em_log_error("stage '%s': could not spool the failed push: %s", rc->self->name,
                          serr->message);
             em_error_free(serr);
         } else {
             em_status spooled_err =
                 em_error_new(err->exit_code, "%s; spooled in %s (resend with `evalmesh push %s`)",
-                             err->message, spooled, ctx->run_dir);
+                             err->message, spooled, run_dir);
             em_error_free(err);
             err = spooled_err;
         }
@@ -321,36 +306,8 @@ static em_status push(const em_stage *self, size_t index, output *o, const cJSON
     return err;
 }
 
-em_status em_report_push_request(const em_node *recipe, const char *stage, int index,
-                                 const char *target, em_push_request *out) {
-    memset(out, 0, sizeof *out);
-    const em_node *stages = em_node_get(recipe, "stages");
-    const em_node *st = stages ? em_node_get(stages, stage) : NULL;
-    const em_node *outs = st ? em_node_get(st, "outputs") : NULL;
-    if (!st || strcmp(em_node_get_string(st, "kind", ""), "report") != 0)
-        return em_error_new(EM_EXIT_BAD_INPUT, "the run's recipe has no report stage '%s'", stage);
-    if (!outs || outs->kind != EM_NODE_SEQ || index < 0 || (size_t)index >= outs->count)
-        return em_error_new(EM_EXIT_BAD_INPUT, "report stage '%s' has no output %d", stage, index);
-    const em_node *item = outs->items[index];
-    const char *type = em_node_get_string(item, "type", "");
-    if (strcmp(type, target) != 0)
-        return em_error_new(EM_EXIT_BAD_INPUT, "output %d of report stage '%s' is '%s', not '%s'",
-                            index, stage, type, target);
-    const char *url = em_node_get_string(item, "url", "");
-    if (em_has_url_secret(url) || strstr(url, EM_REDACTED))
-        return em_error_new(EM_EXIT_BAD_INPUT,
-                            "output %d of report stage '%s': its URL held a secret, which was "
-                            "redacted from recipe.resolved.yaml, so it cannot be sent again (give "
-                            "credentials through `auth`, never in the URL)",
-                            index, stage);
-    em_stage self = {.name = stage};
-    output o = {.type = strcmp(target, "pushgateway") == 0 ? PUSHGATEWAY : WEBHOOK};
-    em_run_context ctx = {.recipe_name = em_node_get_string(recipe, "name", NULL)};
-    em_status err = parse_push(&self, item, &o, &ctx);
-    *out = o.req;
-    free(o.job);
-    if (err) em_push_request_free_fields(out);
-    return err;
+static char *results_text(const cJSON *results) {
+    return em_results_print(results, true);
 }
 
 /* Keeps the per-token scores of the metrics' first input in <run_dir>/tokens/<stage>.tokens and
@@ -364,8 +321,7 @@ static void keep_tokens(const em_stage *self, const em_metrics *m, const em_run_
     char key_name[256];
     snprintf(key_name, sizeof key_name, "%s.windows", m->source_stage);
     const em_metric *windows = em_metrics_find(m, key_name);
-    em_records_key key =
-        em_records_key_of(m->model_header_sha256, m->dataset_sha256, ctx->recipe_sha256);
+    em_records_key key = em_records_key_of(m->model_digest, m->dataset_sha256, ctx->recipe_sha256);
     em_token_set set;
     bool complete = false;
     char *why = NULL;
@@ -437,54 +393,228 @@ static em_status append_history(const char *path, const cJSON *results, const ch
     return err;
 }
 
-/* Writes one local output (table, json, history, html). */
-static em_status write_local(output *o, const em_metrics *m, const cJSON *results,
-                             const em_verdict *verdict, const em_run_context *ctx,
-                             em_report_artifact *art, const char *history_path,
-                             const char *tokens_path) {
-    if (o->type == TABLE) {
-        char *table = em_report_table(m);
-        em_log_summary("%s", table);
-        free(table);
-        return NULL;
+static em_status write_table(const output *o, const char *path, const report_context *rc) {
+    (void)o, (void)path;
+    char *table = em_report_table(rc->metrics);
+    em_log_summary("%s", table);
+    free(table);
+    return NULL;
+}
+
+static em_status write_json(const output *o, const char *path, const report_context *rc) {
+    (void)o;
+    char *text = em_results_print(rc->results, true);
+    char *dir = em_xstrdup(path);
+    em_status err = em_textfile_mkdirs(dirname(dir));
+    free(dir);
+    if (!err) err = em_atomic_write(path, text, strlen(text), 0644);
+    free(text);
+    if (!rc->art->results_path) rc->art->results_path = em_xstrdup(path);
+    return err;
+}
+
+static em_status write_history(const output *o, const char *path, const report_context *rc) {
+    (void)o;
+    em_status err = append_history(path, rc->results, rc->tokens_path);
+    if (!rc->art->history_path) rc->art->history_path = em_xstrdup(path);
+    return err;
+}
+
+static em_status write_html(const output *o, const char *path, const report_context *rc) {
+    em_history history = {0};
+    const char *chart = o->chart_history ? o->chart_history : rc->history_path;
+    em_status err = chart ? em_history_load(chart, true, &history) : NULL;
+    if (!err) {
+        const em_verdict *verdict = rc->verdict;
+        bool paired = verdict && verdict->paired;
+        em_html_input in = {.results = rc->results,
+                            .window_nll = rc->metrics->window_nll,
+                            .window_count = rc->metrics->window_count,
+                            .history = chart ? &history : NULL,
+                            .history_metric = o->chart_metric,
+                            .baseline_window_nll = paired ? verdict->baseline_window_nll : NULL,
+                            .candidate_window_nll = paired ? verdict->candidate_window_nll : NULL,
+                            .paired_window_count = paired ? verdict->paired_windows : 0};
+        char *page = em_html_report(&in);
+        err = em_atomic_write(path, page, strlen(page), 0644);
+        free(page);
     }
-    char *path = o->type == HISTORY ? em_xstrdup(o->path) : em_textfile_join(ctx->run_dir, o->path);
-    em_status err = NULL;
-    if (o->type == JSON) {
-        char *text = em_results_print(results, true);
-        char *dir = em_xstrdup(path);
-        err = em_textfile_mkdirs(dirname(dir));
-        free(dir);
-        if (!err) err = em_atomic_write(path, text, strlen(text), 0644);
-        free(text);
-        if (!art->results_path) art->results_path = em_xstrdup(path);
-    } else if (o->type == HISTORY) {
-        err = append_history(path, results, tokens_path);
-        if (!art->history_path) art->history_path = em_xstrdup(path);
-    } else if (o->type == HTML) {
-        em_history history = {0};
-        const char *chart = o->chart_history ? o->chart_history : history_path;
-        if (chart) err = em_history_load(chart, true, &history);
-        if (!err) {
-            bool paired = verdict && verdict->paired;
-            em_html_input in = {.results = results,
-                                .window_nll = m->window_nll,
-                                .window_count = m->window_count,
-                                .history = chart ? &history : NULL,
-                                .history_metric = o->chart_metric,
-                                .baseline_window_nll = paired ? verdict->baseline_window_nll : NULL,
-                                .candidate_window_nll =
-                                    paired ? verdict->candidate_window_nll : NULL,
-                                .paired_window_count = paired ? verdict->paired_windows : 0};
-            char *page = em_html_report(&in);
-            err = em_atomic_write(path, page, strlen(page), 0644);
-            free(page);
-        }
-        em_history_free(&history);
-        if (!art->html_path) art->html_path = em_xstrdup(path);
-    }
-    if (!err) em_log_info("%s written to %s", type_names[o->type], path);
+    em_history_free(&history);
+    if (!rc->art->html_path) rc->art->html_path = em_xstrdup(path);
+    return err;
+}
+
+/* Writes or sends one output; a file output's path is logged once written. */
+static em_status write_output(const output *o, const report_context *rc) {
+    char *path = NULL;
+    if (o->path)
+        path =
+            o->type->in_run_dir ? em_textfile_join(rc->ctx->run_dir, o->path) : em_xstrdup(o->path);
+    em_status err = o->type->write(o, path, rc);
+    if (!err && path) em_log_info("%s written to %s", o->type->name, path);
     free(path);
+    return err;
+}
+
+static const output_type output_types[] = {
+    {.name = "table", .parse = parse_table, .write = write_table},
+    {.name = "json",
+     .parse = parse_json,
+     .write = write_json,
+     .in_run_dir = true,
+     .default_path = "results.json"},
+    {.name = "history", .parse = parse_history, .write = write_history},
+    {.name = "html",
+     .parse = parse_html,
+     .write = write_html,
+     .in_run_dir = true,
+     .default_path = "report.html"},
+    {.name = "pushgateway",
+     .parse = parse_pushgateway,
+     .write = send_push,
+     .pushes = true,
+     .method = "PUT",
+     .content_type = "text/plain; version=0.0.4",
+     .body = em_prometheus_text},
+    {.name = "webhook",
+     .parse = parse_push,
+     .write = send_push,
+     .pushes = true,
+     .method = "POST",
+     .content_type = "application/json",
+     .body = results_text},
+};
+static const size_t output_type_count = sizeof output_types / sizeof *output_types;
+
+/* The output type names, "table, json, ..., <last_separator>webhook" (heap). */
+static char *type_list(const char *last_separator) {
+    em_strbuf b = {0};
+    for (size_t t = 0; t < output_type_count; t++) {
+        const char *sep = t == 0 ? "" : t + 1 < output_type_count ? ", " : last_separator;
+        em_strbuf_printf(&b, "%s%s", sep, output_types[t].name);
+    }
+    return em_strbuf_take(&b);
+}
+
+static const output_type *find_type(const char *name) {
+    for (size_t t = 0; t < output_type_count; t++)
+        if (strcmp(name, output_types[t].name) == 0) return &output_types[t];
+    return NULL;
+}
+
+static em_status parse_output(const em_stage *self, const em_node *item, output *o,
+                              const em_run_context *ctx) {
+    const em_node *type_node = item;
+    if (item->kind == EM_NODE_MAP) type_node = em_node_get(item, "type");
+    if (!type_node || type_node->kind != EM_NODE_SCALAR) {
+        char *types = type_list(" or ");
+        em_status err = bad_option(self, item->mark,
+                                   "an output is a type name or a map with `type` (%s)", types);
+        free(types);
+        return err;
+    }
+    const char *type = type_node->text;
+    o->mark = type_node->mark;
+    o->type = find_type(type);
+    if (!o->type) {
+        const char **names = em_xcalloc(output_type_count, sizeof *names);
+        for (size_t t = 0; t < output_type_count; t++) names[t] = output_types[t].name;
+        const char *near = em_did_you_mean(type, names, output_type_count);
+        char *types = type_list(", ");
+        char *hint = near ? em_xasprintf(" (did you mean '%s'?)", near)
+                          : em_xasprintf(" (one of %s)", types);
+        em_status err = bad_option(self, type_node->mark, "unknown output type '%s'%s", type, hint);
+        free(hint);
+        free(types);
+        free(names);
+        return err;
+    }
+    const em_node *map = item->kind == EM_NODE_MAP ? item : NULL;
+    em_status err = o->type->parse(self, item, map, o, ctx);
+    if (!err && o->path) err = check_path(self, o, ctx->run_dir);
+    return err;
+}
+
+static void report_destroy(em_stage *self) {
+    report_state *st = self->state;
+    if (!st) return;
+    for (size_t i = 0; i < st->count; i++) {
+        output *o = &st->outs[i];
+        free(o->path);
+        free(o->chart_history);
+        free(o->chart_metric);
+        free(o->job);
+        em_push_request_free_fields(&o->req);
+    }
+    free(st->outs);
+    free(st);
+    self->state = NULL;
+}
+
+static em_status report_init(em_stage *self, const em_run_context *ctx) {
+    report_state *st = em_xcalloc(1, sizeof *st);
+    self->state = st;
+    st->start_time = time(NULL); /* init runs before any stage: the run's start */
+    const em_node *outs = em_node_get(self->options, "outputs");
+    if (!outs || outs->kind != EM_NODE_SEQ || outs->count == 0) {
+        char *types = type_list(", ");
+        em_status err = bad_option(self, outs ? outs->mark : self->mark,
+                                   "`outputs` must list at least one of %s", types);
+        free(types);
+        return err;
+    }
+    st->outs = em_xcalloc(outs->count, sizeof *st->outs);
+    for (size_t i = 0; i < outs->count; i++) {
+        st->count++;
+        st->outs[i].index = i;
+        em_status err = parse_output(self, outs->items[i], &st->outs[i], ctx);
+        if (err) return err;
+    }
+    return NULL;
+}
+
+em_status em_report_push_request(const em_node *recipe, const char *stage, int index,
+                                 const char *target, em_push_request *out) {
+    memset(out, 0, sizeof *out);
+    const em_node *stages = em_node_get(recipe, "stages");
+    const em_node *st = stages ? em_node_get(stages, stage) : NULL;
+    const em_node *outs = st ? em_node_get(st, "outputs") : NULL;
+    if (!st || strcmp(em_node_get_string(st, "kind", ""), "report") != 0)
+        return em_error_new(EM_EXIT_BAD_INPUT, "the run's recipe has no report stage '%s'", stage);
+    if (!outs || outs->kind != EM_NODE_SEQ || index < 0 || (size_t)index >= outs->count)
+        return em_error_new(EM_EXIT_BAD_INPUT, "report stage '%s' has no output %d", stage, index);
+    const em_node *item = outs->items[index];
+    const char *type = em_node_get_string(item, "type", "");
+    if (strcmp(type, target) != 0)
+        return em_error_new(EM_EXIT_BAD_INPUT, "output %d of report stage '%s' is '%s', not '%s'",
+                            index, stage, type, target);
+    const char *url = em_node_get_string(item, "url", "");
+    if (em_has_url_secret(url) || strstr(url, EM_REDACTED))
+        return em_error_new(EM_EXIT_BAD_INPUT,
+                            "output %d of report stage '%s': its URL held a secret, which was "
+                            "redacted from recipe.resolved.yaml, so it cannot be sent again (give "
+                            "credentials through `auth`, never in the URL)",
+                            index, stage);
+    output o = {.type = find_type(target), .index = (size_t)index};
+    if (!o.type || !o.type->pushes)
+        return em_error_new(EM_EXIT_BAD_INPUT, "output %d of report stage '%s' is '%s', not a push",
+                            index, stage, type);
+    /* the stage's options as the stage read them: checked, with the schema's defaults (which a
+     * resolved recipe has already, unless an older evalmesh wrote it) */
+    em_node *options = em_node_clone(st);
+    char *what = em_xasprintf("stage '%s'", stage);
+    em_status err = em_schema_validate_stage(options, "report", what);
+    free(what);
+    em_stage self = {.name = stage};
+    em_run_context ctx = {.recipe_name = em_node_get_string(recipe, "name", NULL)};
+    if (!err) {
+        const em_node *checked = em_node_get(options, "outputs")->items[index];
+        err = o.type->parse(&self, checked, checked, &o, &ctx);
+    }
+    *out = o.req;
+    free(o.job);
+    em_node_free(options);
+    if (err) em_push_request_free_fields(out);
     return err;
 }
 
@@ -533,16 +663,21 @@ static em_status report_run(em_stage *self, const em_run_context *ctx) {
     char *tokens_path = NULL;
     keep_tokens(self, m, ctx, results, &tokens_path);
 
+    report_context rc = {.self = self,
+                         .ctx = ctx,
+                         .metrics = m,
+                         .results = results,
+                         .verdict = verdict ? verdict->data : NULL,
+                         .tokens_path = tokens_path,
+                         .art = art};
+    for (size_t i = 0; i < st->count && !rc.history_path; i++)
+        if (st->outs[i].type == find_type("history")) rc.history_path = st->outs[i].path;
     /* Local outputs first (every one is attempted; the first error is returned at the end). */
     em_status first = NULL;
-    const char *history_path = NULL;
-    for (size_t i = 0; i < st->count; i++)
-        if (st->outs[i].type == HISTORY && !history_path) history_path = st->outs[i].path;
     for (size_t i = 0; i < st->count; i++) {
         output *o = &st->outs[i];
-        if (o->type == PUSHGATEWAY || o->type == WEBHOOK) continue;
-        em_status err = write_local(o, m, results, verdict ? verdict->data : NULL, ctx, art,
-                                    history_path, tokens_path);
+        if (o->type->pushes) continue;
+        em_status err = write_output(o, &rc);
         if (err && !first) {
             first = err;
         } else if (err) {
@@ -552,8 +687,8 @@ static em_status report_run(em_stage *self, const em_run_context *ctx) {
     }
     for (size_t i = 0; i < st->count; i++) {
         output *o = &st->outs[i];
-        if (o->type != PUSHGATEWAY && o->type != WEBHOOK) continue;
-        em_status err = push(self, i, o, results, ctx);
+        if (!o->type->pushes) continue;
+        em_status err = write_output(o, &rc);
         if (!err) continue;
         art->pushes_failed++;
         if (o->required && !first) {

@@ -2,10 +2,12 @@
  * and per-window NLLs the aggregate stage gathered. */
 #include "stages/metrics/metrics.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "util/error.h"
+#include "stages/metrics/metric_table.h"
 
 em_metrics *em_metrics_new(void) {
     return em_xcalloc(1, sizeof(em_metrics));
@@ -19,6 +21,7 @@ void em_metrics_free(em_metrics *m) {
     free(m->window_nll);
     free(m->model_path);
     free(m->model_header_sha256);
+    free(m->model_digest);
     free(m->dataset_path);
     free(m->dataset_sha256);
     free(m->source_stage);
@@ -45,4 +48,31 @@ const em_metric *em_metrics_find(const em_metrics *m, const char *key) {
     for (size_t i = 0; i < m->count; i++)
         if (strcmp(m->items[i].key, key) == 0) return &m->items[i];
     return NULL;
+}
+
+em_metric *em_metrics_put(em_metrics *m, const char *stage, const char *name, double value) {
+    const em_metric_def *def = em_metric_def_find(name);
+    if (!def) {
+        fprintf(stderr,
+                "evalmesh: bug: metric '%s' of stage '%s' has no row in "
+                "stages/metrics/metric_table.c\n",
+                name, stage);
+        exit(EM_EXIT_FAILURE);
+    }
+    char *key = em_xasprintf("%s.%s", stage, name);
+    em_metric *metric = em_metrics_set(m, key, value);
+    free(key);
+    metric->timing = def->timing;
+    return metric;
+}
+
+em_metric *em_metrics_put_with_error(em_metrics *m, const char *stage, const char *name,
+                                     double value, double error) {
+    em_metric *metric = em_metrics_put(m, stage, name, value);
+    metric->error = error;
+    metric->has_error = true;
+    size_t at = (size_t)(metric - m->items); /* setting another metric may move the items */
+    const char *error_metric = em_metric_def_find(name)->error;
+    if (error_metric) em_metrics_put(m, stage, error_metric, error);
+    return &m->items[at];
 }

@@ -32,6 +32,7 @@ typedef struct em_metrics {
     size_t window_count;
     char *model_path; /* provenance for reports; NULL when unknown */
     char *model_header_sha256;
+    char *model_digest; /* the model's content digest (loaded_model.h) */
     char *dataset_path;
     char *dataset_sha256;
     /* The stage that computed the first input's scores (its window records are
@@ -47,5 +48,13 @@ void em_metrics_free(em_metrics *m);
 /* Adds (or replaces) a metric; returns it. */
 em_metric *em_metrics_set(em_metrics *m, const char *key, double value);
 const em_metric *em_metrics_find(const em_metrics *m, const char *key);
+/* Sets the metric "<stage>.<name>" of a row of the metric table (stages/metrics/metric_table.h),
+ * flagged timing as its row says; returns it. A name without a row is a bug in evalmesh: it is
+ * printed and the process exits with status 1. */
+em_metric *em_metrics_put(em_metrics *m, const char *stage, const char *name, double value);
+/* The same with its standard error; when the row names an error metric, that metric is set to
+ * the error too. */
+em_metric *em_metrics_put_with_error(em_metrics *m, const char *stage, const char *name,
+                                     double value, double error);
 
 #endif

@@ -35,7 +35,7 @@ em_status em_pair_writer_open(const char *run_dir, const char *stage, const char
     }
     unsigned char header[EM_PAIR_HEADER_BYTES] = {0};
     memcpy(header, "EMPREC01", 8);
-    const char *sums[3] = {key->reference_sha256, key->candidate_sha256, key->dataset_sha256};
+    const char *sums[3] = {key->reference_digest, key->candidate_digest, key->dataset_sha256};
     for (int i = 0; i < 3; i++) memcpy(header + 8 + 64 * i, sums[i], strnlen(sums[i], 64));
     uint32_t record = EM_PAIR_RECORD_BYTES;
     memcpy(header + 200, &record, 4);

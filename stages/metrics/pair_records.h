@@ -11,8 +11,8 @@
  * Layout, little-endian (the host's: x86-64 and aarch64):
  *   header, 208 bytes:
  *     char[8]  magic "EMPREC01"
- *     char[64] reference model header sha256 (hex), char[64] candidate's, char[64] dataset
- *              file sha256 (hex)
+ *     char[64] reference model's digest (loaded_model.h: 32 hex digits, NUL-padded),
+ *              char[64] candidate's, char[64] dataset file sha256 (hex)
  *     uint32   bytes per record (48), uint32 0
  *   then one 48-byte record per scored token (as many as the file holds):
  *     int64  window (global index)
@@ -31,9 +31,9 @@
 
 enum { EM_PAIR_RECORD_BYTES = 48, EM_PAIR_HEADER_BYTES = 208 };
 
-/* What identifies the pair: the two models' header sha256 and the dataset's (hex, 64 chars). */
+/* What identifies the pair: the two models' digests and the dataset's sha256 (hex). */
 typedef struct em_pair_key {
-    const char *reference_sha256, *candidate_sha256, *dataset_sha256;
+    const char *reference_digest, *candidate_digest, *dataset_sha256;
 } em_pair_key;
 
 typedef struct em_pair_writer em_pair_writer;

@@ -11,6 +11,7 @@ void em_scores_free(em_scores *s) {
     free(s->windows);
     free(s->model_path);
     free(s->model_header_sha256);
+    free(s->model_digest);
     free(s->dataset_path);
     free(s->dataset_sha256);
     free(s);

@@ -24,6 +24,7 @@ typedef struct em_scores {
     double seconds;   /* forward time on this rank */
     char *model_path; /* provenance, copied from the model and dataset */
     char *model_header_sha256;
+    char *model_digest; /* the model's content digest (loaded_model.h) */
     char *dataset_path;
     char *dataset_sha256;
 } em_scores;

@@ -28,10 +28,10 @@ struct em_records_writer {
 
 /* CRC-32 (IEEE 802.3, reflected, as zlib's crc32). */
 
-em_records_key em_records_key_of(const char *model_sha256, const char *dataset_sha256,
+em_records_key em_records_key_of(const char *model_digest, const char *dataset_sha256,
                                  const char *recipe_sha256) {
     em_records_key key = {0};
-    snprintf(key.model_sha256, sizeof key.model_sha256, "%s", model_sha256 ? model_sha256 : "");
+    snprintf(key.model_digest, sizeof key.model_digest, "%s", model_digest ? model_digest : "");
     snprintf(key.dataset_sha256, sizeof key.dataset_sha256, "%s",
              dataset_sha256 ? dataset_sha256 : "");
     snprintf(key.recipe_sha256, sizeof key.recipe_sha256, "%s", recipe_sha256 ? recipe_sha256 : "");
@@ -56,7 +56,7 @@ static uint32_t crc32(const void *data, size_t len) {
 static void make_header(const em_records_key *key, uint8_t h[HEADER_BYTES]) {
     memset(h, 0, HEADER_BYTES);
     memcpy(h, FILE_MAGIC, 8);
-    memcpy(h + 8, key->model_sha256, 64);
+    memcpy(h + 8, key->model_digest, 64);
     memcpy(h + 72, key->dataset_sha256, 64);
     memcpy(h + 136, key->recipe_sha256, 64);
     uint32_t c = crc32(h, 200);
@@ -158,11 +158,29 @@ em_status em_records_writer_close(em_records_writer *w) {
     return err;
 }
 
-/* Which key field of a header differs from key, as words for the refusal; NULL when none. */
-static const char *header_mismatch(const uint8_t *h, const em_records_key *key) {
-    if (memcmp(h + 8, key->model_sha256, 64) != 0) return "the model";
-    if (memcmp(h + 72, key->dataset_sha256, 64) != 0) return "the dataset file";
-    if (memcmp(h + 136, key->recipe_sha256, 64) != 0) return "the resolved recipe";
+/* A key field of the file header: where it is, what it names, what identifies it. */
+typedef struct key_field {
+    size_t offset;
+    const char *what, *by;
+} key_field;
+
+/* The refusal for the first key field of header h that differs from key (exit 2, naming the file
+ * and the value then and now), NULL when none does. */
+static em_status header_mismatch(const uint8_t *h, const em_records_key *key, const char *path) {
+    const key_field fields[] = {{8, "the model", "digest"},
+                                {72, "the dataset file", "sha256"},
+                                {136, "the resolved recipe", "sha256"}};
+    const char *now[] = {key->model_digest, key->dataset_sha256, key->recipe_sha256};
+    for (size_t i = 0; i < sizeof fields / sizeof *fields; i++) {
+        const char *then = (const char *)h + fields[i].offset;
+        if (memcmp(then, now[i], 64) == 0) continue;
+        return em_error_new(EM_EXIT_BAD_INPUT,
+                            "resume refused: %s changed since the run wrote %s (its %s then %.*s, "
+                            "now %s); resume only with the same model, dataset and recipe, or "
+                            "start a new run",
+                            fields[i].what, path, fields[i].by, (int)strnlen(then, 64), then,
+                            now[i]);
+    }
     return NULL;
 }
 
@@ -216,14 +234,10 @@ static em_status read_file(const char *path, const em_records_key *key, em_recor
         em_mapped_file_close(m);
         return NULL;
     }
-    const char *changed = header_mismatch(data, key);
-    if (changed) {
+    err = header_mismatch(data, key, path);
+    if (err) {
         em_mapped_file_close(m);
-        return em_error_new(EM_EXIT_BAD_INPUT,
-                            "resume refused: %s changed since the run wrote %s (its sha256 then "
-                            "and now differ); resume only with the same model, dataset and recipe, "
-                            "or start a new run",
-                            changed, path);
+        return err;
     }
     size_t at = HEADER_BYTES;
     while (at < size) {

@@ -9,7 +9,8 @@
  * Binary layout, all integers and doubles little-endian (the host's; x86-64 and aarch64):
  *   file header, 208 bytes:
  *     char[8]  magic "EMWREC01"
- *     char[64] model header sha256 (hex), char[64] dataset file sha256 (hex),
+ *     char[64] the model's digest (loaded_model.h: 32 hex digits, NUL-padded; files written
+ *              before the digest held the header sha256), char[64] dataset file sha256 (hex),
  *     char[64] sha256 (hex) of recipe.resolved.yaml as the run resolved it
  *     uint32   crc32 of the 200 bytes before it, uint32 0
  *   then records, each:
@@ -35,13 +36,13 @@
 
 /* What a records file was written for; a resume refuses files written for something else. */
 typedef struct em_records_key {
-    char model_sha256[65];   /* the model's header sha256 */
+    char model_digest[65];   /* the model's content digest (loaded_model.h) */
     char dataset_sha256[65]; /* the dataset file's sha256 */
     char recipe_sha256[65];  /* the resolved recipe's sha256 */
 } em_records_key;
 
-/* The key of a model header, a dataset file and a resolved recipe sha256 (NULL: empty). */
-em_records_key em_records_key_of(const char *model_sha256, const char *dataset_sha256,
+/* The key of a model digest, a dataset file and a resolved recipe sha256 (NULL: empty). */
+em_records_key em_records_key_of(const char *model_digest, const char *dataset_sha256,
                                  const char *recipe_sha256);
 
 /* One finished window's scores (arrays of token_count; owned by whoever filled them). */
@@ -74,7 +75,8 @@ typedef struct em_records_found {
 } em_records_found;
 
 /* Reads every <run_dir>/records/<stage>.rank*.bin. A file whose header names another model,
- * dataset or recipe is a refusal (exit 2) naming what changed and the file; damaged records are
+ * dataset or recipe is a refusal (exit 2) naming what changed, the file, and the digest or sha256
+ * it was written for and the one now; damaged records are
  * counted and warned about. No records directory: nothing found. */
 em_status em_records_read(const char *run_dir, const char *stage, const em_records_key *key,
                           size_t window_limit, em_records_found *out);

@@ -8,7 +8,7 @@
 #include <sys/stat.h>
 
 #include "stages/model/architectures.h"
-#include "stages/model/ggml_types.h"
+#include "stages/formats/ggml_types.h"
 #include "stages/tokenizer/tokenizer.h"
 
 bool em_path_is_gguf(const char *path) {

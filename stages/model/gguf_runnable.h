@@ -9,7 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "stages/model/gguf.h"
+#include "stages/formats/gguf.h"
 
 typedef struct em_gguf_reasons {
     char **items; /* one line each, without the file name */

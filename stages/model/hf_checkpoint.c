@@ -4,7 +4,9 @@
  * rows permuted into GGUF's order (an owned copy), Gemma's RMSNorm weights w stored as 1 + w (an
  * owned copy, as llama.cpp's converter writes them), and tokenizer.json beside them when present
  * (else tokenizer.gguf, a vocabulary-only GGUF as `evalmesh-mkmodel --from` writes). header_sha256
- * is the SHA-256 of every shard's header (length + JSON) in shard order. */
+ * is the SHA-256 of every shard's header (length + JSON) in shard order; the digest covers every
+ * byte read: config.json, each whole shard (tensor data included) in shard order, the tokenizer
+ * file. */
 #include <cjson/cJSON.h>
 #include <libgen.h>
 #include <stdio.h>
@@ -19,7 +21,7 @@
 #include "stages/model/model_loaders.h"
 #include "stages/model/model_storage.h"
 #include "stages/model/rope_scaling.h"
-#include "stages/model/safetensors.h"
+#include "stages/formats/safetensors.h"
 #include "stages/tokenizer/tokenizer.h"
 #include "util/regular_file.h"
 
@@ -327,6 +329,9 @@ static em_status load(em_model *m, em_model_storage *storage, const char *path) 
                            config);
     if (!err) err = read_config(config, &m->config);
     if (!err) err = find_shards(path, is_dir, dir, &files, &n_files);
+    em_content_digest content;
+    em_content_digest_init(&content);
+    if (!err) err = em_content_digest_update_file(&content, config, "a model config");
     em_sha256 sha;
     em_sha256_init(&sha);
     for (size_t i = 0; i < n_files && !err; i++) {
@@ -335,6 +340,7 @@ static em_status load(em_model *m, em_model_storage *storage, const char *path) 
         if (err) break;
         em_model_storage_add_shard(storage, shard);
         em_sha256_update(&sha, shard->map, shard->header_bytes);
+        em_content_digest_update(&content, shard->map, shard->map_size);
         m->file_size += shard->map_size;
         err = add_shard(m, storage, shard);
     }
@@ -345,10 +351,13 @@ static em_status load(em_model *m, em_model_storage *storage, const char *path) 
     if (!err) err = em_llama_bind(m, storage, true);
     if (!err && em_architecture_find(m->config.architecture)->hf_norm_offset)
         em_llama_norm_offset(m, storage);
-    if (!err && file_exists(tokenizer))
-        err = em_tokenizer_load(tokenizer, &m->tokenizer);
-    else if (!err && file_exists(tokenizer_gguf))
-        err = em_tokenizer_load(tokenizer_gguf, &m->tokenizer);
+    const char *tokenizer_file = file_exists(tokenizer)        ? tokenizer
+                                 : file_exists(tokenizer_gguf) ? tokenizer_gguf
+                                                               : NULL;
+    if (!err && tokenizer_file) err = em_tokenizer_load(tokenizer_file, &m->tokenizer);
+    if (!err && tokenizer_file)
+        err = em_content_digest_update_file(&content, tokenizer_file, "a tokenizer file");
+    em_content_digest_final(&content, m->digest);
     for (size_t i = 0; i < n_files; i++) free(files[i]);
     free(files);
     free(dir);

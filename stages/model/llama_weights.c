@@ -6,8 +6,8 @@
 #include <string.h>
 
 #include "stages/model/architectures.h"
-#include "stages/model/ggml_types.h"
-#include "stages/model/half.h"
+#include "stages/formats/ggml_types.h"
+#include "stages/formats/half.h"
 #include "stages/model/hf_names.h"
 
 em_status em_llama_config_check(const em_llama_config *c, const char *path) {

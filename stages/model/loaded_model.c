@@ -11,19 +11,15 @@
 #include "stages/model/model_loaders.h"
 #include "stages/tokenizer/tokenizer.h"
 #include "util/mapped_file.h"
-
-static bool ends_with(const char *s, const char *suffix) {
-    size_t n = strlen(s), m = strlen(suffix);
-    return n >= m && strcmp(s + n - m, suffix) == 0;
-}
+#include "util/suffix.h"
 
 em_status em_model_load(const char *path, em_model **out) {
     *out = NULL;
     struct stat st;
     if (stat(path, &st) != 0)
         return em_error_new(EM_EXIT_BAD_INPUT, "%s: cannot open model: %s", path, strerror(errno));
-    if (S_ISDIR(st.st_mode) || ends_with(path, ".safetensors") ||
-        ends_with(path, ".safetensors.index.json"))
+    if (S_ISDIR(st.st_mode) || em_ends_with(path, ".safetensors") ||
+        em_ends_with(path, ".safetensors.index.json"))
         return em_model_load_hf(path, out);
     /* mapped, not read: a FIFO or device is refused here instead of blocking the read */
     em_mapped_file file;

@@ -17,20 +17,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "stages/formats/tensor_type.h"
+#include "util/content_digest.h"
 #include "util/error.h"
-
-/* Tensor element types; the values are ggml's type ids. */
-typedef enum em_tensor_type {
-    EM_TENSOR_F32 = 0,
-    EM_TENSOR_F16 = 1,
-    EM_TENSOR_Q4_0 = 2,
-    EM_TENSOR_Q8_0 = 8,
-    EM_TENSOR_BF16 = 30,
-} em_tensor_type;
-
-const char *em_tensor_type_name(int type); /* "F32", ...; "type N" for unknown ids */
-/* Bytes for n values of type (n a multiple of the type's block size, ggml_types.h). */
-size_t em_tensor_type_row_bytes(em_tensor_type type, int64_t n);
 
 typedef struct em_tensor {
     const char *name;
@@ -124,8 +113,12 @@ typedef struct em_model {
     em_layer_weights *layers;       /* n_layers */
     struct em_tokenizer *tokenizer; /* NULL when the file has none; freed with the model */
     char header_sha256[65]; /* checksum of the file header (GGUF: up to tensor data; st: JSON) */
-    uint64_t file_size;     /* bytes on disk, all shards */
-    void *impl;             /* the reader's mappings and owned buffers */
+    /* what identifies the model (content_digest.h): every byte it was loaded from, tensor data
+     * included (GGUF: the file; Hugging Face: config.json, every shard, the tokenizer file); a
+     * quantized model: its source's, the scheme and the statistics' */
+    char digest[EM_DIGEST_HEX];
+    uint64_t file_size; /* bytes on disk, all shards */
+    void *impl;         /* the reader's mappings and owned buffers */
     void (*impl_free)(void *impl);
     /* {rope_dim/2} F32 divisors of the RoPE frequencies, or NULL: llama.cpp's Llama 3.1 GGUF
      * files carry the llama3 scaling as this tensor (rope_freqs.weight) instead of
@@ -136,6 +129,9 @@ typedef struct em_model {
 /* Opens a GGUF file, a .safetensors file or a directory holding a Hugging Face checkpoint
  * (config.json, model.safetensors or model.safetensors.index.json, tokenizer.json). */
 em_status em_model_load(const char *path, em_model **out);
+/* The configuration em_model_load reads from the GGUF file at path, from its metadata alone (no
+ * tensor bound, no tokenizer built): what a stage checks before any model is loaded. */
+em_status em_model_read_gguf_config(const char *path, em_llama_config *out);
 void em_model_free(em_model *model);
 const em_tensor *em_model_find_tensor(const em_model *model, const char *name);
 

@@ -13,7 +13,7 @@
 
 #include "util/sha256.h"
 #include "stages/model/architectures.h"
-#include "stages/model/gguf.h"
+#include "stages/formats/gguf.h"
 #include "stages/model/llama_weights.h"
 #include "stages/model/model_loaders.h"
 #include "stages/model/model_storage.h"
@@ -177,6 +177,18 @@ static em_status read_vocab(const em_gguf *g, em_llama_config *c) {
                         g->path, key);
 }
 
+em_status em_model_read_gguf_config(const char *path, em_llama_config *out) {
+    memset(out, 0, sizeof *out);
+    em_gguf *g;
+    em_status err = em_gguf_open(path, &g);
+    if (err) return err;
+    err = read_config(g, out);
+    if (!err) err = read_vocab(g, out);
+    if (!err) err = em_llama_config_check(out, path);
+    em_gguf_close(g);
+    return err;
+}
+
 em_status em_model_load_gguf(const char *path, em_model **out) {
     *out = NULL;
     em_gguf *g;
@@ -192,6 +204,7 @@ em_status em_model_load_gguf(const char *path, em_model **out) {
     m->file_size = g->map_size;
     em_sha256_hex(g->map, g->data_offset < g->map_size ? g->data_offset : g->map_size,
                   m->header_sha256);
+    em_content_digest_hex(g->map, g->map_size, m->digest);
     m->tensor_count = g->tensor_count;
     m->tensors = em_xcalloc(g->tensor_count, sizeof *m->tensors);
     for (uint64_t i = 0; i < g->tensor_count; i++) {

@@ -4,8 +4,8 @@
 #include <stdlib.h>
 
 #include "util/error.h"
-#include "stages/model/gguf.h"
-#include "stages/model/safetensors.h"
+#include "stages/formats/gguf.h"
+#include "stages/formats/safetensors.h"
 
 em_model_storage *em_model_storage_new(void) {
     return em_xcalloc(1, sizeof(em_model_storage));

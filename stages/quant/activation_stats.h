@@ -16,6 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "util/content_digest.h"
+
 /* The artifact type name of a calibrate stage's output. */
 #define EM_ACTIVATION_STATS_TYPE "activation_stats"
 
@@ -40,6 +42,11 @@ typedef struct em_activation_stats {
 
 /* The entry for a weight tensor's GGUF name, or NULL when there is none. */
 const em_activation_stat *em_activation_stats_find(const em_activation_stats *s, const char *name);
+
+/* The digest of the statistics' numbers (content_digest.h): the counts and, per entry, its name,
+ * widths and arrays, so statistics computed or read from an imatrix file are told apart by what
+ * they hold, whatever their file or dataset is called. */
+void em_activation_stats_digest(const em_activation_stats *s, char hex[EM_DIGEST_HEX]);
 
 /* Frees every entry and the struct itself; NULL is allowed. */
 void em_activation_stats_free(em_activation_stats *s);

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "stages/kernels/cpu/dequantize.h"
-#include "stages/model/ggml_types.h"
+#include "stages/formats/ggml_types.h"
 #include "stages/quant/quantize_model.h"
 
 #define SEARCH_ROWS 512 /* rows of each weight the alpha search looks at, at most */

@@ -8,8 +8,8 @@
 #include <string.h>
 
 #include "util/atomic_file.h"
-#include "stages/model/gguf.h"
-#include "stages/model/gguf_writer.h"
+#include "stages/formats/gguf.h"
+#include "stages/formats/gguf_writer.h"
 #include "stages/model/loaded_model.h"
 
 #define F32 0u /* ggml's GGML_TYPE_F32 */

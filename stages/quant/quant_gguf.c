@@ -7,9 +7,9 @@
 #include <string.h>
 
 #include "stages/model/architectures.h"
-#include "stages/model/ggml_types.h"
-#include "stages/model/gguf.h"
-#include "stages/model/gguf_writer.h"
+#include "stages/formats/ggml_types.h"
+#include "stages/formats/gguf.h"
+#include "stages/formats/gguf_writer.h"
 #include "stages/model/model_storage.h"
 
 #define GGML_QNT_VERSION 2 /* ggml.h: the quantization format version llama-quantize records */

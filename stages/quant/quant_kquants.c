@@ -12,7 +12,7 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "stages/model/half.h"
+#include "stages/formats/half.h"
 #include "stages/quant/quant_rows.h"
 #include "stages/quant/quant_search.h"
 

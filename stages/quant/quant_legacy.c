@@ -16,7 +16,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "stages/model/half.h"
+#include "stages/formats/half.h"
 #include "stages/quant/quant_rows.h"
 #include "stages/quant/quant_search.h"
 

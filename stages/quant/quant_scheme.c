@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "stages/model/loaded_model.h"
-#include "stages/model/torchao_types.h"
+#include "stages/formats/torchao_types.h"
 #include "stages/quant/quant_rows.h"
 
 /* ggml type ids of the types em_tensor_type does not name (yet). */

@@ -1,4 +1,4 @@
-/* torchao's weight-only schemes (the layouts are in stages/model/torchao_types.h):
+/* torchao's weight-only schemes (the layouts are in stages/formats/torchao_types.h):
  *   int8_weight_only (torchao, MappingType.SYMMETRIC, one group per output row):
  *     s = max(max|x| / 127.5, FLT_EPSILON), q = clamp(round_half_even(x * (1/s)), -128, 127)
  *   int4_weight_only with group size g (torchtune's Int4WeightOnlyQuantizer, asymmetric with a
@@ -21,7 +21,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "stages/model/half.h"
+#include "stages/formats/half.h"
 #include "stages/quant/quant_rows.h"
 
 static float bf16_round(float f) {

@@ -8,7 +8,7 @@
 
 #include "util/sha256.h"
 #include "stages/kernels/cpu/dequantize.h"
-#include "stages/model/ggml_types.h"
+#include "stages/formats/ggml_types.h"
 #include "stages/model/model_storage.h"
 
 #define CHUNK_ROWS 16 /* rows converted and quantized per task */
@@ -126,6 +126,23 @@ static void quantized_sha256(const em_model *src, const em_quantize_options *opt
     em_sha256_hex(text, strlen(text), hex);
 }
 
+/* The quantized model's digest: its source's, the plan, the method and the statistics' digest. */
+static void quantized_digest(const em_model *src, const em_quantize_options *opt,
+                             char hex[EM_DIGEST_HEX]) {
+    char stats[EM_DIGEST_HEX] = "none";
+    if (opt->stats) em_activation_stats_digest(opt->stats, stats);
+    em_content_digest d;
+    em_content_digest_init(&d);
+    char *text = em_xasprintf("%s quantize %s embeddings=%d output=%d method=%d statistics=%s",
+                              src->digest, opt->plan.scheme, opt->plan.embeddings, opt->plan.output,
+                              (int)opt->method, stats);
+    em_content_digest_update(&d, text, strlen(text) + 1);
+    free(text);
+    for (size_t i = 0; i < opt->plan.exclude_count; i++)
+        em_content_digest_update(&d, opt->plan.exclude[i], strlen(opt->plan.exclude[i]) + 1);
+    em_content_digest_final(&d, hex);
+}
+
 /* Quantizes t with s (from its current data, or from floats when given) and points t at the
  * blocks, which storage keeps. */
 static void replace_with_blocks(em_model_storage *storage, em_tensor *t, const em_quant_scheme *s,
@@ -221,9 +238,12 @@ em_status em_quantize_model(const em_model *src, const em_quantize_options *opt,
     em_model *m;
     err = em_model_load(src->path, &m);
     if (err) return err;
-    if (strcmp(m->header_sha256, src->header_sha256) != 0) {
+    if (strcmp(m->digest, src->digest) != 0) {
+        err = em_error_new(EM_EXIT_BAD_INPUT,
+                           "%s changed on disk since it was loaded (its digest then %s, now %s)",
+                           src->path, src->digest, m->digest);
         em_model_free(m);
-        return em_error_new(EM_EXIT_BAD_INPUT, "%s changed on disk since it was loaded", src->path);
+        return err;
     }
     int threads = opt->threads > 0 ? opt->threads : omp_get_max_threads();
     em_model_storage *storage = m->impl;
@@ -247,6 +267,7 @@ em_status em_quantize_model(const em_model *src, const em_quantize_options *opt,
         return err;
     }
     quantized_sha256(src, opt, m->header_sha256);
+    quantized_digest(src, opt, m->digest);
     *out = m;
     return NULL;
 }

@@ -6,58 +6,49 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "stages/metrics/metric_table.h"
 #include "stages/report/results.h"
 #include "stages/report/strbuf.h"
 
-static const char *const rule_names[EM_CHECK_RULES] = {"max", "min", "max_increase_pct",
-                                                       "max_decrease_pct", "max_increase_sigma"};
-
-const char *em_check_rule_name(em_check_rule rule) {
-    return rule >= 0 && rule < EM_CHECK_RULES ? rule_names[rule] : "?";
-}
-
-int em_check_rule_find(const char *name) {
-    for (int r = 0; r < EM_CHECK_RULES; r++)
-        if (strcmp(name, rule_names[r]) == 0) return r;
-    return -1;
-}
-
-/* The metrics a paired comparison covers: those computed from the paired stage's per-token NLLs
- * (or correct predictions), with what they divide the NLL sum by and how. */
-typedef enum scale { PER_TOKEN, PER_WORD, PER_BYTE } scale;
-typedef enum form { EXP_OF_MEAN, MEAN, ACCURACY } form;
-static const struct paired_metric {
+/* One row per rule: its name in the recipe, whether it bounds the value from above (else from
+ * below) and whether it compares with a baseline. */
+static const struct rule_def {
     const char *name;
-    scale per;
-    form shape;
-    double factor; /* MEAN: the metric is factor * S / K */
-} paired_metrics[] = {
-    {"nll_mean", PER_TOKEN, MEAN, 1.0},
-    {"token_ppl", PER_TOKEN, EXP_OF_MEAN, 1.0},
-    {"word_ppl", PER_WORD, EXP_OF_MEAN, 1.0},
-    {"byte_ppl", PER_BYTE, EXP_OF_MEAN, 1.0},
-    {"bits_per_byte", PER_BYTE, MEAN, 1.4426950408889634}, /* 1 / ln 2 */
-    {"token_accuracy", PER_TOKEN, ACCURACY, 1.0},
+    bool upper;
+    bool relative;
+} rule_table[EM_CHECK_RULES] = {
+    [EM_CHECK_MAX] = {"max", true, false},
+    [EM_CHECK_MIN] = {"min", false, false},
+    [EM_CHECK_MAX_INCREASE_PCT] = {"max_increase_pct", true, true},
+    [EM_CHECK_MAX_DECREASE_PCT] = {"max_decrease_pct", false, true},
+    [EM_CHECK_MAX_INCREASE_SIGMA] = {"max_increase_sigma", true, true},
 };
 
+const char *em_check_rule_name(em_check_rule rule) {
+    return rule >= 0 && rule < EM_CHECK_RULES ? rule_table[rule].name : "?";
+}
+
+bool em_check_rule_relative(em_check_rule rule) {
+    return rule_table[rule].relative;
+}
+
 /* The paired standard error of value - base for key, or false when the pairing does not cover
- * it (another stage, or a metric not derived from the paired tokens). */
+ * it (another stage, or a metric its row says is not derived from the paired tokens). */
 static bool paired_error(const em_check_pairing *p, const char *key, double value, double *error) {
     size_t len = p && p->stage ? strlen(p->stage) : 0;
     if (!len || strncmp(key, p->stage, len) != 0 || key[len] != '.') return false;
-    for (size_t i = 0; i < sizeof paired_metrics / sizeof *paired_metrics; i++) {
-        const struct paired_metric *pm = &paired_metrics[i];
-        if (strcmp(key + len + 1, pm->name) != 0) continue;
-        int64_t k = pm->per == PER_TOKEN ? p->tokens : pm->per == PER_WORD ? p->words : p->bytes;
-        if (k <= 0) return false;
-        /* the standard error of dS / K, S the NLL sum: N * se(mean d) / K */
-        double se = (double)p->tokens / (double)k * p->stats.nll_diff_error;
-        *error = pm->shape == ACCURACY      ? p->stats.accuracy_diff_error
-                 : pm->shape == EXP_OF_MEAN ? fabs(value) * se
-                                            : pm->factor * se;
-        return true;
-    }
-    return false;
+    const em_metric_def *def = em_metric_def_find(key + len + 1);
+    if (!def || def->pairing == EM_PAIRING_NONE) return false;
+    int64_t k = def->per == EM_PER_TOKEN  ? p->tokens
+                : def->per == EM_PER_WORD ? p->words
+                                          : p->bytes;
+    if (k <= 0) return false;
+    /* the standard error of dS / K, S the NLL sum: N * se(mean d) / K */
+    double se = (double)p->tokens / (double)k * p->stats.nll_diff_error;
+    *error = def->pairing == EM_PAIRING_ACCURACY       ? p->stats.accuracy_diff_error
+             : def->pairing == EM_PAIRING_NLL_EXP_MEAN ? fabs(value) * se
+                                                       : def->factor * se;
+    return true;
 }
 
 /* "no metric 'x' in <where> (it has: a, b, ...)", listing at most 8 keys. */
@@ -87,13 +78,9 @@ static void collect_key(const char *key, double value, const double *error, bool
     l->keys[l->count++] = em_xstrdup(key);
 }
 
-static bool upper_bound(em_check_rule rule) {
-    return rule != EM_CHECK_MIN && rule != EM_CHECK_MAX_DECREASE_PCT;
-}
-
 /* c->message from the evaluated check. */
 static void describe(em_check *c, const em_check_pairing *p) {
-    const char *op = upper_bound(c->rule) ? "<=" : ">=";
+    const char *op = rule_table[c->rule].upper ? "<=" : ">=";
     char how[512] = "";
     if (c->comparison == EM_COMPARE_PAIRED)
         snprintf(how, sizeof how, ", paired");
@@ -122,10 +109,10 @@ em_status em_check_evaluate(em_check *c, const em_metrics *m, const cJSON *basel
         return err;
     }
     c->value = it->value;
-    if (c->rule == EM_CHECK_MAX || c->rule == EM_CHECK_MIN) {
+    if (!rule_table[c->rule].relative) {
         c->comparison = EM_COMPARE_ABSOLUTE;
         c->allowed = c->limit;
-        c->passed = c->rule == EM_CHECK_MAX ? c->value <= c->limit : c->value >= c->limit;
+        c->passed = rule_table[c->rule].upper ? c->value <= c->limit : c->value >= c->limit;
         describe(c, pairing);
         return NULL;
     }
@@ -186,7 +173,7 @@ char *em_check_table(const em_check *checks, size_t count) {
                      "bound", "result");
     for (size_t i = 0; i < count; i++) {
         const em_check *c = &checks[i];
-        const char *op = upper_bound(c->rule) ? "<=" : ">=";
+        const char *op = rule_table[c->rule].upper ? "<=" : ">=";
         char change[64] = "";
         if (c->comparison != EM_COMPARE_ABSOLUTE)
             snprintf(change, sizeof change, "%+.6g ± %.3g %s", c->difference, c->difference_error,

@@ -5,16 +5,16 @@
  *   max_increase_pct    value <= base + |base| * limit / 100 + k * e
  *   max_decrease_pct    value >= base - |base| * limit / 100 - k * e
  *   max_increase_sigma  d <= limit * e  (the bound is on d; with e = 0 it is d <= 0)
- * e is paired when both runs scored the same tokens and the metric derives from them (the table
- * in check.c: nll_mean, token_ppl, word_ppl, byte_ppl, bits_per_byte, token_accuracy of the
- * paired forward stage): the standard error of the per-token differences (paired_stats.h) carried
- * to the metric's scale, d(exp(S/K)) = value * dS/K for the perplexities, dS/K (/ ln 2) for
- * nll_mean and bits_per_byte, S the NLL sum over K tokens, words or bytes. Otherwise it is
- * unpaired, sqrt(error^2 + base_error^2) as if the runs were independent (a metric without an
- * error contributes 0), and the check's message says why. So k is how many standard errors of the
- * measured change the change may exceed the threshold by before the check fails: with paired
- * errors a small slack, since both runs share the tokens' difficulty. A NaN value fails every
- * check. */
+ * e is paired when both runs scored the same tokens and the metric derives from them (its row of
+ * stages/metrics/metric_table.c says how: nll_mean, token_ppl, word_ppl, byte_ppl, bits_per_byte,
+ * token_accuracy of the paired forward stage): the standard error of the per-token differences
+ * (paired_stats.h) carried to the metric's scale, d(exp(S/K)) = value * dS/K for the perplexities,
+ * dS/K (/ ln 2) for nll_mean and bits_per_byte, S the NLL sum over K tokens, words or bytes.
+ * Otherwise it is unpaired, sqrt(error^2 + base_error^2) as if the runs were independent (a metric
+ * without an error contributes 0), and the check's message says why. So k is how many standard
+ * errors of the measured change the change may exceed the threshold by before the check fails: with
+ * paired errors a small slack, since both runs share the tokens' difficulty. A NaN value fails
+ * every check. */
 #ifndef EVALMESH_REPORT_CHECK_H
 #define EVALMESH_REPORT_CHECK_H
 
@@ -82,9 +82,11 @@ typedef struct em_verdict {
     double *candidate_window_nll, *baseline_window_nll;
 } em_verdict;
 
+/* The rule's option name in a gate stage ("max", "max_increase_pct", ...). */
 const char *em_check_rule_name(em_check_rule rule);
-/* The rule named name, or -1. */
-int em_check_rule_find(const char *name);
+/* Whether the rule compares with a baseline (max_increase_pct, max_decrease_pct,
+ * max_increase_sigma) rather than with its limit alone. */
+bool em_check_rule_relative(em_check_rule rule);
 
 /* Evaluates c against the metrics (and baseline for the relative rules; pairing may be NULL:
  * unpaired). A metric absent from metrics or baseline is an error (exit 2) naming the check's

@@ -12,6 +12,7 @@
 #include <curl/curl.h>
 
 #include "util/error.h"
+#include "stages/metrics/metric_table.h"
 #include "stages/report/base64.h"
 #include "stages/report/results.h"
 #include "stages/report/strbuf.h"
@@ -127,22 +128,25 @@ static char *one_label(const char *name, const char *value) {
     return em_strbuf_take(&b);
 }
 
-static bool ends_with(const char *s, const char *end) {
-    size_t n = strlen(s), m = strlen(end);
-    return n >= m && strcmp(s + n - m, end) == 0;
+/* Whether the metric of key holds the standard error of another metric of its stage (its row in
+ * the metric table names it) that the document has with its error, pushed as that one's
+ * _stderr. */
+static bool pushed_as_stderr(const cJSON *doc, const char *key) {
+    const char *dot = strchr(key, '.');
+    const em_metric_def *of = dot ? em_metric_def_error_of(dot + 1) : NULL;
+    if (!of) return false;
+    char *base = em_xasprintf("%.*s.%s", (int)(dot - key), key, of->name);
+    bool has_error = false;
+    bool found = em_results_metric(doc, base, NULL, NULL, &has_error);
+    free(base);
+    return found && has_error;
 }
 
 /* evalmesh_<metric>{stage} and evalmesh_<metric>_stderr{stage} of one metric of the document. */
 static void metric_samples(const char *key, double value, const double *error, bool timing,
                            void *user) {
     samples *s = user;
-    if (ends_with(key, "_se")) { /* the error of "<key without _se>", pushed as its _stderr */
-        char *base = strndup(key, strlen(key) - 3);
-        bool has_error = false;
-        bool found = base && em_results_metric(s->doc, base, NULL, NULL, &has_error);
-        free(base);
-        if (found && has_error) return;
-    }
+    if (pushed_as_stderr(s->doc, key)) return;
     const char *dot = strchr(key, '.');
     char *stage = dot ? strndup(key, (size_t)(dot - key)) : em_xstrdup("run");
     if (!stage) stage = em_xstrdup("run");

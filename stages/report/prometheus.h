@@ -7,9 +7,10 @@
  * (a null one is left out), so a PUT replaces the previous run of the same recipe whatever model
  * it scored. The series, one gauge per quantity:
  *   evalmesh_<metric>{stage}                 each metric "<stage>.<metric>"
- *   evalmesh_<metric>_stderr{stage}          its standard error, when it has one (a metric
- *                                            "<stage>.<metric>_se" beside it is that same error
- *                                            and is left out)
+ *   evalmesh_<metric>_stderr{stage}          its standard error, when it has one (the metric
+ *                                            that its row of stages/metrics/metric_table.c
+ *                                            names as its error, e.g. "<stage>.token_ppl_se",
+ *                                            is that same error and is left out)
  *   evalmesh_rank_tokens_per_second{rank}    each rank's throughput
  *   evalmesh_gate_passed{gate}               1 or 0, from the document's `gate` section
  *   evalmesh_gate_check_<q>{gate,metric,rule,comparison}  per check, q one of value, baseline,

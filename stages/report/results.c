@@ -46,6 +46,7 @@ cJSON *em_results_build(const em_metrics *m, const em_results_info *info) {
     cJSON *model = cJSON_AddObjectToObject(doc, "model");
     add_string_or_null(model, "path", m->model_path);
     add_string_or_null(model, "header_sha256", m->model_header_sha256);
+    add_string_or_null(model, "digest", m->model_digest);
     cJSON *dataset = cJSON_AddObjectToObject(doc, "dataset");
     add_string_or_null(dataset, "path", m->dataset_path);
     add_string_or_null(dataset, "sha256", m->dataset_sha256);
@@ -201,14 +202,4 @@ void em_results_each_metric(const cJSON *doc,
             free(key);
         }
     }
-}
-
-static bool ends_with(const char *s, const char *suffix) {
-    size_t n = strlen(s), k = strlen(suffix);
-    return n >= k && strcmp(s + n - k, suffix) == 0;
-}
-
-bool em_metric_higher_is_better(const char *key) {
-    return ends_with(key, "accuracy") || ends_with(key, "agreement") ||
-           ends_with(key, "same_top") || ends_with(key, "per_second") || ends_with(key, "_per_s");
 }

@@ -61,9 +61,4 @@ void em_results_each_metric(const cJSON *doc,
 /* Formats t as "2026-12-02T13:50:50Z" into buf (at least 21 bytes). */
 const char *em_results_time(time_t t, char *buf, size_t size);
 
-/* Whether a larger value of this metric is better (accuracy, agreement, throughput) — used to
- * find the best run of a history and the direction of a regression. Decided by the metric's
- * name: it ends in "accuracy", "agreement", "same_top" or "per_second"/"_per_s". */
-bool em_metric_higher_is_better(const char *key);
-
 #endif

@@ -61,7 +61,7 @@ em_status em_token_set_from_records(const char *run_dir, const char *stage,
     }
     out->stage = em_xstrdup(stage);
     out->window_spec = em_xstrdup(window_spec ? window_spec : "{}");
-    memcpy(out->model_sha256, key->model_sha256, sizeof out->model_sha256);
+    memcpy(out->model_digest, key->model_digest, sizeof out->model_digest);
     memcpy(out->dataset_sha256, key->dataset_sha256, sizeof out->dataset_sha256);
     alloc_tokens(out, window_count, tokens);
     size_t at = 0;
@@ -82,7 +82,7 @@ em_status em_token_set_from_records(const char *run_dir, const char *stage,
 em_status em_token_file_write(const char *path, const em_token_set *set, char sha256_hex[65]) {
     cJSON *head = cJSON_CreateObject();
     cJSON_AddStringToObject(head, "stage", set->stage);
-    cJSON_AddStringToObject(head, "model_sha256", set->model_sha256);
+    cJSON_AddStringToObject(head, "model_sha256", set->model_digest);
     cJSON_AddStringToObject(head, "dataset_sha256", set->dataset_sha256);
     cJSON *spec = cJSON_Parse(set->window_spec);
     cJSON_AddItemToObject(head, "windows", spec ? spec : cJSON_CreateObject());
@@ -152,7 +152,7 @@ em_status em_token_file_read(const char *path, const char *sha256_hex, em_token_
                 char *text = cJSON_PrintUnformatted(spec);
                 out->window_spec = em_xstrdup(text);
                 cJSON_free(text);
-                snprintf(out->model_sha256, sizeof out->model_sha256, "%s", ms);
+                snprintf(out->model_digest, sizeof out->model_digest, "%s", ms);
                 snprintf(out->dataset_sha256, sizeof out->dataset_sha256, "%s", ds);
                 memcpy(out->window_tokens, p, 4 * w), p += 4 * w;
                 memcpy(out->target, p, 4 * n), p += 4 * n;

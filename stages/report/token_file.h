@@ -6,7 +6,8 @@
  * token by token with this one when it becomes the baseline.
  *
  * Layout (integers and doubles little-endian, the host's):
- *   "EMTOKS01\n", then one line of JSON: {"stage", "model_sha256", "dataset_sha256",
+ *   "EMTOKS01\n", then one line of JSON: {"stage", "model_sha256" (the model's digest,
+ *   loaded_model.h; files written before the digest hold its header sha256), "dataset_sha256",
  *   "windows": {<dataset options that decide the windows>}, "window_count", "token_count"},
  *   then int32 tokens_per_window[window_count], int32 target[token_count],
  *   uint8 correct[token_count] (argmax == target), double nll[token_count], tokens in window order
@@ -24,7 +25,7 @@
 typedef struct em_token_set {
     char *stage;       /* the forward stage that scored them */
     char *window_spec; /* JSON object of strings: the dataset options that decide the windows */
-    char model_sha256[65], dataset_sha256[65];
+    char model_digest[65], dataset_sha256[65]; /* the header's "model_sha256", "dataset_sha256" */
     size_t window_count;
     int32_t *window_tokens; /* (window_count) scored tokens of each window */
     size_t token_count;

@@ -11,25 +11,27 @@
 #include "stages/tokenizer/byte_unicode.h"
 #include "stages/tokenizer/tokenizer_impl.h"
 #include "stages/tokenizer/word_cache.h"
+#include "util/utf8.h"
 
 typedef struct bpe_symbol {
     int32_t id; /* -1 once merged into its left neighbour */
     int32_t prev, next;
 } bpe_symbol;
 
-struct em_bpe_state {
+typedef struct em_bpe_state {
     em_pretokenize_buf pre;
     bpe_symbol *symbols;
     size_t symbols_capacity;
     em_bigram_queue queue;
     em_word_cache cache;
-};
+} em_bpe_state;
 
-em_bpe_state *em_bpe_state_new(void) {
+void *em_bpe_state_new(void) {
     return em_xcalloc(1, sizeof(em_bpe_state));
 }
 
-void em_bpe_state_free(em_bpe_state *st) {
+void em_bpe_state_free(void *state) {
+    em_bpe_state *st = state;
     if (!st) return;
     em_pretokenize_buf_free(&st->pre);
     free(st->symbols);
@@ -173,8 +175,9 @@ static em_status merge_word(const em_tokenizer *tok, em_bpe_state *st, const cha
     return NULL;
 }
 
-em_status em_bpe_encode(const em_tokenizer *tok, em_bpe_state *st, const char *text, size_t len,
-                        size_t offset, em_ids *out) {
+em_status em_bpe_encode(const em_tokenizer *tok, void *state, const char *text, size_t len,
+                        size_t offset, bool prefix_space, em_ids *out) {
+    em_bpe_state *st = state;
     if (len > INT32_MAX)
         return em_error_new(EM_EXIT_BAD_INPUT,
                             "text at byte offset %zu is too long to encode "

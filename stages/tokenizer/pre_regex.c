@@ -9,6 +9,7 @@
 #include <utf8proc.h>
 
 #include "stages/tokenizer/pretokenizer.h"
+#include "util/utf8.h"
 
 enum op {
     OP_CHAR,

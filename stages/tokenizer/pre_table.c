@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/edit_distance.h"
 #include "util/error.h"
 
 #define C EM_PRE_CONTRACTIONS
@@ -275,30 +276,11 @@ const em_pre_name *em_pre_find_name(const char *name, size_t len) {
     return NULL;
 }
 
-/* Levenshtein distance between a[0..n) and b[0..m) (m < 64). */
-static size_t distance(const char *a, size_t n, const char *b, size_t m) {
-    size_t row[64];
-    for (size_t j = 0; j <= m; j++) row[j] = j;
-    for (size_t i = 1; i <= n; i++) {
-        size_t diag = row[0];
-        row[0] = i;
-        for (size_t j = 1; j <= m; j++) {
-            size_t up = row[j];
-            size_t best = diag + (a[i - 1] != b[j - 1]);
-            if (up + 1 < best) best = up + 1;
-            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
-            row[j] = best;
-            diag = up;
-        }
-    }
-    return row[m];
-}
-
 const char *em_pre_closest_name(const char *name, size_t len) {
     const char *best = NAMES[0].name;
     size_t best_d = SIZE_MAX;
     for (size_t i = 0; i < N_NAMES; i++) {
-        size_t d = distance(name, len, NAMES[i].name, strlen(NAMES[i].name));
+        size_t d = em_edit_distance(name, len, NAMES[i].name, strlen(NAMES[i].name), SIZE_MAX);
         if (d < best_d) best_d = d, best = NAMES[i].name;
     }
     return best;

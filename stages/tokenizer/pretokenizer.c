@@ -10,6 +10,7 @@
 
 #include "stages/tokenizer/pre_table.h"
 #include "util/error.h"
+#include "util/utf8.h"
 
 /* Character classes. Every codepoint inside the text has F_IN; past either end flags are 0. */
 enum { F_IN = 1, F_LETTER = 2, F_NUMBER = 4, F_SPACE = 8 };
@@ -46,56 +47,6 @@ static uint8_t classify(uint32_t c) {
         break;
     }
     return f;
-}
-
-uint32_t em_utf8_decode(const char *s, int *n) {
-    const uint8_t *u = (const uint8_t *)s;
-    if (u[0] < 0x80) {
-        *n = 1;
-        return u[0];
-    }
-    if (u[0] < 0xE0) {
-        *n = 2;
-        return (uint32_t)(u[0] & 0x1F) << 6 | (u[1] & 0x3F);
-    }
-    if (u[0] < 0xF0) {
-        *n = 3;
-        return (uint32_t)(u[0] & 0x0F) << 12 | (uint32_t)(u[1] & 0x3F) << 6 | (u[2] & 0x3F);
-    }
-    *n = 4;
-    return (uint32_t)(u[0] & 0x07) << 18 | (uint32_t)(u[1] & 0x3F) << 12 |
-           (uint32_t)(u[2] & 0x3F) << 6 | (u[3] & 0x3F);
-}
-
-size_t em_utf8_invalid_offset(const char *text, size_t len) {
-    const uint8_t *u = (const uint8_t *)text;
-    size_t i = 0;
-    while (i < len) {
-        uint8_t c = u[i];
-        if (c < 0x80) {
-            i++;
-            continue;
-        }
-        size_t n;
-        uint32_t min;
-        if (c >= 0xC2 && c <= 0xDF)
-            n = 2, min = 0x80;
-        else if (c >= 0xE0 && c <= 0xEF)
-            n = 3, min = 0x800;
-        else if (c >= 0xF0 && c <= 0xF4)
-            n = 4, min = 0x10000;
-        else
-            return i;
-        if (len - i < n) return i;
-        uint32_t cpt = c & (0x7F >> n);
-        for (size_t k = 1; k < n; k++) {
-            if ((u[i + k] & 0xC0) != 0x80) return i;
-            cpt = cpt << 6 | (u[i + k] & 0x3F);
-        }
-        if (cpt < min || cpt > 0x10FFFF || (cpt >= 0xD800 && cpt <= 0xDFFF)) return i;
-        i += n;
-    }
-    return len;
 }
 
 /* The matcher's view of the text: codepoints and flags, reading past either end as 0. */

@@ -47,10 +47,5 @@ void em_pretokenize_buf_free(em_pretokenize_buf *buf);
 
 /* Unicode White_Space (what \s matches in the tokenizers' regex engines). */
 bool em_is_white_space(uint32_t c);
-/* Decodes the valid UTF-8 character at s: its codepoint, and its length in *n. */
-uint32_t em_utf8_decode(const char *s, int *n);
-/* Offset of the first byte of text[0..len) that is not valid UTF-8 (overlong forms, surrogates
- * and values past U+10FFFF are invalid), or len when all of it is valid. */
-size_t em_utf8_invalid_offset(const char *text, size_t len);
 
 #endif

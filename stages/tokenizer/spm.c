@@ -21,7 +21,7 @@ typedef struct spm_symbol {
     int32_t prev, next;
 } spm_symbol;
 
-struct em_spm_state {
+typedef struct em_spm_state {
     char *escaped;   /* the text with "▁" for spaces */
     size_t capacity; /* of escaped */
     /* The fragment being encoded, to turn escaped positions back into text offsets. */
@@ -32,13 +32,14 @@ struct em_spm_state {
     size_t symbols_capacity;
     em_bigram_queue queue;
     em_word_cache cache;
-};
+} em_spm_state;
 
-em_spm_state *em_spm_state_new(void) {
+void *em_spm_state_new(void) {
     return em_xcalloc(1, sizeof(em_spm_state));
 }
 
-void em_spm_state_free(em_spm_state *st) {
+void em_spm_state_free(void *state) {
+    em_spm_state *st = state;
     if (!st) return;
     free(st->escaped);
     free(st->symbols);
@@ -202,8 +203,9 @@ static em_status encode_range(const em_tokenizer *tok, em_spm_state *st, size_t 
     return NULL;
 }
 
-em_status em_spm_encode(const em_tokenizer *tok, em_spm_state *st, const char *text, size_t len,
+em_status em_spm_encode(const em_tokenizer *tok, void *state, const char *text, size_t len,
                         size_t offset, bool prefix_space, em_ids *out) {
+    em_spm_state *st = state;
     size_t n_bytes = escape(st, text, len, offset, prefix_space);
     if (n_bytes == 0) return NULL;
     if (n_bytes > INT32_MAX)

@@ -8,10 +8,11 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "stages/model/gguf.h"
+#include "stages/formats/gguf.h"
 #include "stages/tokenizer/pretokenizer.h"
 #include "stages/tokenizer/tokenizer_impl.h"
 #include "util/mapped_file.h"
+#include "util/utf8.h"
 
 void em_vocab_init(em_vocab *vocab, int32_t n, const em_bytes *texts) {
     size_t total = 0;
@@ -63,10 +64,7 @@ em_status em_tokenizer_finish(em_tokenizer *tok, const char *source) {
             return em_error_new(EM_EXIT_BAD_INPUT, "%s: %s id %d is out of range (%d tokens)",
                                 source, names[i], *ids[i], v->n_tokens);
     em_text_map_build(&v->by_text, v->text, v->n_tokens, v->types, false);
-    if (tok->family == EM_FAMILY_SPM)
-        em_spm_prepare(tok);
-    else
-        em_bpe_prepare(tok);
+    tok->family->prepare(tok);
 
     size_t n_special = 0;
     special_key *keys = em_xmalloc(((size_t)v->n_tokens + 1) * sizeof(special_key));
@@ -200,7 +198,7 @@ static bool special_near(const em_tokenizer *tok, const char *text, size_t len, 
 }
 
 size_t em_tokenizer_next_cut(const em_tokenizer *tok, const char *text, size_t len, size_t from) {
-    if (tok->family == EM_FAMILY_SPM ? !tok->spm_by_word : !tok->pre_splits_words) return len;
+    if (tok->family->pre_tokenized ? !tok->pre_splits_words : !tok->spm_by_word) return len;
     for (size_t p = from > 0 ? from : 1; p + tok->longest_special + 2 <= len; p++)
         if (text[p] == ' ' && ascii_letter(text[p - 1]) && ascii_letter(text[p + 1]) &&
             !special_near(tok, text, len, p))
@@ -226,8 +224,7 @@ em_status em_tokenizer_encode(const em_tokenizer *tok, const char *text, size_t 
 
     em_ids out = {0};
     if (add_bos) em_ids_push(&out, tok->bos);
-    em_spm_state *spm = tok->family == EM_FAMILY_SPM ? em_spm_state_new() : NULL;
-    em_bpe_state *bpe = tok->family == EM_FAMILY_BPE ? em_bpe_state_new() : NULL;
+    void *state = tok->family->state_new();
     em_status err = NULL;
     /* Stretches of plain text between special tokens; SPM puts "▁" before the first stretch and
      * after each special token, as llama.cpp does (not before a continuation: a cut point is
@@ -241,11 +238,8 @@ em_status em_tokenizer_encode(const em_tokenizer *tok, const char *text, size_t 
                               : -1;
         if (special < 0 && i < len) continue;
         if (i > start) {
-            if (spm)
-                err = em_spm_encode(tok, spm, text + start, i - start, at + start,
-                                    tok->add_space_prefix && after_special, &out);
-            else
-                err = em_bpe_encode(tok, bpe, text + start, i - start, at + start, &out);
+            err = tok->family->encode(tok, state, text + start, i - start, at + start,
+                                      tok->add_space_prefix && after_special, &out);
             after_special = false;
         }
         if (special >= 0) {
@@ -255,8 +249,7 @@ em_status em_tokenizer_encode(const em_tokenizer *tok, const char *text, size_t 
             start = i + 1;
         }
     }
-    em_spm_state_free(spm);
-    em_bpe_state_free(bpe);
+    tok->family->state_free(state);
     if (err) {
         free(out.data);
         return err;
@@ -318,7 +311,7 @@ em_status em_tokenizer_decode(const em_tokenizer *tok, const int32_t *ids, size_
         em_bytes p = v->pieces[ids[i]];
         /* SPM: drop the space the leading-space rule put in front of the text (special tokens
          * before it do not count). */
-        if (first && tok->family == EM_FAMILY_SPM && tok->add_space_prefix && p.len > 0 &&
+        if (first && tok->family->space_prefix && tok->add_space_prefix && p.len > 0 &&
             p.data[0] == ' ')
             p.data++, p.len--;
         first = false;
@@ -341,7 +334,7 @@ int32_t em_tokenizer_eos(const em_tokenizer *tok) {
     return tok->eos;
 }
 const char *em_tokenizer_kind(const em_tokenizer *tok) {
-    return tok->family == EM_FAMILY_SPM ? "llama" : "gpt2";
+    return tok->family->name;
 }
 const char *em_tokenizer_token_text(const em_tokenizer *tok, int32_t id) {
     return id >= 0 && id < tok->vocab.n_tokens ? tok->vocab.text[id].data : NULL;

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "stages/model/gguf.h"
+#include "stages/formats/gguf.h"
 #include "stages/tokenizer/tokenizer_impl.h"
 
 /* The array under key (NULL when absent), checked to hold `count` elements of type `type`
@@ -57,7 +57,7 @@ static em_status read_pre(const em_gguf *g, em_tokenizer *tok) {
     em_gguf_string pre;
     bool found;
     em_status err = em_gguf_get_string(g, "tokenizer.ggml.pre", &pre, &found);
-    if (err || tok->family != EM_FAMILY_BPE) return err;
+    if (err || !tok->family->pre_tokenized) return err;
     if (!found) return em_tokenizer_use_pre_row(tok, em_pre_default_row(), g->path);
     const em_pre_name *name = em_pre_find_name(pre.data, pre.len);
     if (!name)
@@ -86,19 +86,16 @@ static em_status build(const em_gguf *g, em_tokenizer *tok) {
                             "%s: metadata key 'tokenizer.ggml.model' is missing (no tokenizer "
                             "in this file)",
                             path);
-    if (model.len == 5 && memcmp(model.data, "llama", 5) == 0) {
-        tok->family = EM_FAMILY_SPM;
-        tok->bos = 1, tok->eos = 2, tok->unk = 0;
-        tok->add_bos = true, tok->add_space_prefix = true;
-    } else if (model.len == 4 && memcmp(model.data, "gpt2", 4) == 0) {
-        tok->family = EM_FAMILY_BPE;
-        tok->bos = tok->eos = tok->unk = -1;
-    } else {
+    tok->family = em_tokenizer_family_named(model.data, model.len);
+    if (!tok->family)
         return em_error_new(EM_EXIT_BAD_INPUT,
-                            "%s: tokenizer.ggml.model '%.*s' is not supported (supported: llama, "
-                            "gpt2)",
-                            path, (int)model.len, model.data);
-    }
+                            "%s: tokenizer.ggml.model '%.*s' is not supported (supported: %s)",
+                            path, (int)model.len, model.data, em_tokenizer_family_names());
+    tok->bos = tok->family->default_bos;
+    tok->eos = tok->family->default_eos;
+    tok->unk = tok->family->default_unk;
+    tok->add_bos = tok->family->default_add_bos;
+    tok->add_space_prefix = tok->family->default_add_space_prefix;
     if ((err = read_pre(g, tok))) return err;
 
     const em_gguf_value *tokens, *scores, *types, *merges;
@@ -113,11 +110,11 @@ static em_status build(const em_gguf *g, em_tokenizer *tok) {
     if ((err = get_array(g, "tokenizer.ggml.scores", EM_GGUF_FLOAT32, n, &scores))) return err;
     if ((err = get_array(g, "tokenizer.ggml.token_type", EM_GGUF_INT32, n, &types))) return err;
     if ((err = get_array(g, "tokenizer.ggml.merges", EM_GGUF_STRING, 0, &merges))) return err;
-    if (tok->family == EM_FAMILY_BPE && !merges)
+    if (tok->family->merges_by_rank && !merges)
         return em_error_new(EM_EXIT_BAD_INPUT,
-                            "%s: metadata key 'tokenizer.ggml.merges' is missing (a gpt2 "
+                            "%s: metadata key 'tokenizer.ggml.merges' is missing (a %s "
                             "tokenizer needs its merges)",
-                            path);
+                            path, tok->family->name);
 
     em_bytes *texts = em_xmalloc(n * sizeof(em_bytes));
     for (uint64_t i = 0; i < n; i++) {
@@ -149,7 +146,7 @@ static em_status build(const em_gguf *g, em_tokenizer *tok) {
     if ((err = get_flag(g, "tokenizer.ggml.add_bos_token", &tok->add_bos))) return err;
     if ((err = get_flag(g, "tokenizer.ggml.add_eos_token", &tok->add_eos))) return err;
     if ((err = get_flag(g, "tokenizer.ggml.add_space_prefix", &tok->add_space_prefix))) return err;
-    if (tok->family == EM_FAMILY_BPE) tok->add_space_prefix = false;
+    if (!tok->family->space_prefix) tok->add_space_prefix = false;
     if ((err = em_tokenizer_finish(tok, path))) return err;
 
     if (merges) {

@@ -1,5 +1,6 @@
 /* What the tokenizer files share inside stages/tokenizer: the em_tokenizer struct, the growable id
- * list, and the entry points of each family (spm.c, bpe.c) and of the loaders. Not for use
+ * list, and the entry points of each family (spm.c, bpe.c: the rows of tokenizer_family.h) and
+ * of the loaders. Not for use
  * outside this folder: the public API is tokenizer.h. */
 #ifndef EVALMESH_TOKENIZER_IMPL_H
 #define EVALMESH_TOKENIZER_IMPL_H
@@ -8,15 +9,11 @@
 #include "stages/tokenizer/pre_table.h"
 #include "stages/tokenizer/pretokenizer.h"
 #include "stages/tokenizer/tokenizer.h"
+#include "stages/tokenizer/tokenizer_family.h"
 #include "stages/tokenizer/vocab.h"
 
-typedef enum em_tokenizer_family {
-    EM_FAMILY_SPM, /* tokenizer.ggml.model = "llama" */
-    EM_FAMILY_BPE, /* tokenizer.ggml.model = "gpt2" (byte-level) */
-} em_tokenizer_family;
-
 struct em_tokenizer {
-    em_tokenizer_family family;
+    const em_tokenizer_family *family; /* a row of tokenizer_family.h */
     em_vocab vocab;
     int32_t bos, eos, unk; /* -1 when there is none */
     bool add_bos, add_eos;
@@ -42,10 +39,10 @@ struct em_tokenizer {
 };
 
 /* A growable list of token ids. */
-typedef struct em_ids {
+struct em_ids {
     int32_t *data;
     size_t count, capacity;
-} em_ids;
+};
 
 static inline void em_ids_push(em_ids *ids, int32_t id) {
     if (ids->count == ids->capacity) {
@@ -62,7 +59,9 @@ void em_vocab_init(em_vocab *vocab, int32_t n, const em_bytes *texts);
  * token index. `source` names the file for errors. */
 em_status em_tokenizer_finish(em_tokenizer *tok, const char *source);
 
-/* The family-specific parts of em_tokenizer_finish. */
+/* The algorithms of the family rows: the family-specific parts of em_tokenizer_finish, per-call
+ * scratch state for encoding (symbols, queue, word cache: em_spm_state, em_bpe_state), so that a
+ * tokenizer can be shared by threads, and encoding one fragment of text (as the row's encode). */
 void em_spm_prepare(em_tokenizer *tok);
 void em_bpe_prepare(em_tokenizer *tok);
 
@@ -74,21 +73,15 @@ em_status em_bpe_add_merge_pair(em_tokenizer *tok, const char *source, size_t ra
                                 const char *left, size_t left_len, const char *right,
                                 size_t right_len);
 
-/* Per-call scratch state for encoding (symbols, queue, word cache), so that a tokenizer can be
- * shared by threads. */
-typedef struct em_spm_state em_spm_state;
-typedef struct em_bpe_state em_bpe_state;
-em_spm_state *em_spm_state_new(void);
-void em_spm_state_free(em_spm_state *st);
-em_bpe_state *em_bpe_state_new(void);
-void em_bpe_state_free(em_bpe_state *st);
-
-/* Encodes one fragment of text (no special tokens in it). `offset` is where the fragment starts
- * in the caller's text, for error messages. */
-em_status em_spm_encode(const em_tokenizer *tok, em_spm_state *st, const char *text, size_t len,
+void *em_spm_state_new(void);
+void em_spm_state_free(void *state);
+void *em_bpe_state_new(void);
+void em_bpe_state_free(void *state);
+em_status em_spm_encode(const em_tokenizer *tok, void *state, const char *text, size_t len,
                         size_t offset, bool prefix_space, em_ids *out);
-em_status em_bpe_encode(const em_tokenizer *tok, em_bpe_state *st, const char *text, size_t len,
-                        size_t offset, em_ids *out);
+/* Byte-level BPE has no leading-space rule: prefix_space is always false. */
+em_status em_bpe_encode(const em_tokenizer *tok, void *state, const char *text, size_t len,
+                        size_t offset, bool prefix_space, em_ids *out);
 
 /* Compiles the expressions of a pre_table.h row into tok->pre (source names the file). */
 em_status em_tokenizer_use_pre_row(em_tokenizer *tok, const em_pre_row *row, const char *source);

@@ -319,7 +319,7 @@ static bool is_metaspace(const cJSON *root) {
 
 /* The SentencePiece setup: whether a "▁" goes before the text; anything else is an error. */
 static em_status read_metaspace(const char *path, const cJSON *root, em_tokenizer *tok) {
-    tok->family = EM_FAMILY_SPM;
+    tok->family = &em_tokenizer_family_spm;
     tok->add_space_prefix = false;
     const cJSON *norm = cJSON_GetObjectItemCaseSensitive(root, "normalizer");
     /* A Sequence of normalizers, or one. */
@@ -403,21 +403,21 @@ static em_status build(const char *path, const cJSON *root, em_tokenizer *tok) {
             return em_error_new(EM_EXIT_BAD_INPUT,
                                 "%s: a normalizer is not supported (byte-level BPE has none)",
                                 path);
-        tok->family = EM_FAMILY_BPE;
+        tok->family = &em_tokenizer_family_bpe;
         if ((err = read_pre_tokenizer(path, root, tok))) return err;
         tok->ignore_merges = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(model, "ignore_merges"));
     }
     if ((err =
              read_vocab(path, model, cJSON_GetObjectItemCaseSensitive(root, "added_tokens"), tok)))
         return err;
-    if (tok->family == EM_FAMILY_SPM) spm_types(model, tok);
+    if (tok->family->hex_byte_tokens) spm_types(model, tok);
     if ((err = em_tokenizer_finish(tok, path))) return err;
     const cJSON *unk = cJSON_GetObjectItemCaseSensitive(model, "unk_token");
     if (unk && !cJSON_IsNull(unk) &&
         (err = token_ref(path, "model.unk_token", unk, tok, &tok->unk)))
         return err;
     if ((err = read_merges(path, model, tok))) return err;
-    if (tok->family == EM_FAMILY_SPM) scores_from_merges(tok);
+    if (!tok->family->merges_by_rank) scores_from_merges(tok);
     if ((err = read_post_processor(path, root, tok))) return err;
     return read_config(path, tok);
 }

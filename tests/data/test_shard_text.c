@@ -1,18 +1,19 @@
-/* Sharding (every window exactly once, contiguous, balanced by scored tokens, deterministic) and
- * document splitting / UTF-8 checks, on synthetic inputs. */
+/* Window ranges (every window exactly once, contiguous, balanced by scored tokens, deterministic)
+ * and document splitting / UTF-8 checks, on synthetic inputs. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "stages/data/shard.h"
+#include "stages/data/window_ranges.h"
 #include "stages/data/text.h"
+#include "util/utf8.h"
 #include "test.h"
 
 /* Checks the ranges of one split: they tile 0..n, and no rank holds more than its share of the
  * total plus one window (the largest), nor less than its share minus one window. */
 static void check_split(const int64_t *scored, size_t n, int world) {
     int64_t *first = malloc((size_t)(world + 1) * sizeof *first);
-    em_shard_ranges(scored, n, world, first);
+    em_window_ranges(scored, n, world, first);
     CHECK_INT_EQ(first[0], 0);
     CHECK_INT_EQ(first[world], (long long)n);
     int64_t total = 0, biggest = 0;
@@ -31,14 +32,14 @@ static void check_split(const int64_t *scored, size_t n, int world) {
     free(first);
 }
 
-static void test_shard(void) {
+static void test_window_ranges(void) {
     /* Equal windows split evenly; 10 windows over 4 ranks go 2,3,2,3 by the middle-token rule:
      * window i's middle is at (i + 0.5) / 10 of the total, owned by rank floor(4 (i + 0.5) / 10).
      */
     int64_t eq[10];
     for (int i = 0; i < 10; i++) eq[i] = 7;
     int64_t first[5];
-    em_shard_ranges(eq, 10, 4, first);
+    em_window_ranges(eq, 10, 4, first);
     CHECK_INT_EQ(first[1], 2);
     CHECK_INT_EQ(first[2], 5);
     CHECK_INT_EQ(first[3], 7);
@@ -46,7 +47,7 @@ static void test_shard(void) {
     /* Fewer windows than ranks: some ranks get none, every window is owned once. */
     int64_t two[2] = {5, 5};
     int64_t f5[6];
-    em_shard_ranges(two, 2, 5, f5);
+    em_window_ranges(two, 2, 5, f5);
     CHECK_INT_EQ(f5[0], 0);
     CHECK_INT_EQ(f5[1], 0);
     CHECK_INT_EQ(f5[2], 1);
@@ -55,13 +56,13 @@ static void test_shard(void) {
     CHECK_INT_EQ(f5[5], 2);
     /* No windows at all. */
     int64_t f3[4];
-    em_shard_ranges(NULL, 0, 3, f3);
+    em_window_ranges(NULL, 0, 3, f3);
     CHECK_INT_EQ(f3[3], 0);
     CHECK_INT_EQ(f3[1], 0);
     /* One big window among small ones (rolling's last windows are short). */
     int64_t skew[6] = {100, 1, 1, 1, 1, 1};
     int64_t f2[3];
-    em_shard_ranges(skew, 6, 2, f2);
+    em_window_ranges(skew, 6, 2, f2);
     CHECK_INT_EQ(f2[1], 1);
     /* Random sizes for many world sizes. */
     srand(7);
@@ -72,7 +73,7 @@ static void test_shard(void) {
     /* Huge totals do not overflow: window 2 (1 token) sits just before 2/3 of the total. */
     int64_t huge[4] = {INT64_C(1) << 60, INT64_C(1) << 60, 1, INT64_C(1) << 60};
     int64_t fh[4];
-    em_shard_ranges(huge, 4, 3, fh);
+    em_window_ranges(huge, 4, 3, fh);
     CHECK_INT_EQ(fh[1], 1);
     CHECK_INT_EQ(fh[2], 3);
     CHECK_INT_EQ(fh[3], 4);
@@ -120,15 +121,15 @@ static void test_split(void) {
 
 static void test_utf8(void) {
     const char ok[] = "h\xc3\xa9llo \xe2\x82\xac \xf0\x9f\x98\x80";
-    CHECK_INT_EQ(em_text_invalid_utf8(ok, strlen(ok)), strlen(ok));
+    CHECK_INT_EQ(em_utf8_invalid_offset(ok, strlen(ok)), strlen(ok));
     const char bad_lead[] = "abc\xff";
-    CHECK_INT_EQ(em_text_invalid_utf8(bad_lead, 4), 3);
+    CHECK_INT_EQ(em_utf8_invalid_offset(bad_lead, 4), 3);
     const char truncated[] = "ab\xe2\x82";
-    CHECK_INT_EQ(em_text_invalid_utf8(truncated, 4), 2);
+    CHECK_INT_EQ(em_utf8_invalid_offset(truncated, 4), 2);
     const char overlong[] = "a\xc0\xafz";
-    CHECK_INT_EQ(em_text_invalid_utf8(overlong, 4), 1);
+    CHECK_INT_EQ(em_utf8_invalid_offset(overlong, 4), 1);
     const char surrogate[] = "a\xed\xa0\x80";
-    CHECK_INT_EQ(em_text_invalid_utf8(surrogate, 4), 1);
+    CHECK_INT_EQ(em_utf8_invalid_offset(surrogate, 4), 1);
     int64_t line, col;
     em_text_line_col("ab\ncd\nef", 7, &line, &col);
     CHECK_INT_EQ(line, 3);
@@ -139,7 +140,7 @@ static void test_utf8(void) {
 }
 
 int main(void) {
-    test_shard();
+    test_window_ranges();
     test_split();
     test_utf8();
     return test_finish();

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "stages/model/gguf.h"
+#include "stages/formats/gguf.h"
 
 /* Reading the last byte of each tensor proves the data range lies inside the input. */
 static volatile uint8_t sink;

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "stages/model/safetensors.h"
+#include "stages/formats/safetensors.h"
 
 /* Reading the last byte of each tensor proves the data range lies inside the input. */
 static volatile uint8_t sink;

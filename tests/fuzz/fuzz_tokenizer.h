@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "stages/model/gguf.h"
+#include "stages/formats/gguf.h"
 #include "stages/tokenizer/tokenizer.h"
 #include "tests/tokenizer/tiny_gguf.h"
 

@@ -16,7 +16,7 @@
 #include "stages/kernels/cuda/dequantize.cuh"
 #include "stages/kernels/cuda/kernels.cuh"
 extern "C" {
-#include "stages/model/ggml_types.h"
+#include "stages/formats/ggml_types.h"
 #include "test.h"
 }
 

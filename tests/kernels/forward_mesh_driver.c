@@ -13,10 +13,10 @@
 #include <string.h>
 
 #include "runner/comm/bootstrap.h"
-#include "runner/comm/forward_group.h"
 #include "runner/comm/mesh_groups.h"
 #include "stages/kernels/forward_backend.h"
 #include "stages/kernels/reference/llama_reference.h"
+#include "stages/kinds/support/forward_group.h"
 #include "stages/model/loaded_model.h"
 
 static int fail(em_status err) {

@@ -11,7 +11,7 @@
 #include "runner/comm/backend_local.h"
 #include "runner/comm/mesh_groups.h"
 #include "runner/stage.h"
-#include "stages/data/window_set.h"
+#include "stages/data/dataset.h"
 #include "stages/kernels/cpu/llama_forward.h"
 #include "stages/metrics/scores.h"
 #include "stages/model/loaded_model.h"

@@ -5,7 +5,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "stages/model/dequantize_rows.h"
+#include "stages/formats/dequantize_rows.h"
 #include "test.h"
 
 __attribute__((target("f16c"))) static float hardware(uint16_t h) {

@@ -14,7 +14,7 @@
 #include "stages/kernels/forward_backend.h"
 #include "stages/kernels/llama_shard.h"
 #include "stages/kernels/vocab_head.h"
-#include "stages/model/ggml_types.h"
+#include "stages/formats/ggml_types.h"
 #include "test.h"
 
 enum { VOCAB = 400, DIM = 8, HEADS = 4, KV_HEADS = 2, HEAD_DIM = 16, FFN = 96 };

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "stages/model/ggml_types.h"
+#include "stages/formats/ggml_types.h"
 
 static void list(void) {
     for (uint32_t id = 0; id < 256; id++) {

@@ -6,9 +6,9 @@
  * argv[1] is the evalmesh-mkmodel binary. */
 #include <stdint.h>
 
-#include "stages/model/gguf_writer.h"
+#include "stages/formats/gguf_writer.h"
 #include "model_test_util.h"
-#include "stages/model/gguf.h"
+#include "stages/formats/gguf.h"
 #include "stages/model/loaded_model.h"
 #include "test.h"
 

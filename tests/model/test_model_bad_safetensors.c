@@ -10,7 +10,7 @@
 #include "model_test_util.h"
 #include "safetensors_writer.h"
 #include "stages/model/loaded_model.h"
-#include "stages/model/safetensors.h"
+#include "stages/formats/safetensors.h"
 #include "test.h"
 
 /* 8-byte length + json + data_len bytes of data (values 0, 1, 2, ...). */

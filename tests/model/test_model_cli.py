@@ -180,6 +180,16 @@ def check_stage(evalmesh, mkmodel, tmp):
     rc, out, err = run([evalmesh, "run", pinned, "--run-dir", os.path.join(tmp, "run-pinned")])
     check(rc == 2 and "header sha256 is %s but the stage expects %s" % (sha, "0" * 64) in err,
           "checksum mismatch: %d %s" % (rc, err))
+    # the digest pins the weights too: xxhsum's XXH3-128 of the file passes, another is refused
+    digest = subprocess.run(["xxhsum", "-H2", model], capture_output=True, text=True,
+                            check=True).stdout.split()[0]
+    pinned = recipe("pinned-digest", "{kind: model, path: models/tiny.gguf, digest: %s}" % digest)
+    rc, out, err = run([evalmesh, "run", pinned, "--run-dir", os.path.join(tmp, "run-digest")])
+    check(rc == 0, "digest pinned: %d %s" % (rc, err))
+    pinned = recipe("pinned-other", "{kind: model, path: models/tiny.gguf, digest: '%s'}" % ("0" * 32))
+    rc, out, err = run([evalmesh, "run", pinned, "--run-dir", os.path.join(tmp, "run-other")])
+    check(rc == 2 and "%s: digest is %s but the stage expects %s" % (model, digest, "0" * 32) in err,
+          "digest mismatch: %d %s" % (rc, err))
 
     typo = recipe("typo", "{kind: model, path: models/tiny.gguf, fromat: gguf}")
     rc, out, err = run([evalmesh, "validate", typo])

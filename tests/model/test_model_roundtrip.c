@@ -8,7 +8,7 @@
 
 #include "model_test_util.h"
 #include "util/sha256.h"
-#include "stages/model/half.h"
+#include "stages/formats/half.h"
 #include "stages/model/loaded_model.h"
 #include "stages/tokenizer/tokenizer.h"
 #include "test.h"

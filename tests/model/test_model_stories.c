@@ -2,7 +2,7 @@
  * hyperparameters, tensors and tokenizer. Skips when the shared data is absent. */
 #include <stdlib.h>
 
-#include "stages/model/gguf.h"
+#include "stages/formats/gguf.h"
 #include "stages/model/loaded_model.h"
 #include "stages/tokenizer/tokenizer.h"
 #include "test.h"

@@ -11,7 +11,7 @@ SCHEMES = {
     "Q8_0": (8, 32, 34), "Q4_0": (2, 32, 18), "Q4_1": (3, 32, 20), "Q5_0": (6, 32, 22),
     "Q5_1": (7, 32, 24), "Q4_K": (12, 256, 144), "Q5_K": (13, 256, 176), "Q6_K": (14, 256, 210),
 }
-# torchao's schemes: evalmesh's own type ids (stages/model/torchao_types.h)
+# torchao's schemes: evalmesh's own type ids (stages/formats/torchao_types.h)
 TORCHAO = {"int8_weight_only": (200, 32, 36), "int4_weight_only_g32": (201, 32, 20),
            "int4_weight_only_g64": (202, 64, 36), "int4_weight_only_g128": (203, 128, 68),
            "int4_weight_only_g256": (204, 256, 132)}

@@ -14,7 +14,8 @@
   the same .dat again (round trips);
 - an imatrix as llama-imatrix writes it (made with the gguf package's GGUFWriter: in_sum2,
   counts, in_sum) reads with `from:` and is written again with the same values (no |x| tensors);
-  per-expert counts are refused (exit 2);
+  per-expert counts are refused (exit 2); a model quantized with it and one quantized with a file
+  of other values (same names and metadata) get different digests in results.json;
 - 2 threads write the bytes of 1;
 - bad input: text shorter than one window, a `from:` file of another model (a tensor with other
   input channels, then missing tensors), a truncated .dat, a model file as `from:`, both data
@@ -26,6 +27,7 @@ when present).
 
 usage: test_calibrate.py MKMODEL
 """
+import json
 import os
 import re
 import struct
@@ -227,14 +229,14 @@ check_equal((rc, (results or {}).get("calibration")),
 
 # An imatrix as llama-imatrix writes it (in_sum2, counts, in_sum; no evalmesh extras), made with
 # the gguf package: read with `from:` and written again with the same tensors and values
-def llama_imatrix(name, counts_per_entry=1):
+def llama_imatrix(name, counts_per_entry=1, seed=7):
     path = os.path.join(session.tmp, name)
     w = GGUFWriter(path, arch="llama")
     w.add_string("general.type", "imatrix")
     w.add_array("imatrix.datasets", ["wiki.train.raw"])
     w.add_uint32("imatrix.chunk_count", 10)
     w.add_uint32("imatrix.chunk_size", 512)
-    rng = np.random.default_rng(7)
+    rng = np.random.default_rng(seed)
     sums = {}
     for l in range(2):
         for n in LINEAR:
@@ -264,6 +266,34 @@ if rc == 0:
     check_equal((int(field(reader, "imatrix.chunk_count")), int(field(reader, "imatrix.chunk_size")),
                  field(reader, "imatrix.datasets")), (10, 512, ["wiki.train.raw"]),
                 "llama-imatrix GGUF read back: chunk count, chunk size, datasets")
+
+# A quantized model's digest covers its statistics: two llama-imatrix files with the same names,
+# chunk count, chunk size and dataset but other values make two models (results.json's
+# model.digest), and both differ from the digest of the model they were quantized from.
+def quantized_digest(imatrix):
+    path = write("qdigest.yaml", f"""name: qdigest
+stages:
+  model: {{kind: model, path: "{small}"}}
+  cal: {{kind: calibrate, model: model, from: "{imatrix}"}}
+  q: {{kind: quantize, model: model, scheme: Q4_0, imatrix: cal}}
+  data: {{kind: dataset, tokenizer: model, path: "{tokens}", protocol: chunked, n_ctx: {N_CTX}, add_bos: false}}
+  fwd: {{kind: forward, model: q, data: data, threads: 1}}
+  agg: {{kind: aggregate, inputs: [fwd]}}
+  report: {{kind: report, metrics: agg, outputs: [json]}}
+""")
+    rc, _, err, results = evalmesh(["run", path])
+    check(rc == 0, f"quantized with {os.path.basename(imatrix)}", err[-2000:])
+    return ((results or {}).get("model") or {}).get("digest")
+
+
+other_values, _ = llama_imatrix("other-values.imatrix.gguf", seed=8)
+digests = [quantized_digest(theirs), quantized_digest(other_values)]
+inspected = subprocess.run([BIN, "inspect", small, "--json"], capture_output=True, text=True)
+source_digest = json.loads(inspected.stdout).get("digest") if inspected.returncode == 0 else None
+check(all(d and re.fullmatch("[0-9a-f]{32}", d) for d in digests) and digests[0] != digests[1]
+      and source_digest not in digests, "quantized models: one digest per statistics",
+      f"{digests} from {source_digest}")
+
 experts, _ = llama_imatrix("experts.imatrix.gguf", counts_per_entry=2)
 rc, _, err, _ = evalmesh(["run", recipe("experts.yaml", small, f"from: \"{experts}\"")])
 check(rc == 2 and "tensor 'blk.0.attn_q.weight.counts' holds 2 counts (one per expert): "

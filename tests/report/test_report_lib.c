@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "stages/metrics/metric_table.h"
 #include "stages/report/base64.h"
 #include "stages/report/history.h"
 #include "stages/report/html.h"

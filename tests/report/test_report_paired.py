@@ -270,7 +270,7 @@ check([r[4] for r in runs] == ["passed", "failed", "passed", "failed"], "verdict
 check([" ".join(r[5:8]) for r in runs[1:]] == ["line 1, paired", "line 1, paired",
                                                "line 3, paired"], "their baselines %s" % runs)
 check(runs[1][8] == noisy and runs[0][6] == r1["model"]["path"] and
-      runs[0][7] == "(%s)" % r1["model"]["header_sha256"][:12], "models %s" % runs)
+      runs[0][7] == "(%s)" % r1["model"]["digest"][:12], "models %s" % runs)
 check(runs[2][-1] == "baseline" and "<- next baseline" in out, "next baseline marked: " + out)
 check("the next gate reading it compares against line 3" in out, "summary: " + out)
 rc, out, err = run([evalmesh(), "history", history, "--baseline"])

@@ -156,9 +156,9 @@ for r in range(ranks):
         body = f.read()
     check(header[:8] == b"EMPREC01" and int.from_bytes(header[200:204], "little") == 48
           and len(body) % 48 == 0, f"rank {r}: header and whole records", header[:8])
-    check(res is not None and header[8:72].decode() == res["model"]["header_sha256"] and
+    check(res is not None and header[8:72].rstrip(b"\0").decode() == res["model"]["digest"] and
           header[136:200].decode() == res["dataset"]["sha256"],
-          f"rank {r}: the reference's and the dataset's sha256", header[8:200])
+          f"rank {r}: the reference's digest and the dataset's sha256", header[8:200])
     parts.append(np.frombuffer(body, dtype=RECORD))
 rec = np.concatenate(parts) if parts else np.zeros(0, dtype=RECORD)
 n = len(rec)

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 
-#include "stages/model/gguf.h"
+#include "stages/formats/gguf.h"
 #include "stages/tokenizer/tokenizer.h"
 #include "test.h"
 #include "tiny_gguf.h"

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "stages/model/ggml_types.h"
+#include "stages/formats/ggml_types.h"
 
 #define ROWS 64
 #define N_IN 768

@@ -26,7 +26,7 @@
 #include "stages/kernels/cpu/llama_forward.h"
 #include "stages/kernels/cuda/attention_bench.h"
 #include "stages/kernels/cuda/cuda_forward.h"
-#include "stages/model/torchao_types.h"
+#include "stages/formats/torchao_types.h"
 
 #define H200_BF16_PEAK_TFLOPS 989.0
 #define BATCH_WINDOWS 8 /* n_ctx 2048 windows per batch: 16384 tokens */

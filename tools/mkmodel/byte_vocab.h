@@ -7,7 +7,7 @@
 
 #include <stdbool.h>
 
-#include "stages/model/gguf_writer.h"
+#include "stages/formats/gguf_writer.h"
 
 #define BYTE_VOCAB_TOKENS 258
 

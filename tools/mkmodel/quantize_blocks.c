@@ -4,8 +4,8 @@
 #include <math.h>
 #include <string.h>
 
-#include "stages/model/dequantize_rows.h"
-#include "stages/model/half.h"
+#include "stages/formats/dequantize_rows.h"
+#include "stages/formats/half.h"
 
 #define QK 32
 #define QK_K 256

@@ -1,7 +1,7 @@
 /* Weight rows to floats through the tensor-type table's row functions (see dequantize.h). */
 #include "stages/kernels/cpu/dequantize.h"
 
-#include "stages/model/ggml_types.h"
+#include "stages/formats/ggml_types.h"
 
 void em_rows_to_float(const em_tensor *w, int64_t row0, int64_t rows, float *dst, int64_t ld) {
     int64_t n_in = w->shape[0];

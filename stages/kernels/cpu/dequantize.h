@@ -1,7 +1,7 @@
 /* Turning rows of a weight matrix, in any type of the tensor-type table, into floats. A weight W
  * with shape {n_in, n_out} is n_out rows of n_in values (see stages/model/loaded_model.h); a row
  * of a quantized type is n_in / block size blocks. Conversion goes through the table's row
- * functions (stages/model/ggml_types.h), which are exact, so the result does not depend on which
+ * functions (stages/formats/ggml_types.h), which are exact, so the result does not depend on which
  * code path (vector or scalar) produced it. */
 #ifndef EVALMESH_KERNELS_DEQUANTIZE_H
 #define EVALMESH_KERNELS_DEQUANTIZE_H

@@ -14,7 +14,7 @@
 #include "stages/kernels/cpu/ring_attention.h"
 #include "stages/kernels/cpu/rmsnorm.h"
 #include "stages/kernels/cpu/rope.h"
-#include "stages/model/ggml_types.h"
+#include "stages/formats/ggml_types.h"
 #include "stages/kernels/linear_inputs.h"
 #include "stages/kernels/llama_block.h"
 
@@ -264,17 +264,6 @@ static void add_bias(float *y, const float *b, int T, int n, int threads) {
     }
 }
 
-static em_status check_ids(const int32_t *ids, int T, int n_vocab, const char *what) {
-    for (int t = 0; t < T; t++) {
-        if (ids[t] < 0 || ids[t] >= n_vocab) {
-            return em_error_new(EM_EXIT_BAD_INPUT,
-                                "%s token id %d at position %d is outside the vocabulary (%d)",
-                                what, ids[t], t, n_vocab);
-        }
-    }
-    return NULL;
-}
-
 /* Hands the observer x (T, K), row-major (packed false) or packed in GEMM panels. */
 static void observe(const em_llama_forward *f, int layer, em_linear_site site, const float *x,
                     int T, int K, bool packed) {
@@ -482,34 +471,8 @@ static const em_llama_kernels cpu_kernels = {
     .head_tiles = cpu_head_tiles,
 };
 
-/* Windows of T >= 1 positions scored from score_from < T, their ids in the vocabulary, at most
- * INT32_MAX rows together. */
-static em_status check_windows(const em_llama_config *c, const em_batch_window *windows,
-                               int count) {
-    int64_t rows = 0;
-    for (int w = 0; w < count; w++) {
-        const em_batch_window *win = &windows[w];
-        em_status err = NULL;
-        if (win->T < 1 || win->score_from < 0 || win->score_from >= win->T)
-            err = em_error_new(EM_EXIT_BAD_INPUT, "window of %d positions scored from %d is empty",
-                               win->T, win->score_from);
-        if (!err) err = check_ids(win->input, win->T, c->n_vocab, "input");
-        if (!err)
-            err = check_ids(win->target + win->score_from, win->T - win->score_from, c->n_vocab,
-                            "target");
-        if (err) return count > 1 ? em_error_prefix(err, "window %d of the batch", w) : err;
-        rows += win->T;
-    }
-    if (rows > INT32_MAX)
-        return em_error_new(EM_EXIT_BAD_INPUT, "a batch of %lld positions is too large",
-                            (long long)rows);
-    return NULL;
-}
-
 em_status em_llama_forward_batch(em_llama_forward *f, const em_batch_window *windows, int count) {
     const em_llama_config *c = &f->model->config;
-    em_status err = check_windows(c, windows, count);
-    if (err) return err;
     return em_llama_compose(&cpu_kernels, f, c->n_layers, c->dim, c->post_norms, c->n_vocab,
                             &f->groups, f->threads, windows, count);
 }
@@ -585,10 +548,8 @@ static em_status layers_and_final_norm(em_llama_forward *f, const int32_t *input
                                        const int32_t *target, int T, int score_from) {
     const em_llama_config *c = &f->model->config;
     em_batch_window one = {input, target, T, score_from, NULL, NULL}; /* the layers only */
-    em_status err = check_windows(c, &one, 1);
-    if (!err)
-        err = em_llama_compose(&cpu_kernels, f, c->n_layers, c->dim, c->post_norms, c->n_vocab,
-                               &f->groups, f->threads, &one, 1);
+    em_status err = em_llama_compose(&cpu_kernels, f, c->n_layers, c->dim, c->post_norms,
+                                     c->n_vocab, &f->groups, f->threads, &one, 1);
     if (err) return err;
     em_rmsnorm(f->x + (size_t)score_from * c->dim, f->output_norm, T - score_from, c->dim,
                c->rms_eps, f->xn, f->threads);
@@ -631,6 +592,7 @@ const em_forward_backend em_forward_backend_cpu = {
     .batch_tokens = 1,
     .gpu_buffers = false,
     .weight_storage = false,
+    .needs_gpu = false,
     .available = NULL,
     .create = backend_create,
     .score_batch = backend_score_batch,

@@ -1,28 +1,15 @@
 /* Block-by-block causal attention with an online softmax for context parallelism (see
- * attention_block.cuh). One warp per (query, head), its lanes holding dims lane, lane + 32, ...
- * of q and of acc; per stretch of 32 keys of the block, the lanes first mark which keys the
- * query sees (a warp ballot, so a stretch nobody sees costs one load of positions), then each
- * seen key's score is a warp sum (reads of a K row are coalesced) kept by the lane of that key,
- * the stretch's max joins m, and the lanes add p_j v_j in key order. Every reduction has a fixed
- * order: results depend only on the blocks and their order. */
+ * attention_block.cuh). One warp per (query, head); per stretch of 32 keys of the block, the
+ * lanes first mark which keys the query sees (a warp ballot, so a stretch nobody sees costs one
+ * load of positions), then the stretch joins the state (attention_stretch.cuh). Every reduction
+ * has a fixed order: results depend only on the blocks and their order. */
 #include "stages/kernels/cuda/attention_block.cuh"
 
 #include <math.h>
 
-#define FULL_MASK 0xffffffffu
+#include "stages/kernels/cuda/attention_stretch.cuh"
+
 #define WARPS 4 /* warps per thread block, one (query, head) each */
-#define PER_LANE (EM_CUDA_BLOCK_MAX_HEAD_DIM / 32)
-
-/* The xor butterflies leave every lane with the same bits (each step adds a pair both ways). */
-static __device__ float block_warp_max(float v) {
-    for (int o = 16; o > 0; o /= 2) v = fmaxf(v, __shfl_xor_sync(FULL_MASK, v, o));
-    return v;
-}
-
-static __device__ float block_warp_sum(float v) {
-    for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(FULL_MASK, v, o);
-    return v;
-}
 
 static __global__ void attention_block_kernel(const float *q, const int32_t *qpos, int T,
                                               const float *k, const float *v, const int32_t *kpos,
@@ -34,9 +21,9 @@ static __global__ void attention_block_kernel(const float *q, const int32_t *qpo
     int t = (int)(item / H), h = (int)(item % H), kvh = h / (H / KV);
     int QD = H * hd, KVD = KV * hd;
     float *st = state + (size_t)item * (size_t)(hd + 2);
-    float qr[PER_LANE], acc[PER_LANE];
+    float qr[EM_CUDA_ATTENTION_PER_LANE], acc[EM_CUDA_ATTENTION_PER_LANE];
     float m = first ? -INFINITY : st[0], l = first ? 0.0f : st[1];
-    for (int i = 0; i < PER_LANE; i++) {
+    for (int i = 0; i < EM_CUDA_ATTENTION_PER_LANE; i++) {
         int d = lane + 32 * i;
         qr[i] = d < hd ? q[(size_t)t * QD + (size_t)h * hd + d] : 0.0f;
         acc[i] = d < hd && !first ? st[2 + d] : 0.0f;
@@ -49,44 +36,16 @@ static __global__ void attention_block_kernel(const float *q, const int32_t *qpo
             int32_t kp = kpos[j];
             valid = kp <= p && (mask.window <= 0 || p - kp < mask.window);
         }
-        unsigned seen = __ballot_sync(FULL_MASK, valid); /* the same on every lane */
+        unsigned seen = __ballot_sync(EM_CUDA_FULL_MASK, valid); /* the same on every lane */
         if (!seen) continue;
-        float s = -INFINITY; /* lane jj: the score of key j0 + jj */
-        for (unsigned bits = seen; bits; bits &= bits - 1) {
-            int jj = __ffs((int)bits) - 1;
-            const float *kr = k + (size_t)(j0 + jj) * KVD + (size_t)kvh * hd;
-            float part = 0.0f;
-            for (int i = 0; i < PER_LANE; i++) {
-                int d = lane + 32 * i;
-                if (d < hd) part += qr[i] * kr[d];
-            }
-            float dot = block_warp_sum(part);
-            if (lane == jj) {
-                s = dot * mask.scale;
-                if (mask.softcap > 0.0f) s = mask.softcap * tanhf(s / mask.softcap);
-            }
-        }
-        float m_new = fmaxf(m, block_warp_max(valid ? s : -INFINITY));
-        float pr = valid ? expf(s - m_new) : 0.0f;
-        float corr = expf(m - m_new); /* 0 while nothing was seen (m = -inf) */
-        l = l * corr + block_warp_sum(pr);
-        for (int i = 0; i < PER_LANE; i++) acc[i] *= corr;
-        for (unsigned bits = seen; bits; bits &= bits - 1) {
-            int jj = __ffs((int)bits) - 1;
-            float pj = __shfl_sync(FULL_MASK, pr, jj);
-            const float *vr = v + (size_t)(j0 + jj) * KVD + (size_t)kvh * hd;
-            for (int i = 0; i < PER_LANE; i++) {
-                int d = lane + 32 * i;
-                if (d < hd) acc[i] += pj * vr[d];
-            }
-        }
-        m = m_new;
+        em_attention_stretch(qr, k, v, (size_t)KVD, (size_t)kvh * hd, j0, seen, valid, lane, hd,
+                             mask, m, l, acc);
     }
     if (lane == 0) {
         st[0] = m;
         st[1] = l;
     }
-    for (int i = 0; i < PER_LANE; i++) {
+    for (int i = 0; i < EM_CUDA_ATTENTION_PER_LANE; i++) {
         int d = lane + 32 * i;
         if (d < hd) st[2 + d] = acc[i];
     }

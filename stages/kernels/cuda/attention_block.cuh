@@ -13,12 +13,10 @@
 
 #include "stages/kernels/cuda/kernels.cuh"
 
-/* The largest head_dim the block kernel takes (8 values per lane of a warp). */
-#define EM_CUDA_BLOCK_MAX_HEAD_DIM 256
-
 /* q (T, H*hd) at positions qpos (T) against k, v (nk, KV*hd) at positions kpos (nk), query head
  * h reading KV head h / (H / KV), scores scaled, capped and windowed as mask says; state
- * (T, H, hd + 2) is started afresh when first. All pointers are device memory. */
+ * (T, H, hd + 2) is started afresh when first; hd at most EM_CUDA_ATTENTION_MAX_HEAD_DIM. All
+ * pointers are device memory. */
 void em_cuda_attention_block(const float *q, const int32_t *qpos, int T, const float *k,
                              const float *v, const int32_t *kpos, int nk, int H, int KV, int hd,
                              const em_cuda_mask *mask, float *state, bool first);

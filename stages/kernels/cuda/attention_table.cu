@@ -1,14 +1,12 @@
 /* The table of the cuda forward's attention kernels (see attention_table.cuh). */
 #include "stages/kernels/cuda/attention_table.cuh"
 
-#define FP32_MAX_HEAD_DIM 256 /* kernels.cu's attention_kernel: 8 values per lane */
-
 em_cuda_compute em_cuda_compute_of(cudaDataType_t type) {
     return type == CUDA_R_32F ? EM_CUDA_COMPUTE_FP32 : EM_CUDA_COMPUTE_HALF;
 }
 
 static bool fp32_supports(const em_cuda_attention_shape *s) {
-    return s->head_dim > 0 && s->head_dim <= FP32_MAX_HEAD_DIM && s->n_kv_heads > 0 &&
+    return s->head_dim > 0 && s->head_dim <= EM_CUDA_ATTENTION_MAX_HEAD_DIM && s->n_kv_heads > 0 &&
            s->n_heads % s->n_kv_heads == 0;
 }
 

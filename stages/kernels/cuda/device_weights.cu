@@ -10,7 +10,7 @@
 extern "C" {
 #include "util/log.h"
 #include "stages/kernels/cpu/dequantize.h"
-#include "stages/model/ggml_types.h"
+#include "stages/formats/ggml_types.h"
 }
 
 #define STAGE_BYTES ((size_t)64 << 20) /* upload staging: raw blocks or floats per chunk */

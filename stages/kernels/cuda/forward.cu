@@ -21,7 +21,7 @@ extern "C" { /* the C side: checks, RoPE tables, the composition, the shards, th
 #include "stages/kernels/cpu/rope.h"
 #include "stages/kernels/llama_block.h"
 #include "stages/kernels/llama_shard.h"
-#include "stages/model/ggml_types.h"
+#include "stages/formats/ggml_types.h"
 }
 
 #define HEAD_CHUNK_FLOATS ((size_t)1 << 26) /* logits of one vocabulary stretch (256 MiB) */
@@ -634,37 +634,10 @@ static em_status window_status(em_cuda_forward *f) {
     return e == cudaSuccess ? NULL : em_cuda_error(e, "forward");
 }
 
-static em_status check_ids(const int32_t *ids, int T, int n_vocab, const char *what) {
-    for (int t = 0; t < T; t++)
-        if (ids[t] < 0 || ids[t] >= n_vocab)
-            return em_error_new(EM_EXIT_BAD_INPUT,
-                                "%s token id %d at position %d is outside the vocabulary (%d)",
-                                what, ids[t], t, n_vocab);
-    return NULL;
-}
-
 static em_status backend_score_batch(void *fp, const em_batch_window *windows, int count) {
     em_cuda_forward *f = (em_cuda_forward *)fp;
-    int64_t rows = 0;
-    em_status err = NULL;
-    for (int w = 0; w < count && !err; w++) {
-        const em_batch_window *win = &windows[w];
-        if (win->T < 1 || win->score_from < 0 || win->score_from >= win->T)
-            err = em_error_new(EM_EXIT_BAD_INPUT, "window of %d positions scored from %d is empty",
-                               win->T, win->score_from);
-        if (!err) err = check_ids(win->input, win->T, f->c.n_vocab, "input");
-        if (!err)
-            err = check_ids(win->target + win->score_from, win->T - win->score_from, f->c.n_vocab,
-                            "target");
-        if (err && count > 1) err = em_error_prefix(err, "window %d of the batch", w);
-        rows += win->T;
-    }
-    if (!err && rows > INT32_MAX)
-        err = em_error_new(EM_EXIT_BAD_INPUT, "a batch of %lld positions is too large",
-                           (long long)rows);
-    if (err) return err;
-    err = em_llama_compose(&cuda_kernels, f, f->c.n_layers, f->c.dim, f->c.post_norms, f->c.n_vocab,
-                           &f->split.groups, f->threads, windows, count);
+    em_status err = em_llama_compose(&cuda_kernels, f, f->c.n_layers, f->c.dim, f->c.post_norms,
+                                     f->c.n_vocab, &f->split.groups, f->threads, windows, count);
     em_status device = window_status(f);
     if (err) {
         em_error_free(device);
@@ -773,11 +746,11 @@ static em_status forward_shell(const em_llama_config *c, int threads, em_cuda_fo
     /* the FP32 row serves every mode, so a shape it runs has a kernel in every mode */
     em_cuda_attention_shape shape = {c->n_heads, c->n_kv_heads, c->head_dim};
     if (!em_cuda_attention_kernel_for(EM_CUDA_COMPUTE_FP32, &shape) ||
-        c->head_dim > EM_CUDA_BLOCK_MAX_HEAD_DIM)
+        c->head_dim > EM_CUDA_ATTENTION_MAX_HEAD_DIM)
         return em_error_new(EM_EXIT_BAD_INPUT,
                             "device cuda: no attention kernel runs %d heads of %d over %d KV heads "
                             "(head dimension at most %d)",
-                            c->n_heads, c->head_dim, c->n_kv_heads, EM_CUDA_BLOCK_MAX_HEAD_DIM);
+                            c->n_heads, c->head_dim, c->n_kv_heads, EM_CUDA_ATTENTION_MAX_HEAD_DIM);
     em_status err = select_device();
     if (err) return err;
     em_cuda_forward *f = (em_cuda_forward *)em_xcalloc(1, sizeof *f);
@@ -890,6 +863,7 @@ const em_forward_backend em_forward_backend_cuda = {
      * as it is and nccl through its host staging */
     .gpu_buffers = false,
     .weight_storage = true,
+    .needs_gpu = true,
     .available = em_cuda_available,
     .create = backend_create,
     .score_batch = backend_score_batch,

@@ -3,9 +3,8 @@
 
 #include <math.h>
 
+#include "stages/kernels/cuda/attention_stretch.cuh"
 #include "stages/kernels/cuda/dequantize.cuh"
-
-#define FULL_MASK 0xffffffffu
 
 static unsigned blocks_for(int64_t n, int threads) {
     return (unsigned)((n + threads - 1) / threads);
@@ -82,19 +81,7 @@ void em_cuda_rope(float *x, int T, int ld, int heads, int head_dim, int rope_dim
     rope_kernel<<<blocks_for(n, 256), 256>>>(x, T, ld, heads, head_dim, rope_dim / 2, cos_sin);
 }
 
-static __device__ float warp_max(float v) {
-    for (int o = 16; o > 0; o /= 2) v = fmaxf(v, __shfl_xor_sync(FULL_MASK, v, o));
-    return v;
-}
-
-static __device__ float warp_sum(float v) {
-    for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(FULL_MASK, v, o);
-    return v;
-}
-
-#define ATT_WARPS 4    /* warps per block, one (position, head) each */
-#define ATT_MAX_HD 256 /* head_dim limit: 8 values per lane */
-#define ATT_PER_LANE (ATT_MAX_HD / 32)
+#define ATT_WARPS 4 /* warps per block, one (position, head) each */
 
 /* The window of row t: the last w < count with start[w] <= t. */
 static __device__ int window_of(const int32_t *start, int count, int t) {
@@ -111,10 +98,8 @@ static __device__ int window_of(const int32_t *start, int count, int t) {
 
 /* Warp (row, h), its lanes holding dims lane, lane + 32, ... of q and of the output. The row is
  * position t of its window, whose rows start at row0: q, k, v and att are read from there on, so
- * a window's numbers are those it has alone. Per block of 32 keys, each key's score is a warp sum
- * (reads of a K row are coalesced) kept by lane j for key j0 + j; the block's max and sum join
- * the running ones (online softmax) and the lanes add p_j v_j for the block's keys in key order.
- * Memory: registers only, whatever T. */
+ * a window's numbers are those it has alone. Each stretch of 32 keys joins the running softmax
+ * (attention_stretch.cuh). Memory: registers only, whatever T. */
 static __global__ void attention_kernel(const float *q, const float *k, const float *v,
                                         const int32_t *start, int count, int T, int H, int KV,
                                         int hd, em_cuda_mask mask, float *att) {
@@ -128,8 +113,8 @@ static __global__ void attention_kernel(const float *q, const float *k, const fl
     k += (size_t)row0 * KVD;
     v += (size_t)row0 * KVD;
     att += (size_t)row0 * QD;
-    float qr[ATT_PER_LANE], acc[ATT_PER_LANE];
-    for (int i = 0; i < ATT_PER_LANE; i++) {
+    float qr[EM_CUDA_ATTENTION_PER_LANE], acc[EM_CUDA_ATTENTION_PER_LANE];
+    for (int i = 0; i < EM_CUDA_ATTENTION_PER_LANE; i++) {
         int d = lane + 32 * i;
         qr[i] = d < hd ? q[(size_t)t * QD + (size_t)h * hd + d] : 0.0f;
         acc[i] = 0.0f;
@@ -137,41 +122,14 @@ static __global__ void attention_kernel(const float *q, const float *k, const fl
     int first = mask.window > 0 && t - mask.window + 1 > 0 ? t - mask.window + 1 : 0;
     float m = -INFINITY, l = 0.0f;
     for (int j0 = first - first % 32; j0 <= t; j0 += 32) {
-        float s = -INFINITY; /* lane j: the score of key j0 + j */
-        for (int jj = 0; jj < 32 && j0 + jj <= t; jj++) {
-            if (j0 + jj < first) continue;
-            const float *kr = k + (size_t)(j0 + jj) * KVD + (size_t)kvh * hd;
-            float part = 0.0f;
-            for (int i = 0; i < ATT_PER_LANE; i++) {
-                int d = lane + 32 * i;
-                if (d < hd) part += qr[i] * kr[d];
-            }
-            float dot = warp_sum(part);
-            if (lane == jj) {
-                s = dot * mask.scale;
-                if (mask.softcap > 0.0f) s = mask.softcap * tanhf(s / mask.softcap);
-            }
-        }
         int j = j0 + lane;
         bool valid = j >= first && j <= t;
-        float m_new = fmaxf(m, warp_max(valid ? s : -INFINITY));
-        float p = valid ? expf(s - m_new) : 0.0f;
-        float corr = expf(m - m_new); /* 0 on the first block */
-        l = l * corr + warp_sum(p);
-        for (int i = 0; i < ATT_PER_LANE; i++) acc[i] *= corr;
-        for (int jj = 0; jj < 32 && j0 + jj <= t; jj++) {
-            float pj = __shfl_sync(FULL_MASK, p, jj);
-            if (j0 + jj < first) continue;
-            const float *vr = v + (size_t)(j0 + jj) * KVD + (size_t)kvh * hd;
-            for (int i = 0; i < ATT_PER_LANE; i++) {
-                int d = lane + 32 * i;
-                if (d < hd) acc[i] += pj * vr[d];
-            }
-        }
-        m = m_new;
+        unsigned seen = __ballot_sync(EM_CUDA_FULL_MASK, valid); /* never 0: key j0 or first */
+        em_attention_stretch(qr, k, v, (size_t)KVD, (size_t)kvh * hd, j0, seen, valid, lane, hd,
+                             mask, m, l, acc);
     }
     float *out = att + (size_t)t * QD + (size_t)h * hd;
-    for (int i = 0; i < ATT_PER_LANE; i++) {
+    for (int i = 0; i < EM_CUDA_ATTENTION_PER_LANE; i++) {
         int d = lane + 32 * i;
         if (d < hd) out[d] = acc[i] / l;
     }

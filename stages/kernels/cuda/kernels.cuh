@@ -55,6 +55,10 @@ typedef struct em_cuda_segments {
     const int32_t *device; /* the same offsets on the device */
 } em_cuda_segments;
 
+/* The largest head_dim the FP32 attention kernels take (em_cuda_attention and the block kernel
+ * of attention_block.cuh: one warp per query and head, 8 values per lane). */
+#define EM_CUDA_ATTENTION_MAX_HEAD_DIM 256
+
 /* att (T, H*hd) = causal attention of q (T, H*hd) over k, v (T, KV*hd) within each window of
  * windows (T = windows->host[windows->count]), query head h reading KV head h / (H / KV); online
  * softmax over blocks of 32 keys counted from the window's first, one warp per (row, head). */

@@ -1,0 +1,67 @@
+/* The row functions of the tensor-type table (ggml_types.c), one per type that evalmesh computes
+ * with; each turns n values (whole blocks) of its type into floats exactly as ggml's
+ * dequantize_row_* does (see ggml_types.h). Block layouts are described where each is defined:
+ *   dequantize_plain.c   F32, F16, BF16
+ *   dequantize_q.c       blocks of 32: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL
+ *   dequantize_fp4.c     MXFP4, NVFP4
+ *   dequantize_k.c       super-blocks of 256: Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS
+ *   dequantize_iq.c      lattice types: IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M
+ *   dequantize_ternary.c TQ1_0, TQ2_0
+ *   dequantize_avx2.c    AVX2 versions of Q4_0, Q4_1, IQ4_NL, IQ4_XS, Q6_K */
+#ifndef EVALMESH_DEQUANTIZE_ROWS_H
+#define EVALMESH_DEQUANTIZE_ROWS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "stages/formats/ggml_types.h"
+#include "stages/formats/half.h"
+
+em_ggml_row_fn em_f32_row, em_f16_row, em_bf16_row;
+em_ggml_row_fn em_q4_0_row, em_q4_1_row, em_q5_0_row, em_q5_1_row, em_q8_0_row, em_iq4_nl_row;
+em_ggml_row_fn em_mxfp4_row, em_nvfp4_row;
+em_ggml_row_fn em_q2_k_row, em_q3_k_row, em_q4_k_row, em_q5_k_row, em_q6_k_row, em_iq4_xs_row;
+em_ggml_row_fn em_iq2_xxs_row, em_iq2_xs_row, em_iq2_s_row, em_iq3_xxs_row, em_iq3_s_row,
+    em_iq1_s_row, em_iq1_m_row;
+em_ggml_row_fn em_tq1_0_row, em_tq2_0_row;
+/* dequantize_avx2.c */
+em_ggml_row_fn em_q4_0_row_avx2, em_q4_1_row_avx2, em_iq4_nl_row_avx2, em_iq4_xs_row_avx2,
+    em_q6_k_row_avx2;
+
+/* Whether this CPU runs AVX2. */
+bool em_cpu_has_avx2(void);
+
+/* Defines the row function NAME (parameters src, dst, n) with its loops also compiled for AVX2:
+ * the clone this CPU runs is chosen at load time. The clones are static and NAME calls them,
+ * because clang 14 exports a target_clones function only under a mangled name. Use:
+ *   EM_CLONED_ROW(em_x_row) { ...loops over src, dst, n... } */
+#define EM_CLONED_ROW(name)                                                                        \
+    __attribute__((target_clones("avx2", "default"))) static void name##_clones(                   \
+        const void *src, float *dst, int64_t n);                                                   \
+    void name(const void *src, float *dst, int64_t n) {                                            \
+        name##_clones(src, dst, n);                                                                \
+    }                                                                                              \
+    __attribute__((target_clones("avx2", "default"))) static void name##_clones(                   \
+        const void *src, float *dst, int64_t n)
+
+/* Whether this CPU converts halves in hardware (AVX and F16C). */
+bool em_cpu_has_f16c(void);
+
+/* A little-endian IEEE half at p, as a float. */
+static inline float em_half_at(const uint8_t *p) {
+    uint16_t h;
+    memcpy(&h, p, 2);
+    return em_f16_to_f32(h);
+}
+
+/* The non-linear 4-bit values of IQ4_NL and IQ4_XS (ggml's kvalues_iq4nl). */
+extern const int8_t em_iq4nl_values[16];
+
+/* ggml's ksigns_iq2xs[i]: the 7 bits of i and an eighth that makes the count of ones even; bit j
+ * set negates coordinate j of a grid point. Shared by the IQ2 and IQ3 types. */
+static inline unsigned em_iq_signs(unsigned i) {
+    return i | (unsigned)__builtin_parity(i) << 7;
+}
+
+#endif

@@ -1,0 +1,38 @@
+/* The `device` of a stage as a forward backend (see forward_device.h). */
+#include "stages/kinds/support/forward_device.h"
+
+static bool scores(const em_forward_backend *be) {
+    return be->score_batch != NULL;
+}
+static bool scores_pairs(const em_forward_backend *be) {
+    return be->score_pair != NULL;
+}
+static bool observes(const em_forward_backend *be) {
+    return be->observe != NULL;
+}
+
+/* One row per use: whether a backend offers it, and how messages say it. */
+static const struct {
+    bool (*offered)(const em_forward_backend *be);
+    const char *that; /* follows "a forward backend of this build" */
+} uses[] = {
+    [EM_FORWARD_SCORE] = {scores, ""},
+    [EM_FORWARD_PAIRS] = {scores_pairs, " that scores pairs"},
+    [EM_FORWARD_OBSERVE] = {observes, " that shows the linear layers' inputs"},
+};
+
+em_status em_stage_forward_backend(const em_stage *self, em_forward_use use,
+                                   const em_forward_backend **out) {
+    const char *device = em_node_option_string(self->options, "device");
+    const em_map_entry *e = em_node_get_entry(self->options, "device");
+    em_mark at = e ? e->value->mark : self->mark;
+    const em_forward_backend *be = em_forward_backend_find(device);
+    em_status err = be && be->available ? be->available() : NULL;
+    if (err) return em_error_prefix_at(err, at, "stage '%s': device %s", self->name, device);
+    if (!be || !uses[use].offered(be))
+        return em_error_at(EM_EXIT_BAD_INPUT, at,
+                           "stage '%s': device '%s' is not a forward backend of this build%s (%s)",
+                           self->name, device, uses[use].that, em_forward_backend_names());
+    *out = be;
+    return NULL;
+}
