@@ -11,6 +11,7 @@
 
 #include "util/regular_file.h"
 #include "util/sha256.h"
+#include "stages/data/streamed_text.h"
 #include "stages/data/wikitext_detok.h"
 #include "stages/tokenizer/tokenizer.h"
 #include "util/suffix.h"
@@ -41,14 +42,32 @@ static em_status check_utf8(const char *path, const char *text, size_t len) {
                         (long long)line, (long long)col, (unsigned char)text[bad], bad);
 }
 
-/* Growable stream and document list. */
-static void push_tokens(em_corpus *c, size_t *cap, const int32_t *ids, size_t n) {
-    if ((size_t)c->n_tokens + n > *cap) {
-        while ((size_t)c->n_tokens + n > *cap) *cap = *cap ? 2 * *cap : 4096;
-        c->stream = em_xrealloc(c->stream, *cap * sizeof *c->stream);
+/* Text is tokenized in pieces of about this many bytes, each piece's ids going straight into the
+ * stream: the scratch of tokenizing stays bounded by a piece, not by the document. */
+#define PIECE_BYTES ((size_t)1 << 20)
+
+void em_corpus_append(em_corpus *c, size_t *capacity, const int32_t *ids, size_t n,
+                      int64_t max_tokens) {
+    if ((size_t)c->n_tokens + n > *capacity) {
+        while ((size_t)c->n_tokens + n > *capacity) *capacity = *capacity ? 2 * *capacity : 4096;
+        c->stream = em_xrealloc(c->stream, *capacity * sizeof *c->stream);
     }
     memcpy(c->stream + c->n_tokens, ids, n * sizeof *ids);
     c->n_tokens += (int64_t)n;
+    if (max_tokens > 0 && c->n_tokens >= max_tokens) c->stopped_early = true;
+}
+
+/* Where a document's ids go: the corpus stream, until it holds max_tokens. */
+typedef struct stream_sink {
+    em_corpus *corpus;
+    size_t *capacity;
+    int64_t max_tokens;
+} stream_sink;
+
+static void append_ids(void *context, const int32_t *ids, size_t n, bool *enough) {
+    stream_sink *sink = context;
+    em_corpus_append(sink->corpus, sink->capacity, ids, n, sink->max_tokens);
+    *enough = sink->corpus->stopped_early;
 }
 
 /* Tokenizes one document's text and appends it (or counts it as empty). */
@@ -61,34 +80,37 @@ static em_status add_document(em_corpus *c, size_t *cap, const char *path, const
         return NULL;
     }
     if (opt->max_documents > 0 && (int64_t)c->n_docs >= opt->max_documents) return NULL;
+    if (c->stopped_early) return NULL;
     em_encode_options enc = em_tokenizer_default_options(tok);
     enc.add_bos = opt->add_bos;
     enc.add_eos = false;
     enc.parse_special = false;
-    int32_t *ids = NULL;
-    size_t n = 0;
+    int64_t first = c->n_tokens;
+    stream_sink sink = {c, cap, opt->max_tokens};
     em_status err;
     if (opt->wikitext_detokenize) {
         size_t detok_len;
         char *detok = em_wikitext_detokenize(text, len, &detok_len);
-        err = em_tokenizer_encode(tok, detok, detok_len, enc, &ids, &n);
+        err =
+            em_tokenizer_encode_pieces(tok, detok, detok_len, enc, PIECE_BYTES, append_ids, &sink);
         free(detok);
     } else {
-        err = em_tokenizer_encode(tok, text, len, enc, &ids, &n);
+        err = em_tokenizer_encode_pieces(tok, text, len, enc, PIECE_BYTES, append_ids, &sink);
     }
     if (err) return em_error_prefix(err, "%s%s", path, where);
-    if (n == 0) {
+    if (c->n_tokens == first) {
         c->empty_documents++;
-        free(ids);
         return NULL;
     }
     c->docs = em_xrealloc(c->docs, (c->n_docs + 1) * sizeof *c->docs);
-    c->docs[c->n_docs++] = (em_document_tokens){.start = c->n_tokens,
-                                                .count = (int64_t)n,
+    c->docs[c->n_docs++] = (em_document_tokens){.start = first,
+                                                .count = c->n_tokens - first,
                                                 .words = em_text_count_words(text, len),
                                                 .bytes = (int64_t)len};
-    push_tokens(c, cap, ids, n);
-    free(ids);
+    if (opt->rolling_max_windows > 0) {
+        c->rolling_windows += em_rolling_window_count(c->n_tokens - first, opt->rolling_max_length);
+        if (c->rolling_windows > opt->rolling_max_windows) c->stopped_early = true;
+    }
     return NULL;
 }
 
@@ -178,6 +200,9 @@ static em_status read_tokens(em_corpus *c, const char *path, const char *data, s
 
 em_status em_corpus_read(const char *path, const em_corpus_options *options,
                          const em_tokenizer *tok, em_corpus *out) {
+    if (options->format == EM_FORMAT_TEXT && options->split == EM_SPLIT_NONE &&
+        !options->wikitext_detokenize)
+        return em_streamed_text_read(path, options, tok, out);
     memset(out, 0, sizeof *out);
     char *data = NULL;
     size_t len = 0;

@@ -1,6 +1,7 @@
 /* The dataset artifact (see dataset.h) and how a rank's share of it is built (dataset_build.h). */
 #include "stages/data/dataset.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,17 +40,32 @@ em_dataset *em_dataset_build(const em_window_plan *plan, int32_t *stream, int64_
     ds->protocol = em_xstrdup(em_protocol_name(protocol));
     ds->windows = em_xcalloc(ds->count, sizeof *ds->windows);
 
-    /* Windows whose first input is a replacement token (BOS, the rolling prefix) get their own
-     * copy of the input; the others read it straight from the stream. */
+    /* A window whose first input is a replacement token (BOS, the rolling prefix) writes it over
+     * stream[start] when no other window of this rank reads that token (chunked windows are
+     * disjoint, so none do: no copy of the stream); otherwise it gets its own copy of the input.
+     * Windows are in stream order, so a token is read by an earlier window only when it lies
+     * before the furthest end so far, and by a later one only when that window starts there. */
+    bool *in_place = em_xcalloc((size_t)(last - first) + 1, sizeof *in_place);
     size_t copied = 0;
-    for (int64_t i = first; i < last; i++)
-        if (plan->windows[i].first_input >= 0) copied += (size_t)plan->windows[i].length;
+    int64_t furthest = -1; /* the last stream position an earlier window reads */
+    for (int64_t i = first; i < last; i++) {
+        const em_window_spec *spec = &plan->windows[i];
+        if (spec->first_input >= 0) {
+            bool later_reads = i + 1 < last && plan->windows[i + 1].start <= spec->start;
+            in_place[i - first] = spec->start >= 0 && spec->start > furthest && !later_reads;
+            if (!in_place[i - first]) copied += (size_t)spec->length;
+        }
+        if (spec->start + spec->length > furthest) furthest = spec->start + spec->length;
+    }
     st->inputs = em_xmalloc((copied ? copied : 1) * sizeof *st->inputs);
     int32_t *next = st->inputs;
     for (int64_t i = first; i < last; i++) {
         const em_window_spec *spec = &plan->windows[i];
         em_window *w = &ds->windows[i - first];
-        if (spec->first_input >= 0) {
+        if (spec->first_input >= 0 && in_place[i - first]) {
+            stream[spec->start] = spec->first_input;
+            w->input = stream + spec->start;
+        } else if (spec->first_input >= 0) {
             next[0] = spec->first_input;
             memcpy(next + 1, stream + spec->start + 1, (size_t)(spec->length - 1) * sizeof *next);
             w->input = next;
@@ -65,6 +81,7 @@ em_dataset *em_dataset_build(const em_window_plan *plan, int32_t *stream, int64_
         w->words = spec->words;
         w->bytes = spec->bytes;
     }
+    free(in_place);
     return ds;
 }
 

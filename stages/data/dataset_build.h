@@ -1,7 +1,8 @@
 /* Building a rank's em_dataset from the corpus-wide window plan: the rank keeps windows
  * first .. last-1. Inputs and targets point into the token stream, which the dataset takes
- * over, except inputs that start with a BOS or prefix token not in the stream: those are
- * copied. */
+ * over. An input that starts with a BOS or prefix token not in the stream gets it written over
+ * the stream's token when no other window of the rank reads that token (every chunked window),
+ * else its own copy. */
 #ifndef EVALMESH_DATASET_BUILD_H
 #define EVALMESH_DATASET_BUILD_H
 

@@ -79,6 +79,11 @@ em_status em_plan_sliding(int64_t n_tokens, int window_tokens, int stride, int64
     return NULL;
 }
 
+int64_t em_rolling_window_count(int64_t n_tokens, int window_tokens) {
+    int64_t first = n_tokens < window_tokens ? n_tokens : window_tokens;
+    return 1 + (n_tokens - first + window_tokens - 1) / window_tokens;
+}
+
 em_status em_plan_rolling(const em_document_tokens *docs, size_t n_docs, int window_tokens,
                           int32_t prefix, int64_t max_windows, em_window_plan *out) {
     memset(out, 0, sizeof *out);
@@ -86,9 +91,8 @@ em_status em_plan_rolling(const em_document_tokens *docs, size_t n_docs, int win
     for (size_t d = 0; d < n_docs; d++) {
         int64_t n = docs[d].count, s = docs[d].start;
         if (n == 0) continue;
-        /* Windows of this document: 1 + ceil((n - first) / window_tokens). */
         int64_t first = n < window_tokens ? n : window_tokens;
-        int64_t n_windows = 1 + (n - first + window_tokens - 1) / window_tokens;
+        int64_t n_windows = em_rolling_window_count(n, window_tokens);
         if (max_windows > 0 && (int64_t)out->count + n_windows > max_windows) {
             if (out->count == 0)
                 return em_error_new(EM_EXIT_BAD_INPUT,

@@ -73,6 +73,9 @@ em_status em_plan_chunked(int64_t n_tokens, int window_tokens, int32_t bos, int6
 /* Needs 1 <= stride < window_tokens. Errors (exit 2) when the stream has fewer than 2 tokens. */
 em_status em_plan_sliding(int64_t n_tokens, int window_tokens, int stride, int64_t max_windows,
                           em_window_plan *out);
+/* The rolling windows of a document of n_tokens (> 0): 1 + ceil((n - min(n, window_tokens)) /
+ * window_tokens). */
+int64_t em_rolling_window_count(int64_t n_tokens, int window_tokens);
 /* Documents with no tokens get no window. max_windows keeps whole documents only: it stops
  * before the first document whose windows would pass the cap (error when that is the first). */
 em_status em_plan_rolling(const em_document_tokens *docs, size_t n_docs, int window_tokens,

@@ -10,7 +10,10 @@
  * tokenizer runs once for the whole run, never once per rank. An error on rank 0 (missing file,
  * invalid UTF-8, ids outside the vocabulary) is broadcast too, so every rank stops with it.
  * Meanwhile the other ranks wait in the broadcast, so reading and tokenizing must fit in the
- * recipe's collective_timeout_s (WikiText-2's test split, 1.3 MB, takes under a second).
+ * recipe's collective_timeout_s (WikiText-2's test split, 1.3 MB, takes under a second). With
+ * max_windows only the tokens (chunked, sliding) or documents (rolling) those windows need are
+ * tokenized, and a one-document text is read in blocks (streamed_text.h): memory does not grow
+ * with the rest of the file.
  *
  * Produces a "dataset" artifact (em_dataset, stages/data/dataset.h). */
 #include <stdio.h>
@@ -97,9 +100,21 @@ typedef struct corpus_header {
     int64_t n_docs;
     int64_t documents;
     int64_t empty_documents;
+    int64_t stopped_early;
     int64_t message_bytes;
     char sha256[72];
 } corpus_header;
+
+/* The tokens max_windows chunked or sliding windows need: the stream is tokenized no further
+ * (the windows are the same as the whole text's). 0: all (no cap, or rolling, which stops after
+ * the document that passes the cap: corpus.h's rolling_max_windows). */
+static int64_t tokens_needed(const dataset_state *st) {
+    if (st->max_windows <= 0) return 0;
+    if (st->protocol == EM_PROTOCOL_CHUNKED) return st->max_windows * st->window_tokens;
+    if (st->protocol == EM_PROTOCOL_SLIDING)
+        return (st->max_windows - 1) * st->stride + st->window_tokens;
+    return 0;
+}
 
 /* Rank 0 reads the corpus; every rank ends with the same em_corpus (or the same error). */
 static em_status share_corpus(const dataset_state *st, const em_tokenizer *tok, em_comm *world,
@@ -112,6 +127,11 @@ static em_status share_corpus(const dataset_state *st, const em_tokenizer *tok, 
             opt.add_bos = false;
         else if (!st->add_bos_set)
             opt.add_bos = em_tokenizer_default_options(tok).add_bos;
+        opt.max_tokens = tokens_needed(st);
+        if (st->protocol == EM_PROTOCOL_ROLLING) {
+            opt.rolling_max_windows = st->max_windows;
+            opt.rolling_max_length = st->window_tokens;
+        }
         err = em_corpus_read(st->path, &opt, tok, corpus);
         if (err) {
             h.exit_code = err->exit_code;
@@ -121,6 +141,7 @@ static em_status share_corpus(const dataset_state *st, const em_tokenizer *tok, 
             h.n_docs = (int64_t)corpus->n_docs;
             h.documents = corpus->documents;
             h.empty_documents = corpus->empty_documents;
+            h.stopped_early = corpus->stopped_early;
             memcpy(h.sha256, corpus->sha256, sizeof corpus->sha256);
         }
     }
@@ -152,6 +173,7 @@ static em_status share_corpus(const dataset_state *st, const em_tokenizer *tok, 
         corpus->n_docs = (size_t)h.n_docs;
         corpus->documents = h.documents;
         corpus->empty_documents = h.empty_documents;
+        corpus->stopped_early = h.stopped_early != 0;
         memcpy(corpus->sha256, h.sha256, sizeof corpus->sha256);
         corpus->stream = em_xmalloc((size_t)(h.n_tokens ? h.n_tokens : 1) * sizeof(int32_t));
         corpus->docs = em_xmalloc((size_t)(h.n_docs ? h.n_docs : 1) * sizeof *corpus->docs);
@@ -243,11 +265,12 @@ static em_status dataset_run(em_stage *self, const em_run_context *ctx) {
                     "context of %d",
                     self->name, st->window_tokens, model->config.n_ctx_train);
     if (ctx->rank == 0)
-        em_log_info("dataset '%s': %s, %lld documents (%lld empty, skipped), %lld tokens, %zu "
+        em_log_info("dataset '%s': %s, %lld documents (%lld empty, skipped), %lld tokens%s, %zu "
                     "%s windows, %lld scored tokens",
                     self->name, st->path, (long long)corpus.documents,
-                    (long long)corpus.empty_documents, (long long)corpus.n_tokens, plan.count,
-                    em_protocol_name(st->protocol), (long long)plan.scored_tokens);
+                    (long long)corpus.empty_documents, (long long)corpus.n_tokens,
+                    corpus.stopped_early ? " (tokenized as far as max_windows needs)" : "",
+                    plan.count, em_protocol_name(st->protocol), (long long)plan.scored_tokens);
     em_log_debug("dataset '%s': this rank (dp %d of %d, %s) has windows %lld .. %lld", self->name,
                  part, mesh->dp, em_stage_mesh_name(self), (long long)first[part],
                  (long long)first[part + 1] - 1);

@@ -81,7 +81,37 @@ em_status em_tokenizer_finish(em_tokenizer *tok, const char *source) {
         while (k < n_special && (uint8_t)v->text[tok->specials[k]].data[0] == b) k++;
     }
     tok->special_first[256] = (int32_t)n_special;
+    tok->longest_special = 0;
+    for (size_t i = 0; i < n_special; i++)
+        if (v->text[tok->specials[i]].len > tok->longest_special)
+            tok->longest_special = v->text[tok->specials[i]].len;
     return NULL;
+}
+
+static bool ascii_letter(char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
+
+/* Whether the pre-tokenizer ends a word before every space between two ASCII letters of a probe
+ * text (single letters, words of every case, after punctuation and digits, several lines), which
+ * the word-at-a-time rows of pre_table.h do; rows whose words hold spaces (whole lines, letters
+ * joined by spaces, everything between two CJK runs) do not, and their text is never cut. */
+static bool splits_between_words(const em_pretokenizer *pre) {
+    static const char probe[] = "a b c d e f ab cd Ab Cd AB CD aB cD The quick brown fox. Jumps "
+                                "over: the lazy dog's tail, it's x y z!\nq r 1a b2 c d-e f\tg h "
+                                "I said \"no way\" and left (a b) [c d] ok\n\nNew line a b";
+    size_t len = sizeof probe - 1;
+    em_pretokenize_buf buf = {0};
+    em_pretokenize(pre, probe, len, &buf);
+    bool ok = true;
+    for (size_t p = 1; p + 1 < len && ok; p++) {
+        if (probe[p] != ' ' || !ascii_letter(probe[p - 1]) || !ascii_letter(probe[p + 1])) continue;
+        bool ends = false;
+        for (size_t w = 0; w < buf.n_words && !ends; w++) ends = buf.words[w] == p;
+        ok = ends;
+    }
+    em_pretokenize_buf_free(&buf);
+    return ok;
 }
 
 em_status em_tokenizer_use_pre_row(em_tokenizer *tok, const em_pre_row *row, const char *source) {
@@ -92,6 +122,7 @@ em_status em_tokenizer_use_pre_row(em_tokenizer *tok, const em_pre_row *row, con
     char *what = em_xasprintf("%s: pre-tokenizer '%s'", source, row->label);
     em_status err = em_pretokenizer_new(row->exprs, n, what, &tok->pre);
     free(what);
+    tok->pre_splits_words = !err && splits_between_words(tok->pre);
     return err;
 }
 
@@ -153,27 +184,52 @@ static int32_t special_at(const em_tokenizer *tok, const char *text, size_t len,
     return -1;
 }
 
+/* Whether a special token (of any type) could be matched over or next to p: one that starts at
+ * some q in [p - longest, p + 1] and matches there. */
+static bool special_near(const em_tokenizer *tok, const char *text, size_t len, size_t p) {
+    size_t from = p > tok->longest_special ? p - tok->longest_special : 0;
+    for (size_t q = from; q <= p + 1 && q < len; q++) {
+        uint8_t b = (uint8_t)text[q];
+        if (tok->special_first[b] < tok->special_first[b + 1] &&
+            special_at(tok, text + q, len - q, true) >= 0)
+            return true;
+    }
+    return false;
+}
+
+size_t em_tokenizer_next_cut(const em_tokenizer *tok, const char *text, size_t len, size_t from) {
+    if (tok->family->pre_tokenized ? !tok->pre_splits_words : !tok->spm_by_word) return len;
+    for (size_t p = from > 0 ? from : 1; p + tok->longest_special + 2 <= len; p++)
+        if (text[p] == ' ' && ascii_letter(text[p - 1]) && ascii_letter(text[p + 1]) &&
+            !special_near(tok, text, len, p))
+            return p;
+    return len;
+}
+
 em_status em_tokenizer_encode(const em_tokenizer *tok, const char *text, size_t len,
                               em_encode_options options, int32_t **ids, size_t *count) {
     *ids = NULL;
     *count = 0;
+    size_t at = options.continue_at; /* where text starts in the whole text */
+    bool add_bos = options.add_bos && at == 0;
     size_t bad = em_utf8_invalid_offset(text, len);
     if (bad < len)
         return em_error_new(EM_EXIT_BAD_INPUT,
-                            "text is not valid UTF-8 at byte offset %zu (byte 0x%02X)", bad,
+                            "text is not valid UTF-8 at byte offset %zu (byte 0x%02X)", at + bad,
                             (uint8_t)text[bad]);
-    if (options.add_bos && tok->bos < 0)
+    if (add_bos && tok->bos < 0)
         return em_error_new(EM_EXIT_BAD_INPUT, "cannot add BOS: the tokenizer has no BOS token");
     if (options.add_eos && tok->eos < 0)
         return em_error_new(EM_EXIT_BAD_INPUT, "cannot add EOS: the tokenizer has no EOS token");
 
     em_ids out = {0};
-    if (options.add_bos) em_ids_push(&out, tok->bos);
+    if (add_bos) em_ids_push(&out, tok->bos);
     void *state = tok->family->state_new();
     em_status err = NULL;
     /* Stretches of plain text between special tokens; SPM puts "▁" before the first stretch and
-     * after each special token, as llama.cpp does. */
-    bool after_special = true;
+     * after each special token, as llama.cpp does (not before a continuation: a cut point is
+     * inside a stretch). */
+    bool after_special = at == 0;
     size_t start = 0;
     for (size_t i = 0; i <= len && !err; i++) {
         uint8_t b = i < len ? (uint8_t)text[i] : 0;
@@ -182,7 +238,7 @@ em_status em_tokenizer_encode(const em_tokenizer *tok, const char *text, size_t 
                               : -1;
         if (special < 0 && i < len) continue;
         if (i > start) {
-            err = tok->family->encode(tok, state, text + start, i - start, start,
+            err = tok->family->encode(tok, state, text + start, i - start, at + start,
                                       tok->add_space_prefix && after_special, &out);
             after_special = false;
         }
@@ -202,6 +258,27 @@ em_status em_tokenizer_encode(const em_tokenizer *tok, const char *text, size_t 
     if (!out.data) out.data = em_xmalloc(sizeof(int32_t)); /* never NULL on success */
     *ids = out.data;
     *count = out.count;
+    return NULL;
+}
+
+em_status em_tokenizer_encode_pieces(const em_tokenizer *tok, const char *text, size_t len,
+                                     em_encode_options options, size_t piece_bytes,
+                                     em_encode_sink sink, void *sink_context) {
+    bool enough = false, add_eos = options.add_eos;
+    for (size_t p = 0; p < len && !enough;) {
+        size_t cut = piece_bytes && len - p > piece_bytes
+                         ? em_tokenizer_next_cut(tok, text, len, p + piece_bytes)
+                         : len;
+        options.continue_at = p;
+        options.add_eos = add_eos && cut == len;
+        int32_t *ids;
+        size_t n;
+        em_status err = em_tokenizer_encode(tok, text + p, cut - p, options, &ids, &n);
+        if (err) return err;
+        if (n) sink(sink_context, ids, n, &enough);
+        free(ids);
+        p = cut;
+    }
     return NULL;
 }
 

@@ -34,6 +34,11 @@ typedef struct em_encode_options {
     bool add_bos; /* prepend BOS (default: what the tokenizer file says) */
     bool add_eos;
     bool parse_special; /* match special tokens (e.g. "<|begin_of_text|>") in the text */
+    /* 0: the text stands alone. Else it is the rest of a longer text from this byte offset, cut
+     * at a point em_tokenizer_next_cut gave, whose earlier part was encoded before: no BOS and no
+     * SentencePiece leading "▁", so the parts' ids end to end are the whole text's; error
+     * offsets count from the whole text's start. */
+    size_t continue_at;
 } em_encode_options;
 
 /* The tokenizer file's own choices for add_bos/add_eos, parse_special off. */
@@ -63,6 +68,30 @@ em_encode_options em_tokenizer_default_options(const em_tokenizer *tok);
  */
 em_status em_tokenizer_encode(const em_tokenizer *tok, const char *text, size_t len,
                               em_encode_options options, int32_t **ids, size_t *count);
+/* Where text may be cut so that encoding text[0..p) and then text[p..len) with continue_at = p
+ * (plus the same options) gives exactly the ids of encoding all of it: the first such p at or
+ * after from, else len. That is before a space between two ASCII letters, with no special token
+ * matching over or next to it. Byte-level BPE: only when the pre-tokenizer starts a word there
+ * (the word-at-a-time rows of pre_table.h, where letters, contractions and digit runs never take a
+ * following space; checked on a probe text when the tokenizer loads), never for rows whose words
+ * hold spaces (whole lines, letters joined by spaces). SentencePiece: a "▁" after another
+ * character starts a word, and no merge crosses a word start when no token has "▁" after another
+ * character; never for vocabularies that have one. Points closer to len than the longest special
+ * token are not given (what follows could change them). */
+size_t em_tokenizer_next_cut(const em_tokenizer *tok, const char *text, size_t len, size_t from);
+
+/* Receives the ids of one piece of text, in order; setting *enough stops the encoding (the rest
+ * of the text is not encoded, and no EOS is added). */
+typedef void (*em_encode_sink)(void *context, const int32_t *ids, size_t count, bool *enough);
+
+/* em_tokenizer_encode's ids, the same ones exactly, handed to sink piece by piece so that the
+ * whole text's ids and scratch need not be held at once: the text is cut at the first
+ * em_tokenizer_next_cut point at least piece_bytes past the last (0: no cuts); a text without
+ * such points is one piece. */
+em_status em_tokenizer_encode_pieces(const em_tokenizer *tok, const char *text, size_t len,
+                                     em_encode_options options, size_t piece_bytes,
+                                     em_encode_sink sink, void *sink_context);
+
 /* Decodes ids back to text (malloc'd, NUL-terminated; *len bytes). Special tokens are skipped
  * unless keep_special. An id out of range is an error (exit status 2).
  *

@@ -26,12 +26,16 @@ struct em_tokenizer {
     int32_t byte_tokens[256];
     /* BPE only */
     em_pretokenizer *pre; /* compiled from a row of pre_table.h */
-    bool ignore_merges;   /* a word that is itself a token is not merged (Llama 3) */
+    /* pre ends a word before a space between two ASCII letters (em_tokenizer_next_cut cuts
+     * there); false for rows whose words hold spaces */
+    bool pre_splits_words;
+    bool ignore_merges; /* a word that is itself a token is not merged (Llama 3) */
     em_merge_map merges;
     /* Tokens matched in the text before tokenizing (control, unknown and user-defined), sorted
      * by first byte, then longest first, then id; special_first[b] is where byte b starts. */
     int32_t *specials;
     int32_t special_first[257];
+    size_t longest_special; /* bytes of the longest special token's text */
 };
 
 /* A growable list of token ids. */

@@ -18,16 +18,7 @@ static em_tokenizer *tokenizers[8];
 static em_tokenizer *build(const char *pre) {
     static char texts[256][3];
     const char *tokens[262];
-    int n = 0;
-    for (int b = 0; b < 256; b++) {
-        int printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE);
-        unsigned c = printable ? (unsigned)b : 256u + (unsigned)n++;
-        if (c < 0x80)
-            texts[b][0] = (char)c;
-        else
-            texts[b][0] = (char)(0xC0 | c >> 6), texts[b][1] = (char)(0x80 | (c & 63));
-        tokens[b] = texts[b];
-    }
+    tg_byte_tokens(texts, tokens);
     tokens[256] = "\xC4\xA0t"; /* "Ġt" */
     tokens[257] = "he";
     tokens[258] = "\xC4\xA0the";

@@ -80,4 +80,19 @@ static inline void tg_kv_i32s(tiny_gguf *g, const char *key, const int32_t *v, s
     tg_put(g, v, 4 * n);
 }
 
+/* The 256 byte-level BPE tokens (GPT-2's byte-to-unicode characters) into tokens[0..256), with
+ * their texts in texts. */
+static inline void tg_byte_tokens(char texts[256][3], const char **tokens) {
+    int n = 0;
+    for (int b = 0; b < 256; b++) {
+        int printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE);
+        unsigned c = printable ? (unsigned)b : 256u + (unsigned)n++;
+        if (c < 0x80)
+            texts[b][0] = (char)c;
+        else
+            texts[b][0] = (char)(0xC0 | c >> 6), texts[b][1] = (char)(0x80 | (c & 63));
+        tokens[b] = texts[b];
+    }
+}
+
 #endif

@@ -45,16 +45,7 @@ static const char *BYTE_TOKENS[258];
 static char byte_texts[256][3];
 
 static void fill_byte_tokens(void) {
-    int n = 0;
-    for (int b = 0; b < 256; b++) {
-        int printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE);
-        unsigned c = printable ? (unsigned)b : 256u + (unsigned)n++;
-        if (c < 0x80)
-            byte_texts[b][0] = (char)c;
-        else
-            byte_texts[b][0] = (char)(0xC0 | c >> 6), byte_texts[b][1] = (char)(0x80 | (c & 63));
-        BYTE_TOKENS[b] = byte_texts[b];
-    }
+    tg_byte_tokens(byte_texts, BYTE_TOKENS);
     BYTE_TOKENS[256] = "ab";
     BYTE_TOKENS[257] = "\xC4\xA0"
                        "a"; /* "Ġa" */
