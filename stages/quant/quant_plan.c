@@ -3,6 +3,8 @@
 
 #include <string.h>
 
+#include "stages/quant/type_fallback.h"
+
 typedef struct mix {
     const char *name;
     const char *base; /* the scheme of tensors no rule bumps */
@@ -28,14 +30,6 @@ static bool use_more_bits(int i_layer, int n_layers) {
            (i_layer - n_layers / 8) % 3 == 2;
 }
 
-/* llama-quantize's replacement for a K type the row length does not allow. */
-static const char *fallback(const char *scheme) {
-    static const char *const pairs[][2] = {{"Q4_K", "Q5_0"}, {"Q5_K", "Q5_1"}, {"Q6_K", "Q8_0"}};
-    for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++)
-        if (strcmp(pairs[i][0], scheme) == 0) return pairs[i][1];
-    return scheme;
-}
-
 /* The layer whose linear weight t is (role: 'v' attn_v, 'd' ffn_down, 'o' any other), or -1. */
 static int linear_layer(const em_model *m, const em_tensor *t, char *role) {
     for (int i = 0; i < m->config.n_layers; i++) {
@@ -48,7 +42,7 @@ static int linear_layer(const em_model *m, const em_tensor *t, char *role) {
     return -1;
 }
 
-const em_quant_scheme *em_quant_plan_scheme_for(const em_quant_plan *plan, const em_model *m,
+const em_quant_scheme *em_quant_plan_wanted_for(const em_quant_plan *plan, const em_model *m,
                                                 const em_tensor *t) {
     char role = 'o';
     int layer = linear_layer(m, t, &role);
@@ -68,7 +62,13 @@ const em_quant_scheme *em_quant_plan_scheme_for(const em_quant_plan *plan, const
                use_more_bits(layer, m->config.n_layers)) {
         name = "Q6_K";
     }
-    const em_quant_scheme *s = em_quant_scheme_find(name);
-    if (t->shape[0] % s->block_values != 0) s = em_quant_scheme_find(fallback(name));
-    return s;
+    return em_quant_scheme_find(name);
+}
+
+const em_quant_scheme *em_quant_plan_scheme_for(const em_quant_plan *plan, const em_model *m,
+                                                const em_tensor *t) {
+    const em_quant_scheme *wanted = em_quant_plan_wanted_for(plan, m, t);
+    const em_quant_scheme *used =
+        wanted && !plan->strict ? em_quant_type_fallback(wanted, t->shape[0]) : NULL;
+    return used ? used : wanted;
 }

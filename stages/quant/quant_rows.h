@@ -2,6 +2,7 @@
  *   quant_legacy.c   ggml's 32-value blocks: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1
  *   quant_kquants.c  ggml's 256-value super-blocks: Q4_K, Q5_K, Q6_K
  *   quant_torchao.c  torchao's int8_weight_only and int4_weight_only
+ *   quant_f16.c      F16, the fallback when no block fits a tensor's rows (type_fallback.h)
  * Each takes n floats (a multiple of the scheme's block) and writes the blocks to out. The
  * _imatrix forms also take qw, the n importance weights of the row's columns (llama-quantize
  * --imatrix: the calibration's mean x^2 per input column), the same for every row of a tensor. */
@@ -9,6 +10,8 @@
 #define EVALMESH_QUANT_ROWS_H
 
 #include <stdint.h>
+
+void em_quantize_row_f16(const float *x, int64_t n, void *out);
 
 void em_quantize_row_q8_0(const float *x, int64_t n, void *out);
 void em_quantize_row_q4_0(const float *x, int64_t n, void *out);

@@ -12,6 +12,7 @@ enum { Q4_1 = 3, Q5_0 = 6, Q5_1 = 7, Q4_K = 12, Q5_K = 13, Q6_K = 14 };
 
 static const em_quant_scheme schemes[] = {
     {"Q8_0", EM_TENSOR_Q8_0, 32, 34, em_quantize_row_q8_0, NULL},
+    {"F16", EM_TENSOR_F16, 1, 2, em_quantize_row_f16, NULL},
     {"Q4_0", EM_TENSOR_Q4_0, 32, 18, em_quantize_row_q4_0, em_quantize_row_q4_0_imatrix},
     {"Q4_1", Q4_1, 32, 20, em_quantize_row_q4_1, em_quantize_row_q4_1_imatrix},
     {"Q5_0", Q5_0, 32, 22, em_quantize_row_q5_0, em_quantize_row_q5_0_imatrix},

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/log.h"
 #include "util/sha256.h"
 #include "stages/kernels/cpu/dequantize.h"
 #include "stages/model/ggml_types.h"
@@ -213,6 +214,12 @@ em_status em_quantize_model(const em_model *src, const em_quantize_options *opt,
         const em_quant_scheme *s = em_quant_plan_scheme_for(&opt->plan, src, t);
         em_status err = s ? check_tensor(t, s, opt->allow_requantize) : NULL;
         if (err) return err;
+        const em_quant_scheme *wanted = em_quant_plan_wanted_for(&opt->plan, src, t);
+        if (s != wanted)
+            em_log_info("quantize: tensor %s: rows of %lld values are not a multiple of %s's block "
+                        "of %d values: %s instead (llama-quantize's fallback)",
+                        t->name, (long long)t->shape[0], wanted->name, wanted->block_values,
+                        s->name);
     }
     em_status err = em_quantize_check_stats(src, opt);
     if (err) return err;
