@@ -7,6 +7,7 @@
 #include "cli/command.h"
 #include "cli/options.h"
 #include "util/error.h"
+#include "util/exit_status.h"
 #include "util/log.h"
 
 static void print_help(FILE *out) {
@@ -14,9 +15,9 @@ static void print_help(FILE *out) {
                  "Runs declarative LLM evaluation recipes across ranks and nodes.\n\ncommands:\n");
     for (const em_command *const *c = em_commands; *c; c++)
         fprintf(out, "  %-14s %s\n", (*c)->name, (*c)->summary);
-    fprintf(out, "\n`evalmesh COMMAND --help` describes a command.\n"
-                 "Exit statuses: 0 ok, 2 bad recipe or arguments, 3 a gate failed,\n"
-                 "4 runtime failure, 5 distributed failure.\n");
+    fprintf(out, "\n`evalmesh COMMAND --help` describes a command.\n\nexit statuses:\n");
+    for (size_t i = 0; i < em_exit_status_count; i++)
+        fprintf(out, "  %d  %s\n", em_exit_statuses[i].status, em_exit_statuses[i].meaning);
 }
 
 static void print_version(void) {

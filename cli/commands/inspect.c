@@ -2,7 +2,8 @@
  * architecture, every hyperparameter (after defaults), the tokenizer, a GGUF's metadata, the
  * tensor table and its count by type, the file size, the SHA-256 of the header (to pin a model
  * in a recipe's `header_sha256:`), the digest of its contents (what results, resume and history
- * identify it by, loaded_model.h), and whether evalmesh can run it. Any well-formed GGUF is
+ * identify it by, loaded_model.h), whether evalmesh can run it, and the first non-finite weight
+ * (finite_check.h), which makes the exit status 2. Any well-formed GGUF is
  * described, runnable or not (gguf_runnable.h says why not); hyperparameters and tokenizer are
  * shown for the files the strict loader accepts. */
 #include <stdio.h>
@@ -15,6 +16,7 @@
 #include "util/log.h"
 #include "util/sha256.h"
 #include "stages/formats/ggml_types.h"
+#include "stages/model/finite_check.h"
 #include "stages/model/gguf_runnable.h"
 #include "stages/model/loaded_model.h"
 #include "stages/model/rope_scaling.h"
@@ -35,8 +37,12 @@ static const char usage[] =
     "when it is runnable.\n"
     "--json prints the same as one JSON object.\n"
     "\n"
+    "Every weight is turned into floats and looked at: the first NaN or infinite value is\n"
+    "named (tensor, type, block, row) after the description.\n"
+    "\n"
     "Exit statuses: 0 the file was described (even when evalmesh cannot run it), 2 the file\n"
-    "cannot be read as a model (a malformed GGUF, a bad checkpoint: the message says why).\n";
+    "cannot be read as a model (a malformed GGUF, a bad checkpoint: the message says why) or a\n"
+    "weight is NaN or infinite.\n";
 
 static void shape_text(const em_tensor *t, char *buf, size_t size) {
     size_t used = 0;
@@ -358,6 +364,7 @@ static em_status describe(const char *path, description *d) {
         t->n_dims = (int)ti->n_dims;
         memcpy(t->shape, ti->shape, sizeof t->shape);
         t->nbytes = ti->nbytes;
+        t->data = ti->data;
     }
     return NULL;
 }
@@ -398,7 +405,13 @@ static int inspect_main(int argc, char **argv) {
         print_json(&d);
     else
         print_text(&d);
+    err = em_tensors_check_finite(d.tensors, d.tensor_count, EM_EXIT_BAD_INPUT);
     description_free(&d);
+    if (err) {
+        em_log_error("%s: %s", path, err->message);
+        em_error_free(err);
+        return EM_EXIT_BAD_INPUT;
+    }
     return EM_EXIT_OK;
 }
 

@@ -16,7 +16,7 @@
  * from_float_imatrix, scheme, ftype, cuda (see ggml_types.h). */
 static const em_ggml_type_info types[] = {
     [0] = {"F32", 0, 1, 4, em_f32_row, NULL, em_quantize_row_f32, NULL, NULL, 0, false},
-    [1] = {"F16", 1, 1, 2, em_f16_row, NULL, em_quantize_row_f16, NULL, NULL, 1, false},
+    [1] = {"F16", 1, 1, 2, em_f16_row, NULL, em_quantize_row_f16, NULL, "F16", 1, false},
     [2] = {"Q4_0", 2, 32, 18, em_q4_0_row, em_q4_0_row_avx2, em_quantize_row_q4_0,
            em_quantize_row_q4_0_imatrix, "Q4_0", 2, true},
     [3] = {"Q4_1", 3, 32, 20, em_q4_1_row, em_q4_1_row_avx2, em_quantize_row_q4_1,

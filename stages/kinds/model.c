@@ -3,13 +3,15 @@
  * mmapped, so ranks on one node share the page cache. Options: path (relative to the recipe
  * file's directory), format (auto|gguf|safetensors), tokenizer (a replacement tokenizer file),
  * header_sha256 (the expected header checksum), digest (the expected content digest, tensor data
- * included: loaded_model.h). */
+ * included: loaded_model.h), check_finite (auto|true|false: look through every weight for NaN or
+ * infinity, finite_check.h; auto does it for files under 2 GiB). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "runner/stage.h"
 #include "util/log.h"
+#include "stages/model/finite_check.h"
 #include "stages/model/loaded_model.h"
 #include "stages/tokenizer/tokenizer.h"
 
@@ -19,6 +21,7 @@ typedef struct model_state {
     const char *format;
     const char *header_sha256;
     const char *digest;
+    const char *check_finite; /* "auto", "true" or "false" */
 } model_state;
 
 static em_status model_init(em_stage *self, const em_run_context *ctx) {
@@ -27,6 +30,7 @@ static em_status model_init(em_stage *self, const em_run_context *ctx) {
     st->format = em_node_option_string(self->options, "format");
     st->header_sha256 = em_node_get_string(self->options, "header_sha256", NULL);
     st->digest = em_node_get_string(self->options, "digest", NULL);
+    st->check_finite = em_node_option_string(self->options, "check_finite");
     /* a checkpoint may be a directory; a replacement tokenizer is one file */
     em_status err = em_stage_input_file(self, "path", true, &st->path);
     if (!err && em_node_get(self->options, "tokenizer"))
@@ -52,6 +56,13 @@ static em_status model_run(em_stage *self, const em_run_context *ctx) {
     if (!err && st->digest && strcmp(st->digest, m->digest) != 0)
         err = em_error_new(EM_EXIT_BAD_INPUT, "%s: digest is %s but the stage expects %s", st->path,
                            m->digest, st->digest);
+    bool check_finite =
+        strcmp(st->check_finite, "true") == 0 ||
+        (strcmp(st->check_finite, "auto") == 0 && m->file_size < EM_FINITE_CHECK_AUTO_BYTES);
+    if (!err && check_finite) {
+        err = em_tensors_check_finite(m->tensors, m->tensor_count, EM_EXIT_RUNTIME);
+        if (err) err = em_error_prefix(err, "%s", st->path);
+    }
     if (!err && st->tokenizer) {
         em_tokenizer *tok;
         err = em_tokenizer_load(st->tokenizer, &tok);

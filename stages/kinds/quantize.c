@@ -4,7 +4,9 @@
  * stages/formats/ggml_types.c, or a llama-quantize mix, or torchao's int8_weight_only /
  * int4_weight_only with group_size), embeddings, output, exclude (tensor names to keep),
  * allow_requantize, threads, gguf (rank 0 writes the quantized model there as a GGUF file llama.cpp
- * loads; a relative path is in the run directory). A tensor the scheme cannot take (row length,
+ * loads; a relative path is in the run directory). A tensor whose rows the scheme's block does not
+ * divide gets llama-quantize's fallback type (stages/quant/type_fallback.h), logged, unless
+ * `strict: true`; a tensor the scheme cannot take (row length when strict or without a fallback,
  * already quantized) stops the stage with exit 2 and the place of `scheme`.
  *
  * Calibration (quantize_model.h): `imatrix` names a calibrate stage (its activation statistics),
@@ -85,6 +87,7 @@ static em_status quantize_init(em_stage *self, const em_run_context *ctx) {
     st->opt.plan.embeddings = em_node_get_bool(self->options, "embeddings", false);
     st->opt.plan.output = em_node_get_bool(self->options, "output", false);
     st->opt.allow_requantize = em_node_get_bool(self->options, "allow_requantize", false);
+    st->opt.plan.strict = em_node_option_bool(self->options, "strict");
     st->gguf = em_node_get_string(self->options, "gguf", NULL);
     const char *method = em_node_get_string(self->options, "method", "rtn");
     const em_node *method_node = em_node_get(self->options, "method");

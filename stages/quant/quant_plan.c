@@ -3,6 +3,8 @@
 
 #include <string.h>
 
+#include "stages/quant/type_fallback.h"
+
 typedef struct mix {
     const char *name;
     const char *base; /* the scheme of tensors no rule bumps */
@@ -36,14 +38,6 @@ static bool use_more_bits(int i_layer, int n_layers) {
            (i_layer - n_layers / 8) % 3 == 2;
 }
 
-/* llama-quantize's replacement for a K type the row length does not allow. */
-static const char *fallback(const char *scheme) {
-    static const char *const pairs[][2] = {{"Q4_K", "Q5_0"}, {"Q5_K", "Q5_1"}, {"Q6_K", "Q8_0"}};
-    for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++)
-        if (strcmp(pairs[i][0], scheme) == 0) return pairs[i][1];
-    return scheme;
-}
-
 /* The layer whose linear weight t is (role: 'v' attn_v, 'd' ffn_down, 'o' any other), or -1. */
 static int linear_layer(const em_model *m, const em_tensor *t, char *role) {
     for (int i = 0; i < m->config.n_layers; i++) {
@@ -56,7 +50,7 @@ static int linear_layer(const em_model *m, const em_tensor *t, char *role) {
     return -1;
 }
 
-const em_ggml_type_info *em_quant_plan_scheme_for(const em_quant_plan *plan, const em_model *m,
+const em_ggml_type_info *em_quant_plan_wanted_for(const em_quant_plan *plan, const em_model *m,
                                                   const em_tensor *t) {
     char role = 'o';
     int layer = linear_layer(m, t, &role);
@@ -76,7 +70,13 @@ const em_ggml_type_info *em_quant_plan_scheme_for(const em_quant_plan *plan, con
                use_more_bits(layer, m->config.n_layers)) {
         name = "Q6_K";
     }
-    const em_ggml_type_info *s = em_ggml_type_by_scheme(name);
-    if (t->shape[0] % s->block_size != 0) s = em_ggml_type_by_scheme(fallback(name));
-    return s;
+    return em_ggml_type_by_scheme(name);
+}
+
+const em_ggml_type_info *em_quant_plan_scheme_for(const em_quant_plan *plan, const em_model *m,
+                                                  const em_tensor *t) {
+    const em_ggml_type_info *wanted = em_quant_plan_wanted_for(plan, m, t);
+    const em_ggml_type_info *used =
+        wanted && !plan->strict ? em_quant_type_fallback(wanted, t->shape[0]) : NULL;
+    return used ? used : wanted;
 }

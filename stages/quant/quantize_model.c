@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/log.h"
 #include "util/sha256.h"
 #include "stages/kernels/cpu/dequantize.h"
 #include "stages/formats/ggml_types.h"
@@ -231,6 +232,12 @@ em_status em_quantize_model(const em_model *src, const em_quantize_options *opt,
         const em_ggml_type_info *s = em_quant_plan_scheme_for(&opt->plan, src, t);
         em_status err = s ? check_tensor(t, s, opt->allow_requantize) : NULL;
         if (err) return err;
+        const em_ggml_type_info *wanted = em_quant_plan_wanted_for(&opt->plan, src, t);
+        if (s != wanted)
+            em_log_info("quantize: tensor %s: rows of %lld values are not a multiple of %s's block "
+                        "of %d values: %s instead (llama-quantize's fallback)",
+                        t->name, (long long)t->shape[0], wanted->scheme, wanted->block_size,
+                        s->scheme);
     }
     em_status err = em_quantize_check_stats(src, opt);
     if (err) return err;

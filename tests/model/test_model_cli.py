@@ -2,7 +2,7 @@
 well-formed GGUF described with its `runnable:` verdict: vocabulary-only files, unknown
 architectures, tensor types and pre-tokenizers, the real SmolLM2 when it can be fetched),
 the `model` stage in recipes (paths relative to the recipe, format and checksum checks, errors
-naming file:line:col or rank and stage) and evalmesh-mkmodel's argument errors.
+naming file:line:col or rank and stage), NaN and infinite weights named by tensor and block and evalmesh-mkmodel's argument errors.
 
 usage: test_model_cli.py MKMODEL   (EVALMESH_BIN names the evalmesh binary)
 """
@@ -24,8 +24,9 @@ def run(args, cwd=None):
     return p.returncode, p.stdout, p.stderr
 
 
-def gguf_header_sha(path):
-    """SHA-256 of a GGUF file up to its tensor data, found by walking the header."""
+def gguf_layout(path):
+    """The start of a GGUF file's tensor data and each tensor's absolute offset, found by walking
+    the header (alignment 32, as the files these tests read use)."""
     data = open(path, "rb").read()
     pos = 24
     n_tensors, n_kv = struct.unpack_from("<QQ", data, 8)
@@ -46,12 +47,22 @@ def gguf_header_sha(path):
         pos = skip_value(8, pos)
         t = struct.unpack_from("<I", data, pos)[0]
         pos = skip_value(t, pos + 4)
+    offsets = {}
     for _ in range(n_tensors):
+        name_len = struct.unpack_from("<Q", data, pos)[0]
+        name = data[pos + 8:pos + 8 + name_len].decode()
         pos = skip_value(8, pos)
         n_dims = struct.unpack_from("<I", data, pos)[0]
+        offsets[name] = struct.unpack_from("<Q", data, pos + 4 + 8 * n_dims + 4)[0]
         pos += 4 + 8 * n_dims + 4 + 8
     start = (pos + 31) // 32 * 32
-    return hashlib.sha256(data[:start]).hexdigest()
+    return start, {name: start + off for name, off in offsets.items()}
+
+
+def gguf_header_sha(path):
+    """SHA-256 of a GGUF file up to its tensor data."""
+    start, _ = gguf_layout(path)
+    return hashlib.sha256(open(path, "rb").read()[:start]).hexdigest()
 
 
 def check_inspect(evalmesh, mkmodel, tmp):
@@ -202,6 +213,51 @@ def check_stage(evalmesh, mkmodel, tmp):
     rc, out, err = run([evalmesh, "run", bad, "--run-dir", os.path.join(tmp, "run-bad")])
     check(rc == 2 and "rank 0, stage 'm' (model): %s: truncated or corrupt: 21 tensors" % cut in err,
           "truncated model in a run: %d %s" % (rc, err))
+
+
+def check_non_finite(evalmesh, mkmodel, tmp):
+    """A NaN or infinity planted in a known block of a named tensor is named, with its block and
+    row, by `inspect` (exit 2) and by the model stage (exit 4, rank and stage), in an F32 tensor
+    and in a Q8_0 block whose scale is NaN; check_finite: false lets the run through."""
+    shared = os.environ.get("EVALMESH_SHARED_DATA", "../shared/data")
+    stories = os.path.join(shared, "models", "stories260K.gguf")
+    cases = []
+    if os.path.exists(stories):
+        # blk.2.attn_k.weight is {64, 32} F32: value 100 is row 1, value 36, block 100
+        f32 = os.path.join(tmp, "inf-f32.gguf")
+        shutil.copy(stories, f32)
+        cases.append((f32, "blk.2.attn_k.weight", 100 * 4, struct.pack("<f", float("inf")),
+                      "tensor 'blk.2.attn_k.weight' (F32): block 100 (row 1, value 36) holds a "
+                      "non-finite value (inf)"))
+    else:
+        print("stories260K.gguf not found: F32 case skipped")
+    # blk.1.ffn_up.weight of this model is {64, 256} Q8_0 (34-byte blocks of 32 values, an f16
+    # scale first): block 5 is row 2, values 32..63; 0x7e00 is an f16 NaN
+    q8 = os.path.join(tmp, "nan-q8_0.gguf")
+    subprocess.run([mkmodel, "--out", q8, "--type", "q8_0"], check=True)
+    cases.append((q8, "blk.1.ffn_up.weight", 5 * 34, struct.pack("<H", 0x7E00),
+                  "tensor 'blk.1.ffn_up.weight' (Q8_0): block 5 (row 2, values 32..63) holds a "
+                  "non-finite value (nan)"))
+    for path, tensor, at, planted, message in cases:
+        clean = path + ".clean.gguf"
+        shutil.copy(path, clean)
+        with open(path, "r+b") as f:
+            f.seek(gguf_layout(path)[1][tensor] + at)
+            f.write(planted)
+        rc, out, err = run([evalmesh, "inspect", clean])
+        check(rc == 0, "inspect of the clean %s: %d %s" % (os.path.basename(path), rc, err))
+        rc, out, err = run([evalmesh, "inspect", path])
+        check(rc == 2 and "error: %s: %s" % (path, message) in err and "runnable:" in out,
+              "inspect names the non-finite value: %d %s" % (rc, err))
+        for extra, want_rc in [("", 4), (", check_finite: true", 4), (", check_finite: false", 0)]:
+            recipe = os.path.join(tmp, "nonfinite.yaml")
+            open(recipe, "w").write("name: nonfinite\nstages:\n  m: {kind: model, path: %s%s}\n"
+                                    % (path, extra))
+            rdir = os.path.join(tmp, "run-nonfinite-%d-%d" % (len(extra), len(os.listdir(tmp))))
+            rc, out, err = run([evalmesh, "run", recipe, "--run-dir", rdir])
+            want = "rank 0, stage 'm' (model): %s: %s" % (path, message)
+            check(rc == want_rc and ((want in err) == (want_rc == 4)),
+                  "model stage%s: exit %d (want %d) %s" % (extra, rc, want_rc, err[-600:]))
 
 
 def check_not_regular(evalmesh, mkmodel, tmp):
@@ -447,6 +503,7 @@ def main():
     check_inspect_any_gguf(evalmesh, tmp)
     check_inspect_smollm2(evalmesh)
     check_stage(evalmesh, mkmodel, tmp)
+    check_non_finite(evalmesh, mkmodel, tmp)
     check_not_regular(evalmesh, mkmodel, tmp)
     check_mkmodel_errors(mkmodel, tmp)
     shutil.rmtree(tmp)

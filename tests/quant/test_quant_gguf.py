@@ -8,6 +8,9 @@ reader) and with evalmesh:
   while ffn_down (rows of 256) keeps the K types;
 - Q8_0: every tensor's bytes equal gguf.quants.quantize of the source weights;
 - the written Q4_K_M and Q8_0 files score exactly as the in-memory models they were written from;
+- stories260K (ffn 172) with Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, Q4_K_M: llama-quantize's fallbacks
+  (type_fallback.h) in the file, one log line per fallback, ffn_down in F16 with NumPy's float16
+  bytes; strict: true refuses with the block message (exit 2);
 - bad input: GGUF output of a torchao scheme, or from a safetensors source, stops with exit 2.
 
 usage: test_quant_gguf.py MKMODEL QUANT_DUMP
@@ -198,6 +201,66 @@ if os.path.exists(out):
     if mem and disk:
         check("written Q8_0 file scores as the in-memory model", exact(mem) == exact(disk),
               f"{exact(mem)} vs {exact(disk)}")
+
+# stories260K (ffn 172): rows no block of 32 divides. Each scheme falls back as llama-quantize does
+# (type_fallback.h), logging each tensor; strict: true refuses with the block message.
+BLOCK = {"Q8_0": 32, "Q4_0": 32, "Q4_1": 32, "Q5_0": 32, "Q5_1": 32, "Q4_K": 256, "Q5_K": 256,
+         "Q6_K": 256, "F16": 1}
+
+
+def fallback(wanted, row):
+    """llama.cpp's llama_tensor_get_type fallback, F16 where it has none or that does not fit."""
+    if row % BLOCK[wanted] == 0:
+        return wanted
+    used = {"Q4_K": "Q5_0", "Q5_K": "Q5_1", "Q6_K": "Q8_0"}.get(wanted, "F16")
+    return used if row % BLOCK[used] == 0 else "F16"
+
+
+stories = os.path.join(os.environ.get("EVALMESH_SHARED_DATA", "../shared/data"), "models",
+                       "stories260K.gguf")
+if os.path.exists(stories):
+    src = source_weights(stories)
+    linear = [n for n in src if re.match(r"blk\.\d+\.(attn_[qkv]|attn_output|ffn_\w+)\.weight$", n)]
+    for scheme in ("Q8_0", "Q4_0", "Q4_K", "Q5_K", "Q6_K", "Q4_K_M"):
+        out = os.path.join(session.tmp, f"stories-{scheme}.gguf")
+        rc, err, _ = run(f"fb_{scheme}", stories, {"scheme": scheme, "gguf": out})
+        if not check(f"stories260K {scheme}: runs with fallbacks", rc == 0 and os.path.exists(out),
+                     err[-2000:]):
+            continue
+        _, ts = tensors(out)
+        want = {}
+        for n in linear:
+            row = int(ts[n].shape[0])
+            wanted = expected_type(n, 5, 256, "Q4_K") if scheme == "Q4_K_M" else scheme
+            want[n] = (wanted, fallback(wanted, row), row)
+        got = {n: ts[n].tensor_type.name for n in linear}
+        check(f"stories260K {scheme}: the fallback types in the file",
+              got == {n: w[1] for n, w in want.items()},
+              str({n: (got[n], w[1]) for n, w in want.items() if got[n] != w[1]}))
+        logged = re.findall(r"quantize: tensor (\S+): rows of (\d+) values are not a multiple of "
+                            r"(\w+)'s block of (\d+) values: (\w+) instead \(llama-quantize's "
+                            r"fallback\)", err)
+        check(f"stories260K {scheme}: one log line per fallback (tensor, wanted, used)",
+              sorted(logged) == sorted((n, str(w[2]), w[0], str(BLOCK[w[0]]), w[1])
+                                       for n, w in want.items() if w[0] != w[1]),
+              "\n".join(map(str, logged)))
+        f16 = [n for n in linear if got[n] == "F16"]
+        check(f"stories260K {scheme}: ffn_down (rows of 172) in F16",
+              sorted(f16) == sorted(f"blk.{i}.ffn_down.weight" for i in range(5)), str(f16))
+        differ = [n for n in f16 if bytes(ts[n].data) != src[n].astype(np.float16).tobytes()]
+        check(f"stories260K {scheme}: F16 bytes are NumPy's float16 of the weights", not differ,
+              str(differ))
+    rc, err, _ = run("fb_strict", stories, {"scheme": "Q8_0", "strict": "true"})
+    check("stories260K Q8_0 strict: refused (exit 2)", rc == 2, err[-1000:])
+    check("stories260K Q8_0 strict: the block message",
+          "tensor blk.0.ffn_down.weight: rows of 172 values are not a multiple of Q8_0's block of "
+          "32 values" in err and "instead" not in err, err[-1000:])
+    out = os.path.join(session.tmp, "stories-Q8_0.gguf")
+    if os.path.exists(out):
+        rc, err, res = score_file("fb_score", out)
+        check("the Q8_0 file with F16 fallbacks scores", rc == 0 and res, err[-1000:])
+else:
+    print("stories260K.gguf not found: fallback cases skipped")
 
 # Bad input.
 rc, err, _ = run("ao", small, {"scheme": "int8_weight_only", "gguf": "x.gguf"})
