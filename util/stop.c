@@ -2,14 +2,22 @@
 #include "util/stop.h"
 
 #include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-static volatile sig_atomic_t requested; /* the first signal, 0 before */
+/* The first signal, 0 before. Lock-free atomics are safe in a handler, and the handler may run
+ * on any thread: a signal handled on another thread sees the first one's store. */
+static atomic_int requested;
 
 static void on_signal(int sig) {
-    if (sig == SIGINT && requested) {
+    int none = 0;
+    /* recorded before anything is written, so whoever reads the acknowledgement and interrupts
+     * again reaches the branch that exits */
+    bool first = atomic_compare_exchange_strong(&requested, &none, sig);
+    if (sig == SIGINT && !first) {
         static const char msg[] = "evalmesh: second interrupt, exiting now\n";
         ssize_t n = write(2, msg, sizeof msg - 1);
         (void)n;
@@ -21,7 +29,6 @@ static void on_signal(int sig) {
         ssize_t n = write(2, msg, sizeof msg - 1);
         (void)n;
     }
-    if (!requested) requested = sig;
 }
 
 /* The signal EVALMESH_STOP_SIGNAL names (SIGUSR1 when unset), 0 for "none", -1 when unknown. */
@@ -57,5 +64,5 @@ em_status em_stop_install(void) {
 }
 
 int em_stop_signal(void) {
-    return requested;
+    return atomic_load(&requested);
 }
