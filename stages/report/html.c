@@ -462,8 +462,10 @@ static void verdict_section(em_strbuf *b, const cJSON *gate) {
         add_prefix(b, str_at(gate, "baseline", "commit"), 12);
         em_strbuf_add(b, ", model ");
         add_escaped(b, str_at(base, "model", "path"));
-        em_strbuf_add(b, " (header sha256 ");
-        add_prefix(b, str_at(base, "model", "header_sha256"), 12);
+        /* the digest names the weights; a baseline from before digests has only its header's */
+        const char *digest = cJSON_GetStringValue(item(item(base, "model"), "digest"));
+        em_strbuf_add(b, digest ? " (digest " : " (header sha256 ");
+        add_prefix(b, digest ? digest : str_at(base, "model", "header_sha256"), 12);
         em_strbuf_printf(
             b, "). %s",
             cJSON_IsTrue(item(base, "paired"))
@@ -580,13 +582,11 @@ char *em_html_report(const em_html_input *in) {
     const cJSON *gate = item(r, "gate");
     if (cJSON_IsObject(gate)) verdict_section(&b, gate);
     em_strbuf_add(&b, "<table>\n");
-    const char *rows[][3] = {{"recipe sha256", "recipe", "sha256"},
-                             {"model", "model", "path"},
-                             {"model header sha256", "model", "header_sha256"},
-                             {"dataset", "dataset", "path"},
-                             {"dataset sha256", "dataset", "sha256"},
-                             {"evalmesh", "evalmesh", "version"},
-                             {"commit", "evalmesh", "commit"}};
+    const char *rows[][3] = {
+        {"recipe sha256", "recipe", "sha256"}, {"model", "model", "path"},
+        {"model digest", "model", "digest"},   {"model header sha256", "model", "header_sha256"},
+        {"dataset", "dataset", "path"},        {"dataset sha256", "dataset", "sha256"},
+        {"evalmesh", "evalmesh", "version"},   {"commit", "evalmesh", "commit"}};
     for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) {
         em_strbuf_printf(&b, "<tr><th>%s</th><td>", rows[i][0]);
         add_escaped(&b, str_at(r, rows[i][1], rows[i][2]));

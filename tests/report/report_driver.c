@@ -73,6 +73,7 @@ static em_status fixed_run(em_stage *self, const em_run_context *ctx) {
     m->model_path = opt_dup(self->options, "model");
     m->dataset_path = opt_dup(self->options, "dataset");
     m->model_header_sha256 = opt_dup(self->options, "model_sha256");
+    m->model_digest = opt_dup(self->options, "model_digest");
     m->dataset_sha256 = opt_dup(self->options, "dataset_sha256");
     return NULL;
 }

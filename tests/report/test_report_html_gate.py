@@ -48,6 +48,7 @@ stages:
     model: /models/stories260K-noisy.gguf
     dataset: /data/wikitext-2-raw-v1.test.txt
     model_sha256: 9f2c41d07e55a3b1c0de5f1e2d3c4b5a69788796a5b4c3d2e1f0a9b8c7d6e5f4
+    model_digest: 5d0c7e21a9b34f6e8c1d2b3a4f5e6d7c
     dataset_sha256: 1ee7
   out: {kind: report, metrics: m, outputs: [json]}
 """), os.path.join(work, "seed")])
@@ -188,6 +189,19 @@ check("<h2>Gate 'gate': FAILED</h2>" in page, "verdict heading")
 check("Baseline: runs/history/nightly.jsonl:5 (last passing run of the history), run ended "
       "2026-12-01T02:31:12Z, commit 6fe370214584, model /models/stories260K.gguf (header sha256 "
       "0aa1c2f3e4d5). Compared token by token" in page, "baseline paragraph")
+check("<tr><th>model digest</th><td>5d0c7e21a9b34f6e8c1d2b3a4f5e6d7c</td></tr>" in page,
+      "the run's model digest in the provenance table")
+# A baseline that records its model's digest is named by it (the header's sha256 is shared by
+# models that differ only in their weights).
+with_digest = copy.deepcopy(doc)
+with_digest["gate"]["baseline"]["model"]["digest"] = "1b2c3d4e5f60718293a4b5c6d7e8f901"
+digest_doc = write(os.path.join(work, "results-digest.json"), json.dumps(with_digest))
+digest_page = os.path.join(work, "report-digest.html")
+rc, out, err = run([render, "html", digest_doc, digest_page, hist, "fwd.token_ppl", windows])
+check(rc == 0, "report_render html (baseline digest): exit %d: %s" % (rc, err))
+with open(digest_page) as f:
+    check("model /models/stories260K.gguf (digest 1b2c3d4e5f60). Compared token by token"
+          in f.read(), "baseline paragraph names the baseline model's digest")
 check_equal(p.rows, [
     ["metric", "rule", "value", "baseline", "difference ± error", "bound", "result"],
     ["fwd.token_ppl", "max 200 (absolute)", "119.47", "—", "—", "200", "PASS"],
