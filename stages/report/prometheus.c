@@ -78,9 +78,9 @@ static void add_escaped(em_strbuf *b, const char *s, bool in_quotes) {
 }
 
 /* Labels evalmesh sets inside series, and those the Pushgateway sets itself. */
-static const char *const reserved_labels[] = {"model", "model_sha256", "dataset", "commit",
-                                              "stage", "rank",         "gate",    "metric",
-                                              "rule",  "comparison",   "job",     "instance"};
+static const char *const reserved_labels[] = {
+    "model", "model_digest", "model_sha256", "dataset", "commit", "stage",   "rank",
+    "gate",  "metric",       "comparison",   "rule",    "job",    "instance"};
 
 bool em_prometheus_reserved_label(const char *name) {
     for (size_t i = 0; i < sizeof reserved_labels / sizeof *reserved_labels; i++)
@@ -253,6 +253,7 @@ static char *run_labels(const cJSON *doc) {
     const struct {
         const char *label, *object, *key;
     } from[] = {{"model", "model", "path"},
+                {"model_digest", "model", "digest"},
                 {"model_sha256", "model", "header_sha256"},
                 {"dataset", "dataset", "path"},
                 {"commit", "evalmesh", "commit"}};

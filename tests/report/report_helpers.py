@@ -102,9 +102,10 @@ def samples(group):
 def run_labels(results):
     """The provenance labels every pushed series carries, from a results document."""
     out = {}
-    for label, obj, key in (("model", "model", "path"), ("model_sha256", "model", "header_sha256"),
+    for label, obj, key in (("model", "model", "path"), ("model_digest", "model", "digest"),
+                            ("model_sha256", "model", "header_sha256"),
                             ("dataset", "dataset", "path"), ("commit", "evalmesh", "commit")):
-        if results[obj][key] is not None:
+        if results[obj].get(key) is not None:
             out[label] = results[obj][key]
     return out
 

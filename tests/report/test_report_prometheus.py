@@ -33,8 +33,8 @@ JOB = "nightly_job"
 
 def recipe(name, model, model_sha, extra=""):
     """FIXED_METRICS with another model path and hash (and more metrics), pushed to JOB."""
-    metrics = FIXED_METRICS.replace("models/tiny.gguf", model).replace("model_sha256: ab12",
-                                                                        "model_sha256: " + model_sha)
+    metrics = FIXED_METRICS.replace("models/tiny.gguf", model).replace(
+        "model_sha256: ab12", "model_sha256: %s\n    model_digest: %s" % (model_sha, model_sha * 8))
     metrics = metrics.replace("      f_ref.token_ppl: [12.5, 0.25]\n",
                               "      f_ref.token_ppl: [12.5, 0.25]\n" + extra)
     return write(os.path.join(work, name + ".yaml"), """\
@@ -82,6 +82,7 @@ check_equal(pushed(), want, "run A's series")
 check(not any(k[0] == "evalmesh_token_ppl_se" for k in pushed()), "no _se twin pushed")
 check(("evalmesh_only_in_a", series(ra, {"stage": "f_ref"})) in want, "run A has only_in_a")
 check_equal(dict(series(ra, {})), {"model": "/models/a/model-a.gguf", "model_sha256": "aaaa",
+                                  "model_digest": "aaaa" * 8,
                                   "dataset": "data/wiki.test.raw", "commit": ra["evalmesh"]["commit"]},
             "provenance labels of run A")
 
