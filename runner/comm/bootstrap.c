@@ -4,13 +4,14 @@
  *   2. every rank publishes its host name and fences (with the init timeout): this is where a
  *      rank that never started is found and named;
  *   3. MPI_Init_thread (MPI_THREAD_MULTIPLE when offered, at least SERIALIZED: all MPI calls are
- *      serialized by em_mpi_lock), the watchdog thread, and the mpi world communicator;
- *   4. one all-gather of the host names over that communicator: node id = index of the rank's
+ *      serialized by em_mpi_lock);
+ *   4. one MPI_Allgather of the host names: node id = index of the rank's
  *      host among the hosts in order of their lowest rank, node count = number of distinct
  *      hosts, found by sorting (O(P log P) per rank; reading every rank's name from PMIx, one
  *      server round trip each, made 256 ranks on one machine spend seconds here); local
  *      rank/size from PMIX_LOCAL_RANK/PMIX_LOCAL_SIZE when the launcher gives them, else from
- *      the host list. */
+ *      the host list;
+ *   5. the watchdog thread and the mpi world communicator. */
 #include "runner/comm/bootstrap.h"
 
 #include <mpi.h>
@@ -49,15 +50,19 @@ static em_status publish_host(double timeout_s) {
     return err ? err : em_control_fence(timeout_s, "evalmesh.host");
 }
 
-/* Fills node id/count and local rank/size from every rank's host name, gathered over world. */
+/* Fills node id/count and local rank/size from every rank's host name, gathered right after
+ * MPI_Init (every rank passed the PMIx fence, so this waits no longer than MPI_Init itself) and
+ * before the world communicator exists, whose collectives the error messages count from 1. */
 static em_status find_nodes(em_bootstrap *b) {
     host_of_rank mine = {.rank = b->rank};
     gethostname(mine.name, sizeof mine.name - 1);
     host_of_rank *hosts = em_xcalloc((size_t)b->size, sizeof *hosts);
-    em_status err = em_allgather(b->world, &mine, hosts, sizeof mine);
-    if (err) {
+    int rc = MPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, hosts, (int)sizeof mine, MPI_BYTE,
+                           MPI_COMM_WORLD);
+    if (rc != MPI_SUCCESS) {
         free(hosts);
-        return em_error_prefix(err, "gathering the host names");
+        return em_error_new(EM_EXIT_DISTRIBUTED,
+                            "gathering the host names: MPI_Allgather failed (%d)", rc);
     }
     /* Sorted by host then rank, each host's ranks are one run that starts with its lowest. */
     qsort(hosts, (size_t)b->size, sizeof *hosts, by_host_then_rank);
@@ -106,7 +111,7 @@ static em_status start_mpi(const em_bootstrap *b) {
                             "MPI sees rank %d of %d but PMIx said rank %d of %d: the MPI library "
                             "and the launcher disagree",
                             rank, size, b->rank, b->size);
-    return em_watchdog_start();
+    return NULL;
 }
 
 em_status em_bootstrap_init(double timeout_s, em_bootstrap *out) {
@@ -121,8 +126,9 @@ em_status em_bootstrap_init(double timeout_s, em_bootstrap *out) {
     }
     err = publish_host(timeout_s);
     if (!err) err = start_mpi(out);
-    if (!err) err = em_comm_mpi_world(timeout_s, &out->world);
     if (!err) err = find_nodes(out);
+    if (!err) err = em_watchdog_start();
+    if (!err) err = em_comm_mpi_world(timeout_s, &out->world);
     if (err) {
         em_bootstrap_finalize(out);
         return err;
