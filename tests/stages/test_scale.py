@@ -7,18 +7,13 @@ import os
 import re
 import sys
 
-from eval_helpers import MPIRUN, EvalSession
+from eval_helpers import MPIRUN, EvalSession, stories_data
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 from checks import check, check_equal  # noqa: E402
 
 RANKS = int(sys.argv[1])
-DATA = os.environ.get("EVALMESH_SHARED_DATA", "")
-MODEL = os.path.join(DATA, "models", "stories260K.gguf")
-STORIES = os.path.join(DATA, "text", "tinystories_sample.txt")
-if not (os.path.exists(MODEL) and os.path.exists(STORIES)):
-    print(f"SKIPPED: shared data not found under '{DATA}'")
-    sys.exit(77)
+MODEL, STORIES = stories_data()
 if not MPIRUN:
     print("SKIPPED: no mpirun")
     sys.exit(77)
