@@ -3,11 +3,15 @@
  *   1. PMIx_Init gives rank and job size (control.c);
  *   2. every rank publishes its host name and fences (with the init timeout): this is where a
  *      rank that never started is found and named;
- *   3. node id = index of the rank's host among the hosts in order of their lowest rank, node
- *      count = number of distinct hosts; local rank/size from PMIX_LOCAL_RANK/PMIX_LOCAL_SIZE when
- *      the launcher gives them, else from the host list;
- *   4. MPI_Init_thread (MPI_THREAD_MULTIPLE when offered, at least SERIALIZED: all MPI calls are
- *      serialized by em_mpi_lock), the watchdog thread, and the mpi world communicator. */
+ *   3. MPI_Init_thread (MPI_THREAD_MULTIPLE when offered, at least SERIALIZED: all MPI calls are
+ *      serialized by em_mpi_lock);
+ *   4. one MPI_Allgather of the host names: node id = index of the rank's
+ *      host among the hosts in order of their lowest rank, node count = number of distinct
+ *      hosts, found by sorting (O(P log P) per rank; reading every rank's name from PMIx, one
+ *      server round trip each, made 256 ranks on one machine spend seconds here); local
+ *      rank/size from PMIX_LOCAL_RANK/PMIX_LOCAL_SIZE when the launcher gives them, else from
+ *      the host list;
+ *   5. the watchdog thread and the mpi world communicator. */
 #include "runner/comm/bootstrap.h"
 
 #include <mpi.h>
@@ -26,35 +30,61 @@ enum { HOST_BYTES = 64 };
 
 static bool mpi_started;
 
-/* Fills node id/count and local rank/size from every rank's host name. */
-static em_status find_nodes(double timeout_s, em_bootstrap *b) {
+/* Every rank's host name, for finding the nodes. */
+typedef struct host_of_rank {
+    char name[HOST_BYTES];
+    int rank;
+} host_of_rank;
+
+static int by_host_then_rank(const void *a, const void *b) {
+    const host_of_rank *x = a, *y = b;
+    int c = strcmp(x->name, y->name);
+    return c ? c : (x->rank > y->rank) - (x->rank < y->rank);
+}
+
+/* Publishes this rank's host name and waits for every rank's (the fence names missing ranks). */
+static em_status publish_host(double timeout_s) {
     char host[HOST_BYTES] = {0};
     gethostname(host, sizeof host - 1);
     em_status err = em_control_put("evalmesh.host", host, sizeof host);
-    if (!err) err = em_control_fence(timeout_s, "evalmesh.host");
-    if (err) return err;
-    char(*hosts)[HOST_BYTES] = em_xcalloc((size_t)b->size, sizeof *hosts);
-    int *node_of = em_xmalloc((size_t)b->size * sizeof *node_of);
-    for (int r = 0; r < b->size && !err; r++)
-        err = em_control_get(r, "evalmesh.host", hosts[r], HOST_BYTES);
-    if (!err) {
-        b->node_count = 0;
-        b->local_rank = 0;
-        b->local_size = 0;
-        for (int r = 0; r < b->size; r++) {
-            int first = 0;
-            while (strcmp(hosts[first], hosts[r]) != 0) first++;
-            node_of[r] = first == r ? b->node_count++ : node_of[first];
-            if (strcmp(hosts[r], hosts[b->rank]) == 0) {
-                if (r < b->rank) b->local_rank++;
-                b->local_size++;
-            }
-        }
-        b->node_id = node_of[b->rank];
+    return err ? err : em_control_fence(timeout_s, "evalmesh.host");
+}
+
+/* Fills node id/count and local rank/size from every rank's host name, gathered right after
+ * MPI_Init (every rank passed the PMIx fence, so this waits no longer than MPI_Init itself) and
+ * before the world communicator exists, whose collectives the error messages count from 1. */
+static em_status find_nodes(em_bootstrap *b) {
+    host_of_rank mine = {.rank = b->rank};
+    gethostname(mine.name, sizeof mine.name - 1);
+    host_of_rank *hosts = em_xcalloc((size_t)b->size, sizeof *hosts);
+    int rc = MPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, hosts, (int)sizeof mine, MPI_BYTE,
+                           MPI_COMM_WORLD);
+    if (rc != MPI_SUCCESS) {
+        free(hosts);
+        return em_error_new(EM_EXIT_DISTRIBUTED,
+                            "gathering the host names: MPI_Allgather failed (%d)", rc);
+    }
+    /* Sorted by host then rank, each host's ranks are one run that starts with its lowest. */
+    qsort(hosts, (size_t)b->size, sizeof *hosts, by_host_then_rank);
+    int my_lowest = -1;
+    for (int i = 0; i < b->size; i++) {
+        int first = i;
+        while (i + 1 < b->size && strcmp(hosts[i + 1].name, hosts[first].name) == 0) i++;
+        if (strcmp(hosts[first].name, mine.name) != 0) continue;
+        my_lowest = hosts[first].rank;
+        b->local_size = i - first + 1;
+        for (int k = first; k <= i; k++)
+            if (hosts[k].rank == b->rank) b->local_rank = k - first;
+    }
+    /* Nodes are numbered in order of their lowest rank. */
+    b->node_count = 0;
+    b->node_id = 0;
+    for (int i = 0; i < b->size; i++) {
+        if (i > 0 && strcmp(hosts[i - 1].name, hosts[i].name) == 0) continue;
+        b->node_count++;
+        if (hosts[i].rank < my_lowest) b->node_id++;
     }
     free(hosts);
-    free(node_of);
-    if (err) return err;
     unsigned n = 0;
     if (em_control_query_u32(PMIX_LOCAL_RANK, false, &n)) b->local_rank = (int)n;
     if (em_control_query_u32(PMIX_LOCAL_SIZE, true, &n)) b->local_size = (int)n;
@@ -81,7 +111,7 @@ static em_status start_mpi(const em_bootstrap *b) {
                             "MPI sees rank %d of %d but PMIx said rank %d of %d: the MPI library "
                             "and the launcher disagree",
                             rank, size, b->rank, b->size);
-    return em_watchdog_start();
+    return NULL;
 }
 
 em_status em_bootstrap_init(double timeout_s, em_bootstrap *out) {
@@ -94,8 +124,10 @@ em_status em_bootstrap_init(double timeout_s, em_bootstrap *out) {
         out->world = em_comm_local_new(0, timeout_s);
         return NULL;
     }
-    err = find_nodes(timeout_s, out);
+    err = publish_host(timeout_s);
     if (!err) err = start_mpi(out);
+    if (!err) err = find_nodes(out);
+    if (!err) err = em_watchdog_start();
     if (!err) err = em_comm_mpi_world(timeout_s, &out->world);
     if (err) {
         em_bootstrap_finalize(out);

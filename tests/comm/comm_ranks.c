@@ -106,19 +106,20 @@ static void check_allreduce_dtype(em_comm *comm, em_dtype dtype) {
 
 static void check_collectives(em_comm *comm) {
     for (int d = EM_DTYPE_INT64; d <= EM_DTYPE_FLOAT32; d++) check_allreduce_dtype(comm, d);
-    /* allgather: rank k's block is (world rank, k, 3 bytes of 'a'+k). */
+    /* allgather: rank k's block is (world rank, k, k's 3 low bytes), odd-sized; the bytes are
+     * distinct for every rank up to 2^24 (one 'a' + k byte wrapped past 158 ranks). */
     typedef struct {
         int32_t world, rank;
-        char tag[3];
+        unsigned char tag[3];
     } block;
     block mine = {comm->world_ranks[comm->rank], comm->rank, {0}};
-    memset(mine.tag, 'a' + comm->rank, 3);
+    for (int j = 0; j < 3; j++) mine.tag[j] = (unsigned char)(comm->rank >> (8 * j));
     block *all = calloc((size_t)comm->size, sizeof *all);
     CHECK_OK(em_allgather(comm, &mine, all, sizeof mine));
     for (int k = 0; k < comm->size; k++) {
         CHECK_INT_EQ(all[k].world, comm->world_ranks[k]);
         CHECK_INT_EQ(all[k].rank, k);
-        CHECK_INT_EQ(all[k].tag[2], 'a' + k);
+        for (int j = 0; j < 3; j++) CHECK_INT_EQ(all[k].tag[j], (k >> (8 * j)) & 0xff);
     }
     free(all);
     /* broadcast from every root. */

@@ -16,6 +16,18 @@ BIN = os.environ["EVALMESH_BIN"]
 MPIRUN = os.environ.get("EVALMESH_MPIRUN", "")
 
 
+def stories_data():
+    """(stories260K.gguf, the TinyStories sample) from ../shared/data; exits 77 (ctest's skip)
+    without them."""
+    data = os.environ.get("EVALMESH_SHARED_DATA", "")
+    model = os.path.join(data, "models", "stories260K.gguf")
+    stories = os.path.join(data, "text", "tinystories_sample.txt")
+    if not (os.path.exists(model) and os.path.exists(stories)):
+        print(f"SKIPPED: shared data not found under '{data}'")
+        sys.exit(77)
+    return model, stories
+
+
 class EvalSession:
     """One test script's state: its temporary folder and its run count."""
 

@@ -11,19 +11,14 @@ import shutil
 import subprocess
 import sys
 
-from eval_helpers import BIN, EvalSession
+from eval_helpers import BIN, EvalSession, stories_data
 import resume_helpers
 from resume_helpers import HEADER, metrics, records, taken
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 from checks import check  # noqa: E402
 
-DATA = os.environ.get("EVALMESH_SHARED_DATA", "")
-MODEL = os.path.join(DATA, "models", "stories260K.gguf")
-STORIES = os.path.join(DATA, "text", "tinystories_sample.txt")
-if not (os.path.exists(MODEL) and os.path.exists(STORIES)):
-    print(f"SKIPPED: shared data not found under '{DATA}'")
-    sys.exit(77)
+MODEL, STORIES = stories_data()
 
 session = EvalSession("eval_batch_tokens_")
 evalmesh, write = session.evalmesh, session.write
