@@ -3,7 +3,8 @@
  * (stages/kinds/support/scores.h): exact sums over the scored tokens; per window its token count,
  * words, bytes and NLL sum; the time taken; and provenance copied from the model and dataset. Each
  * window's per-token -log p(target), argmax and target go to the run's window records as it
- * finishes and are then dropped, so memory holds one batch of tokens, not the rank's. Consecutive
+ * finishes and are then dropped, so memory holds one batch of tokens, not the rank's (a resume
+ * reads a recorded window's scores back when it comes to that window). Consecutive
  * windows that still need computing are scored in batches of at most
  * `batch_tokens` positions (a longer window alone; cp > 1: one window per batch), each window's
  * numbers bit-identical to those it gets alone (forward_backend.h), so they are the same on any
@@ -206,7 +207,9 @@ static size_t batch_capacity(const em_dataset *ds, int64_t limit) {
  * writer for this attempt's (on the first rank of each tp x cp group; its peers compute the same
  * numbers). */
 typedef struct records {
-    em_records_found found;
+    em_records_index found; /* where the earlier records are; each is read when its window comes */
+    void *buf;              /* the record read last */
+    size_t cap;
     em_records_writer *writer;
 } records;
 
@@ -230,7 +233,7 @@ static em_status open_records(const em_stage *self, const em_run_context *ctx, c
         if ((size_t)ds->windows[i].index + 1 > limit) limit = (size_t)ds->windows[i].index + 1;
     em_status err = NULL;
     if (ctx->resume) {
-        err = em_records_read(ctx->run_dir, self->name, &key, limit, &io->found);
+        err = em_records_index_read(ctx->run_dir, self->name, &key, limit, &io->found);
         if (!err && io->found.damaged)
             em_log_warn("forward %s: %zu torn or damaged window records skipped", self->name,
                         io->found.damaged);
@@ -245,16 +248,23 @@ static em_status open_records(const em_stage *self, const em_run_context *ctx, c
     return err;
 }
 
-/* The record of window w when one exists and agrees with the dataset (token count, words, bytes
- * and every target), else NULL. */
-static const em_window_record *recorded(const em_records_found *found, const em_window *w) {
-    if (!found->by_window || (size_t)w->index >= found->window_limit) return NULL;
-    const em_window_record *r = found->by_window[w->index];
+/* Whether window w has a record that agrees with the dataset (token count, words, bytes and every
+ * target): then *r is it (its arrays in io->buf until the next). A record that cannot be read
+ * back is warned about and its window computed. */
+static bool recorded(records *io, const em_window *w, em_window_record *r) {
+    const em_records_index *ix = &io->found;
     int32_t n = w->length - w->score_from;
-    if (!r || r->token_count != n || r->words != w->words || r->bytes != w->bytes ||
-        memcmp(r->target, w->target + w->score_from, (size_t)n * sizeof *r->target) != 0)
-        return NULL;
-    return r;
+    if (!ix->by_window || (size_t)w->index >= ix->window_limit) return false;
+    const em_record_place *at = &ix->by_window[w->index];
+    if (at->file < 0 || at->token_count != n) return false;
+    em_status err = em_records_index_load(ix, (size_t)w->index, r, &io->buf, &io->cap);
+    if (err) {
+        em_log_warn("%s; the window is computed again", err->message);
+        em_error_free(err);
+        return false;
+    }
+    return r->words == w->words && r->bytes == w->bytes &&
+           memcmp(r->target, w->target + w->score_from, (size_t)n * sizeof *r->target) == 0;
 }
 
 static em_status forward_run(em_stage *self, const em_run_context *ctx) {
@@ -292,7 +302,8 @@ static em_status forward_run(em_stage *self, const em_run_context *ctx) {
     double *nll = em_xmalloc(capacity * sizeof *nll);
     int32_t *argmax = em_xmalloc(capacity * sizeof *argmax);
     em_batch_window *batch = em_xmalloc((ds->count ? ds->count : 1) * sizeof *batch);
-    const em_window_record **taken = em_xcalloc(ds->count ? ds->count : 1, sizeof *taken);
+    bool *taken = em_xcalloc(ds->count ? ds->count : 1, sizeof *taken); /* from a record */
+    size_t scored = 0; /* tokens of the windows done, for the progress */
     while (done < ds->count && !err) {
         if (em_stop_signal()) { /* stop between batches: the finished windows are recorded */
             err = em_error_new(EM_EXIT_INTERRUPTED,
@@ -316,8 +327,13 @@ static em_status forward_run(em_stage *self, const em_run_context *ctx) {
                 break;
             }
             size_t n = (size_t)(w->length - w->score_from);
-            taken[end] = recorded(&io.found, w);
-            if (taken[end]) continue;
+            em_window_record r;
+            taken[end] = recorded(&io, w, &r);
+            if (taken[end]) { /* folded now: its arrays last until the next record is read */
+                double sum = em_scores_fold(s, r.nll, r.argmax, r.target, (int32_t)n);
+                s->windows[end] = (em_window_score){w->index, (int32_t)n, w->words, w->bytes, sum};
+                continue;
+            }
             if (count > 0 && tokens + w->length > limit) break;
             batch[count++] = (em_batch_window){w->input,      w->target, w->length,
                                                w->score_from, nll + at,  argmax + at};
@@ -338,24 +354,19 @@ static em_status forward_run(em_stage *self, const em_run_context *ctx) {
         for (size_t j = done, k = 0; j < end && !err; j++) {
             const em_window *w = &ds->windows[j];
             const int32_t n = w->length - w->score_from;
-            const em_window_record *r = taken[j];
-            const em_batch_window *b = r ? NULL : &batch[k++];
-            em_window_record rec = {w->index,
-                                    n,
-                                    w->words,
-                                    w->bytes,
-                                    w->target + w->score_from,
-                                    r ? r->argmax : b->argmax,
-                                    r ? r->nll : b->nll};
-            if (r)
+            if (taken[j]) {
                 reused++;
-            else if (io.writer)
-                keep_recording(&io, em_records_append(io.writer, &rec));
-            double sum = em_scores_fold(s, rec.nll, rec.argmax, rec.target, n);
-            s->windows[j] = (em_window_score){w->index, n, w->words, w->bytes, sum};
+            } else {
+                const em_batch_window *b = &batch[k++];
+                em_window_record rec = {
+                    w->index, n, w->words, w->bytes, w->target + w->score_from, b->argmax, b->nll};
+                if (io.writer) keep_recording(&io, em_records_append(io.writer, &rec));
+                double sum = em_scores_fold(s, rec.nll, rec.argmax, rec.target, n);
+                s->windows[j] = (em_window_score){w->index, n, w->words, w->bytes, sum};
+            }
+            scored += (size_t)n;
             if (state)
-                em_rank_state_progress(state, (int64_t)j + 1, (int64_t)ds->count,
-                                       (int64_t)s->token_count);
+                em_rank_state_progress(state, (int64_t)j + 1, (int64_t)ds->count, (int64_t)scored);
         }
         done = end;
     }
@@ -366,7 +377,8 @@ static em_status forward_run(em_stage *self, const em_run_context *ctx) {
     em_records_writer *writer = io.writer;
     io.writer = NULL; /* closed here, whatever comes back */
     keep_recording(&io, em_records_writer_close(writer));
-    em_records_found_free(&io.found);
+    em_records_index_free(&io.found);
+    free(io.buf);
     if (ctx->resume && !err)
         em_log_info("forward %s: %zu of %zu windows taken from the run's records, %zu computed",
                     self->name, reused, ds->count, ds->count - reused);
