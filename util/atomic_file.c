@@ -27,31 +27,69 @@ static int write_all(int fd, const char *data, size_t len) {
     return 0;
 }
 
-em_status em_atomic_write(const char *path, const char *data, size_t len, mode_t mode) {
+struct em_atomic_file {
+    char *path, *tmp;
+    int fd;
+    int failed; /* errno of the first failed write, 0 while all went in */
+};
+
+static em_status cannot_write(const char *path, int saved) {
+    return em_error_new(EM_EXIT_RUNTIME, "cannot write '%s': %s", path, strerror(saved));
+}
+
+em_status em_atomic_file_begin(const char *path, mode_t mode, em_atomic_file **out) {
+    *out = NULL;
     const char *slash = strrchr(path, '/');
     char *tmp = slash ? em_xasprintf("%.*s/.%s.XXXXXX", (int)(slash - path), path, slash + 1)
                       : em_xasprintf(".%s.XXXXXX", path);
     int fd = mkstemp(tmp);
-    if (fd < 0) {
-        em_status err =
-            em_error_new(EM_EXIT_RUNTIME, "cannot write '%s': %s", path, strerror(errno));
+    if (fd < 0 || fchmod(fd, mode) != 0) {
+        em_status err = cannot_write(path, errno);
+        if (fd >= 0) close(fd), unlink(tmp);
         free(tmp);
         return err;
     }
-    bool ok = fchmod(fd, mode) == 0 && write_all(fd, data, len) == 0 && fsync(fd) == 0;
-    int saved = errno;
-    if (close(fd) != 0 && ok) {
-        ok = false;
-        saved = errno;
-    }
-    if (ok && rename(tmp, path) != 0) {
-        ok = false;
-        saved = errno;
-    }
-    if (!ok) unlink(tmp);
-    free(tmp);
-    if (ok) return NULL;
-    return em_error_new(EM_EXIT_RUNTIME, "cannot write '%s': %s", path, strerror(saved));
+    em_atomic_file *f = em_xcalloc(1, sizeof *f);
+    *f = (em_atomic_file){em_xstrdup(path), tmp, fd, 0};
+    *out = f;
+    return NULL;
+}
+
+em_status em_atomic_file_write(em_atomic_file *f, const void *data, size_t len) {
+    if (!f->failed && write_all(f->fd, data, len) != 0) f->failed = errno;
+    return f->failed ? cannot_write(f->path, f->failed) : NULL;
+}
+
+void em_atomic_file_abandon(em_atomic_file *f) {
+    if (!f) return;
+    close(f->fd);
+    unlink(f->tmp);
+    free(f->tmp);
+    free(f->path);
+    free(f);
+}
+
+em_status em_atomic_file_commit(em_atomic_file *f) {
+    int saved = f->failed;
+    if (!saved && fsync(f->fd) != 0) saved = errno;
+    if (close(f->fd) != 0 && !saved) saved = errno;
+    f->fd = -1;
+    if (!saved && rename(f->tmp, f->path) != 0) saved = errno;
+    em_status err = saved ? cannot_write(f->path, saved) : NULL;
+    if (saved) unlink(f->tmp);
+    free(f->tmp);
+    free(f->path);
+    free(f);
+    return err;
+}
+
+em_status em_atomic_write(const char *path, const char *data, size_t len, mode_t mode) {
+    em_atomic_file *f;
+    em_status err = em_atomic_file_begin(path, mode, &f);
+    if (!err) err = em_atomic_file_write(f, data, len);
+    if (!err) return em_atomic_file_commit(f);
+    em_atomic_file_abandon(f);
+    return err;
 }
 
 em_status em_atomic_append_line(const char *path, const char *line) {

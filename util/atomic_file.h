@@ -17,6 +17,15 @@
  * name path and the reason ("No space left on device", ...). */
 em_status em_atomic_write(const char *path, const char *data, size_t len, mode_t mode);
 
+/* The same replacement written in pieces, for a file too big to hold (the token file): begin,
+ * any number of writes, then commit (fsync, close, rename) or abandon (removes the temporary
+ * file). Errors as em_atomic_write's; after a failed write, commit abandons and returns it. */
+typedef struct em_atomic_file em_atomic_file;
+em_status em_atomic_file_begin(const char *path, mode_t mode, em_atomic_file **out);
+em_status em_atomic_file_write(em_atomic_file *f, const void *data, size_t len);
+em_status em_atomic_file_commit(em_atomic_file *f);
+void em_atomic_file_abandon(em_atomic_file *f);
+
 /* Appends line and a '\n' with a single write (concurrent appenders do not interleave). When the
  * file does not end with '\n' (an append that was cut short by an older writer), a '\n' goes
  * first, so the new line is never glued to a torn one. When the write comes up short (disk full)

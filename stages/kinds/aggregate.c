@@ -1,4 +1,4 @@
-/* Stage `aggregate`: global metrics from the forward stages' per-token scores, identical on
+/* Stage `aggregate`: global metrics from the forward stages' scores, identical on
  * every rank. For each input stage S it reduces over the mesh's dp group (hierarchically: inside
  * each node, then across nodes; every tp x cp group holds the same scores, so each dp group sees
  * every window once):
@@ -34,7 +34,7 @@
 #include "stages/kinds/support/mesh_checks.h"
 #include "stages/metrics/metrics.h"
 #include "stages/metrics/nll_stats.h"
-#include "stages/metrics/scores.h"
+#include "stages/kinds/support/scores.h"
 
 /* Counts reduced with one int64 all-reduce. */
 enum { COUNT_TOKENS, COUNT_WINDOWS, COUNT_WORDS, COUNT_BYTES, COUNT_CORRECT, COUNT_N };
@@ -49,15 +49,9 @@ typedef struct rank_work {
 /* The exact totals of one scores artifact over all ranks, and its metrics. */
 static em_status reduce_scores(const em_scores *s, const char *stage, em_mesh *mesh,
                                em_metrics *m) {
-    em_exact_sum sums[2];
-    em_exact_sum_init(&sums[0]);
-    em_exact_sum_init(&sums[1]);
+    em_exact_sum sums[2] = {s->nll, s->nll2};
     int64_t counts[COUNT_N] = {0};
-    for (size_t i = 0; i < s->token_count; i++) {
-        em_exact_sum_add(&sums[0], s->nll[i]);
-        em_exact_sum_add(&sums[1], s->nll[i] * s->nll[i]);
-        if (s->argmax[i] == s->target[i]) counts[COUNT_CORRECT]++;
-    }
+    counts[COUNT_CORRECT] = s->correct;
     counts[COUNT_TOKENS] = (int64_t)s->token_count;
     counts[COUNT_WINDOWS] = (int64_t)s->window_count;
     for (size_t w = 0; w < s->window_count; w++) {
@@ -159,9 +153,7 @@ static em_status gather_window_nll(const em_scores *s, em_comm *dp, em_metrics *
     double *all = em_xcalloc((size_t)dp->size * 2 * pairs, sizeof *all);
     for (size_t w = 0; w < s->window_count; w++) {
         const em_window_score *ws = &s->windows[w];
-        double sum = 0;
-        for (int32_t k = 0; k < ws->token_count; k++) sum += s->nll[ws->first_token + (size_t)k];
-        block[2 * w] = ws->token_count ? sum / ws->token_count : 0;
+        block[2 * w] = ws->token_count ? ws->nll_sum / ws->token_count : 0;
         block[2 * w + 1] = ws->token_count;
     }
     if (!err && most) err = em_allgather(dp, block, all, 2 * pairs * sizeof *block);

@@ -1,8 +1,11 @@
 /* Stage `forward`: runs the model over this rank's scoring windows on the forward backend named
  * by `device:` (stages/kernels/forward_backend.h) and produces the scores artifact
- * (stages/metrics/scores.h): per scored token -log p(target), the argmax and the target; per
- * window its token range, words and bytes; the time taken; and provenance copied from the model
- * and dataset. Consecutive windows that still need computing are scored in batches of at most
+ * (stages/kinds/support/scores.h): exact sums over the scored tokens; per window its token count,
+ * words, bytes and NLL sum; the time taken; and provenance copied from the model and dataset. Each
+ * window's per-token -log p(target), argmax and target go to the run's window records as it
+ * finishes and are then dropped, so memory holds one batch of tokens, not the rank's (a resume
+ * reads a recorded window's scores back when it comes to that window). Consecutive
+ * windows that still need computing are scored in batches of at most
  * `batch_tokens` positions (a longer window alone; cp > 1: one window per batch), each window's
  * numbers bit-identical to those it gets alone (forward_backend.h), so they are the same on any
  * rank, with any thread count and any batch_tokens. The mesh must be the dataset's (checked in
@@ -27,7 +30,7 @@
 #include "stages/kinds/support/forward_group.h"
 #include "stages/kinds/support/mesh_checks.h"
 #include "stages/kinds/support/stage_threads.h"
-#include "stages/metrics/scores.h"
+#include "stages/kinds/support/scores.h"
 #include "stages/metrics/window_records.h"
 #include "stages/model/gguf_runnable.h"
 #include "stages/model/loaded_model.h"
@@ -170,16 +173,11 @@ static void free_scores(void *data) {
     em_scores_free(data);
 }
 
-/* The scores artifact sized for ds: token arrays for every scored token, one entry per window. */
+/* The scores artifact for ds: one entry per window, the sums empty. */
 static em_scores *new_scores(const em_model *model, const em_dataset *ds) {
     em_scores *s = em_xcalloc(1, sizeof *s);
-    for (size_t i = 0; i < ds->count; i++) {
-        s->token_count += (size_t)(ds->windows[i].length - ds->windows[i].score_from);
-    }
-    size_t n = s->token_count ? s->token_count : 1;
-    s->nll = em_xmalloc(n * sizeof *s->nll);
-    s->argmax = em_xmalloc(n * sizeof *s->argmax);
-    s->target = em_xmalloc(n * sizeof *s->target);
+    em_exact_sum_init(&s->nll);
+    em_exact_sum_init(&s->nll2);
     s->windows = em_xcalloc(ds->count ? ds->count : 1, sizeof *s->windows);
     s->window_count = ds->count;
     s->model_path = em_xstrdup(model->path ? model->path : "");
@@ -190,11 +188,28 @@ static em_scores *new_scores(const em_model *model, const em_dataset *ds) {
     return s;
 }
 
+/* The most scored tokens one batch can hold: `limit` positions of several windows, or one
+ * longer window alone, and never more than ds scores. */
+static size_t batch_capacity(const em_dataset *ds, int64_t limit) {
+    size_t total = 0, longest = 0;
+    for (size_t i = 0; i < ds->count; i++) {
+        int32_t n = ds->windows[i].length - ds->windows[i].score_from;
+        if (n <= 0) continue;
+        total += (size_t)n;
+        if ((size_t)n > longest) longest = (size_t)n;
+    }
+    size_t most = limit > 0 && (uint64_t)limit < total ? (size_t)limit : total;
+    if (longest > most) most = longest;
+    return most ? most : 1;
+}
+
 /* The window records of this stage: those an earlier attempt left (when resuming) and the
  * writer for this attempt's (on the first rank of each tp x cp group; its peers compute the same
  * numbers). */
 typedef struct records {
-    em_records_found found;
+    em_records_index found; /* where the earlier records are; each is read when its window comes */
+    void *buf;              /* the record read last */
+    size_t cap;
     em_records_writer *writer;
 } records;
 
@@ -218,7 +233,7 @@ static em_status open_records(const em_stage *self, const em_run_context *ctx, c
         if ((size_t)ds->windows[i].index + 1 > limit) limit = (size_t)ds->windows[i].index + 1;
     em_status err = NULL;
     if (ctx->resume) {
-        err = em_records_read(ctx->run_dir, self->name, &key, limit, &io->found);
+        err = em_records_index_read(ctx->run_dir, self->name, &key, limit, &io->found);
         if (!err && io->found.damaged)
             em_log_warn("forward %s: %zu torn or damaged window records skipped", self->name,
                         io->found.damaged);
@@ -233,16 +248,23 @@ static em_status open_records(const em_stage *self, const em_run_context *ctx, c
     return err;
 }
 
-/* The record of window ws when one exists and agrees with the dataset (token count, words,
- * bytes and every target), else NULL. */
-static const em_window_record *recorded(const em_records_found *found, const em_window_score *ws,
-                                        const int32_t *target) {
-    if (!found->by_window || (size_t)ws->window >= found->window_limit) return NULL;
-    const em_window_record *r = found->by_window[ws->window];
-    if (!r || r->token_count != ws->token_count || r->words != ws->words || r->bytes != ws->bytes ||
-        memcmp(r->target, target, (size_t)ws->token_count * sizeof *target) != 0)
-        return NULL;
-    return r;
+/* Whether window w has a record that agrees with the dataset (token count, words, bytes and every
+ * target): then *r is it (its arrays in io->buf until the next). A record that cannot be read
+ * back is warned about and its window computed. */
+static bool recorded(records *io, const em_window *w, em_window_record *r) {
+    const em_records_index *ix = &io->found;
+    int32_t n = w->length - w->score_from;
+    if (!ix->by_window || (size_t)w->index >= ix->window_limit) return false;
+    const em_record_place *at = &ix->by_window[w->index];
+    if (at->file < 0 || at->token_count != n) return false;
+    em_status err = em_records_index_load(ix, (size_t)w->index, r, &io->buf, &io->cap);
+    if (err) {
+        em_log_warn("%s; the window is computed again", err->message);
+        em_error_free(err);
+        return false;
+    }
+    return r->words == w->words && r->bytes == w->bytes &&
+           memcmp(r->target, w->target + w->score_from, (size_t)n * sizeof *r->target) == 0;
 }
 
 static em_status forward_run(em_stage *self, const em_run_context *ctx) {
@@ -272,11 +294,16 @@ static em_status forward_run(em_stage *self, const em_run_context *ctx) {
     records io = {0};
     err = open_records(self, ctx, mesh, model, ds, &io);
     em_rank_state *state = em_rank_state_current();
-    size_t offset = 0, reused = 0, done = 0;
+    size_t reused = 0, done = 0;
     int64_t processed = 0; /* positions run through the model, scored or not */
     int64_t limit = mesh->cp > 1 ? 1 : st->batch_tokens; /* cp > 1: one window per batch */
+    /* one batch's NLL and argmax, folded into s and recorded once the batch is done */
+    size_t capacity = batch_capacity(ds, limit);
+    double *nll = em_xmalloc(capacity * sizeof *nll);
+    int32_t *argmax = em_xmalloc(capacity * sizeof *argmax);
     em_batch_window *batch = em_xmalloc((ds->count ? ds->count : 1) * sizeof *batch);
-    bool *fresh = em_xcalloc(ds->count ? ds->count : 1, sizeof *fresh); /* computed here */
+    bool *taken = em_xcalloc(ds->count ? ds->count : 1, sizeof *taken); /* from a record */
+    size_t scored = 0; /* tokens of the windows done, for the progress */
     while (done < ds->count && !err) {
         if (em_stop_signal()) { /* stop between batches: the finished windows are recorded */
             err = em_error_new(EM_EXIT_INTERRUPTED,
@@ -289,7 +316,7 @@ static em_status forward_run(em_stage *self, const em_run_context *ctx) {
         }
         /* windows done .. end-1: those with a record are taken from it, the others (at most
          * `limit` positions together, or one longer window) are computed as one batch */
-        size_t end = done, at = offset;
+        size_t end = done, at = 0;
         int count = 0;
         int64_t tokens = 0, first = 0, last = 0; /* the computed windows' indices */
         for (; end < ds->count; end++) {
@@ -300,22 +327,20 @@ static em_status forward_run(em_stage *self, const em_run_context *ctx) {
                 break;
             }
             size_t n = (size_t)(w->length - w->score_from);
-            memcpy(s->target + at, w->target + w->score_from, n * sizeof *s->target);
-            s->windows[end] = (em_window_score){w->index, at, (int32_t)n, w->words, w->bytes};
-            const em_window_record *r = recorded(&io.found, &s->windows[end], s->target + at);
-            fresh[end] = !r;
-            if (r) {
-                memcpy(s->nll + at, r->nll, n * sizeof *s->nll);
-                memcpy(s->argmax + at, r->argmax, n * sizeof *s->argmax);
-            } else {
-                if (count > 0 && tokens + w->length > limit) break;
-                batch[count++] = (em_batch_window){w->input,      w->target,   w->length,
-                                                   w->score_from, s->nll + at, s->argmax + at};
-                tokens += w->length;
-                if (count == 1) first = w->index;
-                last = w->index;
+            em_window_record r;
+            taken[end] = recorded(&io, w, &r);
+            if (taken[end]) { /* folded now: its arrays last until the next record is read */
+                double sum = em_scores_fold(s, r.nll, r.argmax, r.target, (int32_t)n);
+                s->windows[end] = (em_window_score){w->index, (int32_t)n, w->words, w->bytes, sum};
+                continue;
             }
+            if (count > 0 && tokens + w->length > limit) break;
+            batch[count++] = (em_batch_window){w->input,      w->target, w->length,
+                                               w->score_from, nll + at,  argmax + at};
             at += n;
+            tokens += w->length;
+            if (count == 1) first = w->index;
+            last = w->index;
         }
         if (!err && count > 0) {
             err = be->score_batch(f, batch, count);
@@ -326,34 +351,34 @@ static em_status forward_run(em_stage *self, const em_run_context *ctx) {
                     em_error_prefix(err, "windows %lld .. %lld", (long long)first, (long long)last);
             processed += tokens;
         }
-        for (size_t j = done; j < end && !err; j++) {
-            const em_window_score *ws = &s->windows[j];
-            if (fresh[j]) {
-                const em_window *w = &ds->windows[j];
-                em_window_record rec = {w->index,
-                                        ws->token_count,
-                                        w->words,
-                                        w->bytes,
-                                        s->target + ws->first_token,
-                                        s->argmax + ws->first_token,
-                                        s->nll + ws->first_token};
-                if (io.writer) keep_recording(&io, em_records_append(io.writer, &rec));
-            } else {
+        for (size_t j = done, k = 0; j < end && !err; j++) {
+            const em_window *w = &ds->windows[j];
+            const int32_t n = w->length - w->score_from;
+            if (taken[j]) {
                 reused++;
+            } else {
+                const em_batch_window *b = &batch[k++];
+                em_window_record rec = {
+                    w->index, n, w->words, w->bytes, w->target + w->score_from, b->argmax, b->nll};
+                if (io.writer) keep_recording(&io, em_records_append(io.writer, &rec));
+                double sum = em_scores_fold(s, rec.nll, rec.argmax, rec.target, n);
+                s->windows[j] = (em_window_score){w->index, n, w->words, w->bytes, sum};
             }
+            scored += (size_t)n;
             if (state)
-                em_rank_state_progress(state, (int64_t)j + 1, (int64_t)ds->count,
-                                       (int64_t)(ws->first_token + (size_t)ws->token_count));
+                em_rank_state_progress(state, (int64_t)j + 1, (int64_t)ds->count, (int64_t)scored);
         }
-        offset = at;
         done = end;
     }
+    free(nll);
+    free(argmax);
     free(batch);
-    free(fresh);
+    free(taken);
     em_records_writer *writer = io.writer;
     io.writer = NULL; /* closed here, whatever comes back */
     keep_recording(&io, em_records_writer_close(writer));
-    em_records_found_free(&io.found);
+    em_records_index_free(&io.found);
+    free(io.buf);
     if (ctx->resume && !err)
         em_log_info("forward %s: %zu of %zu windows taken from the run's records, %zu computed",
                     self->name, reused, ds->count, ds->count - reused);

@@ -322,18 +322,17 @@ static void keep_tokens(const em_stage *self, const em_metrics *m, const em_run_
     snprintf(key_name, sizeof key_name, "%s.windows", m->source_stage);
     const em_metric *windows = em_metrics_find(m, key_name);
     em_records_key key = em_records_key_of(m->model_digest, m->dataset_sha256, ctx->recipe_sha256);
-    em_token_set set;
     bool complete = false;
     char *why = NULL;
-    em_status err =
-        em_token_set_from_records(ctx->run_dir, m->source_stage, &key, m->window_spec,
-                                  windows ? (size_t)windows->value : 0, &set, &complete, &why);
     char sha[65];
     char *name = em_xasprintf("tokens/%s.tokens", m->source_stage);
     char *full = em_textfile_join(ctx->run_dir, name);
     char *dir = em_textfile_join(ctx->run_dir, "tokens");
-    if (!err && complete) err = em_textfile_mkdirs(dir);
-    if (!err && complete) err = em_token_file_write(full, &set, sha);
+    em_status err = em_textfile_mkdirs(dir);
+    if (!err)
+        err = em_token_file_write_from_records(full, ctx->run_dir, m->source_stage, &key,
+                                               m->window_spec, windows ? (size_t)windows->value : 0,
+                                               sha, &complete, &why);
     if (err) {
         em_log_warn("stage '%s': per-token scores not kept (no paired comparison against this "
                     "run): %s",
@@ -346,11 +345,10 @@ static void keep_tokens(const em_stage *self, const em_metrics *m, const em_run_
         cJSON_AddStringToObject(t, "stage", m->source_stage);
         cJSON_AddStringToObject(t, "file", name);
         cJSON_AddStringToObject(t, "sha256", sha);
-        cJSON *spec = cJSON_Parse(set.window_spec);
+        cJSON *spec = cJSON_Parse(m->window_spec ? m->window_spec : "{}");
         cJSON_AddItemToObject(t, "windows", spec ? spec : cJSON_CreateObject());
         *path = em_xstrdup(full);
     }
-    if (complete) em_token_set_free(&set);
     free(why);
     free(name);
     free(full);

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -198,8 +199,18 @@ static size_t intact_record(const uint8_t *data, size_t size, size_t at) {
     return n >= 0 && (size_t)n * 16 + PAYLOAD_FIXED == head[1] ? head[1] : 0;
 }
 
-/* Keeps the record whose payload starts at p when its window is new and in range. */
-static bool keep(const uint8_t *p, em_records_found *f) {
+/* Where the records of a read go: copied whole (em_records_read) or only their places
+ * (em_records_index_read). keep takes the record whose payload starts at p, at offset in file
+ * number `file`, when its window is new and in range, and says whether it did. */
+typedef struct records_sink {
+    bool (*keep)(struct records_sink *sink, const uint8_t *p, int32_t file, uint64_t offset);
+    em_records_found *found;
+    em_records_index *index;
+} records_sink;
+
+static bool keep_copy(records_sink *sink, const uint8_t *p, int32_t file, uint64_t offset) {
+    (void)file, (void)offset;
+    em_records_found *f = sink->found;
     em_window_record r = {0};
     memcpy(&r.window, p, 8);
     memcpy(&r.token_count, p + 8, 4);
@@ -220,7 +231,22 @@ static bool keep(const uint8_t *p, em_records_found *f) {
     return true;
 }
 
-static em_status read_file(const char *path, const em_records_key *key, em_records_found *f) {
+static bool keep_place(records_sink *sink, const uint8_t *p, int32_t file, uint64_t offset) {
+    em_records_index *ix = sink->index;
+    int64_t window;
+    int32_t n;
+    memcpy(&window, p, 8);
+    memcpy(&n, p + 8, 4);
+    if (window < 0 || (size_t)window >= ix->window_limit || ix->by_window[window].file >= 0)
+        return false;
+    ix->by_window[window] = (em_record_place){file, n, offset};
+    return true;
+}
+
+/* Reads one records file (number `file` of this read) into sink; counts go to *records and
+ * *damaged. The pages behind the scan are dropped as it goes, so a big file is not held. */
+static em_status read_file(const char *path, const em_records_key *key, int32_t file,
+                           records_sink *sink, size_t *records, size_t *damaged) {
     em_mapped_file mf = {0}, *m = &mf;
     em_status err = em_mapped_file_open(path, "a window records file", m);
     if (err) return err;
@@ -230,7 +256,7 @@ static em_status read_file(const char *path, const em_records_key *key, em_recor
     if (size >= HEADER_BYTES) memcpy(&c, data + 200, 4);
     if (size < HEADER_BYTES || memcmp(data, FILE_MAGIC, 8) != 0 || c != crc32(data, 200)) {
         em_log_warn("window records %s: no intact header; its windows are computed again", path);
-        f->damaged++;
+        (*damaged)++;
         em_mapped_file_close(m);
         return NULL;
     }
@@ -239,18 +265,24 @@ static em_status read_file(const char *path, const em_records_key *key, em_recor
         em_mapped_file_close(m);
         return err;
     }
-    size_t at = HEADER_BYTES;
+    size_t at = HEADER_BYTES, dropped = 0;
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE), drop_every = (size_t)8 << 20;
     while (at < size) {
+        if (m->mapping && at - dropped >= drop_every) { /* the pages before `at` are done */
+            size_t upto = at / page * page;
+            madvise((void *)(data + dropped), upto - dropped, MADV_DONTNEED);
+            dropped = upto;
+        }
         size_t payload = intact_record(data, size, at);
         if (payload) {
-            f->records += keep(data + at + RECORD_HEAD, f);
+            *records += sink->keep(sink, data + at + RECORD_HEAD, file, at + RECORD_HEAD);
             at += RECORD_HEAD + payload;
             continue;
         }
         em_log_warn("window records %s: the record at byte %zu is torn or damaged; its window "
                     "is computed again",
                     path, at);
-        f->damaged++;
+        (*damaged)++;
         /* look for the next intact record */
         for (at++; at < size && !intact_record(data, size, at); at++) {
         }
@@ -263,10 +295,10 @@ static int compare_names(const void *a, const void *b) {
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-em_status em_records_read(const char *run_dir, const char *stage, const em_records_key *key,
-                          size_t window_limit, em_records_found *out) {
-    *out = (em_records_found){
-        window_limit, em_xcalloc(window_limit ? window_limit : 1, sizeof *out->by_window), 0, 0, 0};
+/* The sorted paths of <run_dir>/records/<stage>.rank*.bin (so which copy of a window is used
+ * does not depend on the directory's order); none without a records directory. */
+static char **record_files(const char *run_dir, const char *stage, size_t *count) {
+    *count = 0;
     char *dir = em_xasprintf("%s/records", run_dir);
     DIR *d = opendir(dir);
     if (!d) {
@@ -275,33 +307,109 @@ em_status em_records_read(const char *run_dir, const char *stage, const em_recor
     }
     char *prefix = em_xasprintf("%s.rank", stage);
     size_t plen = strlen(prefix);
-    em_status err = NULL;
     struct dirent *e;
-    /* sorted, so which copy of a window is used does not depend on the directory's order */
     char **names = NULL;
-    size_t count = 0;
     while ((e = readdir(d)) != NULL) {
         size_t len = strlen(e->d_name);
         if (strncmp(e->d_name, prefix, plen) != 0 || len < 4 ||
             strcmp(e->d_name + len - 4, ".bin") != 0)
             continue;
-        names = realloc(names, (count + 1) * sizeof *names);
+        names = realloc(names, (*count + 1) * sizeof *names);
         if (!names) abort();
-        names[count++] = em_xstrdup(e->d_name);
+        names[(*count)++] = em_xstrdup(e->d_name);
     }
     closedir(d);
-    qsort(names, count, sizeof *names, compare_names);
-    for (size_t i = 0; i < count; i++) {
+    qsort(names, *count, sizeof *names, compare_names);
+    for (size_t i = 0; i < *count; i++) {
         char *path = em_xasprintf("%s/%s", dir, names[i]);
-        if (!err) err = read_file(path, key, out);
-        out->files++;
-        free(path);
         free(names[i]);
+        names[i] = path;
     }
-    free(names);
     free(prefix);
     free(dir);
+    return names;
+}
+
+/* Reads every file of paths into sink, stopping at the first refusal. */
+static em_status read_files(char **paths, size_t count, const em_records_key *key,
+                            records_sink *sink, size_t *files, size_t *records, size_t *damaged) {
+    em_status err = NULL;
+    for (size_t i = 0; i < count && !err; i++) {
+        err = read_file(paths[i], key, (int32_t)i, sink, records, damaged);
+        (*files)++;
+    }
     return err;
+}
+
+em_status em_records_read(const char *run_dir, const char *stage, const em_records_key *key,
+                          size_t window_limit, em_records_found *out) {
+    *out = (em_records_found){
+        window_limit, em_xcalloc(window_limit ? window_limit : 1, sizeof *out->by_window), 0, 0, 0};
+    size_t count;
+    char **paths = record_files(run_dir, stage, &count);
+    records_sink sink = {keep_copy, out, NULL};
+    em_status err = read_files(paths, count, key, &sink, &out->files, &out->records, &out->damaged);
+    for (size_t i = 0; i < count; i++) free(paths[i]);
+    free(paths);
+    return err;
+}
+
+em_status em_records_index_read(const char *run_dir, const char *stage, const em_records_key *key,
+                                size_t window_limit, em_records_index *out) {
+    *out = (em_records_index){.window_limit = window_limit};
+    out->by_window = em_xmalloc((window_limit ? window_limit : 1) * sizeof *out->by_window);
+    for (size_t w = 0; w < window_limit; w++) out->by_window[w] = (em_record_place){-1, 0, 0};
+    size_t count, files = 0;
+    out->files = record_files(run_dir, stage, &count);
+    out->file_count = count;
+    out->fds = em_xmalloc((count ? count : 1) * sizeof *out->fds);
+    for (size_t i = 0; i < count; i++) out->fds[i] = open(out->files[i], O_RDONLY | O_CLOEXEC);
+    records_sink sink = {keep_place, NULL, out};
+    return read_files(out->files, count, key, &sink, &files, &out->records, &out->damaged);
+}
+
+em_status em_records_index_load(const em_records_index *ix, size_t window, em_window_record *r,
+                                void **buf, size_t *cap) {
+    const em_record_place *at = &ix->by_window[window];
+    size_t n = (size_t)at->token_count, len = PAYLOAD_FIXED + 16 * n;
+    if (*cap < len) {
+        free(*buf);
+        *buf = em_xmalloc(len);
+        *cap = len;
+    }
+    const char *path = ix->files[at->file];
+    int fd = ix->fds[at->file];
+    ssize_t got = fd >= 0 ? pread(fd, *buf, len, (off_t)at->offset) : -1;
+    int saved = errno;
+    if (got != (ssize_t)len)
+        return em_error_new(EM_EXIT_RUNTIME,
+                            "window records %s: cannot read the record of window "
+                            "%zu: %s",
+                            path, window,
+                            fd < 0    ? "it could not be opened"
+                            : got < 0 ? strerror(saved)
+                                      : "the file is shorter than when it was read");
+    const uint8_t *p = *buf;
+    *r = (em_window_record){0};
+    memcpy(&r->window, p, 8);
+    memcpy(&r->token_count, p + 8, 4);
+    memcpy(&r->words, p + 16, 8);
+    memcpy(&r->bytes, p + 24, 8);
+    r->target = (const int32_t *)(p + PAYLOAD_FIXED);
+    r->argmax = r->target + n;
+    r->nll = (const double *)(p + PAYLOAD_FIXED + 8 * n);
+    return NULL;
+}
+
+void em_records_index_free(em_records_index *ix) {
+    for (size_t i = 0; i < ix->file_count; i++) {
+        if (ix->fds[i] >= 0) close(ix->fds[i]);
+        free(ix->files[i]);
+    }
+    free(ix->fds);
+    free(ix->files);
+    free(ix->by_window);
+    *ix = (em_records_index){0};
 }
 
 void em_records_found_free(em_records_found *f) {

@@ -82,4 +82,30 @@ em_status em_records_read(const char *run_dir, const char *stage, const em_recor
                           size_t window_limit, em_records_found *out);
 void em_records_found_free(em_records_found *f);
 
+/* Where each window's record is, without its scores: what a reader that takes the windows one at
+ * a time keeps (the token file), so its memory follows the windows, not the tokens. */
+typedef struct em_record_place {
+    int32_t file;        /* index into files; -1: no usable record */
+    int32_t token_count; /* its n */
+    uint64_t offset;     /* of its payload in the file */
+} em_record_place;
+
+typedef struct em_records_index {
+    size_t window_limit;
+    em_record_place *by_window; /* (window_limit) */
+    char **files;               /* the paths read, in the order read */
+    int *fds;                   /* (file_count) each opened for reading, -1 when it failed */
+    size_t file_count, records, damaged;
+} em_records_index;
+
+/* Finds the records as em_records_read does (the same files, checks and refusals, the same record
+ * for each window) but keeps only their places. */
+em_status em_records_index_read(const char *run_dir, const char *stage, const em_records_key *key,
+                                size_t window_limit, em_records_index *out);
+/* Reads the record of `window` (which has one) into *r; its arrays point into *buf, grown as
+ * needed (free it after the last). Errors (the file unreadable since): exit 4, naming it. */
+em_status em_records_index_load(const em_records_index *ix, size_t window, em_window_record *r,
+                                void **buf, size_t *cap);
+void em_records_index_free(em_records_index *ix);
+
 #endif

@@ -79,30 +79,120 @@ em_status em_token_set_from_records(const char *run_dir, const char *stage,
     return NULL;
 }
 
-em_status em_token_file_write(const char *path, const em_token_set *set, char sha256_hex[65]) {
+/* The header's JSON line (heap, no newline). */
+static char *header_line(const char *stage, const em_records_key *key, const char *window_spec,
+                         size_t window_count, size_t token_count) {
     cJSON *head = cJSON_CreateObject();
-    cJSON_AddStringToObject(head, "stage", set->stage);
-    cJSON_AddStringToObject(head, "model_sha256", set->model_digest);
-    cJSON_AddStringToObject(head, "dataset_sha256", set->dataset_sha256);
-    cJSON *spec = cJSON_Parse(set->window_spec);
+    cJSON_AddStringToObject(head, "stage", stage);
+    cJSON_AddStringToObject(head, "model_sha256", key->model_digest);
+    cJSON_AddStringToObject(head, "dataset_sha256", key->dataset_sha256);
+    cJSON *spec = cJSON_Parse(window_spec ? window_spec : "{}");
     cJSON_AddItemToObject(head, "windows", spec ? spec : cJSON_CreateObject());
-    cJSON_AddNumberToObject(head, "window_count", (double)set->window_count);
-    cJSON_AddNumberToObject(head, "token_count", (double)set->token_count);
-    char *line = cJSON_PrintUnformatted(head);
+    cJSON_AddNumberToObject(head, "window_count", (double)window_count);
+    cJSON_AddNumberToObject(head, "token_count", (double)token_count);
+    char *text = cJSON_PrintUnformatted(head);
     cJSON_Delete(head);
-    size_t n = set->token_count, w = set->window_count;
-    size_t len = strlen(MAGIC) + strlen(line) + 1 + 4 * w + 4 * n + n + 8 * n;
-    char *buf = em_xmalloc(len);
-    char *p = buf;
-    p += sprintf(p, "%s%s\n", MAGIC, line);
-    cJSON_free(line);
-    memcpy(p, set->window_tokens, 4 * w), p += 4 * w;
-    memcpy(p, set->target, 4 * n), p += 4 * n;
-    memcpy(p, set->correct, n), p += n;
-    memcpy(p, set->nll, 8 * n);
-    em_sha256_hex(buf, len, sha256_hex);
-    em_status err = em_atomic_write(path, buf, len, 0644);
+    char *line = em_xstrdup(text);
+    cJSON_free(text);
+    return line;
+}
+
+/* The token file being written: its bytes go through a buffer to the file and the digest. */
+typedef struct token_writer {
+    em_atomic_file *file;
+    em_sha256 digest;
+    char buf[1 << 16];
+    size_t used;
+    em_status err;
+} token_writer;
+
+static void flush_out(token_writer *w) {
+    em_sha256_update(&w->digest, w->buf, w->used);
+    if (!w->err) w->err = em_atomic_file_write(w->file, w->buf, w->used);
+    w->used = 0;
+}
+
+static void put(token_writer *w, const void *data, size_t len) {
+    const char *p = data;
+    while (len > 0) {
+        size_t n = sizeof w->buf - w->used < len ? sizeof w->buf - w->used : len;
+        memcpy(w->buf + w->used, p, n);
+        w->used += n, p += n, len -= n;
+        if (w->used == sizeof w->buf) flush_out(w);
+    }
+}
+
+/* The sections of the layout after the window counts, in order. */
+enum { SECTION_TARGET, SECTION_CORRECT, SECTION_NLL, SECTIONS };
+
+/* One section of every window, window by window from the records. */
+static em_status put_section(token_writer *w, const em_records_index *ix, size_t window_count,
+                             int section) {
+    void *buf = NULL;
+    size_t cap = 0;
+    em_status err = NULL;
+    for (size_t i = 0; i < window_count && !err; i++) {
+        em_window_record r;
+        err = em_records_index_load(ix, i, &r, &buf, &cap);
+        if (err) break;
+        size_t n = (size_t)r.token_count;
+        if (section == SECTION_TARGET) put(w, r.target, 4 * n);
+        if (section == SECTION_NLL) put(w, r.nll, 8 * n);
+        for (size_t k = 0; section == SECTION_CORRECT && k < n; k++) {
+            uint8_t c = r.argmax[k] == r.target[k];
+            put(w, &c, 1);
+        }
+    }
     free(buf);
+    return err;
+}
+
+em_status em_token_file_write_from_records(const char *path, const char *run_dir, const char *stage,
+                                           const em_records_key *key, const char *window_spec,
+                                           size_t window_count, char sha256_hex[65], bool *complete,
+                                           char **why) {
+    *complete = false;
+    *why = NULL;
+    em_records_index ix;
+    em_status err = em_records_index_read(run_dir, stage, key, window_count, &ix);
+    size_t tokens = 0, missing = 0;
+    for (size_t i = 0; i < window_count && !err; i++) {
+        if (ix.by_window[i].file >= 0)
+            tokens += (size_t)ix.by_window[i].token_count;
+        else
+            missing++;
+    }
+    if (!err && (window_count == 0 || missing)) {
+        *why = em_xasprintf("%zu of %zu windows of '%s' have no record in %s/records", missing,
+                            window_count, stage, run_dir);
+        em_records_index_free(&ix);
+        return NULL;
+    }
+    token_writer *w = em_xcalloc(1, sizeof *w);
+    if (!err) err = em_atomic_file_begin(path, 0644, &w->file);
+    if (!err) {
+        em_sha256_init(&w->digest);
+        char *line = header_line(stage, key, window_spec, window_count, tokens);
+        put(w, MAGIC, strlen(MAGIC));
+        put(w, line, strlen(line));
+        put(w, "\n", 1);
+        free(line);
+        for (size_t i = 0; i < window_count; i++) put(w, &ix.by_window[i].token_count, 4);
+        for (int section = 0; section < SECTIONS && !err; section++)
+            err = put_section(w, &ix, window_count, section);
+        flush_out(w);
+        uint8_t digest[32];
+        em_sha256_final(&w->digest, digest);
+        em_sha256_to_hex(digest, sha256_hex);
+        if (!err) err = w->err;
+        if (err)
+            em_atomic_file_abandon(w->file);
+        else
+            err = em_atomic_file_commit(w->file);
+    }
+    free(w);
+    em_records_index_free(&ix);
+    if (!err) *complete = true;
     return err;
 }
 

@@ -43,8 +43,14 @@ em_status em_token_set_from_records(const char *run_dir, const char *stage,
                                     size_t window_count, em_token_set *out, bool *complete,
                                     char **why);
 
-/* Writes the set to path (atomically); sha256_hex gets the file's sha256. */
-em_status em_token_file_write(const char *path, const em_token_set *set, char sha256_hex[65]);
+/* Writes the token file of the same records to path (atomically), reading them one window at a
+ * time, so its memory follows the windows, not the tokens; sha256_hex gets the file's sha256.
+ * *complete and *why as em_token_set_from_records's (nothing is written when incomplete).
+ * Errors: unreadable records, exit 2; a failed write, exit 4. */
+em_status em_token_file_write_from_records(const char *path, const char *run_dir, const char *stage,
+                                           const em_records_key *key, const char *window_spec,
+                                           size_t window_count, char sha256_hex[65], bool *complete,
+                                           char **why);
 /* Reads path, checking its sha256 when sha256_hex is not NULL. Errors exit 2, naming the file. */
 em_status em_token_file_read(const char *path, const char *sha256_hex, em_token_set *out);
 

@@ -9,13 +9,21 @@ on generated TinyStories text with the stories260K model, measured with getrusag
       text byte more than on 1 MiB (a text split into documents is read whole; only the documents
       the 4 windows need are tokenized), and the same token perplexity;
   (d) tokenization only, all of a 40 MiB text (a recipe with the model and dataset stages): at
-      most 6 bytes per text byte more than on the first 1 MiB (token ids, one block of text).
+      most 6 bytes per text byte more than on the first 1 MiB (token ids, one block of text);
+  (e) a full run, forward, aggregate and a report (which keeps the token file), rolling windows
+      of 64 over all of a 2 MB one-line text (974,174 scored tokens): at most 8 bytes per scored
+      token more than the model and dataset stages alone (the forward folds each window into
+      exact sums and keeps its per-token scores only in the window records, and the report
+      writes the token file from them one window at a time; before, the forward held 16 bytes a
+      token until the aggregate and the report all of them again: 22 bytes a token more), with
+      the metrics and the token file of the run that held them, to the bit.
 The run on 1 MiB is the baseline: the process itself (the CUDA and MPI libraries' pages alone are
 about 200 MiB) and the model. Before the change (a) needed about 4 bytes per text byte more
 than its baseline (the text, the ids of all of it, and their copies). Skips without the shared
 data and in sanitizer builds (ASan's shadow memory and quarantine are not the program's).
 
 Usage: test_memory_bound.py"""
+import hashlib
 import os
 import re
 import sys
@@ -65,14 +73,14 @@ def make_text(path, size, one_line):
             left -= len(sample)
 
 
-def run_recipe(tmp, data, extra=""):
+def run_recipe(tmp, data, extra="", run="run"):
     """peak_rss of `evalmesh run` on a recipe of the model, a dataset stage with options data
-    and the stages extra."""
+    and the stages extra, in the run directory tmp/<run>."""
     recipe = os.path.join(tmp, "recipe.yaml")
     with open(recipe, "w") as f:
         f.write(f"name: memory\nstages:\n  model: {{kind: model, path: {MODEL}}}\n"
                 f"  data: {{kind: dataset, tokenizer: model, {data}}}\n{extra}")
-    return peak_rss([EVALMESH, "run", recipe, "--run-dir", os.path.join(tmp, "run"), "--force"])
+    return peak_rss([EVALMESH, "run", recipe, "--run-dir", os.path.join(tmp, run), "--force"])
 
 
 def final_estimate(out):
@@ -140,4 +148,35 @@ with tempfile.TemporaryDirectory() as tmp:
           f"{peaks[text] / 2**20:.0f} MiB, {more / size:.2f} bytes per text byte more than on 1 MiB")
     check(more <= 6 * size, f"tokenization only: peak resident {peaks[text]} bytes for a text "
           f"of {size} bytes, {peaks[small]} on 1 MiB (at most 6 bytes per text byte more)")
+
+    # (e): the metrics to the bit (%.17g in the aggregate's debug lines) and the token file of
+    # the same recipe run before the change, which held every token's scores in memory
+    size = 2 * 10**6
+    make_text(text, size, True)
+    want = {"token_ppl": "6.8586474383493918", "token_ppl_se": "0.02146305968265905",
+            "nll_mean": "1.9255102558765682", "token_accuracy": "0.56418771184613836",
+            "tokens": "974174", "windows": "15222", "words": "384823", "bytes": "2000000"}
+    peaks, metrics = {}, {}
+    for label, extra in (("tokenization", ""),
+                         ("all", "  ppl: {kind: forward, model: model, data: data}\n"
+                          "  metrics: {kind: aggregate, inputs: [ppl]}\n"
+                          "  report: {kind: report, metrics: metrics, outputs: [table]}\n")):
+        rc, out, peaks[label] = run_recipe(
+            tmp, f"path: {text}, protocol: rolling, max_length: 64", extra + "log_level: debug\n",
+            "full")  # not the records of the recipes above
+        check_equal(rc, 0, f"full run, {label}: {out}")
+        metrics[label] = dict(re.findall(r"aggregate 'metrics': ppl\.(\w+) = (\S+)", out))
+    scored = int(metrics["all"].get("tokens", "0"))
+    more = peaks["all"] - peaks["tokenization"]
+    print(f"full run, 2 MB, {scored} scored tokens: peak {peaks['all'] / 2**20:.0f} MiB, "
+          f"{more / max(scored, 1):.1f} bytes per scored token more than tokenizing alone")
+    check(more <= 8 * scored, f"full run: peak resident {peaks['all']} bytes for {scored} scored "
+          f"tokens, {peaks['tokenization']} tokenizing alone (at most 8 bytes per scored token "
+          "more)")
+    for key, value in want.items():
+        check_equal(metrics["all"].get(key), value, f"full run: ppl.{key}")
+    tokens = os.path.join(tmp, "full", "tokens", "ppl.tokens")
+    digest = hashlib.sha256(open(tokens, "rb").read()).hexdigest() if os.path.exists(tokens) else None
+    check_equal(digest, "e5e66874d235904741927117782b7cc7a1c03806e96149b945d358945912d7ce",
+                "full run: the token file's sha256")
 sys.exit(finish())
