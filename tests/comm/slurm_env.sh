@@ -15,7 +15,10 @@ done
 
 T=$(mktemp -d /tmp/evalmesh-slurm.XXXXXX)
 H=$(hostname -s)
-# Ports of our own, so clusters of concurrent test runs do not meet.
+# Ports and a TmpFS of our own, so clusters of concurrent test runs do not meet: Slurm's PMIx
+# plugin puts each step's client directory (spmix_appdir_<uid>_<job>.<step>) under TmpFS, and
+# every new cluster numbers its jobs from 1 again, so a shared /tmp let one cluster's leftover
+# directory refuse another's step ("Cannot create client cli tmpdir: File exists").
 BASE=$((20000 + ($$ % 2000) * 2))
 stop() {
     for pidfile in slurmd.pid slurmctld.pid munged.pid; do
@@ -30,7 +33,7 @@ stop() {
 }
 trap stop EXIT
 
-mkdir -p "$T/state" "$T/spool" "$T/munge"
+mkdir -p "$T/state" "$T/spool" "$T/munge" "$T/tmp"
 chmod 700 "$T/munge"
 dd if=/dev/urandom bs=1 count=1024 of="$T/munge/munge.key" 2> /dev/null
 chmod 400 "$T/munge/munge.key"
@@ -47,6 +50,7 @@ AuthType=auth/munge
 AuthInfo=socket=$T/munge/munge.socket
 StateSaveLocation=$T/state
 SlurmdSpoolDir=$T/spool
+TmpFS=$T/tmp
 SlurmctldPidFile=$T/slurmctld.pid
 SlurmdPidFile=$T/slurmd.pid
 SlurmctldPort=$BASE
