@@ -74,8 +74,7 @@ uint32_t em_mt19937_next(em_mt19937 *mt) {
     return y;
 }
 
-/* numpy's random_interval(max): a uniform value in [0, max] by masked rejection sampling. */
-static uint64_t numpy_interval(em_mt19937 *mt, uint64_t max) {
+uint64_t em_numpy_interval(em_mt19937 *mt, uint64_t max) {
     if (max == 0) return 0;
     uint64_t mask = max;
     for (int shift = 1; shift <= 32; shift *= 2) mask |= mask >> shift;
@@ -96,7 +95,7 @@ static uint64_t numpy_interval(em_mt19937 *mt, uint64_t max) {
 void em_numpy_permutation(em_mt19937 *mt, size_t n, size_t *out) {
     for (size_t i = 0; i < n; i++) out[i] = i;
     for (size_t i = n; i-- > 1;) {
-        size_t j = (size_t)numpy_interval(mt, i);
+        size_t j = (size_t)em_numpy_interval(mt, i);
         size_t t = out[i];
         out[i] = out[j];
         out[j] = t;

@@ -22,6 +22,9 @@ void em_mt19937_seed_numpy(em_mt19937 *mt, uint32_t seed);
 void em_mt19937_seed_python(em_mt19937 *mt, uint64_t seed);
 uint32_t em_mt19937_next(em_mt19937 *mt);
 
+/* A uniform integer in [0, max] as RandomState draws one (random_interval: masked rejection
+ * sampling; no draw when max is 0): randint(0, max + 1), and choice() of max + 1 items. */
+uint64_t em_numpy_interval(em_mt19937 *mt, uint64_t max);
 /* out (n) = RandomState's permutation(n) from mt's current state. */
 void em_numpy_permutation(em_mt19937 *mt, size_t n, size_t *out);
 /* out (k) = random.sample(range(n), k) from mt's current state (k <= n). */

@@ -56,7 +56,9 @@ typedef struct em_task {
     em_task_output output;
     unsigned metrics; /* EM_TASK_METRIC_* */
     int num_fewshot;
-    em_task_example *examples; /* in document order */
+    bool absolute_normalization; /* BIG-bench: choices are ranked by their log-likelihood sums as
+                                    they are, not normalized over the choices */
+    em_task_example *examples;   /* in document order */
     size_t example_count;
 } em_task;
 
