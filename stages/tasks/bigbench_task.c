@@ -62,8 +62,8 @@ static bool truthy(const cJSON *v) {
     return false;
 }
 
-/* Python's == between two JSON values as json.load makes them: objects compare by key whatever
- * their order, numbers and booleans by value. */
+/* Python's == between two JSON values as json_task loads them (json.load with OrderedDict):
+ * objects compare key by key in order, numbers and booleans by value (True == 1). */
 static bool python_equal(const cJSON *a, const cJSON *b) {
     bool a_num = cJSON_IsNumber(a) || cJSON_IsBool(a), b_num = cJSON_IsNumber(b) || cJSON_IsBool(b);
     if (a_num || b_num) {
@@ -74,21 +74,12 @@ static bool python_equal(const cJSON *a, const cJSON *b) {
     if (cJSON_IsString(a) || cJSON_IsString(b))
         return cJSON_IsString(a) && cJSON_IsString(b) &&
                strcmp(a->valuestring, b->valuestring) == 0;
-    if (cJSON_IsNull(a) || cJSON_IsNull(b)) return cJSON_IsNull(a) && cJSON_IsNull(b);
-    if (cJSON_IsArray(a) != cJSON_IsArray(b) || cJSON_IsObject(a) != cJSON_IsObject(b))
-        return false;
-    if (cJSON_GetArraySize(a) != cJSON_GetArraySize(b)) return false;
-    if (cJSON_IsArray(a)) {
-        const cJSON *x = a->child, *y = b->child;
-        for (; x && y; x = x->next, y = y->next)
-            if (!python_equal(x, y)) return false;
-        return true;
-    }
-    for (const cJSON *x = a->child; x; x = x->next) {
-        const cJSON *y = field(b, x->string);
-        if (!y || !python_equal(field(a, x->string), y)) return false;
-    }
-    return true;
+    if ((a->type & 0xff) != (b->type & 0xff)) return false;
+    const cJSON *x = a->child, *y = b->child;
+    for (; x && y; x = x->next, y = y->next)
+        if ((cJSON_IsObject(a) && strcmp(x->string, y->string) != 0) || !python_equal(x, y))
+            return false;
+    return !x && !y;
 }
 
 /* Parses a whole JSON file; a syntax error is exit 2 at its file:line:col. */
@@ -165,29 +156,10 @@ static void sample_clear(bigbench_sample *s) {
 }
 
 /* Two formatted samples are == in Python (make_nshot_dataset leaves out every sample equal to
- * the query, not only the query itself). */
+ * the query, not only the query itself): after duplicates are dropped by their json.dumps text,
+ * only examples that differ in true against 1 (or false against 0) still are. */
 static bool same_sample(const bigbench_sample *a, const bigbench_sample *b) {
-    if (a == b) return true;
-    if (a->hash != b->hash || strcmp(a->input, b->input) != 0) return false;
-    if (a->target_count != b->target_count || a->choice_count != b->choice_count) return false;
-    for (size_t i = 0; i < a->target_count; i++)
-        if (strcmp(a->targets[i], b->targets[i]) != 0) return false;
-    for (size_t i = 0; i < a->choice_count; i++)
-        if (strcmp(a->choices[i], b->choices[i]) != 0 || a->scores[i] != b->scores[i]) return false;
-    int fields = 0;
-    for (const cJSON *x = a->json->child; x; x = x->next) {
-        if (strcmp(x->string, "input") == 0 || strcmp(x->string, "target") == 0 ||
-            strcmp(x->string, "target_scores") == 0)
-            continue;
-        const cJSON *y = field(b->json, x->string);
-        if (!y || !python_equal(field(a->json, x->string), y)) return false;
-        fields++;
-    }
-    for (const cJSON *y = b->json->child; y; y = y->next)
-        if (strcmp(y->string, "input") != 0 && strcmp(y->string, "target") != 0 &&
-            strcmp(y->string, "target_scores") != 0)
-            fields--;
-    return fields == 0;
+    return a == b || (a->hash == b->hash && python_equal(a->json, b->json));
 }
 
 static int compare_strings(const void *a, const void *b) {
@@ -327,14 +299,17 @@ static int compare_hash_index(const void *a, const void *b) {
 }
 
 /* make_nshot_dataset: which samples are asked (*queries, *query_count) and the prompt of each
- * (contexts[i], without task_prefix), drawn from one RandomState(42). */
-static void make_nshot(const bigbench_sample *samples, size_t n, int shots, size_t limit,
+ * (contexts[i], without task_prefix), drawn from one RandomState(42). False (with the prompts
+ * made so far counted) when a query leaves fewer than `shots` samples to draw from, which numpy
+ * refuses: other samples equal to it as Python compares them are left out too. */
+static bool make_nshot(const bigbench_sample *samples, size_t n, int shots, size_t limit,
                        const char *separator, size_t *queries, size_t *query_count,
                        char **contexts) {
     em_mt19937 mt;
     em_mt19937_seed_numpy(&mt, BIGBENCH_SEED);
     size_t *order = em_xmalloc(n * sizeof *order);
     size_t asked = limit && limit < n ? limit : n;
+    *query_count = 0;
     if (shots == 0) {
         if (asked < n)
             em_numpy_permutation(&mt, n, order);
@@ -346,7 +321,7 @@ static void make_nshot(const bigbench_sample *samples, size_t n, int shots, size
         }
         *query_count = asked;
         free(order);
-        return;
+        return true;
     }
     hash_index *by_hash = em_xmalloc(n * sizeof *by_hash);
     for (size_t i = 0; i < n; i++) by_hash[i] = (hash_index){samples[i].hash, i};
@@ -369,6 +344,10 @@ static void make_nshot(const bigbench_sample *samples, size_t n, int shots, size
         for (; lo < n && by_hash[lo].hash == query->hash; lo++)
             if (same_sample(&samples[by_hash[lo].index], query))
                 left_out[count++] = by_hash[lo].index;
+        if (n - count < (size_t)shots) {
+            queries[q] = query_order[q]; /* the query that cannot have its shots */
+            break;
+        }
         em_numpy_permutation(&mt, n - count, order);
         for (int s = 0; s < shots; s++) {
             const bigbench_sample *shot = &samples[nth_kept(order[s], left_out, count)];
@@ -388,13 +367,15 @@ static void make_nshot(const bigbench_sample *samples, size_t n, int shots, size
         strcpy(p, query->input);
         queries[q] = query_order[q];
         contexts[q] = context;
+        *query_count = q + 1;
     }
-    *query_count = asked;
+    bool made = *query_count == asked;
     free(parts);
     free(left_out);
     free(query_order);
     free(by_hash);
     free(order);
+    return made;
 }
 
 static em_status field_error(const char *file, const char *task, const char *key,
@@ -519,8 +500,18 @@ static em_status load_examples(const cJSON *data, const char *file, const char *
     if (err) goto done;
     size_t *queries = em_xmalloc(kept * sizeof *queries), asked;
     char **contexts = em_xmalloc(kept * sizeof *contexts);
-    make_nshot(samples, kept, options->num_fewshot, options->limit, fmt.separator, queries, &asked,
-               contexts);
+    if (!make_nshot(samples, kept, options->num_fewshot, options->limit, fmt.separator, queries,
+                    &asked, contexts)) {
+        err = em_error_new(EM_EXIT_BAD_INPUT,
+                           "%s: task '%s': examples[%zu] has fewer than %d "
+                           "other examples to draw its shots from (BIG-bench leaves out the ones "
+                           "equal to it)",
+                           file, task, samples[queries[asked]].doc_index, options->num_fewshot);
+        for (size_t q = 0; q < asked; q++) free(contexts[q]);
+        free(contexts);
+        free(queries);
+        goto done;
+    }
     em_task *t = em_xcalloc(1, sizeof *t);
     t->name = task;
     task = NULL;

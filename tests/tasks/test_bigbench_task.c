@@ -4,14 +4,16 @@
  * sha256, the first one in full), the continuations, target scores and gold.
  *   tasks_bigbench_task local   the committed task under tests/tasks/bigbench (always runs)
  *   tasks_bigbench_task sdist   real tasks of the bigbench 1.0.0 sdist (tools/fetch-bigbench;
- *                               skipped when it cannot be fetched) */
+ *                               skipped when it cannot be fetched), and every bigbench_lite
+ *                               member found by name and loaded (3 examples a subtask) */
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 
-#include "bigbench_expected.h"
+#include "expected_json.h"
+#include "stages/tasks/bigbench_catalog.h"
 #include "stages/tasks/bigbench_task.h"
 #include "test.h"
 #include "util/sha256.h"
@@ -94,9 +96,34 @@ static char *fetch_bigbench(void) {
     return em_xstrdup(line);
 }
 
+/* Every member of bigbench_lite is found and loads: 13 tasks and 34 subtasks (bbq_lite_json alone
+ * has 18). */
+static void check_lite(const char *tasks_dir) {
+    size_t loaded = 0;
+    for (const char *const *name = em_bigbench_group("bigbench_lite"); *name; name++) {
+        char *path;
+        em_status err = em_bigbench_find(tasks_dir, *name, &path);
+        em_task **tasks = NULL;
+        size_t count = 0;
+        em_bigbench_options options = {.num_fewshot = 1, .limit = 3};
+        if (!err) err = em_bigbench_load(path, &options, &tasks, &count);
+        if (err) fprintf(stderr, "%s: %s\n", *name, err->message);
+        CHECK(err == NULL);
+        for (size_t t = 0; t < count; t++) {
+            CHECK_INT_EQ(tasks[t]->example_count, 3);
+            em_task_free(tasks[t]);
+        }
+        loaded += count;
+        free(tasks);
+        em_error_free(err);
+        if (!err) free(path);
+    }
+    CHECK_INT_EQ(loaded, 47);
+}
+
 int main(int argc, char **argv) {
     bool sdist = argc > 1 && strcmp(argv[1], "sdist") == 0;
-    cJSON *expected = bigbench_expected();
+    cJSON *expected = expected_json("bigbench_expected.json");
     const char *source = getenv("EVALMESH_SOURCE_DIR");
     char *tasks_dir =
         sdist ? fetch_bigbench() : em_xasprintf("%s/tests/tasks/bigbench", source ? source : ".");
@@ -106,7 +133,8 @@ int main(int argc, char **argv) {
         check_case(tasks_dir, c);
         cases++;
     }
-    CHECK_INT_EQ(cases, sdist ? 12 : 4);
+    CHECK_INT_EQ(cases, sdist ? 12 : 6);
+    if (sdist) check_lite(tasks_dir);
     free(tasks_dir);
     cJSON_Delete(expected);
     return test_finish();

@@ -7,10 +7,10 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "expected_json.h"
 #include "stages/tasks/mt19937.h"
 #include "test.h"
 #include "util/error.h"
-#include "util/regular_file.h"
 
 /* The list `values` equals out (n). */
 static bool equal_list(const cJSON *values, const size_t *out, size_t n) {
@@ -75,17 +75,7 @@ static void check_python(const cJSON *c) {
 }
 
 int main(void) {
-    const char *source = getenv("EVALMESH_SOURCE_DIR");
-    char *path = em_xasprintf("%s/tests/tasks/mt19937_expected.json", source ? source : ".");
-    char *text;
-    em_status err =
-        em_read_regular_file(path, EM_TEXT_MAX_BYTES, "the expected draws", &text, NULL);
-    if (err) {
-        fprintf(stderr, "%s\n", err->message);
-        return 1;
-    }
-    cJSON *expected = cJSON_Parse(text);
-    CHECK(expected != NULL);
+    cJSON *expected = expected_json("mt19937_expected.json");
     int numpy_cases = 0, python_cases = 0;
     const cJSON *c;
     cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(expected, "numpy_cases")) {
@@ -99,7 +89,5 @@ int main(void) {
     CHECK_INT_EQ(numpy_cases, 28);
     CHECK_INT_EQ(python_cases, 80);
     cJSON_Delete(expected);
-    free(text);
-    free(path);
     return test_finish();
 }

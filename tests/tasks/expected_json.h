@@ -1,7 +1,7 @@
-/* Reads tests/tasks/bigbench_expected.json (written by bigbench_reference.py) for the BIG-bench
- * tests. */
-#ifndef EVALMESH_TESTS_BIGBENCH_EXPECTED_H
-#define EVALMESH_TESTS_BIGBENCH_EXPECTED_H
+/* Reads the expected values the tasks tests compare with: a JSON file under tests/tasks written by
+ * its reference script (mt19937_reference.py, bigbench_reference.py). */
+#ifndef EVALMESH_TESTS_TASKS_EXPECTED_JSON_H
+#define EVALMESH_TESTS_TASKS_EXPECTED_JSON_H
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -10,10 +10,10 @@
 #include "util/error.h"
 #include "util/regular_file.h"
 
-/* The parsed file; exits 1 with the reason when it cannot be read. */
-static inline cJSON *bigbench_expected(void) {
+/* tests/tasks/NAME parsed; exits 1 with the reason when it cannot be read. */
+static inline cJSON *expected_json(const char *name) {
     const char *source = getenv("EVALMESH_SOURCE_DIR");
-    char *path = em_xasprintf("%s/tests/tasks/bigbench_expected.json", source ? source : ".");
+    char *path = em_xasprintf("%s/tests/tasks/%s", source ? source : ".", name);
     char *text;
     em_status err =
         em_read_regular_file(path, EM_TEXT_MAX_BYTES, "the expected values", &text, NULL);
