@@ -251,32 +251,36 @@ static em_status format_sample(const char *file, const char *task, const bigbenc
     return NULL;
 }
 
-/* Indices of the distinct examples (the first of each json.dumps text), in file order. */
+/* An example's JSON text (cJSON's, standing in for json.dumps) and its place in the file. */
+typedef struct example_text {
+    char *text;
+    size_t index;
+} example_text;
+
+/* By text, equal texts by place. */
+static int compare_example_texts(const void *a, const void *b) {
+    const example_text *x = a, *y = b;
+    int c = strcmp(x->text, y->text);
+    if (c) return c;
+    return x->index < y->index ? -1 : x->index > y->index;
+}
+
+/* Indices of the distinct examples (the first of each JSON text), in file order. */
 static size_t distinct_examples(const cJSON *examples, size_t count, size_t *keep) {
-    char **texts = em_xmalloc((count ? count : 1) * sizeof *texts);
+    example_text *texts = em_xmalloc((count ? count : 1) * sizeof *texts);
     size_t i = 0;
-    for (const cJSON *ex = examples->child; ex; ex = ex->next, i++) {
-        char *t = cJSON_PrintUnformatted(ex);
-        /* the index after the text, so equal texts sort by index */
-        texts[i] = em_xasprintf("%s%c%012zu", t, '\0', i);
-        free(t);
-    }
-    char **sorted = em_xmalloc((count ? count : 1) * sizeof *sorted);
-    memcpy(sorted, texts, count * sizeof *sorted);
-    qsort(sorted, count, sizeof *sorted, compare_strings);
+    for (const cJSON *ex = examples->child; ex; ex = ex->next, i++)
+        texts[i] = (example_text){cJSON_PrintUnformatted(ex), i};
+    qsort(texts, count, sizeof *texts, compare_example_texts);
     bool *duplicate = em_xcalloc(count ? count : 1, sizeof *duplicate);
     for (i = 1; i < count; i++)
-        if (strcmp(sorted[i], sorted[i - 1]) == 0) {
-            const char *index = sorted[i] + strlen(sorted[i]) + 1;
-            duplicate[strtoull(index, NULL, 10)] = true;
-        }
+        if (strcmp(texts[i].text, texts[i - 1].text) == 0) duplicate[texts[i].index] = true;
     size_t kept = 0;
     for (i = 0; i < count; i++) {
         if (!duplicate[i]) keep[kept++] = i;
-        free(texts[i]);
+        free(texts[i].text);
     }
     free(duplicate);
-    free(sorted);
     free(texts);
     return kept;
 }
