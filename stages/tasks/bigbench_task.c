@@ -104,6 +104,7 @@ static em_status parse_file(const char *path, cJSON **out) {
     return NULL;
 }
 
+/* parts[0..n) joined into a new string. */
 static char *concat(const char *const *parts, size_t n) {
     size_t len = 0;
     for (size_t i = 0; i < n; i++) len += strlen(parts[i]);
@@ -166,10 +167,11 @@ static int compare_strings(const void *a, const void *b) {
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-static em_status example_error(const char *file, const char *task, size_t index, const char *fmt,
-                               const char *what) {
+/* "FILE: task 'TASK': examples[INDEX]: WHAT PROBLEM", exit 2. */
+static em_status example_error(const char *file, const char *task, size_t index, const char *what,
+                               const char *problem) {
     return em_error_new(EM_EXIT_BAD_INPUT, "%s: task '%s': examples[%zu]: %s %s", file, task, index,
-                        what, fmt);
+                        what, problem);
 }
 
 /* default_format_fn for the example at index of the file: checks its fields and fills s. */
@@ -180,17 +182,17 @@ static em_status format_sample(const char *file, const char *task, const bigbenc
     const cJSON *input = field(ex, "input"), *scores = field(ex, "target_scores");
     const cJSON *target = field(ex, "target");
     if (!cJSON_IsString(input))
-        return example_error(file, task, index, "must be a string", "'input'");
+        return example_error(file, task, index, "'input'", "must be a string");
     if (!cJSON_IsObject(scores) || !scores->child)
-        return example_error(file, task, index, "must be an object of choices and their scores",
-                             "'target_scores'");
+        return example_error(file, task, index, "'target_scores'",
+                             "must be an object of choices and their scores");
     if (needs_target && !target)
-        return example_error(file, task, index, "is missing (the task has generative metrics)",
-                             "'target'");
+        return example_error(file, task, index, "'target'",
+                             "is missing (the task has generative or log_likelihood metrics)");
     for (const cJSON *c = scores->child; c; c = c->next) {
         if (!cJSON_IsNumber(c))
-            return example_error(file, task, index, "must map every choice to a number",
-                                 "'target_scores'");
+            return example_error(file, task, index, "'target_scores'",
+                                 "must map every choice to a number");
         s->choice_count++;
     }
     s->choices = em_xmalloc(s->choice_count * sizeof *s->choices);
@@ -203,12 +205,14 @@ static em_status format_sample(const char *file, const char *task, const bigbenc
     }
     if (target) {
         s->target_count = cJSON_IsArray(target) ? (size_t)cJSON_GetArraySize(target) : 1;
-        s->targets = em_xmalloc((s->target_count ? s->target_count : 1) * sizeof *s->targets);
+        if (!s->target_count) /* a few-shot answer is drawn from it */
+            return example_error(file, task, index, "'target'", "must not be an empty list");
+        s->targets = em_xmalloc(s->target_count * sizeof *s->targets);
         const cJSON *t = cJSON_IsArray(target) ? target->child : target;
         for (i = 0; i < s->target_count; i++, t = t->next) {
             if (!cJSON_IsString(t))
-                return example_error(file, task, index, "must be a string or a list of strings",
-                                     "'target'");
+                return example_error(file, task, index, "'target'",
+                                     "must be a string or a list of strings");
             s->targets[i] = t->valuestring;
         }
     } else {
@@ -216,8 +220,8 @@ static em_status format_sample(const char *file, const char *task, const bigbenc
         for (i = 1; i < s->choice_count; i++) min = s->scores[i] < min ? s->scores[i] : min;
         double max = s->scores[best];
         if ((s->choice_count == 1 && max == 0) || (s->choice_count > 1 && max <= min))
-            return example_error(file, task, index, "gives no choice a higher score",
-                                 "'target_scores'");
+            return example_error(file, task, index, "'target_scores'",
+                                 "gives no choice a higher score");
         s->target_count = 1;
         s->targets = em_xmalloc(sizeof *s->targets);
         s->targets[0] = s->choices[best];
@@ -333,7 +337,7 @@ static bool make_nshot(const bigbench_sample *samples, size_t n, int shots, size
     size_t *query_order = em_xmalloc(n * sizeof *query_order);
     em_numpy_permutation(&mt, n, query_order);
     size_t *left_out = em_xmalloc(n * sizeof *left_out);
-    const char **parts = em_xmalloc((2 * (size_t)shots + 1) * sizeof *parts);
+    const char **parts = em_xmalloc(2 * (size_t)shots * sizeof *parts);
     for (size_t q = 0; q < asked; q++) {
         const bigbench_sample *query = &samples[query_order[q]];
         /* valid_samples = [x for x in samples if x != sample] */
@@ -481,7 +485,7 @@ static em_status load_examples(const cJSON *data, const char *file, const char *
     size_t count = (size_t)cJSON_GetArraySize(examples), i = 0;
     for (const cJSON *ex = examples->child; ex; ex = ex->next, i++)
         if (!cJSON_IsObject(ex)) {
-            err = example_error(file, task, i, "must be an object", "the example");
+            err = example_error(file, task, i, "the example", "must be an object");
             goto done;
         }
     keep = em_xmalloc((count ? count : 1) * sizeof *keep);
