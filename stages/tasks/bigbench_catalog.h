@@ -1,5 +1,7 @@
 /* BIG-bench's tasks by name: where tools/fetch-bigbench unpacks the bigbench 1.0.0 sdist's
- * benchmark_tasks, the folder of a task named there, and the named groups of tasks. */
+ * benchmark_tasks, the folder of a task named there, and the named groups of tasks. Their prompts
+ * follow BIG-bench's own format (bigbench_task.h), not lm-evaluation-harness's bigbench tasks,
+ * which read a Hugging Face copy with stripped inputs. */
 #ifndef EVALMESH_TASKS_BIGBENCH_CATALOG_H
 #define EVALMESH_TASKS_BIGBENCH_CATALOG_H
 
