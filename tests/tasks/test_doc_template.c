@@ -1,0 +1,103 @@
+/* doc_template: the Jinja subset rendered over one document (each expected string is what
+ * jinja2 3 renders for the same template and document under lm-eval's Environment), and the
+ * errors: unsupported syntax at its column, a missing field naming the document. */
+#include <cjson/cJSON.h>
+
+#include "stages/tasks/doc_template.h"
+#include "test.h"
+
+static const char *const doc_text =
+    "{\"question\": \"  Why?\\t\", \"choices\": {\"text\": [\"a b\", \"c\"], \"label\": [\"A\", "
+    "\"B\"]}, \"answerKey\": \"B\", \"n\": 3, \"ok\": true, \"none\": null, "
+    "\"sentence\": \"the cat sat\", \"answers\": {\"text\": [\"x\"]}}";
+
+static const em_doc_source source = {"data.jsonl", 7, 6, false};
+
+/* Renders tmpl over the document; NULL on error (the message in *message). */
+static char *render(const char *tmpl, char **message) {
+    cJSON *doc = cJSON_Parse(doc_text);
+    em_doc_template *t;
+    char *out = NULL;
+    em_mark mark = {em_intern("task.yaml"), 4, 14};
+    em_status err = em_doc_template_parse(tmpl, "doc_to_text", mark, true, &t);
+    if (!err) {
+        err = em_doc_template_render(t, doc, &source, &out);
+        em_doc_template_free(t);
+    }
+    *message = NULL;
+    if (err) {
+        *message = em_xstrdup(err->message);
+        CHECK_INT_EQ(err->exit_code, EM_EXIT_BAD_INPUT);
+        em_error_free(err);
+    }
+    cJSON_Delete(doc);
+    return out;
+}
+
+static void check_render(const char *tmpl, const char *expected) {
+    char *message;
+    char *out = render(tmpl, &message);
+    if (message) fprintf(stderr, "%s: %s\n", tmpl, message);
+    CHECK_STR_EQ(out, expected);
+    free(out);
+    free(message);
+}
+
+static void check_error(const char *tmpl, const char *expected) {
+    char *message;
+    char *out = render(tmpl, &message);
+    CHECK(out == NULL);
+    CHECK_STR_EQ(message, expected);
+    free(out);
+    free(message);
+}
+
+int main(void) {
+    check_render("Question: {{question}}", "Question:   Why?\t");
+    check_render("{{question.strip()}}|{{ question | trim }}|{{question.lstrip()}}.",
+                 "Why?|Why?|Why?\t.");
+    check_render("{{choices.text[0]}} {{choices['label'][-1]}} {{answers[\"text\"][0]}}",
+                 "a b B x");
+    check_render("{{choices.label.index(answerKey)}}", "1");
+    check_render("{{sentence.split(' ')[:-1]|join(' ')}}|{{' '+sentence.split(' ')[-1]}}",
+                 "the cat| sat");
+    check_render("{{n}} {{n + 1}} {{ok}} {{none}} {{choices.text|length}}", "3 4 True None 2");
+    check_render("{{sentence.replace('cat', 'dog')}} {{sentence[4:7]}} {{sentence.split()|last}}",
+                 "the dog sat cat sat");
+    check_render("a\r\nb\rc{{'}}'}}", "a\nb\nc}}");
+    check_render("no braces { here }", "no braces { here }");
+
+    check_error("{% if ok %}x{% endif %}",
+                "task.yaml:4:14: doc_to_text: '{%' blocks are not supported (evalmesh renders a "
+                "subset of Jinja: docs/tasks.md)");
+    check_error("Q: {{ question | upper }}",
+                "task.yaml:4:31: doc_to_text: the filter 'upper' is not supported (evalmesh "
+                "renders a subset of Jinja: docs/tasks.md)");
+    check_error("{{ question.lower() }}",
+                "task.yaml:4:26: doc_to_text: the method 'lower' is not supported (evalmesh "
+                "renders a subset of Jinja: docs/tasks.md)");
+    check_error("{{ question.split(' ', 1) }}",
+                "task.yaml:4:26: doc_to_text: split takes 0 to 1 arguments, not 2 (evalmesh "
+                "renders a subset of Jinja: docs/tasks.md)");
+    check_error("Q: {{ question * 2 }}",
+                "task.yaml:4:29: doc_to_text: unsupported operator or syntax '*' (evalmesh "
+                "renders a subset of Jinja: docs/tasks.md)");
+    check_error("Q: {{- question }}",
+                "task.yaml:4:17: doc_to_text: whitespace control ('{{-') is not supported "
+                "(evalmesh renders a subset of Jinja: docs/tasks.md)");
+    check_error("{{ question", "task.yaml:4:14: doc_to_text: '{{' without its '}}' (evalmesh "
+                               "renders a subset of Jinja: docs/tasks.md)");
+    check_error("Q: {{questions}}", "data.jsonl:7: document 6: doc_to_text (task.yaml:4:14): the "
+                                    "document has no field 'questions'");
+    check_error("{{choices.texts}}", "data.jsonl:7: document 6: doc_to_text (task.yaml:4:14): "
+                                     "the field 'choices.texts' is missing");
+    check_error("{{choices.text}}", "data.jsonl:7: document 6: doc_to_text (task.yaml:4:14): {{ "
+                                    "}}: rendering a list is outside evalmesh's subset (a string, "
+                                    "an integer, a bool or null renders)");
+    check_error("{{choices.label.index('Z')}}",
+                "data.jsonl:7: document 6: doc_to_text (task.yaml:4:14): index(): \"Z\" is not "
+                "in the list");
+    for (unsigned cp = 0; cp < 0x110000; cp++)
+        if (em_python_isspace(cp)) CHECK(cp < 0x3001);
+    return test_finish();
+}
