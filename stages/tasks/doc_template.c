@@ -57,19 +57,20 @@ bool em_python_isspace(unsigned cp) {
            cp == 0x202F || cp == 0x205F || cp == 0x3000;
 }
 
-/* Integers stay exact in a double below 2^53. */
-static bool whole_number(double v) {
-    return v == floor(v) && fabs(v) < 9007199254740992.0;
+/* A number Python holds as an int (exact in a double below 2^53). */
+static bool is_integer(const cJSON *v) {
+    return cJSON_IsNumber(v) && !(v->type & EM_JSON_FLOAT) &&
+           v->valuedouble == floor(v->valuedouble) && fabs(v->valuedouble) < 9007199254740992.0;
 }
 
-bool em_python_str(const cJSON *value, bool has_fractions, char **out) {
+bool em_python_str(const cJSON *value, char **out) {
     if (cJSON_IsString(value)) {
         *out = em_xstrdup(value->valuestring);
     } else if (cJSON_IsBool(value)) {
         *out = em_xstrdup(cJSON_IsTrue(value) ? "True" : "False");
     } else if (cJSON_IsNull(value)) {
         *out = em_xstrdup("None");
-    } else if (cJSON_IsNumber(value) && !has_fractions && whole_number(value->valuedouble)) {
+    } else if (is_integer(value)) {
         *out = em_xasprintf("%lld", (long long)value->valuedouble);
     } else {
         return false;
@@ -302,6 +303,16 @@ static em_status parse_primary(parser *p, expr **out) {
     return parse_error(p, start, "unsupported expression starting with '%c'", c);
 }
 
+/* Jinja's `obj.name` takes a dict's method before its item of that name. */
+static bool python_dict_method(const char *name) {
+    static const char *const methods[] = {"clear",      "copy",   "fromkeys", "get",
+                                          "items",      "keys",   "pop",      "popitem",
+                                          "setdefault", "update", "values"};
+    for (size_t i = 0; i < sizeof methods / sizeof *methods; i++)
+        if (!strcmp(methods[i], name)) return true;
+    return false;
+}
+
 /* A method or filter the subset has, with as many arguments as it takes. */
 static em_status check_operation(const parser *p, const expr *e, size_t name_offset) {
     bool filter = e->kind == EXPR_FILTER;
@@ -332,6 +343,11 @@ static em_status parse_postfix(parser *p, expr **out) {
             e->text = read_name(p);
             e->base = *out;
             *out = e;
+            if (p->text[p->pos] != '(' && python_dict_method(e->text))
+                return parse_error(p, name_offset,
+                                   "'.%s' is a Python dict method in Jinja, not the field: write "
+                                   "['%s']",
+                                   e->text, e->text);
             if (p->text[p->pos] == '(') {
                 p->pos++;
                 e->kind = EXPR_METHOD;
@@ -548,10 +564,6 @@ static cJSON *string_of(const char *s, size_t len) {
     return v;
 }
 
-static bool is_int(const evaluator *ev, const cJSON *v) {
-    return cJSON_IsNumber(v) && whole_number(v->valuedouble);
-}
-
 static bool json_equal(const cJSON *a, const cJSON *b) {
     if (cJSON_IsBool(a) || cJSON_IsBool(b) || cJSON_IsNumber(a) || cJSON_IsNumber(b)) {
         /* Python: True == 1 and 1 == 1.0 */
@@ -722,7 +734,7 @@ static em_status op_join(const evaluator *ev, const expr *e, const cJSON *base, 
     r[0] = '\0';
     for (const cJSON *item = base->child; item; item = item->next) {
         char *s;
-        if (!em_python_str(item, ev->source->has_fractions, &s)) {
+        if (!em_python_str(item, &s)) {
             free(r);
             return eval_error(ev, "join: an item that is not a string, an integer, a bool or null");
         }
@@ -822,7 +834,7 @@ static em_status eval_item(const evaluator *ev, const expr *e, cJSON *base, cons
         *out = cJSON_Duplicate(v, true);
         return NULL;
     }
-    if ((cJSON_IsArray(base) || cJSON_IsString(base)) && is_int(ev, key)) {
+    if ((cJSON_IsArray(base) || cJSON_IsString(base)) && is_integer(key)) {
         size_t at;
         if (cJSON_IsArray(base)) {
             if (!sequence_index((long long)key->valuedouble, (size_t)cJSON_GetArraySize(base), &at))
@@ -930,7 +942,7 @@ static em_status eval_expr(const evaluator *ev, const expr *e, cJSON **out) {
             if (!ends[i]) {
                 bounds[i] = i ? LLONG_MAX : 0;
             } else if (!(err = eval_expr(ev, ends[i], &v))) {
-                if (is_int(ev, v))
+                if (is_integer(v))
                     bounds[i] = (long long)v->valuedouble;
                 else
                     err = eval_error(ev, "a slice bound that is not an integer");
@@ -966,7 +978,7 @@ static em_status eval_expr(const evaluator *ev, const expr *e, cJSON **out) {
             char *s = em_xasprintf("%s%s", base->valuestring, key->valuestring);
             *out = cJSON_CreateString(s);
             free(s);
-        } else if (is_int(ev, base) && is_int(ev, key)) {
+        } else if (is_integer(base) && is_integer(key)) {
             *out = cJSON_CreateNumber(base->valuedouble + key->valuedouble);
         } else if (cJSON_IsArray(base) && cJSON_IsArray(key)) {
             *out = cJSON_Duplicate(base, true);
@@ -978,7 +990,7 @@ static em_status eval_expr(const evaluator *ev, const expr *e, cJSON **out) {
         break;
     case EXPR_NEG:
         if ((err = eval_expr(ev, e->base, &base))) break;
-        if (is_int(ev, base))
+        if (is_integer(base))
             *out = cJSON_CreateNumber(-base->valuedouble);
         else
             err = eval_error(ev, "'-' needs an integer");
@@ -1014,14 +1026,13 @@ em_status em_doc_template_render(const em_doc_template *tmpl, const cJSON *doc,
         } else {
             cJSON *v;
             em_status err = eval_expr(&ev, s->value, &v);
-            if (!err && !em_python_str(v, source->has_fractions, &piece)) {
+            if (!err && !em_python_str(v, &piece)) {
                 err = eval_error(&ev,
-                                 "%s: rendering %s is outside evalmesh's subset (a string, "
-                                 "an integer, a bool or null renders)",
-                                 "{{ }}",
+                                 "rendering %s is outside evalmesh's subset (it renders a "
+                                 "string, an integer, a bool or null)",
                                  cJSON_IsArray(v)    ? "a list"
                                  : cJSON_IsObject(v) ? "an object"
-                                                     : "a number with a fraction");
+                                                     : "a number Python holds as a float");
             }
             cJSON_Delete(v);
             if (err) {

@@ -38,10 +38,13 @@ typedef struct em_doc_source {
     const char *data_file; /* the JSON Lines file */
     int line;              /* its line there (1-based) */
     size_t doc_index;      /* its place among the split's documents (0-based) */
-    bool has_fractions;    /* its text writes a number with a fraction or an exponent: such a
-                              number renders differently in Python (1.0) than cJSON keeps it, so
-                              rendering any number of this document is refused */
 } em_doc_source;
+
+/* A JSON number that Python holds as a float (its text, or that of the same field in another
+ * document of the data, has a fraction or an exponent, so datasets types the column float)
+ * carries this bit in its cJSON type: rendering it or taking it as an index is refused, since
+ * Python writes 1.0 where cJSON keeps 1. */
+#define EM_JSON_FLOAT 0x1000
 
 /* Parses `text`, the value of the YAML key `what` at `mark`. `verbatim`: the text stands as is
  * in its file from `mark` on (no escapes, one line), so an error's column is the column in the
@@ -64,8 +67,8 @@ em_status em_doc_template_evaluate(const em_doc_template *tmpl, const cJSON *doc
 
 /* Python's str.isspace for one code point. */
 bool em_python_isspace(unsigned cp);
-/* str(value) as Python writes a JSON scalar (string, whole number, bool, null) into out; false
- * for a list, an object or a number that is not whole (or is beyond 2^53). */
-bool em_python_str(const cJSON *value, bool has_fractions, char **out);
+/* str(value) as Python writes a JSON scalar (string, integer, bool, null) into out; false for a
+ * list, an object, an EM_JSON_FLOAT number or one beyond 2^53. */
+bool em_python_str(const cJSON *value, char **out);
 
 #endif

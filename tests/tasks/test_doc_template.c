@@ -11,7 +11,7 @@ static const char *const doc_text =
     "\"B\"]}, \"answerKey\": \"B\", \"n\": 3, \"ok\": true, \"none\": null, "
     "\"sentence\": \"the cat sat\", \"answers\": {\"text\": [\"x\"]}}";
 
-static const em_doc_source source = {"data.jsonl", 7, 6, false};
+static const em_doc_source source = {"data.jsonl", 7, 6};
 
 /* Renders tmpl over the document; NULL on error (the message in *message). */
 static char *render(const char *tmpl, char **message) {
@@ -91,9 +91,12 @@ int main(void) {
                                     "document has no field 'questions'");
     check_error("{{choices.texts}}", "data.jsonl:7: document 6: doc_to_text (task.yaml:4:14): "
                                      "the field 'choices.texts' is missing");
-    check_error("{{choices.text}}", "data.jsonl:7: document 6: doc_to_text (task.yaml:4:14): {{ "
-                                    "}}: rendering a list is outside evalmesh's subset (a string, "
-                                    "an integer, a bool or null renders)");
+    check_error("{{choices.text}}", "data.jsonl:7: document 6: doc_to_text (task.yaml:4:14): "
+                                    "rendering a list is outside evalmesh's subset (it renders a "
+                                    "string, an integer, a bool or null)");
+    check_error("{{choices.items}}",
+                "task.yaml:4:24: doc_to_text: '.items' is a Python dict method in Jinja, not the "
+                "field: write ['items'] (evalmesh renders a subset of Jinja: docs/tasks.md)");
     check_error("{{choices.label.index('Z')}}",
                 "data.jsonl:7: document 6: doc_to_text (task.yaml:4:14): index(): \"Z\" is not "
                 "in the list");

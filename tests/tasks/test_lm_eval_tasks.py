@@ -79,6 +79,14 @@ BAD_CASES = {
                     "evalmesh (docs/tasks.md)",
     "yaml11_choice": "yaml11_choice.yaml:9:17: lm-eval task: doc_to_choice: every choice must be "
                      "a string (quote it: lm-eval reads task YAMLs as YAML 1.1)",
+    "float_column": "floats.jsonl:1: document 0: doc_to_text ({dir}/float_column.yaml:8:15): "
+                    "rendering a number Python holds as a float is outside evalmesh's subset (it "
+                    "renders a string, an integer, a bool or null)",
+    "dict_method": "dict_method.yaml:9:27: doc_to_choice: '.values' is a Python dict method in "
+                   "Jinja, not the field: write ['values'] (evalmesh renders a subset of Jinja: "
+                   "docs/tasks.md)",
+    "too_many_shots": "docs.jsonl:1: document 0: 3-shot needs 4 few-shot documents (lm-eval draws "
+                      "one more, to leave the document out), and split 'test' has 3",
     "generate": "generate.yaml:7:14: lm-eval task: output_type generate_until: generation comes "
                 "later; evalmesh scores multiple_choice and loglikelihood tasks",
 }

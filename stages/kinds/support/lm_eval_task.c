@@ -352,7 +352,7 @@ static em_status value_target(const loader *ld, const doc_value *v, const doc *d
         if (cJSON_IsNull(field)) return NULL;
         if (cJSON_IsBool(field))
             *out = (target){TARGET_INDEX, cJSON_IsTrue(field), NULL};
-        else if (cJSON_IsNumber(field) && !d->source.has_fractions &&
+        else if (cJSON_IsNumber(field) && !(field->type & EM_JSON_FLOAT) &&
                  field->valuedouble == (double)(long long)field->valuedouble)
             *out = (target){TARGET_INDEX, (long long)field->valuedouble, NULL};
         else if (cJSON_IsString(field))
@@ -380,23 +380,74 @@ static em_status value_target(const loader *ld, const doc_value *v, const doc *d
 
 /* ---- data ---- */
 
-/* Whether a JSON text writes a number with a fraction or an exponent. */
-static bool writes_fraction(const char *s, size_t len) {
-    bool in_string = false;
+/* Depth first: the numbers of item take the flags fraction[*next...] in turn. */
+static void mark_numbers(cJSON *item, const bool *fraction, size_t count, size_t *next) {
+    if (cJSON_IsNumber(item) && *next < count && fraction[(*next)++]) item->type |= EM_JSON_FLOAT;
+    for (cJSON *child = item->child; child; child = child->next)
+        mark_numbers(child, fraction, count, next);
+}
+
+/* Marks the numbers of json that its text writes with a fraction or an exponent: the number
+ * tokens of the text come in the order of a depth-first walk of the tree. */
+static void mark_written_floats(const char *s, size_t len, cJSON *json) {
+    bool *fraction = NULL;
+    size_t count = 0;
     for (size_t i = 0; i < len; i++) {
-        if (in_string) {
-            if (s[i] == '\\')
-                i++;
-            else if (s[i] == '"')
-                in_string = false;
-        } else if (s[i] == '"') {
-            in_string = true;
-        } else if ((s[i] == '.' || s[i] == 'e' || s[i] == 'E') && i > 0 && s[i - 1] >= '0' &&
-                   s[i - 1] <= '9') {
-            return true;
+        if (s[i] == '"') {
+            for (i++; i < len && s[i] != '"'; i++)
+                if (s[i] == '\\') i++;
+        } else if (s[i] == '-' || (s[i] >= '0' && s[i] <= '9')) {
+            bool f = false;
+            for (; i + 1 < len && s[i + 1] && strchr("0123456789.eE+-", s[i + 1]); i++)
+                f |= strchr(".eE", s[i + 1]) != NULL;
+            fraction = em_xrealloc(fraction, (count + 1) * sizeof *fraction);
+            fraction[count++] = f;
         }
     }
+    size_t next = 0;
+    mark_numbers(json, fraction, count, &next);
+    free(fraction);
+}
+
+/* The paths of a document's fields ("choices\x1ftext[]") holding EM_JSON_FLOAT numbers. */
+typedef struct float_paths {
+    char **paths;
+    size_t count;
+} float_paths;
+
+static bool has_path(const float_paths *fp, const char *path) {
+    for (size_t i = 0; i < fp->count; i++)
+        if (!strcmp(fp->paths[i], path)) return true;
     return false;
+}
+
+/* collect: adds the paths of float numbers to fp; otherwise marks every number at one of them
+ * (datasets gives a column one type: an integer where other documents have 1.5 is 1.0). */
+static void walk_float_paths(cJSON *item, const char *path, float_paths *fp, bool collect) {
+    if (cJSON_IsNumber(item)) {
+        if (collect && (item->type & EM_JSON_FLOAT) && !has_path(fp, path)) {
+            fp->paths = em_xrealloc(fp->paths, (fp->count + 1) * sizeof *fp->paths);
+            fp->paths[fp->count++] = em_xstrdup(path);
+        } else if (!collect && has_path(fp, path)) {
+            item->type |= EM_JSON_FLOAT;
+        }
+    }
+    for (cJSON *child = item->child; child; child = child->next) {
+        char *sub = cJSON_IsArray(item) ? em_xasprintf("%s[]", path)
+                                        : em_xasprintf("%s\x1f%s", path, child->string);
+        walk_float_paths(child, sub, fp, collect);
+        free(sub);
+    }
+}
+
+static void mark_float_columns(loader *ld) {
+    float_paths fp = {NULL, 0};
+    for (int collect = 1; collect >= 0; collect--)
+        for (size_t i = 0; i < ld->split_count; i++)
+            for (size_t j = 0; j < ld->splits[i].count; j++)
+                walk_float_paths(ld->splits[i].docs[j].json, "", &fp, collect);
+    for (size_t i = 0; i < fp.count; i++) free(fp.paths[i]);
+    free(fp.paths);
 }
 
 static em_status read_jsonl(const char *path, split *sp) {
@@ -430,7 +481,8 @@ static em_status read_jsonl(const char *path, split *sp) {
                                   "line)");
             } else {
                 sp->docs = em_xrealloc(sp->docs, (sp->count + 1) * sizeof *sp->docs);
-                sp->docs[sp->count] = (doc){json, {file, line, sp->count, writes_fraction(s, n)}};
+                mark_written_floats(s, n, json);
+                sp->docs[sp->count] = (doc){json, {file, line, sp->count}};
                 sp->count++;
             }
         }
@@ -689,6 +741,15 @@ static em_status fewshot_turn(const loader *ld, const doc *d, char **ctx, size_t
     return err;
 }
 
+static em_status too_few_docs(const loader *ld, const doc *d, size_t wanted, const split *pool,
+                              size_t have, const char *why) {
+    em_mark at = {em_intern(d->source.data_file), d->source.line, 0};
+    return em_error_at(EM_EXIT_BAD_INPUT, at,
+                       "document %zu: %d-shot needs %zu few-shot documents%s, and split '%s' "
+                       "has %zu",
+                       d->source.doc_index, ld->task->num_fewshot, wanted, why, pool->name, have);
+}
+
 /* The few-shot documents of eval document d, as lm-eval's sampler draws them (its one Random
  * goes on from document to document). */
 static em_status sample_fewshot(const loader *ld, em_mt19937 *rnd, const split *pool, const doc *d,
@@ -698,20 +759,14 @@ static em_status sample_fewshot(const loader *ld, em_mt19937 *rnd, const split *
         size_t k = 0;
         for (size_t i = 0; i < count && k < n; i++)
             if (!exclude || !cJSON_Compare(pool->docs[i].json, d->json, true)) picked[k++] = i;
-        if (k < n)
-            return em_error_new(EM_EXIT_BAD_INPUT,
-                                "%s: %zu few-shot examples asked, the split "
-                                "'%s' has %zu",
-                                ld->task->name, n, pool->name, k);
+        if (k < n) return too_few_docs(ld, d, n, pool, k, "");
         return NULL;
     }
     bool remove = exclude && cJSON_GetArraySize(d->json) > 0; /* `if not eval_doc` */
     size_t draw = remove ? n + 1 : n;
     if (draw > count)
-        return em_error_new(EM_EXIT_BAD_INPUT,
-                            "%s: %zu few-shot examples asked (drawn from %zu), the split '%s' "
-                            "has %zu documents",
-                            ld->task->name, n, draw, pool->name, count);
+        return too_few_docs(ld, d, draw, pool, count,
+                            remove ? " (lm-eval draws one more, to leave the document out)" : "");
     size_t *idx = em_xmalloc(draw * sizeof *idx);
     em_python_sample(rnd, count, draw, idx);
     size_t k = 0;
@@ -725,10 +780,7 @@ static em_status sample_fewshot(const loader *ld, em_mt19937 *rnd, const split *
             if (!cJSON_Compare(pool->docs[i].json, d->json, true)) rest[m++] = i;
         if (m < n) {
             free(rest);
-            return em_error_new(EM_EXIT_BAD_INPUT,
-                                "%s: %zu few-shot examples asked, the split "
-                                "'%s' has %zu other documents",
-                                ld->task->name, n, pool->name, m);
+            return too_few_docs(ld, d, n, pool, m, " besides copies of the document");
         }
         size_t *again = em_xmalloc(n * sizeof *again);
         em_python_sample(rnd, m, n, again);
@@ -845,6 +897,7 @@ static em_status build_examples(loader *ld, uint64_t seed, size_t limit) {
     bool exclude =
         (!ld->fewshot_split && !ld->test_split) ||
         (ld->fewshot_split && ld->test_split && !strcmp(ld->fewshot_split, ld->test_split));
+    mark_float_columns(ld);
     size_t count = limit && limit < eval->count ? limit : eval->count;
     em_mt19937 rnd;
     em_mt19937_seed_python(&rnd, seed);
