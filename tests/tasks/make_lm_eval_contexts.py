@@ -25,6 +25,8 @@ CASES = [
     ("spaced", None),
     ("lambada_like", None),
     ("lambada_like", 2),
+    ("arith", None),
+    ("arith", 1),
 ]
 
 
@@ -45,13 +47,19 @@ def main():
         task.set_fewshot_seed(seed=1234)
         task.build_all_requests(limit=None, rank=0, world_size=1)
         examples = {}
+        docs = list(task.eval_docs)
         for inst in task.instances:
             doc_id = inst.doc_id
             ex = examples.setdefault(doc_id, {"doc": doc_id, "context": inst.arguments[0],
                                               "continuations": []})
+            if task.OUTPUT_TYPE == "multiple_choice" and inst.idx >= len(
+                    task.doc_to_choice(docs[doc_id])):
+                # acc_mutual_info's unconditional requests: ("", each continuation)
+                assert inst.arguments == ("", ex["continuations"][inst.idx - len(
+                    ex["continuations"])])
+                continue
             assert ex["context"] == inst.arguments[0]
             ex["continuations"].append(inst.arguments[1])
-        docs = list(task.eval_docs)
         for doc_id, ex in examples.items():
             doc = docs[doc_id]
             if task.OUTPUT_TYPE == "multiple_choice":
