@@ -87,6 +87,8 @@ BAD_CASES = {
                    "docs/tasks.md)",
     "too_many_shots": "docs.jsonl:1: document 0: 3-shot needs 4 few-shot documents (lm-eval draws "
                       "one more, to leave the document out), and split 'test' has 3",
+    "octal_target": "octal_target.yaml:10:16: lm-eval task: doc_to_target: write the index in "
+                    "plain decimal (lm-eval reads task YAMLs as YAML 1.1)",
     "generate": "generate.yaml:7:14: lm-eval task: output_type generate_until: generation comes "
                 "later; evalmesh scores multiple_choice and loglikelihood tasks",
 }

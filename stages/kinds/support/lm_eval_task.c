@@ -229,6 +229,13 @@ static em_status read_doc_value(loader *ld, const char *key, bool allow_int, boo
     }
     if (allow_int && node->kind == EM_NODE_SCALAR && !node->quoted &&
         em_node_scalar_type(node) == EM_SCALAR_INT) {
+        /* YAML 1.1 reads 010 as 8 and 0o10 as a string: only plain decimals mean the same */
+        const char *digits = node->text + (node->text[0] == '-');
+        if ((digits[0] == '0' && digits[1]) || strspn(digits, "0123456789") != strlen(digits))
+            return bad_at(node->mark,
+                          "%s: write the index in plain decimal (lm-eval reads task "
+                          "YAMLs as YAML 1.1)",
+                          key);
         int64_t n;
         em_status err = em_node_as_int(node, &n);
         if (err) return err;
