@@ -27,6 +27,7 @@ CASES = [
     ("lambada_like", 2),
     ("arith", None),
     ("arith", 1),
+    ("qa_included", None),
 ]
 
 

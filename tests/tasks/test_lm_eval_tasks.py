@@ -89,6 +89,11 @@ BAD_CASES = {
                       "one more, to leave the document out), and split 'test' has 3",
     "octal_target": "octal_target.yaml:10:16: lm-eval task: doc_to_target: write the index in "
                     "plain decimal (lm-eval reads task YAMLs as YAML 1.1)",
+    "cycle_a": "cycle_a.yaml:1:10: include 'cycle_b.yaml': {dir}/cycle_b.yaml:1:10: lm-eval task: "
+               "include cycle: '{dir}/cycle_a.yaml' includes itself",
+    "included_error": "jinja_filter.yaml:8:14: doc_to_text: the filter 'upper' is not supported "
+                      "at character 11 of the template (evalmesh renders a subset of Jinja: "
+                      "docs/tasks.md)",
     "generate": "generate.yaml:7:14: lm-eval task: output_type generate_until: generation comes "
                 "later; evalmesh scores multiple_choice and loglikelihood tasks",
 }

@@ -112,7 +112,6 @@ static const task_key task_keys[] = {
     {"generation_kwargs", KEY_REFUSED},
     {"filter_list", KEY_REFUSED},
     {"gen_prefix", KEY_REFUSED},
-    {"include", KEY_REFUSED},
 };
 
 /* The metrics a metric_list may name, per output type, with lm-eval's aggregation of each. */
@@ -186,7 +185,8 @@ static em_status get_string(const em_node *map, const char *key, const char **ou
  * so a template error's column is a column of the file. */
 static bool verbatim_at(const loader *ld, const em_node *node, em_mark *content) {
     *content = node->mark;
-    if (strchr(node->text, '\n')) return false;
+    /* a template from an included file: its place, not a column inside */
+    if (strchr(node->text, '\n') || node->mark.file != em_intern(ld->yaml_path)) return false;
     const char *p = ld->yaml_text;
     for (int line = 1; line < node->mark.line && p; line++) {
         p = strchr(p, '\n');
@@ -523,7 +523,7 @@ static em_status load_split(loader *ld, const char *name, split **out) {
         const em_node *f = files->kind == EM_NODE_SEQ ? files->items[i] : files;
         if (f->kind != EM_NODE_SCALAR || em_node_scalar_type(f) == EM_SCALAR_NULL)
             return bad_at(f->mark, "a data file must be a path");
-        char *path = em_path_beside(ld->yaml_path, f->text);
+        char *path = em_path_beside(f->mark.file, f->text);
         em_status err = read_jsonl(path, sp);
         free(path);
         if (err) return em_error_prefix_at(err, f->mark, "split '%s'", name);
@@ -534,6 +534,75 @@ static em_status load_split(loader *ld, const char *name, split **out) {
 }
 
 /* ---- the YAML ---- */
+
+enum { MAX_INCLUDE_DEPTH = 16 };
+
+/* The files being included, outermost first (for cycles). */
+typedef struct include_chain {
+    const char *paths[MAX_INCLUDE_DEPTH + 1];
+    int depth;
+} include_chain;
+
+/* lm-eval's load_yaml: `include:` names files (relative to the including one, each resolved the
+ * same way) whose keys come first, in the order listed; the including file's own keys win. The
+ * merge is shallow: a map the including file sets replaces the included one whole. */
+static em_status merge_includes(em_node **root, include_chain *chain) {
+    const em_node *include = em_node_get(*root, "include");
+    if (!include) return NULL;
+    if (chain->depth >= MAX_INCLUDE_DEPTH)
+        return bad_at(include->mark, "includes nest deeper than %d", MAX_INCLUDE_DEPTH);
+    em_node *merged = em_node_new_map((*root)->mark);
+    size_t n = include->kind == EM_NODE_SEQ ? include->count : 1;
+    em_status err = NULL;
+    for (size_t i = 0; i < n && !err; i++) {
+        const em_node *name = include->kind == EM_NODE_SEQ ? include->items[i] : include;
+        if (name->kind != EM_NODE_SCALAR || em_node_scalar_type(name) == EM_SCALAR_NULL) {
+            err = bad_at(name->mark, "include names a task YAML");
+            break;
+        }
+        char *path = em_path_beside(name->mark.file, name->text);
+        for (int k = 0; k <= chain->depth && !err; k++)
+            if (!strcmp(chain->paths[k], path))
+                err = bad_at(name->mark, "include cycle: '%s' includes itself", path);
+        if (err) {
+            free(path);
+            break;
+        }
+        em_node *included = NULL;
+        char *text;
+        size_t len;
+        err = em_read_regular_file(path, EM_RECIPE_MAX_BYTES, "a task YAML", &text, &len);
+        if (!err) {
+            err = em_yaml_parse(text, len, path, &included);
+            free(text);
+        }
+        if (!err && included->kind != EM_NODE_MAP)
+            err = bad_at(included->mark, "a task YAML must be a map");
+        if (!err) {
+            chain->paths[++chain->depth] = path;
+            err = merge_includes(&included, chain);
+            chain->depth--;
+        }
+        for (size_t k = 0; !err && k < included->count; k++)
+            if (strcmp(included->entries[k].key, "task_list") != 0)
+                em_node_map_set(merged, included->entries[k].key, included->entries[k].key_mark,
+                                em_node_clone(included->entries[k].value));
+        em_node_free(included);
+        if (err) err = em_error_prefix_at(err, name->mark, "include '%s'", name->text);
+        free(path);
+    }
+    for (size_t k = 0; !err && k < (*root)->count; k++)
+        if (strcmp((*root)->entries[k].key, "include") != 0)
+            em_node_map_set(merged, (*root)->entries[k].key, (*root)->entries[k].key_mark,
+                            em_node_clone((*root)->entries[k].value));
+    if (err) {
+        em_node_free(merged);
+        return err;
+    }
+    em_node_free(*root);
+    *root = merged;
+    return NULL;
+}
 
 static em_status check_keys(const loader *ld) {
     const char *names[sizeof task_keys / sizeof *task_keys];
@@ -932,6 +1001,12 @@ em_status em_lm_eval_task_load(const char *yaml_path, int num_fewshot, uint64_t 
     ld.task = em_xcalloc(1, sizeof *ld.task);
     ld.task->format = EM_TASK_FORMAT_LM_EVAL;
     err = em_yaml_parse(text, len, yaml_path, &ld.root);
+    if (!err) {
+        char *tidy = em_path_beside(NULL, yaml_path);
+        include_chain chain = {{tidy}, 0};
+        err = merge_includes(&ld.root, &chain);
+        free(tidy);
+    }
     if (!err) err = read_config(&ld, num_fewshot);
     if (!err) err = build_examples(&ld, fewshot_seed, limit);
     doc_value *values[] = {&ld.text, &ld.target, &ld.choice, &ld.description};
