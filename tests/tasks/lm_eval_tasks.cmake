@@ -3,8 +3,8 @@
 # the bad inputs with their messages. Included by tests/tasks/CMakeLists.txt.
 add_executable(lm_eval_task_dump ${CMAKE_CURRENT_LIST_DIR}/lm_eval_task_dump.c)
 target_link_libraries(lm_eval_task_dump PRIVATE em_runner)
-em_py_test(lm_eval_task_contexts ${CMAKE_CURRENT_LIST_DIR}/test_lm_eval_tasks.py
+em_py_test(tasks_lm_eval_contexts ${CMAKE_CURRENT_LIST_DIR}/test_lm_eval_tasks.py
            ARGS $<TARGET_FILE:lm_eval_task_dump> contexts)
-em_py_test(lm_eval_task_bad_input ${CMAKE_CURRENT_LIST_DIR}/test_lm_eval_tasks.py
+em_py_test(tasks_lm_eval_bad_input ${CMAKE_CURRENT_LIST_DIR}/test_lm_eval_tasks.py
            ARGS $<TARGET_FILE:lm_eval_task_dump> bad_input)
-em_c_test(doc_template SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_doc_template.c LIBS em_tasks)
+em_c_test(tasks_doc_template SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_doc_template.c LIBS em_tasks)

@@ -2,7 +2,7 @@
 """Writes tests/tasks/data/lm_eval/expected.json: the contexts, continuations and gold index that
 lm-evaluation-harness 0.4.13 itself builds for the task YAMLs of tests/tasks/data/lm_eval, one
 entry per case (task, num_fewshot), as simple_evaluate would (the task's num_fewshot overridden
-unless its YAML sets 0, fewshot seed 1234, rank 0 of 1). lm_eval_task_contexts compares
+unless its YAML sets 0, fewshot seed 1234, rank 0 of 1). tasks_lm_eval_contexts compares
 evalmesh's em_lm_eval_task_load with it byte for byte.
 
 Run it in a throwaway environment with lm-eval (no torch needed):
