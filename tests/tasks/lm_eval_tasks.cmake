@@ -8,3 +8,5 @@ em_py_test(tasks_lm_eval_contexts ${CMAKE_CURRENT_LIST_DIR}/test_lm_eval_tasks.p
 em_py_test(tasks_lm_eval_bad_input ${CMAKE_CURRENT_LIST_DIR}/test_lm_eval_tasks.py
            ARGS $<TARGET_FILE:lm_eval_task_dump> bad_input)
 em_c_test(tasks_doc_template SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_doc_template.c LIBS em_tasks)
+em_c_test(tasks_lm_eval_path SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_lm_eval_task_path.c
+          LIBS em_runner)
