@@ -7,6 +7,7 @@ em_py_test(tasks_lm_eval_contexts ${CMAKE_CURRENT_LIST_DIR}/test_lm_eval_tasks.p
            ARGS $<TARGET_FILE:lm_eval_task_dump> contexts)
 em_py_test(tasks_lm_eval_bad_input ${CMAKE_CURRENT_LIST_DIR}/test_lm_eval_tasks.py
            ARGS $<TARGET_FILE:lm_eval_task_dump> bad_input)
-em_c_test(tasks_doc_template SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_doc_template.c LIBS em_tasks)
+em_c_test(tasks_doc_template SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_doc_template.c LIBS em_tasks
+          ARGS ${CMAKE_CURRENT_LIST_DIR}/data/doc_template_cases.json)
 em_c_test(tasks_lm_eval_path SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_lm_eval_task_path.c
           LIBS em_runner)

@@ -1,7 +1,12 @@
 /* doc_template: the Jinja subset rendered over one document (each expected string is what
  * jinja2 3 renders for the same template and document under lm-eval's Environment), and the
- * errors: unsupported syntax at its column, a missing field naming the document. */
+ * errors: unsupported syntax at its column, a missing field naming the document. With a path
+ * argument, also every case of data/doc_template_cases.json (random templates and documents
+ * rendered by jinja2, make_doc_template_cases.py): the same bytes, or an error where jinja2
+ * raises or gives a list or an object. */
 #include <cjson/cJSON.h>
+
+#include "util/regular_file.h"
 
 #include "stages/tasks/doc_template.h"
 #include "test.h"
@@ -52,7 +57,46 @@ static void check_error(const char *tmpl, const char *expected) {
     free(message);
 }
 
-int main(void) {
+/* Every case of the file: the same rendering as jinja2, or an error where it has none. */
+static void check_cases(const char *path) {
+    char *text;
+    em_status err = em_read_regular_file(path, EM_TEXT_MAX_BYTES, "cases", &text, NULL);
+    CHECK(err == NULL);
+    if (err) return;
+    cJSON *cases = cJSON_Parse(text);
+    free(text);
+    CHECK(cJSON_GetArraySize(cases) == 600);
+    int i = 0, rendered = 0;
+    for (const cJSON *c = cases ? cases->child : NULL; c; c = c->next, i++) {
+        const char *tmpl = cJSON_GetObjectItem(c, "template")->valuestring;
+        const cJSON *want = cJSON_GetObjectItem(c, "rendered");
+        em_doc_template *t;
+        em_mark mark = {em_intern("cases.json"), i + 1, 1};
+        char *out = NULL;
+        em_doc_source where = {"cases.json", i + 1, (size_t)i};
+        err = em_doc_template_parse(tmpl, "case", mark, false, &t);
+        if (!err) {
+            err = em_doc_template_render(t, cJSON_GetObjectItem(c, "doc"), &where, &out);
+            em_doc_template_free(t);
+        }
+        if (cJSON_IsString(want)) {
+            rendered++;
+            if (err) fprintf(stderr, "case %d %s: %s\n", i, tmpl, err->message);
+            CHECK_STR_EQ(out, want->valuestring);
+        } else {
+            if (!err)
+                fprintf(stderr, "case %d %s: rendered \"%s\", jinja2 has none\n", i, tmpl, out);
+            CHECK(err != NULL);
+        }
+        em_error_free(err);
+        free(out);
+    }
+    printf("%d cases, %d rendered by jinja2\n", i, rendered);
+    cJSON_Delete(cases);
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1) check_cases(argv[1]);
     check_render("Question: {{question}}", "Question:   Why?\t");
     check_render("{{question.strip()}}|{{ question | trim }}|{{question.lstrip()}}.",
                  "Why?|Why?|Why?\t.");
