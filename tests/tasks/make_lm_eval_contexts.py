@@ -28,6 +28,7 @@ CASES = [
     ("arith", None),
     ("arith", 1),
     ("qa_included", None),
+    ("pairs_first_n", None),
 ]
 
 

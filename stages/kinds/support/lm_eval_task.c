@@ -212,11 +212,13 @@ static em_status read_doc_value(loader *ld, const char *key, bool allow_int, boo
     const em_node *node = em_node_get(ld->root, key);
     if (!node) return NULL;
     v->mark = node->mark;
-    if (allow_list && node->kind == EM_NODE_SEQ) {
+    /* a list of choices, or a map whose values are the choices (lm-eval's list(dict.values())) */
+    if (allow_list && (node->kind == EM_NODE_SEQ || node->kind == EM_NODE_MAP)) {
         v->is_list = true;
         v->list = em_xcalloc(node->count + 1, sizeof *v->list);
         for (size_t i = 0; i < node->count; i++) {
-            const em_node *item = node->items[i];
+            const em_node *item =
+                node->kind == EM_NODE_SEQ ? node->items[i] : node->entries[i].value;
             if (item->kind != EM_NODE_SCALAR || !pyyaml_string(item) ||
                 em_node_scalar_type(item) == EM_SCALAR_NULL)
                 return bad_at(item->mark,
