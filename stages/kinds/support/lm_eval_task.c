@@ -6,6 +6,8 @@
 #include "stages/kinds/support/lm_eval_task.h"
 
 #include <cjson/cJSON.h>
+#include <math.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -362,7 +364,8 @@ static em_status value_target(const loader *ld, const doc_value *v, const doc *d
         if (cJSON_IsBool(field))
             *out = (target){TARGET_INDEX, cJSON_IsTrue(field), NULL};
         else if (cJSON_IsNumber(field) && !(field->type & EM_JSON_FLOAT) &&
-                 field->valuedouble == (double)(long long)field->valuedouble)
+                 fabs(field->valuedouble) < 9007199254740992.0 &&
+                 field->valuedouble == floor(field->valuedouble))
             *out = (target){TARGET_INDEX, (long long)field->valuedouble, NULL};
         else if (cJSON_IsString(field))
             *out = (target){TARGET_TEXT, 0, em_xstrdup(field->valuestring)};
