@@ -727,6 +727,8 @@ static em_status read_config(loader *ld, int num_fewshot) {
         (err = get_string(root, "fewshot_split", &ld->fewshot_split)))
         return err;
     const em_node *fewshot = em_node_get(root, "fewshot_config");
+    if (fewshot && fewshot->kind != EM_NODE_MAP)
+        return bad_at(fewshot->mark, "fewshot_config must be a map");
     if (fewshot) {
         for (size_t i = 0; i < fewshot->count; i++) {
             const em_map_entry *e = &fewshot->entries[i];
@@ -736,8 +738,8 @@ static em_status read_config(loader *ld, int num_fewshot) {
             } else if (!strcmp(e->key, "split")) {
                 if ((err = get_string(fewshot, "split", &ld->fewshot_split))) return err;
             } else {
-                return bad_at(e->value->mark, "fewshot_config: only sampler (default or first_n) "
-                                              "and split are supported");
+                return bad_at(e->key_mark, "fewshot_config: only sampler (default or first_n) "
+                                           "and split are supported");
             }
         }
     }
