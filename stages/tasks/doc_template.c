@@ -95,6 +95,7 @@ typedef struct operation {
     const char *name;
     bool filter;
     size_t min_args, max_args;
+    bool string_args; /* its arguments must be strings (index takes any value) */
     operation_fn apply;
 } operation;
 
@@ -603,17 +604,6 @@ static bool json_equal(const cJSON *a, const cJSON *b) {
 
 static em_status eval_expr(const evaluator *ev, const expr *e, cJSON **out);
 
-/* Evaluates e's arguments: all strings (what the string methods take). */
-static em_status eval_string_args(const evaluator *ev, const expr *e, const char *name,
-                                  cJSON **args) {
-    for (size_t i = 0; i < e->arg_count; i++) {
-        em_status err = eval_expr(ev, e->args[i], &args[i]);
-        if (err) return err;
-        if (!cJSON_IsString(args[i])) return eval_error(ev, "%s() takes strings here", name);
-    }
-    return NULL;
-}
-
 /* Whether code point cp (at s) is in the set chars (NULL: Python whitespace). */
 static bool strip_member(const char *chars, uint32_t cp) {
     if (!chars) return em_python_isspace(cp);
@@ -783,13 +773,13 @@ static em_status op_first_last(const evaluator *ev, const expr *e, const cJSON *
 }
 
 static const operation operations[] = {
-    {"strip", false, 0, 1, op_strip},     {"lstrip", false, 0, 1, op_strip},
-    {"rstrip", false, 0, 1, op_strip},    {"split", false, 0, 1, op_split},
-    {"replace", false, 2, 2, op_replace}, {"index", false, 1, 1, op_index},
-    {"trim", true, 0, 1, op_strip},       {"join", true, 0, 1, op_join},
-    {"length", true, 0, 0, op_length},    {"count", true, 0, 0, op_length},
-    {"first", true, 0, 0, op_first_last}, {"last", true, 0, 0, op_first_last},
-    {"replace", true, 2, 2, op_replace},
+    {"strip", false, 0, 1, true, op_strip},     {"lstrip", false, 0, 1, true, op_strip},
+    {"rstrip", false, 0, 1, true, op_strip},    {"split", false, 0, 1, true, op_split},
+    {"replace", false, 2, 2, true, op_replace}, {"index", false, 1, 1, false, op_index},
+    {"trim", true, 0, 1, true, op_strip},       {"join", true, 0, 1, true, op_join},
+    {"length", true, 0, 0, true, op_length},    {"count", true, 0, 0, true, op_length},
+    {"first", true, 0, 0, true, op_first_last}, {"last", true, 0, 0, true, op_first_last},
+    {"replace", true, 2, 2, true, op_replace},
 };
 
 static const operation *find_operation(const char *name, bool filter) {
@@ -803,8 +793,11 @@ static em_status eval_operation(const evaluator *ev, const expr *e, cJSON **out)
     const operation *op = find_operation(e->text, e->kind == EXPR_FILTER);
     cJSON *base = NULL, *args[2] = {NULL, NULL};
     em_status err = eval_expr(ev, e->base, &base);
-    if (!err && op->apply != op_index) err = eval_string_args(ev, e, e->text, args);
-    if (!err && op->apply == op_index) err = eval_expr(ev, e->args[0], &args[0]);
+    for (size_t i = 0; !err && i < e->arg_count; i++) {
+        err = eval_expr(ev, e->args[i], &args[i]);
+        if (!err && op->string_args && !cJSON_IsString(args[i]))
+            err = eval_error(ev, "%s() takes strings here", e->text);
+    }
     if (!err) err = op->apply(ev, e, base, args, out);
     cJSON_Delete(base);
     cJSON_Delete(args[0]);
