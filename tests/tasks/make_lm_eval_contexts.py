@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""Writes tests/tasks/data/lm_eval/expected.json: the contexts, continuations and gold index that
+lm-evaluation-harness 0.4.13 itself builds for the task YAMLs of tests/tasks/data/lm_eval, one
+entry per case (task, num_fewshot), as simple_evaluate would (the task's num_fewshot overridden
+unless its YAML sets 0, fewshot seed 1234, rank 0 of 1). tasks_lm_eval_contexts compares
+evalmesh's em_lm_eval_task_load with it byte for byte.
+
+Run it in a throwaway environment with lm-eval (no torch needed):
+    python3 -m venv /tmp/lmeval && /tmp/lmeval/bin/pip install lm-eval==0.4.13
+    /tmp/lmeval/bin/python tests/tasks/make_lm_eval_contexts.py
+datasets resolves data_files against the working directory, so it runs in the data folder."""
+import json
+import os
+import sys
+from importlib.metadata import version
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DATA = os.path.join(HERE, "data", "lm_eval")
+# (task, num_fewshot given as --num_fewshot would be, or None for the YAML's)
+CASES = [
+    ("qa", None),
+    ("qa", 3),
+    ("pairs", None),
+    ("pairs", 0),
+    ("spaced", None),
+    ("lambada_like", None),
+    ("lambada_like", 2),
+    ("arith", None),
+    ("arith", 1),
+    ("qa_included", None),
+    ("pairs_first_n", None),
+]
+
+
+def main():
+    if version("lm_eval") != "0.4.13":
+        sys.exit(f"lm-eval 0.4.13 is the reference, found {version('lm_eval')}")
+    os.chdir(DATA)
+    from lm_eval.tasks import TaskManager
+
+    manager = TaskManager(include_path=DATA, include_defaults=False)
+    cases = []
+    for name, shots in CASES:
+        task = manager.load([name])["tasks"][name]
+        if shots is not None and task.get_config("num_fewshot") != 0:
+            task.set_config(key="num_fewshot", value=shots)
+        elif task.get_config("num_fewshot") is None:
+            task.set_config(key="num_fewshot", value=0)
+        task.set_fewshot_seed(seed=1234)
+        task.build_all_requests(limit=None, rank=0, world_size=1)
+        examples = {}
+        docs = list(task.eval_docs)
+        for inst in task.instances:
+            doc_id = inst.doc_id
+            ex = examples.setdefault(doc_id, {"doc": doc_id, "context": inst.arguments[0],
+                                              "continuations": []})
+            if task.OUTPUT_TYPE == "multiple_choice" and inst.idx >= len(
+                    task.doc_to_choice(docs[doc_id])):
+                # acc_mutual_info's unconditional requests: ("", each continuation)
+                assert inst.arguments == ("", ex["continuations"][inst.idx - len(
+                    ex["continuations"])])
+                continue
+            assert ex["context"] == inst.arguments[0]
+            ex["continuations"].append(inst.arguments[1])
+        for doc_id, ex in examples.items():
+            doc = docs[doc_id]
+            if task.OUTPUT_TYPE == "multiple_choice":
+                choices = task.doc_to_choice(doc)
+                gold = task.doc_to_target(doc)
+                ex["gold"] = choices.index(gold) if isinstance(gold, str) else gold
+            else:
+                ex["gold"] = 0
+        cases.append({"task": name, "num_fewshot": shots,
+                      "examples": [examples[k] for k in sorted(examples)]})
+    with open(os.path.join(DATA, "expected.json"), "w", encoding="utf-8") as f:
+        json.dump({"lm_eval": "0.4.13", "fewshot_seed": 1234, "cases": cases}, f,
+                  ensure_ascii=False, indent=1)
+        f.write("\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""lm-eval task YAMLs loaded by evalmesh (tests/tasks/lm_eval_task_dump, a driver over
+em_lm_eval_task_load).
+  contexts:  every case of data/lm_eval/expected.json (what lm-eval 0.4.13 itself built, see
+             make_lm_eval_contexts.py) gives the same contexts, continuations and gold index
+             byte for byte; --limit keeps the first documents' few-shot draws.
+  bad_input: each YAML of data/lm_eval_bad exits 2 with its message, naming where."""
+import json
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+GOOD = os.path.join("tests", "tasks", "data", "lm_eval")
+BAD = os.path.join("tests", "tasks", "data", "lm_eval_bad")
+
+
+def dump(driver, yaml, *args):
+    return subprocess.run([driver, yaml, *map(str, args)], capture_output=True, text=True,
+                          cwd=os.path.dirname(os.path.dirname(HERE)))
+
+
+def check_contexts(driver):
+    with open(os.path.join(HERE, "data", "lm_eval", "expected.json"), encoding="utf-8") as f:
+        expected = json.load(f)
+    failures = 0
+    compared = 0
+    for case in expected["cases"]:
+        shots = -1 if case["num_fewshot"] is None else case["num_fewshot"]
+        run = dump(driver, os.path.join(GOOD, case["task"] + ".yaml"), shots)
+        if run.returncode != 0:
+            print(f"{case['task']} {shots}: exit {run.returncode}: {run.stderr}")
+            failures += 1
+            continue
+        got = json.loads(run.stdout)["examples"]
+        want = case["examples"]
+        if len(got) != len(want):
+            print(f"{case['task']} {shots}: {len(got)} examples, lm-eval has {len(want)}")
+            failures += 1
+        for g, w in zip(got, want):
+            for key in ("doc", "context", "continuations", "gold"):
+                compared += 1
+                if g[key] != w[key]:
+                    print(f"{case['task']} shots={shots} doc {w['doc']}: {key}\n"
+                          f"  evalmesh {g[key]!r}\n  lm-eval  {w[key]!r}")
+                    failures += 1
+    # --limit: the first documents, with the few-shot examples of a whole run
+    qa3 = next(c for c in expected["cases"] if c["task"] == "qa" and c["num_fewshot"] == 3)
+    run = dump(driver, os.path.join(GOOD, "qa.yaml"), 3, 4)
+    got = json.loads(run.stdout)["examples"]
+    compared += 1
+    if [g["context"] for g in got] != [w["context"] for w in qa3["examples"][:4]]:
+        print("qa --limit 4: the contexts differ from the first 4 of a whole run")
+        failures += 1
+    print(f"{compared} fields compared, {failures} differ")
+    return failures
+
+
+BAD_CASES = {
+    "malformed": "malformed.yaml:5:1: found unexpected end of stream (while scanning a quoted "
+                 "scalar at {dir}/malformed.yaml:3:14)",
+    "broken_line": "broken_line.yaml:5:11: split 'test': {dir}/broken.jsonl:3: not a JSON object "
+                   "on one line (JSON Lines: one document a line)",
+    "target_range": "docs.jsonl:2: document 1: doc_to_target ({dir}/target_range.yaml:10:16): "
+                    "target 5 is out of range of the 2 choices",
+    "target_text": "docs.jsonl:1: document 0: doc_to_target ({dir}/target_text.yaml:10:16): "
+                   "target \"one\" is not one of the choices",
+    "missing_field": "docs.jsonl:1: document 0: doc_to_text ({dir}/missing_field.yaml:8:15): "
+                     "the document has no field 'question'",
+    "jinja_block": "jinja_block.yaml:8:15: doc_to_text: '{{%' blocks are not supported "
+                   "(evalmesh renders a subset of Jinja: docs/tasks.md)",
+    "jinja_filter": "jinja_filter.yaml:8:25: doc_to_text: the filter 'upper' is not supported "
+                    "(evalmesh renders a subset of Jinja: docs/tasks.md)",
+    "unknown_metric": "unknown_metric.yaml:13:13: lm-eval task: unsupported metric 'f1' for "
+                      "output_type multiple_choice (evalmesh: acc, acc_norm, acc_mutual_info)",
+    "misspelled_key": "misspelled_key.yaml:8:1: lm-eval task: unknown key 'doc_to_txt' (did you "
+                      "mean 'doc_to_text'?)",
+    "process_docs": "process_docs.yaml:11:1: lm-eval task: 'process_docs' is not supported by "
+                    "evalmesh (docs/tasks.md)",
+    "yaml11_choice": "yaml11_choice.yaml:9:17: lm-eval task: doc_to_choice: every choice must be "
+                     "a string (quote it: lm-eval reads task YAMLs as YAML 1.1)",
+    "float_column": "floats.jsonl:1: document 0: doc_to_text ({dir}/float_column.yaml:8:15): "
+                    "rendering a number Python holds as a float is outside evalmesh's subset (it "
+                    "renders a string, an integer, a bool or null)",
+    "dict_method": "dict_method.yaml:9:27: doc_to_choice: '.values' is a Python dict method in "
+                   "Jinja, not the field: write ['values'] (evalmesh renders a subset of Jinja: "
+                   "docs/tasks.md)",
+    "too_many_shots": "docs.jsonl:1: document 0: 3-shot needs 4 few-shot documents (lm-eval draws "
+                      "one more, to leave the document out), and split 'test' has 3",
+    "octal_target": "octal_target.yaml:10:16: lm-eval task: doc_to_target: write the index in "
+                    "plain decimal (lm-eval reads task YAMLs as YAML 1.1)",
+    "cycle_a": "cycle_a.yaml:1:10: include 'cycle_b.yaml': {dir}/cycle_b.yaml:1:10: lm-eval task: "
+               "include cycle: '{dir}/cycle_a.yaml' includes itself",
+    "included_error": "jinja_filter.yaml:8:14: doc_to_text: the filter 'upper' is not supported "
+                      "at character 11 of the template (evalmesh renders a subset of Jinja: "
+                      "docs/tasks.md)",
+    "generate": "generate.yaml:7:14: lm-eval task: output_type generate_until: generation comes "
+                "later; evalmesh scores multiple_choice and loglikelihood tasks",
+}
+
+
+def check_bad_input(driver):
+    failures = 0
+    for name, message in BAD_CASES.items():
+        run = dump(driver, os.path.join(BAD, name + ".yaml"))
+        want = os.path.join(BAD, message.format(dir=BAD))
+        if run.returncode != 2 or run.stdout or run.stderr.strip() != want:
+            print(f"{name}: exit {run.returncode}, stdout {len(run.stdout)} bytes\n"
+                  f"  got  {run.stderr.strip()}\n  want {want}")
+            failures += 1
+    print(f"{len(BAD_CASES)} bad inputs, {failures} failed")
+    return failures
+
+
+def main():
+    driver, mode = sys.argv[1], sys.argv[2]
+    failures = check_contexts(driver) if mode == "contexts" else check_bad_input(driver)
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()
