@@ -16,16 +16,20 @@ BIN = os.environ["EVALMESH_BIN"]
 MPIRUN = os.environ.get("EVALMESH_MPIRUN", "")
 
 
-def stories_data():
-    """(stories260K.gguf, the TinyStories sample) from ../shared/data; exits 77 (ctest's skip)
-    without them."""
+def shared_files(*relative):
+    """The paths of files under ../shared/data (EVALMESH_SHARED_DATA); exits 77 (ctest's skip)
+    when one is missing."""
     data = os.environ.get("EVALMESH_SHARED_DATA", "")
-    model = os.path.join(data, "models", "stories260K.gguf")
-    stories = os.path.join(data, "text", "tinystories_sample.txt")
-    if not (os.path.exists(model) and os.path.exists(stories)):
+    paths = tuple(os.path.join(data, r) for r in relative)
+    if not all(os.path.exists(p) for p in paths):
         print(f"SKIPPED: shared data not found under '{data}'")
         sys.exit(77)
-    return model, stories
+    return paths
+
+
+def stories_data():
+    """(stories260K.gguf, the TinyStories sample)."""
+    return shared_files("models/stories260K.gguf", "text/tinystories_sample.txt")
 
 
 class EvalSession:

@@ -10,6 +10,8 @@ import struct
 import sys
 import time
 
+from eval_helpers import shared_files
+
 HEADER = 208  # window_records.h: the file header
 RECORD_MAGIC = 0x52574D45
 
@@ -26,15 +28,8 @@ stages:
 
 
 def shared_data():
-    """(stories260K.gguf, WikiText-2 test) from ../shared/data; exits 77 (ctest's skip) without
-    them."""
-    data = os.environ.get("EVALMESH_SHARED_DATA", "")
-    model = os.path.join(data, "models", "stories260K.gguf")
-    wiki = os.path.join(data, "text", "wikitext-2-raw-v1.test.txt")
-    if not (os.path.exists(model) and os.path.exists(wiki)):
-        print(f"SKIPPED: shared data not found under '{data}'")
-        sys.exit(77)
-    return model, wiki
+    """(stories260K.gguf, WikiText-2 test)."""
+    return shared_files("models/stories260K.gguf", "text/wikitext-2-raw-v1.test.txt")
 
 
 def write_recipe(folder, maxw, name="resume.yaml"):
