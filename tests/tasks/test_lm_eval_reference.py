@@ -33,6 +33,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "support"))
+sys.path.insert(0, os.path.join(HERE, "..", "stages"))
 import checks as c  # noqa: E402
 
 REF_DIR = os.path.join(HERE, "lm_eval_ref")
@@ -52,25 +53,21 @@ MKMODEL_ARGS = ["--format", "safetensors", "--vocab", "128256", "--dim", "64", "
 LL_TOL = 1e-4  # both sides float32, summed in different orders
 STDERR_TOL = 1e-12
 PPL_RTOL = 1e-4  # exp(-mean of log-likelihoods each within LL_TOL)
+# the Llama 3 tokenizer, relative to the shared data folder
+LLAMA3_FILES = ("tokenizers/llama3/tokenizer.json", "tokenizers/llama3/tokenizer_config.json")
 BOS = "<|begin_of_text|>"
 SPLIT_MARKER = "__lmref_split__"
 
 
-def shared_tokenizer_dir():
-    """The Llama 3 tokenizer folder of the shared test data, or None when it is absent."""
-    data = os.environ.get("EVALMESH_SHARED_DATA") or os.path.join(HERE, "..", "..", "..",
-                                                                   "shared", "data")
-    folder = os.path.join(data, "tokenizers", "llama3")
-    return folder if os.path.isfile(os.path.join(folder, "tokenizer.json")) else None
-
-
-def write_bos_tokenizer(src_dir, dst_dir):
-    """tokenizer.json of src_dir with a post-processor that puts BOS before the text (Meta's later
-    Llama 3 tokenizer.json: ByteLevel, then a TemplateProcessing), and its tokenizer_config.json.
-    transformers 5 ignores tokenizer_config.json's add_bos_token for this tokenizer class, so the
-    post-processor is the one place both tools read BOS from."""
+def write_bos_tokenizer(tokenizer_files, dst_dir):
+    """The tokenizer.json of tokenizer_files (LLAMA3_FILES' paths) with a post-processor that puts
+    BOS before the text (Meta's later Llama 3 tokenizer.json: ByteLevel, then a
+    TemplateProcessing), and the tokenizer_config.json as it is. transformers 5 ignores
+    tokenizer_config.json's add_bos_token for this tokenizer class, so the post-processor is the
+    one place both tools read BOS from."""
+    tokenizer_json, tokenizer_config = tokenizer_files
     os.makedirs(dst_dir, exist_ok=True)
-    with open(os.path.join(src_dir, "tokenizer.json"), encoding="utf-8") as f:
+    with open(tokenizer_json, encoding="utf-8") as f:
         tok = json.load(f)
     bos = {"SpecialToken": {"id": BOS, "type_id": 0}}
     bos_ids = [t["id"] for t in tok["added_tokens"] if t["content"] == BOS]
@@ -83,18 +80,13 @@ def write_bos_tokenizer(src_dir, dst_dir):
         "special_tokens": {BOS: {"id": BOS, "ids": bos_ids, "tokens": [BOS]}}}]}
     with open(os.path.join(dst_dir, "tokenizer.json"), "w", encoding="utf-8") as f:
         json.dump(tok, f, ensure_ascii=False)
-    shutil.copy(os.path.join(src_dir, "tokenizer_config.json"),
-                os.path.join(dst_dir, "tokenizer_config.json"))
+    shutil.copy(tokenizer_config, os.path.join(dst_dir, "tokenizer_config.json"))
 
 
-def build_model(mkmodel, work_dir):
-    """Writes the model folder under work_dir with evalmesh-mkmodel and returns its path, or None
-    when the shared tokenizer is absent."""
-    src = shared_tokenizer_dir()
-    if src is None:
-        return None
+def build_model(mkmodel, tokenizer_files, work_dir):
+    """Writes the model folder under work_dir with evalmesh-mkmodel and returns its path."""
     tok_dir = os.path.join(work_dir, "tokenizer")
-    write_bos_tokenizer(src, tok_dir)
+    write_bos_tokenizer(tokenizer_files, tok_dir)
     model_dir = os.path.join(work_dir, "model")
     subprocess.run([mkmodel, "--out", model_dir, "--tokenizer",
                     os.path.join(tok_dir, "tokenizer.json")] + MKMODEL_ARGS, check=True)
@@ -228,11 +220,11 @@ def main():
         return 2
     evalmesh, mkmodel = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
     c.check_equal(MKMODEL_ARGS, expected["mkmodel_args"], "expected.json made with this model")
+    import eval_helpers  # needs EVALMESH_BIN, which ctest sets
+
+    tokenizer_files = eval_helpers.shared_files(*LLAMA3_FILES)  # exits 77 without them
     with tempfile.TemporaryDirectory() as work:
-        model_dir = build_model(mkmodel, work)
-        if model_dir is None:
-            print("skipped: the shared data's Llama 3 tokenizer (tokenizers/llama3) is absent")
-            return 77
+        model_dir = build_model(mkmodel, tokenizer_files, work)
         check_tokenization(evalmesh, model_dir, expected)
         out_dir = os.path.join(work, "out")
         tasks = ",".join(os.path.join(REF_DIR, f) for _, f in TASKS)
