@@ -13,7 +13,7 @@ arguments, so no model file is committed), runs `evalmesh eval` on the same YAML
     context and continuation strings equal, its log-likelihood within LL_TOL absolute and its
     is_greedy equal, and the document's acc/acc_norm (loglikelihood: acc, perplexity) equal.
 The model: Llama, dim 64, 2 layers, 4 heads, 2 KV heads, tied embeddings, 128 positions
-(max_position_embeddings, which is lm-eval's max_length: lmref_long's contexts of about 215 tokens
+(max_position_embeddings, which is lm-eval's max_length: lmref_long's contexts of 216 to 218 tokens
 are cut from the left), with the Llama 3 tokenizer (../shared/data/tokenizers/llama3) whose
 post-processor puts <|begin_of_text|> before every text, as Meta's later release of it does.
 
