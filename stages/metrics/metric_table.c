@@ -66,6 +66,21 @@ static const em_metric_def metric_table[] = {
     {"dp_p01", "probability", LOWER, false, UNPAIRED, NULL},
     {"dp_p00_1", "probability", LOWER, false, UNPAIRED, NULL},
     {"same_top", "fraction", HIGHER, false, UNPAIRED, NULL},
+    /* the task stage: "<stage>/<task>.<metric>", lm-eval's names (stages/tasks/task_scoring.h) */
+    {"acc", "fraction", HIGHER, false, UNPAIRED, "acc_stderr"},
+    {"acc_stderr", "fraction", LOWER, false, UNPAIRED, NULL},
+    {"acc_norm", "fraction", HIGHER, false, UNPAIRED, "acc_norm_stderr"},
+    {"acc_norm_stderr", "fraction", LOWER, false, UNPAIRED, NULL},
+    {"acc_mutual_info", "fraction", HIGHER, false, UNPAIRED, "acc_mutual_info_stderr"},
+    {"acc_mutual_info_stderr", "fraction", LOWER, false, UNPAIRED, NULL},
+    {"multiple_choice_grade", "score", HIGHER, false, UNPAIRED, "multiple_choice_grade_stderr"},
+    {"multiple_choice_grade_stderr", "score", LOWER, false, UNPAIRED, NULL},
+    {"exact_match", "fraction", HIGHER, false, UNPAIRED, "exact_match_stderr"},
+    {"exact_match_stderr", "fraction", LOWER, false, UNPAIRED, NULL},
+    {"loglikelihood", "nats", HIGHER, false, UNPAIRED, "loglikelihood_stderr"},
+    {"loglikelihood_stderr", "nats", LOWER, false, UNPAIRED, NULL},
+    {"perplexity", "perplexity", LOWER, false, UNPAIRED, NULL},
+    {"examples", "examples", LOWER, false, UNPAIRED, NULL},
 };
 
 const em_metric_def *em_metric_def_find(const char *name) {

@@ -22,5 +22,6 @@ void em_task_free(em_task *task) {
     free(task->examples);
     free(task->name);
     free(task->version);
+    free(task->group);
     free(task);
 }

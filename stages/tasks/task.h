@@ -52,6 +52,7 @@ typedef struct em_task_example {
 typedef struct em_task {
     char *name;
     char *version; /* lm-eval's metadata.version, BIG-bench's "1.0.0" */
+    char *group;   /* the group it was named through (bigbench_lite), or NULL */
     em_task_format format;
     em_task_output output;
     unsigned metrics; /* EM_TASK_METRIC_* */

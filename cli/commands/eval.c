@@ -1,0 +1,257 @@
+/* `evalmesh eval -m MODEL --tasks T1,T2 ...`: lm-evaluation-harness's command line for evalmesh.
+ * The recipe is the template recipes/eval.yaml (built into the binary): a model stage, a task
+ * stage and a report; the command line fills it in with overrides, one recipe path per option,
+ * and it runs like `evalmesh run` does, on every rank of an mpirun/srun job; --print-recipe
+ * shows the filled-in recipe as YAML instead. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/command.h"
+#include "cli/options.h"
+#include "cli/resume.h"
+#include "runner/recipe/recipe.h"
+#include "runner/session.h"
+#include "util/log.h"
+
+static const char usage[] =
+    "usage: evalmesh eval -m MODEL --tasks TASK[,TASK...] [--num-fewshot N] [--limit N]\n"
+    "                     [--max-length N] [--add-bos] [--log-samples] [--fewshot-seed N]\n"
+    "                     [--threads N] [--batch-tokens N] [--print-recipe]\n"
+    "                     [--run-dir DIR] [--force] [--log-level LEVEL]\n"
+    "                     [--collective-timeout S]\n"
+    "       evalmesh eval --resume RUN_DIR\n"
+    "\n"
+    "Scores MODEL (GGUF, safetensors or a Hugging Face folder) on benchmark tasks from\n"
+    "log-likelihoods, as lm-evaluation-harness 0.4 does (multiple_choice and loglikelihood\n"
+    "tasks), on this rank or on every rank of an mpirun/srun job, the same bits on any number\n"
+    "of ranks. Prints lm-eval's table; the run directory gets lm_eval_results.json (lm-eval's\n"
+    "results document), results.json and, with --log-samples, samples_<task>.jsonl. The recipe\n"
+    "is recipes/eval.yaml with the options below filled in.\n"
+    "\n"
+    "  -m, --model MODEL   the model file or folder\n"
+    "  --tasks LIST        comma-separated: task YAMLs in lm-eval's format over local JSON\n"
+    "                      Lines (*.yaml), BIG-bench task.json files or folders, BIG-bench\n"
+    "                      task or group names (`evalmesh tasks` lists them)\n"
+    "  --num-fewshot N     few-shot examples per prompt (default: each task's own)\n"
+    "  --limit N           only the first N examples of each task\n"
+    "  --max-length N      most tokens per request (default: the model's context length)\n"
+    "  --add-bos           encode requests with BOS (lm-eval's add_bos_token)\n"
+    "  --log-samples       write samples_<task>.jsonl (lm-eval's --log_samples)\n"
+    "  --fewshot-seed N    the few-shot sampler's seed (default 1234, lm-eval's)\n"
+    "  -t, --threads N     threads per rank (default: cores / ranks on the node)\n"
+    "  --batch-tokens N    most positions per batch of requests\n"
+    "  --print-recipe      print the recipe as YAML and exit\n"
+    "  --run-dir DIR       write into DIR instead of runs/eval-<UTC time>\n"
+    "  --force             write into a --run-dir that is not empty\n"
+    "  --log-level L       error, warn, info or debug\n"
+    "  --collective-timeout S  seconds a collective may wait for the other ranks\n"
+    "  --resume RUN_DIR    finish an interrupted run on any number of ranks: the requests\n"
+    "                      its records hold are not scored again\n"
+    "\n"
+    "Exit statuses: 0 ok, 2 bad arguments or input (a task file names file:line:col),\n"
+    "4 a stage failed, 5 another rank failed, 6 interrupted.\n";
+
+enum {
+    OPT_TASKS = 256,
+    OPT_SHOTS,
+    OPT_LIMIT,
+    OPT_MAX_LENGTH,
+    OPT_BOS,
+    OPT_SAMPLES,
+    OPT_SEED,
+    OPT_BATCH,
+    OPT_PRINT,
+    OPT_RUN_DIR,
+    OPT_FORCE,
+    OPT_LEVEL,
+    OPT_TIMEOUT,
+    OPT_RESUME,
+};
+
+static const struct option options[] = {
+    {"model", required_argument, NULL, 'm'},
+    {"tasks", required_argument, NULL, OPT_TASKS},
+    {"num-fewshot", required_argument, NULL, OPT_SHOTS},
+    {"limit", required_argument, NULL, OPT_LIMIT},
+    {"max-length", required_argument, NULL, OPT_MAX_LENGTH},
+    {"add-bos", no_argument, NULL, OPT_BOS},
+    {"log-samples", no_argument, NULL, OPT_SAMPLES},
+    {"fewshot-seed", required_argument, NULL, OPT_SEED},
+    {"threads", required_argument, NULL, 't'},
+    {"batch-tokens", required_argument, NULL, OPT_BATCH},
+    {"print-recipe", no_argument, NULL, OPT_PRINT},
+    {"run-dir", required_argument, NULL, OPT_RUN_DIR},
+    {"force", no_argument, NULL, OPT_FORCE},
+    {"log-level", required_argument, NULL, OPT_LEVEL},
+    {"collective-timeout", required_argument, NULL, OPT_TIMEOUT},
+    {"resume", required_argument, NULL, OPT_RESUME},
+    {NULL, 0, NULL, 0},
+};
+
+/* The options that are a number at a recipe path: the least value each takes. */
+static const struct {
+    int option;
+    const char *path;
+    long long min;
+} number_paths[] = {
+    {OPT_SHOTS, "stages.tasks.num_fewshot", 0},
+    {OPT_LIMIT, "stages.tasks.limit", 1},
+    {OPT_MAX_LENGTH, "stages.tasks.max_length", 2},
+    {OPT_SEED, "stages.tasks.fewshot_seed", 0},
+    {'t', "stages.tasks.threads", 1},
+    {OPT_BATCH, "stages.tasks.batch_tokens", 1},
+    {OPT_TIMEOUT, "collective_timeout_s", 1},
+};
+
+/* s as a YAML double-quoted string. */
+static char *quoted(const char *s) {
+    char *out = em_xmalloc(4 * strlen(s) + 3), *o = out;
+    *o++ = '"';
+    for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
+        if (*c == '"' || *c == '\\')
+            o += sprintf(o, "\\%c", *c);
+        else if (*c < 0x20)
+            o += sprintf(o, "\\x%02x", *c);
+        else
+            *o++ = (char)*c;
+    }
+    strcpy(o, "\"");
+    return out;
+}
+
+/* "stages.tasks.tasks=[...]" from the comma-separated list (paths of files made absolute, so a
+ * printed recipe works from anywhere). */
+static char *tasks_override(const char *list) {
+    size_t cap = 64 + 8 * strlen(list);
+    char *out = em_xmalloc(cap), *copy = em_xstrdup(list), *save = NULL;
+    strcpy(out, "stages.tasks.tasks=[");
+    bool first = true;
+    for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        char *real = strchr(t, '/') || strchr(t, '.') ? realpath(t, NULL) : NULL;
+        char *q = quoted(real ? real : t);
+        out = em_xrealloc(out, strlen(out) + strlen(q) + 4);
+        if (!first) strcat(out, ", ");
+        strcat(out, q);
+        first = false;
+        free(q);
+        free(real);
+    }
+    strcat(out, "]");
+    free(copy);
+    return out;
+}
+
+typedef struct eval_args {
+    char *overrides[24];
+    size_t count;
+    bool print_recipe, has_model, has_tasks;
+    const char *resume; /* --resume RUN_DIR */
+} eval_args;
+
+static void add(eval_args *a, char *item) {
+    if (a->count < sizeof a->overrides / sizeof *a->overrides) a->overrides[a->count++] = item;
+}
+
+/* Parses argv into a and the session options; returns 0 or the exit status of a bad argument. */
+static int parse(int argc, char **argv, eval_args *a, em_session_options *opts) {
+    int c;
+    while ((c = em_cli_option("eval", argc, argv, "m:t:", options)) != -1) {
+        if (c == '?') return EM_EXIT_BAD_INPUT;
+        bool numbered = false;
+        for (size_t i = 0; i < sizeof number_paths / sizeof *number_paths; i++) {
+            if (number_paths[i].option != c) continue;
+            char *end;
+            long long v = strtoll(optarg, &end, 10);
+            if (!*optarg || *end || v < number_paths[i].min) {
+                const char *name = "?";
+                for (const struct option *o = options; o->name; o++)
+                    if (o->val == c) name = o->name;
+                em_log_error("evalmesh eval: --%s needs an integer of at least %lld, not '%s'",
+                             name, number_paths[i].min, optarg);
+                return EM_EXIT_BAD_INPUT;
+            }
+            add(a, em_xasprintf("%s=%lld", number_paths[i].path, v));
+            numbered = true;
+        }
+        if (numbered) continue;
+        if (c == 'm') {
+            char *real = realpath(optarg, NULL), *q = quoted(real ? real : optarg);
+            add(a, em_xasprintf("stages.model.path=%s", q));
+            free(real);
+            free(q);
+            a->has_model = true;
+        } else if (c == OPT_TASKS) {
+            add(a, tasks_override(optarg));
+            a->has_tasks = true;
+        } else if (c == OPT_BOS) {
+            add(a, em_xstrdup("stages.tasks.add_bos=true"));
+        } else if (c == OPT_SAMPLES) {
+            add(a, em_xstrdup("stages.tasks.log_samples=true"));
+        } else if (c == OPT_RESUME) {
+            a->resume = optarg;
+        } else if (c == OPT_PRINT) {
+            a->print_recipe = true;
+        } else if (c == OPT_RUN_DIR) {
+            opts->run_dir = optarg;
+        } else if (c == OPT_FORCE) {
+            opts->force = true;
+        } else if (c == OPT_LEVEL) {
+            int level = em_log_level_parse(optarg);
+            if (level < 0) {
+                em_log_error("evalmesh eval: unknown log level '%s' (error, warn, info, debug)",
+                             optarg);
+                return EM_EXIT_BAD_INPUT;
+            }
+            em_log_set_level((em_log_level)level);
+        }
+    }
+    if (optind < argc) return em_cli_unexpected("eval", argv[optind]);
+    if (a->resume) return 0;
+    if (!a->has_model || !a->has_tasks) {
+        em_log_error("evalmesh eval: needs -m MODEL and --tasks TASKS (see evalmesh eval --help)");
+        return EM_EXIT_BAD_INPUT;
+    }
+    return 0;
+}
+
+static int eval_main(int argc, char **argv) {
+    eval_args a = {0};
+    em_session_options opts = {0};
+    int code = parse(argc, argv, &a, &opts);
+    if (!code && a.resume) {
+        for (size_t i = 0; i < a.count; i++) free(a.overrides[i]);
+        return em_cli_resume(a.resume);
+    }
+    em_node *recipe = NULL;
+    em_status err = code ? NULL : em_recipe_template("eval.yaml", &recipe);
+    if (!code && !err && a.print_recipe) {
+        for (size_t i = 0; i < a.count && !err; i++)
+            err = em_recipe_apply_override(recipe, a.overrides[i]);
+        if (!err) {
+            printf("# yaml-language-server: $schema=../schemas/recipe.schema.json\n");
+            em_node_write_yaml(recipe, stdout);
+        }
+        em_node_free(recipe);
+    } else if (!code && !err) {
+        em_pipeline *pipeline = NULL;
+        err = em_pipeline_from_tree(recipe, "eval", (const char *const *)a.overrides, a.count,
+                                    &pipeline);
+        for (size_t i = 0; i < a.count; i++) free(a.overrides[i]);
+        em_cli_session_options(&opts, argc, argv);
+        return em_session_run(err, pipeline, &opts);
+    }
+    for (size_t i = 0; i < a.count; i++) free(a.overrides[i]);
+    if (!err) return code;
+    em_log_error("%s", err->message);
+    code = err->exit_code;
+    em_error_free(err);
+    return code;
+}
+
+const em_command em_command_eval = {
+    .name = "eval",
+    .summary = "benchmark tasks (lm-eval YAML, BIG-bench) from log-likelihoods, like lm_eval",
+    .usage = usage,
+    .main = eval_main,
+};

@@ -1,0 +1,547 @@
+/* Stage `task`: benchmark tasks scored from log-likelihoods, as lm-evaluation-harness scores
+ * them, the same bits on any number of ranks. Every rank loads the tasks the `tasks:` option
+ * names (support/task_sources.h) and splits their examples, in order, over the mesh's dp group:
+ * one contiguous range per rank, balanced by the bytes of its requests. A rank turns each of its
+ * examples' choices into a request (stages/tasks/requests.h: lm-eval's encoding and left
+ * truncation) and scores the requests on the forward backend `device:` names, in batches of at
+ * most `batch_tokens` positions, each request's numbers bit-identical to those it gets alone
+ * (forward_backend.h); tp and cp split each request's work as the forward stage's windows. The
+ * per-request sums and greedy flags are gathered over dp, and every rank folds every example's
+ * outcome in document order (stages/tasks/task_scoring.h), so the metrics do not depend on the
+ * split. Rank 0 prints lm-eval's table and writes lm_eval_results.json and, with log_samples,
+ * samples_<task>.jsonl into the run directory. Produces a "metrics" artifact: per task and metric
+ * "<stage>/<task>.<metric>" with its standard error, for report and gate. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runner/comm/backend_table.h"
+#include "runner/comm/mesh_groups.h"
+#include "runner/rank_state.h"
+#include "runner/stage.h"
+#include "util/atomic_file.h"
+#include "util/sha256.h"
+#include "util/clock.h"
+#include "util/log.h"
+#include "util/stop.h"
+#include "stages/data/window_ranges.h"
+#include "stages/kernels/forward_backend.h"
+#include "stages/kinds/support/forward_device.h"
+#include "stages/kinds/support/forward_group.h"
+#include "stages/kinds/support/stage_threads.h"
+#include "stages/kinds/support/task_sources.h"
+#include "stages/metrics/metrics.h"
+#include "stages/metrics/window_records.h"
+#include "stages/model/loaded_model.h"
+#include "stages/tasks/requests.h"
+#include "stages/tasks/task_results.h"
+#include "stages/tasks/task_scoring.h"
+
+typedef struct task_state {
+    int threads;
+    int64_t batch_tokens;
+    const em_forward_backend *backend;
+    em_task **tasks;
+    size_t task_count;
+} task_state;
+
+static const em_input_spec task_inputs[] = {
+    {"model", {"model"}, false, false},
+    {"mesh", {"mesh"}, false, true},
+    {0},
+};
+
+/* One example among all the tasks' examples, in order, and where its requests are in the flat
+ * request list: its choices, then (acc_mutual_info) their unconditional requests. */
+typedef struct flat_example {
+    const em_task *task;
+    const em_task_example *example;
+    size_t first_request, requests;
+    int64_t cost; /* bytes of its requests' texts: the dp split's weight */
+} flat_example;
+
+static bool mutual_info(const em_task *task) {
+    return (task->metrics & EM_TASK_METRIC_ACC_MUTUAL_INFO) != 0;
+}
+
+/* The context and continuation of request r (0 .. requests-1) of e. */
+static void request_texts(const flat_example *e, size_t r, const char **context,
+                          const char **continuation) {
+    size_t n = e->example->choice_count;
+    if (r < n) {
+        *context = e->example->context;
+        *continuation = e->example->continuations[r];
+    } else { /* lm-eval's unconditional request: ("", choice) */
+        *context = "";
+        *continuation = e->example->choices[r - n];
+    }
+}
+
+static flat_example *flatten(em_task **tasks, size_t task_count, size_t *count,
+                             size_t *request_count) {
+    size_t n = 0, at = 0;
+    for (size_t t = 0; t < task_count; t++) n += tasks[t]->example_count;
+    flat_example *flat = em_xcalloc(n ? n : 1, sizeof *flat);
+    size_t i = 0;
+    for (size_t t = 0; t < task_count; t++)
+        for (size_t k = 0; k < tasks[t]->example_count; k++, i++) {
+            flat_example *e = &flat[i];
+            e->task = tasks[t];
+            e->example = &tasks[t]->examples[k];
+            e->first_request = at;
+            e->requests = e->example->choice_count * (mutual_info(tasks[t]) ? 2 : 1);
+            for (size_t r = 0; r < e->requests; r++) {
+                const char *context, *continuation;
+                request_texts(e, r, &context, &continuation);
+                e->cost += (int64_t)(strlen(context) + strlen(continuation)) + 1;
+            }
+            at += e->requests;
+        }
+    *count = n;
+    *request_count = at;
+    return flat;
+}
+
+static em_status task_init(em_stage *self, const em_run_context *ctx) {
+    task_state *st = em_xcalloc(1, sizeof *st);
+    self->state = st;
+    em_status err = em_stage_forward_backend(self, EM_FORWARD_SCORE, &st->backend);
+    if (err) return err;
+    st->batch_tokens = em_node_is_null(em_node_get(self->options, "batch_tokens"))
+                           ? st->backend->batch_tokens
+                           : em_node_option_int(self->options, "batch_tokens");
+    st->threads = em_stage_threads(self, ctx);
+    /* the tasks are read here, before anything runs, so a bad task file is a bad recipe */
+    const em_node *list = em_node_get(self->options, "tasks");
+    const char **specs = em_xcalloc(list->count ? list->count : 1, sizeof *specs);
+    for (size_t i = 0; i < list->count; i++) specs[i] = list->items[i]->text;
+    const em_node *shots = em_node_get(self->options, "num_fewshot");
+    const em_node *limit = em_node_get(self->options, "limit");
+    em_task_load_options options = {
+        .num_fewshot =
+            em_node_is_null(shots) ? -1 : (int)em_node_option_int(self->options, "num_fewshot"),
+        .fewshot_seed = (uint64_t)em_node_option_int(self->options, "fewshot_seed"),
+        .limit = em_node_is_null(limit) ? 0 : (size_t)em_node_option_int(self->options, "limit"),
+    };
+    err = em_tasks_load(specs, list->count, &options, &st->tasks, &st->task_count);
+    if (err) {
+        const em_map_entry *e = em_node_get_entry(self->options, "tasks");
+        err = em_error_prefix_at(err, e ? e->value->mark : self->mark, "stage '%s'", self->name);
+    }
+    free(specs);
+    return err;
+}
+
+/* This rank's requests, scored: loglik and greedy (as 0/1) at each request's flat index. */
+typedef struct scoring {
+    const em_forward_backend *be;
+    void *forward;
+    const em_tokenizer *tok;
+    em_request_options request;
+    int64_t limit; /* positions per batch */
+    double *loglik, *greedy;
+    int64_t computed_tokens; /* positions run through the model */
+    size_t reused;           /* requests taken from an earlier attempt's records */
+    /* the run's request records (stages/metrics/window_records.h, a request as a window whose
+     * index is its place among all the tasks' requests): an earlier attempt's, when resuming,
+     * and this attempt's writer (on the first rank of each tp x cp group) */
+    em_records_index found;
+    void *buf;
+    size_t cap;
+    em_records_writer *writer;
+} scoring;
+
+/* Records help a later resume, never stop this evaluation: a failure to write them is warned
+ * about and recording stops. */
+static void keep_recording(scoring *s, em_status err) {
+    if (!err) return;
+    em_log_warn("%s; no further request records are written (a resume computes those requests)",
+                err->message);
+    em_error_free(err);
+    if (s->writer) em_error_free(em_records_writer_close(s->writer));
+    s->writer = NULL;
+}
+
+/* Whether request `index` (q) has a record with its continuation's targets: then *r is it (its
+ * arrays in s->buf until the next). */
+static bool recorded(scoring *s, size_t index, const em_request *q, em_window_record *r) {
+    const em_records_index *ix = &s->found;
+    if (!ix->by_window || index >= ix->window_limit) return false;
+    const em_record_place *at = &ix->by_window[index];
+    if (at->file < 0 || at->token_count != q->continuation_tokens) return false;
+    em_status err = em_records_index_load(ix, index, r, &s->buf, &s->cap);
+    if (err) {
+        em_log_warn("%s; the request is computed again", err->message);
+        em_error_free(err);
+        return false;
+    }
+    return memcmp(r->target, q->target + q->score_from,
+                  (size_t)q->continuation_tokens * sizeof *r->target) == 0;
+}
+
+/* Request `index`'s sum (its continuation's tokens in order, no -0) and greedy flag from its
+ * per-token nll, argmax and target (n). */
+static void fold_request(scoring *s, size_t index, const double *nll, const int32_t *argmax,
+                         const int32_t *target, int n) {
+    double sum = 0;
+    bool greedy = true;
+    for (int j = 0; j < n; j++) {
+        sum -= nll[j];
+        greedy = greedy && argmax[j] == target[j];
+    }
+    s->loglik[index] = sum == 0 ? 0.0 : sum;
+    s->greedy[index] = greedy;
+}
+
+/* Scores requests [first, end) of flat (their requests made and batched here). */
+static em_status score_range(scoring *s, const flat_example *flat, size_t first, size_t end) {
+    size_t total = 0;
+    for (size_t i = first; i < end; i++) total += flat[i].requests;
+    em_request *reqs = em_xcalloc(total ? total : 1, sizeof *reqs);
+    /* index (made): each request's flat index; then (made) a batch's members */
+    size_t *index = em_xcalloc(2 * (total ? total : 1), sizeof *index);
+    em_status err = NULL;
+    size_t made = 0;
+    for (size_t i = first; i < end && !err; i++)
+        for (size_t r = 0; r < flat[i].requests && !err; r++) {
+            const char *context, *continuation;
+            request_texts(&flat[i], r, &context, &continuation);
+            err = em_request_make(s->tok, context, continuation, &s->request, &reqs[made]);
+            if (err)
+                err = em_error_prefix(err, "task %s, document %zu, request %zu", flat[i].task->name,
+                                      flat[i].example->doc_index, r);
+            index[made++] = flat[i].first_request + r;
+        }
+    size_t most = 1;
+    for (size_t k = 0; k < made; k++)
+        if ((size_t)reqs[k].continuation_tokens > most) most = (size_t)reqs[k].continuation_tokens;
+    em_batch_window *batch = em_xmalloc((made ? made : 1) * sizeof *batch);
+    size_t capacity = (size_t)(s->limit > 0 ? s->limit : 1) + most;
+    double *nll = em_xmalloc(capacity * sizeof *nll);
+    int32_t *argmax = em_xmalloc(capacity * sizeof *argmax);
+    for (size_t done = 0; done < made && !err;) {
+        if (em_stop_signal()) {
+            err = em_error_new(EM_EXIT_INTERRUPTED,
+                               "interrupted by signal %d (%s); the scored requests are recorded: "
+                               "finish with `evalmesh run --resume RUN_DIR`",
+                               em_stop_signal(), strsignal(em_stop_signal()));
+            break;
+        }
+        size_t end_batch = done, at = 0;
+        int64_t tokens = 0;
+        int count = 0;
+        size_t *members = index + made; /* the batch's requests among reqs */
+        while (end_batch < made) {
+            const em_request *q = &reqs[end_batch];
+            em_window_record r;
+            if (recorded(s, index[end_batch], q, &r)) {
+                fold_request(s, index[end_batch], r.nll, r.argmax, r.target, r.token_count);
+                s->reused++;
+                end_batch++;
+                continue;
+            }
+            if (count > 0 &&
+                (tokens + q->T > s->limit || at + (size_t)q->continuation_tokens > capacity))
+                break;
+            batch[count++] =
+                (em_batch_window){q->input, q->target, q->T, q->score_from, nll + at, argmax + at};
+            at += (size_t)q->continuation_tokens;
+            tokens += q->T;
+            end_batch++;
+        }
+        err = s->be->score_batch(s->forward, batch, count);
+        s->computed_tokens += tokens;
+        for (int b = 0; b < count && !err; b++) {
+            const em_request *q = &reqs[done + (size_t)b];
+            double sum = 0; /* the continuation's log-likelihood, its tokens in order */
+            bool greedy = true;
+            for (int j = 0; j < q->continuation_tokens; j++) {
+                sum -= batch[b].nll[j];
+                greedy = greedy && batch[b].argmax[j] == q->target[q->score_from + j];
+            }
+            s->loglik[index[done + (size_t)b]] = sum == 0 ? 0.0 : sum; /* no -0 */
+            s->greedy[index[done + (size_t)b]] = greedy;
+        }
+        done = end_batch;
+    }
+    for (size_t k = 0; k < made; k++) em_request_clear(&reqs[k]);
+    free(reqs);
+    free(index);
+    free(batch);
+    free(nll);
+    free(argmax);
+    return err;
+}
+
+/* The flat request indices [*from, *to) of examples [a, b). */
+static void request_span(const flat_example *flat, size_t a, size_t b, size_t *from, size_t *to) {
+    *from = *to = 0;
+    if (a >= b) return;
+    *from = flat[a].first_request;
+    *to = flat[b - 1].first_request + flat[b - 1].requests;
+}
+
+/* Gathers every rank's sums and flags over dp: rank r's requests are those of examples
+ * first[r] .. first[r+1]-1, contiguous in the request list, and land at their own indices. */
+static em_status gather_scores(em_comm *dp, int dp_size, int dp_rank, const flat_example *flat,
+                               const int64_t *first, double *loglik, double *greedy) {
+    if (dp_size == 1) return NULL;
+    size_t cap = 1, from, to;
+    for (int r = 0; r < dp_size; r++) {
+        request_span(flat, (size_t)first[r], (size_t)first[r + 1], &from, &to);
+        if (to - from > cap) cap = to - from;
+    }
+    /* each rank's block: [loglik (cap), greedy (cap)] */
+    double *send = em_xcalloc(2 * cap, sizeof *send);
+    double *recv = em_xmalloc((size_t)dp_size * 2 * cap * sizeof *recv);
+    request_span(flat, (size_t)first[dp_rank], (size_t)first[dp_rank + 1], &from, &to);
+    memcpy(send, loglik + from, (to - from) * sizeof *send);
+    memcpy(send + cap, greedy + from, (to - from) * sizeof *send);
+    em_status err = em_allgather(dp, send, recv, 2 * cap * sizeof *send);
+    for (int r = 0; r < dp_size && !err; r++) {
+        request_span(flat, (size_t)first[r], (size_t)first[r + 1], &from, &to);
+        const double *block = recv + (size_t)r * 2 * cap;
+        memcpy(loglik + from, block, (to - from) * sizeof *loglik);
+        memcpy(greedy + from, block + cap, (to - from) * sizeof *greedy);
+    }
+    free(send);
+    free(recv);
+    return err;
+}
+
+/* "<task>" with every '.' made '_', so that "<stage>/<task>.<metric>" splits at its metric. */
+static char *key_stage(const char *stage, const char *task) {
+    char *key = em_xasprintf("%s/%s", stage, task);
+    for (char *c = key + strlen(stage) + 1; *c; c++)
+        if (*c == '.') *c = '_';
+    return key;
+}
+
+/* Every example's outcome, each task's metrics into m and results (task_count), and on rank 0 the
+ * table, lm_eval_results.json and the samples files. */
+static em_status fold_results(const em_stage *self, const em_run_context *ctx, const task_state *st,
+                              const flat_example *flat, size_t count, const double *loglik,
+                              const double *greedy, bool print, em_metrics *m) {
+    em_task_result *results = em_xcalloc(st->task_count ? st->task_count : 1, sizeof *results);
+    bool log_samples = em_node_option_bool(self->options, "log_samples");
+    em_status err = NULL;
+    size_t at = 0; /* the first flat example of task t */
+    for (size_t t = 0; t < st->task_count && !err; t++) {
+        const em_task *task = st->tasks[t];
+        size_t n = task->example_count;
+        em_example_outcome *outcomes = em_xcalloc(n ? n : 1, sizeof *outcomes);
+        char *path = log_samples && ctx->run_dir && ctx->rank == 0
+                         ? em_xasprintf("%s/samples_%s.jsonl", ctx->run_dir, task->name)
+                         : NULL;
+        em_atomic_file *samples = NULL;
+        if (path) err = em_atomic_file_begin(path, 0644, &samples);
+        for (size_t k = 0; k < n && !err; k++) {
+            const flat_example *e = &flat[at + k];
+            size_t choices = e->example->choice_count, q = e->first_request;
+            bool *flags = em_xmalloc(choices * sizeof *flags);
+            for (size_t c = 0; c < choices; c++) flags[c] = greedy[q + c] != 0;
+            em_example_scores scores = {loglik + q, flags,
+                                        mutual_info(task) ? loglik + q + choices : NULL};
+            em_example_outcome_of(task, e->example, &scores, &outcomes[k]);
+            if (samples) {
+                char *line = em_task_sample_json(task, e->example, &scores, &outcomes[k]);
+                err = em_atomic_file_write(samples, line, strlen(line));
+                if (!err) err = em_atomic_file_write(samples, "\n", 1);
+                free(line);
+            }
+            free(flags);
+        }
+        if (samples)
+            err = err ? (em_atomic_file_abandon(samples), err) : em_atomic_file_commit(samples);
+        free(path);
+        em_task_result_of(task, outcomes, &results[t]);
+        free(outcomes);
+        char *stage = key_stage(self->name, task->name);
+        for (size_t i = 0; i < results[t].metric_count; i++) {
+            const em_task_metric_value *v = &results[t].metrics[i];
+            if (isnan(v->stderr_value))
+                em_metrics_put(m, stage, v->row->name, v->value);
+            else
+                em_metrics_put_with_error(m, stage, v->row->name, v->value, v->stderr_value);
+        }
+        em_metrics_put(m, stage, "examples", (double)n);
+        free(stage);
+        at += n;
+    }
+    em_task_group_result *groups = NULL;
+    size_t group_count = 0;
+    if (!err) em_task_groups_of(results, st->task_count, &groups, &group_count);
+    for (size_t g = 0; g < group_count; g++) {
+        char *stage = key_stage(self->name, groups[g].name);
+        for (size_t i = 0; i < groups[g].metric_count; i++) {
+            const em_task_metric_value *v = &groups[g].metrics[i];
+            if (isnan(v->stderr_value))
+                em_metrics_put(m, stage, v->row->name, v->value);
+            else
+                em_metrics_put_with_error(m, stage, v->row->name, v->value, v->stderr_value);
+        }
+        em_metrics_put(m, stage, "examples", (double)groups[g].example_count);
+        free(stage);
+    }
+    if (!err && ctx->rank == 0 && ctx->run_dir) {
+        char *json = em_task_results_json(results, st->task_count, groups, group_count);
+        char *path = em_xasprintf("%s/lm_eval_results.json", ctx->run_dir);
+        err = em_atomic_write(path, json, strlen(json), 0644);
+        free(path);
+        free(json);
+    }
+    if (!err && print && ctx->rank == 0)
+        em_task_results_print(results, st->task_count, groups, group_count, stdout);
+    free(groups);
+    free(results);
+    return err;
+}
+
+/* The sha256 of every request's texts, in order: what the request records were written for (in
+ * the records key's dataset place), so a resume refuses records of other tasks or prompts. */
+static void requests_sha256(const flat_example *flat, size_t count, char hex[65]) {
+    em_sha256 h;
+    em_sha256_init(&h);
+    for (size_t i = 0; i < count; i++)
+        for (size_t r = 0; r < flat[i].requests; r++) {
+            const char *context, *continuation;
+            request_texts(&flat[i], r, &context, &continuation);
+            em_sha256_update(&h, context, strlen(context) + 1);
+            em_sha256_update(&h, continuation, strlen(continuation) + 1);
+        }
+    uint8_t digest[32];
+    em_sha256_final(&h, digest);
+    em_sha256_to_hex(digest, hex);
+}
+
+/* The request records of an earlier attempt (when resuming) and this attempt's writer. */
+static em_status open_records(const em_stage *self, const em_run_context *ctx, const em_mesh *mesh,
+                              const em_model *model, const flat_example *flat, size_t count,
+                              size_t request_count, scoring *s) {
+    if (!ctx->run_dir || !ctx->recipe_sha256) return NULL;
+    char tasks_hex[65];
+    requests_sha256(flat, count, tasks_hex);
+    em_records_key key = em_records_key_of(model->digest, tasks_hex, ctx->recipe_sha256);
+    em_status err = NULL;
+    if (ctx->resume) {
+        err = em_records_index_read(ctx->run_dir, self->name, &key, request_count, &s->found);
+        if (!err && s->found.damaged)
+            em_log_warn("task %s: %zu torn or damaged request records skipped", self->name,
+                        s->found.damaged);
+        /* every rank has read the earlier records before any rank writes new ones */
+        if (!err && ctx->world_size > 1) err = em_barrier(ctx->world);
+    }
+    if (!err && mesh->tp_rank == 0 && mesh->cp_rank == 0)
+        keep_recording(s, em_records_writer_open(
+                              ctx->run_dir, self->name, ctx->rank, &key,
+                              em_node_option_double(self->options, "records_flush_s"), &s->writer));
+    return err;
+}
+
+static void free_metrics(void *data) {
+    em_metrics_free(data);
+}
+
+static em_status task_run(em_stage *self, const em_run_context *ctx) {
+    task_state *st = self->state;
+    const em_model *model = em_stage_input_artifact(self, "model", 0)->data;
+    em_mesh *mesh = em_stage_mesh(self, ctx);
+    const em_forward_backend *be = st->backend;
+    if (!model->tokenizer)
+        return em_error_new(EM_EXIT_BAD_INPUT, "model %s has no tokenizer: tasks are text",
+                            model->path ? model->path : "");
+    bool split = mesh->tp > 1 || mesh->cp > 1;
+    if (split && be->gpu_buffers && !em_backend_find(mesh->backend)->gpu_buffers)
+        return em_error_new(EM_EXIT_BAD_INPUT,
+                            "device %s splits requests through buffers in GPU memory, but %s has "
+                            "backend %s, whose collectives take host memory (use backend nccl)",
+                            be->name, em_stage_mesh_name(self), mesh->backend);
+    double start = em_clock_seconds();
+    size_t count = 0, request_count = 0;
+    flat_example *flat = flatten(st->tasks, st->task_count, &count, &request_count);
+    int64_t *cost = em_xmalloc((count ? count : 1) * sizeof *cost);
+    for (size_t i = 0; i < count; i++) cost[i] = flat[i].cost;
+    int64_t *first = em_xmalloc(((size_t)mesh->dp + 1) * sizeof *first);
+    em_window_ranges(cost, count, mesh->dp, first);
+    free(cost);
+
+    em_forward_link tp = {mesh->tp_group, 0}, cp = {mesh->cp_group, 0};
+    em_forward_groups groups = {.tp = em_forward_group_of(&tp), .cp = em_forward_group_of(&cp)};
+    const em_node *max_length = em_node_get(self->options, "max_length");
+    scoring s = {
+        .be = be,
+        .tok = model->tokenizer,
+        .request = {.max_length = em_node_is_null(max_length)
+                                      ? model->config.n_ctx_train
+                                      : (int)em_node_option_int(self->options, "max_length"),
+                    .add_bos = em_node_option_bool(self->options, "add_bos")},
+        .limit = mesh->cp > 1 ? 1 : st->batch_tokens,
+        .loglik = em_xcalloc(request_count ? request_count : 1, sizeof(double)),
+        .greedy = em_xcalloc(request_count ? request_count : 1, sizeof(double)),
+    };
+    em_status err = be->create(model, &groups, st->threads, &(em_forward_options){0}, &s.forward);
+    if (err) {
+        free(flat);
+        free(first);
+        free(s.loglik);
+        free(s.greedy);
+        return err;
+    }
+    err = open_records(self, ctx, mesh, model, flat, count, request_count, &s);
+    if (!err)
+        err = score_range(&s, flat, (size_t)first[mesh->dp_rank], (size_t)first[mesh->dp_rank + 1]);
+    be->free(s.forward);
+    em_records_writer *writer = s.writer;
+    s.writer = NULL; /* closed here, whatever comes back */
+    keep_recording(&s, em_records_writer_close(writer));
+    em_records_index_free(&s.found);
+    free(s.buf);
+    if (ctx->resume && !err)
+        em_log_info("task %s: %zu requests taken from the run's records", self->name, s.reused);
+    double seconds = em_clock_seconds() - start;
+    if (!err)
+        err =
+            gather_scores(mesh->dp_group, mesh->dp, mesh->dp_rank, flat, first, s.loglik, s.greedy);
+    em_metrics *m = em_metrics_new();
+    m->model_path = em_xstrdup(model->path ? model->path : "");
+    m->model_header_sha256 = em_xstrdup(model->header_sha256);
+    m->model_digest = em_xstrdup(model->digest);
+    if (!err) {
+        size_t own = (size_t)(first[mesh->dp_rank + 1] - first[mesh->dp_rank]);
+        em_log_info("task %s: %zu of %zu examples on this rank, %lld positions computed in %.2f s "
+                    "(%d threads)",
+                    self->name, own, count, (long long)s.computed_tokens, seconds, st->threads);
+        err = fold_results(self, ctx, st, flat, count, s.loglik, s.greedy,
+                           em_node_option_bool(self->options, "print_table"), m);
+    }
+    free(flat);
+    free(first);
+    free(s.loglik);
+    free(s.greedy);
+    if (err) {
+        em_metrics_free(m);
+        return err;
+    }
+    self->output = (em_artifact){.data = m, .free = free_metrics};
+    return NULL;
+}
+
+static void task_destroy(em_stage *self) {
+    task_state *st = self->state;
+    if (!st) return;
+    em_tasks_free(st->tasks, st->task_count);
+    free(st);
+}
+
+const em_stage_kind em_stage_kind_task = {
+    .name = "task",
+    .summary = "benchmark tasks (lm-eval YAML, BIG-bench) scored from log-likelihoods: acc, "
+               "acc_norm, multiple_choice_grade, the same bits on any number of ranks",
+    .produces = "metrics",
+    .inputs = task_inputs,
+    .collective = true, /* over the mesh's dp, tp and cp groups */
+    .init = task_init,
+    .run = task_run,
+    .destroy = task_destroy,
+};

@@ -1,0 +1,111 @@
+"""The task stage's exactness on the real tiny model (stories260K from ../shared/data; skipped
+without it) over a small lm-eval-style multiple-choice task with 2 shots (ranks/stories_mc.yaml):
+lm_eval_results.json, every samples line and results.json's metrics are byte-identical on 1, 2
+and 3 ranks (mpirun), with tp = 2, with batches of requests (batch_tokens 100000: every request of
+a rank in one batch) and on 2 threads; a resume on another world size takes every recorded request
+(and after a records file lost its second half, computes the rest) to the same bytes; the request
+records hold each continuation's exact scores (sum of -nll equal to the samples' loglik)."""
+import glob
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "stages"))
+sys.path.insert(0, os.path.join(HERE, "..", "support"))
+from eval_helpers import BIN, MPIRUN, EvalSession, shared_files  # noqa: E402
+from checks import check  # noqa: E402
+
+(MODEL,) = shared_files("models/stories260K.gguf")
+TASK = os.path.join(HERE, "ranks", "stories_mc.yaml")
+session = EvalSession("task_ranks_")
+
+
+def outputs(run_dir):
+    """{file name: bytes} of lm_eval_results.json and the samples files, and results.json's metrics
+    without timings."""
+    out = {}
+    for path in [os.path.join(run_dir, "lm_eval_results.json"),
+                 *glob.glob(os.path.join(run_dir, "samples_*.jsonl"))]:
+        with open(path, "rb") as f:
+            out[os.path.basename(path)] = f.read()
+    with open(os.path.join(run_dir, "results.json")) as f:
+        out["metrics"] = {k: v for k, v in json.load(f)["metrics"].items()
+                          if not v.get("timing")}
+    return out
+
+
+def run(args, np=None, label=""):
+    session.runs += 1
+    run_dir = os.path.join(session.tmp, f"run{session.runs}")
+    cmd = [BIN, *args, "--run-dir", run_dir]
+    env = dict(os.environ)
+    if np is not None:
+        cmd = [MPIRUN, "-np", str(np), "--allow-run-as-root", "--oversubscribe", *cmd]
+        if "ASAN_OPTIONS" in env:
+            env["ASAN_OPTIONS"] += ":detect_leaks=0"
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
+    check(p.returncode == 0, f"{label}: exit {p.returncode}: {p.stderr[-2000:]}")
+    return run_dir, p
+
+
+EVAL = ["eval", "-m", MODEL, "--tasks", TASK, "--log-samples", "-t", "1"]
+base_dir, p = run(EVAL, label="1 rank")
+base = outputs(base_dir)
+check("|stories_mc|1.0|none|2|acc|" in p.stdout, f"lm-eval's table printed: {p.stdout!r}")
+samples = [json.loads(line) for line in base["samples_stories_mc.jsonl"].splitlines()]
+check(len(samples) == 30, f"30 samples lines, not {len(samples)}")
+acc = sum(s["acc"] for s in samples) / len(samples)
+results = json.loads(base["lm_eval_results.json"])["results"]["stories_mc"]
+check(results["acc,none"] == acc, f"acc {results['acc,none']} is the samples' mean {acc}")
+check(all(len(s["resps"]) == 3 and len(s["arguments"]) == 3 for s in samples), "3 choices each")
+
+for label, args, np in [("2 ranks", EVAL, 2), ("3 ranks", EVAL, 3),
+                        ("batches", EVAL + ["--batch-tokens", "100000"], None),
+                        ("2 threads", [a if a != "1" else "2" for a in EVAL], None)]:
+    run_dir, _ = run(args, np, label)
+    check(outputs(run_dir) == base, f"{label}: the same bytes as 1 rank")
+
+# tp = 2 through a recipe of its own
+recipe = session.write("tp.yaml", f"""
+name: tp
+stages:
+  model: {{kind: model, path: "{MODEL}"}}
+  grid: {{kind: mesh, dp: 1, tp: 2}}
+  tasks: {{kind: task, model: model, mesh: grid, tasks: ["{TASK}"], log_samples: true, threads: 1}}
+  report: {{kind: report, metrics: tasks, outputs: [json]}}
+""")
+tp_dir, _ = run(["run", recipe], 2, "tp 2")
+tp = outputs(tp_dir)
+check(tp["samples_stories_mc.jsonl"] == base["samples_stories_mc.jsonl"]
+      and tp["lm_eval_results.json"] == base["lm_eval_results.json"],
+      "tp 2: the same samples and lm-eval results as 1 rank")
+
+# resume: every request taken from the records, on 3 ranks
+copy = os.path.join(session.tmp, "resumed")
+shutil.copytree(base_dir, copy)
+for f in glob.glob(os.path.join(copy, "lm_eval_results.json")) + glob.glob(
+        os.path.join(copy, "samples_*")):
+    os.remove(f)
+env = dict(os.environ)
+p = subprocess.run([MPIRUN, "-np", "3", "--allow-run-as-root", "--oversubscribe", BIN, "eval",
+                    "--resume", copy], capture_output=True, text=True, timeout=600, env=env)
+check(p.returncode == 0, f"resume on 3 ranks: exit {p.returncode}: {p.stderr[-1500:]}")
+check("90 requests taken from the run's records" in p.stderr.replace("[r0] ", ""),
+      f"the resume took all 90 requests from the records: {p.stderr[-1500:]}")
+check(outputs(copy) == base, "resume on 3 ranks: the same bytes as the whole run")
+
+# a records file cut in half: the rest is computed again to the same bytes
+records = glob.glob(os.path.join(copy, "records", "tasks.rank0.*.bin"))
+check(len(records) >= 1, f"request records written: {records}")
+largest = max(records, key=os.path.getsize)  # the first run's: every request
+with open(largest, "r+b") as f:
+    f.truncate(os.path.getsize(largest) // 2)
+p = subprocess.run([MPIRUN, "-np", "2", "--allow-run-as-root", "--oversubscribe", BIN, "eval",
+                    "--resume", copy], capture_output=True, text=True, timeout=600, env=env)
+check(p.returncode == 0, f"resume after damage: exit {p.returncode}: {p.stderr[-1500:]}")
+check(outputs(copy) == base, "resume after losing half the records: the same bytes")
+
+session.finish()
