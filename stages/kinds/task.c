@@ -199,15 +199,16 @@ static em_status score_range(scoring *s, const flat_example *flat, size_t first,
     size_t total = 0;
     for (size_t i = first; i < end; i++) total += flat[i].requests;
     em_request *reqs = em_xcalloc(total ? total : 1, sizeof *reqs);
-    /* index (made): each request's flat index; then (made) a batch's members */
-    size_t *index = em_xcalloc(2 * (total ? total : 1), sizeof *index);
+    size_t *index = em_xcalloc(total ? total : 1, sizeof *index); /* each request's flat index */
     em_status err = NULL;
     size_t made = 0;
     for (size_t i = first; i < end && !err; i++)
         for (size_t r = 0; r < flat[i].requests && !err; r++) {
             const char *context, *continuation;
             request_texts(&flat[i], r, &context, &continuation);
-            err = em_request_make(s->tok, context, continuation, &s->request, &reqs[made]);
+            em_request_options options = s->request;
+            options.apart = flat[i].task->format == EM_TASK_FORMAT_BIGBENCH;
+            err = em_request_make(s->tok, context, continuation, &options, &reqs[made]);
             if (err)
                 err = em_error_prefix(err, "task %s, document %zu, request %zu", flat[i].task->name,
                                       flat[i].example->doc_index, r);
@@ -220,6 +221,7 @@ static em_status score_range(scoring *s, const flat_example *flat, size_t first,
     size_t capacity = (size_t)(s->limit > 0 ? s->limit : 1) + most;
     double *nll = em_xmalloc(capacity * sizeof *nll);
     int32_t *argmax = em_xmalloc(capacity * sizeof *argmax);
+    size_t *members = em_xmalloc((made ? made : 1) * sizeof *members); /* a batch's reqs */
     for (size_t done = 0; done < made && !err;) {
         if (em_stop_signal()) {
             err = em_error_new(EM_EXIT_INTERRUPTED,
@@ -228,43 +230,48 @@ static em_status score_range(scoring *s, const flat_example *flat, size_t first,
                                em_stop_signal(), strsignal(em_stop_signal()));
             break;
         }
-        size_t end_batch = done, at = 0;
+        size_t at = 0;
         int64_t tokens = 0;
         int count = 0;
-        size_t *members = index + made; /* the batch's requests among reqs */
-        while (end_batch < made) {
-            const em_request *q = &reqs[end_batch];
+        while (done < made) {
+            const em_request *q = &reqs[done];
             em_window_record r;
-            if (recorded(s, index[end_batch], q, &r)) {
-                fold_request(s, index[end_batch], r.nll, r.argmax, r.target, r.token_count);
+            if (recorded(s, index[done], q, &r)) {
+                fold_request(s, index[done], r.nll, r.argmax, r.target, r.token_count);
                 s->reused++;
-                end_batch++;
+                done++;
                 continue;
             }
             if (count > 0 &&
                 (tokens + q->T > s->limit || at + (size_t)q->continuation_tokens > capacity))
                 break;
+            members[count] = done;
             batch[count++] =
                 (em_batch_window){q->input, q->target, q->T, q->score_from, nll + at, argmax + at};
             at += (size_t)q->continuation_tokens;
             tokens += q->T;
-            end_batch++;
+            done++;
         }
+        if (count == 0) break;
         err = s->be->score_batch(s->forward, batch, count);
         s->computed_tokens += tokens;
         for (int b = 0; b < count && !err; b++) {
-            const em_request *q = &reqs[done + (size_t)b];
-            double sum = 0; /* the continuation's log-likelihood, its tokens in order */
-            bool greedy = true;
-            for (int j = 0; j < q->continuation_tokens; j++) {
-                sum -= batch[b].nll[j];
-                greedy = greedy && batch[b].argmax[j] == q->target[q->score_from + j];
-            }
-            s->loglik[index[done + (size_t)b]] = sum == 0 ? 0.0 : sum; /* no -0 */
-            s->greedy[index[done + (size_t)b]] = greedy;
+            const em_request *q = &reqs[members[b]];
+            const int32_t *target = q->target + q->score_from;
+            fold_request(s, index[members[b]], batch[b].nll, batch[b].argmax, target,
+                         q->continuation_tokens);
+            if (s->writer)
+                keep_recording(
+                    s, em_records_append(s->writer, &(em_window_record){
+                                                        .window = (int64_t)index[members[b]],
+                                                        .token_count = q->continuation_tokens,
+                                                        .target = target,
+                                                        .argmax = batch[b].argmax,
+                                                        .nll = batch[b].nll,
+                                                    }));
         }
-        done = end_batch;
     }
+    free(members);
     for (size_t k = 0; k < made; k++) em_request_clear(&reqs[k]);
     free(reqs);
     free(index);

@@ -59,6 +59,17 @@ em_status em_request_make(const em_tokenizer *tok, const char *context, const ch
         context_count = 1;
         all = joined(&prefix, 1, whole, whole_count);
         count = whole_count + 1;
+    } else if (options->apart) {
+        err = em_tokenizer_encode(tok, context, context_len, enc, &context_ids, &context_count);
+        enc.add_bos = false;
+        if (!err)
+            err =
+                em_tokenizer_encode(tok, continuation, continuation_len, enc, &whole, &whole_count);
+        if (!err) {
+            all = joined(context_ids, context_count, whole, whole_count);
+            count = context_count + whole_count;
+        }
+        free(context_ids);
     } else {
         /* the trailing whitespace belongs to the continuation: the pair is encoded whole and the
          * context without it is encoded alone for its length */

@@ -4,7 +4,8 @@
  * sliced off, so a token that straddles the boundary belongs to the continuation; an empty
  * context is the prefix token (BOS, else EOS); the pair keeps its last max_length + 1 tokens
  * (left truncation), and the model reads all but the last and is scored on the continuation's
- * tokens. */
+ * tokens. With `apart` (BIG-bench's tasks) the two texts are encoded each alone and joined,
+ * nothing moved between them. */
 #ifndef EVALMESH_TASKS_REQUESTS_H
 #define EVALMESH_TASKS_REQUESTS_H
 
@@ -18,6 +19,8 @@
 typedef struct em_request_options {
     int max_length; /* the most tokens the model reads (lm-eval's max_length) */
     bool add_bos;   /* encode with BOS (lm-eval's add_bos_token; its HF default is false) */
+    bool apart;     /* BIG-bench: the context and the continuation are each encoded alone and
+                       their ids joined (its Hugging Face model's cond_log_prob), not the pair */
 } em_request_options;
 
 /* One request as the forward scores it: input and target (T), scored from score_from. */

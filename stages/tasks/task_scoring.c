@@ -4,6 +4,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "stages/tasks/bigbench_scoring.h"
+
 /* The first index of the largest of v (n): numpy's argmax. */
 static int argmax(const double *v, size_t n) {
     size_t best = 0;
@@ -31,12 +33,19 @@ void em_example_outcome_of(const em_task *task, const em_task_example *example,
     out->prediction = argmax(scores->loglik, n);
     out->prediction_norm = argmax(normalized, n);
     int gold = example->gold;
+    if (task->format == EM_TASK_FORMAT_BIGBENCH) { /* BIG-bench's choice, with its tie rule */
+        size_t chosen = 0;
+        out->multiple_choice_grade =
+            em_bigbench_grade(example, scores->loglik, task->absolute_normalization, &chosen);
+        out->prediction = (int)chosen;
+    } else {
+        out->multiple_choice_grade =
+            example->target_scores ? example->target_scores[out->prediction] : 0;
+    }
     out->acc = out->prediction == gold;
     out->acc_norm = out->prediction_norm == gold;
     out->acc_mutual_info = scores->unconditional && argmax(informed, n) == gold;
     out->exact_match = gold >= 0 && scores->greedy[gold];
-    out->multiple_choice_grade =
-        example->target_scores ? example->target_scores[out->prediction] : out->acc;
     out->loglikelihood = scores->loglik[0];
     if (task->output == EM_TASK_LOGLIKELIHOOD) out->acc = scores->greedy[0];
 }

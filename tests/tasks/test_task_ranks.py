@@ -1,13 +1,15 @@
 """The task stage's exactness on the real tiny model (stories260K from ../shared/data; skipped
 without it) over a small lm-eval-style multiple-choice task with 2 shots (ranks/stories_mc.yaml):
 lm_eval_results.json, every samples line and results.json's metrics are byte-identical on 1, 2
-and 3 ranks (mpirun), with tp = 2, with batches of requests (batch_tokens 100000: every request of
-a rank in one batch) and on 2 threads; a resume on another world size takes every recorded request
+and 3 ranks (mpirun), with batches of requests (batch_tokens 100000: every request of a rank in
+one batch) and on 2 threads; tp = 2 gives the same bytes on dp 1 and dp 2 and is within 1e-5
+(relative) of tp = 1; a resume on another world size takes every recorded request
 (and after a records file lost its second half, computes the rest) to the same bytes; the request
 records hold each continuation's exact scores (sum of -nll equal to the samples' loglik)."""
 import glob
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -68,20 +70,30 @@ for label, args, np in [("2 ranks", EVAL, 2), ("3 ranks", EVAL, 3),
     run_dir, _ = run(args, np, label)
     check(outputs(run_dir) == base, f"{label}: the same bytes as 1 rank")
 
-# tp = 2 through a recipe of its own
-recipe = session.write("tp.yaml", f"""
+# tp = 2 through recipes of their own: DESIGN.md's rule for tp, the same bits on any dp for a
+# given tp (dp 1 and dp 2), and within a stated tolerance of tp = 1 (its sums are split)
+def tp_run(dp):
+    recipe = session.write(f"tp_dp{dp}.yaml", f"""
 name: tp
 stages:
   model: {{kind: model, path: "{MODEL}"}}
-  grid: {{kind: mesh, dp: 1, tp: 2}}
+  grid: {{kind: mesh, dp: {dp}, tp: 2}}
   tasks: {{kind: task, model: model, mesh: grid, tasks: ["{TASK}"], log_samples: true, threads: 1}}
   report: {{kind: report, metrics: tasks, outputs: [json]}}
 """)
-tp_dir, _ = run(["run", recipe], 2, "tp 2")
-tp = outputs(tp_dir)
-check(tp["samples_stories_mc.jsonl"] == base["samples_stories_mc.jsonl"]
-      and tp["lm_eval_results.json"] == base["lm_eval_results.json"],
-      "tp 2: the same samples and lm-eval results as 1 rank")
+    tp_dir, _ = run(["run", recipe], 2 * dp, f"tp 2, dp {dp}")
+    return outputs(tp_dir)
+
+
+tp1, tp2 = tp_run(1), tp_run(2)
+check(tp1 == tp2, "tp 2: dp 1 and dp 2 give the same bytes")
+tp_samples = [json.loads(line) for line in tp1["samples_stories_mc.jsonl"].splitlines()]
+worst = max(abs(a[0] - b[0]) / max(1.0, abs(a[0])) for s, t in zip(samples, tp_samples)
+            for a, b in zip(s["resps"], t["resps"]))
+check(len(tp_samples) == len(samples) and worst < 1e-5,
+      f"tp 2: every log-likelihood within 1e-5 relative of tp 1 (largest {worst:.3g})")
+check([s["acc"] for s in tp_samples] == [s["acc"] for s in samples],
+      "tp 2: the same acc per document")
 
 # resume: every request taken from the records, on 3 ranks
 copy = os.path.join(session.tmp, "resumed")
@@ -93,8 +105,10 @@ env = dict(os.environ)
 p = subprocess.run([MPIRUN, "-np", "3", "--allow-run-as-root", "--oversubscribe", BIN, "eval",
                     "--resume", copy], capture_output=True, text=True, timeout=600, env=env)
 check(p.returncode == 0, f"resume on 3 ranks: exit {p.returncode}: {p.stderr[-1500:]}")
-check("90 requests taken from the run's records" in p.stderr.replace("[r0] ", ""),
-      f"the resume took all 90 requests from the records: {p.stderr[-1500:]}")
+taken = sum(int(m) for m in re.findall(r"task tasks: (\d+) requests taken from the run's records",
+                                         p.stderr))
+check(taken == 90, f"the resume took all 90 requests from the records, not {taken}: "
+      f"{p.stderr[-1500:]}")
 check(outputs(copy) == base, "resume on 3 ranks: the same bytes as the whole run")
 
 # a records file cut in half: the rest is computed again to the same bytes
