@@ -36,7 +36,7 @@ static const char usage[] =
     "  --num-fewshot N     few-shot examples per prompt (default: each task's own)\n"
     "  --limit N           only the first N examples of each task\n"
     "  --max-length N      most tokens per request (default: the model's context length)\n"
-    "  --add-bos           encode requests with BOS (lm-eval's add_bos_token)\n"
+    "  --add-bos           encode requests with BOS (default: as the tokenizer says)\n"
     "  --log-samples       write samples_<task>.jsonl (lm-eval's --log_samples)\n"
     "  --fewshot-seed N    the few-shot sampler's seed (default 1234, lm-eval's)\n"
     "  -t, --threads N     threads per rank (default: cores / ranks on the node)\n"

@@ -482,7 +482,9 @@ static em_status task_run(em_stage *self, const em_run_context *ctx) {
         .request = {.max_length = em_node_is_null(max_length)
                                       ? model->config.n_ctx_train
                                       : (int)em_node_option_int(self->options, "max_length"),
-                    .add_bos = em_node_option_bool(self->options, "add_bos")},
+                    .add_bos = em_node_is_null(em_node_get(self->options, "add_bos"))
+                                   ? -1
+                                   : em_node_option_bool(self->options, "add_bos")},
         .limit = mesh->cp > 1 ? 1 : st->batch_tokens,
         .loglik = em_xcalloc(request_count ? request_count : 1, sizeof(double)),
         .greedy = em_xcalloc(request_count ? request_count : 1, sizeof(double)),

@@ -130,8 +130,8 @@ def check_tokenization(evalmesh, model_dir, expected):
 
 
 def read_output(out_dir):
-    """results.json and {task: {doc_id: sample}} of an `evalmesh eval` output folder."""
-    with open(os.path.join(out_dir, "results.json"), encoding="utf-8") as f:
+    """lm_eval_results.json and {task: {doc_id: sample}} of an `evalmesh eval` run directory."""
+    with open(os.path.join(out_dir, "lm_eval_results.json"), encoding="utf-8") as f:
         results = json.load(f)
     samples = {}
     for task, _ in TASKS:
@@ -231,7 +231,7 @@ def main():
         # In lm_eval_ref/, where lm-eval ran: its data_files are relative to the working
         # folder (datasets' rule), which is also the YAML's folder.
         run = subprocess.run([evalmesh, "eval", "-m", model_dir, "--tasks", tasks,
-                              "--log-samples", "--output", out_dir], capture_output=True,
+                              "--log-samples", "--run-dir", out_dir], capture_output=True,
                              text=True, cwd=REF_DIR)
         if not c.check_equal(run.returncode, 0, "evalmesh eval exit status"):
             print(run.stdout + run.stderr, file=sys.stderr)

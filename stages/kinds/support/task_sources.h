@@ -15,7 +15,8 @@
 typedef struct em_task_load_options {
     int num_fewshot;       /* -1: each task's own */
     uint64_t fewshot_seed; /* lm-eval's fewshot random seed */
-    size_t limit;          /* 0: every example; else the first `limit` of each task */
+    size_t limit;          /* 0: every example; else, per task, lm-eval's first `limit`
+                              documents, BIG-bench's max_examples */
 } em_task_load_options;
 
 typedef struct em_task_source {
