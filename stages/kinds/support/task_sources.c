@@ -31,7 +31,7 @@ static em_status load_task_yaml(const char *spec, const em_task_load_options *op
 
 static bool is_bigbench_path(const char *spec) {
     struct stat st;
-    return em_ends_with(spec, "task.json") || (stat(spec, &st) == 0 && S_ISDIR(st.st_mode));
+    return em_ends_with(spec, ".json") || (stat(spec, &st) == 0 && S_ISDIR(st.st_mode));
 }
 
 /* Loads the BIG-bench task (or the subtasks of the task) at path, appended to *tasks; group names
@@ -87,7 +87,7 @@ static em_status load_bigbench_name(const char *spec, const em_task_load_options
 
 const em_task_source em_task_sources[] = {
     {"lm-evaluation-harness task YAML over local JSON Lines", is_task_yaml, load_task_yaml},
-    {"BIG-bench task.json (or its folder, subtasks in folders)", is_bigbench_path,
+    {"BIG-bench task file (*.json) or its folder (subtasks in folders)", is_bigbench_path,
      load_bigbench_path},
     {"BIG-bench task or group by name (the bigbench 1.0.0 sdist, tools/fetch-bigbench)",
      is_bigbench_name, load_bigbench_name},
