@@ -1,0 +1,170 @@
+/* The `ggml` precision's plain C dot products, the kernel table and the choice between its rows
+ * (see ggml_dot.h). */
+#include "stages/kernels/cpu/ggml_dot.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "stages/formats/half.h"
+
+static float half_at(const uint8_t *p) {
+    uint16_t h;
+    memcpy(&h, p, 2);
+    return em_f16_to_f32(h);
+}
+
+static uint32_t u32_at(const uint8_t *p) {
+    uint32_t u;
+    memcpy(&u, p, 4);
+    return u;
+}
+
+/* One weight row (blocks of the type) times token t of x, as ggml_dot.h writes it per type. */
+
+static float dot_q8_0(const uint8_t *w, const em_q8_activations *x, int t) {
+    float sumf = 0.0f;
+    for (int b = 0; b < x->blocks; b++, w += 34) {
+        size_t at = (size_t)b * x->tokens + t;
+        const int8_t *y = x->qs + at * EM_Q8_BLOCK, *q = (const int8_t *)(w + 2);
+        int sumi = 0;
+        for (int j = 0; j < 32; j++) sumi += q[j] * y[j];
+        sumf += (float)sumi * (half_at(w) * x->d[at]);
+    }
+    return sumf;
+}
+
+static float dot_q4_0(const uint8_t *w, const em_q8_activations *x, int t) {
+    float sumf = 0.0f;
+    for (int b = 0; b < x->blocks; b++, w += 18) {
+        size_t at = (size_t)b * x->tokens + t;
+        const int8_t *y = x->qs + at * EM_Q8_BLOCK;
+        int sumi = 0;
+        for (int j = 0; j < 16; j++) {
+            sumi += ((w[2 + j] & 15) - 8) * y[j] + ((w[2 + j] >> 4) - 8) * y[j + 16];
+        }
+        sumf += (float)sumi * half_at(w) * x->d[at];
+    }
+    return sumf;
+}
+
+static float dot_q4_1(const uint8_t *w, const em_q8_activations *x, int t) {
+    float sumf = 0.0f;
+    for (int b = 0; b < x->blocks; b++, w += 20) {
+        size_t at = (size_t)b * x->tokens + t;
+        const int8_t *y = x->qs + at * EM_Q8_BLOCK;
+        int sumi = 0;
+        for (int j = 0; j < 16; j++) sumi += (w[4 + j] & 15) * y[j] + (w[4 + j] >> 4) * y[j + 16];
+        sumf += (half_at(w) * x->d[at]) * (float)sumi + half_at(w + 2) * x->s[at];
+    }
+    return sumf;
+}
+
+static float dot_q5_0(const uint8_t *w, const em_q8_activations *x, int t) {
+    float sumf = 0.0f;
+    for (int b = 0; b < x->blocks; b++, w += 22) {
+        size_t at = (size_t)b * x->tokens + t;
+        const int8_t *y = x->qs + at * EM_Q8_BLOCK;
+        uint32_t qh = u32_at(w + 2);
+        int sumi = 0;
+        for (int j = 0; j < 16; j++) {
+            int lo = (w[6 + j] & 15) | (int)((qh >> j) & 1) << 4;
+            int hi = (w[6 + j] >> 4) | (int)((qh >> (j + 16)) & 1) << 4;
+            sumi += (lo - 16) * y[j] + (hi - 16) * y[j + 16];
+        }
+        sumf += (half_at(w) * x->d[at]) * (float)sumi;
+    }
+    return sumf;
+}
+
+static float dot_q5_1(const uint8_t *w, const em_q8_activations *x, int t) {
+    float sumf = 0.0f;
+    for (int b = 0; b < x->blocks; b++, w += 24) {
+        size_t at = (size_t)b * x->tokens + t;
+        const int8_t *y = x->qs + at * EM_Q8_BLOCK;
+        uint32_t qh = u32_at(w + 4);
+        int sumi = 0;
+        for (int j = 0; j < 16; j++) {
+            int lo = (w[8 + j] & 15) | (int)((qh >> j) & 1) << 4;
+            int hi = (w[8 + j] >> 4) | (int)((qh >> (j + 16)) & 1) << 4;
+            sumi += lo * y[j] + hi * y[j + 16];
+        }
+        sumf += (half_at(w) * x->d[at]) * (float)sumi + half_at(w + 2) * x->s[at];
+    }
+    return sumf;
+}
+
+#define C_TILE(type)                                                                               \
+    static void tile_##type(const uint8_t *w, size_t row_bytes, int rows,                          \
+                            const em_q8_activations *x, float *ct, size_t ldc) {                   \
+        for (int j = 0; j < rows; j++) {                                                           \
+            for (int t = 0; t < x->tokens; t++) {                                                  \
+                ct[(size_t)j * ldc + t] = dot_##type(w + (size_t)j * row_bytes, x, t);             \
+            }                                                                                      \
+        }                                                                                          \
+    }
+C_TILE(q8_0)
+C_TILE(q4_0)
+C_TILE(q4_1)
+C_TILE(q5_0)
+C_TILE(q5_1)
+
+static bool always(void) {
+    return true;
+}
+
+const em_ggml_kernel em_ggml_kernel_c = {
+    .name = "c",
+    .runs_here = always,
+    .tile = {tile_q8_0, tile_q4_0, tile_q4_1, tile_q5_0, tile_q5_1},
+};
+
+/* The table, best first. */
+static const em_ggml_kernel *const kernels[] = {
+#if defined(__x86_64__)
+    &em_ggml_kernel_avx2,
+#endif
+    &em_ggml_kernel_c,
+};
+#define KERNELS (sizeof kernels / sizeof *kernels)
+
+int em_ggml_dot_type_of(em_tensor_type type) {
+    switch (type) {
+    case EM_TENSOR_Q8_0:
+        return EM_GGML_DOT_Q8_0;
+    case EM_TENSOR_Q4_0:
+        return EM_GGML_DOT_Q4_0;
+    case EM_TENSOR_Q4_1:
+        return EM_GGML_DOT_Q4_1;
+    case EM_TENSOR_Q5_0:
+        return EM_GGML_DOT_Q5_0;
+    case EM_TENSOR_Q5_1:
+        return EM_GGML_DOT_Q5_1;
+    default:
+        return -1;
+    }
+}
+
+const char *em_ggml_dot_type_names(void) {
+    return "Q8_0 Q4_0 Q4_1 Q5_0 Q5_1";
+}
+
+em_status em_ggml_kernel_select(const em_ggml_kernel **kernel) {
+    const char *wanted = getenv("EVALMESH_CPU_KERNEL");
+    /* unset, or the GEMM's avx512, which has no row here: this table's best */
+    bool best = !wanted || !*wanted || strcmp(wanted, "avx512") == 0;
+    *kernel = NULL;
+    for (size_t i = 0; i < KERNELS; i++) {
+        if (kernels[i]->runs_here() && (best || strcmp(wanted, kernels[i]->name) == 0)) {
+            *kernel = kernels[i];
+            return NULL;
+        }
+    }
+    for (size_t i = 0; i < KERNELS; i++) {
+        if (strcmp(wanted, kernels[i]->name) == 0)
+            return em_error_new(EM_EXIT_BAD_INPUT,
+                                "EVALMESH_CPU_KERNEL=%s, but this CPU cannot run that kernel",
+                                wanted);
+    }
+    return em_error_new(EM_EXIT_BAD_INPUT,
+                        "EVALMESH_CPU_KERNEL=%s is not a CPU kernel (avx512, avx2 or c)", wanted);
+}

@@ -1,0 +1,67 @@
+/* The dot products of the forward's `ggml` precision: a tile of quantized weight rows times
+ * activations rounded to 8 bits (q8_activations.h), with integer products inside each 32-value
+ * block and the block scales applied as ggml's reference dot products do it
+ * (ggml_vec_dot_<type>_q8_<0|1>_generic in ggml-cpu/quants.c), per block b in order:
+ *     Q8_0  sumf += (float)sumi * (dw * dx)
+ *     Q4_0  sumf += (float)sumi * dw * dx
+ *     Q5_0  sumf += (dw * dx) * (float)sumi
+ *     Q4_1, Q5_1  sumf += (dw * dx) * (float)sumi + mw * sx
+ * from sumf = 0, where sumi is the block's exact integer dot product of the weight's quants (Q4_0
+ * nibble - 8, Q5_0 5-bit value - 16, Q4_1 and Q5_1 unsigned) and the activation's, dw and mw the
+ * weight block's fp16 scale and minimum, dx and sx the activation block's (q8_activations.h).
+ * Each step is one IEEE single rounding (the build never fuses them), so every kernel gives the
+ * same bits as its plain C version.
+ *
+ * Kernels are rows of a table, tried in order by cpuid: `avx2` (AVX2 with F16C: integer products
+ * by maddubs, the float steps on 8 (row, token) pairs at once), then `c`. The environment
+ * variable EVALMESH_CPU_KERNEL (c or avx2; avx512 means avx2 here, the best this table has on
+ * such a CPU) forces one. */
+#ifndef EVALMESH_KERNELS_GGML_DOT_H
+#define EVALMESH_KERNELS_GGML_DOT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util/error.h"
+#include "stages/formats/ggml_types.h"
+#include "stages/kernels/cpu/q8_activations.h"
+
+/* ct[j * ldc + t] = the dot product of weight row j (at w + j * row_bytes, x->blocks blocks of the
+ * row's type) and token t of x, for j < rows and t < x->tokens (the padding tokens give 0). */
+typedef void em_ggml_tile_fn(const uint8_t *w, size_t row_bytes, int rows,
+                             const em_q8_activations *x, float *ct, size_t ldc);
+
+/* The weight types of the mode: one column of each kernel's row. */
+typedef enum em_ggml_dot_type {
+    EM_GGML_DOT_Q8_0,
+    EM_GGML_DOT_Q4_0,
+    EM_GGML_DOT_Q4_1,
+    EM_GGML_DOT_Q5_0,
+    EM_GGML_DOT_Q5_1,
+    EM_GGML_DOT_TYPES,
+} em_ggml_dot_type;
+
+typedef struct em_ggml_kernel {
+    const char *name;        /* what EVALMESH_CPU_KERNEL names and the forward's log line says */
+    bool (*runs_here)(void); /* cpuid: whether this CPU has the instructions */
+    em_ggml_tile_fn *tile[EM_GGML_DOT_TYPES];
+} em_ggml_kernel;
+
+/* The plain C kernel: the definition the others match. */
+extern const em_ggml_kernel em_ggml_kernel_c;
+#if defined(__x86_64__)
+extern const em_ggml_kernel em_ggml_kernel_avx2;
+#endif
+
+/* The column of a tensor type, or -1 when the mode has no dot product for it (such weights run
+ * exact: F32, F16, BF16, the K-quants and the others). */
+int em_ggml_dot_type_of(em_tensor_type type);
+/* The names of the types the mode covers, for messages ("Q8_0 Q4_0 Q4_1 Q5_0 Q5_1"). */
+const char *em_ggml_dot_type_names(void);
+
+/* The first kernel of the table this CPU runs, or the one EVALMESH_CPU_KERNEL names: an error
+ * (exit status 2) when it names an unknown kernel or one this CPU cannot run. */
+em_status em_ggml_kernel_select(const em_ggml_kernel **kernel);
+
+#endif

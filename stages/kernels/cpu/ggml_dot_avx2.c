@@ -1,0 +1,159 @@
+/* The `ggml` precision's AVX2 kernel (see ggml_dot.h): tiles of 2 weight rows x 4 tokens. Per
+ * block, each row's quants are unpacked once to 32 bytes and multiplied with each token's 32
+ * activation bytes by maddubs and madd (exact 32-bit sums), the 8 sums are gathered into one
+ * vector (lanes: row 0 tokens 0..3, row 1 tokens 0..3), and the block's float steps run on those
+ * 8 lanes in the order of the C version, one IEEE rounding each, so each lane gets the C result's
+ * bits. A last odd row goes to the C kernel. */
+#include "stages/kernels/cpu/ggml_dot.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#include <string.h>
+
+#define AVX2 __attribute__((target("avx2,fma,f16c")))
+
+/* The 32 quants of a 4-bit block's 16 bytes: low nibbles (values 0..15), then high nibbles. */
+AVX2 static inline __m256i nibbles(const uint8_t *qs) {
+    __m128i b = _mm_loadu_si128((const __m128i *)qs);
+    __m256i both = _mm256_set_m128i(_mm_srli_epi16(b, 4), b);
+    return _mm256_and_si256(both, _mm256_set1_epi8(15));
+}
+
+/* 0x10 in byte j where bit j of the 32 bits at qh is set (the fifth bit of Q5 quant j). */
+AVX2 static inline __m256i fifth_bits(const uint8_t *qh) {
+    uint32_t bits;
+    memcpy(&bits, qh, 4);
+    /* byte j takes byte j / 8 of the bits, then tests bit j % 8 */
+    const __m256i spread = _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202,
+                                             0x0101010101010101, 0x0000000000000000);
+    __m256i bytes = _mm256_shuffle_epi8(_mm256_set1_epi32((int)bits), spread);
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
+    __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit), bit);
+    return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
+}
+
+/* 8 int32 partial sums of unsigned quants u (0..31) times signed activations y. */
+AVX2 static inline __m256i dot_unsigned(__m256i u, __m256i y) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, y), _mm256_set1_epi16(1));
+}
+
+/* The same for signed quants q (Q8_0): |q| times y with q's sign. */
+AVX2 static inline __m256i dot_signed(__m256i q, __m256i y) {
+    return dot_unsigned(_mm256_sign_epi8(q, q), _mm256_sign_epi8(y, q));
+}
+
+/* [sum p0, ..., sum p7]: the 8 partial sums of each of p[0..7] added up. */
+AVX2 static inline __m256i sums8(const __m256i p[8]) {
+    __m256i a = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
+    __m256i b = _mm256_hadd_epi32(_mm256_hadd_epi32(p[4], p[5]), _mm256_hadd_epi32(p[6], p[7]));
+    /* a: p0..p3 over their low 128 bits | p0..p3 over their high 128 bits; b the same for p4..p7 */
+    return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20),
+                            _mm256_permute2x128_si256(a, b, 0x31));
+}
+
+AVX2 static inline float half_at(const uint8_t *p) {
+    uint16_t h;
+    memcpy(&h, p, 2);
+    return _cvtsh_ss(h);
+}
+
+/* The layout of each type's block: bytes, where its quants and fifth bits are, whether it has a
+ * minimum (at byte 2) and which float steps it takes (ggml_dot.h). */
+typedef struct block_layout {
+    int bytes, qs, qh; /* qh 0: no fifth bits */
+    em_ggml_dot_type type;
+} block_layout;
+
+/* 2 rows x 4 tokens at rows w0, w0 + row_bytes and tokens t0..t0+3 into ct. */
+AVX2 static inline __attribute__((always_inline)) void tile_2x4(block_layout L, const uint8_t *w0,
+                                                                size_t row_bytes,
+                                                                const em_q8_activations *x, int t0,
+                                                                float *ct, size_t ldc) {
+    const uint8_t *w[2] = {w0, w0 + row_bytes};
+    __m256 acc = _mm256_setzero_ps();
+    for (int b = 0; b < x->blocks; b++) {
+        size_t at = (size_t)b * x->tokens + t0;
+        __m256i q[2];
+        for (int r = 0; r < 2; r++) {
+            const uint8_t *blk = w[r] + (size_t)b * L.bytes;
+            if (L.type == EM_GGML_DOT_Q8_0) {
+                q[r] = _mm256_loadu_si256((const __m256i *)(blk + 2));
+            } else {
+                q[r] = nibbles(blk + L.qs);
+                if (L.qh) q[r] = _mm256_or_si256(q[r], fifth_bits(blk + L.qh));
+            }
+        }
+        __m256i p[8];
+        for (int i = 0; i < 4; i++) {
+            __m256i y = _mm256_loadu_si256((const __m256i *)(x->qs + (at + i) * EM_Q8_BLOCK));
+            for (int r = 0; r < 2; r++) {
+                p[r * 4 + i] =
+                    L.type == EM_GGML_DOT_Q8_0 ? dot_signed(q[r], y) : dot_unsigned(q[r], y);
+            }
+        }
+        __m256i sumi = sums8(p);
+        if (L.type == EM_GGML_DOT_Q4_0 || L.type == EM_GGML_DOT_Q5_0) {
+            /* quants stored with an offset of 8 (Q4_0) or 16 (Q5_0): subtract offset * sum(y) */
+            __m128i ys = _mm_loadu_si128((const __m128i *)(x->sum + at));
+            __m256i ysum = _mm256_set_m128i(ys, ys);
+            sumi =
+                _mm256_sub_epi32(sumi, _mm256_slli_epi32(ysum, L.type == EM_GGML_DOT_Q4_0 ? 3 : 4));
+        }
+        __m256 fsum = _mm256_cvtepi32_ps(sumi);
+        __m256 dw = _mm256_set_m128(_mm_set1_ps(half_at(w[1] + (size_t)b * L.bytes)),
+                                    _mm_set1_ps(half_at(w[0] + (size_t)b * L.bytes)));
+        __m128 d4 = _mm_loadu_ps(x->d + at);
+        __m256 dx = _mm256_set_m128(d4, d4);
+        __m256 step;
+        if (L.type == EM_GGML_DOT_Q8_0) {
+            step = _mm256_mul_ps(fsum, _mm256_mul_ps(dw, dx));
+        } else if (L.type == EM_GGML_DOT_Q4_0) {
+            step = _mm256_mul_ps(_mm256_mul_ps(fsum, dw), dx);
+        } else {
+            step = _mm256_mul_ps(_mm256_mul_ps(dw, dx), fsum);
+        }
+        if (L.type == EM_GGML_DOT_Q4_1 || L.type == EM_GGML_DOT_Q5_1) {
+            __m256 mw = _mm256_set_m128(_mm_set1_ps(half_at(w[1] + (size_t)b * L.bytes + 2)),
+                                        _mm_set1_ps(half_at(w[0] + (size_t)b * L.bytes + 2)));
+            __m128 s4 = _mm_loadu_ps(x->s + at);
+            step = _mm256_add_ps(step, _mm256_mul_ps(mw, _mm256_set_m128(s4, s4)));
+        }
+        acc = _mm256_add_ps(acc, step);
+    }
+    _mm_storeu_ps(ct + t0, _mm256_castps256_ps128(acc));
+    _mm_storeu_ps(ct + ldc + t0, _mm256_extractf128_ps(acc, 1));
+}
+
+#define AVX2_TILE(name, layout)                                                                    \
+    AVX2 static void tile_##name(const uint8_t *w, size_t row_bytes, int rows,                     \
+                                 const em_q8_activations *x, float *ct, size_t ldc) {              \
+        const block_layout L = layout;                                                             \
+        int j = 0;                                                                                 \
+        for (; j + 2 <= rows; j += 2) {                                                            \
+            for (int t0 = 0; t0 < x->tokens; t0 += EM_Q8_TOKEN_STEP) {                             \
+                tile_2x4(L, w + (size_t)j * row_bytes, row_bytes, x, t0, ct + (size_t)j * ldc,     \
+                         ldc);                                                                     \
+            }                                                                                      \
+        }                                                                                          \
+        if (j < rows) {                                                                            \
+            em_ggml_kernel_c.tile[L.type](w + (size_t)j * row_bytes, row_bytes, rows - j, x,       \
+                                          ct + (size_t)j * ldc, ldc);                              \
+        }                                                                                          \
+    }
+AVX2_TILE(q8_0, ((block_layout){34, 2, 0, EM_GGML_DOT_Q8_0}))
+AVX2_TILE(q4_0, ((block_layout){18, 2, 0, EM_GGML_DOT_Q4_0}))
+AVX2_TILE(q4_1, ((block_layout){20, 4, 0, EM_GGML_DOT_Q4_1}))
+AVX2_TILE(q5_0, ((block_layout){22, 6, 2, EM_GGML_DOT_Q5_0}))
+AVX2_TILE(q5_1, ((block_layout){24, 8, 4, EM_GGML_DOT_Q5_1}))
+
+static bool has_avx2(void) {
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+           __builtin_cpu_supports("f16c");
+}
+
+const em_ggml_kernel em_ggml_kernel_avx2 = {
+    .name = "avx2",
+    .runs_here = has_avx2,
+    .tile = {tile_q8_0, tile_q4_0, tile_q4_1, tile_q5_0, tile_q5_1},
+};
+#endif

@@ -1,0 +1,83 @@
+/* ggml's reference 8-bit rounding of a linear layer's activations (see q8_activations.h). */
+#include "stages/kernels/cpu/q8_activations.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "stages/formats/half.h"
+#include "stages/kernels/cpu/scratch.h"
+
+static float f16_round(float f) {
+    return em_f16_to_f32(em_f32_to_f16(f));
+}
+
+/* Block b of token t (t < T) as quantize_row_q8_1_ref makes it. */
+static void quantize_block(em_gemm_panels x, int t, int b, em_q8_activations *q) {
+    const float *v = x.x + (size_t)(t / EM_GEMM_PANEL) * x.panel_stride +
+                     (size_t)b * EM_Q8_BLOCK * x.column_stride + t % EM_GEMM_PANEL;
+    float amax = 0.0f;
+    for (int j = 0; j < EM_Q8_BLOCK; j++) {
+        float a = fabsf(v[(size_t)j * x.column_stride]);
+        amax = amax > a ? amax : a;
+    }
+    const float d = amax / 127;
+    const float id = d ? 1.0f / d : 0.0f;
+    size_t at = (size_t)b * q->tokens + t;
+    int8_t *qs = q->qs + at * EM_Q8_BLOCK;
+    int sum = 0;
+    for (int j = 0; j < EM_Q8_BLOCK; j++) {
+        qs[j] = (int8_t)roundf(v[(size_t)j * x.column_stride] * id);
+        sum += qs[j];
+    }
+    q->d[at] = f16_round(d);
+    q->s[at] = f16_round((float)sum * d);
+    q->sum[at] = sum;
+}
+
+static int padded_tokens(int T) {
+    return (T + EM_Q8_TOKEN_STEP - 1) / EM_Q8_TOKEN_STEP * EM_Q8_TOKEN_STEP;
+}
+
+em_status em_q8_reserve(em_q8_activations *q, int T, int K) {
+    size_t n = (size_t)(K / EM_Q8_BLOCK) * (size_t)padded_tokens(T);
+    if (n <= q->capacity) return NULL;
+    em_q8_activations_free(q);
+    q->qs = malloc(n * EM_Q8_BLOCK);
+    q->d = malloc(n * sizeof(float));
+    q->s = malloc(n * sizeof(float));
+    q->sum = malloc(n * sizeof(int32_t));
+    if (!q->qs || !q->d || !q->s || !q->sum) {
+        em_q8_activations_free(q);
+        return em_error_new(EM_EXIT_RUNTIME,
+                            "out of memory for the 8-bit activations of %d positions", T);
+    }
+    q->capacity = n;
+    return NULL;
+}
+
+void em_q8_quantize(em_gemm_panels x, int T, int K, int threads, em_q8_activations *q) {
+    int tokens = padded_tokens(T), blocks = K / EM_Q8_BLOCK;
+    q->T = T;
+    q->tokens = tokens;
+    q->blocks = blocks;
+    bool parallel = (int64_t)T * K >= EM_PARALLEL_MIN_ELEMENTS;
+#pragma omp parallel for num_threads(threads) if (parallel)
+    for (int b = 0; b < blocks; b++) {
+        for (int t = 0; t < T; t++) quantize_block(x, t, b, q);
+        for (int t = T; t < tokens; t++) { /* padding: products of 0 */
+            size_t at = (size_t)b * tokens + t;
+            memset(q->qs + at * EM_Q8_BLOCK, 0, EM_Q8_BLOCK);
+            q->d[at] = q->s[at] = 0.0f;
+            q->sum[at] = 0;
+        }
+    }
+}
+
+void em_q8_activations_free(em_q8_activations *q) {
+    free(q->qs);
+    free(q->d);
+    free(q->s);
+    free(q->sum);
+    *q = (em_q8_activations){0};
+}
