@@ -192,7 +192,7 @@ static void free_scores(void *data) {
 }
 
 /* The scores artifact for ds: one entry per window, the sums empty. */
-static em_scores *new_scores(const em_model *model, const em_dataset *ds) {
+static em_scores *new_scores(const em_model *model, const em_dataset *ds, em_precision precision) {
     em_scores *s = em_xcalloc(1, sizeof *s);
     em_exact_sum_init(&s->nll);
     em_exact_sum_init(&s->nll2);
@@ -203,6 +203,7 @@ static em_scores *new_scores(const em_model *model, const em_dataset *ds) {
     s->model_digest = em_xstrdup(model->digest);
     s->dataset_path = em_xstrdup(ds->path ? ds->path : "");
     s->dataset_sha256 = em_xstrdup(ds->sha256);
+    s->precision = em_precision_name(precision);
     return s;
 }
 
@@ -308,7 +309,7 @@ static em_status forward_run(em_stage *self, const em_run_context *ctx) {
         err = em_error_prefix(err, "device %s, %s (tp %d, this rank's tp rank %d)", be->name,
                               em_stage_mesh_name(self), mesh->tp, mesh->tp_rank);
     if (err) return err;
-    em_scores *s = new_scores(model, ds);
+    em_scores *s = new_scores(model, ds, st->options.precision);
     records io = {0};
     err = open_records(self, ctx, mesh, model, ds, &io);
     em_rank_state *state = em_rank_state_current();
