@@ -1,9 +1,10 @@
-/* The `ggml` precision's AVX2 kernel (see ggml_dot.h): tiles of 2 weight rows x 4 tokens. Per
- * block, each row's quants are unpacked once to 32 bytes and multiplied with each token's 32
- * activation bytes by maddubs and madd (exact 32-bit sums), the 8 sums are gathered into one
- * vector (lanes: row 0 tokens 0..3, row 1 tokens 0..3), and the block's float steps run on those
- * 8 lanes in the order of the C version, one IEEE rounding each, so each lane gets the C result's
- * bits. A last odd row goes to the C kernel. */
+/* The `ggml` precision's AVX2 kernel (see ggml_dot.h): tiles of 2 weight rows x 8 tokens (two
+ * groups of 4, or one at the end). Per block, each row's quants are unpacked once to 32 bytes and
+ * multiplied with each token's 32 activation bytes by maddubs and madd (exact 32-bit sums), a
+ * group's 8 sums are gathered into one vector (lanes: row 0 tokens 0..3, row 1 tokens 0..3), and
+ * the block's float steps run on those 8 lanes in the order of the C version, one IEEE rounding
+ * each, so each lane gets the C result's bits. The tile's rows pass over chunks of 32 tokens,
+ * whose activations stay in cache. A last odd row goes to the C kernel. */
 #include "stages/kernels/cpu/ggml_dot.h"
 
 #if defined(__x86_64__)
@@ -11,6 +12,7 @@
 #include <string.h>
 
 #define AVX2 __attribute__((target("avx2,fma,f16c")))
+#define EM_GGML_TOKEN_CHUNK 32 /* tokens per pass over a tile's rows (a multiple of 4) */
 
 /* The 32 quants of a 4-bit block's 16 bytes: low nibbles (values 0..15), then high nibbles. */
 AVX2 static inline __m256i nibbles(const uint8_t *qs) {
@@ -64,15 +66,16 @@ typedef struct block_layout {
     em_ggml_dot_type type;
 } block_layout;
 
-/* 2 rows x 4 tokens at rows w0, w0 + row_bytes and tokens t0..t0+3 into ct. */
-AVX2 static inline __attribute__((always_inline)) void tile_2x4(block_layout L, const uint8_t *w0,
-                                                                size_t row_bytes,
+/* 2 rows x 4 G tokens (G = 1 or 2 groups of 4, each its own 8 lanes) at rows w0, w0 + row_bytes
+ * and tokens t0 .. t0 + 4 G - 1 into ct: the groups share each block's unpacked quants and scales,
+ * and their independent float chains overlap. */
+AVX2 static inline __attribute__((always_inline)) void tile_2xG(block_layout L, int G,
+                                                                const uint8_t *w0, size_t row_bytes,
                                                                 const em_q8_activations *x, int t0,
                                                                 float *ct, size_t ldc) {
     const uint8_t *w[2] = {w0, w0 + row_bytes};
-    __m256 acc = _mm256_setzero_ps();
+    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
     for (int b = 0; b < x->blocks; b++) {
-        size_t at = (size_t)b * x->tokens + t0;
         __m256i q[2];
         for (int r = 0; r < 2; r++) {
             const uint8_t *blk = w[r] + (size_t)b * L.bytes;
@@ -83,58 +86,70 @@ AVX2 static inline __attribute__((always_inline)) void tile_2x4(block_layout L, 
                 if (L.qh) q[r] = _mm256_or_si256(q[r], fifth_bits(blk + L.qh));
             }
         }
-        __m256i p[8];
-        for (int i = 0; i < 4; i++) {
-            __m256i y = _mm256_loadu_si256((const __m256i *)(x->qs + (at + i) * EM_Q8_BLOCK));
-            for (int r = 0; r < 2; r++) {
-                p[r * 4 + i] =
-                    L.type == EM_GGML_DOT_Q8_0 ? dot_signed(q[r], y) : dot_unsigned(q[r], y);
+        const uint8_t *blk0 = w[0] + (size_t)b * L.bytes, *blk1 = w[1] + (size_t)b * L.bytes;
+        __m256 dw = _mm256_set_m128(_mm_set1_ps(half_at(blk1)), _mm_set1_ps(half_at(blk0)));
+        __m256 mw = _mm256_setzero_ps();
+        if (L.type == EM_GGML_DOT_Q4_1 || L.type == EM_GGML_DOT_Q5_1)
+            mw = _mm256_set_m128(_mm_set1_ps(half_at(blk1 + 2)), _mm_set1_ps(half_at(blk0 + 2)));
+        for (int g = 0; g < G; g++) {
+            size_t at = (size_t)b * x->tokens + t0 + 4 * g;
+            __m256i p[8];
+            for (int i = 0; i < 4; i++) {
+                __m256i y = _mm256_loadu_si256((const __m256i *)(x->qs + (at + i) * EM_Q8_BLOCK));
+                for (int r = 0; r < 2; r++) {
+                    p[r * 4 + i] =
+                        L.type == EM_GGML_DOT_Q8_0 ? dot_signed(q[r], y) : dot_unsigned(q[r], y);
+                }
             }
+            __m256i sumi = sums8(p);
+            if (L.type == EM_GGML_DOT_Q4_0 || L.type == EM_GGML_DOT_Q5_0) {
+                /* quants stored with an offset of 8 (Q4_0) or 16 (Q5_0): less offset * sum(y) */
+                __m128i ys = _mm_loadu_si128((const __m128i *)(x->sum + at));
+                __m256i ysum = _mm256_set_m128i(ys, ys);
+                sumi = _mm256_sub_epi32(
+                    sumi, _mm256_slli_epi32(ysum, L.type == EM_GGML_DOT_Q4_0 ? 3 : 4));
+            }
+            __m256 fsum = _mm256_cvtepi32_ps(sumi);
+            __m128 d4 = _mm_loadu_ps(x->d + at);
+            __m256 dx = _mm256_set_m128(d4, d4);
+            __m256 step;
+            if (L.type == EM_GGML_DOT_Q8_0) {
+                step = _mm256_mul_ps(fsum, _mm256_mul_ps(dw, dx));
+            } else if (L.type == EM_GGML_DOT_Q4_0) {
+                step = _mm256_mul_ps(_mm256_mul_ps(fsum, dw), dx);
+            } else {
+                step = _mm256_mul_ps(_mm256_mul_ps(dw, dx), fsum);
+            }
+            if (L.type == EM_GGML_DOT_Q4_1 || L.type == EM_GGML_DOT_Q5_1) {
+                __m128 s4 = _mm_loadu_ps(x->s + at);
+                step = _mm256_add_ps(step, _mm256_mul_ps(mw, _mm256_set_m128(s4, s4)));
+            }
+            acc[g] = _mm256_add_ps(acc[g], step);
         }
-        __m256i sumi = sums8(p);
-        if (L.type == EM_GGML_DOT_Q4_0 || L.type == EM_GGML_DOT_Q5_0) {
-            /* quants stored with an offset of 8 (Q4_0) or 16 (Q5_0): subtract offset * sum(y) */
-            __m128i ys = _mm_loadu_si128((const __m128i *)(x->sum + at));
-            __m256i ysum = _mm256_set_m128i(ys, ys);
-            sumi =
-                _mm256_sub_epi32(sumi, _mm256_slli_epi32(ysum, L.type == EM_GGML_DOT_Q4_0 ? 3 : 4));
-        }
-        __m256 fsum = _mm256_cvtepi32_ps(sumi);
-        __m256 dw = _mm256_set_m128(_mm_set1_ps(half_at(w[1] + (size_t)b * L.bytes)),
-                                    _mm_set1_ps(half_at(w[0] + (size_t)b * L.bytes)));
-        __m128 d4 = _mm_loadu_ps(x->d + at);
-        __m256 dx = _mm256_set_m128(d4, d4);
-        __m256 step;
-        if (L.type == EM_GGML_DOT_Q8_0) {
-            step = _mm256_mul_ps(fsum, _mm256_mul_ps(dw, dx));
-        } else if (L.type == EM_GGML_DOT_Q4_0) {
-            step = _mm256_mul_ps(_mm256_mul_ps(fsum, dw), dx);
-        } else {
-            step = _mm256_mul_ps(_mm256_mul_ps(dw, dx), fsum);
-        }
-        if (L.type == EM_GGML_DOT_Q4_1 || L.type == EM_GGML_DOT_Q5_1) {
-            __m256 mw = _mm256_set_m128(_mm_set1_ps(half_at(w[1] + (size_t)b * L.bytes + 2)),
-                                        _mm_set1_ps(half_at(w[0] + (size_t)b * L.bytes + 2)));
-            __m128 s4 = _mm_loadu_ps(x->s + at);
-            step = _mm256_add_ps(step, _mm256_mul_ps(mw, _mm256_set_m128(s4, s4)));
-        }
-        acc = _mm256_add_ps(acc, step);
     }
-    _mm_storeu_ps(ct + t0, _mm256_castps256_ps128(acc));
-    _mm_storeu_ps(ct + ldc + t0, _mm256_extractf128_ps(acc, 1));
+    for (int g = 0; g < G; g++) {
+        _mm_storeu_ps(ct + t0 + 4 * g, _mm256_castps256_ps128(acc[g]));
+        _mm_storeu_ps(ct + ldc + t0 + 4 * g, _mm256_extractf128_ps(acc[g], 1));
+    }
 }
 
 #define AVX2_TILE(name, layout)                                                                    \
     AVX2 static void tile_##name(const uint8_t *w, size_t row_bytes, int rows,                     \
                                  const em_q8_activations *x, float *ct, size_t ldc) {              \
         const block_layout L = layout;                                                             \
-        int j = 0;                                                                                 \
-        for (; j + 2 <= rows; j += 2) {                                                            \
-            for (int t0 = 0; t0 < x->tokens; t0 += EM_Q8_TOKEN_STEP) {                             \
-                tile_2x4(L, w + (size_t)j * row_bytes, row_bytes, x, t0, ct + (size_t)j * ldc,     \
-                         ldc);                                                                     \
+        int pairs = rows / 2 * 2;                                                                  \
+        /* chunks of tokens whose activations stay in cache while every row pair passes */         \
+        for (int c0 = 0; c0 < x->tokens; c0 += EM_GGML_TOKEN_CHUNK) {                              \
+            int c1 = c0 + EM_GGML_TOKEN_CHUNK < x->tokens ? c0 + EM_GGML_TOKEN_CHUNK : x->tokens;  \
+            for (int j = 0; j < pairs; j += 2) {                                                   \
+                const uint8_t *wj = w + (size_t)j * row_bytes;                                     \
+                int t0 = c0;                                                                       \
+                for (; t0 + 8 <= c1; t0 += 8)                                                      \
+                    tile_2xG(L, 2, wj, row_bytes, x, t0, ct + (size_t)j * ldc, ldc);               \
+                if (t0 < c1) tile_2xG(L, 1, wj, row_bytes, x, t0, ct + (size_t)j * ldc, ldc);      \
             }                                                                                      \
         }                                                                                          \
+        int j = pairs;                                                                             \
         if (j < rows) {                                                                            \
             em_ggml_kernel_c.tile[L.type](w + (size_t)j * row_bytes, row_bytes, rows - j, x,       \
                                           ct + (size_t)j * ldc, ldc);                              \
