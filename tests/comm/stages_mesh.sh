@@ -79,11 +79,11 @@ has "bad2.yaml:7:38: stage 'metrics': reduces over the default world mesh, but i
 # OMP_NUM_THREADS sets the threads when the recipe does not; the option wins over it.
 recipe "$T/omp.yaml" ""
 OMP_NUM_THREADS=1 expect 0 "$E" run "$T/omp.yaml"
-has "scored tokens/s, 1 threads)"
+has "scored tokens/s, 1 threads, precision exact, kernel "
 OMP_NUM_THREADS=3 expect 0 "$E" run "$T/omp.yaml"
-has "scored tokens/s, 3 threads)"
+has "scored tokens/s, 3 threads, precision exact, kernel "
 OMP_NUM_THREADS=3 expect 0 "$E" run "$T/r.yaml"
-has "scored tokens/s, 1 threads)"
+has "scored tokens/s, 1 threads, precision exact, kernel "
 
 # Tensor parallelism through the stages: dp 1 x tp 2 on 2 ranks, dp 2 x tp 2 on 4.
 expect 0 "$E" run "$T/r.yaml" --log-level debug
