@@ -19,94 +19,61 @@ static uint32_t u32_at(const uint8_t *p) {
     return u;
 }
 
-/* One weight row (blocks of the type) times token t of x, as ggml_dot.h writes it per type. */
-
-static float dot_q8_0(const uint8_t *w, const em_q8_activations *x, int t) {
-    float sumf = 0.0f;
-    for (int b = 0; b < x->blocks; b++, w += 34) {
-        size_t at = (size_t)b * x->tokens + t;
-        const int8_t *y = x->qs + at * EM_Q8_BLOCK, *q = (const int8_t *)(w + 2);
-        int sumi = 0;
-        for (int j = 0; j < 32; j++) sumi += q[j] * y[j];
-        sumf += (float)sumi * (half_at(w) * x->d[at]);
+/* The exact integer dot product of a weight block's 32 quants with the activations y. */
+static int block_sumi(em_ggml_dot_type type, const uint8_t *w, const int8_t *y) {
+    const em_ggml_block_layout L = em_ggml_block_layout_of(type);
+    int sumi = 0;
+    if (type == EM_GGML_DOT_Q8_0) {
+        for (int j = 0; j < 32; j++) sumi += (int8_t)w[L.qs + j] * y[j];
+        return sumi;
     }
-    return sumf;
+    uint32_t qh = L.qh ? u32_at(w + L.qh) : 0;
+    for (int j = 0; j < 16; j++) {
+        int lo = (w[L.qs + j] & 15) | (int)((qh >> j) & 1) << 4;
+        int hi = (w[L.qs + j] >> 4) | (int)((qh >> (j + 16)) & 1) << 4;
+        sumi += (lo - L.offset) * y[j] + (hi - L.offset) * y[j + 16];
+    }
+    return sumi;
 }
 
-static float dot_q4_0(const uint8_t *w, const em_q8_activations *x, int t) {
+/* One weight row (blocks of the type) times token t of x, in ggml_dot.h's order per type. */
+static float dot(em_ggml_dot_type type, const uint8_t *w, const em_q8_activations *x, int t) {
+    const em_ggml_block_layout L = em_ggml_block_layout_of(type);
     float sumf = 0.0f;
-    for (int b = 0; b < x->blocks; b++, w += 18) {
+    for (int b = 0; b < x->blocks; b++, w += L.bytes) {
         size_t at = (size_t)b * x->tokens + t;
-        const int8_t *y = x->qs + at * EM_Q8_BLOCK;
-        int sumi = 0;
-        for (int j = 0; j < 16; j++) {
-            sumi += ((w[2 + j] & 15) - 8) * y[j] + ((w[2 + j] >> 4) - 8) * y[j + 16];
+        float sumi = (float)block_sumi(type, w, x->qs + at * EM_Q8_BLOCK);
+        float dw = half_at(w), dx = x->d[at];
+        switch (type) {
+        case EM_GGML_DOT_Q8_0:
+            sumf += sumi * (dw * dx);
+            break;
+        case EM_GGML_DOT_Q4_0:
+            sumf += sumi * dw * dx;
+            break;
+        case EM_GGML_DOT_Q5_0:
+            sumf += (dw * dx) * sumi;
+            break;
+        default:
+            sumf += (dw * dx) * sumi + half_at(w + L.m) * x->s[at]; /* Q4_1, Q5_1 */
         }
-        sumf += (float)sumi * half_at(w) * x->d[at];
     }
     return sumf;
 }
 
-static float dot_q4_1(const uint8_t *w, const em_q8_activations *x, int t) {
-    float sumf = 0.0f;
-    for (int b = 0; b < x->blocks; b++, w += 20) {
-        size_t at = (size_t)b * x->tokens + t;
-        const int8_t *y = x->qs + at * EM_Q8_BLOCK;
-        int sumi = 0;
-        for (int j = 0; j < 16; j++) sumi += (w[4 + j] & 15) * y[j] + (w[4 + j] >> 4) * y[j + 16];
-        sumf += (half_at(w) * x->d[at]) * (float)sumi + half_at(w + 2) * x->s[at];
-    }
-    return sumf;
-}
-
-static float dot_q5_0(const uint8_t *w, const em_q8_activations *x, int t) {
-    float sumf = 0.0f;
-    for (int b = 0; b < x->blocks; b++, w += 22) {
-        size_t at = (size_t)b * x->tokens + t;
-        const int8_t *y = x->qs + at * EM_Q8_BLOCK;
-        uint32_t qh = u32_at(w + 2);
-        int sumi = 0;
-        for (int j = 0; j < 16; j++) {
-            int lo = (w[6 + j] & 15) | (int)((qh >> j) & 1) << 4;
-            int hi = (w[6 + j] >> 4) | (int)((qh >> (j + 16)) & 1) << 4;
-            sumi += (lo - 16) * y[j] + (hi - 16) * y[j + 16];
-        }
-        sumf += (half_at(w) * x->d[at]) * (float)sumi;
-    }
-    return sumf;
-}
-
-static float dot_q5_1(const uint8_t *w, const em_q8_activations *x, int t) {
-    float sumf = 0.0f;
-    for (int b = 0; b < x->blocks; b++, w += 24) {
-        size_t at = (size_t)b * x->tokens + t;
-        const int8_t *y = x->qs + at * EM_Q8_BLOCK;
-        uint32_t qh = u32_at(w + 4);
-        int sumi = 0;
-        for (int j = 0; j < 16; j++) {
-            int lo = (w[8 + j] & 15) | (int)((qh >> j) & 1) << 4;
-            int hi = (w[8 + j] >> 4) | (int)((qh >> (j + 16)) & 1) << 4;
-            sumi += lo * y[j] + hi * y[j + 16];
-        }
-        sumf += (half_at(w) * x->d[at]) * (float)sumi + half_at(w + 2) * x->s[at];
-    }
-    return sumf;
-}
-
-#define C_TILE(type)                                                                               \
+#define C_TILE(type, column)                                                                       \
     static void tile_##type(const uint8_t *w, size_t row_bytes, int rows,                          \
                             const em_q8_activations *x, float *ct, size_t ldc) {                   \
         for (int j = 0; j < rows; j++) {                                                           \
-            for (int t = 0; t < x->tokens; t++) {                                                  \
-                ct[(size_t)j * ldc + t] = dot_##type(w + (size_t)j * row_bytes, x, t);             \
-            }                                                                                      \
+            for (int t = 0; t < x->tokens; t++)                                                    \
+                ct[(size_t)j * ldc + t] = dot(column, w + (size_t)j * row_bytes, x, t);            \
         }                                                                                          \
     }
-C_TILE(q8_0)
-C_TILE(q4_0)
-C_TILE(q4_1)
-C_TILE(q5_0)
-C_TILE(q5_1)
+C_TILE(q8_0, EM_GGML_DOT_Q8_0)
+C_TILE(q4_0, EM_GGML_DOT_Q4_0)
+C_TILE(q4_1, EM_GGML_DOT_Q4_1)
+C_TILE(q5_0, EM_GGML_DOT_Q5_0)
+C_TILE(q5_1, EM_GGML_DOT_Q5_1)
 
 static bool always(void) {
     return true;

@@ -42,6 +42,34 @@ typedef enum em_ggml_dot_type {
     EM_GGML_DOT_TYPES,
 } em_ggml_dot_type;
 
+/* Where a weight type's block keeps its parts (bytes from the block's start; 0: absent): fp16
+ * scale d at 0, fp16 minimum m at 2 (Q4_1, Q5_1), the 32 fifth bits qh (Q5_0, Q5_1), the quants
+ * qs (bytes for Q8_0; nibbles for the others: value j in the low nibble of byte j for j < 16, in
+ * the high nibble of byte j - 16 otherwise), and the offset subtracted from the quants. */
+typedef struct em_ggml_block_layout {
+    int bytes, m, qh, qs, offset;
+} em_ggml_block_layout;
+static inline em_ggml_block_layout em_ggml_block_layout_of(em_ggml_dot_type type) {
+    em_ggml_block_layout L = {0, 0, 0, 0, 0}; /* inline: a kernel's per-type code folds it */
+    switch (type) {
+    case EM_GGML_DOT_Q8_0:
+        L.bytes = 34, L.qs = 2;
+        break;
+    case EM_GGML_DOT_Q4_0:
+        L.bytes = 18, L.qs = 2, L.offset = 8;
+        break;
+    case EM_GGML_DOT_Q4_1:
+        L.bytes = 20, L.m = 2, L.qs = 4;
+        break;
+    case EM_GGML_DOT_Q5_0:
+        L.bytes = 22, L.qh = 2, L.qs = 6, L.offset = 16;
+        break;
+    default:
+        L.bytes = 24, L.m = 2, L.qh = 4, L.qs = 8; /* Q5_1 */
+    }
+    return L;
+}
+
 typedef struct em_ggml_kernel {
     const char *name;        /* what EVALMESH_CPU_KERNEL names and the forward's log line says */
     bool (*runs_here)(void); /* cpuid: whether this CPU has the instructions */

@@ -59,27 +59,24 @@ AVX2 static inline float half_at(const uint8_t *p) {
     return _cvtsh_ss(h);
 }
 
-/* The layout of each type's block: bytes, where its quants and fifth bits are, whether it has a
- * minimum (at byte 2) and which float steps it takes (ggml_dot.h). */
-typedef struct block_layout {
-    int bytes, qs, qh; /* qh 0: no fifth bits */
-    em_ggml_dot_type type;
-} block_layout;
-
 /* 2 rows x 4 G tokens (G = 1 or 2 groups of 4, each its own 8 lanes) at rows w0, w0 + row_bytes
  * and tokens t0 .. t0 + 4 G - 1 into ct: the groups share each block's unpacked quants and scales,
  * and their independent float chains overlap. */
-AVX2 static inline __attribute__((always_inline)) void tile_2xG(block_layout L, int G,
+AVX2 static inline __attribute__((always_inline)) void tile_2xG(em_ggml_dot_type type, int G,
                                                                 const uint8_t *w0, size_t row_bytes,
                                                                 const em_q8_activations *x, int t0,
                                                                 float *ct, size_t ldc) {
+    const em_ggml_block_layout L = em_ggml_block_layout_of(type);
+    /* the quants' offset (8 or 16) is a power of two: offset * sum(y) is a shift */
+    const __m128i offset_shift =
+        _mm_cvtsi32_si128(L.offset ? __builtin_ctz((unsigned)L.offset) : 0);
     const uint8_t *w[2] = {w0, w0 + row_bytes};
     __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
     for (int b = 0; b < x->blocks; b++) {
         __m256i q[2];
         for (int r = 0; r < 2; r++) {
             const uint8_t *blk = w[r] + (size_t)b * L.bytes;
-            if (L.type == EM_GGML_DOT_Q8_0) {
+            if (type == EM_GGML_DOT_Q8_0) {
                 q[r] = _mm256_loadu_si256((const __m256i *)(blk + 2));
             } else {
                 q[r] = nibbles(blk + L.qs);
@@ -89,8 +86,9 @@ AVX2 static inline __attribute__((always_inline)) void tile_2xG(block_layout L, 
         const uint8_t *blk0 = w[0] + (size_t)b * L.bytes, *blk1 = w[1] + (size_t)b * L.bytes;
         __m256 dw = _mm256_set_m128(_mm_set1_ps(half_at(blk1)), _mm_set1_ps(half_at(blk0)));
         __m256 mw = _mm256_setzero_ps();
-        if (L.type == EM_GGML_DOT_Q4_1 || L.type == EM_GGML_DOT_Q5_1)
-            mw = _mm256_set_m128(_mm_set1_ps(half_at(blk1 + 2)), _mm_set1_ps(half_at(blk0 + 2)));
+        if (type == EM_GGML_DOT_Q4_1 || type == EM_GGML_DOT_Q5_1)
+            mw =
+                _mm256_set_m128(_mm_set1_ps(half_at(blk1 + L.m)), _mm_set1_ps(half_at(blk0 + L.m)));
         for (int g = 0; g < G; g++) {
             size_t at = (size_t)b * x->tokens + t0 + 4 * g;
             __m256i p[8];
@@ -98,29 +96,28 @@ AVX2 static inline __attribute__((always_inline)) void tile_2xG(block_layout L, 
                 __m256i y = _mm256_loadu_si256((const __m256i *)(x->qs + (at + i) * EM_Q8_BLOCK));
                 for (int r = 0; r < 2; r++) {
                     p[r * 4 + i] =
-                        L.type == EM_GGML_DOT_Q8_0 ? dot_signed(q[r], y) : dot_unsigned(q[r], y);
+                        type == EM_GGML_DOT_Q8_0 ? dot_signed(q[r], y) : dot_unsigned(q[r], y);
                 }
             }
             __m256i sumi = sums8(p);
-            if (L.type == EM_GGML_DOT_Q4_0 || L.type == EM_GGML_DOT_Q5_0) {
+            if (type == EM_GGML_DOT_Q4_0 || type == EM_GGML_DOT_Q5_0) {
                 /* quants stored with an offset of 8 (Q4_0) or 16 (Q5_0): less offset * sum(y) */
                 __m128i ys = _mm_loadu_si128((const __m128i *)(x->sum + at));
                 __m256i ysum = _mm256_set_m128i(ys, ys);
-                sumi = _mm256_sub_epi32(
-                    sumi, _mm256_slli_epi32(ysum, L.type == EM_GGML_DOT_Q4_0 ? 3 : 4));
+                sumi = _mm256_sub_epi32(sumi, _mm256_sll_epi32(ysum, offset_shift));
             }
             __m256 fsum = _mm256_cvtepi32_ps(sumi);
             __m128 d4 = _mm_loadu_ps(x->d + at);
             __m256 dx = _mm256_set_m128(d4, d4);
             __m256 step;
-            if (L.type == EM_GGML_DOT_Q8_0) {
+            if (type == EM_GGML_DOT_Q8_0) {
                 step = _mm256_mul_ps(fsum, _mm256_mul_ps(dw, dx));
-            } else if (L.type == EM_GGML_DOT_Q4_0) {
+            } else if (type == EM_GGML_DOT_Q4_0) {
                 step = _mm256_mul_ps(_mm256_mul_ps(fsum, dw), dx);
             } else {
                 step = _mm256_mul_ps(_mm256_mul_ps(dw, dx), fsum);
             }
-            if (L.type == EM_GGML_DOT_Q4_1 || L.type == EM_GGML_DOT_Q5_1) {
+            if (type == EM_GGML_DOT_Q4_1 || type == EM_GGML_DOT_Q5_1) {
                 __m128 s4 = _mm_loadu_ps(x->s + at);
                 step = _mm256_add_ps(step, _mm256_mul_ps(mw, _mm256_set_m128(s4, s4)));
             }
@@ -133,10 +130,10 @@ AVX2 static inline __attribute__((always_inline)) void tile_2xG(block_layout L, 
     }
 }
 
-#define AVX2_TILE(name, layout)                                                                    \
+#define AVX2_TILE(name, column)                                                                    \
     AVX2 static void tile_##name(const uint8_t *w, size_t row_bytes, int rows,                     \
                                  const em_q8_activations *x, float *ct, size_t ldc) {              \
-        const block_layout L = layout;                                                             \
+        const em_ggml_dot_type type = column;                                                      \
         int pairs = rows / 2 * 2;                                                                  \
         /* chunks of tokens whose activations stay in cache while every row pair passes */         \
         for (int c0 = 0; c0 < x->tokens; c0 += EM_GGML_TOKEN_CHUNK) {                              \
@@ -145,21 +142,21 @@ AVX2 static inline __attribute__((always_inline)) void tile_2xG(block_layout L, 
                 const uint8_t *wj = w + (size_t)j * row_bytes;                                     \
                 int t0 = c0;                                                                       \
                 for (; t0 + 8 <= c1; t0 += 8)                                                      \
-                    tile_2xG(L, 2, wj, row_bytes, x, t0, ct + (size_t)j * ldc, ldc);               \
-                if (t0 < c1) tile_2xG(L, 1, wj, row_bytes, x, t0, ct + (size_t)j * ldc, ldc);      \
+                    tile_2xG(type, 2, wj, row_bytes, x, t0, ct + (size_t)j * ldc, ldc);            \
+                if (t0 < c1) tile_2xG(type, 1, wj, row_bytes, x, t0, ct + (size_t)j * ldc, ldc);   \
             }                                                                                      \
         }                                                                                          \
         int j = pairs;                                                                             \
         if (j < rows) {                                                                            \
-            em_ggml_kernel_c.tile[L.type](w + (size_t)j * row_bytes, row_bytes, rows - j, x,       \
-                                          ct + (size_t)j * ldc, ldc);                              \
+            em_ggml_kernel_c.tile[type](w + (size_t)j * row_bytes, row_bytes, rows - j, x,         \
+                                        ct + (size_t)j * ldc, ldc);                                \
         }                                                                                          \
     }
-AVX2_TILE(q8_0, ((block_layout){34, 2, 0, EM_GGML_DOT_Q8_0}))
-AVX2_TILE(q4_0, ((block_layout){18, 2, 0, EM_GGML_DOT_Q4_0}))
-AVX2_TILE(q4_1, ((block_layout){20, 4, 0, EM_GGML_DOT_Q4_1}))
-AVX2_TILE(q5_0, ((block_layout){22, 6, 2, EM_GGML_DOT_Q5_0}))
-AVX2_TILE(q5_1, ((block_layout){24, 8, 4, EM_GGML_DOT_Q5_1}))
+AVX2_TILE(q8_0, EM_GGML_DOT_Q8_0)
+AVX2_TILE(q4_0, EM_GGML_DOT_Q4_0)
+AVX2_TILE(q4_1, EM_GGML_DOT_Q4_1)
+AVX2_TILE(q5_0, EM_GGML_DOT_Q5_0)
+AVX2_TILE(q5_1, EM_GGML_DOT_Q5_1)
 
 static bool has_avx2(void) {
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
