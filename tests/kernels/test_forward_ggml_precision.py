@@ -28,17 +28,13 @@ import tempfile
 import numpy as np
 
 here = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(here, "..", "model"))
-from gguf_package import require_gguf  # noqa: E402
-
-require_gguf()
-from gguf import GGMLQuantizationType, GGML_QUANT_SIZES, quants  # noqa: E402
-
 sys.path.insert(0, here)
 sys.path.insert(0, os.path.join(here, "..", "support"))
 import reference  # noqa: E402
 from checks import check, finish  # noqa: E402
 from gguf_reader import read_gguf_index  # noqa: E402
+from test_forward_ggml_types import read_with_gguf  # noqa: E402 (requires gguf)
+from gguf import GGMLQuantizationType, GGML_QUANT_SIZES  # noqa: E402
 
 NLL_TOL = 1e-5
 INPUT_RTOL = 1e-5  # the reference's layer inputs against the C forward's
@@ -54,23 +50,18 @@ CASES.append(("q4_0_tied_bias", BASE + ["--type", "q4_0", "--tied", "--qkv-bias"
 
 
 def read_model(path):
-    """(meta, {name: float64 weights}, {name: type name}, {name: float64 block minima (n_out,
-    n_in / 32)} for the types with one)"""
-    data, meta, infos, start = read_gguf_index(path)
-    raw = np.frombuffer(data, dtype=np.uint8)
-    tensors, types, minima = {}, {}, {}
+    """read_with_gguf's (meta, {name: float64 weights}, {name: type name}), and {name: float64
+    block minima (n_out, n_in / 32)} for the types with one"""
+    meta, tensors, types = read_with_gguf(path)
+    data, _, infos, start = read_gguf_index(path)
+    minima = {}
     for name, shape, t, off in infos:
-        qtype = GGMLQuantizationType(t)
-        block, size = GGML_QUANT_SIZES[qtype]
-        n = int(np.prod(shape))
-        blocks = raw[start + off:start + off + n // block * size]
-        w = np.asarray(quants.dequantize(blocks, qtype), dtype=np.float64).reshape(-1)
-        rows = int(np.prod(shape[1:]))
-        tensors[name] = w.reshape(rows, shape[0]) if len(shape) > 1 else w
-        types[name] = qtype.name
-        if qtype.name in WITH_MIN:
-            m = blocks.reshape(-1, size)[:, 2:4].copy().view("<f2").astype(np.float64)
-            minima[name] = m.reshape(rows, shape[0] // QK)
+        if types[name] in WITH_MIN:
+            size = GGML_QUANT_SIZES[GGMLQuantizationType(t)][1]
+            rows, blocks = int(np.prod(shape[1:])), shape[0] // QK
+            raw = np.frombuffer(data, dtype=np.uint8, count=rows * blocks * size,
+                                offset=start + off).reshape(-1, size)
+            minima[name] = raw[:, 2:4].copy().view("<f2").astype(np.float64).reshape(rows, blocks)
     return meta, tensors, types, minima
 
 
