@@ -6,7 +6,10 @@
  * rows (fewer when there are many threads); OpenMP spreads the tiles over threads, and each
  * thread converts its tile to floats in its own scratch and multiplies it by em_gemm_tile. Every
  * element of y is one fma chain over n_in in order (gemm_microkernel.h), so results are
- * bit-identical for any thread count, tile size, window batch or CPU. */
+ * bit-identical for any thread count, tile size, window batch or CPU. In the `ggml` precision
+ * (scratch.h) the tiles of the weight types it covers are instead the dot products of
+ * ggml_dot.h with x rounded to 8 bits once per product (em_matmul_quantize): each element one
+ * fixed computation as well, with the same independence. */
 #ifndef EVALMESH_KERNELS_MATMUL_H
 #define EVALMESH_KERNELS_MATMUL_H
 
