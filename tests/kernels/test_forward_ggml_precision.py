@@ -1,11 +1,12 @@
 """The CPU forward in precision ggml (stages/kernels/cpu/ggml_dot.h) on evalmesh-mkmodel models of
-every type it covers (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1; a tied-head model with Q/K/V biases; a Q4_K
-model whose matrices it leaves exact), against reference.py's float64 forward whose products
+every type it covers (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q6_K; a tied-head model with Q/K/V biases; a
+Q4_K model whose matrices it leaves exact, and a Q4_K_M mix whose Q6_K matrices it covers), against reference.py's float64 forward whose products
 round their inputs as ggml's quantize_row_q8_1_ref does (in float32, written here from
 ggml-quants.c: d = amax / 127, q = roundf(x / d) rounding halves away from zero, d and
 s = sum(q) * d rounded to fp16 to nearest even) and multiply them with the weights as the PyPI
 gguf package dequantizes them, in double; Q4_1 and Q5_1 take the weight block's minimum times s,
-as ggml's dot products do.
+as ggml's dot products do; Q6_K reads the activations rounded as quantize_row_q8_K_ref does (256
+values, iscale = -127 / the value of largest magnitude, nearest_int rounding halves to even).
 Rounding to 8 bits is discontinuous: a value within float32's error of a rounding tie may round
 one way in the C forward (float32) and the other in a float64 reference, and one such value moves
 a token's nll by up to 1e-2 on these random models. So each layer's products round the inputs the
@@ -40,12 +41,14 @@ NLL_TOL = 1e-5
 INPUT_RTOL = 1e-5  # the reference's layer inputs against the C forward's
 TIE_MARGIN = 3e-6  # relative, about 10x the measured input error: closer to a tie is ambiguous
 QK = 32
-COVERED = {"Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1"}
+COVERED = {"Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q6_K"}
+Q8_K_READERS = {"Q6_K"}  # the K-quants: activations in 256-value Q8_K blocks
 WITH_MIN = {"Q4_1", "Q5_1"}  # blocks {f16 d, f16 m, ...}: m at bytes 2..3
 
 BASE = ["--vocab", "300", "--dim", "256", "--layers", "2", "--heads", "4", "--kv-heads", "2",
         "--ffn", "512"]
-CASES = [(t, BASE + ["--type", t]) for t in ("q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_k")]
+CASES = [(t, BASE + ["--type", t])
+         for t in ("q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q6_k", "q4_k", "q4_k_m")]
 CASES.append(("q4_0_tied_bias", BASE + ["--type", "q4_0", "--tied", "--qkv-bias"]))
 
 
@@ -86,6 +89,24 @@ def round_activations(x):
     return (d16[..., None] * q).reshape(T, K), d16, s16, qsum, margin
 
 
+def round_activations_k(x):
+    """x (T, K) as quantize_row_q8_K_ref rounds it: (d * q as float64 (T, K), each row's least
+    relative distance to a rounding tie)."""
+    T, K = x.shape
+    x32 = x.astype(np.float32).reshape(T, K // 256, 256)
+    first = np.abs(x32).argmax(axis=2)  # the first of equal magnitudes, as ggml's strict >
+    big = np.take_along_axis(x32, first[..., None], axis=2)[..., 0]
+    iscale = np.zeros_like(big)
+    np.divide(np.float32(-127), big, out=iscale, where=big != 0)
+    v = (x32 * iscale[..., None]).astype(np.float32).astype(np.float64)
+    q = np.minimum(np.rint(v), 127.0)  # nearest_int: halves to even
+    d = np.zeros_like(iscale)
+    np.divide(np.float32(1), iscale, out=d, where=iscale != 0)
+    a = np.abs(v)
+    tie = (np.abs(a - np.floor(a) - 0.5) / np.maximum(a, 1.0)).min(axis=2).min(axis=1)
+    return (d.astype(np.float64)[..., None] * q).reshape(T, K), tie
+
+
 def half_tie(f):
     """Relative distance of float32 values f to the nearest fp16 rounding tie (inf for 0)."""
     f = np.abs(f.astype(np.float64))
@@ -124,7 +145,10 @@ def ggml_product(tensors, types, minima, observed=None, seen=None):
             given = observed[(int(parts[1]), SITES[parts[2]])].astype(np.float64)
             seen["input"] = max(seen["input"], np.abs(x - given).max() / np.abs(given).max())
             x = given
-        xq, d, s, qsum, margin = round_activations(x)
+        if types[name] in Q8_K_READERS:
+            xq, margin = round_activations_k(x)
+        else:
+            xq, d, s, qsum, margin = round_activations(x)
         if parts[0] != "blk" and seen is not None:
             seen["margin"] = margin
         y = xq @ tensors[name].T
@@ -193,7 +217,7 @@ def main():
             if not check(p.returncode == 0, "%s: mkmodel: %s" % (label, p.stderr.strip())):
                 continue
             check_model(driver, path, label, rng, tmp)
-            if label in ("q4_1", "q5_0"):
+            if label in ("q4_1", "q5_0", "q6_k"):
                 for program in (invariance, batch):
                     p = subprocess.run([program, path, "ggml"], capture_output=True, text=True)
                     out = p.stdout.strip().replace("\n", "; ")

@@ -1,12 +1,13 @@
 /* The `ggml` precision's dot products (stages/kernels/cpu/ggml_dot.h): every kernel of the table
  * this CPU runs (avx2) gives the plain C kernel's bits on every type it covers, for row counts,
- * token counts and widths that are not multiples of its 2 x 4 tile, with random quants (every
+ * token counts and widths that are not multiples of its 2 x 8 tile, with random quants (every
  * bit pattern, Q8_0's -128 included) and random fp16 scales; the C kernel agrees with the same
  * products computed in double from the weights as the format's dequantizer gives them and the
  * activations as d * qs (plus, for Q4_1 and Q5_1, ggml's rounded block sum s in place of
  * d * sum(qs)), within 1e-5 relative to the sum of the terms' magnitudes; the activations'
- * rounding matches quantize_row_q8_1_ref on hand-picked blocks; a kernel the CPU lacks is skipped
- * with a message, and a wrong EVALMESH_CPU_KERNEL is refused (exit status 2). */
+ * rounding matches quantize_row_q8_1_ref and quantize_row_q8_K_ref on hand-picked blocks; a kernel
+ * the CPU lacks is skipped with a message, and a wrong EVALMESH_CPU_KERNEL is refused (exit status
+ * 2). */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -32,12 +33,16 @@ static float random_float(void) { /* [-1, 1) */
 static const struct {
     em_tensor_type type;
     em_ggml_dot_type column;
-    int bytes;   /* per block */
-    int has_min; /* a second fp16 at byte 2 */
+    int values, bytes; /* per block */
+    int d_at;          /* where its fp16 scale is */
+    int has_min;       /* a second fp16 at byte 2 */
 } types[] = {
-    {EM_TENSOR_Q8_0, EM_GGML_DOT_Q8_0, 34, 0}, {EM_TENSOR_Q4_0, EM_GGML_DOT_Q4_0, 18, 0},
-    {EM_TENSOR_Q4_1, EM_GGML_DOT_Q4_1, 20, 1}, {EM_TENSOR_Q5_0, EM_GGML_DOT_Q5_0, 22, 0},
-    {EM_TENSOR_Q5_1, EM_GGML_DOT_Q5_1, 24, 1},
+    {EM_TENSOR_Q8_0, EM_GGML_DOT_Q8_0, 32, 34, 0, 0},
+    {EM_TENSOR_Q4_0, EM_GGML_DOT_Q4_0, 32, 18, 0, 0},
+    {EM_TENSOR_Q4_1, EM_GGML_DOT_Q4_1, 32, 20, 0, 1},
+    {EM_TENSOR_Q5_0, EM_GGML_DOT_Q5_0, 32, 22, 0, 0},
+    {EM_TENSOR_Q5_1, EM_GGML_DOT_Q5_1, 32, 24, 0, 1},
+    {EM_TENSOR_Q6_K, EM_GGML_DOT_Q6_K, 256, 210, 208, 0},
 };
 #define TYPES (sizeof types / sizeof *types)
 
@@ -53,7 +58,7 @@ static uint8_t *random_rows(size_t i, int rows, int blocks) {
     for (size_t k = 0; k < n; k++) w[k] = (uint8_t)(random_u32() >> 24);
     for (size_t b = 0; b < (size_t)rows * blocks; b++) {
         uint8_t *blk = w + b * types[i].bytes;
-        put_half(blk, 0.02f * random_float());
+        put_half(blk + types[i].d_at, 0.02f * random_float());
         if (types[i].has_min) put_half(blk + 2, 0.1f * random_float());
     }
     return w;
@@ -68,6 +73,7 @@ static float *quantized_activations(int T, int K, em_q8_activations *q) {
         em_gemm_pack_panel(x, (size_t)K, T, K, p, xp);
     CHECK(em_q8_reserve(q, T, K) == NULL);
     em_q8_quantize(em_gemm_packed(xp, K), T, K, 1, q);
+    if (K % EM_Q8K_BLOCK == 0) em_q8k_quantize(em_gemm_packed(xp, K), T, K, 1, q);
     free(xp);
     return x;
 }
@@ -82,13 +88,15 @@ static void check_against_dequantized(size_t i, const uint8_t *w, int rows, int 
     for (int j = 0; j < rows; j++) {
         for (int tk = 0; tk < q->T; tk++) {
             double sum = 0.0, magnitude = 0.0;
-            for (int b = 0; b < q->blocks; b++) {
+            bool k_form = em_ggml_dot_reads_q8k(types[i].column);
+            int values = k_form ? EM_Q8K_BLOCK : EM_Q8_BLOCK;
+            for (int b = 0; b < K / values; b++) {
                 size_t at = (size_t)b * q->tokens + tk;
-                const uint8_t *blk = w + ((size_t)j * q->blocks + b) * types[i].bytes;
-                double dx = q->d[at];
-                for (int k = 0; k < EM_Q8_BLOCK; k++) {
-                    double term = (double)wf[(size_t)j * K + b * EM_Q8_BLOCK + k] * dx *
-                                  q->qs[at * EM_Q8_BLOCK + k];
+                const uint8_t *blk = w + ((size_t)j * (K / values) + b) * types[i].bytes;
+                double dx = k_form ? q->kd[at] : q->d[at];
+                const int8_t *qs = k_form ? q->kqs + at * values : q->qs + at * values;
+                for (int k = 0; k < values; k++) {
+                    double term = (double)wf[(size_t)j * K + b * values + k] * dx * qs[k];
                     sum += term;
                     magnitude += fabs(term);
                 }
@@ -132,6 +140,19 @@ static void check_rounding(void) {
     CHECK(q.s[0] == em_f16_to_f32(em_f32_to_f16(64.0f * d)));
     CHECK(q.d[1] == 0.0f && q.qs[EM_Q8_BLOCK] == 0); /* a padding token */
     em_q8_activations_free(&q);
+
+    /* quantize_row_q8_K_ref: max -127 (the signed value of largest magnitude), iscale 1, halves
+     * to even */
+    float xk[256] = {[0] = 0.5f, [1] = 1.5f, [2] = 2.5f, [3] = -0.5f, [4] = -127.0f, [5] = 126.6f};
+    float xkp[EM_GEMM_PANEL * 256] = {0};
+    for (int k = 0; k < 256; k++) xkp[k * EM_GEMM_PANEL] = xk[k];
+    CHECK(em_q8_reserve(&q, 1, 256) == NULL);
+    em_q8k_quantize(em_gemm_packed(xkp, 256), 1, 256, 1, &q);
+    int8_t want[6] = {0, 2, 2, 0, -127, 127};
+    CHECK(memcmp(q.kqs, want, 6) == 0);
+    CHECK(q.kd[0] == 1.0f);
+    CHECK(q.kd[1] == 0.0f); /* a padding token */
+    em_q8_activations_free(&q);
 }
 
 int main(void) {
@@ -162,12 +183,13 @@ int main(void) {
             for (int a = 0; a < 5; a++) {
                 for (int b = 0; b < 6; b++) {
                     for (int e = 0; e < 3; e++) {
-                        int rows = row_counts[a], T = token_counts[b], K = widths[e];
+                        int rows = row_counts[a], T = token_counts[b];
+                        int K = widths[e] * (types[i].values / 32); /* whole blocks */
                         em_q8_activations q = {0};
                         float *x = quantized_activations(T, K, &q);
-                        uint8_t *w = random_rows(i, rows, K / 32);
+                        uint8_t *w = random_rows(i, rows, K / types[i].values);
                         size_t ldc = (size_t)q.tokens + 3,
-                               row_bytes = (size_t)K / 32 * types[i].bytes;
+                               row_bytes = (size_t)K / types[i].values * types[i].bytes;
                         float *want = malloc((size_t)rows * ldc * sizeof(float));
                         float *got = malloc((size_t)rows * ldc * sizeof(float));
                         c->tile[types[i].column](w, row_bytes, rows, &q, want, ldc);

@@ -61,6 +61,49 @@ static float dot(em_ggml_dot_type type, const uint8_t *w, const em_q8_activation
     return sumf;
 }
 
+/* Q6_K block {ql[128], qh[64], int8 scales[16], f16 d}: value 128 h + 32 k + l (h < 2, k < 4,
+ * l < 32) is nibble (k & 1 ? ql[64 h + l + 32] : ql[64 h + l]) >> (k < 2 ? 0 : 4), with bits
+ * 2 k, 2 k + 1 of qh[32 h + l] above it, less 32. */
+static void unpack_q6_k(const uint8_t *w, int8_t a[256]) {
+    for (int h = 0; h < 2; h++) {
+        const uint8_t *ql = w + 64 * h, *qh = w + 128 + 32 * h;
+        for (int l = 0; l < 32; l++) {
+            a[128 * h + l] = (int8_t)(((ql[l] & 15) | ((qh[l] >> 0) & 3) << 4) - 32);
+            a[128 * h + l + 32] = (int8_t)(((ql[l + 32] & 15) | ((qh[l] >> 2) & 3) << 4) - 32);
+            a[128 * h + l + 64] = (int8_t)(((ql[l] >> 4) | ((qh[l] >> 4) & 3) << 4) - 32);
+            a[128 * h + l + 96] = (int8_t)(((ql[l + 32] >> 4) | ((qh[l] >> 6) & 3) << 4) - 32);
+        }
+    }
+}
+
+static float dot_q6_k(const uint8_t *w, const em_q8_activations *x, int t) {
+    float sums[8] = {0};
+    for (int b = 0; b < x->kblocks; b++, w += 210) {
+        size_t at = (size_t)b * x->tokens + t;
+        const int8_t *y = x->kqs + at * EM_Q8K_BLOCK;
+        int8_t a[256];
+        unpack_q6_k(w, a);
+        int32_t lane[8] = {0};
+        for (int j = 0; j < 16; j++) {
+            int scale = (int8_t)w[192 + j];
+            for (int l = 0; l < 16; l++) lane[l % 8] += scale * (y[16 * j + l] * a[16 * j + l]);
+        }
+        float d = half_at(w + 208) * x->kd[at];
+        for (int l = 0; l < 8; l++) sums[l] += d * (float)lane[l];
+    }
+    float sumf = 0.0f;
+    for (int l = 0; l < 8; l++) sumf += sums[l];
+    return sumf;
+}
+
+static void tile_q6_k(const uint8_t *w, size_t row_bytes, int rows, const em_q8_activations *x,
+                      float *ct, size_t ldc) {
+    for (int j = 0; j < rows; j++) {
+        for (int t = 0; t < x->tokens; t++)
+            ct[(size_t)j * ldc + t] = dot_q6_k(w + (size_t)j * row_bytes, x, t);
+    }
+}
+
 #define C_TILE(type, column)                                                                       \
     static void tile_##type(const uint8_t *w, size_t row_bytes, int rows,                          \
                             const em_q8_activations *x, float *ct, size_t ldc) {                   \
@@ -82,7 +125,7 @@ static bool always(void) {
 const em_ggml_kernel em_ggml_kernel_c = {
     .name = "c",
     .runs_here = always,
-    .tile = {tile_q8_0, tile_q4_0, tile_q4_1, tile_q5_0, tile_q5_1},
+    .tile = {tile_q8_0, tile_q4_0, tile_q4_1, tile_q5_0, tile_q5_1, tile_q6_k},
 };
 
 /* The table, best first. */
@@ -106,13 +149,15 @@ int em_ggml_dot_type_of(em_tensor_type type) {
         return EM_GGML_DOT_Q5_0;
     case EM_TENSOR_Q5_1:
         return EM_GGML_DOT_Q5_1;
+    case EM_TENSOR_Q6_K:
+        return EM_GGML_DOT_Q6_K;
     default:
         return -1;
     }
 }
 
 const char *em_ggml_dot_type_names(void) {
-    return "Q8_0 Q4_0 Q4_1 Q5_0 Q5_1";
+    return "Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q6_K";
 }
 
 em_status em_ggml_kernel_select(const em_ggml_kernel **kernel) {

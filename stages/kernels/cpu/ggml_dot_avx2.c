@@ -158,6 +158,63 @@ AVX2_TILE(q4_1, EM_GGML_DOT_Q4_1)
 AVX2_TILE(q5_0, EM_GGML_DOT_Q5_0)
 AVX2_TILE(q5_1, EM_GGML_DOT_Q5_1)
 
+/* Q6_K (see ggml_dot.h and ggml_dot.c's unpack_q6_k): per block, the 256 quants unpacked into
+ * 8 vectors of 32 bytes, and per 16-value sub-block the products widened to 16 bits, values l and
+ * l + 8 added, widened to the 8 integer lanes and multiplied by the scale (madd against
+ * {scale, 0}); the lanes' float steps as in C. One (row, token) pair at a time. */
+AVX2 static float dot_q6_k(const uint8_t *w, const em_q8_activations *x, int t) {
+    __m256 sums = _mm256_setzero_ps();
+    const __m256i low = _mm256_set1_epi8(15), two = _mm256_set1_epi8(0x30);
+    for (int b = 0; b < x->kblocks; b++, w += 210) {
+        size_t at = (size_t)b * x->tokens + t;
+        const int8_t *y = x->kqs + at * EM_Q8K_BLOCK;
+        __m256i a[8];
+        for (int h = 0; h < 2; h++) {
+            __m256i ql0 = _mm256_loadu_si256((const __m256i *)(w + 64 * h));
+            __m256i ql1 = _mm256_loadu_si256((const __m256i *)(w + 64 * h + 32));
+            __m256i qh = _mm256_loadu_si256((const __m256i *)(w + 128 + 32 * h));
+            __m256i hi[4] = {_mm256_and_si256(_mm256_slli_epi16(qh, 4), two),
+                             _mm256_and_si256(_mm256_slli_epi16(qh, 2), two),
+                             _mm256_and_si256(qh, two),
+                             _mm256_and_si256(_mm256_srli_epi16(qh, 2), two)};
+            __m256i lo[4] = {_mm256_and_si256(ql0, low), _mm256_and_si256(ql1, low),
+                             _mm256_and_si256(_mm256_srli_epi16(ql0, 4), low),
+                             _mm256_and_si256(_mm256_srli_epi16(ql1, 4), low)};
+            for (int k = 0; k < 4; k++) {
+                a[4 * h + k] = _mm256_sub_epi8(_mm256_or_si256(lo[k], hi[k]), _mm256_set1_epi8(32));
+            }
+        }
+        __m256i lanes = _mm256_setzero_si256();
+        for (int j = 0; j < 16; j++) {
+            __m128i aj =
+                j % 2 ? _mm256_extracti128_si256(a[j / 2], 1) : _mm256_castsi256_si128(a[j / 2]);
+            __m256i p = _mm256_mullo_epi16(
+                _mm256_cvtepi8_epi16(aj),
+                _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(y + 16 * j))));
+            __m128i pair = _mm_add_epi16(_mm256_castsi256_si128(p), _mm256_extracti128_si256(p, 1));
+            int scale = (int8_t)w[192 + j];
+            __m256i scaled =
+                _mm256_madd_epi16(_mm256_cvtepi16_epi32(pair), _mm256_set1_epi32(scale & 0xffff));
+            lanes = _mm256_add_epi32(lanes, scaled);
+        }
+        float d = half_at(w + 208) * x->kd[at];
+        sums = _mm256_add_ps(sums, _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(lanes)));
+    }
+    float lane_sums[8];
+    _mm256_storeu_ps(lane_sums, sums);
+    float sumf = 0.0f;
+    for (int l = 0; l < 8; l++) sumf += lane_sums[l];
+    return sumf;
+}
+
+AVX2 static void tile_q6_k(const uint8_t *w, size_t row_bytes, int rows, const em_q8_activations *x,
+                           float *ct, size_t ldc) {
+    for (int j = 0; j < rows; j++) {
+        for (int t = 0; t < x->tokens; t++)
+            ct[(size_t)j * ldc + t] = dot_q6_k(w + (size_t)j * row_bytes, x, t);
+    }
+}
+
 static bool has_avx2(void) {
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
            __builtin_cpu_supports("f16c");
@@ -166,6 +223,6 @@ static bool has_avx2(void) {
 const em_ggml_kernel em_ggml_kernel_avx2 = {
     .name = "avx2",
     .runs_here = has_avx2,
-    .tile = {tile_q8_0, tile_q4_0, tile_q4_1, tile_q5_0, tile_q5_1},
+    .tile = {tile_q8_0, tile_q4_0, tile_q4_1, tile_q5_0, tile_q5_1, tile_q6_k},
 };
 #endif

@@ -32,12 +32,16 @@ void em_matmul_pack(const float *x, int T, int n_in, float *xp, const em_scratch
 void em_matmul_quantize(const float *xp, int T, int n_in, int count, const em_tensor *const *w,
                         em_scratch *s) {
     if (!s->ggml) return;
+    bool q8 = false, q8k = false; /* the forms the weights' dot products read */
     for (int i = 0; i < count; i++) {
-        if (em_ggml_dot_type_of(w[i]->type) >= 0) {
-            em_q8_quantize(em_gemm_packed(xp, n_in), T, n_in, s->threads, &s->q8);
-            return;
-        }
+        int column = em_ggml_dot_type_of(w[i]->type);
+        if (column >= 0 && em_ggml_dot_reads_q8k(column))
+            q8k = true;
+        else if (column >= 0)
+            q8 = true;
     }
+    if (q8) em_q8_quantize(em_gemm_packed(xp, n_in), T, n_in, s->threads, &s->q8);
+    if (q8k) em_q8k_quantize(em_gemm_packed(xp, n_in), T, n_in, s->threads, &s->q8);
 }
 
 float *em_matmul_tile_rows(const em_tensor *w, const float *xp, int T, int64_t row0, int rows,

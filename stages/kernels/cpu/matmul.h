@@ -32,7 +32,8 @@ size_t em_matmul_swiglu_floats(int T, int64_t n_in);
 void em_matmul_pack(const float *x, int T, int n_in, float *xp, const em_scratch *s);
 
 /* Precision ggml (s->ggml set) and any of the count weights w of a type it covers (ggml_dot.h):
- * rounds x packed as xp (T, n_in) to 8 bits into s->q8, which the products of those weights
+ * rounds x packed as xp (T, n_in) to 8 bits into s->q8 (in the forms their dot products read),
+ * which the products of those weights
  * (em_matmul_tile_rows) then read instead of xp; otherwise nothing. em_matmul_packed and
  * em_matmul_swiglu_packed call it; a caller of em_matmul_tile_rows calls it once per xp. */
 void em_matmul_quantize(const float *xp, int T, int n_in, int count, const em_tensor *const *w,

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "stages/formats/half.h"
+#include "stages/formats/quantize_search.h"
 #include "stages/kernels/cpu/scratch.h"
 
 static float f16_round(float f) {
@@ -41,18 +42,22 @@ static int padded_tokens(int T) {
 
 em_status em_q8_reserve(em_q8_activations *q, int T, int K) {
     size_t n = (size_t)(K / EM_Q8_BLOCK) * (size_t)padded_tokens(T);
-    if (n <= q->capacity) return NULL;
+    size_t nk = (size_t)(K / EM_Q8K_BLOCK) * (size_t)padded_tokens(T);
+    if (n <= q->capacity && nk <= q->kcapacity) return NULL;
     em_q8_activations_free(q);
     q->qs = malloc(n * EM_Q8_BLOCK);
     q->d = malloc(n * sizeof(float));
     q->s = malloc(n * sizeof(float));
     q->sum = malloc(n * sizeof(int32_t));
-    if (!q->qs || !q->d || !q->s || !q->sum) {
+    q->kqs = malloc(nk * EM_Q8K_BLOCK + 1);
+    q->kd = malloc(nk * sizeof(float) + 1);
+    if (!q->qs || !q->d || !q->s || !q->sum || !q->kqs || !q->kd) {
         em_q8_activations_free(q);
         return em_error_new(EM_EXIT_RUNTIME,
                             "out of memory for the 8-bit activations of %d positions", T);
     }
     q->capacity = n;
+    q->kcapacity = nk;
     return NULL;
 }
 
@@ -74,7 +79,53 @@ void em_q8_quantize(em_gemm_panels x, int T, int K, int threads, em_q8_activatio
     }
 }
 
+/* Q8_K block b of token t (t < T) as quantize_row_q8_K_ref makes it. */
+static void quantize_k_block(em_gemm_panels x, int t, int b, em_q8_activations *q) {
+    const float *v = x.x + (size_t)(t / EM_GEMM_PANEL) * x.panel_stride +
+                     (size_t)b * EM_Q8K_BLOCK * x.column_stride + t % EM_GEMM_PANEL;
+    float max = 0.0f, amax = 0.0f;
+    for (int j = 0; j < EM_Q8K_BLOCK; j++) {
+        float value = v[(size_t)j * x.column_stride], a = fabsf(value);
+        if (a > amax) {
+            amax = a;
+            max = value;
+        }
+    }
+    size_t at = (size_t)b * q->tokens + t;
+    int8_t *qs = q->kqs + at * EM_Q8K_BLOCK;
+    if (!amax) {
+        memset(qs, 0, EM_Q8K_BLOCK);
+        q->kd[at] = 0.0f;
+        return;
+    }
+    const float iscale = -127.f / max;
+    for (int j = 0; j < EM_Q8K_BLOCK; j++) {
+        int n = em_nearest_int(iscale * v[(size_t)j * x.column_stride]);
+        qs[j] = (int8_t)(n < 127 ? n : 127);
+    }
+    q->kd[at] = 1 / iscale;
+}
+
+void em_q8k_quantize(em_gemm_panels x, int T, int K, int threads, em_q8_activations *q) {
+    int tokens = padded_tokens(T), blocks = K / EM_Q8K_BLOCK;
+    q->T = T;
+    q->tokens = tokens;
+    q->kblocks = blocks;
+    bool parallel = (int64_t)T * K >= EM_PARALLEL_MIN_ELEMENTS;
+#pragma omp parallel for num_threads(threads) if (parallel)
+    for (int b = 0; b < blocks; b++) {
+        for (int t = 0; t < T; t++) quantize_k_block(x, t, b, q);
+        for (int t = T; t < tokens; t++) { /* padding: products of 0 */
+            size_t at = (size_t)b * tokens + t;
+            memset(q->kqs + at * EM_Q8K_BLOCK, 0, EM_Q8K_BLOCK);
+            q->kd[at] = 0.0f;
+        }
+    }
+}
+
 void em_q8_activations_free(em_q8_activations *q) {
+    free(q->kqs);
+    free(q->kd);
     free(q->qs);
     free(q->d);
     free(q->s);
