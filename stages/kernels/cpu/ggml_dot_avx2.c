@@ -158,60 +158,93 @@ AVX2_TILE(q4_1, EM_GGML_DOT_Q4_1)
 AVX2_TILE(q5_0, EM_GGML_DOT_Q5_0)
 AVX2_TILE(q5_1, EM_GGML_DOT_Q5_1)
 
-/* Q6_K (see ggml_dot.h and ggml_dot.c's unpack_q6_k): per block, the 256 quants unpacked into
- * 8 vectors of 32 bytes, and per 16-value sub-block the products widened to 16 bits, values l and
- * l + 8 added, widened to the 8 integer lanes and multiplied by the scale (madd against
- * {scale, 0}); the lanes' float steps as in C. One (row, token) pair at a time. */
-AVX2 static float dot_q6_k(const uint8_t *w, const em_q8_activations *x, int t) {
-    __m256 sums = _mm256_setzero_ps();
+/* Q6_K (see ggml_dot.h and ggml_dot.c's unpack_q6_k). Each row's block is unpacked once per
+ * chunk of tokens: its 256 quants (6-bit value - 32) in 8 vectors of two 16-value sub-blocks, the
+ * bytes of each sub-block interleaved (values l and l + 8 side by side, as the activations are
+ * shuffled too), so that maddubs adds exactly the two products of integer lane l; madd against
+ * {scale, 0} and {0, scale} then takes the even and the odd lanes. The lanes' float steps are
+ * those of C, per (row, token) in block order. */
+#define Q6K_CHUNK 32 /* tokens sharing one unpacking of a row's block */
+
+typedef struct q6k_block {
+    __m256i abs_q[8], q[8];  /* |quant| and quant (for the signs), interleaved */
+    __m256i even[8], odd[8]; /* {scale, 0} and {0, scale} per 32-bit lane, per sub-block */
+    float d;                 /* the block's fp16 scale */
+} q6k_block;
+
+AVX2 static void unpack_q6k(const uint8_t *w, q6k_block *k) {
     const __m256i low = _mm256_set1_epi8(15), two = _mm256_set1_epi8(0x30);
-    for (int b = 0; b < x->kblocks; b++, w += 210) {
-        size_t at = (size_t)b * x->tokens + t;
-        const int8_t *y = x->kqs + at * EM_Q8K_BLOCK;
-        __m256i a[8];
-        for (int h = 0; h < 2; h++) {
-            __m256i ql0 = _mm256_loadu_si256((const __m256i *)(w + 64 * h));
-            __m256i ql1 = _mm256_loadu_si256((const __m256i *)(w + 64 * h + 32));
-            __m256i qh = _mm256_loadu_si256((const __m256i *)(w + 128 + 32 * h));
-            __m256i hi[4] = {_mm256_and_si256(_mm256_slli_epi16(qh, 4), two),
-                             _mm256_and_si256(_mm256_slli_epi16(qh, 2), two),
-                             _mm256_and_si256(qh, two),
-                             _mm256_and_si256(_mm256_srli_epi16(qh, 2), two)};
-            __m256i lo[4] = {_mm256_and_si256(ql0, low), _mm256_and_si256(ql1, low),
-                             _mm256_and_si256(_mm256_srli_epi16(ql0, 4), low),
-                             _mm256_and_si256(_mm256_srli_epi16(ql1, 4), low)};
-            for (int k = 0; k < 4; k++) {
-                a[4 * h + k] = _mm256_sub_epi8(_mm256_or_si256(lo[k], hi[k]), _mm256_set1_epi8(32));
-            }
+    const __m256i interleave =
+        _mm256_setr_epi8(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15, 0, 8, 1, 9, 2, 10, 3,
+                         11, 4, 12, 5, 13, 6, 14, 7, 15);
+    for (int h = 0; h < 2; h++) {
+        __m256i ql0 = _mm256_loadu_si256((const __m256i *)(w + 64 * h));
+        __m256i ql1 = _mm256_loadu_si256((const __m256i *)(w + 64 * h + 32));
+        __m256i qh = _mm256_loadu_si256((const __m256i *)(w + 128 + 32 * h));
+        __m256i hi[4] = {_mm256_and_si256(_mm256_slli_epi16(qh, 4), two),
+                         _mm256_and_si256(_mm256_slli_epi16(qh, 2), two), _mm256_and_si256(qh, two),
+                         _mm256_and_si256(_mm256_srli_epi16(qh, 2), two)};
+        __m256i lo[4] = {_mm256_and_si256(ql0, low), _mm256_and_si256(ql1, low),
+                         _mm256_and_si256(_mm256_srli_epi16(ql0, 4), low),
+                         _mm256_and_si256(_mm256_srli_epi16(ql1, 4), low)};
+        for (int i = 0; i < 4; i++) {
+            __m256i q = _mm256_sub_epi8(_mm256_or_si256(lo[i], hi[i]), _mm256_set1_epi8(32));
+            q = _mm256_shuffle_epi8(q, interleave);
+            k->q[4 * h + i] = q;
+            k->abs_q[4 * h + i] = _mm256_abs_epi8(q);
         }
-        __m256i lanes = _mm256_setzero_si256();
-        for (int j = 0; j < 16; j++) {
-            __m128i aj =
-                j % 2 ? _mm256_extracti128_si256(a[j / 2], 1) : _mm256_castsi256_si128(a[j / 2]);
-            __m256i p = _mm256_mullo_epi16(
-                _mm256_cvtepi8_epi16(aj),
-                _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(y + 16 * j))));
-            __m128i pair = _mm_add_epi16(_mm256_castsi256_si128(p), _mm256_extracti128_si256(p, 1));
-            int scale = (int8_t)w[192 + j];
-            __m256i scaled =
-                _mm256_madd_epi16(_mm256_cvtepi16_epi32(pair), _mm256_set1_epi32(scale & 0xffff));
-            lanes = _mm256_add_epi32(lanes, scaled);
-        }
-        float d = half_at(w + 208) * x->kd[at];
-        sums = _mm256_add_ps(sums, _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(lanes)));
     }
-    float lane_sums[8];
-    _mm256_storeu_ps(lane_sums, sums);
-    float sumf = 0.0f;
-    for (int l = 0; l < 8; l++) sumf += lane_sums[l];
-    return sumf;
+    for (int v = 0; v < 8; v++) {
+        int s0 = (int8_t)w[192 + 2 * v] & 0xffff, s1 = (int8_t)w[192 + 2 * v + 1] & 0xffff;
+        k->even[v] = _mm256_set_m128i(_mm_set1_epi32(s1), _mm_set1_epi32(s0));
+        k->odd[v] = _mm256_set_m128i(_mm_set1_epi32(s1 << 16), _mm_set1_epi32(s0 << 16));
+    }
+    k->d = half_at(w + 208);
+}
+
+/* The 8 integer lanes of one unpacked block and one token's Q8_K block y. */
+AVX2 static inline __m256i q6k_lanes(const q6k_block *k, const int8_t *y) {
+    const __m256i interleave =
+        _mm256_setr_epi8(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15, 0, 8, 1, 9, 2, 10, 3,
+                         11, 4, 12, 5, 13, 6, 14, 7, 15);
+    __m256i even = _mm256_setzero_si256(), odd = _mm256_setzero_si256();
+    for (int v = 0; v < 8; v++) {
+        __m256i yv =
+            _mm256_shuffle_epi8(_mm256_loadu_si256((const __m256i *)(y + 32 * v)), interleave);
+        __m256i pairs = _mm256_maddubs_epi16(k->abs_q[v], _mm256_sign_epi8(yv, k->q[v]));
+        even = _mm256_add_epi32(even, _mm256_madd_epi16(pairs, k->even[v]));
+        odd = _mm256_add_epi32(odd, _mm256_madd_epi16(pairs, k->odd[v]));
+    }
+    /* even: lanes 0, 2, 4, 6 of the even sub-blocks | of the odd ones; odd likewise */
+    __m128i e = _mm_add_epi32(_mm256_castsi256_si128(even), _mm256_extracti128_si256(even, 1));
+    __m128i o = _mm_add_epi32(_mm256_castsi256_si128(odd), _mm256_extracti128_si256(odd, 1));
+    return _mm256_set_m128i(_mm_unpackhi_epi32(e, o), _mm_unpacklo_epi32(e, o));
 }
 
 AVX2 static void tile_q6_k(const uint8_t *w, size_t row_bytes, int rows, const em_q8_activations *x,
                            float *ct, size_t ldc) {
-    for (int j = 0; j < rows; j++) {
-        for (int t = 0; t < x->tokens; t++)
-            ct[(size_t)j * ldc + t] = dot_q6_k(w + (size_t)j * row_bytes, x, t);
+    q6k_block k;
+    for (int c0 = 0; c0 < x->tokens; c0 += Q6K_CHUNK) {
+        int n = x->tokens - c0 < Q6K_CHUNK ? x->tokens - c0 : Q6K_CHUNK;
+        for (int j = 0; j < rows; j++) {
+            __m256 sums[Q6K_CHUNK];
+            for (int t = 0; t < n; t++) sums[t] = _mm256_setzero_ps();
+            for (int b = 0; b < x->kblocks; b++) {
+                unpack_q6k(w + (size_t)j * row_bytes + (size_t)b * 210, &k);
+                for (int t = 0; t < n; t++) {
+                    size_t at = (size_t)b * x->tokens + c0 + t;
+                    __m256i lanes = q6k_lanes(&k, x->kqs + at * EM_Q8K_BLOCK);
+                    __m256 d = _mm256_set1_ps(k.d * x->kd[at]);
+                    sums[t] = _mm256_add_ps(sums[t], _mm256_mul_ps(d, _mm256_cvtepi32_ps(lanes)));
+                }
+            }
+            for (int t = 0; t < n; t++) {
+                float lane_sums[8], sumf = 0.0f;
+                _mm256_storeu_ps(lane_sums, sums[t]);
+                for (int l = 0; l < 8; l++) sumf += lane_sums[l];
+                ct[(size_t)j * ldc + c0 + t] = sumf;
+            }
+        }
     }
 }
 
