@@ -18,7 +18,7 @@
  * same bits as its plain C version.
  *
  * Kernels are rows of a table, tried in order by cpuid: `avx2` (AVX2 with F16C: integer products
- * by maddubs, the float steps on 8 (row, token) pairs at once; Q6_K one lane vector per pair), then
+ * by maddubs, the float steps on 8 (row, token) pairs at once; Q6_K on its 8 lanes per pair), then
  * `c`. The environment variable EVALMESH_CPU_KERNEL (c or avx2; the GEMM's avx512, which has no row
  * here, takes this table's best) forces one. AVX512-VNNI, AVX-VNNI and AMX rows are still to come:
  * each must be tested against the C row on a CPU that has it (forward_ggml_dot). */
