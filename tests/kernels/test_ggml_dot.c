@@ -35,7 +35,7 @@ static const struct {
     em_ggml_dot_type column;
     int values, bytes; /* per block */
     int d_at;          /* where its fp16 scale is */
-    int has_min;       /* a second fp16 at byte 2 */
+    int has_min;       /* a second fp16 at byte 2 (Q4_K: the minima's scale) */
 } types[] = {
     {EM_TENSOR_Q8_0, EM_GGML_DOT_Q8_0, 32, 34, 0, 0},
     {EM_TENSOR_Q4_0, EM_GGML_DOT_Q4_0, 32, 18, 0, 0},
@@ -43,6 +43,7 @@ static const struct {
     {EM_TENSOR_Q5_0, EM_GGML_DOT_Q5_0, 32, 22, 0, 0},
     {EM_TENSOR_Q5_1, EM_GGML_DOT_Q5_1, 32, 24, 0, 1},
     {EM_TENSOR_Q6_K, EM_GGML_DOT_Q6_K, 256, 210, 208, 0},
+    {EM_TENSOR_Q4_K, EM_GGML_DOT_Q4_K, 256, 144, 0, 1},
 };
 #define TYPES (sizeof types / sizeof *types)
 
@@ -100,7 +101,7 @@ static void check_against_dequantized(size_t i, const uint8_t *w, int rows, int 
                     sum += term;
                     magnitude += fabs(term);
                 }
-                if (types[i].has_min) { /* ggml uses m * s for m * dx * sum(qs) */
+                if (types[i].has_min && !k_form) { /* ggml uses m * s for m * dx * sum(qs) */
                     uint16_t h;
                     memcpy(&h, blk + 2, 2);
                     double m = em_f16_to_f32(h);

@@ -5,13 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "stages/formats/dequantize_rows.h"
 #include "stages/formats/half.h"
-
-static float half_at(const uint8_t *p) {
-    uint16_t h;
-    memcpy(&h, p, 2);
-    return em_f16_to_f32(h);
-}
 
 static uint32_t u32_at(const uint8_t *p) {
     uint32_t u;
@@ -43,7 +38,7 @@ static float dot(em_ggml_dot_type type, const uint8_t *w, const em_q8_activation
     for (int b = 0; b < x->blocks; b++, w += L.bytes) {
         size_t at = (size_t)b * x->tokens + t;
         float sumi = (float)block_sumi(type, w, x->qs + at * EM_Q8_BLOCK);
-        float dw = half_at(w), dx = x->d[at];
+        float dw = em_half_at(w), dx = x->d[at];
         switch (type) {
         case EM_GGML_DOT_Q8_0:
             sumf += sumi * (dw * dx);
@@ -55,7 +50,7 @@ static float dot(em_ggml_dot_type type, const uint8_t *w, const em_q8_activation
             sumf += (dw * dx) * sumi;
             break;
         default:
-            sumf += (dw * dx) * sumi + half_at(w + L.m) * x->s[at]; /* Q4_1, Q5_1 */
+            sumf += (dw * dx) * sumi + em_half_at(w + L.m) * x->s[at]; /* Q4_1, Q5_1 */
         }
     }
     return sumf;
@@ -88,7 +83,7 @@ static float dot_q6_k(const uint8_t *w, const em_q8_activations *x, int t) {
             int scale = (int8_t)w[192 + j];
             for (int l = 0; l < 16; l++) lane[l % 8] += scale * (y[16 * j + l] * a[16 * j + l]);
         }
-        float d = half_at(w + 208) * x->kd[at];
+        float d = em_half_at(w + 208) * x->kd[at];
         for (int l = 0; l < 8; l++) sums[l] += d * (float)lane[l];
     }
     float sumf = 0.0f;
@@ -101,6 +96,44 @@ static void tile_q6_k(const uint8_t *w, size_t row_bytes, int rows, const em_q8_
     for (int j = 0; j < rows; j++) {
         for (int t = 0; t < x->tokens; t++)
             ct[(size_t)j * ldc + t] = dot_q6_k(w + (size_t)j * row_bytes, x, t);
+    }
+}
+
+/* Q4_K block {f16 d, f16 dmin, scales[12], qs[128]}: value 64 i + l (l < 32) is the low nibble of
+ * qs[32 i + l], value 64 i + 32 + l its high nibble; sub-block j's scale and min from
+ * em_k4_scale_min. */
+static float dot_q4_k(const uint8_t *w, const em_q8_activations *x, int t) {
+    float sums[8] = {0}, sumf = 0.0f;
+    for (int b = 0; b < x->kblocks; b++, w += 144) {
+        size_t at = (size_t)b * x->tokens + t;
+        const int8_t *y = x->kqs + at * EM_Q8K_BLOCK;
+        const int16_t *bsums = x->kbsums + at * 16;
+        uint8_t scale[8], min[8];
+        for (int j = 0; j < 8; j++) em_k4_scale_min(j, w + 4, &scale[j], &min[j]);
+        int sumi = 0;
+        for (int j = 0; j < 16; j++) sumi += bsums[j] * min[j / 2];
+        int32_t lane[8] = {0};
+        for (int j = 0; j < 8; j++) {
+            const uint8_t *qs = w + 16 + 32 * (j / 2);
+            for (int l = 0; l < 32; l++) {
+                int q = j % 2 ? qs[l] >> 4 : qs[l] & 15;
+                lane[l % 8] += scale[j] * (y[32 * j + l] * q);
+            }
+        }
+        float d = em_half_at(w) * x->kd[at];
+        for (int l = 0; l < 8; l++) sums[l] += d * (float)lane[l];
+        float dmin = em_half_at(w + 2) * x->kd[at];
+        sumf -= dmin * (float)sumi;
+    }
+    for (int l = 0; l < 8; l++) sumf += sums[l];
+    return sumf;
+}
+
+static void tile_q4_k(const uint8_t *w, size_t row_bytes, int rows, const em_q8_activations *x,
+                      float *ct, size_t ldc) {
+    for (int j = 0; j < rows; j++) {
+        for (int t = 0; t < x->tokens; t++)
+            ct[(size_t)j * ldc + t] = dot_q4_k(w + (size_t)j * row_bytes, x, t);
     }
 }
 
@@ -125,7 +158,7 @@ static bool always(void) {
 const em_ggml_kernel em_ggml_kernel_c = {
     .name = "c",
     .runs_here = always,
-    .tile = {tile_q8_0, tile_q4_0, tile_q4_1, tile_q5_0, tile_q5_1, tile_q6_k},
+    .tile = {tile_q8_0, tile_q4_0, tile_q4_1, tile_q5_0, tile_q5_1, tile_q6_k, tile_q4_k},
 };
 
 /* The table, best first. */
@@ -151,13 +184,15 @@ int em_ggml_dot_type_of(em_tensor_type type) {
         return EM_GGML_DOT_Q5_1;
     case EM_TENSOR_Q6_K:
         return EM_GGML_DOT_Q6_K;
+    case EM_TENSOR_Q4_K:
+        return EM_GGML_DOT_Q4_K;
     default:
         return -1;
     }
 }
 
 const char *em_ggml_dot_type_names(void) {
-    return "Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q6_K";
+    return "Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q6_K Q4_K";
 }
 
 em_status em_ggml_kernel_select(const em_ggml_kernel **kernel) {

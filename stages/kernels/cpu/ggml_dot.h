@@ -13,15 +13,19 @@
  * block, 8 exact integer lanes, lane l = the sum over the 16 sub-blocks j of scale_j times the
  * products of the sub-block's values l and l + 8 (6-bit quant - 32 times the activation's), then
  * sums[l] += (dw * dx) * (float)lane_l for l = 0..7, and at the end sumf = 0 + sums[0] + ... +
- * sums[7] in that order.
+ * sums[7] in that order. Q4_K (ggml_vec_dot_q4_K_q8_K_generic) the same with 8 sub-blocks of 32
+ * (lane l: values l, l + 8, l + 16, l + 24 of each, 4-bit quants times 6-bit scales), and before
+ * the lanes, per block, sumf -= (dmin * dx) * (float)(sum over j of bsums_j * min_(j/2)), the
+ * activation's 16-value sums times the weight's 6-bit minima.
  * Each step is one IEEE single rounding (the build never fuses them), so every kernel gives the
  * same bits as its plain C version.
  *
  * Kernels are rows of a table, tried in order by cpuid: `avx2` (AVX2 with F16C: integer products
- * by maddubs, the float steps on 8 (row, token) pairs at once; Q6_K on its 8 lanes per pair), then
- * `c`. The environment variable EVALMESH_CPU_KERNEL (c or avx2; the GEMM's avx512, which has no row
- * here, takes this table's best) forces one. AVX512-VNNI, AVX-VNNI and AMX rows are still to come:
- * each must be tested against the C row on a CPU that has it (forward_ggml_dot). */
+ * by maddubs, the float steps on 8 (row, token) pairs at once; the K-quants on their 8 lanes per
+ * pair), then `c`. The environment variable EVALMESH_CPU_KERNEL (c or avx2; the GEMM's avx512,
+ * which has no row here, takes this table's best) forces one. AVX512-VNNI, AVX-VNNI and AMX rows
+ * are still to come: each must be tested against the C row on a CPU that has it (forward_ggml_dot).
+ */
 #ifndef EVALMESH_KERNELS_GGML_DOT_H
 #define EVALMESH_KERNELS_GGML_DOT_H
 
@@ -45,7 +49,8 @@ typedef enum em_ggml_dot_type {
     EM_GGML_DOT_Q4_1,
     EM_GGML_DOT_Q5_0,
     EM_GGML_DOT_Q5_1,
-    EM_GGML_DOT_Q6_K, /* reads the activations' Q8_K form */
+    EM_GGML_DOT_Q6_K, /* these read the activations' Q8_K form */
+    EM_GGML_DOT_Q4_K,
     EM_GGML_DOT_TYPES,
 } em_ggml_dot_type;
 
@@ -85,7 +90,7 @@ typedef struct em_ggml_kernel {
 
 /* Whether the column's dot products read the activations' Q8_K form (else the 32-value one). */
 static inline bool em_ggml_dot_reads_q8k(int column) {
-    return column == EM_GGML_DOT_Q6_K;
+    return column == EM_GGML_DOT_Q6_K || column == EM_GGML_DOT_Q4_K;
 }
 
 /* The plain C kernel: the definition the others match. */
@@ -97,7 +102,7 @@ extern const em_ggml_kernel em_ggml_kernel_avx2;
 /* The column of a tensor type, or -1 when the mode has no dot product for it (such weights run
  * exact: F32, F16, BF16, the K-quants and the others). */
 int em_ggml_dot_type_of(em_tensor_type type);
-/* The names of the types the mode covers, for messages ("Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q6_K"). */
+/* The names of the types the mode covers, for messages ("Q8_0 ... Q6_K Q4_K"). */
 const char *em_ggml_dot_type_names(void);
 
 /* The first kernel of the table this CPU runs, or the one EVALMESH_CPU_KERNEL names: an error

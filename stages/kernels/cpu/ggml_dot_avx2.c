@@ -7,6 +7,8 @@
  * whose activations stay in cache. A last odd row goes to the C kernel. */
 #include "stages/kernels/cpu/ggml_dot.h"
 
+#include "stages/formats/dequantize_rows.h"
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 #include <string.h>
@@ -158,25 +160,28 @@ AVX2_TILE(q4_1, EM_GGML_DOT_Q4_1)
 AVX2_TILE(q5_0, EM_GGML_DOT_Q5_0)
 AVX2_TILE(q5_1, EM_GGML_DOT_Q5_1)
 
-/* Q6_K (see ggml_dot.h and ggml_dot.c's unpack_q6_k). Each row's block is unpacked once per
- * chunk of tokens: its 256 quants (6-bit value - 32) in 8 vectors of two 16-value sub-blocks, the
- * bytes of each sub-block interleaved (values l and l + 8 side by side, as the activations are
- * shuffled too), so that maddubs adds exactly the two products of integer lane l; madd against
- * {scale, 0} and {0, scale} then takes the even and the odd lanes. The lanes' float steps are
- * those of C, per (row, token) in block order. */
-#define Q6K_CHUNK 32 /* tokens sharing one unpacking of a row's block */
+/* The K-quants Q6_K and Q4_K (see ggml_dot.h and ggml_dot.c). Each row's block is unpacked once
+ * per chunk of tokens: its 256 quants in 8 vectors of 32 bytes (Q6_K: two 16-value sub-blocks of
+ * 6-bit value - 32; Q4_K: one 32-value sub-block of 4-bit values), the bytes of each 16 values
+ * interleaved (values l and l + 8 side by side, as the activations are shuffled too), so that
+ * maddubs adds exactly two products of integer lane l; madd against {scale, 0} and {0, scale}
+ * then takes the even and the odd lanes. The lanes' float steps are those of C, per (row, token)
+ * in block order. */
+#define KQUANT_CHUNK 32 /* tokens sharing one unpacking of a row's block */
 
-typedef struct q6k_block {
-    __m256i abs_q[8], q[8];  /* |quant| and quant (for the signs), interleaved */
-    __m256i even[8], odd[8]; /* {scale, 0} and {0, scale} per 32-bit lane, per sub-block */
-    float d;                 /* the block's fp16 scale */
-} q6k_block;
+typedef struct kquant_block {
+    __m256i abs_q[8], q[8];  /* |quant| and quant (Q6_K, for the signs); Q4_K: abs_q only */
+    __m256i even[8], odd[8]; /* {scale, 0} and {0, scale} per 32-bit lane, per vector's halves */
+    float d, dmin;           /* the block's fp16 scale (and Q4_K's fp16 scale of the minima) */
+    int min[8];              /* Q4_K: the sub-blocks' 6-bit minima */
+} kquant_block;
 
-AVX2 static void unpack_q6k(const uint8_t *w, q6k_block *k) {
+static const int8_t interleave_bytes[32] = {0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15,
+                                            0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15};
+
+AVX2 static void unpack_q6k(const uint8_t *w, kquant_block *k) {
     const __m256i low = _mm256_set1_epi8(15), two = _mm256_set1_epi8(0x30);
-    const __m256i interleave =
-        _mm256_setr_epi8(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15, 0, 8, 1, 9, 2, 10, 3,
-                         11, 4, 12, 5, 13, 6, 14, 7, 15);
+    const __m256i interleave = _mm256_loadu_si256((const __m256i *)interleave_bytes);
     for (int h = 0; h < 2; h++) {
         __m256i ql0 = _mm256_loadu_si256((const __m256i *)(w + 64 * h));
         __m256i ql1 = _mm256_loadu_si256((const __m256i *)(w + 64 * h + 32));
@@ -202,50 +207,98 @@ AVX2 static void unpack_q6k(const uint8_t *w, q6k_block *k) {
     k->d = half_at(w + 208);
 }
 
-/* The 8 integer lanes of one unpacked block and one token's Q8_K block y. */
-AVX2 static inline __m256i q6k_lanes(const q6k_block *k, const int8_t *y) {
-    const __m256i interleave =
-        _mm256_setr_epi8(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15, 0, 8, 1, 9, 2, 10, 3,
-                         11, 4, 12, 5, 13, 6, 14, 7, 15);
+AVX2 static void unpack_q4k(const uint8_t *w, kquant_block *k) {
+    const __m256i interleave = _mm256_loadu_si256((const __m256i *)interleave_bytes);
+    const __m256i low = _mm256_set1_epi8(15);
+    for (int i = 0; i < 4; i++) {
+        __m256i qs = _mm256_loadu_si256((const __m256i *)(w + 16 + 32 * i));
+        k->abs_q[2 * i] = _mm256_shuffle_epi8(_mm256_and_si256(qs, low), interleave);
+        k->abs_q[2 * i + 1] =
+            _mm256_shuffle_epi8(_mm256_and_si256(_mm256_srli_epi16(qs, 4), low), interleave);
+    }
+    for (int j = 0; j < 8; j++) {
+        uint8_t scale, min;
+        em_k4_scale_min(j, w + 4, &scale, &min);
+        k->even[j] = _mm256_set1_epi32(scale);
+        k->odd[j] = _mm256_set1_epi32(scale << 16);
+        k->min[j] = min;
+    }
+    k->d = half_at(w);
+    k->dmin = half_at(w + 2);
+}
+
+/* The 8 integer lanes of one unpacked block and one token's Q8_K block y (signed: Q6_K's quants,
+ * multiplied through their signs; else Q4_K's unsigned ones). */
+AVX2 static inline __m256i kquant_lanes(const kquant_block *k, const int8_t *y, bool is_signed) {
+    const __m256i interleave = _mm256_loadu_si256((const __m256i *)interleave_bytes);
     __m256i even = _mm256_setzero_si256(), odd = _mm256_setzero_si256();
     for (int v = 0; v < 8; v++) {
         __m256i yv =
             _mm256_shuffle_epi8(_mm256_loadu_si256((const __m256i *)(y + 32 * v)), interleave);
-        __m256i pairs = _mm256_maddubs_epi16(k->abs_q[v], _mm256_sign_epi8(yv, k->q[v]));
+        __m256i pairs =
+            _mm256_maddubs_epi16(k->abs_q[v], is_signed ? _mm256_sign_epi8(yv, k->q[v]) : yv);
         even = _mm256_add_epi32(even, _mm256_madd_epi16(pairs, k->even[v]));
         odd = _mm256_add_epi32(odd, _mm256_madd_epi16(pairs, k->odd[v]));
     }
-    /* even: lanes 0, 2, 4, 6 of the even sub-blocks | of the odd ones; odd likewise */
+    /* even: lanes 0, 2, 4, 6 of the vectors' low halves | of their high halves; odd likewise */
     __m128i e = _mm_add_epi32(_mm256_castsi256_si128(even), _mm256_extracti128_si256(even, 1));
     __m128i o = _mm_add_epi32(_mm256_castsi256_si128(odd), _mm256_extracti128_si256(odd, 1));
     return _mm256_set_m128i(_mm_unpackhi_epi32(e, o), _mm_unpacklo_epi32(e, o));
 }
 
-AVX2 static void tile_q6_k(const uint8_t *w, size_t row_bytes, int rows, const em_q8_activations *x,
-                           float *ct, size_t ldc) {
-    q6k_block k;
-    for (int c0 = 0; c0 < x->tokens; c0 += Q6K_CHUNK) {
-        int n = x->tokens - c0 < Q6K_CHUNK ? x->tokens - c0 : Q6K_CHUNK;
+/* A tile of Q6_K or Q4_K rows (is_q4k), in ggml_dot.h's order per (row, token). */
+AVX2 static inline __attribute__((always_inline)) void kquant_tile(bool is_q4k, const uint8_t *w,
+                                                                   size_t row_bytes, int rows,
+                                                                   const em_q8_activations *x,
+                                                                   float *ct, size_t ldc) {
+    kquant_block k;
+    int block_bytes = is_q4k ? 144 : 210;
+    for (int c0 = 0; c0 < x->tokens; c0 += KQUANT_CHUNK) {
+        int n = x->tokens - c0 < KQUANT_CHUNK ? x->tokens - c0 : KQUANT_CHUNK;
         for (int j = 0; j < rows; j++) {
-            __m256 sums[Q6K_CHUNK];
-            for (int t = 0; t < n; t++) sums[t] = _mm256_setzero_ps();
+            __m256 sums[KQUANT_CHUNK];
+            float sumf[KQUANT_CHUNK];
+            for (int t = 0; t < n; t++) {
+                sums[t] = _mm256_setzero_ps();
+                sumf[t] = 0.0f;
+            }
             for (int b = 0; b < x->kblocks; b++) {
-                unpack_q6k(w + (size_t)j * row_bytes + (size_t)b * 210, &k);
+                const uint8_t *blk = w + (size_t)j * row_bytes + (size_t)b * block_bytes;
+                if (is_q4k)
+                    unpack_q4k(blk, &k);
+                else
+                    unpack_q6k(blk, &k);
                 for (int t = 0; t < n; t++) {
                     size_t at = (size_t)b * x->tokens + c0 + t;
-                    __m256i lanes = q6k_lanes(&k, x->kqs + at * EM_Q8K_BLOCK);
+                    __m256i lanes = kquant_lanes(&k, x->kqs + at * EM_Q8K_BLOCK, !is_q4k);
                     __m256 d = _mm256_set1_ps(k.d * x->kd[at]);
                     sums[t] = _mm256_add_ps(sums[t], _mm256_mul_ps(d, _mm256_cvtepi32_ps(lanes)));
+                    if (is_q4k) {
+                        const int16_t *bsums = x->kbsums + at * 16;
+                        int sumi = 0;
+                        for (int i = 0; i < 16; i++) sumi += bsums[i] * k.min[i / 2];
+                        sumf[t] -= (k.dmin * x->kd[at]) * (float)sumi;
+                    }
                 }
             }
             for (int t = 0; t < n; t++) {
-                float lane_sums[8], sumf = 0.0f;
+                float lane_sums[8];
                 _mm256_storeu_ps(lane_sums, sums[t]);
-                for (int l = 0; l < 8; l++) sumf += lane_sums[l];
-                ct[(size_t)j * ldc + c0 + t] = sumf;
+                for (int l = 0; l < 8; l++) sumf[t] += lane_sums[l];
+                ct[(size_t)j * ldc + c0 + t] = sumf[t];
             }
         }
     }
+}
+
+AVX2 static void tile_q6_k(const uint8_t *w, size_t row_bytes, int rows, const em_q8_activations *x,
+                           float *ct, size_t ldc) {
+    kquant_tile(false, w, row_bytes, rows, x, ct, ldc);
+}
+
+AVX2 static void tile_q4_k(const uint8_t *w, size_t row_bytes, int rows, const em_q8_activations *x,
+                           float *ct, size_t ldc) {
+    kquant_tile(true, w, row_bytes, rows, x, ct, ldc);
 }
 
 static bool has_avx2(void) {
@@ -256,6 +309,6 @@ static bool has_avx2(void) {
 const em_ggml_kernel em_ggml_kernel_avx2 = {
     .name = "avx2",
     .runs_here = has_avx2,
-    .tile = {tile_q8_0, tile_q4_0, tile_q4_1, tile_q5_0, tile_q5_1, tile_q6_k},
+    .tile = {tile_q8_0, tile_q4_0, tile_q4_1, tile_q5_0, tile_q5_1, tile_q6_k, tile_q4_k},
 };
 #endif

@@ -500,7 +500,7 @@ size_t em_llama_forward_memory(const em_llama_forward *f) {
     const em_scratch *s = &f->scratch;
     size_t scratch = ((size_t)s->threads * s->floats + s->packed_floats) * sizeof(float) +
                      s->q8.capacity * (EM_Q8_BLOCK + 2 * sizeof(float) + sizeof(int32_t)) +
-                     s->q8.kcapacity * (EM_Q8K_BLOCK + sizeof(float));
+                     s->q8.kcapacity * (EM_Q8K_BLOCK + sizeof(float) + 16 * sizeof(int16_t));
     size_t head = em_output_head_partial_bytes(f->capacity, f->model->config.n_vocab);
     return f->activation_bytes + scratch + head;
 }

@@ -51,7 +51,8 @@ em_status em_q8_reserve(em_q8_activations *q, int T, int K) {
     q->sum = malloc(n * sizeof(int32_t));
     q->kqs = malloc(nk * EM_Q8K_BLOCK + 1);
     q->kd = malloc(nk * sizeof(float) + 1);
-    if (!q->qs || !q->d || !q->s || !q->sum || !q->kqs || !q->kd) {
+    q->kbsums = malloc(nk * 16 * sizeof(int16_t) + 1);
+    if (!q->qs || !q->d || !q->s || !q->sum || !q->kqs || !q->kd || !q->kbsums) {
         em_q8_activations_free(q);
         return em_error_new(EM_EXIT_RUNTIME,
                             "out of memory for the 8-bit activations of %d positions", T);
@@ -93,8 +94,10 @@ static void quantize_k_block(em_gemm_panels x, int t, int b, em_q8_activations *
     }
     size_t at = (size_t)b * q->tokens + t;
     int8_t *qs = q->kqs + at * EM_Q8K_BLOCK;
+    int16_t *bsums = q->kbsums + at * 16;
     if (!amax) {
         memset(qs, 0, EM_Q8K_BLOCK);
+        memset(bsums, 0, 16 * sizeof *bsums);
         q->kd[at] = 0.0f;
         return;
     }
@@ -102,6 +105,11 @@ static void quantize_k_block(em_gemm_panels x, int t, int b, em_q8_activations *
     for (int j = 0; j < EM_Q8K_BLOCK; j++) {
         int n = em_nearest_int(iscale * v[(size_t)j * x.column_stride]);
         qs[j] = (int8_t)(n < 127 ? n : 127);
+    }
+    for (int j = 0; j < 16; j++) {
+        int sum = 0;
+        for (int i = 0; i < 16; i++) sum += qs[16 * j + i];
+        bsums[j] = (int16_t)sum;
     }
     q->kd[at] = 1 / iscale;
 }
@@ -118,6 +126,7 @@ void em_q8k_quantize(em_gemm_panels x, int T, int K, int threads, em_q8_activati
         for (int t = T; t < tokens; t++) { /* padding: products of 0 */
             size_t at = (size_t)b * tokens + t;
             memset(q->kqs + at * EM_Q8K_BLOCK, 0, EM_Q8K_BLOCK);
+            memset(q->kbsums + at * 16, 0, 16 * sizeof(int16_t));
             q->kd[at] = 0.0f;
         }
     }
@@ -126,6 +135,7 @@ void em_q8k_quantize(em_gemm_panels x, int T, int K, int threads, em_q8_activati
 void em_q8_activations_free(em_q8_activations *q) {
     free(q->kqs);
     free(q->kd);
+    free(q->kbsums);
     free(q->qs);
     free(q->d);
     free(q->s);
