@@ -91,14 +91,6 @@ static float dot_q6_k(const uint8_t *w, const em_q8_activations *x, int t) {
     return sumf;
 }
 
-static void tile_q6_k(const uint8_t *w, size_t row_bytes, int rows, const em_q8_activations *x,
-                      float *ct, size_t ldc) {
-    for (int j = 0; j < rows; j++) {
-        for (int t = 0; t < x->tokens; t++)
-            ct[(size_t)j * ldc + t] = dot_q6_k(w + (size_t)j * row_bytes, x, t);
-    }
-}
-
 /* Q4_K block {f16 d, f16 dmin, scales[12], qs[128]}: value 64 i + l (l < 32) is the low nibble of
  * qs[32 i + l], value 64 i + 32 + l its high nibble; sub-block j's scale and min from
  * em_k4_scale_min. */
@@ -129,12 +121,11 @@ static float dot_q4_k(const uint8_t *w, const em_q8_activations *x, int t) {
     return sumf;
 }
 
-static void tile_q4_k(const uint8_t *w, size_t row_bytes, int rows, const em_q8_activations *x,
-                      float *ct, size_t ldc) {
-    for (int j = 0; j < rows; j++) {
-        for (int t = 0; t < x->tokens; t++)
-            ct[(size_t)j * ldc + t] = dot_q4_k(w + (size_t)j * row_bytes, x, t);
-    }
+/* The dot product of the column's type. */
+static float dot_of(em_ggml_dot_type type, const uint8_t *w, const em_q8_activations *x, int t) {
+    if (type == EM_GGML_DOT_Q6_K) return dot_q6_k(w, x, t);
+    if (type == EM_GGML_DOT_Q4_K) return dot_q4_k(w, x, t);
+    return dot(type, w, x, t);
 }
 
 #define C_TILE(type, column)                                                                       \
@@ -142,7 +133,7 @@ static void tile_q4_k(const uint8_t *w, size_t row_bytes, int rows, const em_q8_
                             const em_q8_activations *x, float *ct, size_t ldc) {                   \
         for (int j = 0; j < rows; j++) {                                                           \
             for (int t = 0; t < x->tokens; t++)                                                    \
-                ct[(size_t)j * ldc + t] = dot(column, w + (size_t)j * row_bytes, x, t);            \
+                ct[(size_t)j * ldc + t] = dot_of(column, w + (size_t)j * row_bytes, x, t);         \
         }                                                                                          \
     }
 C_TILE(q8_0, EM_GGML_DOT_Q8_0)
@@ -150,6 +141,8 @@ C_TILE(q4_0, EM_GGML_DOT_Q4_0)
 C_TILE(q4_1, EM_GGML_DOT_Q4_1)
 C_TILE(q5_0, EM_GGML_DOT_Q5_0)
 C_TILE(q5_1, EM_GGML_DOT_Q5_1)
+C_TILE(q6_k, EM_GGML_DOT_Q6_K)
+C_TILE(q4_k, EM_GGML_DOT_Q4_K)
 
 static bool always(void) {
     return true;

@@ -62,24 +62,6 @@ em_status em_q8_reserve(em_q8_activations *q, int T, int K) {
     return NULL;
 }
 
-void em_q8_quantize(em_gemm_panels x, int T, int K, int threads, em_q8_activations *q) {
-    int tokens = padded_tokens(T), blocks = K / EM_Q8_BLOCK;
-    q->T = T;
-    q->tokens = tokens;
-    q->blocks = blocks;
-    bool parallel = (int64_t)T * K >= EM_PARALLEL_MIN_ELEMENTS;
-#pragma omp parallel for num_threads(threads) if (parallel)
-    for (int b = 0; b < blocks; b++) {
-        for (int t = 0; t < T; t++) quantize_block(x, t, b, q);
-        for (int t = T; t < tokens; t++) { /* padding: products of 0 */
-            size_t at = (size_t)b * tokens + t;
-            memset(q->qs + at * EM_Q8_BLOCK, 0, EM_Q8_BLOCK);
-            q->d[at] = q->s[at] = 0.0f;
-            q->sum[at] = 0;
-        }
-    }
-}
-
 /* Q8_K block b of token t (t < T) as quantize_row_q8_K_ref makes it. */
 static void quantize_k_block(em_gemm_panels x, int t, int b, em_q8_activations *q) {
     const float *v = x.x + (size_t)(t / EM_GEMM_PANEL) * x.panel_stride +
@@ -114,22 +96,44 @@ static void quantize_k_block(em_gemm_panels x, int t, int b, em_q8_activations *
     q->kd[at] = 1 / iscale;
 }
 
-void em_q8k_quantize(em_gemm_panels x, int T, int K, int threads, em_q8_activations *q) {
-    int tokens = padded_tokens(T), blocks = K / EM_Q8K_BLOCK;
+/* Block b of padding token t in either form: zeros, so its products are 0. */
+static void zero_block(em_gemm_panels x, int t, int b, em_q8_activations *q) {
+    size_t at = (size_t)b * q->tokens + t;
+    memset(q->qs + at * EM_Q8_BLOCK, 0, EM_Q8_BLOCK);
+    q->d[at] = q->s[at] = 0.0f;
+    q->sum[at] = 0;
+}
+
+static void zero_k_block(em_gemm_panels x, int t, int b, em_q8_activations *q) {
+    size_t at = (size_t)b * q->tokens + t;
+    memset(q->kqs + at * EM_Q8K_BLOCK, 0, EM_Q8K_BLOCK);
+    memset(q->kbsums + at * 16, 0, 16 * sizeof(int16_t));
+    q->kd[at] = 0.0f;
+}
+
+typedef void block_fn(em_gemm_panels x, int t, int b, em_q8_activations *q);
+
+/* Every block (blocks of them per token) of the T tokens and the padding ones. */
+static void quantize_blocks(em_gemm_panels x, int T, int K, int blocks, int threads,
+                            block_fn *quantize, block_fn *zero, em_q8_activations *q) {
     q->T = T;
-    q->tokens = tokens;
-    q->kblocks = blocks;
+    q->tokens = padded_tokens(T);
     bool parallel = (int64_t)T * K >= EM_PARALLEL_MIN_ELEMENTS;
 #pragma omp parallel for num_threads(threads) if (parallel)
     for (int b = 0; b < blocks; b++) {
-        for (int t = 0; t < T; t++) quantize_k_block(x, t, b, q);
-        for (int t = T; t < tokens; t++) { /* padding: products of 0 */
-            size_t at = (size_t)b * tokens + t;
-            memset(q->kqs + at * EM_Q8K_BLOCK, 0, EM_Q8K_BLOCK);
-            memset(q->kbsums + at * 16, 0, 16 * sizeof(int16_t));
-            q->kd[at] = 0.0f;
-        }
+        for (int t = 0; t < T; t++) quantize(x, t, b, q);
+        for (int t = T; t < q->tokens; t++) zero(x, t, b, q);
     }
+}
+
+void em_q8_quantize(em_gemm_panels x, int T, int K, int threads, em_q8_activations *q) {
+    q->blocks = K / EM_Q8_BLOCK;
+    quantize_blocks(x, T, K, q->blocks, threads, quantize_block, zero_block, q);
+}
+
+void em_q8k_quantize(em_gemm_panels x, int T, int K, int threads, em_q8_activations *q) {
+    q->kblocks = K / EM_Q8K_BLOCK;
+    quantize_blocks(x, T, K, q->kblocks, threads, quantize_k_block, zero_k_block, q);
 }
 
 void em_q8_activations_free(em_q8_activations *q) {
