@@ -18,7 +18,8 @@
 
 static const char usage[] =
     "usage: evalmesh perplexity -m MODEL -f TEXT [--protocol chunked|sliding|rolling] [-c N]\n"
-    "                           [--stride N] [--chunks N] [--threads N] [--print-recipe]\n"
+    "                           [--stride N] [--chunks N] [--threads N] [--precision P]\n"
+    "                           [--print-recipe]\n"
     "                           [--kl-divergence REF_MODEL]\n"
     "                           [--run-dir DIR] [--force] [--log-level LEVEL]\n"
     "                           [--collective-timeout S]\n"
@@ -49,6 +50,10 @@ static const char usage[] =
     "  --stride N          sliding only: tokens between window starts (default N/2)\n"
     "  --chunks N          score only the first N chunks or windows (default: all)\n"
     "  -t, --threads N     forward threads per rank (default: cores / ranks on the node)\n"
+    "  --precision P       exact (default) or ggml: activations rounded to 8 bits before the\n"
+    "                      products of Q8_0/Q4_0/Q4_1/Q5_0/Q5_1/Q6_K/Q4_K matrices, as\n"
+    "                      llama.cpp's CPU backend (the forward's `precision`; not with\n"
+    "                      --kl-divergence)\n"
     "  --kl-divergence REF_MODEL  score MODEL against the reference REF_MODEL (see above)\n"
     "  --print-recipe      print the recipe as YAML and exit\n"
     "  --run-dir DIR       write into DIR instead of runs/perplexity-<UTC time>\n"
@@ -90,7 +95,8 @@ enum {
     OPT_LEVEL,
     OPT_RESUME,
     OPT_TIMEOUT,
-    OPT_KLD
+    OPT_KLD,
+    OPT_PRECISION
 };
 
 static const struct option options[] = {
@@ -108,10 +114,11 @@ static const struct option options[] = {
     {"resume", required_argument, NULL, OPT_RESUME},
     {"collective-timeout", required_argument, NULL, OPT_TIMEOUT},
     {"kl-divergence", required_argument, NULL, OPT_KLD},
+    {"precision", required_argument, NULL, OPT_PRECISION},
     {NULL, 0, NULL, 0},
 };
 
-/* The recipe paths of the options that name files or plain numbers (NULL: the template's). */
+/* The recipe paths of the options that name files or plain values (NULL: the template's). */
 static const struct {
     int option;
     const char *path;
@@ -122,6 +129,7 @@ static const struct {
     {OPT_CHUNKS, "stages.data.max_windows"},
     {'t', NULL},
     {OPT_TIMEOUT, "collective_timeout_s"},
+    {OPT_PRECISION, "stages.ppl.precision"},
 };
 
 /* The two templates: plain perplexity, and --kl-divergence's comparison with a reference. */
@@ -203,6 +211,14 @@ static int make_overrides(const ppl_args *a, override_list *l) {
         return EM_EXIT_BAD_INPUT;
     }
     if (p->stride && stride < 0 && a->ctx > 0) stride = a->ctx / 2 > 0 ? a->ctx / 2 : 1;
+    for (size_t i = 0; i < sizeof option_paths / sizeof *option_paths; i++) {
+        if (option_paths[i].option == OPT_PRECISION && a->values[i] &&
+            a->template == &kld_template) {
+            em_log_error("evalmesh perplexity: --precision applies without --kl-divergence (the "
+                         "comparison runs both models exact)");
+            return EM_EXIT_BAD_INPUT;
+        }
+    }
     for (size_t i = 0; i < 3 && p->edits[i]; i++) add(l, em_xstrdup(p->edits[i]));
     add(l, em_xasprintf("stages.data.protocol=%s", p->name));
     if (a->ctx >= 0) add(l, em_xasprintf("%s=%lld", p->ctx, a->ctx));

@@ -54,9 +54,16 @@ typedef enum em_quantized_weights {
     EM_QUANTIZED_WEIGHTS_BFLOAT16,  /* dequantized once at load into resident BF16 copies */
     EM_QUANTIZED_WEIGHTS_QUANTIZED, /* kept in their blocks, dequantized before each product */
 } em_quantized_weights;
+/* How the products are rounded (the forward stage's `precision`). */
+typedef enum em_precision {
+    EM_PRECISION_EXACT, /* every product in FP32 from the file's exact weights */
+    EM_PRECISION_GGML,  /* as llama.cpp's CPU backend: activations rounded to 8 bits per block,
+                         * integer dot products (cpu only: stages/kernels/cpu/ggml_dot.h) */
+} em_precision;
 typedef struct em_forward_options {
     em_f32_weights f32_weights;
     em_quantized_weights quantized_weights;
+    em_precision precision;
 } em_forward_options;
 
 /* One window of a batch: input and target (T) ids; positions score_from .. T-1 are scored into
@@ -73,7 +80,8 @@ typedef struct em_forward_backend {
     /* the forward's default `batch_tokens` (most positions scored in one batch) */
     int64_t batch_tokens;
     bool gpu_buffers;    /* what it hands its groups' collectives lives in GPU memory */
-    bool weight_storage; /* it honours every em_forward_options value (else only the defaults) */
+    bool weight_storage; /* it honours every weight-storage value (else only the defaults) */
+    bool ggml_precision; /* it runs precision ggml (else only exact) */
     bool needs_gpu;      /* each rank running it needs a GPU of its own (`evalmesh gpus`) */
     /* NULL, or whether this process can run it at all (a `cuda` forward without a GPU): an
      * error (exit status 2) the forward stage reports at validation. */
@@ -99,6 +107,8 @@ typedef struct em_forward_backend {
     /* Sets (NULL: clears) the observer of the linear layers' inputs (linear_inputs.h) for the
      * windows computed from now on; NULL when the backend offers no such look. */
     void (*observe)(void *f, const em_linear_observer *observer);
+    /* NULL, or the name of the CPU kernel its products run on (for the log line). */
+    const char *(*kernel)(const void *f);
     /* Bytes of activations and scratch for the largest batch so far. */
     size_t (*memory)(const void *f);
     /* Bytes of weights this rank holds and touches (its shard). */
@@ -111,6 +121,9 @@ typedef struct em_forward_backend {
 em_status em_forward_score_window(const em_forward_backend *be, void *f, const int32_t *input,
                                   const int32_t *target, int T, int score_from, double *nll,
                                   int32_t *argmax);
+
+/* "exact" or "ggml": the forward stage's `precision` value. */
+const char *em_precision_name(em_precision precision);
 
 /* The backend named `name`, or NULL. */
 const em_forward_backend *em_forward_backend_find(const char *name);

@@ -4,8 +4,8 @@
  * windows scored at their last position only, stride-protocol windows scored from the middle
  * (score_from > 0), and windows longer than an attention query block, their last blocks of every
  * kind (whole panels of 16 queries, an odd number of them, and a part of one). Uses the model given
- * as argv[1], else the shared stories260K.gguf. Also: a bad token id in a batch is an error (exit
- * status 2) naming the window of the batch. */
+ * as argv[1], else the shared stories260K.gguf; argv[2] `ggml` runs precision ggml. Also: a bad
+ * token id in a batch is an error (exit status 2) naming the window of the batch. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,9 +18,12 @@
 
 #define WINDOWS 8
 
+static em_precision precision = EM_PRECISION_EXACT;
+
 static em_llama_forward *must_create(const em_model *m, int threads) {
     em_llama_forward *f = NULL;
     em_status err = em_llama_forward_new(m, threads, &f);
+    if (!err) err = em_llama_forward_set_precision(f, precision);
     if (err) {
         fprintf(stderr, "%s\n", err->message);
         exit(1);
@@ -73,6 +76,7 @@ int main(int argc, char **argv) {
     } else {
         test_shared_file("models/stories260K.gguf", path, sizeof path);
     }
+    if (argc > 2 && strcmp(argv[2], "ggml") == 0) precision = EM_PRECISION_GGML;
     em_model *m;
     em_status err = em_model_load(path, &m);
     if (err) {

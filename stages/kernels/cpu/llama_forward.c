@@ -226,6 +226,9 @@ static em_status reserve(em_llama_forward *f, int T, int longest) {
         need = em_output_head_scratch_floats(T, c->dim);
     }
     em_status err = em_scratch_reserve(&f->scratch, need, em_gemm_packed_floats(T, c->dim));
+    size_t widest = D > F ? D : F; /* the widest input of a product */
+    if (!err && f->scratch.ggml)
+        err = em_q8_reserve(&f->scratch.q8, T, (int)(widest > QD ? widest : QD));
     if (err) return err;
     if (T <= f->capacity) return NULL;
     free_activations(f);
@@ -495,7 +498,9 @@ double em_llama_forward_flops(const em_llama_config *c, int T, int score_from) {
 
 size_t em_llama_forward_memory(const em_llama_forward *f) {
     const em_scratch *s = &f->scratch;
-    size_t scratch = ((size_t)s->threads * s->floats + s->packed_floats) * sizeof(float);
+    size_t scratch = ((size_t)s->threads * s->floats + s->packed_floats) * sizeof(float) +
+                     s->q8.capacity * (EM_Q8_BLOCK + 2 * sizeof(float) + sizeof(int32_t)) +
+                     s->q8.kcapacity * (EM_Q8K_BLOCK + sizeof(float) + 16 * sizeof(int16_t));
     size_t head = em_output_head_partial_bytes(f->capacity, f->model->config.n_vocab);
     return f->activation_bytes + scratch + head;
 }
@@ -508,8 +513,18 @@ void em_llama_forward_observe(em_llama_forward *f, const em_linear_observer *obs
     f->observer = observer ? *observer : (em_linear_observer){0};
 }
 
+em_status em_llama_forward_set_precision(em_llama_forward *f, em_precision precision) {
+    f->scratch.ggml = NULL;
+    if (precision == EM_PRECISION_GGML) return em_scratch_use_ggml(&f->scratch);
+    return NULL;
+}
+
 const char *em_llama_forward_kernel(const em_llama_forward *f) {
     return f->scratch.kernel_name;
+}
+
+const char *em_llama_forward_ggml_kernel(const em_llama_forward *f) {
+    return f->scratch.ggml ? f->scratch.ggml->name : NULL;
 }
 
 void em_llama_forward_free(em_llama_forward *f) {
@@ -532,11 +547,19 @@ void em_llama_forward_free(em_llama_forward *f) {
 }
 
 /* The `cpu` row of the forward-backend table. It computes F32 matrices in FP32 and quantized ones
- * from their blocks: the default options, the only ones the stage lets through (weight_storage
- * false). */
+ * from their blocks: the default weight storage, the only one the stage lets through
+ * (weight_storage false); either precision. */
 static em_status backend_create(const em_model *model, const em_forward_groups *groups, int threads,
                                 const em_forward_options *options, void **out) {
-    return em_llama_forward_new_split(model, groups, threads, (em_llama_forward **)out);
+    em_llama_forward *f;
+    em_status err = em_llama_forward_new_split(model, groups, threads, &f);
+    if (!err) err = em_llama_forward_set_precision(f, options->precision);
+    if (err) {
+        em_llama_forward_free(f);
+        return err;
+    }
+    *out = f;
+    return NULL;
 }
 static em_status backend_score_batch(void *f, const em_batch_window *windows, int count) {
     return em_llama_forward_batch(f, windows, count);
@@ -575,6 +598,11 @@ static em_status backend_score_pair(void *ref, void *cand, const int32_t *input,
 static void backend_observe(void *f, const em_linear_observer *observer) {
     em_llama_forward_observe(f, observer);
 }
+/* the dot-product kernel in precision ggml, else the GEMM microkernel */
+static const char *backend_kernel(const void *f) {
+    const char *ggml = em_llama_forward_ggml_kernel(f);
+    return ggml ? ggml : em_llama_forward_kernel(f);
+}
 static size_t backend_memory(const void *f) {
     return em_llama_forward_memory(f);
 }
@@ -592,12 +620,14 @@ const em_forward_backend em_forward_backend_cpu = {
     .batch_tokens = 1,
     .gpu_buffers = false,
     .weight_storage = false,
+    .ggml_precision = true,
     .needs_gpu = false,
     .available = NULL,
     .create = backend_create,
     .score_batch = backend_score_batch,
     .score_pair = backend_score_pair,
     .observe = backend_observe,
+    .kernel = backend_kernel,
     .memory = backend_memory,
     .weight_bytes = backend_weight_bytes,
     .free = backend_free,

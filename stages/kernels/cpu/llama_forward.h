@@ -63,8 +63,15 @@ size_t em_llama_forward_weight_bytes(const em_llama_forward *f);
  * windows computed from now on. */
 void em_llama_forward_observe(em_llama_forward *f, const em_linear_observer *observer);
 
+/* Sets how the products are rounded (forward_backend.h) for windows computed from now on: ggml
+ * chooses its dot-product kernel (an error, exit status 2, when EVALMESH_CPU_KERNEL names a wrong
+ * one). */
+em_status em_llama_forward_set_precision(em_llama_forward *f, em_precision precision);
+
 /* The GEMM microkernel in use: "avx512", "avx2" or "c" (see gemm_microkernel.h). */
 const char *em_llama_forward_kernel(const em_llama_forward *f);
+/* The ggml precision's dot-product kernel ("avx2" or "c", ggml_dot.h), NULL in the exact one. */
+const char *em_llama_forward_ggml_kernel(const em_llama_forward *f);
 
 void em_llama_forward_free(em_llama_forward *f);
 
