@@ -12,8 +12,7 @@
 #include "cli/command.h"
 #include "cli/options.h"
 #include "cli/resume.h"
-#include "runner/recipe/recipe.h"
-#include "runner/session.h"
+#include "cli/template_command.h"
 #include "util/log.h"
 
 static const char usage[] =
@@ -156,37 +155,6 @@ static long long number(int c, const char *text, long long min) {
     return v;
 }
 
-/* "PATH=VALUE" with VALUE a YAML double-quoted string, so any file name stays a string. */
-static char *string_override(const char *path, const char *value) {
-    size_t n = strlen(path) + 4 * strlen(value) + 4;
-    char *out = em_xmalloc(n), *o = out;
-    o += sprintf(o, "%s=\"", path);
-    for (const unsigned char *c = (const unsigned char *)value; *c; c++) {
-        if (*c == '"' || *c == '\\')
-            o += sprintf(o, "\\%c", *c);
-        else if (*c < 0x20)
-            o += sprintf(o, "\\x%02x", *c);
-        else
-            *o++ = (char)*c;
-    }
-    strcpy(o, "\"");
-    return out;
-}
-
-/* The overrides the command line makes, in order; freed with free_overrides. */
-typedef struct override_list {
-    char *items[16];
-    size_t count;
-} override_list;
-
-static void add(override_list *l, char *item) {
-    if (l->count < sizeof l->items / sizeof *l->items) l->items[l->count++] = item;
-}
-
-static void free_overrides(override_list *l) {
-    for (size_t i = 0; i < l->count; i++) free(l->items[i]);
-}
-
 typedef struct ppl_args {
     const char *values[sizeof option_paths / sizeof *option_paths];
     const ppl_template *template; /* kld_template when --kl-divergence is given */
@@ -196,7 +164,7 @@ typedef struct ppl_args {
 } ppl_args;
 
 /* Checks the combination and turns it into overrides; returns 0 or the exit status. */
-static int make_overrides(const ppl_args *a, override_list *l) {
+static int make_overrides(const ppl_args *a, em_override_list *l) {
     const ppl_protocol *p = a->protocol;
     if (a->stride >= 0 && !p->stride) {
         em_log_error("evalmesh perplexity: --stride applies to --protocol sliding only, not %s "
@@ -219,10 +187,10 @@ static int make_overrides(const ppl_args *a, override_list *l) {
             return EM_EXIT_BAD_INPUT;
         }
     }
-    for (size_t i = 0; i < 3 && p->edits[i]; i++) add(l, em_xstrdup(p->edits[i]));
-    add(l, em_xasprintf("stages.data.protocol=%s", p->name));
-    if (a->ctx >= 0) add(l, em_xasprintf("%s=%lld", p->ctx, a->ctx));
-    if (stride >= 0) add(l, em_xasprintf("%s=%lld", p->stride, stride));
+    for (size_t i = 0; i < 3 && p->edits[i]; i++) em_override_add(l, em_xstrdup(p->edits[i]));
+    em_override_add(l, em_xasprintf("stages.data.protocol=%s", p->name));
+    if (a->ctx >= 0) em_override_add(l, em_xasprintf("%s=%lld", p->ctx, a->ctx));
+    if (stride >= 0) em_override_add(l, em_xasprintf("%s=%lld", p->stride, stride));
     for (size_t i = 0; i < sizeof option_paths / sizeof *option_paths; i++) {
         if (!a->values[i]) continue;
         int option = option_paths[i].option;
@@ -230,8 +198,9 @@ static int make_overrides(const ppl_args *a, override_list *l) {
         const char *path = option_paths[i].path ? option_paths[i].path : a->template->threads;
         /* Absolute paths when the file is there, so a printed recipe works from anywhere. */
         char *real = is_file ? realpath(a->values[i], NULL) : NULL;
-        add(l, is_file ? string_override(path, real ? real : a->values[i])
-                       : em_xasprintf("%s=%s", path, a->values[i]));
+        char *value = is_file ? em_yaml_quoted(real ? real : a->values[i]) : NULL;
+        em_override_add(l, em_xasprintf("%s=%s", path, value ? value : a->values[i]));
+        free(value);
         free(real);
     }
     return 0;
@@ -294,17 +263,6 @@ static int parse(int argc, char **argv, ppl_args *a, em_session_options *opts, b
     return 0;
 }
 
-/* The template with the overrides applied, as YAML on stdout. */
-static em_status print(em_node *recipe, const override_list *overrides) {
-    em_status err = NULL;
-    for (size_t i = 0; i < overrides->count && !err; i++)
-        err = em_recipe_apply_override(recipe, overrides->items[i]);
-    if (err) return err;
-    printf("# yaml-language-server: $schema=../schemas/recipe.schema.json\n");
-    em_node_write_yaml(recipe, stdout);
-    return NULL;
-}
-
 static int perplexity_main(int argc, char **argv) {
     ppl_args a = {
         .protocol = &protocols[0], .template = &perplexity_template, .ctx = -1, .stride = -1};
@@ -312,27 +270,14 @@ static int perplexity_main(int argc, char **argv) {
     bool print_recipe = false;
     int code = parse(argc, argv, &a, &opts, &print_recipe);
     if (!code && a.resume) return em_cli_resume(a.resume);
-    override_list overrides = {0};
+    em_override_list overrides = {0};
     if (!code) code = make_overrides(&a, &overrides);
-    em_node *recipe = NULL;
-    em_status err = code ? NULL : em_recipe_template(a.template->file, &recipe);
-    if (!code && !err && print_recipe) {
-        err = print(recipe, &overrides);
-        em_node_free(recipe);
-    } else if (!code && !err) {
-        em_pipeline *pipeline = NULL;
-        err = em_pipeline_from_tree(recipe, "perplexity", (const char *const *)overrides.items,
-                                    overrides.count, &pipeline);
-        free_overrides(&overrides);
-        em_cli_session_options(&opts, argc, argv);
-        return em_session_run(err, pipeline, &opts);
+    if (code) {
+        em_override_list_free(&overrides);
+        return code;
     }
-    free_overrides(&overrides);
-    if (!err) return code;
-    em_log_error("%s", err->message);
-    code = err->exit_code;
-    em_error_free(err);
-    return code;
+    return em_cli_run_template(a.template->file, "perplexity", &overrides, print_recipe, &opts,
+                               argc, argv);
 }
 
 const em_command em_command_perplexity = {

@@ -114,8 +114,11 @@ static em_status task_init(em_stage *self, const em_run_context *ctx) {
     st->threads = em_stage_threads(self, ctx);
     /* the tasks are read here, before anything runs, so a bad task file is a bad recipe */
     const em_node *list = em_node_get(self->options, "tasks");
-    const char **specs = em_xcalloc(list->count ? list->count : 1, sizeof *specs);
-    for (size_t i = 0; i < list->count; i++) specs[i] = list->items[i]->text;
+    /* a file or folder is relative to the recipe that names it (util/paths.h); a name is a name */
+    char **specs = em_xcalloc(list->count ? list->count : 1, sizeof *specs);
+    for (size_t i = 0; i < list->count; i++)
+        specs[i] = em_task_spec_is_path(list->items[i]->text) ? em_node_path(list->items[i])
+                                                              : em_xstrdup(list->items[i]->text);
     const em_node *shots = em_node_get(self->options, "num_fewshot");
     const em_node *limit = em_node_get(self->options, "limit");
     em_task_load_options options = {
@@ -124,11 +127,13 @@ static em_status task_init(em_stage *self, const em_run_context *ctx) {
         .fewshot_seed = (uint64_t)em_node_option_int(self->options, "fewshot_seed"),
         .limit = em_node_is_null(limit) ? 0 : (size_t)em_node_option_int(self->options, "limit"),
     };
-    err = em_tasks_load(specs, list->count, &options, &st->tasks, &st->task_count);
+    err = em_tasks_load((const char *const *)specs, list->count, &options, &st->tasks,
+                        &st->task_count);
     if (err) {
         const em_map_entry *e = em_node_get_entry(self->options, "tasks");
         err = em_error_prefix_at(err, e ? e->value->mark : self->mark, "stage '%s'", self->name);
     }
+    for (size_t i = 0; i < list->count; i++) free(specs[i]);
     free(specs);
     return err;
 }

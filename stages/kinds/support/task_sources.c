@@ -85,6 +85,10 @@ static em_status load_bigbench_name(const char *spec, const em_task_load_options
     return err;
 }
 
+bool em_task_spec_is_path(const char *spec) {
+    return strchr(spec, '/') || is_task_yaml(spec) || em_ends_with(spec, ".json");
+}
+
 const em_task_source em_task_sources[] = {
     {"lm-evaluation-harness task YAML over local JSON Lines", is_task_yaml, load_task_yaml},
     {"BIG-bench task file (*.json) or its folder (subtasks in folders)", is_bigbench_path,
