@@ -10,7 +10,10 @@
  * outcome in document order (stages/tasks/task_scoring.h), so the metrics do not depend on the
  * split. Rank 0 prints lm-eval's table and writes lm_eval_results.json and, with log_samples,
  * samples_<task>.jsonl into the run directory. Produces a "metrics" artifact: per task and metric
- * "<stage>/<task>.<metric>" with its standard error, for report and gate. */
+ * "<stage>/<task>.<metric>" with its standard error, for report and gate.
+ * Where the backend scores shared prefixes and cp = 1, an example's requests that read the same
+ * context (the same ids before the same score_from) are one call instead, the context computed
+ * once and the choices its continuations, with the same bits as each request alone. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
