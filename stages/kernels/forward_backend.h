@@ -97,6 +97,15 @@ typedef struct em_forward_backend {
      * groups calls it with the same windows and gets the same results. A forward with cp > 1
      * scores one window per call (count > 1 is refused, exit status 2). */
     em_status (*score_batch)(void *f, const em_batch_window *windows, int count);
+    /* NULL, or scores `count` continuations of one shared prefix (P >= 1 ids at positions
+     * 0 .. P-1) as a batch: the prefix's keys and values are computed once, and each
+     * continuation's positions (its T ids at positions P .. P+T-1, scored from score_from as in
+     * score_batch) attend to them and to their own. Each continuation's nll and argmax are
+     * bit-identical to those of its whole window (prefix then continuation, scored from
+     * P + score_from) through score_batch, whatever else shares its batch. Every rank of the tp
+     * group calls it with the same arguments; a forward with cp > 1 refuses it (exit status 2). */
+    em_status (*score_shared_prefix)(void *f, const int32_t *prefix, int P,
+                                     const em_batch_window *continuations, int count);
     /* Two forwards of this backend (made by create with tp = cp = 1 and the same threads) over
      * the same window, for the compare stage: each model's nll and argmax as score_batch gives
      * them, and kl (T - score_from), per scored position KL(P_ref || P_cand) over the whole

@@ -14,6 +14,7 @@
 #include "stages/kernels/cpu/llama_forward.h"
 #include "stages/model/loaded_model.h"
 #include "test.h"
+#include "kernels/test_forward_model.h"
 
 typedef struct window {
     int length, score_from;
@@ -63,20 +64,8 @@ static void run(const em_model *m, int threads, const window *ws, int count, int
 }
 
 int main(int argc, char **argv) {
-    char path[4096];
-    if (argc > 1) {
-        snprintf(path, sizeof path, "%s", argv[1]);
-    } else {
-        test_shared_file("models/stories260K.gguf", path, sizeof path);
-    }
-    if (argc > 2 && strcmp(argv[2], "ggml") == 0) precision = EM_PRECISION_GGML;
-    em_model *m;
-    em_status err = em_model_load(path, &m);
-    if (err) {
-        fprintf(stderr, "%s\n", err->message);
-        em_error_free(err);
-        return 1;
-    }
+    em_model *m = test_forward_model(argc, argv);
+    precision = test_forward_precision(argc, argv);
     int V = m->config.n_vocab;
     /* a: the window under test (five attention query blocks, long enough for the kernels to run
      * in parallel on the generated test model); b longer, c shorter */

@@ -868,6 +868,8 @@ const em_forward_backend em_forward_backend_cuda = {
     .available = em_cuda_available,
     .create = backend_create,
     .score_batch = backend_score_batch,
+    /* no shared-prefix scoring: the task stage scores every request whole on this backend */
+    .score_shared_prefix = NULL,
     .score_pair = backend_score_pair,
     .observe = NULL, /* calibrate runs on the cpu backend */
     .kernel = NULL,
