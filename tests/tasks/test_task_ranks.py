@@ -66,11 +66,11 @@ results = json.loads(base["lm_eval_results.json"])["results"]["stories_mc"]
 check(results["acc,none"] == acc, f"acc {results['acc,none']} is the samples' mean {acc}")
 check(all(len(s["resps"]) == 3 and len(s["arguments"]) == 3 for s in samples), "3 choices each")
 # each example's context computed once, its 3 choices scored as continuations of it (the cpu
-# backend's shared prefix): 3012 positions computed for the 90 requests' 8458
+# backend's shared prefix): 3042 positions computed for the 90 requests' 8548
 counts = re.findall(r"task tasks: 30 of 30 examples on this rank, (\d+) positions computed for "
                     r"requests of (\d+) positions", p.stderr)
-check(counts == [("3012", "8458")],
-      f"3012 positions computed for requests of 8458 (the contexts once): {counts}")
+check(counts == [("3042", "8548")],
+      f"3042 positions computed for requests of 8548 (the contexts once): {counts}")
 
 for label, args, np in [("2 ranks", EVAL, 2), ("3 ranks", EVAL, 3),
                         ("batches", EVAL + ["--batch-tokens", "100000"], None),
