@@ -1,8 +1,9 @@
-/* Stage `gate`: regression checks on an aggregate stage's metrics — `max`, `min`, and
- * `max_increase_pct` / `max_decrease_pct` / `max_increase_sigma` against a baseline run (rules
- * and errors in stages/report/check.h). The baseline is
- *   baseline: FILE          a results document (its token file relative to its folder),
- *   baseline: {pin: DIR}    a run directory (DIR/results.json and its token file), or
+/* Stage `gate`: regression checks on an aggregate or task stage's metrics — `max`, `min`, and
+ * `max_increase_pct` / `max_decrease_pct` / `max_increase_sigma` / `max_decrease_sigma` /
+ * `mcnemar_p` against a baseline run (rules and errors in stages/report/check.h). The baseline is
+ *   baseline: FILE          a results document (its token or example file relative to its
+ *                           folder),
+ *   baseline: {pin: DIR}    a run directory (DIR/results.json and its token or example file), or
  *   baseline_history: FILE  the last run of a history that passed its gate or had none (a failed
  *                           run is recorded but never becomes the baseline).
  * When the baseline kept its per-token scores (a token file, stages/report/token_file.h) and
@@ -377,7 +378,8 @@ static void pair_values(const em_example_set *set, const em_example_column *base
                         char **not_binary) {
     const double *base = base_column->values, *cand = cand_column->values;
     if (!base_column->binary || !cand_column->binary)
-        *not_binary = em_xasprintf("%s task's target scores give partial credit",
+        *not_binary = em_xasprintf("%s values of it may be other than 0 and 1, as a partial "
+                                   "credit",
                                    !cand_column->binary ? "this run's" : "the baseline's");
     em_exact_sum d, d2;
     em_exact_sum_init(&d);
@@ -401,20 +403,21 @@ static void pair_values(const em_example_set *set, const em_example_column *base
 }
 
 /* Pairs check key's task metric ("<stage>/<task>.<metric>") example by example with base (NULL:
- * base_why says why not): *ep, with ep->why (heap, into *why) when unpaired; *paired, whether
- * the key is a task metric of this run kept per example at all. Examples that differ are an
- * error (exit 2) unless `unpaired: allow`. */
+ * base_why says why not): *ep, with ep->why (heap, into *why) when unpaired. Examples that differ
+ * are an error (exit 2) unless `unpaired: allow`. */
 static em_status pair_examples(const em_stage *self, const em_metrics *m,
                                const em_example_values *base, const char *base_why, const char *key,
-                               em_example_pairing *ep, char **why, char **not_binary,
-                               bool *paired) {
+                               em_example_pairing *ep, char **why, char **not_binary) {
     const gate_state *st = self->state;
     *ep = (em_example_pairing){0};
     const char *dot = strrchr(key, '.');
     const em_example_set *cand =
         dot ? em_example_values_find(m->examples, key, (size_t)(dot - key)) : NULL;
-    *paired = cand != NULL;
-    if (!cand) return NULL;
+    if (!cand) {
+        *why = em_xasprintf("this run kept no per-example values of %s", key);
+        ep->why = *why;
+        return NULL;
+    }
     const char *metric = dot + 1;
     const em_example_column *cand_values = em_example_set_column(cand, metric);
     const em_example_set *base_set =
@@ -478,11 +481,11 @@ static em_status gate_run(em_stage *self, const em_run_context *ctx) {
         if (em_check_rule_relative(c->rule) && !st->baseline) continue; /* first run */
         em_example_pairing ep;
         char *ep_why = NULL, *not_binary = NULL;
-        bool task_metric = false;
+        bool task_metric = m->examples && em_check_rule_relative(c->rule);
         em_status err = NULL;
-        if (m->examples && em_check_rule_relative(c->rule))
-            err = pair_examples(self, m, base_examples, base_why, c->key, &ep, &ep_why, &not_binary,
-                                &task_metric);
+        if (task_metric)
+            err =
+                pair_examples(self, m, base_examples, base_why, c->key, &ep, &ep_why, &not_binary);
         pairing.examples = task_metric ? &ep : NULL;
         if (!err)
             err = em_check_evaluate(c, m, st->baseline, st->baseline_from, st->tolerance_sigma,

@@ -376,9 +376,25 @@ static void add_example_set(em_example_values *values, const char *key, const em
     }
 }
 
+/* A group's examples into values under key: its member tasks' sets (values->sets[t] is task t's)
+ * one after another, with the group's metrics (a size-weighted mean of its members' is the mean
+ * over these examples). */
+static void add_group_set(em_example_values *values, const char *key,
+                          const em_task_group_result *group, em_task *const *tasks,
+                          size_t task_count) {
+    size_t *members = em_xcalloc(task_count ? task_count : 1, sizeof *members), count = 0;
+    for (size_t t = 0; t < task_count; t++)
+        if (tasks[t]->group && !strcmp(tasks[t]->group, group->name)) members[count++] = t;
+    const char *metrics[8];
+    for (size_t i = 0; i < group->metric_count; i++) metrics[i] = group->metrics[i].row->name;
+    em_example_values_add_concatenation(values, key, members, count, metrics, group->metric_count);
+    free(members);
+}
+
 /* Every example's outcome, each task's metrics into m and results (task_count), every example's
- * values into m->examples, and on rank 0 the table, lm_eval_results.json, the example file
- * (examples_<stage>.json, stages/report/example_file.h) and the samples files. */
+ * values into m->examples (each task's, then each group's), and on rank 0 the table,
+ * lm_eval_results.json, the example file (examples_<stage>.json, stages/report/example_file.h) and
+ * the samples files. */
 static em_status fold_results(const em_stage *self, const em_run_context *ctx, const task_state *st,
                               const flat_example *flat, size_t count, const double *loglik,
                               const double *greedy, bool print, em_metrics *m) {
@@ -443,6 +459,7 @@ static em_status fold_results(const em_stage *self, const em_run_context *ctx, c
                 em_metrics_put_with_error(m, stage, v->row->name, v->value, v->stderr_value);
         }
         em_metrics_put(m, stage, "examples", (double)groups[g].example_count);
+        add_group_set(m->examples, stage, &groups[g], st->tasks, st->task_count);
         free(stage);
     }
     if (!err && ctx->rank == 0 && ctx->run_dir) {

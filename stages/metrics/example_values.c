@@ -51,6 +51,33 @@ em_example_column *em_example_set_add_column(em_example_set *set, const char *me
     return c;
 }
 
+em_example_set *em_example_values_add_concatenation(em_example_values *v, const char *key,
+                                                    const size_t *members, size_t member_count,
+                                                    const char *const *metrics,
+                                                    size_t metric_count) {
+    size_t n = 0;
+    for (size_t i = 0; i < member_count; i++) n += v->sets[members[i]].count;
+    em_example_values_add_set(v, key, n);
+    em_example_set *set = &v->sets[v->count - 1]; /* adding it moved the members */
+    for (size_t c = 0; c < metric_count; c++) {
+        bool binary = true;
+        for (size_t i = 0; i < member_count; i++)
+            binary = binary && em_example_set_column(&v->sets[members[i]], metrics[c])->binary;
+        em_example_set_add_column(set, metrics[c], binary);
+    }
+    size_t at = 0;
+    for (size_t i = 0; i < member_count; i++) {
+        const em_example_set *member = &v->sets[members[i]];
+        memcpy(set->doc + at, member->doc, member->count * sizeof *set->doc);
+        memcpy(set->sha256 + at, member->sha256, member->count * sizeof *set->sha256);
+        for (size_t c = 0; c < metric_count; c++)
+            memcpy(set->columns[c].values + at, em_example_set_column(member, metrics[c])->values,
+                   member->count * sizeof *set->columns[c].values);
+        at += member->count;
+    }
+    return set;
+}
+
 const em_example_set *em_example_values_find(const em_example_values *v, const char *key,
                                              size_t key_len) {
     for (size_t s = 0; v && s < v->count; s++)

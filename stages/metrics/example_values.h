@@ -1,5 +1,6 @@
 /* The per-example values of a task stage's metrics, kept so that a gate can pair a candidate's
- * examples with its baseline's (stages/kinds/gate.c): per task, in document order, each example's
+ * examples with its baseline's (stages/kinds/gate.c): per task (and per group of tasks: its
+ * members' examples one after another), in document order, each example's
  * identity (its document index and the sha256 of its requests' texts) and, per metric that is a
  * mean over the examples (acc, acc_norm, multiple_choice_grade, ...), the example's value. The
  * task stage attaches them to its metrics artifact and writes them to the run directory
@@ -40,6 +41,14 @@ void em_example_values_free(em_example_values *v);
 em_example_set *em_example_values_add_set(em_example_values *v, const char *key, size_t count);
 /* Adds a column for metric (values zeroed); returns it. */
 em_example_column *em_example_set_add_column(em_example_set *set, const char *metric, bool binary);
+
+/* Adds a set under key that holds the sets v->sets[members[i]] (member_count, each with every
+ * one of metrics) one after another, with their columns of metrics (metric_count; binary when
+ * every member's is); returns it. */
+em_example_set *em_example_values_add_concatenation(em_example_values *v, const char *key,
+                                                    const size_t *members, size_t member_count,
+                                                    const char *const *metrics,
+                                                    size_t metric_count);
 
 /* The set whose key is the first key_len bytes of key, or NULL. */
 const em_example_set *em_example_values_find(const em_example_values *v, const char *key,

@@ -10,7 +10,8 @@
  *    "tasks": [{"key": "<stage>/<task>", "doc": [doc index, ...], "sha256": [hex, ...],
  *               "binary": [metrics whose values are 0 or 1 by definition, e.g. "acc"],
  *               "values": {"acc": [0 or 1, ...], "acc_norm": [...], ...}}, ...]}
- * every array in document order, one entry per example; numbers as cJSON prints them (the
+ * one entry per task, then per group of tasks (its members' examples one after another), every
+ * array in document order, one entry per example; numbers as cJSON prints them (the
  * shortest text that reads back to the same double), so the same values give the same bytes. */
 #ifndef EVALMESH_REPORT_EXAMPLE_FILE_H
 #define EVALMESH_REPORT_EXAMPLE_FILE_H
