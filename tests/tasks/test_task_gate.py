@@ -11,7 +11,7 @@ other words of the text):
       deviation, the gguf package; acc 0.86 -> 0.58 with 47 and 7 discordant examples), on the same
       examples: max_decrease_sigma and mcnemar_p fail (exit 3); the difference, its paired
       standard error (sample sd over sqrt n) and McNemar's exact p (math.comb, fractions) are
-      computed here from both runs' samples files;
+      computed here from both runs' samples files; on 2 ranks (mpirun) the same bytes and verdict;
   (d) other examples (one question changed; fewer examples) are refused (exit 2) naming the first
       differing example; `unpaired: allow` compares the aggregates unpaired and says why;
   (e) mcnemar_p on a metric that is not 0/1 (a baseline whose example file says so, as it says of
@@ -33,7 +33,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "stages"))
 sys.path.insert(0, os.path.join(HERE, "..", "support"))
 sys.path.insert(0, os.path.join(HERE, "..", "model"))
-from eval_helpers import EvalSession, shared_files  # noqa: E402
+from eval_helpers import MPIRUN, EvalSession, shared_files  # noqa: E402
 from checks import check, check_equal  # noqa: E402
 
 MODEL, TEXT = shared_files("models/stories260K.gguf", "text/tinystories_sample.txt")
@@ -82,7 +82,7 @@ metadata:
 """)
 
 
-def run(name, task, model=MODEL, gate="", report="outputs: [json]"):
+def run(name, task, model=MODEL, gate="", report="outputs: [json]", np=None):
     """Runs a recipe of a task stage (log_samples), an optional gate and a report; returns
     (exit status, stderr, run directory, results.json or None)."""
     gate_stage = f"  gate: {{kind: gate, metrics: tasks, {gate}}}\n" if gate else ""
@@ -93,7 +93,7 @@ stages:
   tasks: {{kind: task, model: model, tasks: ["{task}"], log_samples: true, threads: 1}}
 {gate_stage}  report: {{kind: report, metrics: tasks, {verdict}{report}}}
 """)
-    rc, _, err, results = session.evalmesh(["run", recipe])
+    rc, _, err, results = session.evalmesh(["run", recipe], np)
     return rc, err, os.path.join(session.tmp, f"run{session.runs}"), results
 
 
@@ -204,6 +204,12 @@ check_equal(mc["message"], f"tasks/next_word.acc: McNemar p = {p:.6g} < 0.05 wit
 check(not gate_check(worse, "max_decrease_sigma")["passed"], "the worse model fails "
       "max_decrease_sigma")
 print(f"McNemar: b {b}, c {c_}, p {p:.6g}")
+if MPIRUN:  # on 2 ranks: the same example file and the same verdict
+    rc, err, dir2, worse2 = run("worse_2ranks", task, model=noisy, gate=PIN + CHECKS, np=2)
+    with open(os.path.join(dir2, "examples_tasks.json"), "rb") as f2, \
+            open(os.path.join(worse_dir, "examples_tasks.json"), "rb") as f1:
+        check(rc == 3 and f2.read() == f1.read() and worse2["gate"] == worse["gate"],
+              f"2 ranks: the same example file and verdict: exit {rc}: {err[-1500:]}")
 
 # (d) other examples: refused, naming the first that differs; unpaired: allow
 changed = [dict(d) for d in docs]
