@@ -467,6 +467,8 @@ static em_status gate_run(em_stage *self, const em_run_context *ctx) {
     bool by_example = false;
     if (st->relative && st->baseline && m->examples) {
         read_baseline_examples(st, &base_examples, &base_why);
+        if (base_why && em_log_rank() == 0)
+            em_log_warn("gate '%s': unpaired comparison: %s", self->name, base_why);
     } else if (st->relative && st->baseline) {
         em_status err = try_pairing(self, m, ctx, v, &pairing, &why);
         if (err) return err;
