@@ -1,8 +1,9 @@
-/* Stage `gate`: regression checks on an aggregate stage's metrics — `max`, `min`, and
- * `max_increase_pct` / `max_decrease_pct` / `max_increase_sigma` against a baseline run (rules
- * and errors in stages/report/check.h). The baseline is
- *   baseline: FILE          a results document (its token file relative to its folder),
- *   baseline: {pin: DIR}    a run directory (DIR/results.json and its token file), or
+/* Stage `gate`: regression checks on an aggregate or task stage's metrics — `max`, `min`, and
+ * `max_increase_pct` / `max_decrease_pct` / `max_increase_sigma` / `max_decrease_sigma` /
+ * `mcnemar_p` against a baseline run (rules and errors in stages/report/check.h). The baseline is
+ *   baseline: FILE          a results document (its token or example file relative to its
+ *                           folder),
+ *   baseline: {pin: DIR}    a run directory (DIR/results.json and its token or example file), or
  *   baseline_history: FILE  the last run of a history that passed its gate or had none (a failed
  *                           run is recorded but never becomes the baseline).
  * When the baseline kept its per-token scores (a token file, stages/report/token_file.h) and
@@ -12,6 +13,13 @@
  * as if independent. Without the baseline's tokens the comparison is unpaired and each check's
  * message says why. The differences are summed exactly (runner/comm/exact_sum.h), so a run
  * identical to its baseline differs by exactly 0.
+ * A task stage's metrics are paired example by example instead: when the baseline kept its
+ * per-example values (an example file, stages/report/example_file.h, named in its "examples")
+ * and has the check's task with the same examples in the same order (document index and the
+ * sha256 of each example's requests), the check's e is the paired standard error of the
+ * per-example differences, and `mcnemar_p` tests the discordant examples of a 0/1 metric;
+ * other examples are refused (exit 2, naming the first differing example) unless
+ * `unpaired: allow`.
  *
  * The stage produces an em_verdict (stages/report/check.h) whether or not the checks pass; a
  * report stage given `verdict: <gate>` records it in results.json and the history. A failed check
@@ -34,6 +42,7 @@
 #include "stages/metrics/metrics.h"
 #include "stages/metrics/paired_stats.h"
 #include "stages/report/check.h"
+#include "stages/report/example_file.h"
 #include "stages/report/history.h"
 #include "stages/report/results.h"
 #include "stages/report/strbuf.h"
@@ -49,6 +58,8 @@ typedef struct gate_state {
     cJSON *baseline_info; /* the gate section's "baseline" object */
     char *tokens_path;    /* the baseline's token file, or NULL */
     char *tokens_sha256;
+    char *examples_path; /* the baseline's example file, or NULL */
+    char *examples_sha256;
     double tolerance_sigma;
     bool unpaired_allowed;
 } gate_state;
@@ -66,6 +77,8 @@ static void gate_destroy(em_stage *self) {
     free(st->baseline_from);
     free(st->tokens_path);
     free(st->tokens_sha256);
+    free(st->examples_path);
+    free(st->examples_sha256);
     free(st);
     self->state = NULL;
 }
@@ -75,8 +88,19 @@ static const char *doc_string(const cJSON *doc, const char *object, const char *
     return cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, key));
 }
 
+/* The path (relative to folder) and sha256 of the file doc's section names, or false. */
+static bool named_file(const cJSON *doc, const char *section, const char *folder, char **path,
+                       char **sha256) {
+    const char *file = doc_string(doc, section, "file");
+    const char *sha = doc_string(doc, section, "sha256");
+    if (!file || !sha) return false;
+    *path = file[0] == '/' ? em_xstrdup(file) : em_textfile_join(folder, file);
+    *sha256 = em_xstrdup(sha);
+    return true;
+}
+
 /* Takes doc as the baseline: the "baseline" object of the gate section and, when the document
- * names a token file, its path (relative to folder) and sha256. */
+ * names a token file or an example file, its path (relative to folder) and sha256. */
 static void take_baseline(gate_state *st, cJSON *doc, char *from, const char *why,
                           const char *folder) {
     st->baseline = doc;
@@ -95,12 +119,8 @@ static void take_baseline(gate_state *st, cJSON *doc, char *from, const char *wh
                           model ? cJSON_Duplicate(model, true) : cJSON_CreateObject());
     cJSON_AddFalseToObject(info, "paired");
     st->baseline_info = info;
-    const char *file = doc_string(doc, "tokens", "file");
-    const char *sha = doc_string(doc, "tokens", "sha256");
-    if (file && sha) {
-        st->tokens_path = file[0] == '/' ? em_xstrdup(file) : em_textfile_join(folder, file);
-        st->tokens_sha256 = em_xstrdup(sha);
-    }
+    named_file(doc, "tokens", folder, &st->tokens_path, &st->tokens_sha256);
+    named_file(doc, "examples", folder, &st->examples_path, &st->examples_sha256);
 }
 
 static char *folder_of(const char *path) {
@@ -340,6 +360,103 @@ static em_status try_pairing(em_stage *self, const em_metrics *m, const em_run_c
     return err;
 }
 
+/* The baseline's per-example values for a task stage's metrics: *out, or NULL and *why (heap)
+ * when it kept none or its example file is unusable. */
+static void read_baseline_examples(const gate_state *st, em_example_values **out, char **why) {
+    *out = NULL;
+    *why = NULL;
+    if (!st->examples_path) {
+        *why = em_xasprintf("the baseline %s kept no per-example values", st->baseline_from);
+        return;
+    }
+    em_status err = em_example_file_read(st->examples_path, st->examples_sha256, out);
+    if (err) {
+        *why = em_xasprintf("the baseline's example file is unusable: %s", err->message);
+        em_error_free(err);
+    }
+}
+
+/* The exact mean's error of cand - base over the examples of set, and the discordant counts of
+ * 0/1 values (*not_binary, heap, says why the metric is not 0/1: a column not 0/1 by definition,
+ * or the first value that is neither). */
+static void pair_values(const em_example_set *set, const em_example_column *base_column,
+                        const em_example_column *cand_column, em_example_pairing *ep,
+                        char **not_binary) {
+    const double *base = base_column->values, *cand = cand_column->values;
+    if (!base_column->binary || !cand_column->binary)
+        *not_binary = em_xasprintf("%s values of it may be other than 0 and 1, as a partial "
+                                   "credit",
+                                   !cand_column->binary ? "this run's" : "the baseline's");
+    em_exact_sum d, d2;
+    em_exact_sum_init(&d);
+    em_exact_sum_init(&d2);
+    for (size_t i = 0; i < set->count; i++) {
+        double diff = cand[i] - base[i];
+        em_exact_sum_add(&d, diff);
+        em_exact_sum_add(&d2, diff * diff);
+        bool b = base[i] == 0 || base[i] == 1, c = cand[i] == 0 || cand[i] == 1;
+        if ((!b || !c) && !*not_binary)
+            *not_binary =
+                em_xasprintf("example %zu (doc %lld) has %.6g in %s", i, (long long)set->doc[i],
+                             b ? cand[i] : base[i], b ? "this run" : "the baseline");
+        ep->baseline_only += base[i] == 1 && cand[i] == 0;
+        ep->candidate_only += base[i] == 0 && cand[i] == 1;
+    }
+    double mean;
+    ep->count = (int64_t)set->count;
+    em_paired_mean_error(em_exact_sum_value(&d), em_exact_sum_value(&d2), ep->count, &mean,
+                         &ep->difference_error);
+}
+
+/* Pairs check key's task metric ("<stage>/<task>.<metric>") example by example with base (NULL:
+ * base_why says why not): *ep, with ep->why (heap, into *why) when unpaired. Examples that differ
+ * are an error (exit 2) unless `unpaired: allow`. */
+static em_status pair_examples(const em_stage *self, const em_metrics *m,
+                               const em_example_values *base, const char *base_why, const char *key,
+                               em_example_pairing *ep, char **why, char **not_binary) {
+    const gate_state *st = self->state;
+    *ep = (em_example_pairing){0};
+    const char *dot = strrchr(key, '.');
+    const em_example_set *cand =
+        dot ? em_example_values_find(m->examples, key, (size_t)(dot - key)) : NULL;
+    if (!cand) {
+        *why = em_xasprintf("this run kept no per-example values of %s", key);
+        ep->why = *why;
+        return NULL;
+    }
+    const char *metric = dot + 1;
+    const em_example_column *cand_values = em_example_set_column(cand, metric);
+    const em_example_set *base_set =
+        base ? em_example_values_find(base, key, (size_t)(dot - key)) : NULL;
+    char *differ = base_set ? em_example_set_difference(base_set, cand) : NULL;
+    const em_example_column *base_values =
+        base_set ? em_example_set_column(base_set, metric) : NULL;
+    em_status err = NULL;
+    if (!cand_values)
+        *why = em_xasprintf("%s is not a mean over the examples", metric);
+    else if (!base)
+        *why = em_xstrdup(base_why);
+    else if (!base_set)
+        *why = em_xasprintf("the baseline's example file has no task %.*s", (int)(dot - key), key);
+    else if (differ && !st->unpaired_allowed)
+        err = em_error_new(EM_EXIT_BAD_INPUT,
+                           "stage '%s': refusing to compare %s with the baseline %s: in task "
+                           "%.*s %s (a paired comparison needs the same examples; give `unpaired: "
+                           "allow` to compare the aggregates as if independent, or pin a baseline "
+                           "scored on these examples)",
+                           self->name, key, st->baseline_from, (int)(dot - key), key, differ);
+    else if (differ)
+        *why = em_xasprintf("the examples differ: %s (unpaired: allow)", differ);
+    else if (!base_values)
+        *why = em_xasprintf("the baseline kept no per-example values of %s", metric);
+    else
+        pair_values(cand, base_values, cand_values, ep, not_binary);
+    free(differ);
+    ep->why = *why;
+    ep->not_binary = *not_binary;
+    return err;
+}
+
 static em_status gate_run(em_stage *self, const em_run_context *ctx) {
     gate_state *st = self->state;
     const em_artifact *in = em_stage_input_artifact(self, "metrics", 0);
@@ -351,8 +468,14 @@ static em_status gate_run(em_stage *self, const em_run_context *ctx) {
     v->checks = em_xcalloc(st->count, sizeof *v->checks);
 
     em_check_pairing pairing = {0};
-    char *why = NULL;
-    if (st->relative && st->baseline) {
+    char *why = NULL, *base_why = NULL;
+    em_example_values *base_examples = NULL;
+    bool by_example = false;
+    if (st->relative && st->baseline && m->examples) {
+        read_baseline_examples(st, &base_examples, &base_why);
+        if (base_why && em_log_rank() == 0)
+            em_log_warn("gate '%s': unpaired comparison: %s", self->name, base_why);
+    } else if (st->relative && st->baseline) {
         em_status err = try_pairing(self, m, ctx, v, &pairing, &why);
         if (err) return err;
         pairing.unpaired_why = why;
@@ -364,10 +487,24 @@ static em_status gate_run(em_stage *self, const em_run_context *ctx) {
     for (size_t i = 0; i < st->count; i++) {
         em_check *c = &st->checks[i];
         if (em_check_rule_relative(c->rule) && !st->baseline) continue; /* first run */
-        em_status err =
-            em_check_evaluate(c, m, st->baseline, st->baseline_from, st->tolerance_sigma, &pairing);
+        em_example_pairing ep;
+        char *ep_why = NULL, *not_binary = NULL;
+        bool task_metric = m->examples && em_check_rule_relative(c->rule);
+        em_status err = NULL;
+        if (task_metric)
+            err =
+                pair_examples(self, m, base_examples, base_why, c->key, &ep, &ep_why, &not_binary);
+        pairing.examples = task_metric ? &ep : NULL;
+        if (!err)
+            err = em_check_evaluate(c, m, st->baseline, st->baseline_from, st->tolerance_sigma,
+                                    &pairing);
+        if (task_metric && !ep.why) by_example = true;
+        free(ep_why);
+        free(not_binary);
         if (err) {
             free(why);
+            free(base_why);
+            em_example_values_free(base_examples);
             return err;
         }
         em_check *copy = &v->checks[v->count++];
@@ -380,11 +517,17 @@ static em_status gate_run(em_stage *self, const em_run_context *ctx) {
         }
     }
     free(why);
+    free(base_why);
+    em_example_values_free(base_examples);
+    if (by_example) cJSON_ReplaceItemInObject(v->baseline, "paired", cJSON_CreateTrue());
     v->passed = v->failed == 0;
     char *table = em_check_table(v->checks, v->count);
     em_log_summary("gate '%s'%s%s%s:\n%s", self->name, st->baseline ? " against " : "",
                    st->baseline ? st->baseline_from : "",
-                   v->paired ? " (paired token by token)" : "", table);
+                   v->paired    ? " (paired token by token)"
+                   : by_example ? " (paired example by example)"
+                                : "",
+                   table);
     free(table);
     if (!first_fail) {
         if (em_log_rank() == 0) em_log_info("gate '%s': %zu checks passed", self->name, v->count);

@@ -11,7 +11,9 @@
  * the metrics' first input left complete window records, its per-token scores are kept in
  * <run_dir>/tokens/<stage>.tokens (named in the document's "tokens"), and a history output copies
  * them beside the history (<history>.tokens/<sha256>.tokens) for a later paired gate — unless
- * the run's gate failed: a failed run is recorded but never becomes a baseline.
+ * the run's gate failed: a failed run is recorded but never becomes a baseline. A task stage's
+ * per-example values (its example file, stages/report/example_file.h) are named in "examples"
+ * and copied beside the history (<history>.examples/<sha256>.json) the same way.
  * Only rank 0 writes and sends. Local files are written first, pushes last; a push that fails
  * after its retries is spooled in <run_dir>/push-spool/ for `evalmesh push RUN_DIR`, and fails
  * the run (exit 4) only when the output says `required: true` (otherwise it is a warning).
@@ -78,6 +80,7 @@ typedef struct report_context {
     const em_verdict *verdict; /* NULL without `verdict` */
     const char *history_path;  /* the first history output's path, or NULL */
     const char *tokens_path;   /* this run's token file, or NULL */
+    const char *examples_path; /* this run's example file, or NULL */
     em_report_artifact *art;
 } report_context;
 
@@ -355,37 +358,81 @@ static void keep_tokens(const em_stage *self, const em_metrics *m, const em_run_
     free(dir);
 }
 
-/* Appends the history line: the document with the run's token file copied beside the history
- * (<history>.tokens/<sha256>.tokens, named relative to its folder) when the run can be a
- * baseline, and without it when its gate failed. */
-static em_status append_history(const char *path, const cJSON *results, const char *tokens_path) {
+/* Names the example file a task stage wrote (stages/report/example_file.h) in results' "examples"
+ * with its sha256 (relative to the run directory); *path gets the file. Without one (not a task
+ * stage's metrics, or a run without a directory) nothing is named. */
+static void keep_examples(const em_stage *self, const em_metrics *m, const em_run_context *ctx,
+                          cJSON *results, char **path) {
+    *path = NULL;
+    if (!ctx->run_dir || !m->examples_file) return;
+    char *full = em_textfile_join(ctx->run_dir, m->examples_file);
+    char *data = NULL;
+    size_t len = 0;
+    em_status err = em_read_regular_file(full, EM_TEXT_MAX_BYTES, "an example file", &data, &len);
+    if (err) {
+        em_log_warn("stage '%s': per-example values not kept (no paired comparison against this "
+                    "run): %s",
+                    self->name, err->message);
+        em_error_free(err);
+        free(full);
+        return;
+    }
+    char sha[65];
+    em_sha256_hex(data, len, sha);
+    free(data);
+    cJSON *e = cJSON_AddObjectToObject(results, "examples");
+    cJSON_AddStringToObject(e, "stage", m->examples->stage);
+    cJSON_AddStringToObject(e, "file", m->examples_file);
+    cJSON_AddStringToObject(e, "sha256", sha);
+    *path = full;
+}
+
+/* Copies the file `source` (what: for messages) beside the history at path as
+ * <history>.<folder>/<sha256>.<ext> and names the copy in section's "file", relative to the
+ * history's folder. */
+static em_status copy_beside_history(const char *path, cJSON *section, const char *source,
+                                     const char *folder_suffix, const char *ext, const char *what) {
+    const char *sha = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(section, "sha256"));
+    const char *slash = strrchr(path, '/');
+    char *folder = slash ? em_xasprintf("%.*s", (int)(slash - path), path) : em_xstrdup(".");
+    char *name =
+        em_xasprintf("%s.%s/%s.%s", slash ? slash + 1 : path, folder_suffix, sha ? sha : "", ext);
+    char *copy = em_textfile_join(folder, name);
+    char *copy_dir = em_xstrdup(copy);
+    char *data = NULL;
+    size_t len = 0;
+    em_status err = em_textfile_mkdirs(dirname(copy_dir));
+    if (!err) err = em_read_regular_file(source, (size_t)1 << 34, what, &data, &len);
+    if (!err) err = em_atomic_write(copy, data, len, 0644);
+    if (!err) cJSON_ReplaceItemInObject(section, "file", cJSON_CreateString(name));
+    free(data);
+    free(copy_dir);
+    free(copy);
+    free(name);
+    free(folder);
+    return err;
+}
+
+/* Appends the history line: the document with the run's token file and example file copied beside
+ * the history (<history>.tokens/<sha256>.tokens, <history>.examples/<sha256>.json, named relative
+ * to its folder) when the run can be a baseline, and without them when its gate failed. */
+static em_status append_history(const char *path, const cJSON *results, const char *tokens_path,
+                                const char *examples_path) {
     cJSON *line = cJSON_Duplicate(results, true);
     const cJSON *gate = cJSON_GetObjectItemCaseSensitive(line, "gate");
     bool failed = gate && !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(gate, "passed"));
     cJSON *tokens = cJSON_GetObjectItemCaseSensitive(line, "tokens");
+    cJSON *examples = cJSON_GetObjectItemCaseSensitive(line, "examples");
     em_status err = NULL;
-    if (tokens && (failed || !tokens_path)) {
+    if (tokens && (failed || !tokens_path))
         cJSON_DeleteItemFromObjectCaseSensitive(line, "tokens");
-    } else if (tokens) {
-        const char *sha = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(tokens, "sha256"));
-        const char *slash = strrchr(path, '/');
-        char *folder = slash ? em_xasprintf("%.*s", (int)(slash - path), path) : em_xstrdup(".");
-        char *name = em_xasprintf("%s.tokens/%s.tokens", slash ? slash + 1 : path, sha);
-        char *copy = em_textfile_join(folder, name);
-        char *copy_dir = em_xstrdup(copy);
-        char *data = NULL;
-        size_t len = 0;
-        err = em_textfile_mkdirs(dirname(copy_dir));
-        if (!err)
-            err = em_read_regular_file(tokens_path, (size_t)1 << 34, "a token file", &data, &len);
-        if (!err) err = em_atomic_write(copy, data, len, 0644);
-        if (!err) cJSON_ReplaceItemInObject(tokens, "file", cJSON_CreateString(name));
-        free(data);
-        free(copy_dir);
-        free(copy);
-        free(name);
-        free(folder);
-    }
+    else if (tokens)
+        err = copy_beside_history(path, tokens, tokens_path, "tokens", "tokens", "a token file");
+    if (examples && (failed || !examples_path))
+        cJSON_DeleteItemFromObjectCaseSensitive(line, "examples");
+    else if (examples && !err)
+        err = copy_beside_history(path, examples, examples_path, "examples", "json",
+                                  "an example file");
     if (!err) err = em_history_append(path, line);
     cJSON_Delete(line);
     return err;
@@ -413,7 +460,7 @@ static em_status write_json(const output *o, const char *path, const report_cont
 
 static em_status write_history(const output *o, const char *path, const report_context *rc) {
     (void)o;
-    em_status err = append_history(path, rc->results, rc->tokens_path);
+    em_status err = append_history(path, rc->results, rc->tokens_path, rc->examples_path);
     if (!rc->art->history_path) rc->art->history_path = em_xstrdup(path);
     return err;
 }
@@ -658,8 +705,9 @@ static em_status report_run(em_stage *self, const em_run_context *ctx) {
     add_calibrations(self, results);
     const em_artifact *verdict = em_stage_input_artifact(self, "verdict", 0);
     if (verdict) cJSON_AddItemToObject(results, "gate", em_verdict_json(verdict->data));
-    char *tokens_path = NULL;
+    char *tokens_path = NULL, *examples_path = NULL;
     keep_tokens(self, m, ctx, results, &tokens_path);
+    keep_examples(self, m, ctx, results, &examples_path);
 
     report_context rc = {.self = self,
                          .ctx = ctx,
@@ -667,6 +715,7 @@ static em_status report_run(em_stage *self, const em_run_context *ctx) {
                          .results = results,
                          .verdict = verdict ? verdict->data : NULL,
                          .tokens_path = tokens_path,
+                         .examples_path = examples_path,
                          .art = art};
     for (size_t i = 0; i < st->count && !rc.history_path; i++)
         if (st->outs[i].type == find_type("history")) rc.history_path = st->outs[i].path;
@@ -699,6 +748,7 @@ static em_status report_run(em_stage *self, const em_run_context *ctx) {
     }
     cJSON_Delete(results);
     free(tokens_path);
+    free(examples_path);
     return first;
 }
 

@@ -9,8 +9,10 @@
  * per-request sums and greedy flags are gathered over dp, and every rank folds every example's
  * outcome in document order (stages/tasks/task_scoring.h), so the metrics do not depend on the
  * split. Rank 0 prints lm-eval's table and writes lm_eval_results.json and, with log_samples,
- * samples_<task>.jsonl into the run directory. Produces a "metrics" artifact: per task and metric
- * "<stage>/<task>.<metric>" with its standard error, for report and gate.
+ * samples_<task>.jsonl into the run directory, and every example's metric values with its identity
+ * in examples_<stage>.json (stages/report/example_file.h), for a paired gate against this run.
+ * Produces a "metrics" artifact: per task and metric "<stage>/<task>.<metric>" with its standard
+ * error, and the per-example values (stages/metrics/example_values.h), for report and gate.
  * Where the backend scores shared prefixes and cp = 1, an example's requests that read the same
  * context (the same ids before the same score_from) are one call instead, the context computed
  * once and the choices its continuations, with the same bits as each request alone. */
@@ -37,6 +39,7 @@
 #include "stages/metrics/metrics.h"
 #include "stages/metrics/window_records.h"
 #include "stages/model/loaded_model.h"
+#include "stages/report/example_file.h"
 #include "stages/tasks/requests.h"
 #include "stages/tasks/task_results.h"
 #include "stages/tasks/task_scoring.h"
@@ -401,12 +404,78 @@ static char *key_stage(const char *stage, const char *task) {
     return key;
 }
 
-/* Every example's outcome, each task's metrics into m and results (task_count), and on rank 0 the
- * table, lm_eval_results.json and the samples files. */
+/* Adds e's requests' texts (each context and continuation with its NUL) to h. */
+static void hash_requests(em_sha256 *h, const flat_example *e) {
+    for (size_t r = 0; r < e->requests; r++) {
+        const char *context, *continuation;
+        request_texts(e, r, &context, &continuation);
+        em_sha256_update(h, context, strlen(context) + 1);
+        em_sha256_update(h, continuation, strlen(continuation) + 1);
+    }
+}
+
+/* Whether every example's value of row is 0 or 1 by its definition: not the log-likelihood, and
+ * multiple_choice_grade only when no target score gives partial credit. */
+static bool zero_one_metric(const em_task *task, const em_task_metric_row *row) {
+    if (row->flag == EM_TASK_METRIC_LOGLIKELIHOOD) return false;
+    if (row->flag != EM_TASK_METRIC_MULTIPLE_CHOICE_GRADE) return true;
+    for (size_t k = 0; k < task->example_count; k++) {
+        const em_task_example *e = &task->examples[k];
+        for (size_t c = 0; e->target_scores && c < e->choice_count; c++)
+            if (e->target_scores[c] != 0 && e->target_scores[c] != 1) return false;
+    }
+    return true;
+}
+
+/* Task task's examples (flat, its n outcomes) into values under key: each one's document index,
+ * the sha256 of its requests' texts, and its value of every metric that is a mean over the
+ * examples (not perplexity). */
+static void add_example_set(em_example_values *values, const char *key, const em_task *task,
+                            const flat_example *flat, const em_example_outcome *outcomes) {
+    size_t n = task->example_count;
+    em_example_set *set = em_example_values_add_set(values, key, n);
+    for (size_t k = 0; k < n; k++) {
+        em_sha256 h;
+        em_sha256_init(&h);
+        hash_requests(&h, &flat[k]);
+        uint8_t digest[32];
+        em_sha256_final(&h, digest);
+        em_sha256_to_hex(digest, set->sha256[k]);
+        set->doc[k] = (int64_t)flat[k].example->doc_index;
+    }
+    for (size_t r = 0; r < em_task_metric_row_count; r++) {
+        const em_task_metric_row *row = &em_task_metric_rows[r];
+        if (!(task->metrics & row->flag) || row->exp_of_negative_mean) continue;
+        double *column =
+            em_example_set_add_column(set, row->name, zero_one_metric(task, row))->values;
+        for (size_t k = 0; k < n; k++) column[k] = row->value(&outcomes[k]);
+    }
+}
+
+/* A group's examples into values under key: its member tasks' sets (values->sets[t] is task t's)
+ * one after another, with the group's metrics (a size-weighted mean of its members' is the mean
+ * over these examples). */
+static void add_group_set(em_example_values *values, const char *key,
+                          const em_task_group_result *group, em_task *const *tasks,
+                          size_t task_count) {
+    size_t *members = em_xcalloc(task_count ? task_count : 1, sizeof *members), count = 0;
+    for (size_t t = 0; t < task_count; t++)
+        if (tasks[t]->group && !strcmp(tasks[t]->group, group->name)) members[count++] = t;
+    const char *metrics[8];
+    for (size_t i = 0; i < group->metric_count; i++) metrics[i] = group->metrics[i].row->name;
+    em_example_values_add_concatenation(values, key, members, count, metrics, group->metric_count);
+    free(members);
+}
+
+/* Every example's outcome, each task's metrics into m and results (task_count), every example's
+ * values into m->examples (each task's, then each group's), and on rank 0 the table,
+ * lm_eval_results.json, the example file (examples_<stage>.json, stages/report/example_file.h) and
+ * the samples files. */
 static em_status fold_results(const em_stage *self, const em_run_context *ctx, const task_state *st,
                               const flat_example *flat, size_t count, const double *loglik,
                               const double *greedy, bool print, em_metrics *m) {
     em_task_result *results = em_xcalloc(st->task_count ? st->task_count : 1, sizeof *results);
+    m->examples = em_example_values_new(self->name);
     bool log_samples = em_node_option_bool(self->options, "log_samples");
     em_status err = NULL;
     size_t at = 0; /* the first flat example of task t */
@@ -439,8 +508,9 @@ static em_status fold_results(const em_stage *self, const em_run_context *ctx, c
             err = err ? (em_atomic_file_abandon(samples), err) : em_atomic_file_commit(samples);
         free(path);
         em_task_result_of(task, outcomes, &results[t]);
-        free(outcomes);
         char *stage = key_stage(self->name, task->name);
+        add_example_set(m->examples, stage, task, flat + at, outcomes);
+        free(outcomes);
         for (size_t i = 0; i < results[t].metric_count; i++) {
             const em_task_metric_value *v = &results[t].metrics[i];
             if (isnan(v->stderr_value))
@@ -465,6 +535,7 @@ static em_status fold_results(const em_stage *self, const em_run_context *ctx, c
                 em_metrics_put_with_error(m, stage, v->row->name, v->value, v->stderr_value);
         }
         em_metrics_put(m, stage, "examples", (double)groups[g].example_count);
+        add_group_set(m->examples, stage, &groups[g], st->tasks, st->task_count);
         free(stage);
     }
     if (!err && ctx->rank == 0 && ctx->run_dir) {
@@ -473,6 +544,14 @@ static em_status fold_results(const em_stage *self, const em_run_context *ctx, c
         err = em_atomic_write(path, json, strlen(json), 0644);
         free(path);
         free(json);
+    }
+    if (!err && ctx->run_dir) {
+        m->examples_file = em_xasprintf("examples_%s.json", self->name);
+        if (ctx->rank == 0) {
+            char *path = em_xasprintf("%s/%s", ctx->run_dir, m->examples_file);
+            err = em_example_file_write(path, m->examples);
+            free(path);
+        }
     }
     if (!err && print && ctx->rank == 0)
         em_task_results_print(results, st->task_count, groups, group_count, stdout);
@@ -486,13 +565,7 @@ static em_status fold_results(const em_stage *self, const em_run_context *ctx, c
 static void requests_sha256(const flat_example *flat, size_t count, char hex[65]) {
     em_sha256 h;
     em_sha256_init(&h);
-    for (size_t i = 0; i < count; i++)
-        for (size_t r = 0; r < flat[i].requests; r++) {
-            const char *context, *continuation;
-            request_texts(&flat[i], r, &context, &continuation);
-            em_sha256_update(&h, context, strlen(context) + 1);
-            em_sha256_update(&h, continuation, strlen(continuation) + 1);
-        }
+    for (size_t i = 0; i < count; i++) hash_requests(&h, &flat[i]);
     uint8_t digest[32];
     em_sha256_final(&h, digest);
     em_sha256_to_hex(digest, hex);

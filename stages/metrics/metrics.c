@@ -26,6 +26,8 @@ void em_metrics_free(em_metrics *m) {
     free(m->dataset_sha256);
     free(m->source_stage);
     free(m->window_spec);
+    em_example_values_free(m->examples);
+    free(m->examples_file);
     free(m);
 }
 

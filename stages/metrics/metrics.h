@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "stages/metrics/example_values.h"
+
 typedef struct em_metric {
     char *key; /* "<stage>.<metric>" */
     double value;
@@ -43,6 +45,11 @@ typedef struct em_metrics {
      * A paired comparison (stages/kinds/gate.c) needs both to match a baseline's. */
     char *source_stage;
     char *window_spec;
+    /* A task stage's per-example values (example_values.h), for a gate to pair by example, and
+     * the file it wrote them to, relative to the run directory (stages/report/example_file.h);
+     * NULL when not a task stage's metrics (examples_file: or when the run has no directory). */
+    em_example_values *examples;
+    char *examples_file;
 } em_metrics;
 
 em_metrics *em_metrics_new(void);

@@ -27,4 +27,8 @@ typedef struct em_paired_stats {
 
 em_paired_stats em_paired_stats_compute(const em_paired_totals *t);
 
+/* The mean of n > 0 differences from their sum and sum of squares, and its standard error
+ * sqrt((E[d^2] - E[d]^2) / (n - 1)) (0 for n < 2): the sample standard deviation over sqrt(n). */
+void em_paired_mean_error(double sum, double sum2, int64_t n, double *mean, double *error);
+
 #endif

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "stages/metrics/mcnemar.h"
 #include "stages/metrics/metric_table.h"
 #include "stages/report/results.h"
 #include "stages/report/strbuf.h"
@@ -22,6 +23,8 @@ static const struct rule_def {
     [EM_CHECK_MAX_INCREASE_PCT] = {"max_increase_pct", true, true},
     [EM_CHECK_MAX_DECREASE_PCT] = {"max_decrease_pct", false, true},
     [EM_CHECK_MAX_INCREASE_SIGMA] = {"max_increase_sigma", true, true},
+    [EM_CHECK_MAX_DECREASE_SIGMA] = {"max_decrease_sigma", false, true},
+    [EM_CHECK_MCNEMAR_P] = {"mcnemar_p", false, true},
 };
 
 const char *em_check_rule_name(em_check_rule rule) {
@@ -78,17 +81,26 @@ static void collect_key(const char *key, double value, const double *error, bool
     l->keys[l->count++] = em_xstrdup(key);
 }
 
-/* c->message from the evaluated check. */
-static void describe(em_check *c, const em_check_pairing *p) {
+/* c->message from the evaluated check (why: when unpaired, why). */
+static void describe(em_check *c, const char *why) {
     const char *op = rule_table[c->rule].upper ? "<=" : ">=";
     char how[512] = "";
-    if (c->comparison == EM_COMPARE_PAIRED)
+    if (c->comparison == EM_COMPARE_PAIRED && c->examples)
+        snprintf(how, sizeof how, ", paired over %lld examples", (long long)c->examples);
+    else if (c->comparison == EM_COMPARE_PAIRED)
         snprintf(how, sizeof how, ", paired");
     else if (c->comparison == EM_COMPARE_UNPAIRED)
-        snprintf(how, sizeof how, ", unpaired: %s",
-                 p && p->unpaired_why ? p->unpaired_why : "no per-token baseline");
+        snprintf(how, sizeof how, ", unpaired: %s", why ? why : "no per-token baseline");
     free(c->message);
-    if (c->rule == EM_CHECK_MAX_INCREASE_SIGMA)
+    if (c->rule == EM_CHECK_MCNEMAR_P)
+        c->message = em_xasprintf(
+            "%s: McNemar p = %.6g %s %.6g with %lld examples only the baseline got right and %lld "
+            "only this run: %s (%s %.6g%s)",
+            c->key, c->p_value, c->p_value < c->allowed ? "<" : ">=", c->allowed,
+            (long long)c->baseline_only, (long long)c->candidate_only,
+            c->passed ? "no significant decrease" : "a significant decrease",
+            em_check_rule_name(c->rule), c->limit, how);
+    else if (c->rule == EM_CHECK_MAX_INCREASE_SIGMA || c->rule == EM_CHECK_MAX_DECREASE_SIGMA)
         c->message = em_xasprintf("%s - baseline = %.8g ± %.3g is %s%s %.8g (%s %.6g%s)", c->key,
                                   c->difference, c->difference_error, c->passed ? "" : "not ", op,
                                   c->allowed, em_check_rule_name(c->rule), c->limit, how);
@@ -96,6 +108,30 @@ static void describe(em_check *c, const em_check_pairing *p) {
         c->message = em_xasprintf("%s = %.8g is %s%s %.8g (%s %.6g%s)", c->key, c->value,
                                   c->passed ? "" : "not ", op, c->allowed,
                                   em_check_rule_name(c->rule), c->limit, how);
+}
+
+/* mcnemar_p on c: McNemar's p of the discordant examples. An error (exit 2) when its metric was
+ * not paired by example or is not 0/1. */
+static em_status mcnemar(em_check *c, const em_example_pairing *ex, const char *why) {
+    if (!ex || ex->why)
+        return em_error_at(EM_EXIT_BAD_INPUT, c->mark,
+                           "mcnemar_p: %s: McNemar's test needs the per-example values of both "
+                           "runs over the same examples, and this comparison is unpaired: %s",
+                           c->key,
+                           ex    ? ex->why
+                           : why ? why
+                                 : "not a task metric kept per example");
+    if (ex->not_binary)
+        return em_error_at(EM_EXIT_BAD_INPUT, c->mark,
+                           "mcnemar_p: %s is not a 0/1 metric (%s): McNemar's test needs each "
+                           "example right or wrong; use max_decrease_sigma for it",
+                           c->key, ex->not_binary);
+    c->baseline_only = ex->baseline_only;
+    c->candidate_only = ex->candidate_only;
+    c->p_value = em_mcnemar_exact_p(ex->baseline_only, ex->candidate_only);
+    c->allowed = c->limit;
+    c->passed = !(ex->baseline_only > ex->candidate_only && c->p_value < c->limit);
+    return NULL;
 }
 
 em_status em_check_evaluate(em_check *c, const em_metrics *m, const cJSON *baseline,
@@ -113,7 +149,7 @@ em_status em_check_evaluate(em_check *c, const em_metrics *m, const cJSON *basel
         c->comparison = EM_COMPARE_ABSOLUTE;
         c->allowed = c->limit;
         c->passed = rule_table[c->rule].upper ? c->value <= c->limit : c->value >= c->limit;
-        describe(c, pairing);
+        describe(c, NULL);
         return NULL;
     }
     double base_error = 0;
@@ -133,7 +169,13 @@ em_status em_check_evaluate(em_check *c, const em_metrics *m, const cJSON *basel
         return err;
     }
     c->difference = c->value - c->base;
-    if (paired_error(pairing, c->key, c->value, &c->difference_error)) {
+    const em_example_pairing *ex = pairing ? pairing->examples : NULL;
+    const char *why = ex && ex->why ? ex->why : pairing ? pairing->unpaired_why : NULL;
+    if (ex && !ex->why) {
+        c->comparison = EM_COMPARE_PAIRED;
+        c->difference_error = ex->difference_error;
+        c->examples = ex->count;
+    } else if (paired_error(pairing, c->key, c->value, &c->difference_error)) {
         c->comparison = EM_COMPARE_PAIRED;
     } else {
         double err_value = it->has_error && isfinite(it->error) ? it->error : 0;
@@ -151,12 +193,21 @@ em_status em_check_evaluate(em_check *c, const em_metrics *m, const cJSON *basel
         c->allowed = c->base - slack;
         c->passed = c->value >= c->allowed;
         break;
-    default: /* EM_CHECK_MAX_INCREASE_SIGMA */
+    case EM_CHECK_MAX_INCREASE_SIGMA:
         c->allowed = c->limit * c->difference_error;
         c->passed = c->difference <= c->allowed;
         break;
+    case EM_CHECK_MAX_DECREASE_SIGMA:
+        c->allowed = 0.0 - c->limit * c->difference_error; /* 0 - x: never -0 */
+        c->passed = c->difference >= c->allowed;
+        break;
+    default: { /* EM_CHECK_MCNEMAR_P */
+        em_status err = mcnemar(c, ex, why);
+        if (err) return err;
+        break;
     }
-    describe(c, pairing);
+    }
+    describe(c, why);
     return NULL;
 }
 
@@ -178,11 +229,13 @@ char *em_check_table(const em_check *checks, size_t count) {
         if (c->comparison != EM_COMPARE_ABSOLUTE)
             snprintf(change, sizeof change, "%+.6g ± %.3g %s", c->difference, c->difference_error,
                      c->comparison == EM_COMPARE_PAIRED ? "p" : "u");
-        em_strbuf_printf(&b, "%-*s  %16.8g  %24s  %s %13.8g  %s\n", width, names[i], c->value,
-                         change, op, c->allowed, c->passed ? "PASS" : "FAIL");
+        double shown = c->rule == EM_CHECK_MCNEMAR_P ? c->p_value : c->value;
+        em_strbuf_printf(&b, "%-*s  %16.8g  %24s  %s %13.8g  %s\n", width, names[i], shown, change,
+                         op, c->allowed, c->passed ? "PASS" : "FAIL");
         free(names[i]);
     }
-    em_strbuf_add(&b, "(change: value - baseline; p: paired error, u: unpaired error)\n");
+    em_strbuf_add(&b, "(change: value - baseline; p: paired error, u: unpaired error; the value "
+                      "of mcnemar_p is McNemar's p)\n");
     free(names);
     return em_strbuf_take(&b);
 }
@@ -217,6 +270,12 @@ cJSON *em_verdict_json(const em_verdict *v) {
         add_number_or_null(o, "difference", c->difference, rel);
         add_number_or_null(o, "difference_error", c->difference_error, rel);
         add_number_or_null(o, "bound", c->allowed, true);
+        if (c->examples) cJSON_AddNumberToObject(o, "examples", (double)c->examples);
+        if (c->rule == EM_CHECK_MCNEMAR_P) {
+            cJSON_AddNumberToObject(o, "p_value", c->p_value);
+            cJSON_AddNumberToObject(o, "baseline_only_correct", (double)c->baseline_only);
+            cJSON_AddNumberToObject(o, "candidate_only_correct", (double)c->candidate_only);
+        }
         cJSON_AddBoolToObject(o, "passed", c->passed);
         cJSON_AddStringToObject(o, "message", c->message ? c->message : "");
         cJSON_AddItemToArray(checks, o);

@@ -190,12 +190,15 @@ typedef struct ref_line {
 enum { MAX_REFS = 9, MAX_X_LABELS = 8 };
 
 /* Where a check's bound lies on the metric's scale: the bound itself, except for
- * max_increase_sigma, whose bound is on the difference (value - baseline). */
+ * max_increase_sigma and max_decrease_sigma, whose bound is on the difference (value - baseline),
+ * and mcnemar_p, whose bound is on a p-value (no line). */
 static bool check_line(const cJSON *c, double *at) {
     double bound, base;
     if (!num(c, "bound", &bound)) return false;
     const char *rule = cJSON_GetStringValue(item(c, "rule"));
-    if (rule && strcmp(rule, "max_increase_sigma") == 0) {
+    if (rule && strcmp(rule, "mcnemar_p") == 0) return false;
+    if (rule &&
+        (strcmp(rule, "max_increase_sigma") == 0 || strcmp(rule, "max_decrease_sigma") == 0)) {
         if (!num(c, "baseline", &base)) return false;
         *at = base + bound;
     } else {

@@ -1,4 +1,5 @@
-/* Unit tests of the gate's checks: max/min, relative rules with and without tolerance, missing
+/* Unit tests of the gate's checks: max/min, relative rules with and without tolerance, task
+ * metrics paired by example (max_decrease_sigma, mcnemar_p and its refusals), missing
  * metrics in the metrics and in the baseline, and the check table. */
 #include <math.h>
 #include <stdlib.h>
@@ -119,6 +120,58 @@ int main(void) {
     c = remake(&c, EM_CHECK_MAX_INCREASE_SIGMA, "f.token_ppl", 30);
     CHECK(em_check_evaluate(&c, m, base, "base.json", 0, &pairing) == NULL);
     CHECK(c.passed);
+    /* a task metric paired by example: accuracy 0.42 -> 0.4 over 100 examples, e = 0.01, 12
+     * examples only the baseline got right and 3 only this run (McNemar p = 0.03515625) */
+    em_example_pairing ex = {
+        .count = 100, .difference_error = 0.01, .baseline_only = 12, .candidate_only = 3};
+    pairing.examples = &ex;
+    c = remake(&c, EM_CHECK_MAX_DECREASE_SIGMA, "f.token_accuracy", 1);
+    CHECK(em_check_evaluate(&c, m, base, "base.json", 0, &pairing) == NULL);
+    CHECK(!c.passed && c.comparison == EM_COMPARE_PAIRED && c.examples == 100 &&
+          c.allowed == -0.01);
+    CHECK_STR_EQ(c.message, "f.token_accuracy - baseline = -0.02 ± 0.01 is not >= -0.01 "
+                            "(max_decrease_sigma 1, paired over 100 examples)");
+    c = remake(&c, EM_CHECK_MAX_DECREASE_SIGMA, "f.token_accuracy", 3);
+    CHECK(em_check_evaluate(&c, m, base, "base.json", 0, &pairing) == NULL);
+    CHECK(c.passed);
+    c = remake(&c, EM_CHECK_MCNEMAR_P, "f.token_accuracy", 0.05);
+    CHECK(em_check_evaluate(&c, m, base, "base.json", 0, &pairing) == NULL);
+    CHECK(!c.passed && c.p_value == 0.03515625 && c.baseline_only == 12 && c.candidate_only == 3);
+    CHECK_STR_EQ(c.message, "f.token_accuracy: McNemar p = 0.0351562 < 0.05 with 12 examples only "
+                            "the baseline got right and 3 only this run: a significant decrease "
+                            "(mcnemar_p 0.05, paired over 100 examples)");
+    ex.baseline_only = 3, ex.candidate_only = 12; /* as significant, but better: passes */
+    c = remake(&c, EM_CHECK_MCNEMAR_P, "f.token_accuracy", 0.05);
+    CHECK(em_check_evaluate(&c, m, base, "base.json", 0, &pairing) == NULL);
+    CHECK(c.passed && c.p_value == 0.03515625);
+    ex.not_binary = "the baseline's values of it may be other than 0 and 1, as a partial credit";
+    c = remake(&c, EM_CHECK_MCNEMAR_P, "f.token_accuracy", 0.05);
+    err = em_check_evaluate(&c, m, base, "base.json", 0, &pairing);
+    CHECK(err && err->exit_code == EM_EXIT_BAD_INPUT);
+    if (err)
+        CHECK_STR_EQ(err->message,
+                     "r.yaml:7:9: mcnemar_p: f.token_accuracy is not a 0/1 metric (the baseline's "
+                     "values of it may be other than 0 and 1, as a partial credit): McNemar's test "
+                     "needs each example right or wrong; use max_decrease_sigma for it");
+    em_error_free(err);
+    ex = (em_example_pairing){.why = "the baseline base.json kept no per-example values"};
+    c = remake(&c, EM_CHECK_MCNEMAR_P, "f.token_accuracy", 0.05);
+    err = em_check_evaluate(&c, m, base, "base.json", 0, &pairing);
+    CHECK(err && err->exit_code == EM_EXIT_BAD_INPUT);
+    if (err)
+        CHECK_CONTAINS(err->message, "this comparison is unpaired: the baseline base.json kept no "
+                                     "per-example values");
+    em_error_free(err);
+    /* an identical run: d = 0 ± 0 passes max_decrease_sigma with the bound 0 (not -0) */
+    ex = (em_example_pairing){.count = 100};
+    em_metrics_set(m, "f.same", 0.5);
+    em_metrics_set(b, "f.same", 0.5);
+    cJSON_Delete(base);
+    base = em_results_build(b, &info);
+    c = remake(&c, EM_CHECK_MAX_DECREASE_SIGMA, "f.same", 2);
+    CHECK(em_check_evaluate(&c, m, base, "base.json", 0, &pairing) == NULL);
+    CHECK(c.passed && c.difference == 0 && c.allowed == 0 && !signbit(c.allowed));
+    pairing.examples = NULL;
     /* accuracy is paired with its own error; bits_per_byte per byte, / ln 2 */
     c = remake(&c, EM_CHECK_MAX_DECREASE_PCT, "f.token_accuracy", 5);
     pairing.stats.accuracy_diff_error = 0.01;

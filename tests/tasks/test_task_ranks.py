@@ -1,7 +1,7 @@
 """The task stage's exactness on the real tiny model (stories260K from ../shared/data; skipped
 without it) over a small lm-eval-style multiple-choice task with 2 shots (ranks/stories_mc.yaml):
-lm_eval_results.json, every samples line and results.json's metrics are byte-identical on 1, 2
-and 3 ranks (mpirun), with batches of requests (batch_tokens 100000: every request of a rank in
+lm_eval_results.json, the example file (per-example values for the gate), every samples line and
+results.json's metrics are byte-identical on 1, 2 and 3 ranks (mpirun), with batches of requests (batch_tokens 100000: every request of a rank in
 one batch) and on 2 threads; tp = 2 gives the same bytes on dp 1 and dp 2 and is within 1e-5
 (relative) of tp = 1; each example's context is computed once for its choices (the log's
 positions computed against the requests'); a resume on another world size takes every recorded
@@ -28,10 +28,11 @@ session = EvalSession("task_ranks_")
 
 
 def outputs(run_dir):
-    """{file name: bytes} of lm_eval_results.json and the samples files, and results.json's metrics
-    without timings."""
+    """{file name: bytes} of lm_eval_results.json, the example file and the samples files, and
+    results.json's metrics without timings."""
     out = {}
     for path in [os.path.join(run_dir, "lm_eval_results.json"),
+                 os.path.join(run_dir, "examples_tasks.json"),
                  *glob.glob(os.path.join(run_dir, "samples_*.jsonl"))]:
         with open(path, "rb") as f:
             out[os.path.basename(path)] = f.read()
@@ -107,7 +108,7 @@ check([s["acc"] for s in tp_samples] == [s["acc"] for s in samples],
 copy = os.path.join(session.tmp, "resumed")
 shutil.copytree(base_dir, copy)
 for f in glob.glob(os.path.join(copy, "lm_eval_results.json")) + glob.glob(
-        os.path.join(copy, "samples_*")):
+        os.path.join(copy, "samples_*")) + glob.glob(os.path.join(copy, "examples_*")):
     os.remove(f)
 env = dict(os.environ)
 p = subprocess.run([MPIRUN, "-np", "3", "--allow-run-as-root", "--oversubscribe", BIN, "eval",
