@@ -2,7 +2,8 @@
 the committed task files (tests/tasks/bigbench/, EVALMESH_CACHE pointing at it) lists them and
 loads them by name; a BIG-bench task's samples and lm-eval results are the same bytes on 1 and 2
 ranks and its multiple_choice_grade is the mean of the samples' grades; bad task names and files
-are exit 2 with one message naming them, and nothing is half-written."""
+are exit 2 with one message naming them, and nothing is half-written; the paired gate on a grade
+with partial credit pairs an identical run and refuses McNemar's test."""
 import json
 import math
 import os
@@ -66,6 +67,35 @@ code, out, err, _ = session.evalmesh(EVAL, np=2)
 check_equal(code, 0, "2 ranks: exit status")
 check(outputs(os.path.join(session.tmp, f"run{session.runs}")) == one,
       "2 ranks: the same samples and lm-eval results as 1 rank")
+
+# the paired gate on a BIG-bench grade with partial credit (tiny's " 8" scores 0.5): an identical
+# run is paired over the same examples and differs by exactly 0; McNemar's test is refused, since
+# the grade is not right-or-wrong
+def gate_run(name, gate):
+    recipe = session.write(f"{name}.yaml", f"""name: {name}
+stages:
+  model: {{kind: model, path: "{MODEL}"}}
+  tasks: {{kind: task, model: model, tasks: [tiny], threads: 1}}
+{"  gate: {kind: gate, metrics: tasks, " + gate + "}" if gate else ""}
+  report: {{kind: report, metrics: tasks, {"verdict: gate, " if gate else ""}outputs: [json]}}
+""")
+    code, _, err, results = session.evalmesh(["run", recipe])
+    return code, err, os.path.join(session.tmp, f"run{session.runs}"), results
+
+
+code, err, base_dir, _ = gate_run("baseline", "")
+check_equal(code, 0, "BIG-bench baseline run: exit status")
+pin = f'baseline: {{pin: "{base_dir}"}}, '
+code, err, _, results = gate_run(
+    "same", pin + "max_decrease_sigma: {tasks/tiny.multiple_choice_grade: 1}")
+checks = results["gate"]["checks"] if results else []
+check(code == 0 and len(checks) == 1 and checks[0]["comparison"] == "paired"
+      and checks[0]["examples"] == 4 and checks[0]["passed"],
+      f"an identical run is paired over tiny's 4 examples and passes: exit {code}: {checks} "
+      f"{err[-1500:]}")
+code, err, _, _ = gate_run("mcnemar", pin + "mcnemar_p: {tasks/tiny.multiple_choice_grade: 0.05}")
+check(code == 2 and "mcnemar_p: tasks/tiny.multiple_choice_grade is not a 0/1 metric" in err,
+      f"mcnemar_p on a grade with partial credit: exit 2: {code} {err[-1500:]}")
 
 # bad names and files: exit 2, one message naming them, no results written
 for tasks, message in [
