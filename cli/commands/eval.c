@@ -10,8 +10,7 @@
 #include "cli/command.h"
 #include "cli/options.h"
 #include "cli/resume.h"
-#include "runner/recipe/recipe.h"
-#include "runner/session.h"
+#include "cli/template_command.h"
 #include "util/log.h"
 
 static const char usage[] =
@@ -36,7 +35,7 @@ static const char usage[] =
     "  --num-fewshot N     few-shot examples per prompt (default: each task's own)\n"
     "  --limit N           only the first N examples of each task\n"
     "  --max-length N      most tokens per request (default: the model's context length)\n"
-    "  --add-bos           encode requests with BOS (lm-eval's add_bos_token)\n"
+    "  --add-bos           encode requests with BOS (default: as the tokenizer says)\n"
     "  --log-samples       write samples_<task>.jsonl (lm-eval's --log_samples)\n"
     "  --fewshot-seed N    the few-shot sampler's seed (default 1234, lm-eval's)\n"
     "  -t, --threads N     threads per rank (default: cores / ranks on the node)\n"
@@ -104,22 +103,6 @@ static const struct {
     {OPT_TIMEOUT, "collective_timeout_s", 1},
 };
 
-/* s as a YAML double-quoted string. */
-static char *quoted(const char *s) {
-    char *out = em_xmalloc(4 * strlen(s) + 3), *o = out;
-    *o++ = '"';
-    for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
-        if (*c == '"' || *c == '\\')
-            o += sprintf(o, "\\%c", *c);
-        else if (*c < 0x20)
-            o += sprintf(o, "\\x%02x", *c);
-        else
-            *o++ = (char)*c;
-    }
-    strcpy(o, "\"");
-    return out;
-}
-
 /* "stages.tasks.tasks=[...]" from the comma-separated list (paths of files made absolute, so a
  * printed recipe works from anywhere). */
 static char *tasks_override(const char *list) {
@@ -129,7 +112,7 @@ static char *tasks_override(const char *list) {
     bool first = true;
     for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
         char *real = strchr(t, '/') || strchr(t, '.') ? realpath(t, NULL) : NULL;
-        char *q = quoted(real ? real : t);
+        char *q = em_yaml_quoted(real ? real : t);
         out = em_xrealloc(out, strlen(out) + strlen(q) + 4);
         if (!first) strcat(out, ", ");
         strcat(out, q);
@@ -143,15 +126,10 @@ static char *tasks_override(const char *list) {
 }
 
 typedef struct eval_args {
-    char *overrides[24];
-    size_t count;
+    em_override_list overrides;
     bool print_recipe, has_model, has_tasks;
     const char *resume; /* --resume RUN_DIR */
 } eval_args;
-
-static void add(eval_args *a, char *item) {
-    if (a->count < sizeof a->overrides / sizeof *a->overrides) a->overrides[a->count++] = item;
-}
 
 /* Parses argv into a and the session options; returns 0 or the exit status of a bad argument. */
 static int parse(int argc, char **argv, eval_args *a, em_session_options *opts) {
@@ -171,23 +149,23 @@ static int parse(int argc, char **argv, eval_args *a, em_session_options *opts) 
                              name, number_paths[i].min, optarg);
                 return EM_EXIT_BAD_INPUT;
             }
-            add(a, em_xasprintf("%s=%lld", number_paths[i].path, v));
+            em_override_add(&a->overrides, em_xasprintf("%s=%lld", number_paths[i].path, v));
             numbered = true;
         }
         if (numbered) continue;
         if (c == 'm') {
-            char *real = realpath(optarg, NULL), *q = quoted(real ? real : optarg);
-            add(a, em_xasprintf("stages.model.path=%s", q));
+            char *real = realpath(optarg, NULL), *q = em_yaml_quoted(real ? real : optarg);
+            em_override_add(&a->overrides, em_xasprintf("stages.model.path=%s", q));
             free(real);
             free(q);
             a->has_model = true;
         } else if (c == OPT_TASKS) {
-            add(a, tasks_override(optarg));
+            em_override_add(&a->overrides, tasks_override(optarg));
             a->has_tasks = true;
         } else if (c == OPT_BOS) {
-            add(a, em_xstrdup("stages.tasks.add_bos=true"));
+            em_override_add(&a->overrides, em_xstrdup("stages.tasks.add_bos=true"));
         } else if (c == OPT_SAMPLES) {
-            add(a, em_xstrdup("stages.tasks.log_samples=true"));
+            em_override_add(&a->overrides, em_xstrdup("stages.tasks.log_samples=true"));
         } else if (c == OPT_RESUME) {
             a->resume = optarg;
         } else if (c == OPT_PRINT) {
@@ -219,34 +197,12 @@ static int eval_main(int argc, char **argv) {
     eval_args a = {0};
     em_session_options opts = {0};
     int code = parse(argc, argv, &a, &opts);
-    if (!code && a.resume) {
-        for (size_t i = 0; i < a.count; i++) free(a.overrides[i]);
-        return em_cli_resume(a.resume);
+    if (code || a.resume) {
+        em_override_list_free(&a.overrides);
+        return code ? code : em_cli_resume(a.resume);
     }
-    em_node *recipe = NULL;
-    em_status err = code ? NULL : em_recipe_template("eval.yaml", &recipe);
-    if (!code && !err && a.print_recipe) {
-        for (size_t i = 0; i < a.count && !err; i++)
-            err = em_recipe_apply_override(recipe, a.overrides[i]);
-        if (!err) {
-            printf("# yaml-language-server: $schema=../schemas/recipe.schema.json\n");
-            em_node_write_yaml(recipe, stdout);
-        }
-        em_node_free(recipe);
-    } else if (!code && !err) {
-        em_pipeline *pipeline = NULL;
-        err = em_pipeline_from_tree(recipe, "eval", (const char *const *)a.overrides, a.count,
-                                    &pipeline);
-        for (size_t i = 0; i < a.count; i++) free(a.overrides[i]);
-        em_cli_session_options(&opts, argc, argv);
-        return em_session_run(err, pipeline, &opts);
-    }
-    for (size_t i = 0; i < a.count; i++) free(a.overrides[i]);
-    if (!err) return code;
-    em_log_error("%s", err->message);
-    code = err->exit_code;
-    em_error_free(err);
-    return code;
+    return em_cli_run_template("eval.yaml", "eval", &a.overrides, a.print_recipe, &opts, argc,
+                               argv);
 }
 
 const em_command em_command_eval = {

@@ -12,13 +12,13 @@
 #include "cli/command.h"
 #include "cli/options.h"
 #include "cli/resume.h"
-#include "runner/recipe/recipe.h"
-#include "runner/session.h"
+#include "cli/template_command.h"
 #include "util/log.h"
 
 static const char usage[] =
     "usage: evalmesh perplexity -m MODEL -f TEXT [--protocol chunked|sliding|rolling] [-c N]\n"
-    "                           [--stride N] [--chunks N] [--threads N] [--print-recipe]\n"
+    "                           [--stride N] [--chunks N] [--threads N] [--precision P]\n"
+    "                           [--print-recipe]\n"
     "                           [--kl-divergence REF_MODEL]\n"
     "                           [--run-dir DIR] [--force] [--log-level LEVEL]\n"
     "                           [--collective-timeout S]\n"
@@ -49,6 +49,10 @@ static const char usage[] =
     "  --stride N          sliding only: tokens between window starts (default N/2)\n"
     "  --chunks N          score only the first N chunks or windows (default: all)\n"
     "  -t, --threads N     forward threads per rank (default: cores / ranks on the node)\n"
+    "  --precision P       exact (default) or ggml: activations rounded to 8 bits before the\n"
+    "                      products of Q8_0/Q4_0/Q4_1/Q5_0/Q5_1/Q6_K/Q4_K matrices, as\n"
+    "                      llama.cpp's CPU backend (the forward's `precision`; not with\n"
+    "                      --kl-divergence)\n"
     "  --kl-divergence REF_MODEL  score MODEL against the reference REF_MODEL (see above)\n"
     "  --print-recipe      print the recipe as YAML and exit\n"
     "  --run-dir DIR       write into DIR instead of runs/perplexity-<UTC time>\n"
@@ -90,7 +94,8 @@ enum {
     OPT_LEVEL,
     OPT_RESUME,
     OPT_TIMEOUT,
-    OPT_KLD
+    OPT_KLD,
+    OPT_PRECISION
 };
 
 static const struct option options[] = {
@@ -108,10 +113,11 @@ static const struct option options[] = {
     {"resume", required_argument, NULL, OPT_RESUME},
     {"collective-timeout", required_argument, NULL, OPT_TIMEOUT},
     {"kl-divergence", required_argument, NULL, OPT_KLD},
+    {"precision", required_argument, NULL, OPT_PRECISION},
     {NULL, 0, NULL, 0},
 };
 
-/* The recipe paths of the options that name files or plain numbers (NULL: the template's). */
+/* The recipe paths of the options that name files or plain values (NULL: the template's). */
 static const struct {
     int option;
     const char *path;
@@ -122,6 +128,7 @@ static const struct {
     {OPT_CHUNKS, "stages.data.max_windows"},
     {'t', NULL},
     {OPT_TIMEOUT, "collective_timeout_s"},
+    {OPT_PRECISION, "stages.ppl.precision"},
 };
 
 /* The two templates: plain perplexity, and --kl-divergence's comparison with a reference. */
@@ -148,37 +155,6 @@ static long long number(int c, const char *text, long long min) {
     return v;
 }
 
-/* "PATH=VALUE" with VALUE a YAML double-quoted string, so any file name stays a string. */
-static char *string_override(const char *path, const char *value) {
-    size_t n = strlen(path) + 4 * strlen(value) + 4;
-    char *out = em_xmalloc(n), *o = out;
-    o += sprintf(o, "%s=\"", path);
-    for (const unsigned char *c = (const unsigned char *)value; *c; c++) {
-        if (*c == '"' || *c == '\\')
-            o += sprintf(o, "\\%c", *c);
-        else if (*c < 0x20)
-            o += sprintf(o, "\\x%02x", *c);
-        else
-            *o++ = (char)*c;
-    }
-    strcpy(o, "\"");
-    return out;
-}
-
-/* The overrides the command line makes, in order; freed with free_overrides. */
-typedef struct override_list {
-    char *items[16];
-    size_t count;
-} override_list;
-
-static void add(override_list *l, char *item) {
-    if (l->count < sizeof l->items / sizeof *l->items) l->items[l->count++] = item;
-}
-
-static void free_overrides(override_list *l) {
-    for (size_t i = 0; i < l->count; i++) free(l->items[i]);
-}
-
 typedef struct ppl_args {
     const char *values[sizeof option_paths / sizeof *option_paths];
     const ppl_template *template; /* kld_template when --kl-divergence is given */
@@ -188,7 +164,7 @@ typedef struct ppl_args {
 } ppl_args;
 
 /* Checks the combination and turns it into overrides; returns 0 or the exit status. */
-static int make_overrides(const ppl_args *a, override_list *l) {
+static int make_overrides(const ppl_args *a, em_override_list *l) {
     const ppl_protocol *p = a->protocol;
     if (a->stride >= 0 && !p->stride) {
         em_log_error("evalmesh perplexity: --stride applies to --protocol sliding only, not %s "
@@ -203,10 +179,18 @@ static int make_overrides(const ppl_args *a, override_list *l) {
         return EM_EXIT_BAD_INPUT;
     }
     if (p->stride && stride < 0 && a->ctx > 0) stride = a->ctx / 2 > 0 ? a->ctx / 2 : 1;
-    for (size_t i = 0; i < 3 && p->edits[i]; i++) add(l, em_xstrdup(p->edits[i]));
-    add(l, em_xasprintf("stages.data.protocol=%s", p->name));
-    if (a->ctx >= 0) add(l, em_xasprintf("%s=%lld", p->ctx, a->ctx));
-    if (stride >= 0) add(l, em_xasprintf("%s=%lld", p->stride, stride));
+    for (size_t i = 0; i < sizeof option_paths / sizeof *option_paths; i++) {
+        if (option_paths[i].option == OPT_PRECISION && a->values[i] &&
+            a->template == &kld_template) {
+            em_log_error("evalmesh perplexity: --precision applies without --kl-divergence (the "
+                         "comparison runs both models exact)");
+            return EM_EXIT_BAD_INPUT;
+        }
+    }
+    for (size_t i = 0; i < 3 && p->edits[i]; i++) em_override_add(l, em_xstrdup(p->edits[i]));
+    em_override_add(l, em_xasprintf("stages.data.protocol=%s", p->name));
+    if (a->ctx >= 0) em_override_add(l, em_xasprintf("%s=%lld", p->ctx, a->ctx));
+    if (stride >= 0) em_override_add(l, em_xasprintf("%s=%lld", p->stride, stride));
     for (size_t i = 0; i < sizeof option_paths / sizeof *option_paths; i++) {
         if (!a->values[i]) continue;
         int option = option_paths[i].option;
@@ -214,8 +198,9 @@ static int make_overrides(const ppl_args *a, override_list *l) {
         const char *path = option_paths[i].path ? option_paths[i].path : a->template->threads;
         /* Absolute paths when the file is there, so a printed recipe works from anywhere. */
         char *real = is_file ? realpath(a->values[i], NULL) : NULL;
-        add(l, is_file ? string_override(path, real ? real : a->values[i])
-                       : em_xasprintf("%s=%s", path, a->values[i]));
+        char *value = is_file ? em_yaml_quoted(real ? real : a->values[i]) : NULL;
+        em_override_add(l, em_xasprintf("%s=%s", path, value ? value : a->values[i]));
+        free(value);
         free(real);
     }
     return 0;
@@ -278,17 +263,6 @@ static int parse(int argc, char **argv, ppl_args *a, em_session_options *opts, b
     return 0;
 }
 
-/* The template with the overrides applied, as YAML on stdout. */
-static em_status print(em_node *recipe, const override_list *overrides) {
-    em_status err = NULL;
-    for (size_t i = 0; i < overrides->count && !err; i++)
-        err = em_recipe_apply_override(recipe, overrides->items[i]);
-    if (err) return err;
-    printf("# yaml-language-server: $schema=../schemas/recipe.schema.json\n");
-    em_node_write_yaml(recipe, stdout);
-    return NULL;
-}
-
 static int perplexity_main(int argc, char **argv) {
     ppl_args a = {
         .protocol = &protocols[0], .template = &perplexity_template, .ctx = -1, .stride = -1};
@@ -296,27 +270,14 @@ static int perplexity_main(int argc, char **argv) {
     bool print_recipe = false;
     int code = parse(argc, argv, &a, &opts, &print_recipe);
     if (!code && a.resume) return em_cli_resume(a.resume);
-    override_list overrides = {0};
+    em_override_list overrides = {0};
     if (!code) code = make_overrides(&a, &overrides);
-    em_node *recipe = NULL;
-    em_status err = code ? NULL : em_recipe_template(a.template->file, &recipe);
-    if (!code && !err && print_recipe) {
-        err = print(recipe, &overrides);
-        em_node_free(recipe);
-    } else if (!code && !err) {
-        em_pipeline *pipeline = NULL;
-        err = em_pipeline_from_tree(recipe, "perplexity", (const char *const *)overrides.items,
-                                    overrides.count, &pipeline);
-        free_overrides(&overrides);
-        em_cli_session_options(&opts, argc, argv);
-        return em_session_run(err, pipeline, &opts);
+    if (code) {
+        em_override_list_free(&overrides);
+        return code;
     }
-    free_overrides(&overrides);
-    if (!err) return code;
-    em_log_error("%s", err->message);
-    code = err->exit_code;
-    em_error_free(err);
-    return code;
+    return em_cli_run_template(a.template->file, "perplexity", &overrides, print_recipe, &opts,
+                               argc, argv);
 }
 
 const em_command em_command_perplexity = {

@@ -21,6 +21,8 @@
 #include <cblas.h>
 #endif
 #include "runner/diag/version_req.h"
+#include "stages/kernels/cpu/gemm_microkernel.h"
+#include "stages/kernels/cpu/ggml_dot.h"
 
 /* The first line of `path` that starts with `key`, the part after the first ':' or '=' trimmed
  * (and unquoted) into out. */
@@ -177,6 +179,23 @@ static void collect_network(em_env_facts *f) {
     freeifaddrs(list);
 }
 
+/* The kernels each precision of the CPU forward chooses here (gemm_microkernel.h, ggml_dot.h). */
+static void collect_cpu_kernels(em_env_facts *f) {
+    em_gemm_microkernel *gemm;
+    const char *gemm_name;
+    const em_ggml_kernel *ggml;
+    em_status err = em_gemm_microkernel_select(&gemm, &gemm_name);
+    if (!err) err = em_ggml_kernel_select(&ggml);
+    if (err) {
+        snprintf(f->cpu_kernels, sizeof f->cpu_kernels, "%s", err->message);
+        f->cpu_kernels_error = true;
+        em_error_free(err);
+        return;
+    }
+    snprintf(f->cpu_kernels, sizeof f->cpu_kernels, "exact: gemm %s; ggml: %s (%s)", gemm_name,
+             ggml->name, em_ggml_dot_type_names());
+}
+
 void em_env_collect(em_env_facts *f) {
     memset(f, 0, sizeof *f);
     gethostname(f->hostname, sizeof f->hostname - 1);
@@ -197,6 +216,7 @@ void em_env_collect(em_env_facts *f) {
     f->openblas_threads = openblas_get_num_threads();
 #endif
     f->omp_threads = omp_get_max_threads();
+    collect_cpu_kernels(f);
     collect_cuda(f);
     if (f->gpu_count > 0) collect_topology(f);
     snprintf(f->pmix, sizeof f->pmix, "%s", PMIx_Get_version());
@@ -266,6 +286,9 @@ em_status em_env_judge(const em_env_facts *f, const em_env_requirements *req, em
     snprintf(value, sizeof value, "%s, %d cores online, %d usable", f->cpu_model, f->cores_online,
              f->cores_usable);
     add_check(r, "cpu", EM_CHECK_INFO, value, "%s", "");
+    add_check(r, "cpu kernels", f->cpu_kernels_error ? EM_CHECK_FAIL : EM_CHECK_INFO,
+              f->cpu_kernels, "%s",
+              f->cpu_kernels_error ? "set EVALMESH_CPU_KERNEL right or unset it" : "");
 
     snprintf(value, sizeof value, "%.1f GiB total, %.1f GiB available", f->memory_total_gb,
              f->memory_available_gb);

@@ -1,8 +1,9 @@
-/* What this machine offers an evaluation: OS, kernel, CPU, memory, OpenMP threads (and OpenBLAS's
- * when built with it), CUDA driver and GPUs, NCCL, PMIx, MPI, network interfaces. Collected without
- * initialising anything that could hang (CUDA and NCCL are looked up with dlopen, so a CPU-only
- * machine is fine), then judged line by line (pass/warn/fail with the reason) against requirements.
- * Used by `evalmesh check-env` and the env_check stage. */
+/* What this machine offers an evaluation: OS, kernel, CPU, the CPU forward's kernels for each
+ * precision, memory, OpenMP threads (and OpenBLAS's when built with it), CUDA driver and GPUs,
+ * NCCL, PMIx, MPI, network interfaces. Collected without initialising anything that could hang
+ * (CUDA and NCCL are looked up with dlopen, so a CPU-only machine is fine), then judged line by
+ * line (pass/warn/fail with the reason) against requirements. Used by `evalmesh check-env` and the
+ * env_check stage. */
 #ifndef EVALMESH_ENV_PROBE_H
 #define EVALMESH_ENV_PROBE_H
 
@@ -36,6 +37,10 @@ typedef struct em_env_facts {
     char openblas_config[160]; /* "" when built without OpenBLAS */
     int openblas_threads;
     int omp_threads;
+    /* the CPU forward's kernels: "exact: gemm avx2; ggml: avx2 (types)", or why
+     * EVALMESH_CPU_KERNEL cannot be used (cpu_kernels_error) */
+    char cpu_kernels[200];
+    bool cpu_kernels_error;
     char cuda_driver[32];  /* "" when no driver */
     char cuda_runtime[32]; /* "" when no runtime library */
     int gpu_count;

@@ -60,18 +60,6 @@ EM_CLONED_ROW(em_q3_k_row) {
     }
 }
 
-/* The 6-bit scale and min of sub-block j of Q4_K/Q5_K from their 12 bytes (ggml's
- * get_scale_min_k4). */
-static void k4_scale_min(int j, const uint8_t *q, uint8_t *sc, uint8_t *m) {
-    if (j < 4) {
-        *sc = q[j] & 63;
-        *m = q[j + 4] & 63;
-    } else {
-        *sc = (uint8_t)((q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4));
-        *m = (uint8_t)((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
-    }
-}
-
 /* Q4_K (144 bytes): f16 d, f16 dmin, scales[12], qs[128]. Sub-blocks of 32 values in pairs: 32
  * bytes of qs hold the first of a pair in low nibbles, the second in high nibbles.
  * value = d*scale * q - dmin*min. */
@@ -81,9 +69,9 @@ EM_CLONED_ROW(em_q4_k_row) {
         float d = em_half_at(block), min = em_half_at(block + 2), *y = dst + b * QK_K;
         for (int is = 0; is < 8; is += 2, q += 32, y += 64) {
             uint8_t sc, m;
-            k4_scale_min(is, block + 4, &sc, &m);
+            em_k4_scale_min(is, block + 4, &sc, &m);
             float d1 = d * (float)sc, m1 = min * (float)m;
-            k4_scale_min(is + 1, block + 4, &sc, &m);
+            em_k4_scale_min(is + 1, block + 4, &sc, &m);
             float d2 = d * (float)sc, m2 = min * (float)m;
             for (int l = 0; l < 32; l++) y[l] = d1 * (float)(q[l] & 0x0f) - m1;
             for (int l = 0; l < 32; l++) y[l + 32] = d2 * (float)(q[l] >> 4) - m2;
@@ -99,9 +87,9 @@ EM_CLONED_ROW(em_q5_k_row) {
         float d = em_half_at(block), min = em_half_at(block + 2), *y = dst + b * QK_K;
         for (int is = 0; is < 8; is += 2, q += 32, y += 64) {
             uint8_t sc, m;
-            k4_scale_min(is, block + 4, &sc, &m);
+            em_k4_scale_min(is, block + 4, &sc, &m);
             float d1 = d * (float)sc, m1 = min * (float)m;
-            k4_scale_min(is + 1, block + 4, &sc, &m);
+            em_k4_scale_min(is + 1, block + 4, &sc, &m);
             float d2 = d * (float)sc, m2 = min * (float)m;
             for (int l = 0; l < 32; l++)
                 y[l] = d1 * (float)((q[l] & 0x0f) | ((qh[l] >> is) & 1) << 4) - m1;

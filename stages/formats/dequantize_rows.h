@@ -55,6 +55,18 @@ static inline float em_half_at(const uint8_t *p) {
     return em_f16_to_f32(h);
 }
 
+/* The 6-bit scale and min of sub-block j of Q4_K/Q5_K from their 12 bytes (ggml's
+ * get_scale_min_k4); the CPU forward's ggml-precision dot products read them too. */
+static inline void em_k4_scale_min(int j, const uint8_t *q, uint8_t *sc, uint8_t *m) {
+    if (j < 4) {
+        *sc = q[j] & 63;
+        *m = q[j + 4] & 63;
+    } else {
+        *sc = (uint8_t)((q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4));
+        *m = (uint8_t)((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+    }
+}
+
 /* The non-linear 4-bit values of IQ4_NL and IQ4_XS (ggml's kvalues_iq4nl). */
 extern const int8_t em_iq4nl_values[16];
 

@@ -35,6 +35,10 @@ const em_forward_backend *em_forward_backend_find(const char *name) {
     return NULL;
 }
 
+const char *em_precision_name(em_precision precision) {
+    return precision == EM_PRECISION_GGML ? "ggml" : "exact";
+}
+
 const char *em_forward_backend_names_where(bool (*keep)(const em_forward_backend *be), char *buf,
                                            size_t size) {
     size_t used = 0;

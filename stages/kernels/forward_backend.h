@@ -54,9 +54,16 @@ typedef enum em_quantized_weights {
     EM_QUANTIZED_WEIGHTS_BFLOAT16,  /* dequantized once at load into resident BF16 copies */
     EM_QUANTIZED_WEIGHTS_QUANTIZED, /* kept in their blocks, dequantized before each product */
 } em_quantized_weights;
+/* How the products are rounded (the forward stage's `precision`). */
+typedef enum em_precision {
+    EM_PRECISION_EXACT, /* every product in FP32 from the file's exact weights */
+    EM_PRECISION_GGML,  /* as llama.cpp's CPU backend: activations rounded to 8 bits per block,
+                         * integer dot products (cpu only: stages/kernels/cpu/ggml_dot.h) */
+} em_precision;
 typedef struct em_forward_options {
     em_f32_weights f32_weights;
     em_quantized_weights quantized_weights;
+    em_precision precision;
 } em_forward_options;
 
 /* One window of a batch: input and target (T) ids; positions score_from .. T-1 are scored into
@@ -73,7 +80,8 @@ typedef struct em_forward_backend {
     /* the forward's default `batch_tokens` (most positions scored in one batch) */
     int64_t batch_tokens;
     bool gpu_buffers;    /* what it hands its groups' collectives lives in GPU memory */
-    bool weight_storage; /* it honours every em_forward_options value (else only the defaults) */
+    bool weight_storage; /* it honours every weight-storage value (else only the defaults) */
+    bool ggml_precision; /* it runs precision ggml (else only exact) */
     bool needs_gpu;      /* each rank running it needs a GPU of its own (`evalmesh gpus`) */
     /* NULL, or whether this process can run it at all (a `cuda` forward without a GPU): an
      * error (exit status 2) the forward stage reports at validation. */
@@ -89,6 +97,15 @@ typedef struct em_forward_backend {
      * groups calls it with the same windows and gets the same results. A forward with cp > 1
      * scores one window per call (count > 1 is refused, exit status 2). */
     em_status (*score_batch)(void *f, const em_batch_window *windows, int count);
+    /* NULL, or scores `count` continuations of one shared prefix (P >= 1 ids at positions
+     * 0 .. P-1) as a batch: the prefix's keys and values are computed once, and each
+     * continuation's positions (its T ids at positions P .. P+T-1, scored from score_from as in
+     * score_batch) attend to them and to their own. Each continuation's nll and argmax are
+     * bit-identical to those of its whole window (prefix then continuation, scored from
+     * P + score_from) through score_batch, whatever else shares its batch. Every rank of the tp
+     * group calls it with the same arguments; a forward with cp > 1 refuses it (exit status 2). */
+    em_status (*score_shared_prefix)(void *f, const int32_t *prefix, int P,
+                                     const em_batch_window *continuations, int count);
     /* Two forwards of this backend (made by create with tp = cp = 1 and the same threads) over
      * the same window, for the compare stage: each model's nll and argmax as score_batch gives
      * them, and kl (T - score_from), per scored position KL(P_ref || P_cand) over the whole
@@ -99,6 +116,8 @@ typedef struct em_forward_backend {
     /* Sets (NULL: clears) the observer of the linear layers' inputs (linear_inputs.h) for the
      * windows computed from now on; NULL when the backend offers no such look. */
     void (*observe)(void *f, const em_linear_observer *observer);
+    /* NULL, or the name of the CPU kernel its products run on (for the log line). */
+    const char *(*kernel)(const void *f);
     /* Bytes of activations and scratch for the largest batch so far. */
     size_t (*memory)(const void *f);
     /* Bytes of weights this rank holds and touches (its shard). */
@@ -111,6 +130,9 @@ typedef struct em_forward_backend {
 em_status em_forward_score_window(const em_forward_backend *be, void *f, const int32_t *input,
                                   const int32_t *target, int T, int score_from, double *nll,
                                   int32_t *argmax);
+
+/* "exact" or "ggml": the forward stage's `precision` value. */
+const char *em_precision_name(em_precision precision);
 
 /* The backend named `name`, or NULL. */
 const em_forward_backend *em_forward_backend_find(const char *name);

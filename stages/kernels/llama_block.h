@@ -85,8 +85,9 @@ int em_cp_positions(int T, int cp, int r, int32_t *positions);
  * scored from 0 <= score_from < T, its input and scored target ids lie in the vocabulary, and the
  * batch has at most INT32_MAX positions (else exit status 2 naming the window of the batch and
  * the position). cp > 1 takes one window (count > 1: exit status 2). A single window with nll
- * NULL (tp = cp = 1 only): the layers without the head, x is left after the last block for the
- * caller's own head. */
+ * NULL (cp = 1 only): the layers without the head, x is left after the last block for the
+ * caller's own head (a compared pair) or the kernels keep what they need of it (a shared
+ * prefix's keys and values). */
 em_status em_llama_compose(const em_llama_kernels *k, void *b, int n_layers, int dim,
                            bool post_norms, int64_t n_vocab, const em_forward_groups *groups,
                            int threads, const em_batch_window *windows, int count);

@@ -235,6 +235,7 @@ static em_status aggregate_run(em_stage *self, const em_run_context *ctx) {
             m->model_digest = copy_or_null(s->model_digest);
             m->dataset_path = copy_or_null(s->dataset_path);
             m->dataset_sha256 = copy_or_null(s->dataset_sha256);
+            m->precision = s->precision;
             const em_stage *forward = em_stage_input_producer(self, "inputs", 0);
             m->source_stage = em_xstrdup(forward->name);
             m->window_spec = window_spec(forward);

@@ -40,7 +40,7 @@ typedef struct forward_state {
     double flush_s;       /* `records_flush_s`: the longest a finished window waits for fsync */
     int64_t batch_tokens; /* `batch_tokens`, else the backend's default */
     const em_forward_backend *backend; /* the `device:` row */
-    em_forward_options options;        /* `f32_weights`, `quantized_weights` */
+    em_forward_options options;        /* `f32_weights`, `quantized_weights`, `precision` */
 } forward_state;
 
 static const em_input_spec forward_inputs[] = {
@@ -152,6 +152,23 @@ static em_status weight_options(const em_stage *self, forward_state *st) {
     return NULL;
 }
 
+static bool runs_ggml(const em_forward_backend *be) {
+    return be->ggml_precision;
+}
+
+/* `precision` into st->options: ggml only on a backend that runs it, else refused at its place. */
+static em_status precision_option(const em_stage *self, forward_state *st) {
+    const char *value = em_node_option_string(self->options, "precision");
+    st->options.precision = strcmp(value, "ggml") == 0 ? EM_PRECISION_GGML : EM_PRECISION_EXACT;
+    if (st->options.precision == EM_PRECISION_EXACT || st->backend->ggml_precision) return NULL;
+    const em_map_entry *e = em_node_get_entry(self->options, "precision");
+    char running[128];
+    em_forward_backend_names_where(runs_ggml, running, sizeof running);
+    return em_error_at(EM_EXIT_BAD_INPUT, e ? e->value->mark : self->mark,
+                       "stage '%s': precision: ggml needs device %s (device %s runs only exact)",
+                       self->name, running, st->backend->name);
+}
+
 static em_status forward_init(em_stage *self, const em_run_context *ctx) {
     forward_state *st = em_xcalloc(1, sizeof *st);
     self->state = st;
@@ -160,6 +177,7 @@ static em_status forward_init(em_stage *self, const em_run_context *ctx) {
     if (!err) err = check_tp_divides(self);
     if (!err) err = em_stage_forward_backend(self, EM_FORWARD_SCORE, &st->backend);
     if (!err) err = weight_options(self, st);
+    if (!err) err = precision_option(self, st);
     if (err) return err;
     st->flush_s = em_node_option_double(self->options, "records_flush_s");
     st->batch_tokens = em_node_is_null(em_node_get(self->options, "batch_tokens"))
@@ -174,7 +192,7 @@ static void free_scores(void *data) {
 }
 
 /* The scores artifact for ds: one entry per window, the sums empty. */
-static em_scores *new_scores(const em_model *model, const em_dataset *ds) {
+static em_scores *new_scores(const em_model *model, const em_dataset *ds, em_precision precision) {
     em_scores *s = em_xcalloc(1, sizeof *s);
     em_exact_sum_init(&s->nll);
     em_exact_sum_init(&s->nll2);
@@ -185,6 +203,7 @@ static em_scores *new_scores(const em_model *model, const em_dataset *ds) {
     s->model_digest = em_xstrdup(model->digest);
     s->dataset_path = em_xstrdup(ds->path ? ds->path : "");
     s->dataset_sha256 = em_xstrdup(ds->sha256);
+    s->precision = em_precision_name(precision);
     return s;
 }
 
@@ -290,7 +309,7 @@ static em_status forward_run(em_stage *self, const em_run_context *ctx) {
         err = em_error_prefix(err, "device %s, %s (tp %d, this rank's tp rank %d)", be->name,
                               em_stage_mesh_name(self), mesh->tp, mesh->tp_rank);
     if (err) return err;
-    em_scores *s = new_scores(model, ds);
+    em_scores *s = new_scores(model, ds, st->options.precision);
     records io = {0};
     err = open_records(self, ctx, mesh, model, ds, &io);
     em_rank_state *state = em_rank_state_current();
@@ -383,6 +402,7 @@ static em_status forward_run(em_stage *self, const em_run_context *ctx) {
         em_log_info("forward %s: %zu of %zu windows taken from the run's records, %zu computed",
                     self->name, reused, ds->count, ds->count - reused);
     size_t weight_bytes = be->weight_bytes(f), memory = be->memory(f);
+    const char *kernel = be->kernel ? be->kernel(f) : be->name; /* static names: outlive f */
     be->free(f);
     if (err) {
         em_scores_free(s);
@@ -391,9 +411,10 @@ static em_status forward_run(em_stage *self, const em_run_context *ctx) {
     s->seconds = em_clock_seconds() - start;
     double per_s = s->seconds > 0 ? 1.0 / s->seconds : 0.0;
     em_log_info("forward %s: %zu windows, %lld processed and %zu scored tokens in %.2f s (%.1f "
-                "processed and %.1f scored tokens/s, %d threads)",
+                "processed and %.1f scored tokens/s, %d threads, precision %s, kernel %s)",
                 self->name, ds->count, (long long)processed, s->token_count, s->seconds,
-                (double)processed * per_s, (double)s->token_count * per_s, st->threads);
+                (double)processed * per_s, (double)s->token_count * per_s, st->threads,
+                em_precision_name(st->options.precision), kernel);
     em_log_info("forward %s memory: %.2f MiB of weights in this rank's tp shard (tp %d), %.2f MiB "
                 "of activations and scratch (cp %d); %.3f s in tp and %.3f s in cp collectives",
                 self->name, (double)weight_bytes / 1048576.0, mesh->tp, (double)memory / 1048576.0,

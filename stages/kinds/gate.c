@@ -279,6 +279,12 @@ static em_status try_pairing(em_stage *self, const em_metrics *m, const em_run_c
         differ = em_xasprintf("the dataset file differs (sha256 %.12s in the baseline, %.12s in "
                               "this run)",
                               base_ds, m->dataset_sha256);
+    /* a baseline older than the forward's `precision` ran exact */
+    const char *base_precision = doc_string(st->baseline, "model", "precision");
+    if (!base_precision) base_precision = "exact";
+    if (!differ && m->precision && strcmp(base_precision, m->precision) != 0)
+        differ = em_xasprintf("the precision differs (%s in the baseline, %s in this run)",
+                              base_precision, m->precision);
     em_token_set base = {0}, cand = {0};
     em_status err = NULL;
     if (!differ && !st->tokens_path)

@@ -10,7 +10,10 @@
  * outcome in document order (stages/tasks/task_scoring.h), so the metrics do not depend on the
  * split. Rank 0 prints lm-eval's table and writes lm_eval_results.json and, with log_samples,
  * samples_<task>.jsonl into the run directory. Produces a "metrics" artifact: per task and metric
- * "<stage>/<task>.<metric>" with its standard error, for report and gate. */
+ * "<stage>/<task>.<metric>" with its standard error, for report and gate.
+ * Where the backend scores shared prefixes and cp = 1, an example's requests that read the same
+ * context (the same ids before the same score_from) are one call instead, the context computed
+ * once and the choices its continuations, with the same bits as each request alone. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -114,8 +117,11 @@ static em_status task_init(em_stage *self, const em_run_context *ctx) {
     st->threads = em_stage_threads(self, ctx);
     /* the tasks are read here, before anything runs, so a bad task file is a bad recipe */
     const em_node *list = em_node_get(self->options, "tasks");
-    const char **specs = em_xcalloc(list->count ? list->count : 1, sizeof *specs);
-    for (size_t i = 0; i < list->count; i++) specs[i] = list->items[i]->text;
+    /* a file or folder is relative to the recipe that names it (util/paths.h); a name is a name */
+    char **specs = em_xcalloc(list->count ? list->count : 1, sizeof *specs);
+    for (size_t i = 0; i < list->count; i++)
+        specs[i] = em_task_spec_is_path(list->items[i]->text) ? em_node_path(list->items[i])
+                                                              : em_xstrdup(list->items[i]->text);
     const em_node *shots = em_node_get(self->options, "num_fewshot");
     const em_node *limit = em_node_get(self->options, "limit");
     em_task_load_options options = {
@@ -124,11 +130,13 @@ static em_status task_init(em_stage *self, const em_run_context *ctx) {
         .fewshot_seed = (uint64_t)em_node_option_int(self->options, "fewshot_seed"),
         .limit = em_node_is_null(limit) ? 0 : (size_t)em_node_option_int(self->options, "limit"),
     };
-    err = em_tasks_load(specs, list->count, &options, &st->tasks, &st->task_count);
+    err = em_tasks_load((const char *const *)specs, list->count, &options, &st->tasks,
+                        &st->task_count);
     if (err) {
         const em_map_entry *e = em_node_get_entry(self->options, "tasks");
         err = em_error_prefix_at(err, e ? e->value->mark : self->mark, "stage '%s'", self->name);
     }
+    for (size_t i = 0; i < list->count; i++) free(specs[i]);
     free(specs);
     return err;
 }
@@ -139,9 +147,12 @@ typedef struct scoring {
     void *forward;
     const em_tokenizer *tok;
     em_request_options request;
-    int64_t limit; /* positions per batch */
+    int64_t limit;     /* positions per batch */
+    bool share_prefix; /* the requests of an example sharing their context are scored as
+                          continuations of it (the backend's score_shared_prefix, cp = 1) */
     double *loglik, *greedy;
     int64_t computed_tokens; /* positions run through the model */
+    int64_t request_tokens;  /* positions of the requests scored, each counted whole */
     size_t reused;           /* requests taken from an earlier attempt's records */
     /* the run's request records (stages/metrics/window_records.h, a request as a window whose
      * index is its place among all the tasks' requests): an earlier attempt's, when resuming,
@@ -194,12 +205,78 @@ static void fold_request(scoring *s, size_t index, const double *nll, const int3
     s->greedy[index] = greedy;
 }
 
-/* Scores requests [first, end) of flat (their requests made and batched here). */
+/* Folds scored request `index` (q) from its continuation's nll and argmax and records it. */
+static void keep_scored(scoring *s, size_t index, const em_request *q, const double *nll,
+                        const int32_t *argmax) {
+    const int32_t *target = q->target + q->score_from;
+    fold_request(s, index, nll, argmax, target, q->continuation_tokens);
+    if (s->writer)
+        keep_recording(s, em_records_append(s->writer, &(em_window_record){
+                                                           .window = (int64_t)index,
+                                                           .token_count = q->continuation_tokens,
+                                                           .target = target,
+                                                           .argmax = argmax,
+                                                           .nll = nll,
+                                                       }));
+}
+
+/* Whether b reads the same context as a: the same ids before the same score_from > 0. */
+static bool same_context(const em_request *a, const em_request *b) {
+    return a->score_from > 0 && a->score_from == b->score_from &&
+           memcmp(a->input, b->input, (size_t)a->score_from * sizeof *a->input) == 0;
+}
+
+/* Scores requests [from, end) (their flat indices in index), which read the same context, as
+ * continuations of it in one call: those taken from records are folded from them, the others
+ * computed after the context's positions, computed once. */
+static em_status score_group(scoring *s, const em_request *reqs, const size_t *index, size_t from,
+                             size_t end) {
+    size_t n = end - from, tokens = 0;
+    em_batch_window *batch = em_xmalloc(n * sizeof *batch);
+    size_t *members = em_xmalloc(n * sizeof *members);
+    for (size_t k = from; k < end; k++) tokens += (size_t)reqs[k].continuation_tokens;
+    double *nll = em_xmalloc(tokens * sizeof *nll);
+    int32_t *argmax = em_xmalloc(tokens * sizeof *argmax);
+    int count = 0;
+    size_t at = 0;
+    for (size_t k = from; k < end; k++) {
+        const em_request *q = &reqs[k];
+        em_window_record r;
+        if (recorded(s, index[k], q, &r)) {
+            fold_request(s, index[k], r.nll, r.argmax, r.target, r.token_count);
+            s->reused++;
+            continue;
+        }
+        int P = q->score_from;
+        members[count] = k;
+        batch[count++] = (em_batch_window){q->input + P, q->target + P, q->continuation_tokens, 0,
+                                           nll + at,     argmax + at};
+        at += (size_t)q->continuation_tokens;
+        s->request_tokens += q->T;
+    }
+    em_status err = NULL;
+    if (count > 0) {
+        const em_request *first = &reqs[members[0]];
+        err = s->be->score_shared_prefix(s->forward, first->input, first->score_from, batch, count);
+        s->computed_tokens += first->score_from + (int64_t)at;
+    }
+    for (int b = 0; b < count && !err; b++)
+        keep_scored(s, index[members[b]], &reqs[members[b]], batch[b].nll, batch[b].argmax);
+    free(batch);
+    free(members);
+    free(nll);
+    free(argmax);
+    return err;
+}
+
+/* Scores requests [first, end) of flat (their requests made and batched here; with
+ * share_prefix, each run of an example's requests reading the same context as one group). */
 static em_status score_range(scoring *s, const flat_example *flat, size_t first, size_t end) {
     size_t total = 0;
     for (size_t i = first; i < end; i++) total += flat[i].requests;
     em_request *reqs = em_xcalloc(total ? total : 1, sizeof *reqs);
     size_t *index = em_xcalloc(total ? total : 1, sizeof *index); /* each request's flat index */
+    size_t *owner = em_xcalloc(total ? total : 1, sizeof *owner); /* its example in flat */
     em_status err = NULL;
     size_t made = 0;
     for (size_t i = first; i < end && !err; i++)
@@ -212,6 +289,7 @@ static em_status score_range(scoring *s, const flat_example *flat, size_t first,
             if (err)
                 err = em_error_prefix(err, "task %s, document %zu, request %zu", flat[i].task->name,
                                       flat[i].example->doc_index, r);
+            owner[made] = i;
             index[made++] = flat[i].first_request + r;
         }
     size_t most = 1;
@@ -230,11 +308,20 @@ static em_status score_range(scoring *s, const flat_example *flat, size_t first,
                                em_stop_signal(), strsignal(em_stop_signal()));
             break;
         }
+        if (s->share_prefix && reqs[done].score_from > 0) {
+            size_t end = done + 1;
+            while (end < made && owner[end] == owner[done] && same_context(&reqs[done], &reqs[end]))
+                end++;
+            err = score_group(s, reqs, index, done, end);
+            done = end;
+            continue;
+        }
         size_t at = 0;
         int64_t tokens = 0;
         int count = 0;
         while (done < made) {
             const em_request *q = &reqs[done];
+            if (s->share_prefix && q->score_from > 0) break; /* a group's first */
             em_window_record r;
             if (recorded(s, index[done], q, &r)) {
                 fold_request(s, index[done], r.nll, r.argmax, r.target, r.token_count);
@@ -252,26 +339,15 @@ static em_status score_range(scoring *s, const flat_example *flat, size_t first,
             tokens += q->T;
             done++;
         }
-        if (count == 0) break;
+        if (count == 0) continue; /* the rest taken from records, or a group next */
         err = s->be->score_batch(s->forward, batch, count);
         s->computed_tokens += tokens;
-        for (int b = 0; b < count && !err; b++) {
-            const em_request *q = &reqs[members[b]];
-            const int32_t *target = q->target + q->score_from;
-            fold_request(s, index[members[b]], batch[b].nll, batch[b].argmax, target,
-                         q->continuation_tokens);
-            if (s->writer)
-                keep_recording(
-                    s, em_records_append(s->writer, &(em_window_record){
-                                                        .window = (int64_t)index[members[b]],
-                                                        .token_count = q->continuation_tokens,
-                                                        .target = target,
-                                                        .argmax = batch[b].argmax,
-                                                        .nll = batch[b].nll,
-                                                    }));
-        }
+        s->request_tokens += tokens;
+        for (int b = 0; b < count && !err; b++)
+            keep_scored(s, index[members[b]], &reqs[members[b]], batch[b].nll, batch[b].argmax);
     }
     free(members);
+    free(owner);
     for (size_t k = 0; k < made; k++) em_request_clear(&reqs[k]);
     free(reqs);
     free(index);
@@ -482,8 +558,11 @@ static em_status task_run(em_stage *self, const em_run_context *ctx) {
         .request = {.max_length = em_node_is_null(max_length)
                                       ? model->config.n_ctx_train
                                       : (int)em_node_option_int(self->options, "max_length"),
-                    .add_bos = em_node_option_bool(self->options, "add_bos")},
+                    .add_bos = em_node_is_null(em_node_get(self->options, "add_bos"))
+                                   ? -1
+                                   : em_node_option_bool(self->options, "add_bos")},
         .limit = mesh->cp > 1 ? 1 : st->batch_tokens,
+        .share_prefix = be->score_shared_prefix && mesh->cp == 1,
         .loglik = em_xcalloc(request_count ? request_count : 1, sizeof(double)),
         .greedy = em_xcalloc(request_count ? request_count : 1, sizeof(double)),
     };
@@ -516,9 +595,10 @@ static em_status task_run(em_stage *self, const em_run_context *ctx) {
     m->model_digest = em_xstrdup(model->digest);
     if (!err) {
         size_t own = (size_t)(first[mesh->dp_rank + 1] - first[mesh->dp_rank]);
-        em_log_info("task %s: %zu of %zu examples on this rank, %lld positions computed in %.2f s "
-                    "(%d threads)",
-                    self->name, own, count, (long long)s.computed_tokens, seconds, st->threads);
+        em_log_info("task %s: %zu of %zu examples on this rank, %lld positions computed for "
+                    "requests of %lld positions in %.2f s (%d threads)",
+                    self->name, own, count, (long long)s.computed_tokens,
+                    (long long)s.request_tokens, seconds, st->threads);
         err = fold_results(self, ctx, st, flat, count, s.loglik, s.greedy,
                            em_node_option_bool(self->options, "print_table"), m);
     }

@@ -35,6 +35,8 @@ typedef struct em_metrics {
     char *model_digest; /* the model's content digest (loaded_model.h) */
     char *dataset_path;
     char *dataset_sha256;
+    /* how the forward rounded its products ("exact", "ggml"; a static name), NULL when unknown */
+    const char *precision;
     /* The stage that computed the first input's scores (its window records are
      * <run_dir>/records/<source_stage>.rank*.bin) and, as a JSON object of strings, the options of
      * its dataset stage that decide the windows (protocol, n_ctx, stride, ...); NULL when unknown.

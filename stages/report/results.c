@@ -47,6 +47,7 @@ cJSON *em_results_build(const em_metrics *m, const em_results_info *info) {
     add_string_or_null(model, "path", m->model_path);
     add_string_or_null(model, "header_sha256", m->model_header_sha256);
     add_string_or_null(model, "digest", m->model_digest);
+    add_string_or_null(model, "precision", m->precision);
     cJSON *dataset = cJSON_AddObjectToObject(doc, "dataset");
     add_string_or_null(dataset, "path", m->dataset_path);
     add_string_or_null(dataset, "sha256", m->dataset_sha256);

@@ -50,6 +50,10 @@ const char *const *em_bigbench_group(const char *name) {
     return NULL;
 }
 
+const char *em_bigbench_group_name(size_t i) {
+    return i < sizeof GROUPS / sizeof *GROUPS ? GROUPS[i].name : NULL;
+}
+
 char *em_bigbench_tasks_dir(void) {
     const char *cache = getenv("EVALMESH_CACHE");
     if (cache && *cache) return em_xasprintf("%s/bigbench-1.0.0/benchmark_tasks", cache);
@@ -101,4 +105,27 @@ em_status em_bigbench_find(const char *tasks_dir, const char *name, char **path)
                                name, tasks_dir);
     free(closest);
     return err;
+}
+
+static int by_name(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+em_status em_bigbench_list(const char *tasks_dir, char ***names, size_t *count) {
+    *names = NULL;
+    *count = 0;
+    DIR *d = opendir(tasks_dir);
+    if (!d)
+        return em_error_new(EM_EXIT_BAD_INPUT,
+                            "no BIG-bench tasks in '%s' (run tools/fetch-bigbench, which unpacks "
+                            "them there)",
+                            tasks_dir);
+    for (struct dirent *e; (e = readdir(d));) {
+        if (e->d_name[0] == '.' || !is_task(tasks_dir, e->d_name)) continue;
+        *names = em_xrealloc(*names, (*count + 1) * sizeof **names);
+        (*names)[(*count)++] = em_xstrdup(e->d_name);
+    }
+    closedir(d);
+    if (*count) qsort(*names, *count, sizeof **names, by_name);
+    return NULL;
 }

@@ -23,4 +23,12 @@ em_status em_bigbench_find(const char *tasks_dir, const char *name, char **path)
  * multiple choice. */
 const char *const *em_bigbench_group(const char *name);
 
+/* The name of group i (0, 1, ...), NULL past the last. */
+const char *em_bigbench_group_name(size_t i);
+
+/* The JSON tasks in tasks_dir (folders holding a task.json), sorted by name: *names (*count),
+ * freed by the caller (each, then the array). A missing tasks_dir is exit 2 saying to run
+ * tools/fetch-bigbench. */
+em_status em_bigbench_list(const char *tasks_dir, char ***names, size_t *count);
+
 #endif

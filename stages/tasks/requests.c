@@ -43,7 +43,13 @@ em_status em_request_make(const em_tokenizer *tok, const char *context, const ch
     memset(out, 0, sizeof *out);
     size_t context_len = strlen(context), continuation_len = strlen(continuation);
     em_encode_options enc = em_tokenizer_default_options(tok);
-    enc.add_bos = options->add_bos;
+    if (options->add_bos >= 0) {
+        enc.add_bos = options->add_bos;
+    } else if (em_tokenizer_bos(tok) >= 0) { /* lm-eval: no BOS before a BOS already there */
+        const char *bos = em_tokenizer_token_text(tok, em_tokenizer_bos(tok));
+        if (bos && *bos && strncmp(context_len ? context : continuation, bos, strlen(bos)) == 0)
+            enc.add_bos = false;
+    }
     enc.add_eos = false;
     /* all = the context's ids, then the continuation's: lm-eval's context_enc + continuation_enc */
     int32_t *all = NULL, *context_ids = NULL, *whole = NULL;

@@ -18,7 +18,8 @@
 
 typedef struct em_request_options {
     int max_length; /* the most tokens the model reads (lm-eval's max_length) */
-    bool add_bos;   /* encode with BOS (lm-eval's add_bos_token; its HF default is false) */
+    int add_bos;    /* -1: the tokenizer's own choice, none before a text that starts with the
+                       BOS token's text (lm-eval's default); 0 or 1: lm-eval's add_bos_token */
     bool apart;     /* BIG-bench: the context and the continuation are each encoded alone and
                        their ids joined (its Hugging Face model's cond_log_prob), not the pair */
 } em_request_options;

@@ -157,7 +157,9 @@ char *em_task_sample_json(const em_task *task, const em_task_example *example,
     cJSON_AddNumberToObject(line, "doc_id", (double)example->doc_index);
     cJSON *doc = example->doc_json ? cJSON_Parse(example->doc_json) : NULL;
     cJSON_AddItemToObject(line, "doc", doc ? doc : cJSON_CreateNull());
-    if (example->gold >= 0)
+    if (task->output == EM_TASK_LOGLIKELIHOOD) /* lm-eval: the target text */
+        cJSON_AddStringToObject(line, "target", example->choices[0]);
+    else if (example->gold >= 0)
         cJSON_AddNumberToObject(line, "target", example->gold);
     else
         cJSON_AddNullToObject(line, "target");

@@ -9,7 +9,7 @@
 # same perplexity for dp 1 and 2 bit for bit and within 1e-5 of tp = 1, and that a tp the model's
 # KV heads cannot take is refused with the numbers (exit 2); the same for cp = 2 (the fables'
 # short last windows computed whole) and dp 1 x tp 2 x cp 2, and a cp too large for the windows
-# refused at validation.
+# refused at validation; precision ggml on a Q4_0 model under tp 2 the same for dp 1 and 2.
 # Usage: stages_mesh.sh MPIRUN (EVALMESH_BIN names the binary, EVALMESH_SOURCE_DIR the sources).
 set -u
 MPIRUN=$1
@@ -79,11 +79,11 @@ has "bad2.yaml:7:38: stage 'metrics': reduces over the default world mesh, but i
 # OMP_NUM_THREADS sets the threads when the recipe does not; the option wins over it.
 recipe "$T/omp.yaml" ""
 OMP_NUM_THREADS=1 expect 0 "$E" run "$T/omp.yaml"
-has "scored tokens/s, 1 threads)"
+has "scored tokens/s, 1 threads, precision exact, kernel "
 OMP_NUM_THREADS=3 expect 0 "$E" run "$T/omp.yaml"
-has "scored tokens/s, 3 threads)"
+has "scored tokens/s, 3 threads, precision exact, kernel "
 OMP_NUM_THREADS=3 expect 0 "$E" run "$T/r.yaml"
-has "scored tokens/s, 1 threads)"
+has "scored tokens/s, 1 threads, precision exact, kernel "
 
 # Tensor parallelism through the stages: dp 1 x tp 2 on 2 ranks, dp 2 x tp 2 on 4.
 expect 0 "$E" run "$T/r.yaml" --log-level debug
@@ -109,6 +109,34 @@ rc=$?
 has "<command line>:1:1: stage 'grid': tp = 4 does not divide the 2 KV heads of model $S/recipes/data/demo-model.gguf"
 expect 2 "$E" run "$T/r.yaml" stages.ppl.device=gpu9
 has "<command line>:1:1: stage 'ppl': device 'gpu9' is not a forward backend of this build (cpu cuda)"
+
+# Precision ggml on a Q4_0 copy of the demo model (the quantize stage): not exact's perplexity;
+# dp 1 x tp 2 and dp 2 x tp 2 the same bit for bit, and within 1e-5 of tp 1 on this model (the
+# 8-bit rounding of the next layers can turn tp's last-bit changes into whole quanta: on random
+# models the difference reaches 1e-4).
+cat > "$T/q.yaml" << YAML
+name: stagesmesh-ggml
+stages:
+  grid: {kind: mesh, dp: auto}
+  model: {kind: model, path: $S/recipes/data/demo-model.gguf}
+  q4: {kind: quantize, model: model, scheme: Q4_0}
+  fables: {kind: dataset, tokenizer: model, mesh: grid, path: $S/recipes/data/demo.txt, split: blank_line, protocol: rolling, max_length: 256}
+  ppl: {kind: forward, model: q4, data: fables, mesh: grid, threads: 1, precision: ggml}
+  metrics: {kind: aggregate, inputs: [ppl], mesh: grid, print_estimate: true}
+YAML
+expect 0 "$E" run "$T/q.yaml" --log-level debug
+has "scored tokens/s, 1 threads, precision ggml, kernel "
+ggml1=$(exact_ppl)
+expect 0 "$E" run "$T/q.yaml" stages.ppl.precision=exact --log-level debug
+q4_exact=$(exact_ppl)
+expect 0 timeout 120 "$MPIRUN" -np 2 "$E" run "$T/q.yaml" stages.grid.tp=2 --log-level debug
+ggml_tp=$(exact_ppl)
+expect 0 timeout 120 "$MPIRUN" -np 4 "$E" run "$T/q.yaml" stages.grid.tp=2 --log-level debug
+[ "$(exact_ppl)" = "$ggml_tp" ] || fail "ggml tp 2: dp 2 gives $(exact_ppl), dp 1 gives $ggml_tp"
+python3 -c "import sys; a, b = float('$ggml1'), float('$ggml_tp'); sys.exit(abs(a - b) > 1e-5 * a)" \
+    || fail "ggml tp 2 perplexity $ggml_tp is not within 1e-5 of tp 1's $ggml1"
+python3 -c "import sys; a, b = float('$ggml1'), float('$q4_exact'); sys.exit(abs(a - b) < 1e-4 * a)" \
+    || fail "ggml perplexity $ggml1 is hardly exact's $q4_exact: no rounding happened"
 
 # Context parallelism through the stages: cp 2 on 2 ranks, dp 2 x cp 2 and tp 2 x cp 2 on 4.
 expect 0 timeout 120 "$MPIRUN" -np 2 "$E" run "$T/r.yaml" stages.grid.cp=2 --log-level debug

@@ -1,12 +1,27 @@
 /* Test driver for the CPU forward: loads a model, runs one window and prints, per scored
  * position, "position nll argmax" (nll with 17 significant digits) so a NumPy reference can
- * check it. Usage: forward_driver MODEL THREADS SCORE_FROM ID0 ID1 ... IDN
- * (inputs are ID0..ID(N-1), targets ID1..IDN). Errors go to stderr with their exit status. */
+ * check it. Usage: forward_driver [--ggml] [--dump FILE] MODEL THREADS SCORE_FROM ID0 ID1 ... IDN
+ * (inputs are ID0..ID(N-1), targets ID1..IDN; --ggml: precision ggml; --dump: every linear
+ * layer's input as the observer of linear_inputs.h sees it, into FILE: per call int32 layer,
+ * site, T, K, then T x K float32, row-major). Errors go to stderr with their exit status. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "stages/kernels/cpu/llama_forward.h"
 #include "stages/model/loaded_model.h"
+
+/* Appends one site's input to the FILE * in user. */
+static void dump(void *user, int layer, em_linear_site site, const em_linear_input *x) {
+    int32_t head[4] = {layer, (int32_t)site, x->T, x->K};
+    fwrite(head, sizeof head, 1, user);
+    for (int t = 0; t < x->T; t++) {
+        for (int k = 0; k < x->K; k++) {
+            float v = em_linear_input_at(x, t, k);
+            fwrite(&v, sizeof v, 1, user);
+        }
+    }
+}
 
 static int fail(em_status err) {
     fprintf(stderr, "error: %s\n", err->message);
@@ -16,8 +31,25 @@ static int fail(em_status err) {
 }
 
 int main(int argc, char **argv) {
+    bool ggml = argc > 1 && strcmp(argv[1], "--ggml") == 0;
+    if (ggml) {
+        argv++;
+        argc--;
+    }
+    FILE *dumped = NULL;
+    if (argc > 2 && strcmp(argv[1], "--dump") == 0) {
+        dumped = fopen(argv[2], "wb");
+        if (!dumped) {
+            fprintf(stderr, "error: cannot write %s\n", argv[2]);
+            return 2;
+        }
+        argv += 2;
+        argc -= 2;
+    }
     if (argc < 6) {
-        fprintf(stderr, "usage: %s MODEL THREADS SCORE_FROM ID0 ID1 [ID...]\n", argv[0]);
+        fprintf(stderr,
+                "usage: %s [--ggml] [--dump FILE] MODEL THREADS SCORE_FROM ID0 ID1 [ID...]\n",
+                argv[0]);
         return 2;
     }
     int threads = atoi(argv[2]), score_from = atoi(argv[3]);
@@ -32,6 +64,9 @@ int main(int argc, char **argv) {
     }
     em_llama_forward *f;
     err = em_llama_forward_new(model, threads, &f);
+    if (!err && ggml) err = em_llama_forward_set_precision(f, EM_PRECISION_GGML);
+    em_linear_observer observer = {dump, dumped};
+    if (!err && dumped) em_llama_forward_observe(f, &observer);
     int n = T - score_from > 0 ? T - score_from : 1;
     double *nll = malloc((size_t)n * sizeof *nll);
     int32_t *argmax = malloc((size_t)n * sizeof *argmax);
@@ -46,6 +81,7 @@ int main(int argc, char **argv) {
     }
     em_llama_forward_free(f);
     em_model_free(model);
+    if (dumped) fclose(dumped);
     free(ids);
     free(nll);
     free(argmax);

@@ -5,8 +5,11 @@
  * C reference forward) and has the tp rank 0 of each dp rank write "window position nll argmax"
  * lines (nll with 17 significant digits) to OUT.dp<dp rank>; every rank writes its shard's weight
  * bytes to OUT.weights.<world rank>. With BACKEND-batch (cpu-batch, cuda-batch) the dp rank's
- * windows go to the backend as one batch (score_batch).
- * Usage: forward_mesh_driver MODEL TP CP T SCORE_FROM WINDOWS SEED OUT [BACKEND[-batch]|reference]
+ * windows go to the backend as one batch (score_batch); with BACKEND-prefix (cpu-prefix) as
+ * continuations of their shared prefix (score_shared_prefix). Every window's first SCORE_FROM ids
+ * are window 0's, so the windows share that prefix in every mode.
+ * Usage: forward_mesh_driver MODEL TP CP T SCORE_FROM WINDOWS SEED OUT
+ *        [BACKEND[-batch|-prefix]|reference]
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,7 +32,8 @@ static int fail(em_status err) {
 int main(int argc, char **argv) {
     if (argc < 9) {
         fprintf(stderr,
-                "usage: %s MODEL TP CP T SCORE_FROM WINDOWS SEED OUT [BACKEND[-batch]|reference]\n",
+                "usage: %s MODEL TP CP T SCORE_FROM WINDOWS SEED OUT "
+                "[BACKEND[-batch|-prefix]|reference]\n",
                 argv[0]);
         return 2;
     }
@@ -41,8 +45,13 @@ int main(int argc, char **argv) {
     int reference = strcmp(arg, "reference") == 0;
     size_t len = strlen(arg);
     int batched = len > 6 && strcmp(arg + len - 6, "-batch") == 0;
+    int prefixed = len > 7 && strcmp(arg + len - 7, "-prefix") == 0;
     char backend[64];
-    snprintf(backend, sizeof backend, "%.*s", (int)(batched ? len - 6 : len), arg);
+    snprintf(backend, sizeof backend, "%.*s",
+             (int)(batched    ? len - 6
+                   : prefixed ? len - 7
+                              : len),
+             arg);
     const em_forward_backend *be = em_forward_backend_find(reference ? "cpu" : backend);
     if (!be) {
         fprintf(stderr, "error: no forward backend '%s' (%s)\n", backend,
@@ -89,16 +98,22 @@ int main(int argc, char **argv) {
         int32_t *wi = ids + (size_t)w * (T + 1);
         for (int t = 0; t <= T; t++) {
             s = s * 1664525u + 1013904223u;
-            wi[t] = (int32_t)((s >> 8) % (unsigned)model->config.n_vocab);
+            wi[t] = w > 0 && t < score_from ? ids[t]
+                                            : (int32_t)((s >> 8) % (unsigned)model->config.n_vocab);
         }
         double *wn = nll + (size_t)w * n;
         int32_t *wa = argmax + (size_t)w * n;
-        batch[w] = (em_batch_window){wi, wi + 1, T, score_from, wn, wa};
-        if (w < first || w >= end || batched) continue;
+        batch[w] =
+            prefixed
+                ? (em_batch_window){wi + score_from, wi + score_from + 1, T - score_from, 0, wn, wa}
+                : (em_batch_window){wi, wi + 1, T, score_from, wn, wa};
+        if (w < first || w >= end || batched || prefixed) continue;
         err = reference ? em_llama_reference_window(model, wi, wi + 1, T, score_from, wn, wa)
                         : em_forward_score_window(be, f, wi, wi + 1, T, score_from, wn, wa);
     }
     if (!err && batched && end > first) err = be->score_batch(f, batch + first, end - first);
+    if (!err && prefixed && end > first)
+        err = be->score_shared_prefix(f, ids, score_from, batch + first, end - first);
     for (int w = first; w < end && !err && file; w++)
         for (int i = 0; i < n; i++)
             fprintf(file, "%d %d %.17g %d\n", w, score_from + i, nll[(size_t)w * n + i],

@@ -169,9 +169,11 @@ def softcap(x, cap):
     return cap * np.tanh(x / cap) if cap else x
 
 
-def forward(meta, t, tokens_in, targets, inputs=None):
+def forward(meta, t, tokens_in, targets, inputs=None, product=None):
     """-log p(target) and argmax at every position of one window (float64). With a dict `inputs`,
-    also the input (T, columns) of every linear weight, by the weight's name."""
+    also the input (T, columns) of every linear weight, by the weight's name. product(x, name):
+    the product x W^T of the linear weight `name` (default: in float64)."""
+    mm = product or (lambda x, name: x @ t[name].T)
 
     def keep(names, x):
         if inputs is not None:
@@ -189,9 +191,9 @@ def forward(meta, t, tokens_in, targets, inputs=None):
         xn = rmsnorm(x, t[p + "attn_norm.weight"], c["eps"])
         keep([p + n + ".weight" for n in ("attn_q", "attn_k", "attn_v", "attn_qkv")], xn)
         if c["fused"]:  # Q, K, V rows of one projection
-            q, k, v = np.split(xn @ t[p + "attn_qkv.weight"].T, [H * hd, (H + KV) * hd], axis=1)
+            q, k, v = np.split(mm(xn, p + "attn_qkv.weight"), [H * hd, (H + KV) * hd], axis=1)
         else:
-            q, k, v = (xn @ t[p + n + ".weight"].T for n in ("attn_q", "attn_k", "attn_v"))
+            q, k, v = (mm(xn, p + n + ".weight") for n in ("attn_q", "attn_k", "attn_v"))
         if p + "attn_q.bias" in t:
             q, k, v = q + t[p + "attn_q.bias"], k + t[p + "attn_k.bias"], v + t[p + "attn_v.bias"]
         if c["qk_norm"]:  # RMSNorm of every head
@@ -210,24 +212,24 @@ def forward(meta, t, tokens_in, targets, inputs=None):
             s = np.exp(s - s.max(axis=1, keepdims=True))
             out[:, h * hd:(h + 1) * hd] = (s / s.sum(axis=1, keepdims=True)) @ vh
         keep([p + "attn_output.weight"], out)
-        att = out @ t[p + "attn_output.weight"].T
+        att = mm(out, p + "attn_output.weight")
         x = x + (rmsnorm(att, t[p + "attn_post_norm.weight"], c["eps"]) if c["post"] else att)
         xn = rmsnorm(x, t[p + "ffn_norm.weight"], c["eps"])
         keep([p + "ffn_gate.weight", p + "ffn_up.weight"], xn)
         if c["fused"]:  # gate rows, then up rows
-            gate, up = np.split(xn @ t[p + "ffn_up.weight"].T, 2, axis=1)
+            gate, up = np.split(mm(xn, p + "ffn_up.weight"), 2, axis=1)
         else:
-            gate, up = xn @ t[p + "ffn_gate.weight"].T, xn @ t[p + "ffn_up.weight"].T
+            gate, up = mm(xn, p + "ffn_gate.weight"), mm(xn, p + "ffn_up.weight")
         if c["gelu"]:
             act = 0.5 * gate * (1 + np.tanh(np.sqrt(2 / np.pi) * (gate + 0.044715 * gate ** 3)))
         else:
             act = gate / (1 + np.exp(-gate))
         keep([p + "ffn_down.weight"], act * up)
-        mlp = (act * up) @ t[p + "ffn_down.weight"].T
+        mlp = mm(act * up, p + "ffn_down.weight")
         x = x + (rmsnorm(mlp, t[p + "ffn_post_norm.weight"], c["eps"]) if c["post"] else mlp)
     xn = rmsnorm(x, t["output_norm.weight"], c["eps"])
-    head = t.get("output.weight", t["token_embd.weight"])
-    logits = softcap(xn @ head.T, c["final_cap"])  # (T, vocab)
+    head = "output.weight" if "output.weight" in t else "token_embd.weight"
+    logits = softcap(mm(xn, head), c["final_cap"])  # (T, vocab)
     m = logits.max(axis=1, keepdims=True)
     logz = m[:, 0] + np.log(np.exp(logits - m).sum(axis=1))
     nll = logz - logits[np.arange(T), targets]

@@ -4,8 +4,8 @@
  * windows scored at their last position only, stride-protocol windows scored from the middle
  * (score_from > 0), and windows longer than an attention query block, their last blocks of every
  * kind (whole panels of 16 queries, an odd number of them, and a part of one). Uses the model given
- * as argv[1], else the shared stories260K.gguf. Also: a bad token id in a batch is an error (exit
- * status 2) naming the window of the batch. */
+ * as argv[1], else the shared stories260K.gguf; argv[2] `ggml` runs precision ggml. Also: a bad
+ * token id in a batch is an error (exit status 2) naming the window of the batch. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,19 +14,12 @@
 #include "stages/kernels/cpu/llama_forward.h"
 #include "stages/model/loaded_model.h"
 #include "test.h"
+#include "kernels/test_forward_model.h"
 #include "kernels/test_windows.h"
 
 #define WINDOWS 8
 
-static em_llama_forward *must_create(const em_model *m, int threads) {
-    em_llama_forward *f = NULL;
-    em_status err = em_llama_forward_new(m, threads, &f);
-    if (err) {
-        fprintf(stderr, "%s\n", err->message);
-        exit(1);
-    }
-    return f;
-}
+static em_precision precision = EM_PRECISION_EXACT;
 
 /* Scores windows order[0 .. count-1] as one batch into out[window]. */
 static void run_batch(em_llama_forward *f, const window *ws, const int *order, int count,
@@ -67,19 +60,8 @@ static int differing(const window *ws, const scores *want, const scores *got) {
 }
 
 int main(int argc, char **argv) {
-    char path[4096];
-    if (argc > 1) {
-        snprintf(path, sizeof path, "%s", argv[1]);
-    } else {
-        test_shared_file("models/stories260K.gguf", path, sizeof path);
-    }
-    em_model *m;
-    em_status err = em_model_load(path, &m);
-    if (err) {
-        fprintf(stderr, "%s\n", err->message);
-        em_error_free(err);
-        return 1;
-    }
+    em_model *m = test_forward_model(argc, argv);
+    precision = test_forward_precision(argc, argv);
     int V = m->config.n_vocab;
     static window ws[WINDOWS];
     make_window(&ws[0], 300, 100, 1, V); /* stride protocol: scored from the middle */
@@ -94,7 +76,7 @@ int main(int argc, char **argv) {
     /* each window alone, on a fresh forward */
     static scores alone[WINDOWS];
     for (int i = 0; i < WINDOWS; i++) {
-        em_llama_forward *f = must_create(m, 1);
+        em_llama_forward *f = test_forward_new(m, 1, precision);
         run_batch(f, ws, &i, 1, alone);
         em_llama_forward_free(f);
     }
@@ -116,7 +98,8 @@ int main(int argc, char **argv) {
         {"one at a time after batches", shuffled, ones},
     };
     for (int threads = 1; threads <= 2; threads++) {
-        em_llama_forward *f = must_create(m, threads); /* reused: buffers grow and shrink */
+        em_llama_forward *f =
+            test_forward_new(m, threads, precision); /* reused: buffers grow and shrink */
         for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
             static scores got[WINDOWS];
             memset(got, 0xff, sizeof got);
@@ -131,7 +114,7 @@ int main(int argc, char **argv) {
 
     /* a window twice in one batch gets the same bits both times */
     {
-        em_llama_forward *f = must_create(m, 2);
+        em_llama_forward *f = test_forward_new(m, 2, precision);
         static scores three[3];
         em_batch_window batch[3] = {
             {ws[5].ids, ws[5].ids + 1, ws[5].T, ws[5].score_from, three[0].nll, three[0].argmax},
@@ -150,7 +133,7 @@ int main(int argc, char **argv) {
         bad.ids[16] = V;
         batch[2] = (em_batch_window){bad.ids,        bad.ids + 1,  bad.T,
                                      bad.score_from, three[2].nll, three[2].argmax};
-        err = em_llama_forward_batch(f, batch, 3);
+        em_status err = em_llama_forward_batch(f, batch, 3);
         CHECK(err != NULL);
         if (err) {
             printf("bad id: %s\n", err->message);

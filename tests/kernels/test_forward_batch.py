@@ -3,8 +3,10 @@ program) on models made by evalmesh-mkmodel with GQA, Q/K/V biases and a tied he
 sliding window, gemma2 (sliding window, soft-capped scores and logits, post-norms, GeGLU), gemma3
 (local/global layers with their own RoPE base, q/k norms, post-norms), qwen3 (q/k norms) and a
 quantized type, plus the shared stories260K when present: every window's nll and argmax
-bit-identical to the window alone in every batch composition and order it tries.
-Usage: test_forward_batch.py FORWARD_BATCH MKMODEL"""
+bit-identical to the window alone in every batch composition and order it tries. It drives
+test_forward_shared_prefix the same way: each continuation of a shared prefix bit-identical to its
+whole window alone.
+Usage: test_forward_batch.py FORWARD_BATCH|FORWARD_SHARED_PREFIX MKMODEL"""
 import os
 import subprocess
 import sys

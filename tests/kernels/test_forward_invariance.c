@@ -1,9 +1,10 @@
 /* Batch and thread invariance of the CPU forward: a window's per-token results (nll and argmax)
  * must be bit-identical whether it runs alone or after other windows of other lengths, and with
  * 1, 2 or 16 OpenMP threads, and whichever GEMM microkernel (avx512, avx2, c) runs. Uses the model
- * given as argv[1], else the shared stories260K.gguf. (Kernels run small work on one thread: the
- * reference test passes a model wide enough that the matmul, attention and output head loops really
- * run on 2 threads.) */
+ * given as argv[1], else the shared stories260K.gguf; argv[2] `ggml` runs precision ggml (its
+ * dot-product kernels, c and avx2, take the place of the microkernels). (Kernels run small work on
+ * one thread: the reference test passes a model wide enough that the matmul, attention and output
+ * head loops really run on 2 threads.) */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +14,7 @@
 #include "stages/kernels/cpu/llama_forward.h"
 #include "stages/model/loaded_model.h"
 #include "test.h"
+#include "kernels/test_forward_model.h"
 
 typedef struct window {
     int length, score_from;
@@ -30,10 +32,13 @@ static void make_window(window *w, int length, int score_from, uint32_t seed, in
 }
 
 /* Runs the windows in order with `threads` threads; keeps the results of window `keep`. */
+static em_precision precision = EM_PRECISION_EXACT;
+
 static void run(const em_model *m, int threads, const window *ws, int count, int keep, double *nll,
                 int32_t *argmax) {
     em_llama_forward *f;
     em_status err = em_llama_forward_new(m, threads, &f);
+    if (!err) err = em_llama_forward_set_precision(f, precision);
     CHECK(err == NULL);
     if (err) {
         fprintf(stderr, "%s\n", err->message);
@@ -59,19 +64,8 @@ static void run(const em_model *m, int threads, const window *ws, int count, int
 }
 
 int main(int argc, char **argv) {
-    char path[4096];
-    if (argc > 1) {
-        snprintf(path, sizeof path, "%s", argv[1]);
-    } else {
-        test_shared_file("models/stories260K.gguf", path, sizeof path);
-    }
-    em_model *m;
-    em_status err = em_model_load(path, &m);
-    if (err) {
-        fprintf(stderr, "%s\n", err->message);
-        em_error_free(err);
-        return 1;
-    }
+    em_model *m = test_forward_model(argc, argv);
+    precision = test_forward_precision(argc, argv);
     int V = m->config.n_vocab;
     /* a: the window under test (five attention query blocks, long enough for the kernels to run
      * in parallel on the generated test model); b longer, c shorter */

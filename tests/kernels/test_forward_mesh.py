@@ -11,8 +11,9 @@ and the test checks:
     perplexity within 1e-5 relative (tp changes the order of the sums inside Wo and Wdown, cp
     the order of attention's sums, nothing else);
   - repeated runs, and the same tp and cp over dp = 1 or 2, bit-identical;
-  - tp = 2 with the windows in one batch (score_batch) bit-identical to one window at a time, and
-    cp = 2 refusing a batch of several windows (exit status 2);
+  - tp = 2 with the windows in one batch (score_batch), and as continuations of their shared
+    first SCORE_FROM positions (score_shared_prefix), bit-identical to one window at a time, and
+    cp = 2 refusing a batch of several windows and a shared prefix (exit status 2);
   - each rank's shard of the weights about 1/tp of the whole (the driver reports the bytes).
 Usage: test_forward_mesh.py DRIVER MPIRUN [MKMODEL]"""
 import math
@@ -95,13 +96,19 @@ def check_batch(c, driver, mpirun, model, label, tp, cp, out, base):
         batch = run(driver, mpirun, model, tp, cp, 2, base + ".batch", "cpu-batch")
         c.check(text(batch, 1) == text(out, 1),
                 "%s: %s with the windows in one batch differs from one at a time" % (label, name))
+        prefix = run(driver, mpirun, model, tp, cp, 2, base + ".prefix", "cpu-prefix")
+        c.check(text(prefix, 1) == text(out, 1),
+                "%s: %s with the windows as continuations of their shared prefix differs from one "
+                "at a time" % (label, name))
         return
-    cmd = [mpirun, "-np", "2", driver, model, str(tp), str(cp), str(T), str(SCORE_FROM),
-           str(WINDOWS), str(SEED), base + ".cpbatch", "cpu-batch"]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    c.check(p.returncode == 2 and "scores one window per batch" in p.stderr,
-            "%s: %s refuses a batch of %d windows: exit %d %s"
-            % (label, name, WINDOWS, p.returncode, p.stderr[-500:]))
+    for mode, refusal in (("batch", "scores one window per batch"),
+                          ("prefix", "does not score shared prefixes")):
+        cmd = [mpirun, "-np", "2", driver, model, str(tp), str(cp), str(T), str(SCORE_FROM),
+               str(WINDOWS), str(SEED), base + ".cp" + mode, "cpu-" + mode]
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        c.check(p.returncode == 2 and refusal in p.stderr,
+                "%s: %s refuses %s of %d windows: exit %d %s"
+                % (label, name, mode, WINDOWS, p.returncode, p.stderr[-500:]))
 
 
 def check_model(c, driver, mpirun, model, label, max_tp, tmp):

@@ -70,6 +70,7 @@ static em_scores *run_stage(em_model *model, em_dataset *ds, int threads, const 
     em_node_map_set(options, "records_flush_s", mark, em_node_new_scalar("10", false, mark));
     em_node_map_set(options, "f32_weights", mark, em_node_new_scalar("float32", false, mark));
     em_node_map_set(options, "quantized_weights", mark, em_node_new_scalar("auto", false, mark));
+    em_node_map_set(options, "precision", mark, em_node_new_scalar("exact", false, mark));
     em_stage self = {.name = "ppl", .kind = &em_stage_kind_forward, .options = options};
     self.inputs = inputs;
     self.input_count = 2;

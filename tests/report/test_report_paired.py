@@ -12,7 +12,8 @@ an unreachable Pushgateway (not required):
   (d) a candidate identical to its baseline differs by exactly 0 and passes; against a pinned
       baseline whose token file has one NLL raised by 0.125, the mean difference is exactly
       -0.125 / N;
-  (e) another n_ctx or another dataset file: refused (exit 2) naming the difference;
+  (e) another n_ctx, another dataset file or another forward precision: refused (exit 2) naming
+      the difference (results.json records the precision);
       `unpaired: allow` compares unpaired and says why;
   (f) `evalmesh history` and `evalmesh history --baseline`.
 usage: test_report_paired.py"""
@@ -269,6 +270,7 @@ runs = [l.split() for l in out[:out.index("fwd.token_ppl (")].splitlines()
 check([r[4] for r in runs] == ["passed", "failed", "passed", "failed"], "verdicts %s" % runs)
 check([" ".join(r[5:8]) for r in runs[1:]] == ["line 1, paired", "line 1, paired",
                                                "line 3, paired"], "their baselines %s" % runs)
+check(r1["model"]["precision"] == "exact", "results.json: precision %s" % r1["model"])
 check(runs[1][8] == noisy and runs[0][6] == r1["model"]["path"] and
       runs[0][7] == "(%s)" % r1["model"]["digest"][:12], "models %s" % runs)
 check(runs[2][-1] == "baseline" and "<- next baseline" in out, "next baseline marked: " + out)
@@ -289,6 +291,11 @@ check(len(lines()) == 4, "a refused run appends nothing")
 rc, out, err, _, doc = nightly("stories", "stages.wiki.path=" + stories,
                                "stages.wiki.max_windows=4")
 check(rc == 2 and "the dataset file differs (sha256 " in err, "another dataset: %d %s" % (rc, err))
+rc, out, err, _, doc = nightly("ggml", "stages.fwd.precision=ggml")
+check(rc == 2 and "refusing to compare with the baseline %s:3: the precision differs (exact in "
+      "the baseline, ggml in this run)" % history in err, "another precision: %d %s" % (rc, err))
+check(re.search(r"forward fwd: .*, precision ggml, kernel (avx2|c)\)", err),
+      "the forward's log line names the precision and its kernel: " + err)
 rc, out, err, _, doc = nightly("ctx256u", "stages.wiki.n_ctx=256", "stages.gate.unpaired=allow",
                                "stages.out.outputs=[json]")
 cx = check_of(doc, "fwd.token_ppl", "max_increase_pct") if doc else {}

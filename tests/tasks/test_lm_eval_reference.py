@@ -7,7 +7,7 @@ arguments, so no model file is committed), runs `evalmesh eval` on the same YAML
   - tokenization first: `evalmesh tokenize` on every request's context and context + continuation
     (after lm-eval moves the context's trailing whitespace to the continuation) gives the ids
     lm-eval's _encode_pair got from transformers, BOS included;
-  - results.json: n-shot per task; acc and acc_norm (acc for loglikelihood) equal to lm-eval's,
+  - lm_eval_results.json: n-shot per task; acc and acc_norm (acc for loglikelihood) equal to lm-eval's,
     their standard errors within STDERR_TOL, perplexity within PPL_RTOL relative;
   - samples_<task>.jsonl, one line per document: the document, its target, every request's
     context and continuation strings equal, its log-likelihood within LL_TOL absolute and its
@@ -19,7 +19,7 @@ post-processor puts <|begin_of_text|> before every text, as Meta's later release
 
 Usage: test_lm_eval_reference.py EVALMESH MKMODEL
        test_lm_eval_reference.py --compare-only DIR
-The second form compares an output folder in `evalmesh eval`'s layout (results.json,
+The second form compares a run directory in `evalmesh eval`'s layout (lm_eval_results.json,
 samples_<task>.jsonl) to expected.json; tools/lm-eval-expected --self-check uses it on a fresh
 lm-eval run to show that this test reads expected.json right. Exit 77 (skipped) without the
 shared data."""
@@ -130,8 +130,8 @@ def check_tokenization(evalmesh, model_dir, expected):
 
 
 def read_output(out_dir):
-    """results.json and {task: {doc_id: sample}} of an `evalmesh eval` output folder."""
-    with open(os.path.join(out_dir, "results.json"), encoding="utf-8") as f:
+    """lm_eval_results.json and {task: {doc_id: sample}} of an `evalmesh eval` run directory."""
+    with open(os.path.join(out_dir, "lm_eval_results.json"), encoding="utf-8") as f:
         results = json.load(f)
     samples = {}
     for task, _ in TASKS:
@@ -231,7 +231,7 @@ def main():
         # In lm_eval_ref/, where lm-eval ran: its data_files are relative to the working
         # folder (datasets' rule), which is also the YAML's folder.
         run = subprocess.run([evalmesh, "eval", "-m", model_dir, "--tasks", tasks,
-                              "--log-samples", "--output", out_dir], capture_output=True,
+                              "--log-samples", "--run-dir", out_dir], capture_output=True,
                              text=True, cwd=REF_DIR)
         if not c.check_equal(run.returncode, 0, "evalmesh eval exit status"):
             print(run.stdout + run.stderr, file=sys.stderr)

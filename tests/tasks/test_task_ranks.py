@@ -3,9 +3,11 @@ without it) over a small lm-eval-style multiple-choice task with 2 shots (ranks/
 lm_eval_results.json, every samples line and results.json's metrics are byte-identical on 1, 2
 and 3 ranks (mpirun), with batches of requests (batch_tokens 100000: every request of a rank in
 one batch) and on 2 threads; tp = 2 gives the same bytes on dp 1 and dp 2 and is within 1e-5
-(relative) of tp = 1; a resume on another world size takes every recorded request
-(and after a records file lost its second half, computes the rest) to the same bytes; the request
-records hold each continuation's exact scores (sum of -nll equal to the samples' loglik)."""
+(relative) of tp = 1; each example's context is computed once for its choices (the log's
+positions computed against the requests'); a resume on another world size takes every recorded
+request (and after a records file lost its second half, computes the rest) to the same bytes; the
+request records hold each continuation's exact scores (sum of -nll equal to the samples'
+loglik)."""
 import glob
 import json
 import os
@@ -63,6 +65,12 @@ acc = sum(s["acc"] for s in samples) / len(samples)
 results = json.loads(base["lm_eval_results.json"])["results"]["stories_mc"]
 check(results["acc,none"] == acc, f"acc {results['acc,none']} is the samples' mean {acc}")
 check(all(len(s["resps"]) == 3 and len(s["arguments"]) == 3 for s in samples), "3 choices each")
+# each example's context computed once, its 3 choices scored as continuations of it (the cpu
+# backend's shared prefix): 3042 positions computed for the 90 requests' 8548
+counts = re.findall(r"task tasks: 30 of 30 examples on this rank, (\d+) positions computed for "
+                    r"requests of (\d+) positions", p.stderr)
+check(counts == [("3042", "8548")],
+      f"3042 positions computed for requests of 8548 (the contexts once): {counts}")
 
 for label, args, np in [("2 ranks", EVAL, 2), ("3 ranks", EVAL, 3),
                         ("batches", EVAL + ["--batch-tokens", "100000"], None),

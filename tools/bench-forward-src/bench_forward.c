@@ -14,7 +14,8 @@
  * same state for the same time;
  * the ratio of each pair is taken and the median over windows reported (a best-of-few short sgemm
  * calls would catch the machine's luckiest milliseconds and overstate the reference).
- * Usage: bench_forward MODEL [N_CTX=512] [WINDOWS=3] [THREADS=all cores] */
+ * Usage: bench_forward MODEL [N_CTX=512] [WINDOWS=3] [THREADS=all cores] [PRECISION=exact]
+ * (PRECISION: exact or ggml, the forward's `precision`). */
 #include <cblas.h>
 #include <omp.h>
 #include <stdio.h>
@@ -96,12 +97,13 @@ int main(int argc, char **argv) {
     /* the reference calls sgemm on each OpenMP thread: OpenBLAS must not split those further */
     openblas_set_num_threads(1);
     if (argc < 2) {
-        fprintf(stderr, "usage: %s MODEL [N_CTX] [WINDOWS] [THREADS]\n", argv[0]);
+        fprintf(stderr, "usage: %s MODEL [N_CTX] [WINDOWS] [THREADS] [exact|ggml]\n", argv[0]);
         return 2;
     }
     int n_ctx = argc > 2 ? atoi(argv[2]) : 512;
     int windows = argc > 3 ? atoi(argv[3]) : 3;
     int threads = argc > 4 ? atoi(argv[4]) : omp_get_num_procs();
+    bool ggml = argc > 5 && strcmp(argv[5], "ggml") == 0;
     em_model *m;
     em_status err = em_model_load(argv[1], &m);
     if (err) {
@@ -111,6 +113,8 @@ int main(int argc, char **argv) {
     const em_llama_config *c = &m->config;
     em_llama_forward *f;
     err = em_llama_forward_new(m, threads, &f);
+    if (!err)
+        err = em_llama_forward_set_precision(f, ggml ? EM_PRECISION_GGML : EM_PRECISION_EXACT);
     if (err) {
         fprintf(stderr, "error: %s\n", err->message);
         return err->exit_code;
@@ -165,9 +169,10 @@ int main(int argc, char **argv) {
                      name);
     }
     printf("model %s (%s, dim %d, %d layers, ffn %d, vocab %d), n_ctx %d, %d windows, %d threads, "
-           "%s kernel\n",
+           "%s kernel, precision %s%s%s\n",
            argv[1], type, c->dim, c->n_layers, c->ffn_dim, c->n_vocab, n_ctx, windows, threads,
-           em_llama_forward_kernel(f));
+           em_llama_forward_kernel(f), ggml ? "ggml" : "exact", ggml ? " with dot kernel " : "",
+           ggml ? em_llama_forward_ggml_kernel(f) : "");
     printf("  tokens/s        %10.1f  mean, %.1f fastest window\n", n_ctx * windows / seconds,
            n_ctx / best);
     printf("  forward GFLOP/s %10.1f  median window (%.1f GFLOP per window)\n",

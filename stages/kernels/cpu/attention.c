@@ -135,9 +135,11 @@ static void softmax_columns_window(float *scores, int keys, int q0, int rows, in
     for (int i = 0; i < rows; i++) inv_sum[i] = 1.0f / inv_sum[i];
 }
 
-/* A block of a window's queries: rows row0 + q0 .. row0 + q0 + rows - 1 of the batch. */
+/* A block of a window's queries: positions q0 .. q0 + rows - 1 of the window whose keys start at
+ * row key_row0 of k and v, its queries at rows query_row .. query_row + rows - 1 of q and the
+ * output. */
 typedef struct query_block {
-    int row0, q0, rows;
+    int key_row0, query_row, q0, rows;
 } query_block;
 
 /* Longest first (most keys), so threads finish together. */
@@ -145,30 +147,41 @@ static int more_keys_first(const void *a, const void *b) {
     const query_block *x = a, *y = b;
     int kx = x->q0 + x->rows, ky = y->q0 + y->rows;
     if (kx != ky) return kx > ky ? -1 : 1;
-    return x->row0 < y->row0 ? -1 : x->row0 > y->row0;
+    return x->query_row < y->query_row ? -1 : x->query_row > y->query_row;
 }
 
 void em_attention(const float *q, const float *k, const float *v, const em_segments *windows,
                   int n_heads, int n_kv_heads, int head_dim, const em_attention_mask *mask,
                   float *out_packed, float *vt, em_scratch *s) {
+    em_attention_queries(q, windows->start, k, v, windows, n_heads, n_kv_heads, head_dim, mask,
+                         out_packed, vt, s);
+}
+
+void em_attention_queries(const float *q, const int32_t *query_start, const float *k,
+                          const float *v, const em_segments *windows, int n_heads, int n_kv_heads,
+                          int head_dim, const em_attention_mask *mask, float *out_packed, float *vt,
+                          em_scratch *s) {
     int T = windows->start[windows->count], longest = em_segments_longest(windows);
+    int queries = query_start[windows->count];
     int q_ld = n_heads * head_dim, kv_ld = n_kv_heads * head_dim;
     int group = n_heads / n_kv_heads;
     size_t ldv = vt_stride(T);
-    /* every window's query blocks */
+    /* every window's query blocks, counted from its first query */
     int blocks = 0;
     int64_t pairs = 0; /* causal (query, key) pairs, for the parallel threshold */
     for (int w = 0; w < windows->count; w++) {
         int n = windows->start[w + 1] - windows->start[w];
-        blocks += (n + EM_ATTN_QUERY_BLOCK - 1) / EM_ATTN_QUERY_BLOCK;
-        pairs += (int64_t)n * n / 2;
+        int nq = query_start[w + 1] - query_start[w];
+        blocks += (nq + EM_ATTN_QUERY_BLOCK - 1) / EM_ATTN_QUERY_BLOCK;
+        pairs += (int64_t)nq * (2 * n - nq) / 2;
     }
     query_block *order = em_xmalloc((size_t)(blocks ? blocks : 1) * sizeof *order);
     for (int w = 0, b = 0; w < windows->count; w++) {
         int row0 = windows->start[w], n = windows->start[w + 1] - row0;
-        for (int q0 = 0; q0 < n; q0 += EM_ATTN_QUERY_BLOCK, b++)
-            order[b] = (query_block){row0, q0,
-                                     n - q0 < EM_ATTN_QUERY_BLOCK ? n - q0 : EM_ATTN_QUERY_BLOCK};
+        int nq = query_start[w + 1] - query_start[w];
+        for (int i = 0; i < nq; i += EM_ATTN_QUERY_BLOCK, b++)
+            order[b] = (query_block){row0, query_start[w] + i, n - nq + i,
+                                     nq - i < EM_ATTN_QUERY_BLOCK ? nq - i : EM_ATTN_QUERY_BLOCK};
     }
     qsort(order, (size_t)blocks, sizeof *order, more_keys_first);
     bool parallel = (int64_t)n_heads * pairs * head_dim >= EM_PARALLEL_MIN_WORK;
@@ -179,8 +192,8 @@ void em_attention(const float *q, const float *k, const float *v, const em_segme
         int n = T - t0 < 64 ? T - t0 : 64;
         em_transpose(v + (size_t)t0 * kv_ld, (size_t)kv_ld, n, kv_ld, vt + t0, ldv, false);
     }
-    /* the packed output's padding past T: zeros */
-    for (int t = T; t < em_gemm_padded_tokens(T); t++) {
+    /* the packed output's padding past the queries: zeros */
+    for (int t = queries; t < em_gemm_padded_tokens(queries); t++) {
         float *panel = out_packed + (size_t)(t / EM_GEMM_PANEL) * q_ld * EM_GEMM_PANEL;
         for (int c = 0; c < q_ld; c++) panel[(size_t)c * EM_GEMM_PANEL + t % EM_GEMM_PANEL] = 0.0f;
     }
@@ -195,12 +208,11 @@ void em_attention(const float *q, const float *k, const float *v, const em_segme
         int padded = em_gemm_padded_tokens(rows);
         size_t ld = em_gemm_result_stride(rows); /* of out */
         block_memory m = carve_block_memory(longest, head_dim, s->buf[omp_get_thread_num()]);
-        /* the window's q, k and vt */
-        const float *qw = q + (size_t)qb.row0 * q_ld, *kw = k + (size_t)qb.row0 * kv_ld;
-        const float *vtw = vt + qb.row0;
+        /* the window's k and vt, the block's queries */
+        const float *kw = k + (size_t)qb.key_row0 * kv_ld, *vtw = vt + qb.key_row0;
 
         /* scores (keys, padded) = K[0:keys, g] Q[q0:q0+rows, h]^T */
-        const float *q_block = qw + (size_t)q0 * q_ld + (size_t)h * head_dim;
+        const float *q_block = q + (size_t)qb.query_row * q_ld + (size_t)h * head_dim;
         for (int p = 0; p < em_gemm_padded_tokens(rows) / EM_GEMM_PANEL; p++) {
             em_gemm_pack_panel(q_block, (size_t)q_ld, rows, head_dim, p, m.q_packed);
         }
@@ -218,7 +230,7 @@ void em_attention(const float *q, const float *k, const float *v, const em_segme
         em_gemm_panels e = {m.scores, (size_t)padded, EM_GEMM_PANEL};
         em_gemm_tile(s->kernel, e, rows, keys, vtw + (size_t)g * head_dim * ldv, ldv, head_dim,
                      m.out, ld);
-        int first = qb.row0 + q0; /* the block's first row in the batch */
+        int first = qb.query_row; /* the block's first row of the output */
         /* whole panels when the block starts on one, its other rows one by one */
         int whole = first % EM_GEMM_PANEL == 0 ? rows / EM_GEMM_PANEL : 0;
         for (int d = 0; d < head_dim; d++) {

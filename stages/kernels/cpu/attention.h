@@ -14,11 +14,19 @@
  * (n_heads / n_kv_heads). Memory per thread is about EM_ATTN_QUERY_BLOCK x T floats, never (T, T)
  * per head. Every dot product is one fma chain (gemm_microkernel.h) over head_dim or over keys
  * 0..q1-1 (masked ones are exact zeros), so a window's results depend only on the window: not on
- * the other windows of its batch, its row offset, threads or the CPU. */
+ * the other windows of its batch, its row offset, threads or the CPU.
+ *
+ * em_attention_queries computes only the last positions of each window as queries (a shared
+ * prefix's continuations: the window's keys are the prefix's and then the continuation's own).
+ * A query's numbers do not depend on which block it falls in: its scores are each one fma chain
+ * over head_dim, the exponentials are element by element, its sum runs over its keys in order and
+ * its output is one fma chain over keys 0..q1-1 whose keys past the query add exact zeros. So a
+ * continuation's positions get the bits they get in the whole window. */
 #ifndef EVALMESH_KERNELS_ATTENTION_H
 #define EVALMESH_KERNELS_ATTENTION_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "stages/kernels/cpu/scratch.h"
 #include "stages/kernels/segments.h"
@@ -47,5 +55,14 @@ size_t em_attention_vt_floats(int T, int n_kv_heads, int head_dim);
 void em_attention(const float *q, const float *k, const float *v, const em_segments *windows,
                   int n_heads, int n_kv_heads, int head_dim, const em_attention_mask *mask,
                   float *out_packed, float *vt, em_scratch *s);
+
+/* em_attention for the last query_start[w+1] - query_start[w] positions of each window w only:
+ * their queries are rows query_start[w] .. query_start[w+1]-1 of q and of out_packed (packed for
+ * query_start[count] rows), while k and v hold every position of the windows (the rows of
+ * windows, vt is em_attention_vt_floats of them). */
+void em_attention_queries(const float *q, const int32_t *query_start, const float *k,
+                          const float *v, const em_segments *windows, int n_heads, int n_kv_heads,
+                          int head_dim, const em_attention_mask *mask, float *out_packed, float *vt,
+                          em_scratch *s);
 
 #endif

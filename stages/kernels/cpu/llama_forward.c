@@ -27,6 +27,26 @@ typedef struct layer_vectors {
     float *attn_post_norm, *ffn_post_norm; /* (D) with post_norms, else NULL */
 } layer_vectors;
 
+/* What attention does with a shared prefix's keys and values (em_llama_forward_shared_prefix). */
+typedef enum prefix_mode {
+    PREFIX_NONE,   /* windows alone: no prefix */
+    PREFIX_KEEP,   /* the prefix's own pass: each layer's k and v (after RoPE) are kept */
+    PREFIX_ATTEND, /* continuations: their positions follow the prefix, their keys extend it */
+} prefix_mode;
+
+/* A shared prefix's kept keys and values and the continuations' keys built from them. */
+typedef struct shared_prefix {
+    prefix_mode mode;
+    int length;           /* P */
+    float *k, *v;         /* (layers, P, KVD) the prefix's, per layer */
+    size_t kept_floats;   /* of k and of v */
+    int32_t *key_start;   /* (windows + 1) each continuation's keys: the prefix's, then its own */
+    int key_slots;        /* of key_start */
+    float *key_k, *key_v; /* (key rows, KVD) */
+    float *key_vt;        /* em_attention_vt_floats of the key rows */
+    int key_capacity;     /* the key rows the three above hold */
+} shared_prefix;
+
 /* H, KV and F below are this rank's heads, KV heads and MLP columns (the model's / tp). */
 struct em_llama_forward {
     const em_model *model;
@@ -52,6 +72,7 @@ struct em_llama_forward {
     float *ring;             /* cp > 1: the online softmax state of ring attention */
     float *rope_swa;         /* (T, rope_dim/2, 2) of the sliding layers' base, or NULL */
     em_linear_observer observer; /* observe NULL: no calibration (the normal case) */
+    shared_prefix prefix;        /* mode PREFIX_NONE but inside em_llama_forward_shared_prefix */
 };
 
 /* A tensor the forward needs: present, a supported type, shape {n_in, n_out}. */
@@ -226,6 +247,9 @@ static em_status reserve(em_llama_forward *f, int T, int longest) {
         need = em_output_head_scratch_floats(T, c->dim);
     }
     em_status err = em_scratch_reserve(&f->scratch, need, em_gemm_packed_floats(T, c->dim));
+    size_t widest = D > F ? D : F; /* the widest input of a product */
+    if (!err && f->scratch.ggml)
+        err = em_q8_reserve(&f->scratch.q8, T, (int)(widest > QD ? widest : QD));
     if (err) return err;
     if (T <= f->capacity) return NULL;
     free_activations(f);
@@ -256,6 +280,38 @@ static em_status reserve(em_llama_forward *f, int T, int longest) {
     return NULL;
 }
 
+/* Makes the continuations' key arrays hold the prefix's `before` rows and the rows of each of
+ * windows, and their key windows. */
+static em_status reserve_continuation_keys(em_llama_forward *f, const em_segments *windows,
+                                           int before) {
+    shared_prefix *pre = &f->prefix;
+    const em_llama_config *c = &f->model->config;
+    if (windows->count + 1 > pre->key_slots) {
+        pre->key_slots = windows->count + 1;
+        pre->key_start = em_xrealloc(pre->key_start, (size_t)pre->key_slots * sizeof(int32_t));
+    }
+    pre->key_start[0] = 0;
+    for (int w = 0; w < windows->count; w++)
+        pre->key_start[w + 1] =
+            pre->key_start[w] + before + windows->start[w + 1] - windows->start[w];
+    int rows = pre->key_start[windows->count];
+    if (rows <= pre->key_capacity) return NULL;
+    size_t kv = (size_t)f->shard.n_kv_heads * c->head_dim;
+    size_t vt = em_attention_vt_floats(rows, f->shard.n_kv_heads, c->head_dim);
+    free(pre->key_k);
+    free(pre->key_v);
+    free(pre->key_vt);
+    pre->key_k = malloc((size_t)rows * kv * sizeof(float));
+    pre->key_v = malloc((size_t)rows * kv * sizeof(float));
+    pre->key_vt = malloc(vt * sizeof(float));
+    pre->key_capacity = 0;
+    if (!pre->key_k || !pre->key_v || !pre->key_vt)
+        return em_error_new(EM_EXIT_RUNTIME,
+                            "out of memory for the keys of continuations of %d positions", rows);
+    pre->key_capacity = rows;
+    return NULL;
+}
+
 /* y (T, n) += b (n) on every row */
 static void add_bias(float *y, const float *b, int T, int n, int threads) {
 #pragma omp parallel for num_threads(threads) if ((int64_t)T * n >= EM_PARALLEL_MIN_ELEMENTS)
@@ -280,7 +336,10 @@ static em_status cpu_begin(void *b, const int32_t *input, const int32_t *positio
     const em_model *m = f->model;
     const em_llama_config *c = &m->config;
     int T = windows->start[windows->count];
-    em_status err = reserve(f, T, em_segments_longest(windows));
+    /* continuations attend to the prefix's keys as well as their own */
+    int before = f->prefix.mode == PREFIX_ATTEND ? f->prefix.length : 0;
+    em_status err = reserve(f, T, before + em_segments_longest(windows));
+    if (!err && before) err = reserve_continuation_keys(f, windows, before);
     if (err) return err;
     if (windows->count + 1 > f->window_slots) {
         f->window_slots = windows->count + 1;
@@ -297,11 +356,18 @@ static em_status cpu_begin(void *b, const int32_t *input, const int32_t *positio
         if (c->embed_scale != 1.0f)
             for (int i = 0; i < D; i++) xt[i] *= c->embed_scale;
     }
+    int32_t *after = NULL; /* a continuation's positions follow the prefix */
+    if (before) {
+        after = em_xmalloc((size_t)T * sizeof *after);
+        for (int t = 0; t < T; t++) after[t] = before + (positions ? positions[t] : t);
+        positions = after;
+    }
     em_rope_table(c, m->rope_freqs ? m->rope_freqs->data : NULL, positions, T, f->rope);
     if (f->rope_swa) {
         em_llama_config local = em_rope_config_swa(c);
         em_rope_table(&local, NULL, positions, T, f->rope_swa);
     }
+    free(after);
     return NULL;
 }
 
@@ -354,9 +420,32 @@ static void cpu_attention(void *b, int layer, int T) {
     const em_llama_config *c = &f->model->config;
     em_attention_mask mask = layer_mask(c, layer);
     em_segments windows = {f->windows, f->window_start};
-    /* att (T, QD), packed, within each window */
-    em_attention(f->q, f->k, f->v, &windows, f->shard.n_heads, f->shard.n_kv_heads, c->head_dim,
-                 &mask, f->att_packed, f->vt, &f->scratch);
+    shared_prefix *pre = &f->prefix;
+    size_t kv = (size_t)f->shard.n_kv_heads * c->head_dim, kept = (size_t)pre->length * kv;
+    if (pre->mode == PREFIX_KEEP) {
+        memcpy(pre->k + (size_t)layer * kept, f->k, kept * sizeof(float));
+        memcpy(pre->v + (size_t)layer * kept, f->v, kept * sizeof(float));
+    }
+    if (pre->mode != PREFIX_ATTEND) {
+        /* att (T, QD), packed, within each window */
+        em_attention(f->q, f->k, f->v, &windows, f->shard.n_heads, f->shard.n_kv_heads, c->head_dim,
+                     &mask, f->att_packed, f->vt, &f->scratch);
+        return;
+    }
+    /* each continuation's keys and values: the prefix's, then its own rows */
+    for (int w = 0; w < f->windows; w++) {
+        size_t to = (size_t)pre->key_start[w] * kv, from = (size_t)f->window_start[w] * kv;
+        size_t own = (size_t)(f->window_start[w + 1] - f->window_start[w]) * kv;
+        memcpy(pre->key_k + to, pre->k + (size_t)layer * kept, kept * sizeof(float));
+        memcpy(pre->key_v + to, pre->v + (size_t)layer * kept, kept * sizeof(float));
+        memcpy(pre->key_k + to + kept, f->k + from, own * sizeof(float));
+        memcpy(pre->key_v + to + kept, f->v + from, own * sizeof(float));
+    }
+    em_segments keys = {f->windows, pre->key_start};
+    /* att (T, QD), packed, of the continuations' positions only */
+    em_attention_queries(f->q, f->window_start, pre->key_k, pre->key_v, &keys, f->shard.n_heads,
+                         f->shard.n_kv_heads, c->head_dim, &mask, f->att_packed, pre->key_vt,
+                         &f->scratch);
 }
 
 static void cpu_local_kv(void *b, float **k, float **v, int *kv_width) {
@@ -477,6 +566,52 @@ em_status em_llama_forward_batch(em_llama_forward *f, const em_batch_window *win
                             &f->groups, f->threads, windows, count);
 }
 
+/* Keeps room for each layer's keys and values of a prefix of P positions. */
+static em_status reserve_prefix(em_llama_forward *f, int P) {
+    shared_prefix *pre = &f->prefix;
+    const em_llama_config *c = &f->model->config;
+    size_t floats = (size_t)c->n_layers * (size_t)P * f->shard.n_kv_heads * c->head_dim;
+    if (floats <= pre->kept_floats) return NULL;
+    free(pre->k);
+    free(pre->v);
+    pre->k = malloc(floats * sizeof(float));
+    pre->v = malloc(floats * sizeof(float));
+    pre->kept_floats = 0;
+    if (!pre->k || !pre->v)
+        return em_error_new(EM_EXIT_RUNTIME,
+                            "out of memory for the keys and values of a prefix of %d positions", P);
+    pre->kept_floats = floats;
+    return NULL;
+}
+
+em_status em_llama_forward_shared_prefix(em_llama_forward *f, const int32_t *prefix, int P,
+                                         const em_batch_window *continuations, int count) {
+    if (f->groups.cp.size > 1)
+        return em_error_new(EM_EXIT_BAD_INPUT,
+                            "a forward with cp = %d does not score shared prefixes (score the "
+                            "whole windows)",
+                            f->groups.cp.size);
+    if (P < 1) return em_error_new(EM_EXIT_BAD_INPUT, "a shared prefix of %d positions", P);
+    if (count < 1) return NULL;
+    const em_llama_config *c = &f->model->config;
+    em_status err = reserve_prefix(f, P);
+    if (err) return err;
+    /* the prefix's layers only, keeping their keys and values (it has nothing scored: its
+     * targets stand for the check of the window's ids) */
+    em_batch_window whole = {prefix, prefix, P, P - 1, NULL, NULL};
+    f->prefix.mode = PREFIX_KEEP;
+    f->prefix.length = P;
+    err = em_llama_compose(&cpu_kernels, f, c->n_layers, c->dim, c->post_norms, c->n_vocab,
+                           &f->groups, f->threads, &whole, 1);
+    if (err) err = em_error_prefix(err, "shared prefix");
+    f->prefix.mode = PREFIX_ATTEND;
+    if (!err)
+        err = em_llama_compose(&cpu_kernels, f, c->n_layers, c->dim, c->post_norms, c->n_vocab,
+                               &f->groups, f->threads, continuations, count);
+    f->prefix.mode = PREFIX_NONE;
+    return err;
+}
+
 em_status em_llama_forward_window(em_llama_forward *f, const int32_t *input, const int32_t *target,
                                   int T, int score_from, double *nll, int32_t *argmax) {
     em_batch_window one = {input, target, T, score_from, nll, argmax};
@@ -495,9 +630,19 @@ double em_llama_forward_flops(const em_llama_config *c, int T, int score_from) {
 
 size_t em_llama_forward_memory(const em_llama_forward *f) {
     const em_scratch *s = &f->scratch;
-    size_t scratch = ((size_t)s->threads * s->floats + s->packed_floats) * sizeof(float);
+    size_t scratch = ((size_t)s->threads * s->floats + s->packed_floats) * sizeof(float) +
+                     s->q8.capacity * (EM_Q8_BLOCK + 2 * sizeof(float) + sizeof(int32_t)) +
+                     s->q8.kcapacity * (EM_Q8K_BLOCK + sizeof(float) + 16 * sizeof(int16_t));
     size_t head = em_output_head_partial_bytes(f->capacity, f->model->config.n_vocab);
-    return f->activation_bytes + scratch + head;
+    const shared_prefix *pre = &f->prefix;
+    size_t kv = (size_t)f->shard.n_kv_heads * f->model->config.head_dim;
+    size_t keys =
+        2 * (size_t)pre->key_capacity * kv +
+        (pre->key_capacity ? em_attention_vt_floats(pre->key_capacity, f->shard.n_kv_heads,
+                                                    f->model->config.head_dim)
+                           : 0);
+    size_t prefix = (2 * pre->kept_floats + keys) * sizeof(float);
+    return f->activation_bytes + scratch + head + prefix;
 }
 
 size_t em_llama_forward_weight_bytes(const em_llama_forward *f) {
@@ -508,8 +653,18 @@ void em_llama_forward_observe(em_llama_forward *f, const em_linear_observer *obs
     f->observer = observer ? *observer : (em_linear_observer){0};
 }
 
+em_status em_llama_forward_set_precision(em_llama_forward *f, em_precision precision) {
+    f->scratch.ggml = NULL;
+    if (precision == EM_PRECISION_GGML) return em_scratch_use_ggml(&f->scratch);
+    return NULL;
+}
+
 const char *em_llama_forward_kernel(const em_llama_forward *f) {
     return f->scratch.kernel_name;
+}
+
+const char *em_llama_forward_ggml_kernel(const em_llama_forward *f) {
+    return f->scratch.ggml ? f->scratch.ggml->name : NULL;
 }
 
 void em_llama_forward_free(em_llama_forward *f) {
@@ -525,6 +680,12 @@ void em_llama_forward_free(em_llama_forward *f) {
     free(f->layers);
     free(f->output_norm);
     free(f->window_start);
+    free(f->prefix.k);
+    free(f->prefix.v);
+    free(f->prefix.key_start);
+    free(f->prefix.key_k);
+    free(f->prefix.key_v);
+    free(f->prefix.key_vt);
     free_activations(f);
     em_scratch_free(&f->scratch);
     em_llama_shard_free(&f->shard, f->model->config.n_layers);
@@ -532,14 +693,26 @@ void em_llama_forward_free(em_llama_forward *f) {
 }
 
 /* The `cpu` row of the forward-backend table. It computes F32 matrices in FP32 and quantized ones
- * from their blocks: the default options, the only ones the stage lets through (weight_storage
- * false). */
+ * from their blocks: the default weight storage, the only one the stage lets through
+ * (weight_storage false); either precision. */
 static em_status backend_create(const em_model *model, const em_forward_groups *groups, int threads,
                                 const em_forward_options *options, void **out) {
-    return em_llama_forward_new_split(model, groups, threads, (em_llama_forward **)out);
+    em_llama_forward *f;
+    em_status err = em_llama_forward_new_split(model, groups, threads, &f);
+    if (!err) err = em_llama_forward_set_precision(f, options->precision);
+    if (err) {
+        em_llama_forward_free(f);
+        return err;
+    }
+    *out = f;
+    return NULL;
 }
 static em_status backend_score_batch(void *f, const em_batch_window *windows, int count) {
     return em_llama_forward_batch(f, windows, count);
+}
+static em_status backend_score_shared_prefix(void *f, const int32_t *prefix, int P,
+                                             const em_batch_window *continuations, int count) {
+    return em_llama_forward_shared_prefix(f, prefix, P, continuations, count);
 }
 /* Both forwards' layers over the window, each one's final norm of the scored positions into its
  * xn (n, D), then one paired head for both (pair_head.h): the nll and argmax score_batch gives
@@ -575,6 +748,11 @@ static em_status backend_score_pair(void *ref, void *cand, const int32_t *input,
 static void backend_observe(void *f, const em_linear_observer *observer) {
     em_llama_forward_observe(f, observer);
 }
+/* the dot-product kernel in precision ggml, else the GEMM microkernel */
+static const char *backend_kernel(const void *f) {
+    const char *ggml = em_llama_forward_ggml_kernel(f);
+    return ggml ? ggml : em_llama_forward_kernel(f);
+}
 static size_t backend_memory(const void *f) {
     return em_llama_forward_memory(f);
 }
@@ -592,12 +770,15 @@ const em_forward_backend em_forward_backend_cpu = {
     .batch_tokens = 1,
     .gpu_buffers = false,
     .weight_storage = false,
+    .ggml_precision = true,
     .needs_gpu = false,
     .available = NULL,
     .create = backend_create,
     .score_batch = backend_score_batch,
+    .score_shared_prefix = backend_score_shared_prefix,
     .score_pair = backend_score_pair,
     .observe = backend_observe,
+    .kernel = backend_kernel,
     .memory = backend_memory,
     .weight_bytes = backend_weight_bytes,
     .free = backend_free,

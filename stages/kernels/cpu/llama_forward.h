@@ -44,6 +44,16 @@ em_status em_llama_forward_new(const em_model *model, int threads, em_llama_forw
  * naming its window and position. */
 em_status em_llama_forward_batch(em_llama_forward *f, const em_batch_window *windows, int count);
 
+/* Scores count continuations of one prefix of P >= 1 ids (forward_backend.h's
+ * score_shared_prefix): the prefix runs through the layers once, each layer's keys and values
+ * (after RoPE) kept; then the continuations run as one batch, their positions following the
+ * prefix's (RoPE from P on) and attending to the prefix's kept keys and then their own
+ * (em_attention_queries). Every other kernel works row by row as for windows, so each
+ * continuation's nll and argmax are the bits of its whole window through em_llama_forward_batch.
+ * cp > 1 is refused (exit status 2). */
+em_status em_llama_forward_shared_prefix(em_llama_forward *f, const int32_t *prefix, int P,
+                                         const em_batch_window *continuations, int count);
+
 /* One window: em_llama_forward_batch of a batch of one. */
 em_status em_llama_forward_window(em_llama_forward *f, const int32_t *input, const int32_t *target,
                                   int T, int score_from, double *nll, int32_t *argmax);
@@ -63,8 +73,15 @@ size_t em_llama_forward_weight_bytes(const em_llama_forward *f);
  * windows computed from now on. */
 void em_llama_forward_observe(em_llama_forward *f, const em_linear_observer *observer);
 
+/* Sets how the products are rounded (forward_backend.h) for windows computed from now on: ggml
+ * chooses its dot-product kernel (an error, exit status 2, when EVALMESH_CPU_KERNEL names a wrong
+ * one). */
+em_status em_llama_forward_set_precision(em_llama_forward *f, em_precision precision);
+
 /* The GEMM microkernel in use: "avx512", "avx2" or "c" (see gemm_microkernel.h). */
 const char *em_llama_forward_kernel(const em_llama_forward *f);
+/* The ggml precision's dot-product kernel ("avx2" or "c", ggml_dot.h), NULL in the exact one. */
+const char *em_llama_forward_ggml_kernel(const em_llama_forward *f);
 
 void em_llama_forward_free(em_llama_forward *f);
 

@@ -29,10 +29,32 @@ void em_matmul_pack(const float *x, int T, int n_in, float *xp, const em_scratch
     for (int p = 0; p < panels; p++) em_gemm_pack_panel(x, (size_t)n_in, T, n_in, p, xp);
 }
 
+void em_matmul_quantize(const float *xp, int T, int n_in, int count, const em_tensor *const *w,
+                        em_scratch *s) {
+    if (!s->ggml) return;
+    bool q8 = false, q8k = false; /* the forms the weights' dot products read */
+    for (int i = 0; i < count; i++) {
+        int column = em_ggml_dot_type_of(w[i]->type);
+        if (column >= 0 && em_ggml_dot_reads_q8k(column))
+            q8k = true;
+        else if (column >= 0)
+            q8 = true;
+    }
+    if (q8) em_q8_quantize(em_gemm_packed(xp, n_in), T, n_in, s->threads, &s->q8);
+    if (q8k) em_q8k_quantize(em_gemm_packed(xp, n_in), T, n_in, s->threads, &s->q8);
+}
+
 float *em_matmul_tile_rows(const em_tensor *w, const float *xp, int T, int64_t row0, int rows,
                            const em_scratch *s, float *buf) {
     int n_in = (int)w->shape[0];
     float *ct = buf; /* (padded rows, result stride) */
+    int dot = s->ggml ? em_ggml_dot_type_of(w->type) : -1;
+    if (dot >= 0) {
+        size_t row_bytes = em_tensor_type_row_bytes(w->type, n_in);
+        s->ggml->tile[dot]((const uint8_t *)w->data + (size_t)row0 * row_bytes, row_bytes, rows,
+                           &s->q8, ct, em_gemm_result_stride(T));
+        return ct;
+    }
     if (w->type == EM_TENSOR_F32 && ((size_t)n_in * sizeof(float)) % 4096 != 0) {
         /* in place in the mapped file: rows 4 KiB apart would share cache sets, others do not */
         const float *rows_in_file = (const float *)w->data + row0 * n_in;
@@ -75,6 +97,7 @@ void em_matmul_packed(const float *xp, int T, int count, const em_tensor *const 
         work += (int64_t)T * w[i]->shape[0] * w[i]->shape[1];
     }
     bool parallel = tiles > 1 && work >= EM_PARALLEL_MIN_WORK;
+    em_matmul_quantize(xp, T, (int)w[0]->shape[0], count, w, s);
 #pragma omp parallel for schedule(dynamic, 1) num_threads(s->threads) if (parallel)
     for (int64_t tile = 0; tile < tiles; tile++) {
         /* which weight, and which of its tiles */
@@ -102,6 +125,8 @@ void em_matmul_swiglu_packed(const float *xp, int T, const em_tensor *w_gate, co
     size_t ldc = em_gemm_result_stride(T);
     int panels = em_gemm_padded_tokens(T) / EM_GEMM_PANEL;
     bool parallel = tiles > 1 && 2 * (int64_t)T * w_gate->shape[0] * F >= EM_PARALLEL_MIN_WORK;
+    const em_tensor *both[2] = {w_gate, w_up};
+    em_matmul_quantize(xp, T, (int)w_gate->shape[0], 2, both, s);
 #pragma omp parallel for schedule(dynamic, 1) num_threads(s->threads) if (parallel)
     for (int64_t tile = 0; tile < tiles; tile++) {
         int64_t row0 = tile * height;

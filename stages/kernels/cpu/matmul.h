@@ -6,7 +6,10 @@
  * rows (fewer when there are many threads); OpenMP spreads the tiles over threads, and each
  * thread converts its tile to floats in its own scratch and multiplies it by em_gemm_tile. Every
  * element of y is one fma chain over n_in in order (gemm_microkernel.h), so results are
- * bit-identical for any thread count, tile size, window batch or CPU. */
+ * bit-identical for any thread count, tile size, window batch or CPU. In the `ggml` precision
+ * (scratch.h) the tiles of the weight types it covers are instead the dot products of
+ * ggml_dot.h with x rounded to 8 bits once per product (em_matmul_quantize): each element one
+ * fixed computation as well, with the same independence. */
 #ifndef EVALMESH_KERNELS_MATMUL_H
 #define EVALMESH_KERNELS_MATMUL_H
 
@@ -28,6 +31,14 @@ size_t em_matmul_swiglu_floats(int T, int64_t n_in);
 /* Packs x (T, n_in) into xp, em_gemm_packed_floats(T, n_in) floats (all threads). */
 void em_matmul_pack(const float *x, int T, int n_in, float *xp, const em_scratch *s);
 
+/* Precision ggml (s->ggml set) and any of the count weights w of a type it covers (ggml_dot.h):
+ * rounds x packed as xp (T, n_in) to 8 bits into s->q8 (in the forms their dot products read),
+ * which the products of those weights
+ * (em_matmul_tile_rows) then read instead of xp; otherwise nothing. em_matmul_packed and
+ * em_matmul_swiglu_packed call it; a caller of em_matmul_tile_rows calls it once per xp. */
+void em_matmul_quantize(const float *xp, int T, int n_in, int count, const em_tensor *const *w,
+                        em_scratch *s);
+
 /* y[i] = x W[i]^T, or y[i] += x W[i]^T when accumulate (the residual stream takes projections
  * this way), for count weights sharing x, given packed as xp; n_in = w[i]->shape[0] and y[i] is
  * (T, w[i]->shape[1]). The tiles of all the weights are spread over the threads together (Q, K
@@ -43,8 +54,10 @@ void em_matmul_swiglu_packed(const float *xp, int T, const em_tensor *w_gate, co
                              em_activation act, float *hp, em_scratch *s);
 
 /* ct (em_gemm_padded_rows(rows), em_gemm_result_stride(T)) = W[row0 .. row0+rows-1] x^T for x
- * packed as xp; buf is the calling thread's scratch of em_matmul_tile_floats (ct is its start).
- * The output head walks the vocabulary with this, tile by tile. */
+ * packed as xp (or, for a weight the ggml precision covers, x as em_matmul_quantize left it in
+ * s->q8, through s->ggml's dot products); buf is the calling thread's scratch of
+ * em_matmul_tile_floats (ct is its start). The output head walks the vocabulary with this, tile by
+ * tile. */
 float *em_matmul_tile_rows(const em_tensor *w, const float *xp, int T, int64_t row0, int rows,
                            const em_scratch *s, float *buf);
 

@@ -65,6 +65,7 @@ void em_output_head_tiles(const float *x, int T, const em_tensor *w, int64_t row
     int D = (int)w->shape[0];
     int64_t tiles = em_head_tiles(rows);
     em_matmul_pack(x, T, D, s->packed, s);
+    em_matmul_quantize(s->packed, T, D, 1, &w, s);
     size_t ldl = em_gemm_result_stride(T);
     size_t tile_floats = em_matmul_tile_floats(T, D, EM_HEAD_TILE_ROWS);
     bool parallel = tiles > 1 && (int64_t)T * D * rows >= EM_PARALLEL_MIN_WORK;

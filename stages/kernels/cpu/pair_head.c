@@ -56,6 +56,8 @@ em_status em_pair_head(const em_pair_side *ref, const em_pair_side *cand, const 
     em_scratch *sr = ref->scratch, *sc = cand->scratch;
     em_matmul_pack(ref->x, T, Dr, sr->packed, sr);
     em_matmul_pack(cand->x, T, Dc, sc->packed, sc);
+    em_matmul_quantize(sr->packed, T, Dr, 1, &wr, sr);
+    em_matmul_quantize(sc->packed, T, Dc, 1, &wc, sc);
     size_t ldl = em_gemm_result_stride(T);
     size_t work_r = em_matmul_tile_floats(T, Dr, EM_HEAD_TILE_ROWS);
     size_t work_c = em_matmul_tile_floats(T, Dc, EM_HEAD_TILE_ROWS);

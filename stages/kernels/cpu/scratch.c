@@ -40,10 +40,15 @@ em_status em_scratch_reserve(em_scratch *s, size_t floats, size_t packed_floats)
     return NULL;
 }
 
+em_status em_scratch_use_ggml(em_scratch *s) {
+    return em_ggml_kernel_select(&s->ggml);
+}
+
 void em_scratch_free(em_scratch *s) {
     if (!s->buf) return;
     for (int i = 0; i < s->threads; i++) free(s->buf[i]);
     free(s->buf);
     free(s->packed);
+    em_q8_activations_free(&s->q8);
     *s = (em_scratch){0};
 }

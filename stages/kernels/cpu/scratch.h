@@ -1,7 +1,8 @@
 /* The working memory of the CPU kernels: per-thread float buffers, so each OpenMP thread converts
  * weight tiles or holds attention scores in its own memory, one shared buffer for the packed
- * activations of a matrix product, and the GEMM microkernel chosen for this CPU. Sized once for
- * the largest need of a forward pass. */
+ * activations of a matrix product, the GEMM microkernel chosen for this CPU and, in the `ggml`
+ * precision, its dot-product kernel and the product's activations rounded to 8 bits. Sized once
+ * for the largest need of a forward pass. */
 #ifndef EVALMESH_KERNELS_SCRATCH_H
 #define EVALMESH_KERNELS_SCRATCH_H
 
@@ -9,6 +10,8 @@
 
 #include "util/error.h"
 #include "stages/kernels/cpu/gemm_microkernel.h"
+#include "stages/kernels/cpu/ggml_dot.h"
+#include "stages/kernels/cpu/q8_activations.h"
 
 /* Work (elements, or multiply-adds for matrix products) below which a kernel runs on the calling
  * thread alone: waking a team of threads costs more, and far more on a busy machine. Whether a
@@ -26,6 +29,10 @@ typedef struct em_scratch {
     float *packed;               /* activations packed for em_gemm_tile, shared by the threads */
     em_gemm_microkernel *kernel; /* see em_gemm_microkernel_select */
     const char *kernel_name;
+    /* precision ggml (em_scratch_use_ggml): the dot products of the weight types it covers, and
+     * the activations of the current product in 8 bits; NULL: every product exact */
+    const em_ggml_kernel *ggml;
+    em_q8_activations q8;
 } em_scratch;
 
 /* Also chooses the GEMM microkernel: an error when EVALMESH_CPU_KERNEL names a wrong one. */
@@ -33,6 +40,9 @@ em_status em_scratch_init(em_scratch *s, int threads);
 /* Makes every per-thread buffer hold at least `floats` floats and the shared one
  * `packed_floats` (an error when memory runs out). */
 em_status em_scratch_reserve(em_scratch *s, size_t floats, size_t packed_floats);
+/* Turns on the `ggml` precision: chooses its dot-product kernel (an error when
+ * EVALMESH_CPU_KERNEL names a wrong one). */
+em_status em_scratch_use_ggml(em_scratch *s);
 void em_scratch_free(em_scratch *s);
 
 #endif

@@ -863,12 +863,16 @@ const em_forward_backend em_forward_backend_cuda = {
      * as it is and nccl through its host staging */
     .gpu_buffers = false,
     .weight_storage = true,
+    .ggml_precision = false, /* exact only: the ggml precision's kernels are the CPU's */
     .needs_gpu = true,
     .available = em_cuda_available,
     .create = backend_create,
     .score_batch = backend_score_batch,
+    /* no shared-prefix scoring: the task stage scores every request whole on this backend */
+    .score_shared_prefix = NULL,
     .score_pair = backend_score_pair,
     .observe = NULL, /* calibrate runs on the cpu backend */
+    .kernel = NULL,
     .memory = backend_memory,
     .weight_bytes = backend_weight_bytes,
     .free = backend_free,

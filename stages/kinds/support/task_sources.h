@@ -15,7 +15,8 @@
 typedef struct em_task_load_options {
     int num_fewshot;       /* -1: each task's own */
     uint64_t fewshot_seed; /* lm-eval's fewshot random seed */
-    size_t limit;          /* 0: every example; else the first `limit` of each task */
+    size_t limit;          /* 0: every example; else, per task, lm-eval's first `limit`
+                              documents, BIG-bench's max_examples */
 } em_task_load_options;
 
 typedef struct em_task_source {
@@ -28,6 +29,10 @@ typedef struct em_task_source {
 
 extern const em_task_source em_task_sources[];
 extern const size_t em_task_source_count;
+
+/* Whether spec names a file or folder (it has a '/' or ends in .yaml, .yml or .json), not a
+ * task or group by name. */
+bool em_task_spec_is_path(const char *spec);
 
 /* Loads every task of specs (count) in order into *tasks (*task_count); an error names the spec. */
 em_status em_tasks_load(const char *const *specs, size_t count, const em_task_load_options *options,

@@ -1,0 +1,210 @@
+/* The `ggml` precision's plain C dot products, the kernel table and the choice between its rows
+ * (see ggml_dot.h). */
+#include "stages/kernels/cpu/ggml_dot.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "stages/formats/dequantize_rows.h"
+#include "stages/formats/half.h"
+
+static uint32_t u32_at(const uint8_t *p) {
+    uint32_t u;
+    memcpy(&u, p, 4);
+    return u;
+}
+
+/* The exact integer dot product of a weight block's 32 quants with the activations y. */
+static int block_sumi(em_ggml_dot_type type, const uint8_t *w, const int8_t *y) {
+    const em_ggml_block_layout L = em_ggml_block_layout_of(type);
+    int sumi = 0;
+    if (type == EM_GGML_DOT_Q8_0) {
+        for (int j = 0; j < 32; j++) sumi += (int8_t)w[L.qs + j] * y[j];
+        return sumi;
+    }
+    uint32_t qh = L.qh ? u32_at(w + L.qh) : 0;
+    for (int j = 0; j < 16; j++) {
+        int lo = (w[L.qs + j] & 15) | (int)((qh >> j) & 1) << 4;
+        int hi = (w[L.qs + j] >> 4) | (int)((qh >> (j + 16)) & 1) << 4;
+        sumi += (lo - L.offset) * y[j] + (hi - L.offset) * y[j + 16];
+    }
+    return sumi;
+}
+
+/* One weight row (blocks of the type) times token t of x, in ggml_dot.h's order per type. */
+static float dot(em_ggml_dot_type type, const uint8_t *w, const em_q8_activations *x, int t) {
+    const em_ggml_block_layout L = em_ggml_block_layout_of(type);
+    float sumf = 0.0f;
+    for (int b = 0; b < x->blocks; b++, w += L.bytes) {
+        size_t at = (size_t)b * x->tokens + t;
+        float sumi = (float)block_sumi(type, w, x->qs + at * EM_Q8_BLOCK);
+        float dw = em_half_at(w), dx = x->d[at];
+        switch (type) {
+        case EM_GGML_DOT_Q8_0:
+            sumf += sumi * (dw * dx);
+            break;
+        case EM_GGML_DOT_Q4_0:
+            sumf += sumi * dw * dx;
+            break;
+        case EM_GGML_DOT_Q5_0:
+            sumf += (dw * dx) * sumi;
+            break;
+        default:
+            sumf += (dw * dx) * sumi + em_half_at(w + L.m) * x->s[at]; /* Q4_1, Q5_1 */
+        }
+    }
+    return sumf;
+}
+
+/* Q6_K block {ql[128], qh[64], int8 scales[16], f16 d}: value 128 h + 32 k + l (h < 2, k < 4,
+ * l < 32) is nibble (k & 1 ? ql[64 h + l + 32] : ql[64 h + l]) >> (k < 2 ? 0 : 4), with bits
+ * 2 k, 2 k + 1 of qh[32 h + l] above it, less 32. */
+static void unpack_q6_k(const uint8_t *w, int8_t a[256]) {
+    for (int h = 0; h < 2; h++) {
+        const uint8_t *ql = w + 64 * h, *qh = w + 128 + 32 * h;
+        for (int l = 0; l < 32; l++) {
+            a[128 * h + l] = (int8_t)(((ql[l] & 15) | ((qh[l] >> 0) & 3) << 4) - 32);
+            a[128 * h + l + 32] = (int8_t)(((ql[l + 32] & 15) | ((qh[l] >> 2) & 3) << 4) - 32);
+            a[128 * h + l + 64] = (int8_t)(((ql[l] >> 4) | ((qh[l] >> 4) & 3) << 4) - 32);
+            a[128 * h + l + 96] = (int8_t)(((ql[l + 32] >> 4) | ((qh[l] >> 6) & 3) << 4) - 32);
+        }
+    }
+}
+
+static float dot_q6_k(const uint8_t *w, const em_q8_activations *x, int t) {
+    float sums[8] = {0};
+    for (int b = 0; b < x->kblocks; b++, w += 210) {
+        size_t at = (size_t)b * x->tokens + t;
+        const int8_t *y = x->kqs + at * EM_Q8K_BLOCK;
+        int8_t a[256];
+        unpack_q6_k(w, a);
+        int32_t lane[8] = {0};
+        for (int j = 0; j < 16; j++) {
+            int scale = (int8_t)w[192 + j];
+            for (int l = 0; l < 16; l++) lane[l % 8] += scale * (y[16 * j + l] * a[16 * j + l]);
+        }
+        float d = em_half_at(w + 208) * x->kd[at];
+        for (int l = 0; l < 8; l++) sums[l] += d * (float)lane[l];
+    }
+    float sumf = 0.0f;
+    for (int l = 0; l < 8; l++) sumf += sums[l];
+    return sumf;
+}
+
+/* Q4_K block {f16 d, f16 dmin, scales[12], qs[128]}: value 64 i + l (l < 32) is the low nibble of
+ * qs[32 i + l], value 64 i + 32 + l its high nibble; sub-block j's scale and min from
+ * em_k4_scale_min. */
+static float dot_q4_k(const uint8_t *w, const em_q8_activations *x, int t) {
+    float sums[8] = {0}, sumf = 0.0f;
+    for (int b = 0; b < x->kblocks; b++, w += 144) {
+        size_t at = (size_t)b * x->tokens + t;
+        const int8_t *y = x->kqs + at * EM_Q8K_BLOCK;
+        const int16_t *bsums = x->kbsums + at * 16;
+        uint8_t scale[8], min[8];
+        for (int j = 0; j < 8; j++) em_k4_scale_min(j, w + 4, &scale[j], &min[j]);
+        int sumi = 0;
+        for (int j = 0; j < 16; j++) sumi += bsums[j] * min[j / 2];
+        int32_t lane[8] = {0};
+        for (int j = 0; j < 8; j++) {
+            const uint8_t *qs = w + 16 + 32 * (j / 2);
+            for (int l = 0; l < 32; l++) {
+                int q = j % 2 ? qs[l] >> 4 : qs[l] & 15;
+                lane[l % 8] += scale[j] * (y[32 * j + l] * q);
+            }
+        }
+        float d = em_half_at(w) * x->kd[at];
+        for (int l = 0; l < 8; l++) sums[l] += d * (float)lane[l];
+        float dmin = em_half_at(w + 2) * x->kd[at];
+        sumf -= dmin * (float)sumi;
+    }
+    for (int l = 0; l < 8; l++) sumf += sums[l];
+    return sumf;
+}
+
+/* The dot product of the column's type. */
+static float dot_of(em_ggml_dot_type type, const uint8_t *w, const em_q8_activations *x, int t) {
+    if (type == EM_GGML_DOT_Q6_K) return dot_q6_k(w, x, t);
+    if (type == EM_GGML_DOT_Q4_K) return dot_q4_k(w, x, t);
+    return dot(type, w, x, t);
+}
+
+#define C_TILE(type, column)                                                                       \
+    static void tile_##type(const uint8_t *w, size_t row_bytes, int rows,                          \
+                            const em_q8_activations *x, float *ct, size_t ldc) {                   \
+        for (int j = 0; j < rows; j++) {                                                           \
+            for (int t = 0; t < x->tokens; t++)                                                    \
+                ct[(size_t)j * ldc + t] = dot_of(column, w + (size_t)j * row_bytes, x, t);         \
+        }                                                                                          \
+    }
+C_TILE(q8_0, EM_GGML_DOT_Q8_0)
+C_TILE(q4_0, EM_GGML_DOT_Q4_0)
+C_TILE(q4_1, EM_GGML_DOT_Q4_1)
+C_TILE(q5_0, EM_GGML_DOT_Q5_0)
+C_TILE(q5_1, EM_GGML_DOT_Q5_1)
+C_TILE(q6_k, EM_GGML_DOT_Q6_K)
+C_TILE(q4_k, EM_GGML_DOT_Q4_K)
+
+static bool always(void) {
+    return true;
+}
+
+const em_ggml_kernel em_ggml_kernel_c = {
+    .name = "c",
+    .runs_here = always,
+    .tile = {tile_q8_0, tile_q4_0, tile_q4_1, tile_q5_0, tile_q5_1, tile_q6_k, tile_q4_k},
+};
+
+/* The table, best first. */
+static const em_ggml_kernel *const kernels[] = {
+#if defined(__x86_64__)
+    &em_ggml_kernel_avx2,
+#endif
+    &em_ggml_kernel_c,
+};
+#define KERNELS (sizeof kernels / sizeof *kernels)
+
+int em_ggml_dot_type_of(em_tensor_type type) {
+    switch (type) {
+    case EM_TENSOR_Q8_0:
+        return EM_GGML_DOT_Q8_0;
+    case EM_TENSOR_Q4_0:
+        return EM_GGML_DOT_Q4_0;
+    case EM_TENSOR_Q4_1:
+        return EM_GGML_DOT_Q4_1;
+    case EM_TENSOR_Q5_0:
+        return EM_GGML_DOT_Q5_0;
+    case EM_TENSOR_Q5_1:
+        return EM_GGML_DOT_Q5_1;
+    case EM_TENSOR_Q6_K:
+        return EM_GGML_DOT_Q6_K;
+    case EM_TENSOR_Q4_K:
+        return EM_GGML_DOT_Q4_K;
+    default:
+        return -1;
+    }
+}
+
+const char *em_ggml_dot_type_names(void) {
+    return "Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q6_K Q4_K";
+}
+
+em_status em_ggml_kernel_select(const em_ggml_kernel **kernel) {
+    const char *wanted = getenv("EVALMESH_CPU_KERNEL");
+    /* unset, or the GEMM's avx512, which has no row here: this table's best */
+    bool best = !wanted || !*wanted || strcmp(wanted, "avx512") == 0;
+    *kernel = NULL;
+    for (size_t i = 0; i < KERNELS; i++) {
+        if (kernels[i]->runs_here() && (best || strcmp(wanted, kernels[i]->name) == 0)) {
+            *kernel = kernels[i];
+            return NULL;
+        }
+    }
+    for (size_t i = 0; i < KERNELS; i++) {
+        if (strcmp(wanted, kernels[i]->name) == 0)
+            return em_error_new(EM_EXIT_BAD_INPUT,
+                                "EVALMESH_CPU_KERNEL=%s, but this CPU cannot run that kernel",
+                                wanted);
+    }
+    return em_error_new(EM_EXIT_BAD_INPUT,
+                        "EVALMESH_CPU_KERNEL=%s is not a CPU kernel (avx512, avx2 or c)", wanted);
+}

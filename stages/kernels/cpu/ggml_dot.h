@@ -1,0 +1,112 @@
+/* The dot products of the forward's `ggml` precision: a tile of quantized weight rows times
+ * activations rounded to 8 bits (q8_activations.h), with integer products inside each 32-value
+ * block and the block scales applied as ggml's reference dot products do it
+ * (ggml_vec_dot_<type>_q8_<0|1>_generic in ggml-cpu/quants.c), per block b in order:
+ *     Q8_0  sumf += (float)sumi * (dw * dx)
+ *     Q4_0  sumf += (float)sumi * dw * dx
+ *     Q5_0  sumf += (dw * dx) * (float)sumi
+ *     Q4_1, Q5_1  sumf += (dw * dx) * (float)sumi + mw * sx
+ * from sumf = 0, where sumi is the block's exact integer dot product of the weight's quants (Q4_0
+ * nibble - 8, Q5_0 5-bit value - 16, Q4_1 and Q5_1 unsigned) and the activation's, dw and mw the
+ * weight block's fp16 scale and minimum, dx and sx the activation block's (q8_activations.h).
+ * Q6_K (ggml_vec_dot_q6_K_q8_K_generic) with the Q8_K form of the activations: per 256-value
+ * block, 8 exact integer lanes, lane l = the sum over the 16 sub-blocks j of scale_j times the
+ * products of the sub-block's values l and l + 8 (6-bit quant - 32 times the activation's), then
+ * sums[l] += (dw * dx) * (float)lane_l for l = 0..7, and at the end sumf = 0 + sums[0] + ... +
+ * sums[7] in that order. Q4_K (ggml_vec_dot_q4_K_q8_K_generic) the same with 8 sub-blocks of 32
+ * (lane l: values l, l + 8, l + 16, l + 24 of each, 4-bit quants times 6-bit scales), and before
+ * the lanes, per block, sumf -= (dmin * dx) * (float)(sum over j of bsums_j * min_(j/2)), the
+ * activation's 16-value sums times the weight's 6-bit minima.
+ * Each step is one IEEE single rounding (the build never fuses them), so every kernel gives the
+ * same bits as its plain C version.
+ *
+ * Kernels are rows of a table, tried in order by cpuid: `avx2` (AVX2 with F16C: integer products
+ * by maddubs, the float steps on 8 (row, token) pairs at once; the K-quants on their 8 lanes per
+ * pair), then `c`. The environment variable EVALMESH_CPU_KERNEL (c or avx2; the GEMM's avx512,
+ * which has no row here, takes this table's best) forces one. AVX512-VNNI, AVX-VNNI and AMX rows
+ * are still to come: each must be tested against the C row on a CPU that has it (forward_ggml_dot).
+ */
+#ifndef EVALMESH_KERNELS_GGML_DOT_H
+#define EVALMESH_KERNELS_GGML_DOT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util/error.h"
+#include "stages/formats/ggml_types.h"
+#include "stages/kernels/cpu/q8_activations.h"
+
+/* ct[j * ldc + t] = the dot product of weight row j (at w + j * row_bytes, x->blocks blocks of the
+ * row's type) and token t of x, for j < rows and t < x->tokens (the padding tokens give 0). */
+typedef void em_ggml_tile_fn(const uint8_t *w, size_t row_bytes, int rows,
+                             const em_q8_activations *x, float *ct, size_t ldc);
+
+/* The weight types of the mode: one column of each kernel's row. */
+typedef enum em_ggml_dot_type {
+    EM_GGML_DOT_Q8_0,
+    EM_GGML_DOT_Q4_0,
+    EM_GGML_DOT_Q4_1,
+    EM_GGML_DOT_Q5_0,
+    EM_GGML_DOT_Q5_1,
+    EM_GGML_DOT_Q6_K, /* these read the activations' Q8_K form */
+    EM_GGML_DOT_Q4_K,
+    EM_GGML_DOT_TYPES,
+} em_ggml_dot_type;
+
+/* Where a weight type's block keeps its parts (bytes from the block's start; 0: absent): fp16
+ * scale d at 0, fp16 minimum m at 2 (Q4_1, Q5_1), the 32 fifth bits qh (Q5_0, Q5_1), the quants
+ * qs (bytes for Q8_0; nibbles for the others: value j in the low nibble of byte j for j < 16, in
+ * the high nibble of byte j - 16 otherwise), and the offset subtracted from the quants. */
+typedef struct em_ggml_block_layout {
+    int bytes, m, qh, qs, offset;
+} em_ggml_block_layout;
+static inline em_ggml_block_layout em_ggml_block_layout_of(em_ggml_dot_type type) {
+    em_ggml_block_layout L = {0, 0, 0, 0, 0}; /* inline: a kernel's per-type code folds it */
+    switch (type) {
+    case EM_GGML_DOT_Q8_0:
+        L.bytes = 34, L.qs = 2;
+        break;
+    case EM_GGML_DOT_Q4_0:
+        L.bytes = 18, L.qs = 2, L.offset = 8;
+        break;
+    case EM_GGML_DOT_Q4_1:
+        L.bytes = 20, L.m = 2, L.qs = 4;
+        break;
+    case EM_GGML_DOT_Q5_0:
+        L.bytes = 22, L.qh = 2, L.qs = 6, L.offset = 16;
+        break;
+    default:
+        L.bytes = 24, L.m = 2, L.qh = 4, L.qs = 8; /* Q5_1 */
+    }
+    return L;
+}
+
+typedef struct em_ggml_kernel {
+    const char *name;        /* what EVALMESH_CPU_KERNEL names and the forward's log line says */
+    bool (*runs_here)(void); /* cpuid: whether this CPU has the instructions */
+    em_ggml_tile_fn *tile[EM_GGML_DOT_TYPES];
+} em_ggml_kernel;
+
+/* Whether the column's dot products read the activations' Q8_K form (else the 32-value one). */
+static inline bool em_ggml_dot_reads_q8k(int column) {
+    return column == EM_GGML_DOT_Q6_K || column == EM_GGML_DOT_Q4_K;
+}
+
+/* The plain C kernel: the definition the others match. */
+extern const em_ggml_kernel em_ggml_kernel_c;
+#if defined(__x86_64__)
+extern const em_ggml_kernel em_ggml_kernel_avx2;
+#endif
+
+/* The column of a tensor type, or -1 when the mode has no dot product for it (such weights run
+ * exact: F32, F16, BF16, the K-quants and the others). */
+int em_ggml_dot_type_of(em_tensor_type type);
+/* The names of the types the mode covers, for messages ("Q8_0 ... Q6_K Q4_K"). */
+const char *em_ggml_dot_type_names(void);
+
+/* The first kernel of the table this CPU runs, or the one EVALMESH_CPU_KERNEL names: an error
+ * (exit status 2) when it names an unknown kernel or one this CPU cannot run. */
+em_status em_ggml_kernel_select(const em_ggml_kernel **kernel);
+
+#endif

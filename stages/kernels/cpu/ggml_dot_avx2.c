@@ -1,0 +1,314 @@
+/* The `ggml` precision's AVX2 kernel (see ggml_dot.h): tiles of 2 weight rows x 8 tokens (two
+ * groups of 4, or one at the end). Per block, each row's quants are unpacked once to 32 bytes and
+ * multiplied with each token's 32 activation bytes by maddubs and madd (exact 32-bit sums), a
+ * group's 8 sums are gathered into one vector (lanes: row 0 tokens 0..3, row 1 tokens 0..3), and
+ * the block's float steps run on those 8 lanes in the order of the C version, one IEEE rounding
+ * each, so each lane gets the C result's bits. The tile's rows pass over chunks of 32 tokens,
+ * whose activations stay in cache. A last odd row goes to the C kernel. */
+#include "stages/kernels/cpu/ggml_dot.h"
+
+#include "stages/formats/dequantize_rows.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#include <string.h>
+
+#define AVX2 __attribute__((target("avx2,fma,f16c")))
+#define EM_GGML_TOKEN_CHUNK 32 /* tokens per pass over a tile's rows (a multiple of 4) */
+
+/* The 32 quants of a 4-bit block's 16 bytes: low nibbles (values 0..15), then high nibbles. */
+AVX2 static inline __m256i nibbles(const uint8_t *qs) {
+    __m128i b = _mm_loadu_si128((const __m128i *)qs);
+    __m256i both = _mm256_set_m128i(_mm_srli_epi16(b, 4), b);
+    return _mm256_and_si256(both, _mm256_set1_epi8(15));
+}
+
+/* 0x10 in byte j where bit j of the 32 bits at qh is set (the fifth bit of Q5 quant j). */
+AVX2 static inline __m256i fifth_bits(const uint8_t *qh) {
+    uint32_t bits;
+    memcpy(&bits, qh, 4);
+    /* byte j takes byte j / 8 of the bits, then tests bit j % 8 */
+    const __m256i spread = _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202,
+                                             0x0101010101010101, 0x0000000000000000);
+    __m256i bytes = _mm256_shuffle_epi8(_mm256_set1_epi32((int)bits), spread);
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
+    __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit), bit);
+    return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
+}
+
+/* 8 int32 partial sums of unsigned quants u (0..31) times signed activations y. */
+AVX2 static inline __m256i dot_unsigned(__m256i u, __m256i y) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, y), _mm256_set1_epi16(1));
+}
+
+/* The same for signed quants q (Q8_0): |q| times y with q's sign. */
+AVX2 static inline __m256i dot_signed(__m256i q, __m256i y) {
+    return dot_unsigned(_mm256_sign_epi8(q, q), _mm256_sign_epi8(y, q));
+}
+
+/* [sum p0, ..., sum p7]: the 8 partial sums of each of p[0..7] added up. */
+AVX2 static inline __m256i sums8(const __m256i p[8]) {
+    __m256i a = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
+    __m256i b = _mm256_hadd_epi32(_mm256_hadd_epi32(p[4], p[5]), _mm256_hadd_epi32(p[6], p[7]));
+    /* a: p0..p3 over their low 128 bits | p0..p3 over their high 128 bits; b the same for p4..p7 */
+    return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20),
+                            _mm256_permute2x128_si256(a, b, 0x31));
+}
+
+AVX2 static inline float half_at(const uint8_t *p) {
+    uint16_t h;
+    memcpy(&h, p, 2);
+    return _cvtsh_ss(h);
+}
+
+/* 2 rows x 4 G tokens (G = 1 or 2 groups of 4, each its own 8 lanes) at rows w0, w0 + row_bytes
+ * and tokens t0 .. t0 + 4 G - 1 into ct: the groups share each block's unpacked quants and scales,
+ * and their independent float chains overlap. */
+AVX2 static inline __attribute__((always_inline)) void tile_2xG(em_ggml_dot_type type, int G,
+                                                                const uint8_t *w0, size_t row_bytes,
+                                                                const em_q8_activations *x, int t0,
+                                                                float *ct, size_t ldc) {
+    const em_ggml_block_layout L = em_ggml_block_layout_of(type);
+    /* the quants' offset (8 or 16) is a power of two: offset * sum(y) is a shift */
+    const __m128i offset_shift =
+        _mm_cvtsi32_si128(L.offset ? __builtin_ctz((unsigned)L.offset) : 0);
+    const uint8_t *w[2] = {w0, w0 + row_bytes};
+    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int b = 0; b < x->blocks; b++) {
+        __m256i q[2];
+        for (int r = 0; r < 2; r++) {
+            const uint8_t *blk = w[r] + (size_t)b * L.bytes;
+            if (type == EM_GGML_DOT_Q8_0) {
+                q[r] = _mm256_loadu_si256((const __m256i *)(blk + 2));
+            } else {
+                q[r] = nibbles(blk + L.qs);
+                if (L.qh) q[r] = _mm256_or_si256(q[r], fifth_bits(blk + L.qh));
+            }
+        }
+        const uint8_t *blk0 = w[0] + (size_t)b * L.bytes, *blk1 = w[1] + (size_t)b * L.bytes;
+        __m256 dw = _mm256_set_m128(_mm_set1_ps(half_at(blk1)), _mm_set1_ps(half_at(blk0)));
+        __m256 mw = _mm256_setzero_ps();
+        if (type == EM_GGML_DOT_Q4_1 || type == EM_GGML_DOT_Q5_1)
+            mw =
+                _mm256_set_m128(_mm_set1_ps(half_at(blk1 + L.m)), _mm_set1_ps(half_at(blk0 + L.m)));
+        for (int g = 0; g < G; g++) {
+            size_t at = (size_t)b * x->tokens + t0 + 4 * g;
+            __m256i p[8];
+            for (int i = 0; i < 4; i++) {
+                __m256i y = _mm256_loadu_si256((const __m256i *)(x->qs + (at + i) * EM_Q8_BLOCK));
+                for (int r = 0; r < 2; r++) {
+                    p[r * 4 + i] =
+                        type == EM_GGML_DOT_Q8_0 ? dot_signed(q[r], y) : dot_unsigned(q[r], y);
+                }
+            }
+            __m256i sumi = sums8(p);
+            if (type == EM_GGML_DOT_Q4_0 || type == EM_GGML_DOT_Q5_0) {
+                /* quants stored with an offset of 8 (Q4_0) or 16 (Q5_0): less offset * sum(y) */
+                __m128i ys = _mm_loadu_si128((const __m128i *)(x->sum + at));
+                __m256i ysum = _mm256_set_m128i(ys, ys);
+                sumi = _mm256_sub_epi32(sumi, _mm256_sll_epi32(ysum, offset_shift));
+            }
+            __m256 fsum = _mm256_cvtepi32_ps(sumi);
+            __m128 d4 = _mm_loadu_ps(x->d + at);
+            __m256 dx = _mm256_set_m128(d4, d4);
+            __m256 step;
+            if (type == EM_GGML_DOT_Q8_0) {
+                step = _mm256_mul_ps(fsum, _mm256_mul_ps(dw, dx));
+            } else if (type == EM_GGML_DOT_Q4_0) {
+                step = _mm256_mul_ps(_mm256_mul_ps(fsum, dw), dx);
+            } else {
+                step = _mm256_mul_ps(_mm256_mul_ps(dw, dx), fsum);
+            }
+            if (type == EM_GGML_DOT_Q4_1 || type == EM_GGML_DOT_Q5_1) {
+                __m128 s4 = _mm_loadu_ps(x->s + at);
+                step = _mm256_add_ps(step, _mm256_mul_ps(mw, _mm256_set_m128(s4, s4)));
+            }
+            acc[g] = _mm256_add_ps(acc[g], step);
+        }
+    }
+    for (int g = 0; g < G; g++) {
+        _mm_storeu_ps(ct + t0 + 4 * g, _mm256_castps256_ps128(acc[g]));
+        _mm_storeu_ps(ct + ldc + t0 + 4 * g, _mm256_extractf128_ps(acc[g], 1));
+    }
+}
+
+#define AVX2_TILE(name, column)                                                                    \
+    AVX2 static void tile_##name(const uint8_t *w, size_t row_bytes, int rows,                     \
+                                 const em_q8_activations *x, float *ct, size_t ldc) {              \
+        const em_ggml_dot_type type = column;                                                      \
+        int pairs = rows / 2 * 2;                                                                  \
+        /* chunks of tokens whose activations stay in cache while every row pair passes */         \
+        for (int c0 = 0; c0 < x->tokens; c0 += EM_GGML_TOKEN_CHUNK) {                              \
+            int c1 = c0 + EM_GGML_TOKEN_CHUNK < x->tokens ? c0 + EM_GGML_TOKEN_CHUNK : x->tokens;  \
+            for (int j = 0; j < pairs; j += 2) {                                                   \
+                const uint8_t *wj = w + (size_t)j * row_bytes;                                     \
+                int t0 = c0;                                                                       \
+                for (; t0 + 8 <= c1; t0 += 8)                                                      \
+                    tile_2xG(type, 2, wj, row_bytes, x, t0, ct + (size_t)j * ldc, ldc);            \
+                if (t0 < c1) tile_2xG(type, 1, wj, row_bytes, x, t0, ct + (size_t)j * ldc, ldc);   \
+            }                                                                                      \
+        }                                                                                          \
+        int j = pairs;                                                                             \
+        if (j < rows) {                                                                            \
+            em_ggml_kernel_c.tile[type](w + (size_t)j * row_bytes, row_bytes, rows - j, x,         \
+                                        ct + (size_t)j * ldc, ldc);                                \
+        }                                                                                          \
+    }
+AVX2_TILE(q8_0, EM_GGML_DOT_Q8_0)
+AVX2_TILE(q4_0, EM_GGML_DOT_Q4_0)
+AVX2_TILE(q4_1, EM_GGML_DOT_Q4_1)
+AVX2_TILE(q5_0, EM_GGML_DOT_Q5_0)
+AVX2_TILE(q5_1, EM_GGML_DOT_Q5_1)
+
+/* The K-quants Q6_K and Q4_K (see ggml_dot.h and ggml_dot.c). Each row's block is unpacked once
+ * per chunk of tokens: its 256 quants in 8 vectors of 32 bytes (Q6_K: two 16-value sub-blocks of
+ * 6-bit value - 32; Q4_K: one 32-value sub-block of 4-bit values), the bytes of each 16 values
+ * interleaved (values l and l + 8 side by side, as the activations are shuffled too), so that
+ * maddubs adds exactly two products of integer lane l; madd against {scale, 0} and {0, scale}
+ * then takes the even and the odd lanes. The lanes' float steps are those of C, per (row, token)
+ * in block order. */
+#define KQUANT_CHUNK 32 /* tokens sharing one unpacking of a row's block */
+
+typedef struct kquant_block {
+    __m256i abs_q[8], q[8];  /* |quant| and quant (Q6_K, for the signs); Q4_K: abs_q only */
+    __m256i even[8], odd[8]; /* {scale, 0} and {0, scale} per 32-bit lane, per vector's halves */
+    float d, dmin;           /* the block's fp16 scale (and Q4_K's fp16 scale of the minima) */
+    int min[8];              /* Q4_K: the sub-blocks' 6-bit minima */
+} kquant_block;
+
+static const int8_t interleave_bytes[32] = {0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15,
+                                            0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15};
+
+AVX2 static void unpack_q6k(const uint8_t *w, kquant_block *k) {
+    const __m256i low = _mm256_set1_epi8(15), two = _mm256_set1_epi8(0x30);
+    const __m256i interleave = _mm256_loadu_si256((const __m256i *)interleave_bytes);
+    for (int h = 0; h < 2; h++) {
+        __m256i ql0 = _mm256_loadu_si256((const __m256i *)(w + 64 * h));
+        __m256i ql1 = _mm256_loadu_si256((const __m256i *)(w + 64 * h + 32));
+        __m256i qh = _mm256_loadu_si256((const __m256i *)(w + 128 + 32 * h));
+        __m256i hi[4] = {_mm256_and_si256(_mm256_slli_epi16(qh, 4), two),
+                         _mm256_and_si256(_mm256_slli_epi16(qh, 2), two), _mm256_and_si256(qh, two),
+                         _mm256_and_si256(_mm256_srli_epi16(qh, 2), two)};
+        __m256i lo[4] = {_mm256_and_si256(ql0, low), _mm256_and_si256(ql1, low),
+                         _mm256_and_si256(_mm256_srli_epi16(ql0, 4), low),
+                         _mm256_and_si256(_mm256_srli_epi16(ql1, 4), low)};
+        for (int i = 0; i < 4; i++) {
+            __m256i q = _mm256_sub_epi8(_mm256_or_si256(lo[i], hi[i]), _mm256_set1_epi8(32));
+            q = _mm256_shuffle_epi8(q, interleave);
+            k->q[4 * h + i] = q;
+            k->abs_q[4 * h + i] = _mm256_abs_epi8(q);
+        }
+    }
+    for (int v = 0; v < 8; v++) {
+        int s0 = (int8_t)w[192 + 2 * v] & 0xffff, s1 = (int8_t)w[192 + 2 * v + 1] & 0xffff;
+        k->even[v] = _mm256_set_m128i(_mm_set1_epi32(s1), _mm_set1_epi32(s0));
+        k->odd[v] = _mm256_set_m128i(_mm_set1_epi32(s1 << 16), _mm_set1_epi32(s0 << 16));
+    }
+    k->d = half_at(w + 208);
+}
+
+AVX2 static void unpack_q4k(const uint8_t *w, kquant_block *k) {
+    const __m256i interleave = _mm256_loadu_si256((const __m256i *)interleave_bytes);
+    const __m256i low = _mm256_set1_epi8(15);
+    for (int i = 0; i < 4; i++) {
+        __m256i qs = _mm256_loadu_si256((const __m256i *)(w + 16 + 32 * i));
+        k->abs_q[2 * i] = _mm256_shuffle_epi8(_mm256_and_si256(qs, low), interleave);
+        k->abs_q[2 * i + 1] =
+            _mm256_shuffle_epi8(_mm256_and_si256(_mm256_srli_epi16(qs, 4), low), interleave);
+    }
+    for (int j = 0; j < 8; j++) {
+        uint8_t scale, min;
+        em_k4_scale_min(j, w + 4, &scale, &min);
+        k->even[j] = _mm256_set1_epi32(scale);
+        k->odd[j] = _mm256_set1_epi32(scale << 16);
+        k->min[j] = min;
+    }
+    k->d = half_at(w);
+    k->dmin = half_at(w + 2);
+}
+
+/* The 8 integer lanes of one unpacked block and one token's Q8_K block y (signed: Q6_K's quants,
+ * multiplied through their signs; else Q4_K's unsigned ones). */
+AVX2 static inline __m256i kquant_lanes(const kquant_block *k, const int8_t *y, bool is_signed) {
+    const __m256i interleave = _mm256_loadu_si256((const __m256i *)interleave_bytes);
+    __m256i even = _mm256_setzero_si256(), odd = _mm256_setzero_si256();
+    for (int v = 0; v < 8; v++) {
+        __m256i yv =
+            _mm256_shuffle_epi8(_mm256_loadu_si256((const __m256i *)(y + 32 * v)), interleave);
+        __m256i pairs =
+            _mm256_maddubs_epi16(k->abs_q[v], is_signed ? _mm256_sign_epi8(yv, k->q[v]) : yv);
+        even = _mm256_add_epi32(even, _mm256_madd_epi16(pairs, k->even[v]));
+        odd = _mm256_add_epi32(odd, _mm256_madd_epi16(pairs, k->odd[v]));
+    }
+    /* even: lanes 0, 2, 4, 6 of the vectors' low halves | of their high halves; odd likewise */
+    __m128i e = _mm_add_epi32(_mm256_castsi256_si128(even), _mm256_extracti128_si256(even, 1));
+    __m128i o = _mm_add_epi32(_mm256_castsi256_si128(odd), _mm256_extracti128_si256(odd, 1));
+    return _mm256_set_m128i(_mm_unpackhi_epi32(e, o), _mm_unpacklo_epi32(e, o));
+}
+
+/* A tile of Q6_K or Q4_K rows (is_q4k), in ggml_dot.h's order per (row, token). */
+AVX2 static inline __attribute__((always_inline)) void kquant_tile(bool is_q4k, const uint8_t *w,
+                                                                   size_t row_bytes, int rows,
+                                                                   const em_q8_activations *x,
+                                                                   float *ct, size_t ldc) {
+    kquant_block k;
+    int block_bytes = is_q4k ? 144 : 210;
+    for (int c0 = 0; c0 < x->tokens; c0 += KQUANT_CHUNK) {
+        int n = x->tokens - c0 < KQUANT_CHUNK ? x->tokens - c0 : KQUANT_CHUNK;
+        for (int j = 0; j < rows; j++) {
+            __m256 sums[KQUANT_CHUNK];
+            float sumf[KQUANT_CHUNK];
+            for (int t = 0; t < n; t++) {
+                sums[t] = _mm256_setzero_ps();
+                sumf[t] = 0.0f;
+            }
+            for (int b = 0; b < x->kblocks; b++) {
+                const uint8_t *blk = w + (size_t)j * row_bytes + (size_t)b * block_bytes;
+                if (is_q4k)
+                    unpack_q4k(blk, &k);
+                else
+                    unpack_q6k(blk, &k);
+                for (int t = 0; t < n; t++) {
+                    size_t at = (size_t)b * x->tokens + c0 + t;
+                    __m256i lanes = kquant_lanes(&k, x->kqs + at * EM_Q8K_BLOCK, !is_q4k);
+                    __m256 d = _mm256_set1_ps(k.d * x->kd[at]);
+                    sums[t] = _mm256_add_ps(sums[t], _mm256_mul_ps(d, _mm256_cvtepi32_ps(lanes)));
+                    if (is_q4k) {
+                        const int16_t *bsums = x->kbsums + at * 16;
+                        int sumi = 0;
+                        for (int i = 0; i < 16; i++) sumi += bsums[i] * k.min[i / 2];
+                        sumf[t] -= (k.dmin * x->kd[at]) * (float)sumi;
+                    }
+                }
+            }
+            for (int t = 0; t < n; t++) {
+                float lane_sums[8];
+                _mm256_storeu_ps(lane_sums, sums[t]);
+                for (int l = 0; l < 8; l++) sumf[t] += lane_sums[l];
+                ct[(size_t)j * ldc + c0 + t] = sumf[t];
+            }
+        }
+    }
+}
+
+AVX2 static void tile_q6_k(const uint8_t *w, size_t row_bytes, int rows, const em_q8_activations *x,
+                           float *ct, size_t ldc) {
+    kquant_tile(false, w, row_bytes, rows, x, ct, ldc);
+}
+
+AVX2 static void tile_q4_k(const uint8_t *w, size_t row_bytes, int rows, const em_q8_activations *x,
+                           float *ct, size_t ldc) {
+    kquant_tile(true, w, row_bytes, rows, x, ct, ldc);
+}
+
+static bool has_avx2(void) {
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+           __builtin_cpu_supports("f16c");
+}
+
+const em_ggml_kernel em_ggml_kernel_avx2 = {
+    .name = "avx2",
+    .runs_here = has_avx2,
+    .tile = {tile_q8_0, tile_q4_0, tile_q4_1, tile_q5_0, tile_q5_1, tile_q6_k, tile_q4_k},
+};
+#endif

@@ -1,0 +1,148 @@
+/* ggml's reference 8-bit rounding of a linear layer's activations (see q8_activations.h). */
+#include "stages/kernels/cpu/q8_activations.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "stages/formats/half.h"
+#include "stages/formats/quantize_search.h"
+#include "stages/kernels/cpu/scratch.h"
+
+static float f16_round(float f) {
+    return em_f16_to_f32(em_f32_to_f16(f));
+}
+
+/* Block b of token t (t < T) as quantize_row_q8_1_ref makes it. */
+static void quantize_block(em_gemm_panels x, int t, int b, em_q8_activations *q) {
+    const float *v = x.x + (size_t)(t / EM_GEMM_PANEL) * x.panel_stride +
+                     (size_t)b * EM_Q8_BLOCK * x.column_stride + t % EM_GEMM_PANEL;
+    float amax = 0.0f;
+    for (int j = 0; j < EM_Q8_BLOCK; j++) {
+        float a = fabsf(v[(size_t)j * x.column_stride]);
+        amax = amax > a ? amax : a;
+    }
+    const float d = amax / 127;
+    const float id = d ? 1.0f / d : 0.0f;
+    size_t at = (size_t)b * q->tokens + t;
+    int8_t *qs = q->qs + at * EM_Q8_BLOCK;
+    int sum = 0;
+    for (int j = 0; j < EM_Q8_BLOCK; j++) {
+        qs[j] = (int8_t)roundf(v[(size_t)j * x.column_stride] * id);
+        sum += qs[j];
+    }
+    q->d[at] = f16_round(d);
+    q->s[at] = f16_round((float)sum * d);
+    q->sum[at] = sum;
+}
+
+static int padded_tokens(int T) {
+    return (T + EM_Q8_TOKEN_STEP - 1) / EM_Q8_TOKEN_STEP * EM_Q8_TOKEN_STEP;
+}
+
+em_status em_q8_reserve(em_q8_activations *q, int T, int K) {
+    size_t n = (size_t)(K / EM_Q8_BLOCK) * (size_t)padded_tokens(T);
+    size_t nk = (size_t)(K / EM_Q8K_BLOCK) * (size_t)padded_tokens(T);
+    if (n <= q->capacity && nk <= q->kcapacity) return NULL;
+    em_q8_activations_free(q);
+    q->qs = malloc(n * EM_Q8_BLOCK);
+    q->d = malloc(n * sizeof(float));
+    q->s = malloc(n * sizeof(float));
+    q->sum = malloc(n * sizeof(int32_t));
+    q->kqs = malloc(nk * EM_Q8K_BLOCK + 1);
+    q->kd = malloc(nk * sizeof(float) + 1);
+    q->kbsums = malloc(nk * 16 * sizeof(int16_t) + 1);
+    if (!q->qs || !q->d || !q->s || !q->sum || !q->kqs || !q->kd || !q->kbsums) {
+        em_q8_activations_free(q);
+        return em_error_new(EM_EXIT_RUNTIME,
+                            "out of memory for the 8-bit activations of %d positions", T);
+    }
+    q->capacity = n;
+    q->kcapacity = nk;
+    return NULL;
+}
+
+/* Q8_K block b of token t (t < T) as quantize_row_q8_K_ref makes it. */
+static void quantize_k_block(em_gemm_panels x, int t, int b, em_q8_activations *q) {
+    const float *v = x.x + (size_t)(t / EM_GEMM_PANEL) * x.panel_stride +
+                     (size_t)b * EM_Q8K_BLOCK * x.column_stride + t % EM_GEMM_PANEL;
+    float max = 0.0f, amax = 0.0f;
+    for (int j = 0; j < EM_Q8K_BLOCK; j++) {
+        float value = v[(size_t)j * x.column_stride], a = fabsf(value);
+        if (a > amax) {
+            amax = a;
+            max = value;
+        }
+    }
+    size_t at = (size_t)b * q->tokens + t;
+    int8_t *qs = q->kqs + at * EM_Q8K_BLOCK;
+    int16_t *bsums = q->kbsums + at * 16;
+    if (!amax) {
+        memset(qs, 0, EM_Q8K_BLOCK);
+        memset(bsums, 0, 16 * sizeof *bsums);
+        q->kd[at] = 0.0f;
+        return;
+    }
+    const float iscale = -127.f / max;
+    for (int j = 0; j < EM_Q8K_BLOCK; j++) {
+        int n = em_nearest_int(iscale * v[(size_t)j * x.column_stride]);
+        qs[j] = (int8_t)(n < 127 ? n : 127);
+    }
+    for (int j = 0; j < 16; j++) {
+        int sum = 0;
+        for (int i = 0; i < 16; i++) sum += qs[16 * j + i];
+        bsums[j] = (int16_t)sum;
+    }
+    q->kd[at] = 1 / iscale;
+}
+
+/* Block b of padding token t in either form: zeros, so its products are 0. */
+static void zero_block(em_gemm_panels x, int t, int b, em_q8_activations *q) {
+    size_t at = (size_t)b * q->tokens + t;
+    memset(q->qs + at * EM_Q8_BLOCK, 0, EM_Q8_BLOCK);
+    q->d[at] = q->s[at] = 0.0f;
+    q->sum[at] = 0;
+}
+
+static void zero_k_block(em_gemm_panels x, int t, int b, em_q8_activations *q) {
+    size_t at = (size_t)b * q->tokens + t;
+    memset(q->kqs + at * EM_Q8K_BLOCK, 0, EM_Q8K_BLOCK);
+    memset(q->kbsums + at * 16, 0, 16 * sizeof(int16_t));
+    q->kd[at] = 0.0f;
+}
+
+typedef void block_fn(em_gemm_panels x, int t, int b, em_q8_activations *q);
+
+/* Every block (blocks of them per token) of the T tokens and the padding ones. */
+static void quantize_blocks(em_gemm_panels x, int T, int K, int blocks, int threads,
+                            block_fn *quantize, block_fn *zero, em_q8_activations *q) {
+    q->T = T;
+    q->tokens = padded_tokens(T);
+    bool parallel = (int64_t)T * K >= EM_PARALLEL_MIN_ELEMENTS;
+#pragma omp parallel for num_threads(threads) if (parallel)
+    for (int b = 0; b < blocks; b++) {
+        for (int t = 0; t < T; t++) quantize(x, t, b, q);
+        for (int t = T; t < q->tokens; t++) zero(x, t, b, q);
+    }
+}
+
+void em_q8_quantize(em_gemm_panels x, int T, int K, int threads, em_q8_activations *q) {
+    q->blocks = K / EM_Q8_BLOCK;
+    quantize_blocks(x, T, K, q->blocks, threads, quantize_block, zero_block, q);
+}
+
+void em_q8k_quantize(em_gemm_panels x, int T, int K, int threads, em_q8_activations *q) {
+    q->kblocks = K / EM_Q8K_BLOCK;
+    quantize_blocks(x, T, K, q->kblocks, threads, quantize_k_block, zero_k_block, q);
+}
+
+void em_q8_activations_free(em_q8_activations *q) {
+    free(q->kqs);
+    free(q->kd);
+    free(q->kbsums);
+    free(q->qs);
+    free(q->d);
+    free(q->s);
+    free(q->sum);
+    *q = (em_q8_activations){0};
+}

@@ -1,0 +1,56 @@
+/* The activations of a linear layer in the forward's `ggml` precision: each token's row cut into
+ * blocks of 32 values and rounded to 8 bits as ggml's reference quantizer does it
+ * (quantize_row_q8_1_ref in ggml-quants.c, whose d and qs are those of quantize_row_q8_0_ref):
+ *     amax = max |x_j|,  d = amax / 127,  id = d ? 1 / d : 0,  qs_j = roundf(x_j * id),
+ *     the block's scale is fp16(d) and its Q8_1 sum s = fp16(float(sum of qs) * d),
+ * with fp16() rounding to nearest even. One quantization serves every weight type: the Q8_0 dot
+ * products (Q4_0, Q5_0, Q8_0 weights) read d and qs, the Q8_1 ones (Q4_1, Q5_1) s as well.
+ * The K-quants' dot products (Q6_K, Q4_K) read the Q8_K form instead, blocks of 256 values rounded
+ * as quantize_row_q8_K_ref does it: max = the x_j of largest |x_j| (the first of equals),
+ * iscale = -127 / max, kqs_j = min(127, nearest_int(iscale * x_j)) (halves to even), kd = 1 /
+ * iscale as a float, and the sum of each 16 quants (all zero when max is 0).
+ *
+ * Layout, block-major so that the dot-product kernels (ggml_dot.h) read consecutive tokens of one
+ * block together: block b of token t is at index b * tokens + t, where tokens is T rounded up to
+ * EM_Q8_TOKEN_STEP; the padding tokens are zeros (d = 0), so their products are 0. */
+#ifndef EVALMESH_KERNELS_Q8_ACTIVATIONS_H
+#define EVALMESH_KERNELS_Q8_ACTIVATIONS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util/error.h"
+#include "stages/kernels/cpu/gemm.h"
+
+#define EM_Q8_BLOCK 32     /* values per block */
+#define EM_Q8_TOKEN_STEP 4 /* tokens rounded up to this: the kernels' token step */
+#define EM_Q8K_BLOCK 256   /* values per block of the Q8_K form */
+
+typedef struct em_q8_activations {
+    int T, tokens, blocks; /* tokens: T rounded up to EM_Q8_TOKEN_STEP; blocks: K / 32 */
+    int8_t *qs;            /* (blocks, tokens, 32) */
+    float *d;              /* (blocks, tokens) fp16(d) as a float */
+    float *s;              /* (blocks, tokens) fp16(sum of qs * d) as a float */
+    int32_t *sum;          /* (blocks, tokens) the sum of the block's qs, exact */
+    size_t capacity;       /* blocks * tokens the arrays hold */
+    int kblocks;           /* the Q8_K form (em_q8k_quantize): K / 256 blocks */
+    int8_t *kqs;           /* (kblocks, tokens, 256) */
+    float *kd;             /* (kblocks, tokens) */
+    int16_t *kbsums;       /* (kblocks, tokens, 16) the sums of each 16 kqs, exact */
+    size_t kcapacity;      /* kblocks * tokens the arrays hold */
+} em_q8_activations;
+
+/* Makes q hold T tokens of K values in both forms (an error, exit status 4, when memory runs
+ * out). */
+em_status em_q8_reserve(em_q8_activations *q, int T, int K);
+
+/* Quantizes x (T, K), K a multiple of 32, given as GEMM panels (gemm.h), into q (reserved for at
+ * least T tokens of K values). threads: OpenMP threads for large products; the result does not
+ * depend on them. */
+void em_q8_quantize(em_gemm_panels x, int T, int K, int threads, em_q8_activations *q);
+/* The same into the Q8_K form, K a multiple of 256. */
+void em_q8k_quantize(em_gemm_panels x, int T, int K, int threads, em_q8_activations *q);
+
+void em_q8_activations_free(em_q8_activations *q);
+
+#endif

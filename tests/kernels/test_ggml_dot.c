@@ -1,0 +1,232 @@
+/* The `ggml` precision's dot products (stages/kernels/cpu/ggml_dot.h): every kernel of the table
+ * this CPU runs (avx2) gives the plain C kernel's bits on every type it covers, for row counts,
+ * token counts and widths that are not multiples of its 2 x 8 tile, with random quants (every
+ * bit pattern, Q8_0's -128 included) and random fp16 scales; the C kernel agrees with the same
+ * products computed in double from the weights as the format's dequantizer gives them and the
+ * activations as d * qs (plus, for Q4_1 and Q5_1, ggml's rounded block sum s in place of
+ * d * sum(qs)), within 1e-5 relative to the sum of the terms' magnitudes; the activations'
+ * rounding matches quantize_row_q8_1_ref and quantize_row_q8_K_ref on hand-picked blocks; a kernel
+ * the CPU lacks is skipped with a message, and a wrong EVALMESH_CPU_KERNEL is refused (exit status
+ * 2). */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "stages/formats/half.h"
+#include "stages/kernels/cpu/dequantize.h"
+#include "stages/kernels/cpu/ggml_dot.h"
+#include "test.h"
+
+static uint32_t seed = 11;
+
+static uint32_t random_u32(void) {
+    seed = seed * 1664525u + 1013904223u;
+    return seed;
+}
+
+static float random_float(void) { /* [-1, 1) */
+    return (float)((int32_t)(random_u32() >> 8) - (1 << 23)) / (float)(1 << 23);
+}
+
+static const struct {
+    em_tensor_type type;
+    em_ggml_dot_type column;
+    int values, bytes; /* per block */
+    int d_at;          /* where its fp16 scale is */
+    int has_min;       /* a second fp16 at byte 2 (Q4_K: the minima's scale) */
+} types[] = {
+    {EM_TENSOR_Q8_0, EM_GGML_DOT_Q8_0, 32, 34, 0, 0},
+    {EM_TENSOR_Q4_0, EM_GGML_DOT_Q4_0, 32, 18, 0, 0},
+    {EM_TENSOR_Q4_1, EM_GGML_DOT_Q4_1, 32, 20, 0, 1},
+    {EM_TENSOR_Q5_0, EM_GGML_DOT_Q5_0, 32, 22, 0, 0},
+    {EM_TENSOR_Q5_1, EM_GGML_DOT_Q5_1, 32, 24, 0, 1},
+    {EM_TENSOR_Q6_K, EM_GGML_DOT_Q6_K, 256, 210, 208, 0},
+    {EM_TENSOR_Q4_K, EM_GGML_DOT_Q4_K, 256, 144, 0, 1},
+};
+#define TYPES (sizeof types / sizeof *types)
+
+static void put_half(uint8_t *p, float f) {
+    uint16_t h = em_f32_to_f16(f);
+    memcpy(p, &h, 2);
+}
+
+/* rows x blocks random blocks of type i: random bytes, then fp16 scale (and minimum) in range */
+static uint8_t *random_rows(size_t i, int rows, int blocks) {
+    size_t n = (size_t)rows * blocks * types[i].bytes;
+    uint8_t *w = malloc(n);
+    for (size_t k = 0; k < n; k++) w[k] = (uint8_t)(random_u32() >> 24);
+    for (size_t b = 0; b < (size_t)rows * blocks; b++) {
+        uint8_t *blk = w + b * types[i].bytes;
+        put_half(blk + types[i].d_at, 0.02f * random_float());
+        if (types[i].has_min) put_half(blk + 2, 0.1f * random_float());
+    }
+    return w;
+}
+
+/* x (T, K) packed in GEMM panels, quantized into q */
+static float *quantized_activations(int T, int K, em_q8_activations *q) {
+    float *x = malloc((size_t)T * K * sizeof(float));
+    for (size_t k = 0; k < (size_t)T * K; k++) x[k] = 3.0f * random_float();
+    float *xp = calloc(em_gemm_packed_floats(T, K), sizeof(float));
+    for (int p = 0; p < em_gemm_padded_tokens(T) / EM_GEMM_PANEL; p++)
+        em_gemm_pack_panel(x, (size_t)K, T, K, p, xp);
+    CHECK(em_q8_reserve(q, T, K) == NULL);
+    em_q8_quantize(em_gemm_packed(xp, K), T, K, 1, q);
+    if (K % EM_Q8K_BLOCK == 0) em_q8k_quantize(em_gemm_packed(xp, K), T, K, 1, q);
+    free(xp);
+    return x;
+}
+
+/* The C kernel's results against double sums of dequantized weights and activations. */
+static void check_against_dequantized(size_t i, const uint8_t *w, int rows, int K,
+                                      const em_q8_activations *q, const float *ct, size_t ldc) {
+    em_tensor t = {.type = types[i].type, .data = w, .shape = {K, rows, 1, 1}};
+    float *wf = malloc((size_t)rows * K * sizeof(float));
+    em_rows_to_float(&t, 0, rows, wf, K);
+    int bad = 0;
+    for (int j = 0; j < rows; j++) {
+        for (int tk = 0; tk < q->T; tk++) {
+            double sum = 0.0, magnitude = 0.0;
+            bool k_form = em_ggml_dot_reads_q8k(types[i].column);
+            int values = k_form ? EM_Q8K_BLOCK : EM_Q8_BLOCK;
+            for (int b = 0; b < K / values; b++) {
+                size_t at = (size_t)b * q->tokens + tk;
+                const uint8_t *blk = w + ((size_t)j * (K / values) + b) * types[i].bytes;
+                double dx = k_form ? q->kd[at] : q->d[at];
+                const int8_t *qs = k_form ? q->kqs + at * values : q->qs + at * values;
+                for (int k = 0; k < values; k++) {
+                    double term = (double)wf[(size_t)j * K + b * values + k] * dx * qs[k];
+                    sum += term;
+                    magnitude += fabs(term);
+                }
+                if (types[i].has_min && !k_form) { /* ggml uses m * s for m * dx * sum(qs) */
+                    uint16_t h;
+                    memcpy(&h, blk + 2, 2);
+                    double m = em_f16_to_f32(h);
+                    sum += m * ((double)q->s[at] - dx * q->sum[at]);
+                }
+            }
+            double got = ct[(size_t)j * ldc + tk];
+            if (fabs(got - sum) > 1e-5 * (magnitude + 1e-30) && bad++ < 3)
+                fprintf(stderr, "type %d row %d token %d: c %.9g, double %.9g\n",
+                        (int)types[i].type, j, tk, got, sum);
+        }
+    }
+    CHECK_INT_EQ(bad, 0);
+    free(wf);
+}
+
+/* quantize_row_q8_1_ref on two blocks worked by hand */
+static void check_rounding(void) {
+    float x[32] = {0};
+    x[0] = 1.27f;  /* amax: d = 0.01, id = 100 */
+    x[1] = 0.005f; /* 0.5 rounds away from zero: 1 */
+    x[2] = -0.005f;
+    x[3] = -0.634f; /* -63.4: -63 */
+    float xp[EM_GEMM_PANEL * 32] = {0};
+    for (int k = 0; k < 32; k++) xp[k * EM_GEMM_PANEL] = x[k];
+    em_q8_activations q = {0};
+    CHECK(em_q8_reserve(&q, 1, 32) == NULL);
+    em_q8_quantize(em_gemm_packed(xp, 32), 1, 32, 1, &q);
+    CHECK_INT_EQ(q.tokens, EM_Q8_TOKEN_STEP);
+    CHECK_INT_EQ(q.qs[0], 127);
+    CHECK_INT_EQ(q.qs[1], 1);
+    CHECK_INT_EQ(q.qs[2], -1);
+    CHECK_INT_EQ(q.qs[3], -63);
+    CHECK_INT_EQ(q.sum[0], 127 + 1 - 1 - 63);
+    float d = 1.27f / 127;
+    CHECK(q.d[0] == em_f16_to_f32(em_f32_to_f16(d)));
+    CHECK(q.s[0] == em_f16_to_f32(em_f32_to_f16(64.0f * d)));
+    CHECK(q.d[1] == 0.0f && q.qs[EM_Q8_BLOCK] == 0); /* a padding token */
+    em_q8_activations_free(&q);
+
+    /* quantize_row_q8_K_ref: max -127 (the signed value of largest magnitude), iscale 1, halves
+     * to even */
+    float xk[256] = {[0] = 0.5f, [1] = 1.5f, [2] = 2.5f, [3] = -0.5f, [4] = -127.0f, [5] = 126.6f};
+    float xkp[EM_GEMM_PANEL * 256] = {0};
+    for (int k = 0; k < 256; k++) xkp[k * EM_GEMM_PANEL] = xk[k];
+    CHECK(em_q8_reserve(&q, 1, 256) == NULL);
+    em_q8k_quantize(em_gemm_packed(xkp, 256), 1, 256, 1, &q);
+    int8_t want[6] = {0, 2, 2, 0, -127, 127};
+    CHECK(memcmp(q.kqs, want, 6) == 0);
+    CHECK(q.kd[0] == 1.0f);
+    CHECK(q.kd[1] == 0.0f); /* a padding token */
+    em_q8_activations_free(&q);
+}
+
+int main(void) {
+    check_rounding();
+    setenv("EVALMESH_CPU_KERNEL", "c", 1);
+    const em_ggml_kernel *c = NULL;
+    CHECK(em_ggml_kernel_select(&c) == NULL);
+    CHECK(c == &em_ggml_kernel_c);
+    int row_counts[] = {1, 2, 3, 5, 8}, token_counts[] = {1, 3, 4, 5, 17, 33},
+        widths[] = {32, 96, 288};
+    const char *others[] = {"avx2"};
+    for (size_t o = 0; o < sizeof others / sizeof *others; o++) {
+        setenv("EVALMESH_CPU_KERNEL", others[o], 1);
+        const em_ggml_kernel *k = NULL;
+        em_status err = em_ggml_kernel_select(&k);
+        if (err) {
+            char expected[160];
+            snprintf(expected, sizeof expected,
+                     "EVALMESH_CPU_KERNEL=%s, but this CPU cannot run that kernel", others[o]);
+            CHECK_STR_EQ(err->message, expected);
+            printf("kernel %s: not on this CPU, skipped\n", others[o]);
+            em_error_free(err);
+            continue;
+        }
+        CHECK_STR_EQ(k->name, others[o]);
+        int shapes = 0;
+        for (size_t i = 0; i < TYPES; i++) {
+            for (int a = 0; a < 5; a++) {
+                for (int b = 0; b < 6; b++) {
+                    for (int e = 0; e < 3; e++) {
+                        int rows = row_counts[a], T = token_counts[b];
+                        int K = widths[e] * (types[i].values / 32); /* whole blocks */
+                        em_q8_activations q = {0};
+                        float *x = quantized_activations(T, K, &q);
+                        uint8_t *w = random_rows(i, rows, K / types[i].values);
+                        size_t ldc = (size_t)q.tokens + 3,
+                               row_bytes = (size_t)K / types[i].values * types[i].bytes;
+                        float *want = malloc((size_t)rows * ldc * sizeof(float));
+                        float *got = malloc((size_t)rows * ldc * sizeof(float));
+                        c->tile[types[i].column](w, row_bytes, rows, &q, want, ldc);
+                        k->tile[types[i].column](w, row_bytes, rows, &q, got, ldc);
+                        int same = 1;
+                        for (int j = 0; j < rows; j++)
+                            same = same && memcmp(want + j * ldc, got + j * ldc,
+                                                  (size_t)q.tokens * sizeof(float)) == 0;
+                        if (!same)
+                            fprintf(stderr,
+                                    "kernel %s, type %d, rows %d, T %d, K %d: not c's bits\n",
+                                    k->name, (int)types[i].type, rows, T, K);
+                        CHECK(same);
+                        check_against_dequantized(i, w, rows, K, &q, want, ldc);
+                        shapes++;
+                        free(want);
+                        free(got);
+                        free(w);
+                        free(x);
+                        em_q8_activations_free(&q);
+                    }
+                }
+            }
+        }
+        printf("kernel %s: %d shapes of %zu types bit-identical to c\n", k->name, shapes, TYPES);
+    }
+
+    setenv("EVALMESH_CPU_KERNEL", "sse9", 1);
+    const em_ggml_kernel *k = NULL;
+    em_status err = em_ggml_kernel_select(&k);
+    CHECK(err != NULL);
+    if (err) {
+        CHECK_STR_EQ(err->message,
+                     "EVALMESH_CPU_KERNEL=sse9 is not a CPU kernel (avx512, avx2 or c)");
+        CHECK_INT_EQ(err->exit_code, 2);
+        em_error_free(err);
+    }
+    return test_finish();
+}

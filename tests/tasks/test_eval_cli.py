@@ -1,0 +1,83 @@
+"""`evalmesh eval` and `evalmesh tasks` on BIG-bench tasks by name: a BIG-bench tasks folder made of
+the committed task files (tests/tasks/bigbench/, EVALMESH_CACHE pointing at it) lists them and
+loads them by name; a BIG-bench task's samples and lm-eval results are the same bytes on 1 and 2
+ranks and its multiple_choice_grade is the mean of the samples' grades; bad task names and files
+are exit 2 with one message naming them, and nothing is half-written."""
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "stages"))
+sys.path.insert(0, os.path.join(HERE, "..", "support"))
+from eval_helpers import BIN, EvalSession, shared_files  # noqa: E402
+from checks import check, check_equal  # noqa: E402
+
+(MODEL,) = shared_files("models/stories260K.gguf")
+session = EvalSession("eval_cli_")
+cache = os.path.join(session.tmp, "cache")
+tasks_dir = os.path.join(cache, "bigbench-1.0.0", "benchmark_tasks")
+for name in ("tiny", "mixed"):
+    shutil.copytree(os.path.join(HERE, "bigbench", name), os.path.join(tasks_dir, name))
+os.environ["EVALMESH_CACHE"] = cache
+
+# evalmesh tasks: the sources, bigbench_lite's members and the folder's tasks
+p = subprocess.run([BIN, "tasks"], capture_output=True, text=True, timeout=60)
+check_equal(p.returncode, 0, "evalmesh tasks: exit status")
+check("BIG-bench task or group by name" in p.stdout, "evalmesh tasks names the sources", p.stdout)
+check("bigbench_lite:" in p.stdout and "vitaminc_fact_verification" in p.stdout,
+      "evalmesh tasks lists bigbench_lite's members", p.stdout)
+check(f"BIG-bench tasks in {tasks_dir} (2):\n  mixed" in p.stdout and "tiny\n" in p.stdout,
+      "evalmesh tasks lists the folder's two tasks", p.stdout)
+p = subprocess.run([BIN, "tasks"], capture_output=True, text=True, timeout=60,
+                   env=dict(os.environ, EVALMESH_CACHE=os.path.join(session.tmp, "none")))
+check(p.returncode == 0 and "run tools/fetch-bigbench" in p.stdout,
+      "evalmesh tasks without the sdist says how to fetch it", p.stdout)
+
+
+def outputs(run_dir):
+    out = {}
+    for name in sorted(os.listdir(run_dir)):
+        if name == "lm_eval_results.json" or name.startswith("samples_"):
+            with open(os.path.join(run_dir, name), "rb") as f:
+                out[name] = f.read()
+    return out
+
+
+EVAL = ["eval", "-m", MODEL, "--tasks", "tiny,mixed", "--log-samples", "-t", "1"]
+code, out, err, _ = session.evalmesh(EVAL)
+check_equal(code, 0, "BIG-bench tasks by name: exit status")
+one = outputs(os.path.join(session.tmp, f"run{session.runs}"))
+check_equal(sorted(one), ["lm_eval_results.json", "samples_mixed:arithmetic.jsonl",
+                          "samples_tiny.jsonl"], "files written (mixed's generative subtask left out)")
+check("|tiny|1.0.0|none|0|multiple_choice_grade|" in out, "lm-eval's table printed", out)
+results = json.loads(one["lm_eval_results.json"])["results"]
+for task in ("tiny", "mixed:arithmetic"):
+    grades = [json.loads(line)["multiple_choice_grade"]
+              for line in one[f"samples_{task}.jsonl"].decode().splitlines()]
+    check(len(grades) > 1 and math.fsum(grades) / len(grades)
+          == results[task]["multiple_choice_grade,none"],
+          f"{task}: multiple_choice_grade is the mean of the samples' grades", str(grades))
+
+code, out, err, _ = session.evalmesh(EVAL, np=2)
+check_equal(code, 0, "2 ranks: exit status")
+check(outputs(os.path.join(session.tmp, f"run{session.runs}")) == one,
+      "2 ranks: the same samples and lm-eval results as 1 rank")
+
+# bad names and files: exit 2, one message naming them, no results written
+for tasks, message in [
+        ("tinny", "unknown BIG-bench task 'tinny' (the closest: 'tiny')"),
+        ("nowhere/task.yaml", "nowhere/task.yaml"),
+        (os.path.join(HERE, "bigbench", "malformed.json"), "malformed.json:"),
+]:
+    code, out, err, _ = session.evalmesh(["eval", "-m", MODEL, "--tasks", tasks])
+    run_dir = os.path.join(session.tmp, f"run{session.runs}")
+    check_equal(code, 2, f"--tasks {tasks}: exit status")
+    check(message in err, f"--tasks {tasks}: the message names it", err)
+    check(not os.path.exists(os.path.join(run_dir, "lm_eval_results.json")),
+          f"--tasks {tasks}: no results written")
+
+session.finish()
