@@ -35,7 +35,7 @@ sys.path.insert(0, os.path.join(here, "..", "support"))
 import reference  # noqa: E402
 from checks import check, finish  # noqa: E402
 from gguf_reader import read_gguf_index  # noqa: E402
-from test_forward_ggml_types import read_with_gguf  # noqa: E402 (requires gguf)
+from test_forward_ggml_types import made_models, read_with_gguf  # noqa: E402 (requires gguf)
 from gguf import GGMLQuantizationType, GGML_QUANT_SIZES  # noqa: E402
 
 NLL_TOL = 1e-5
@@ -212,11 +212,7 @@ def main():
     driver, invariance, batch, mkmodel = sys.argv[1:5]
     rng = np.random.default_rng(5)
     with tempfile.TemporaryDirectory() as tmp:
-        for label, args in CASES:
-            path = os.path.join(tmp, label + ".gguf")
-            p = subprocess.run([mkmodel] + args + ["--out", path], capture_output=True, text=True)
-            if not check(p.returncode == 0, "%s: mkmodel: %s" % (label, p.stderr.strip())):
-                continue
+        for label, path in made_models(mkmodel, CASES, tmp):
             check_model(driver, path, label, rng, tmp)
             if label in ("q4_1", "q5_0", "q6_k", "q4_k"):
                 for program in (invariance, batch):

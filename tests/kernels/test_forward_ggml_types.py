@@ -117,15 +117,21 @@ def check_model(driver, path, label, rng):
     return types
 
 
+def made_models(mkmodel, cases, tmp):
+    """(label, path) of each case's model, written by evalmesh-mkmodel into tmp (a case it cannot
+    make is a failed check, left out)."""
+    for label, args in cases:
+        path = os.path.join(tmp, label + ".gguf")
+        p = subprocess.run([mkmodel] + args + ["--out", path], capture_output=True, text=True)
+        if check(p.returncode == 0, "%s: mkmodel: %s" % (label, p.stderr.strip())):
+            yield label, path
+
+
 def main():
     driver, invariance, mkmodel = sys.argv[1:4]
     rng = np.random.default_rng(3)
     with tempfile.TemporaryDirectory() as tmp:
-        for label, args in CASES:
-            path = os.path.join(tmp, label + ".gguf")
-            p = subprocess.run([mkmodel] + args + ["--out", path], capture_output=True, text=True)
-            if not check(p.returncode == 0, "%s: mkmodel: %s" % (label, p.stderr.strip())):
-                continue
+        for label, path in made_models(mkmodel, CASES, tmp):
             types = check_model(driver, path, label, rng)
             if label == "q4_k_m_tied" and types:
                 # llama-quantize's Q4_K_M: Q6_K head (the tied embedding), attn_v and ffn_down of

@@ -15,6 +15,7 @@ import re
 import shutil
 import subprocess
 import sys
+from types import SimpleNamespace
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "stages"))
@@ -43,17 +44,10 @@ def outputs(run_dir):
 
 
 def run(args, np=None, label=""):
-    session.runs += 1
-    run_dir = os.path.join(session.tmp, f"run{session.runs}")
-    cmd = [BIN, *args, "--run-dir", run_dir]
-    env = dict(os.environ)
-    if np is not None:
-        cmd = [MPIRUN, "-np", str(np), "--allow-run-as-root", "--oversubscribe", *cmd]
-        if "ASAN_OPTIONS" in env:
-            env["ASAN_OPTIONS"] += ":detect_leaks=0"
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
-    check(p.returncode == 0, f"{label}: exit {p.returncode}: {p.stderr[-2000:]}")
-    return run_dir, p
+    """Runs evalmesh (under mpirun -np when np is given); returns its run directory and output."""
+    code, out, err, _ = session.evalmesh(args, np)
+    check(code == 0, f"{label}: exit {code}: {err[-2000:]}")
+    return os.path.join(session.tmp, f"run{session.runs}"), SimpleNamespace(stdout=out, stderr=err)
 
 
 EVAL = ["eval", "-m", MODEL, "--tasks", TASK, "--log-samples", "-t", "1"]
