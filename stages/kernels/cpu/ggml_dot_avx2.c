@@ -200,9 +200,12 @@ AVX2 static void unpack_q6k(const uint8_t *w, kquant_block *k) {
         }
     }
     for (int v = 0; v < 8; v++) {
-        int s0 = (int8_t)w[192 + 2 * v] & 0xffff, s1 = (int8_t)w[192 + 2 * v + 1] & 0xffff;
-        k->even[v] = _mm256_set_m128i(_mm_set1_epi32(s1), _mm_set1_epi32(s0));
-        k->odd[v] = _mm256_set_m128i(_mm_set1_epi32(s1 << 16), _mm_set1_epi32(s0 << 16));
+        /* each scale as a 16-bit lane, low (even) or high (odd) in its 32 bits; shifted unsigned */
+        uint32_t s0 = (uint32_t)(int8_t)w[192 + 2 * v] & 0xffff,
+                 s1 = (uint32_t)(int8_t)w[192 + 2 * v + 1] & 0xffff;
+        k->even[v] = _mm256_set_m128i(_mm_set1_epi32((int)s1), _mm_set1_epi32((int)s0));
+        k->odd[v] =
+            _mm256_set_m128i(_mm_set1_epi32((int)(s1 << 16)), _mm_set1_epi32((int)(s0 << 16)));
     }
     k->d = half_at(w + 208);
 }
