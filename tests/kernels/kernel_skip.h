@@ -1,5 +1,6 @@
-/* The kernel tests' one way to skip a CPU kernel this machine lacks: EVALMESH_CPU_KERNEL naming
- * it is refused with one message, which is checked, and the skip is printed. */
+/* The kernel tests' one way to skip a CPU kernel this machine lacks (EVALMESH_CPU_KERNEL naming
+ * it is refused with one message, which is checked, and the skip is printed) and to check the
+ * refusal of a name that is no kernel. */
 #ifndef EVALMESH_TEST_KERNEL_SKIP_H
 #define EVALMESH_TEST_KERNEL_SKIP_H
 
@@ -20,6 +21,16 @@ static inline bool test_kernel_missing(em_status err, const char *name) {
     printf("kernel %s: not on this CPU, skipped\n", name);
     em_error_free(err);
     return true;
+}
+
+/* Checks err (from selecting with EVALMESH_CPU_KERNEL=sse9) is the refusal of a name that is no
+ * CPU kernel: exit status 2 and the kernels there are. */
+static inline void test_kernel_unknown_refused(em_status err) {
+    CHECK(err != NULL);
+    if (!err) return;
+    CHECK_STR_EQ(err->message, "EVALMESH_CPU_KERNEL=sse9 is not a CPU kernel (avx512, avx2 or c)");
+    CHECK_INT_EQ(err->exit_code, 2);
+    em_error_free(err);
 }
 
 #endif
