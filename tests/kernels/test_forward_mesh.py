@@ -15,7 +15,10 @@ and the test checks:
     first SCORE_FROM positions (score_shared_prefix), bit-identical to one window at a time, and
     cp = 2 refusing a batch of several windows and a shared prefix (exit status 2);
   - each rank's shard of the weights about 1/tp of the whole (the driver reports the bytes).
-Usage: test_forward_mesh.py DRIVER MPIRUN [MKMODEL]"""
+The sanitizer build (a last argument `sanitizer`) runs the mkmodel cases SANITIZER_CASES only: each
+mpirun of its ranks takes seconds to start, and the other cases run the same parallel code with
+other weight types, which the optimized build checks.
+Usage: test_forward_mesh.py DRIVER MPIRUN [MKMODEL [sanitizer]]"""
 import math
 import os
 import subprocess
@@ -43,6 +46,7 @@ CASES = [
     ("q8_0_gqa_bias", BASE + ["--type", "q8_0", "--kv-heads", "4", "--qkv-bias"], 4),
     ("q4_0_gqa_tied", BASE + ["--type", "q4_0", "--kv-heads", "4", "--tied"], 4),
 ]
+SANITIZER_CASES = ("f32_gqa_untied", "q4_0_gqa_tied")
 
 
 def read(path):
@@ -148,6 +152,7 @@ def check_model(c, driver, mpirun, model, label, max_tp, tmp):
 def main():
     driver, mpirun = sys.argv[1], sys.argv[2]
     mkmodel = sys.argv[3] if len(sys.argv) > 3 else ""
+    sanitizer = len(sys.argv) > 4 and sys.argv[4] == "sanitizer"
     c = checks
     shared = os.environ.get("EVALMESH_SHARED_DATA", "../shared/data")
     stories = os.path.join(shared, "models", "stories260K.gguf")
@@ -160,6 +165,8 @@ def main():
             print("stories260K.gguf not found: skipping it")
         if mkmodel and os.path.exists(mkmodel):
             for label, args, max_tp in CASES:
+                if sanitizer and label not in SANITIZER_CASES:
+                    continue
                 path = os.path.join(tmp, label + ".gguf")
                 subprocess.run([mkmodel] + args + ["--out", path], check=True, capture_output=True)
                 check_model(c, driver, mpirun, path, label, max_tp, tmp)

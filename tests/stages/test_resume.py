@@ -208,7 +208,7 @@ if not MPIRUN:
 
 # 4. SIGKILL one rank of 4 in the middle of the forward; resume on 2 and on 3 ranks. mpirun
 # SIGTERMs the survivors about 1 s after a rank dies: MAXW windows (the argument: 24000, 6000 a
-# rank, about 4 s on an idle machine here; 6000 in the slower sanitizer build) keep them in their
+# rank, about 4 s on an idle machine here; 2400 in the slower sanitizer build) keep them in their
 # forward until then, where they name the dead rank.
 MAXW = int(sys.argv[1]) if len(sys.argv) > 1 else 24000
 write_recipe(MAXW)

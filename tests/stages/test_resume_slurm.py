@@ -39,7 +39,7 @@ if not os.environ.get("SLURM_CONF"):
 session = EvalSession("eval_resume_slurm_")
 tmp = session.tmp
 ENV = test_env()
-MAXW = 6000
+MAXW = int(sys.argv[1]) if len(sys.argv) > 1 else 6000  # windows of the runs that get signalled
 shutil.copy(MODEL, os.path.join(tmp, "model.gguf"))
 shutil.copy(WIKI, os.path.join(tmp, "text.txt"))
 write_recipe(tmp, MAXW)
