@@ -2,7 +2,9 @@
  * n_ctx tokens through em_llama_forward and prints tokens/s, achieved GFLOP/s (2 FLOPs per
  * multiply-add of every matmul, attention included), OpenBLAS sgemm GFLOP/s measured on this
  * machine at M=n_ctx, N=K=dim with the same threads, their ratio, and the forward's peak RSS
- * against the model file size plus the activations and scratch it holds.
+ * against the model file size plus the activations and scratch it holds; last, the GEMM peak of
+ * the kernel the forward runs on (gemm_peak.h: F32 weights for the exact precision, the FFN's
+ * weight type for ggml) and the forward's GFLOP/s as a share of it.
  *
  * Memory: peak RSS is read once at the start (the process and its libraries), once after the
  * warm-up window (the forward's peak, before the sgemm reference allocates anything) and at the
@@ -23,6 +25,8 @@
 #include <string.h>
 #include <sys/resource.h>
 
+#include "gemm_peak.h"
+#include "stages/kernels/cpu/ggml_dot.h"
 #include "stages/kernels/cpu/llama_forward.h"
 #include "stages/model/loaded_model.h"
 #include "util/clock.h"
@@ -90,6 +94,35 @@ static double peak_rss_mib(void) {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     return ru.ru_maxrss / 1024.0;
+}
+
+/* The weight type whose products dominate: the first layer's FFN gate (F32 when absent). */
+static em_tensor_type ffn_type(const em_model *m) {
+    for (size_t i = 0; i < m->tensor_count; i++)
+        if (strcmp(m->tensors[i].name, "blk.0.ffn_gate.weight") == 0) return m->tensors[i].type;
+    return EM_TENSOR_F32;
+}
+
+/* Prints the GEMM peak of the forward's kernel and the forward's median GFLOP/s as a share. */
+static void report_peak(const em_model *m, em_llama_forward *f, bool ggml, int threads,
+                        double forward_gflops) {
+    em_tensor_type type = ggml ? ffn_type(m) : EM_TENSOR_F32;
+    bool covered = ggml && em_ggml_dot_type_of(type) >= 0;
+    const char *kernel = covered ? em_llama_forward_ggml_kernel(f) : em_llama_forward_kernel(f);
+    double peak;
+    const char *used;
+    em_status err = gemm_peak_gflops(kernel, covered, covered ? type : EM_TENSOR_F32, GEMM_PEAK_N,
+                                     threads, &peak, &used);
+    if (err) {
+        printf("  kernel peak     not measured: %s\n", err->message);
+        em_error_free(err);
+        return;
+    }
+    printf("  kernel peak     %10.1f GFLOP/s (%s %s on %s weights, square %d product); the "
+           "forward at %.1f%% of it\n",
+           peak, covered ? "ggml" : "exact", used,
+           em_tensor_type_name(covered ? type : EM_TENSOR_F32), GEMM_PEAK_N,
+           100.0 * forward_gflops / peak);
 }
 
 int main(int argc, char **argv) {
@@ -190,6 +223,7 @@ int main(int argc, char **argv) {
     printf("  RSS less buffers %9.2fx the model file (goal: at most 1.20x); whole process with the "
            "reference: %.1f MiB\n",
            (rss_forward - buffers_mib) / file_mib, peak_rss_mib());
+    report_peak(m, f, ggml, threads, median(fwd_gflops, windows));
     free(ratio);
     free(ratio_cpu);
     free(fwd_gflops);

@@ -1,0 +1,85 @@
+/* A kernel's GEMM peak: see gemm_peak.h. */
+#include "gemm_peak.h"
+
+#include <stdlib.h>
+
+#include "stages/kernels/cpu/ggml_dot.h"
+#include "stages/kernels/cpu/matmul.h"
+#include "stages/kernels/cpu/scratch.h"
+#include "util/clock.h"
+
+#define WARMUP 1
+#define TIMED 3
+
+/* n values of a fixed pseudo-random sequence in [-1, 1): weights and activations alike. */
+static float *random_floats(size_t count, uint32_t seed) {
+    float *v = malloc(count * sizeof *v);
+    for (size_t i = 0; i < count; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        v[i] = (float)(seed >> 8) / 8388608.0f - 1.0f;
+    }
+    return v;
+}
+
+/* W (n rows of n values) in `type`, written by the type's own quantizer (ggml_types.h). */
+static em_status make_weight(em_tensor_type type, int n, em_tensor *w) {
+    const em_ggml_type_info *info = em_ggml_type_info_get(type);
+    if (!info || !info->from_float)
+        return em_error_new(EM_EXIT_BAD_INPUT, "gemm peak: no quantizer for %s",
+                            em_tensor_type_name(type));
+    size_t row_bytes = em_tensor_type_row_bytes(type, n);
+    float *values = random_floats((size_t)n * n, 7);
+    uint8_t *data = malloc(row_bytes * n);
+    for (int r = 0; r < n; r++) info->from_float(values + (size_t)r * n, n, data + row_bytes * r);
+    free(values);
+    *w = (em_tensor){.name = "gemm_peak.weight",
+                     .type = type,
+                     .n_dims = 2,
+                     .shape = {n, n, 1, 1},
+                     .data = data,
+                     .nbytes = row_bytes * n};
+    return NULL;
+}
+
+em_status gemm_peak_gflops(const char *kernel, bool ggml, em_tensor_type type, int n, int threads,
+                           double *gflops, const char **kernel_used) {
+    if (ggml && em_ggml_dot_type_of(type) < 0)
+        return em_error_new(EM_EXIT_BAD_INPUT,
+                            "gemm peak: the ggml precision has no dot product for %s",
+                            em_tensor_type_name(type));
+    if (kernel) setenv("EVALMESH_CPU_KERNEL", kernel, 1);
+    em_scratch s;
+    em_status err = em_scratch_init(&s, threads);
+    if (!err && ggml) err = em_scratch_use_ggml(&s);
+    if (kernel) unsetenv("EVALMESH_CPU_KERNEL");
+    em_tensor w = {0};
+    if (!err) err = make_weight(type, n, &w);
+    if (!err)
+        err = em_scratch_reserve(&s, em_matmul_tile_floats(n, n, EM_MATMUL_TILE_ROWS),
+                                 em_gemm_packed_floats(n, n));
+    if (!err && ggml) err = em_q8_reserve(&s.q8, n, n);
+    if (err) {
+        free((void *)w.data);
+        em_scratch_free(&s);
+        return err;
+    }
+    *kernel_used = ggml ? s.ggml->name : s.kernel_name;
+    float *x = random_floats((size_t)n * n, 11);  /* x (n, n) */
+    float *y = malloc((size_t)n * n * sizeof *y); /* y (n, n) */
+    const em_tensor *weights[1] = {&w};
+    float *outputs[1] = {y};
+    double best = 1e30;
+    for (int run = 0; run < WARMUP + TIMED; run++) {
+        double t0 = em_clock_seconds();
+        em_matmul_pack(x, n, n, s.packed, &s);
+        em_matmul_packed(s.packed, n, 1, weights, outputs, false, &s);
+        double dt = em_clock_seconds() - t0;
+        if (run >= WARMUP && dt < best) best = dt;
+    }
+    *gflops = 2.0 * n * n * (double)n / best / 1e9;
+    free(x);
+    free(y);
+    free((void *)w.data);
+    em_scratch_free(&s);
+    return NULL;
+}
