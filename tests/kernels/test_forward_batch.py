@@ -5,8 +5,9 @@ sliding window, gemma2 (sliding window, soft-capped scores and logits, post-norm
 quantized type, plus the shared stories260K when present: every window's nll and argmax
 bit-identical to the window alone in every batch composition and order it tries. It drives
 test_forward_shared_prefix the same way: each continuation of a shared prefix bit-identical to its
-whole window alone.
-Usage: test_forward_batch.py FORWARD_BATCH|FORWARD_SHARED_PREFIX MKMODEL"""
+whole window alone; and test_forward_decode: every decoded sequence's tokens and logits
+bit-identical to the full forward, in every batching.
+Usage: test_forward_batch.py FORWARD_BATCH|FORWARD_SHARED_PREFIX|FORWARD_DECODE MKMODEL"""
 import os
 import subprocess
 import sys
