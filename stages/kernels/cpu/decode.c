@@ -21,10 +21,8 @@ em_status em_cpu_decode_new(em_llama_forward *f, int sequences, int positions,
         return em_error_new(EM_EXIT_BAD_INPUT,
                             "a decoding cache of %d sequences of %d positions is empty", sequences,
                             positions);
-    int cp = em_llama_forward_groups(f)->cp.size;
-    if (cp > 1)
-        return em_error_new(EM_EXIT_BAD_INPUT,
-                            "a forward with cp = %d does not decode (decoding needs cp = 1)", cp);
+    em_status err = em_llama_forward_refuse_cp(f, "decode (decoding needs cp = 1)");
+    if (err) return err;
     em_cpu_decode *d = em_xcalloc(1, sizeof *d);
     d->f = f;
     d->config = em_llama_forward_config(f);

@@ -575,17 +575,22 @@ em_status em_llama_forward_batch(em_llama_forward *f, const em_batch_window *win
                             &f->groups, f->threads, windows, count);
 }
 
+em_status em_llama_forward_refuse_cp(const em_llama_forward *f, const char *what) {
+    if (f->groups.cp.size == 1) return NULL;
+    return em_error_new(EM_EXIT_BAD_INPUT, "a forward with cp = %d does not %s", f->groups.cp.size,
+                        what);
+}
+
 em_status em_llama_forward_with_kept(em_llama_forward *f, const em_kept_keys *kept,
                                      const em_batch_window *windows, int count) {
-    if (f->groups.cp.size > 1)
-        return em_error_new(EM_EXIT_BAD_INPUT,
-                            "a forward with cp = %d keeps no keys and values (shared prefixes "
-                            "and decoding need cp = 1)",
-                            f->groups.cp.size);
+    em_status err =
+        em_llama_forward_refuse_cp(f, "keep keys and values (shared prefixes and decoding need "
+                                      "cp = 1)");
+    if (err) return err;
     const em_llama_config *c = &f->model->config;
     f->kept = kept;
-    em_status err = em_llama_compose(&cpu_kernels, f, c->n_layers, c->dim, c->post_norms,
-                                     c->n_vocab, &f->groups, f->threads, windows, count);
+    err = em_llama_compose(&cpu_kernels, f, c->n_layers, c->dim, c->post_norms, c->n_vocab,
+                           &f->groups, f->threads, windows, count);
     f->kept = NULL;
     f->attend_kept = false;
     return err;
@@ -593,10 +598,6 @@ em_status em_llama_forward_with_kept(em_llama_forward *f, const em_kept_keys *ke
 
 const em_llama_config *em_llama_forward_config(const em_llama_forward *f) {
     return &f->model->config;
-}
-
-const em_forward_groups *em_llama_forward_groups(const em_llama_forward *f) {
-    return &f->groups;
 }
 
 int em_llama_forward_kv_width(const em_llama_forward *f) {
@@ -648,14 +649,12 @@ static em_status reserve_prefix(em_llama_forward *f, int P) {
 
 em_status em_llama_forward_shared_prefix(em_llama_forward *f, const int32_t *prefix, int P,
                                          const em_batch_window *continuations, int count) {
-    if (f->groups.cp.size > 1)
-        return em_error_new(EM_EXIT_BAD_INPUT,
-                            "a forward with cp = %d does not score shared prefixes (score the "
-                            "whole windows)",
-                            f->groups.cp.size);
+    em_status err =
+        em_llama_forward_refuse_cp(f, "score shared prefixes (score the whole windows)");
+    if (err) return err;
     if (P < 1) return em_error_new(EM_EXIT_BAD_INPUT, "a shared prefix of %d positions", P);
     if (count < 1) return NULL;
-    em_status err = reserve_prefix(f, P);
+    err = reserve_prefix(f, P);
     if (err) return err;
     size_t stride = (size_t)P * (size_t)em_llama_forward_kv_width(f);
     /* the prefix's layers only, keeping their keys and values (it has nothing scored: its

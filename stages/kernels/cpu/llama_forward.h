@@ -75,9 +75,12 @@ typedef struct em_kept_keys {
 em_status em_llama_forward_with_kept(em_llama_forward *f, const em_kept_keys *kept,
                                      const em_batch_window *windows, int count);
 
-/* The model's configuration and the forward's groups. */
+/* The model's configuration. */
 const em_llama_config *em_llama_forward_config(const em_llama_forward *f);
-const em_forward_groups *em_llama_forward_groups(const em_llama_forward *f);
+
+/* NULL with cp = 1, else an error (exit status 2): "a forward with cp = N does not WHAT", for
+ * what runs only on whole sequences (kept keys and values). */
+em_status em_llama_forward_refuse_cp(const em_llama_forward *f, const char *what);
 
 /* The floats of one kept row: this rank's KV heads x head_dim. */
 int em_llama_forward_kv_width(const em_llama_forward *f);
