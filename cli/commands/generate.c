@@ -14,7 +14,7 @@
 
 static const char USAGE[] =
     "usage: evalmesh generate -m MODEL -p PROMPT [-n N] [-c N] [-t THREADS] [--until STR]...\n"
-    "                         [--ids]\n\n"
+    "                         [--precision exact|ggml] [--ids]\n\n"
     "Prints the greedy continuation of PROMPT by MODEL (GGUF, safetensors or a Hugging Face\n"
     "folder): the prompt is tokenized with the model's tokenizer (BOS as its file says) and\n"
     "decoded with a key-value cache on the cpu forward, one token at a time, until EOS, one of\n"
@@ -27,11 +27,13 @@ static const char USAGE[] =
     "                      model's context length)\n"
     "  -t, --threads N     forward threads (default 1)\n"
     "  --until STR         stop when the generated text holds STR (repeatable)\n"
+    "  --precision P       exact (default) or ggml: activations rounded to 8 bits before the\n"
+    "                      products of quantized matrices, as llama.cpp's CPU backend\n"
     "  --ids               print the generated token ids on a second line\n\n"
     "Exit statuses: 0 ok, 2 bad arguments or input (a model the forward cannot run, N not\n"
     "smaller than the context), 4 out of memory for the cache or the activations.\n";
 
-enum { OPT_UNTIL = 256, OPT_IDS };
+enum { OPT_UNTIL = 256, OPT_IDS, OPT_PRECISION };
 
 /* A whole-number argument >= min of option `name`, or -1 after saying why. */
 static long parse_count(const char *name, const char *text, long min) {
@@ -54,7 +56,7 @@ static int fail(em_status err) {
 
 /* Encodes the prompt, generates and prints the text (and ids). */
 static int run(const em_model *model, const char *prompt, int max_tokens, int ctx, int threads,
-               const char *const *until, int until_count, bool print_ids) {
+               em_precision precision, const char *const *until, int until_count, bool print_ids) {
     const em_tokenizer *tok = model->tokenizer;
     if (!tok) {
         fprintf(stderr, "evalmesh generate: model %s has no tokenizer\n", model->path);
@@ -76,7 +78,7 @@ static int run(const em_model *model, const char *prompt, int max_tokens, int ct
         ctx = model->config.n_ctx_train > 0 ? model->config.n_ctx_train : (int)count + max_tokens;
     void *f = NULL;
     const em_forward_backend *be = &em_forward_backend_cpu;
-    em_forward_options options = {0};
+    em_forward_options options = {.precision = precision};
     em_forward_groups alone = {.tp = {.rank = 0, .size = 1}, .cp = {.rank = 0, .size = 1}};
     err = be->create(model, &alone, threads, &options, &f);
     em_generate_request request = {ids, (int)count, until, until_count, max_tokens};
@@ -97,16 +99,22 @@ static int run(const em_model *model, const char *prompt, int max_tokens, int ct
 
 static int generate_main(int argc, char **argv) {
     static const struct option flags[] = {
-        {"model", required_argument, NULL, 'm'},      {"prompt", required_argument, NULL, 'p'},
-        {"max-tokens", required_argument, NULL, 'n'}, {"ctx-size", required_argument, NULL, 'c'},
-        {"threads", required_argument, NULL, 't'},    {"until", required_argument, NULL, OPT_UNTIL},
-        {"ids", no_argument, NULL, OPT_IDS},          {0},
+        {"model", required_argument, NULL, 'm'},
+        {"prompt", required_argument, NULL, 'p'},
+        {"max-tokens", required_argument, NULL, 'n'},
+        {"ctx-size", required_argument, NULL, 'c'},
+        {"threads", required_argument, NULL, 't'},
+        {"until", required_argument, NULL, OPT_UNTIL},
+        {"ids", no_argument, NULL, OPT_IDS},
+        {"precision", required_argument, NULL, OPT_PRECISION},
+        {0},
     };
     const char *model_path = NULL, *prompt = NULL;
     const char **until = em_xcalloc((size_t)argc + 1, sizeof *until);
     int until_count = 0;
     long max_tokens = 64, ctx = 0, threads = 1;
     bool print_ids = false;
+    em_precision precision = EM_PRECISION_EXACT;
     int c, rc = 0;
     while (rc == 0 && (c = em_cli_option("generate", argc, argv, "m:p:n:c:t:", flags)) != -1) {
         if (c == 'm')
@@ -123,6 +131,12 @@ static int generate_main(int argc, char **argv) {
             until[until_count++] = optarg;
         else if (c == OPT_IDS)
             print_ids = true;
+        else if (c == OPT_PRECISION && strcmp(optarg, "exact") && strcmp(optarg, "ggml")) {
+            fprintf(stderr, "evalmesh generate: --precision '%s' is neither exact nor ggml\n",
+                    optarg);
+            rc = EM_EXIT_BAD_INPUT;
+        } else if (c == OPT_PRECISION)
+            precision = strcmp(optarg, "ggml") == 0 ? EM_PRECISION_GGML : EM_PRECISION_EXACT;
         else
             rc = EM_EXIT_BAD_INPUT;
     }
@@ -137,8 +151,8 @@ static int generate_main(int argc, char **argv) {
         if (err) rc = fail(err);
     }
     if (rc == 0)
-        rc = run(model, prompt, (int)max_tokens, (int)ctx, (int)threads, until, until_count,
-                 print_ids);
+        rc = run(model, prompt, (int)max_tokens, (int)ctx, (int)threads, precision, until,
+                 until_count, print_ids);
     if (model) em_model_free(model);
     free(until);
     return rc;
