@@ -8,7 +8,7 @@
  * position) and the logits of a fresh prefill of the whole sequence (no cache). Also: a step on
  * a slot never filled, a full slot, a repeated slot and a token outside the vocabulary are errors
  * (exit status 2) naming them, and cp > 1 is refused. Uses the model given as argv[1], else the
- * shared stories260K.gguf. */
+ * shared stories260K.gguf, in the precision argv[2] names (ggml; else exact). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -101,9 +101,9 @@ static bool same(const decoded *a, const decoded *b, int V) {
 
 /* Compares want (decoded) with the full forward of each sequence so far at each step; returns
  * whether every argmax and logit matched, and the largest logit difference in *worst. */
-static bool against_full_forward(const em_model *m, const window *prompts, const decoded *want,
-                                 int V, double *worst) {
-    em_llama_forward *f = test_forward_new(m, 1, EM_PRECISION_EXACT);
+static bool against_full_forward(const em_model *m, em_precision precision, const window *prompts,
+                                 const decoded *want, int V, double *worst) {
+    em_llama_forward *f = test_forward_new(m, 1, precision);
     bool ok = true;
     *worst = 0;
     float *logits = malloc((size_t)V * sizeof *logits);
@@ -194,17 +194,18 @@ int main(int argc, char **argv) {
     for (int s = 0; s < SEQUENCES; s++) make_window(&prompts[s], prompt_lengths[s], 0, 11u + s, V);
     decoded first = {.logits = malloc((size_t)SEQUENCES * STEPS * V * sizeof(float))};
     decoded got = {.logits = malloc((size_t)SEQUENCES * STEPS * V * sizeof(float))};
-    em_llama_forward *one = test_forward_new(m, 1, EM_PRECISION_EXACT);
+    em_precision precision = test_forward_precision(argc, argv);
+    em_llama_forward *one = test_forward_new(m, 1, precision);
     decode(one, prompts, 0, V, &first);
     em_llama_forward_free(one);
     double worst;
-    bool full = against_full_forward(m, prompts, &first, V, &worst);
+    bool full = against_full_forward(m, precision, prompts, &first, V, &worst);
     CHECK(full);
     printf("8 sequences, %d steps each: tokens and logits %s (largest logit difference %g)\n",
            STEPS, full ? "bit-identical to the full forward" : "DIFFERENT from the full forward",
            worst);
     for (int threads = 1; threads <= 2; threads++) {
-        em_llama_forward *f = test_forward_new(m, threads, EM_PRECISION_EXACT);
+        em_llama_forward *f = test_forward_new(m, threads, precision);
         for (int b = 0; b < BATCHINGS; b++) {
             memset(got.logits, 0xff, (size_t)SEQUENCES * STEPS * V * sizeof(float));
             decode(f, prompts, b, V, &got);
