@@ -56,6 +56,18 @@ const char *em_forward_backend_names(void) {
     return names;
 }
 
+static bool decodes(const em_forward_backend *be) {
+    return be->decode_new != NULL;
+}
+
+em_status em_forward_decoding(const em_forward_backend *be) {
+    if (decodes(be)) return NULL;
+    char names[256];
+    return em_error_new(EM_EXIT_BAD_INPUT,
+                        "the %s forward backend does not decode (greedy generation runs on: %s)",
+                        be->name, em_forward_backend_names_where(decodes, names, sizeof names));
+}
+
 em_status em_forward_score_window(const em_forward_backend *be, void *f, const int32_t *input,
                                   const int32_t *target, int T, int score_from, double *nll,
                                   int32_t *argmax) {

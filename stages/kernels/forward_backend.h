@@ -113,6 +113,26 @@ typedef struct em_forward_backend {
     em_status (*score_pair)(void *ref, void *cand, const int32_t *input, const int32_t *target,
                             int T, int score_from, double *nll_ref, int32_t *argmax_ref,
                             double *nll_cand, int32_t *argmax_cand, double *kl);
+    /* Greedy decoding with a key-value cache: NULL in a backend that does not decode (callers
+     * refuse it through em_forward_decoding, exit status 2). decode_new makes, over forward f
+     * (which outlives it), a cache of `sequences` slots of at most `positions` positions each:
+     * a slot holds n_layers x 2 x (this rank's KV heads x head_dim) x positions floats of 4
+     * bytes, allocated at its first prefill (decode_memory: the bytes so far); cp > 1 is refused
+     * (exit status 2). prefill fills slots[i] (distinct; a filled slot starts over) with
+     * prompts[i] (lengths[i] ids, 1 .. positions) for i < count, in one batch, keeping every
+     * layer's keys and values after RoPE; step appends tokens[i] to the filled slots[i]
+     * (distinct, shorter than positions) in one batch of sequences of any lengths. Both give
+     * next[i], the argmax after the sequence's last position (the lowest id among equal logits),
+     * and, when logits is not NULL, its logits at logits + i * n_vocab: the bits a full forward
+     * of the whole sequence gives at that position, whatever else shares the batch and with any
+     * number of threads. Every rank of the tp group calls them with the same arguments. */
+    em_status (*decode_new)(void *f, int sequences, int positions, void **out);
+    em_status (*prefill)(void *decode, const int *slots, const int32_t *const *prompts,
+                         const int *lengths, int count, int32_t *next, float *logits);
+    em_status (*step)(void *decode, const int *slots, const int32_t *tokens, int count,
+                      int32_t *next, float *logits);
+    size_t (*decode_memory)(const void *decode);
+    void (*decode_free)(void *decode);
     /* Sets (NULL: clears) the observer of the linear layers' inputs (linear_inputs.h) for the
      * windows computed from now on; NULL when the backend offers no such look. */
     void (*observe)(void *f, const em_linear_observer *observer);
@@ -130,6 +150,10 @@ typedef struct em_forward_backend {
 em_status em_forward_score_window(const em_forward_backend *be, void *f, const int32_t *input,
                                   const int32_t *target, int T, int score_from, double *nll,
                                   int32_t *argmax);
+
+/* NULL when be decodes (its decode_new is set), else an error (exit status 2) naming the
+ * backends that do. */
+em_status em_forward_decoding(const em_forward_backend *be);
 
 /* "exact" or "ggml": the forward stage's `precision` value. */
 const char *em_precision_name(em_precision precision);

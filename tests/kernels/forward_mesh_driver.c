@@ -6,11 +6,16 @@
  * lines (nll with 17 significant digits) to OUT.dp<dp rank>; every rank writes its shard's weight
  * bytes to OUT.weights.<world rank>. With BACKEND-batch (cpu-batch, cuda-batch) the dp rank's
  * windows go to the backend as one batch (score_batch); with BACKEND-prefix (cpu-prefix) as
- * continuations of their shared prefix (score_shared_prefix). Every window's first SCORE_FROM ids
- * are window 0's, so the windows share that prefix in every mode.
+ * continuations of their shared prefix (score_shared_prefix); with BACKEND-decode (cpu-decode)
+ * they are decoded together with a key-value cache (decode_new, prefill, step): each window's
+ * first SCORE_FROM + 1 ids prefilled, then its own next ids fed one step at a time, each
+ * position's argmax the decoder's and its nll computed here from the decoder's logits (in double,
+ * so close to the head's but not its bits). Every window's first SCORE_FROM ids are window 0's,
+ * so the windows share that prefix in every mode.
  * Usage: forward_mesh_driver MODEL TP CP T SCORE_FROM WINDOWS SEED OUT
- *        [BACKEND[-batch|-prefix]|reference]
+ *        [BACKEND[-batch|-prefix|-decode]|reference]
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,11 +34,57 @@ static int fail(em_status err) {
     return code;
 }
 
+/* Windows first .. end-1 of ids (T + 1 each) decoded together (see above) into nll and argmax (n
+ * = T - score_from each). */
+static em_status decode_windows(const em_forward_backend *be, void *f, const int32_t *ids, int T,
+                                int score_from, int first, int end, int64_t vocab, double *nll,
+                                int32_t *argmax) {
+    em_status err = em_forward_decoding(be);
+    if (err) return err;
+    int count = end - first, n = T - score_from;
+    int *slots = malloc((size_t)count * sizeof *slots),
+        *lengths = malloc((size_t)count * sizeof *lengths);
+    const int32_t **prompts = malloc((size_t)count * sizeof *prompts);
+    int32_t *next = malloc((size_t)count * sizeof *next),
+            *tokens = malloc((size_t)count * sizeof *tokens);
+    float *logits = malloc((size_t)count * (size_t)vocab * sizeof *logits);
+    for (int i = 0; i < count; i++) {
+        slots[i] = i;
+        lengths[i] = score_from + 1;
+        prompts[i] = ids + (size_t)(first + i) * (T + 1);
+    }
+    void *d = NULL;
+    err = be->decode_new(f, count, T, &d);
+    if (!err) err = be->prefill(d, slots, prompts, lengths, count, next, logits);
+    for (int k = 0; k < n && !err; k++) {
+        for (int i = 0; i < count; i++) {
+            const float *l = logits + (size_t)i * (size_t)vocab;
+            int32_t target = prompts[i][score_from + k + 1];
+            double most = l[0], sum = 0;
+            for (int64_t v = 1; v < vocab; v++) most = l[v] > most ? l[v] : most;
+            for (int64_t v = 0; v < vocab; v++) sum += exp((double)l[v] - most);
+            size_t at = (size_t)(first + i) * (size_t)n + (size_t)k;
+            nll[at] = most + log(sum) - l[target];
+            argmax[at] = next[i];
+            tokens[i] = target;
+        }
+        if (k + 1 < n) err = be->step(d, slots, tokens, count, next, logits);
+    }
+    if (d) be->decode_free(d);
+    free(slots);
+    free(lengths);
+    free(prompts);
+    free(next);
+    free(tokens);
+    free(logits);
+    return err;
+}
+
 int main(int argc, char **argv) {
     if (argc < 9) {
         fprintf(stderr,
                 "usage: %s MODEL TP CP T SCORE_FROM WINDOWS SEED OUT "
-                "[BACKEND[-batch|-prefix]|reference]\n",
+                "[BACKEND[-batch|-prefix|-decode]|reference]\n",
                 argv[0]);
         return 2;
     }
@@ -46,11 +97,12 @@ int main(int argc, char **argv) {
     size_t len = strlen(arg);
     int batched = len > 6 && strcmp(arg + len - 6, "-batch") == 0;
     int prefixed = len > 7 && strcmp(arg + len - 7, "-prefix") == 0;
+    int decoding = len > 7 && strcmp(arg + len - 7, "-decode") == 0;
     char backend[64];
     snprintf(backend, sizeof backend, "%.*s",
-             (int)(batched    ? len - 6
-                   : prefixed ? len - 7
-                              : len),
+             (int)(batched                ? len - 6
+                   : prefixed || decoding ? len - 7
+                                          : len),
              arg);
     const em_forward_backend *be = em_forward_backend_find(reference ? "cpu" : backend);
     if (!be) {
@@ -107,13 +159,16 @@ int main(int argc, char **argv) {
             prefixed
                 ? (em_batch_window){wi + score_from, wi + score_from + 1, T - score_from, 0, wn, wa}
                 : (em_batch_window){wi, wi + 1, T, score_from, wn, wa};
-        if (w < first || w >= end || batched || prefixed) continue;
+        if (w < first || w >= end || batched || prefixed || decoding) continue;
         err = reference ? em_llama_reference_window(model, wi, wi + 1, T, score_from, wn, wa)
                         : em_forward_score_window(be, f, wi, wi + 1, T, score_from, wn, wa);
     }
     if (!err && batched && end > first) err = be->score_batch(f, batch + first, end - first);
     if (!err && prefixed && end > first)
         err = be->score_shared_prefix(f, ids, score_from, batch + first, end - first);
+    if (!err && decoding && end > first)
+        err = decode_windows(be, f, ids, T, score_from, first, end, model->config.n_vocab, nll,
+                             argmax);
     for (int w = first; w < end && !err && file; w++)
         for (int i = 0; i < n; i++)
             fprintf(file, "%d %d %.17g %d\n", w, score_from + i, nll[(size_t)w * n + i],

@@ -5,8 +5,10 @@ sliding window, gemma2 (sliding window, soft-capped scores and logits, post-norm
 quantized type, plus the shared stories260K when present: every window's nll and argmax
 bit-identical to the window alone in every batch composition and order it tries. It drives
 test_forward_shared_prefix the same way: each continuation of a shared prefix bit-identical to its
-whole window alone.
-Usage: test_forward_batch.py FORWARD_BATCH|FORWARD_SHARED_PREFIX MKMODEL"""
+whole window alone; and test_forward_decode: every decoded sequence's tokens and logits
+bit-identical to the full forward, in every batching. PRECISION (ggml) goes to the program after
+the model (the q8_0 model then runs llama.cpp's 8-bit products).
+Usage: test_forward_batch.py FORWARD_BATCH|FORWARD_SHARED_PREFIX|FORWARD_DECODE MKMODEL [PRECISION]"""
 import os
 import subprocess
 import sys
@@ -16,6 +18,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from checks import check, finish  # noqa: E402
 
 program, mkmodel = sys.argv[1], sys.argv[2]
+precision = sys.argv[3:4]
 BASE = ["--vocab", "300", "--dim", "64", "--layers", "3", "--heads", "4", "--ffn", "160"]
 MODELS = [
     ("llama_gqa_bias_tied", BASE + ["--type", "f32", "--kv-heads", "2", "--qkv-bias", "--tied"]),
@@ -43,7 +46,8 @@ with tempfile.TemporaryDirectory() as tmp:
         if r.returncode == 0:
             runs.append((name, path))
     for name, path in runs:
-        r = subprocess.run([program, path], capture_output=True, text=True, timeout=600)
+        r = subprocess.run([program, path] + precision, capture_output=True, text=True,
+                           timeout=600)
         print(f"{name}:\n{r.stdout}", end="")
         check(r.returncode == 0, f"{name}: batches bit-identical to windows alone", r.stderr)
         check("DIFFERENT" not in r.stdout and "bit-identical to alone" in r.stdout,

@@ -14,6 +14,10 @@ and the test checks:
   - tp = 2 with the windows in one batch (score_batch), and as continuations of their shared
     first SCORE_FROM positions (score_shared_prefix), bit-identical to one window at a time, and
     cp = 2 refusing a batch of several windows and a shared prefix (exit status 2);
+  - tp = 1 and 2 decoding the windows together with a key-value cache (prefill, then each
+    window's own ids fed step by step; cpu-decode): every position's argmax that of one window
+    at a time and its nll (from the gathered logits, in double) within DECODE_TOL; tp = 2 x dp = 2
+    bit-identical to dp = 1; cp = 2 refusing to decode (exit status 2);
   - each rank's shard of the weights about 1/tp of the whole (the driver reports the bytes).
 The sanitizer build (a last argument `sanitizer`) runs the mkmodel cases SANITIZER_CASES only: each
 mpirun of its ranks takes seconds to start, and the other cases run the same parallel code with
@@ -31,6 +35,7 @@ import checks  # noqa: E402
 REF_TOL = 1e-5  # |nll - nll_ref| / max(1, |nll_ref|): float kernels against doubles
 TP_TOL = 1e-5   # |nll_tp - nll_tp1| / max(1, |nll_tp1|)
 PPL_TOL = 1e-5  # relative, perplexity of all the windows
+DECODE_TOL = 1e-6  # the decoder's logits in double against the head's float exponentials
 
 T, SCORE_FROM, WINDOWS, SEED = 40, 8, 2, 11
 
@@ -104,9 +109,16 @@ def check_batch(c, driver, mpirun, model, label, tp, cp, out, base):
         c.check(text(prefix, 1) == text(out, 1),
                 "%s: %s with the windows as continuations of their shared prefix differs from one "
                 "at a time" % (label, name))
+        decode = run(driver, mpirun, model, tp, cp, 2, base + ".decode", "cpu-decode")
+        compare(c, label, read(decode + ".dp0"), read(out + ".dp0"), DECODE_TOL,
+                name + " decoding vs one window at a time")
+        decode_dp2 = run(driver, mpirun, model, tp, cp, 4, base + ".decode_dp2", "cpu-decode")
+        c.check(text(decode_dp2, 2) == text(decode, 1),
+                "%s: %s x dp 2 decoding differs from dp 1" % (label, name))
         return
     for mode, refusal in (("batch", "scores one window per batch"),
-                          ("prefix", "does not score shared prefixes")):
+                          ("prefix", "does not score shared prefixes"),
+                          ("decode", "does not decode")):
         cmd = [mpirun, "-np", "2", driver, model, str(tp), str(cp), str(T), str(SCORE_FROM),
                str(WINDOWS), str(SEED), base + ".cp" + mode, "cpu-" + mode]
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
@@ -120,6 +132,8 @@ def check_model(c, driver, mpirun, model, label, max_tp, tmp):
     one = read(run(driver, mpirun, model, 1, 1, 1, base + ".one") + ".dp0")
     ref = read(run(driver, mpirun, model, 1, 1, 1, base + ".ref", "reference") + ".dp0")
     worst_ref = compare(c, label, one, ref, REF_TOL, "tp 1 vs reference")
+    decode = read(run(driver, mpirun, model, 1, 1, 1, base + ".decode", "cpu-decode") + ".dp0")
+    compare(c, label, decode, one, DECODE_TOL, "tp 1 decoding vs one window at a time")
     whole = weights(base + ".one", 1)[0]
     line = "%s: tp 1 vs reference %.2g" % (label, worst_ref)
     # (tp, cp): dp 1 on tp * cp ranks; for the first of each kind also a second run and dp 2

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "stages/kernels/cpu/attention.h"
+#include "stages/kernels/cpu/decode.h"
 #include "stages/kernels/cpu/dequantize.h"
 #include "stages/kernels/cpu/gemm.h"
 #include "stages/kernels/cpu/matmul.h"
@@ -27,26 +28,15 @@ typedef struct layer_vectors {
     float *attn_post_norm, *ffn_post_norm; /* (D) with post_norms, else NULL */
 } layer_vectors;
 
-/* What attention does with a shared prefix's keys and values (em_llama_forward_shared_prefix). */
-typedef enum prefix_mode {
-    PREFIX_NONE,   /* windows alone: no prefix */
-    PREFIX_KEEP,   /* the prefix's own pass: each layer's k and v (after RoPE) are kept */
-    PREFIX_ATTEND, /* continuations: their positions follow the prefix, their keys extend it */
-} prefix_mode;
-
-/* A shared prefix's kept keys and values and the continuations' keys built from them. */
-typedef struct shared_prefix {
-    prefix_mode mode;
-    int length;           /* P */
-    float *k, *v;         /* (layers, P, KVD) the prefix's, per layer */
-    size_t kept_floats;   /* of k and of v */
-    int32_t *key_start;   /* (windows + 1) each continuation's keys: the prefix's, then its own */
-    int key_slots;        /* of key_start */
-    float *key_k, *key_v; /* (key rows, KVD) */
-    float *key_vt;        /* em_attention_vt_floats of the key rows */
-    int key_capacity;     /* the key rows the three above hold */
-} shared_prefix;
-
+/* The keys the windows of a batch run with kept keys (em_llama_forward_with_kept) attend to: each
+ * window's kept rows, then its own. */
+typedef struct window_keys {
+    int32_t *start; /* (windows + 1) row offsets of each window's keys */
+    int slots;      /* of start */
+    float *k, *v;   /* (key rows, KVD) */
+    float *vt;      /* em_attention_vt_floats of the key rows */
+    int capacity;   /* the key rows the three above hold */
+} window_keys;
 /* H, KV and F below are this rank's heads, KV heads and MLP columns (the model's / tp). */
 struct em_llama_forward {
     const em_model *model;
@@ -72,7 +62,11 @@ struct em_llama_forward {
     float *ring;             /* cp > 1: the online softmax state of ring attention */
     float *rope_swa;         /* (T, rope_dim/2, 2) of the sliding layers' base, or NULL */
     em_linear_observer observer; /* observe NULL: no calibration (the normal case) */
-    shared_prefix prefix;        /* mode PREFIX_NONE but inside em_llama_forward_shared_prefix */
+    const em_kept_keys *kept;    /* NULL but inside em_llama_forward_with_kept */
+    bool attend_kept;            /* a window of the batch has kept rows before its own */
+    window_keys keys;            /* with attend_kept */
+    float *prefix_k, *prefix_v;  /* (layers, P, KVD) a shared prefix's kept keys and values */
+    size_t prefix_floats;        /* of each of the two */
 };
 
 /* A tensor the forward needs: present, a supported type, shape {n_in, n_out}. */
@@ -280,35 +274,34 @@ static em_status reserve(em_llama_forward *f, int T, int longest) {
     return NULL;
 }
 
-/* Makes the continuations' key arrays hold the prefix's `before` rows and the rows of each of
- * windows, and their key windows. */
-static em_status reserve_continuation_keys(em_llama_forward *f, const em_segments *windows,
-                                           int before) {
-    shared_prefix *pre = &f->prefix;
+/* Makes the key arrays hold each window's kept rows (before[w]) and its own. */
+static em_status reserve_window_keys(em_llama_forward *f, const em_segments *windows,
+                                     const int32_t *before) {
+    window_keys *keys = &f->keys;
     const em_llama_config *c = &f->model->config;
-    if (windows->count + 1 > pre->key_slots) {
-        pre->key_slots = windows->count + 1;
-        pre->key_start = em_xrealloc(pre->key_start, (size_t)pre->key_slots * sizeof(int32_t));
+    if (windows->count + 1 > keys->slots) {
+        keys->slots = windows->count + 1;
+        keys->start = em_xrealloc(keys->start, (size_t)keys->slots * sizeof(int32_t));
     }
-    pre->key_start[0] = 0;
+    keys->start[0] = 0;
     for (int w = 0; w < windows->count; w++)
-        pre->key_start[w + 1] =
-            pre->key_start[w] + before + windows->start[w + 1] - windows->start[w];
-    int rows = pre->key_start[windows->count];
-    if (rows <= pre->key_capacity) return NULL;
+        keys->start[w + 1] = keys->start[w] + before[w] + windows->start[w + 1] - windows->start[w];
+    int rows = keys->start[windows->count];
+    if (rows <= keys->capacity) return NULL;
     size_t kv = (size_t)f->shard.n_kv_heads * c->head_dim;
     size_t vt = em_attention_vt_floats(rows, f->shard.n_kv_heads, c->head_dim);
-    free(pre->key_k);
-    free(pre->key_v);
-    free(pre->key_vt);
-    pre->key_k = malloc((size_t)rows * kv * sizeof(float));
-    pre->key_v = malloc((size_t)rows * kv * sizeof(float));
-    pre->key_vt = malloc(vt * sizeof(float));
-    pre->key_capacity = 0;
-    if (!pre->key_k || !pre->key_v || !pre->key_vt)
+    free(keys->k);
+    free(keys->v);
+    free(keys->vt);
+    keys->k = malloc((size_t)rows * kv * sizeof(float));
+    keys->v = malloc((size_t)rows * kv * sizeof(float));
+    keys->vt = malloc(vt * sizeof(float));
+    keys->capacity = 0;
+    if (!keys->k || !keys->v || !keys->vt)
         return em_error_new(EM_EXIT_RUNTIME,
-                            "out of memory for the keys of continuations of %d positions", rows);
-    pre->key_capacity = rows;
+                            "out of memory for the keys of windows after kept ones (%d rows)",
+                            rows);
+    keys->capacity = rows;
     return NULL;
 }
 
@@ -336,10 +329,17 @@ static em_status cpu_begin(void *b, const int32_t *input, const int32_t *positio
     const em_model *m = f->model;
     const em_llama_config *c = &m->config;
     int T = windows->start[windows->count];
-    /* continuations attend to the prefix's keys as well as their own */
-    int before = f->prefix.mode == PREFIX_ATTEND ? f->prefix.length : 0;
-    em_status err = reserve(f, T, before + em_segments_longest(windows));
-    if (!err && before) err = reserve_continuation_keys(f, windows, before);
+    /* windows after kept rows attend to those as well as to their own */
+    const int32_t *before = f->kept ? f->kept->before : NULL;
+    int longest = 0;
+    f->attend_kept = false;
+    for (int w = 0; w < windows->count; w++) {
+        int keys = windows->start[w + 1] - windows->start[w] + (before ? before[w] : 0);
+        if (keys > longest) longest = keys;
+        if (before && before[w] > 0) f->attend_kept = true;
+    }
+    em_status err = reserve(f, T, longest);
+    if (!err && f->attend_kept) err = reserve_window_keys(f, windows, before);
     if (err) return err;
     if (windows->count + 1 > f->window_slots) {
         f->window_slots = windows->count + 1;
@@ -356,10 +356,12 @@ static em_status cpu_begin(void *b, const int32_t *input, const int32_t *positio
         if (c->embed_scale != 1.0f)
             for (int i = 0; i < D; i++) xt[i] *= c->embed_scale;
     }
-    int32_t *after = NULL; /* a continuation's positions follow the prefix */
-    if (before) {
+    int32_t *after = NULL; /* a window's positions follow its kept rows */
+    if (f->attend_kept) {
         after = em_xmalloc((size_t)T * sizeof *after);
-        for (int t = 0; t < T; t++) after[t] = before + (positions ? positions[t] : t);
+        for (int w = 0; w < windows->count; w++)
+            for (int t = windows->start[w]; t < windows->start[w + 1]; t++)
+                after[t] = before[w] + (positions ? positions[t] : t);
         positions = after;
     }
     em_rope_table(c, m->rope_freqs ? m->rope_freqs->data : NULL, positions, T, f->rope);
@@ -420,31 +422,38 @@ static void cpu_attention(void *b, int layer, int T) {
     const em_llama_config *c = &f->model->config;
     em_attention_mask mask = layer_mask(c, layer);
     em_segments windows = {f->windows, f->window_start};
-    shared_prefix *pre = &f->prefix;
-    size_t kv = (size_t)f->shard.n_kv_heads * c->head_dim, kept = (size_t)pre->length * kv;
-    if (pre->mode == PREFIX_KEEP) {
-        memcpy(pre->k + (size_t)layer * kept, f->k, kept * sizeof(float));
-        memcpy(pre->v + (size_t)layer * kept, f->v, kept * sizeof(float));
+    const em_kept_keys *kept = f->kept;
+    size_t kv = (size_t)f->shard.n_kv_heads * c->head_dim;
+    if (kept && kept->keep) { /* each window's own rows after its kept ones */
+        for (int w = 0; w < f->windows; w++) {
+            size_t to = (size_t)layer * kept->layer_stride + (size_t)kept->before[w] * kv;
+            size_t from = (size_t)f->window_start[w] * kv;
+            size_t own = (size_t)(f->window_start[w + 1] - f->window_start[w]) * kv;
+            memcpy(kept->k[w] + to, f->k + from, own * sizeof(float));
+            memcpy(kept->v[w] + to, f->v + from, own * sizeof(float));
+        }
     }
-    if (pre->mode != PREFIX_ATTEND) {
+    if (!f->attend_kept) {
         /* att (T, QD), packed, within each window */
         em_attention(f->q, f->k, f->v, &windows, f->shard.n_heads, f->shard.n_kv_heads, c->head_dim,
                      &mask, f->att_packed, f->vt, &f->scratch);
         return;
     }
-    /* each continuation's keys and values: the prefix's, then its own rows */
+    /* each window's keys and values: its kept rows, then its own */
+    window_keys *keys = &f->keys;
     for (int w = 0; w < f->windows; w++) {
-        size_t to = (size_t)pre->key_start[w] * kv, from = (size_t)f->window_start[w] * kv;
+        size_t to = (size_t)keys->start[w] * kv, from = (size_t)f->window_start[w] * kv;
+        size_t earlier = (size_t)kept->before[w] * kv, layer0 = (size_t)layer * kept->layer_stride;
         size_t own = (size_t)(f->window_start[w + 1] - f->window_start[w]) * kv;
-        memcpy(pre->key_k + to, pre->k + (size_t)layer * kept, kept * sizeof(float));
-        memcpy(pre->key_v + to, pre->v + (size_t)layer * kept, kept * sizeof(float));
-        memcpy(pre->key_k + to + kept, f->k + from, own * sizeof(float));
-        memcpy(pre->key_v + to + kept, f->v + from, own * sizeof(float));
+        memcpy(keys->k + to, kept->k[w] + layer0, earlier * sizeof(float));
+        memcpy(keys->v + to, kept->v[w] + layer0, earlier * sizeof(float));
+        memcpy(keys->k + to + earlier, f->k + from, own * sizeof(float));
+        memcpy(keys->v + to + earlier, f->v + from, own * sizeof(float));
     }
-    em_segments keys = {f->windows, pre->key_start};
-    /* att (T, QD), packed, of the continuations' positions only */
-    em_attention_queries(f->q, f->window_start, pre->key_k, pre->key_v, &keys, f->shard.n_heads,
-                         f->shard.n_kv_heads, c->head_dim, &mask, f->att_packed, pre->key_vt,
+    em_segments key_windows = {f->windows, keys->start};
+    /* att (T, QD), packed, of the windows' own positions only */
+    em_attention_queries(f->q, f->window_start, keys->k, keys->v, &key_windows, f->shard.n_heads,
+                         f->shard.n_kv_heads, c->head_dim, &mask, f->att_packed, keys->vt,
                          &f->scratch);
 }
 
@@ -566,49 +575,104 @@ em_status em_llama_forward_batch(em_llama_forward *f, const em_batch_window *win
                             &f->groups, f->threads, windows, count);
 }
 
+em_status em_llama_forward_refuse_cp(const em_llama_forward *f, const char *what) {
+    if (f->groups.cp.size == 1) return NULL;
+    return em_error_new(EM_EXIT_BAD_INPUT, "a forward with cp = %d does not %s", f->groups.cp.size,
+                        what);
+}
+
+em_status em_llama_forward_with_kept(em_llama_forward *f, const em_kept_keys *kept,
+                                     const em_batch_window *windows, int count) {
+    em_status err =
+        em_llama_forward_refuse_cp(f, "keep keys and values (shared prefixes and decoding need "
+                                      "cp = 1)");
+    if (err) return err;
+    const em_llama_config *c = &f->model->config;
+    f->kept = kept;
+    err = em_llama_compose(&cpu_kernels, f, c->n_layers, c->dim, c->post_norms, c->n_vocab,
+                           &f->groups, f->threads, windows, count);
+    f->kept = NULL;
+    f->attend_kept = false;
+    return err;
+}
+
+const em_llama_config *em_llama_forward_config(const em_llama_forward *f) {
+    return &f->model->config;
+}
+
+int em_llama_forward_kv_width(const em_llama_forward *f) {
+    return f->shard.n_kv_heads * f->model->config.head_dim;
+}
+
+em_status em_llama_forward_logits(em_llama_forward *f, int row, float *logits) {
+    const em_llama_config *c = &f->model->config;
+    const em_forward_group *tp = &f->groups.tp;
+    em_rmsnorm(f->x + (size_t)row * c->dim, f->output_norm, 1, c->dim, c->rms_eps, f->xn,
+               f->threads);
+    int64_t most = 0, row0, rows;
+    for (int r = 0; r < tp->size; r++) {
+        em_vocab_shard(c->n_vocab, tp->size, r, &row0, &rows);
+        if (rows > most) most = rows;
+    }
+    float *mine = tp->size > 1 ? em_xcalloc((size_t)most + 1, sizeof *mine) : logits;
+    em_output_head_logits(f->xn, 1, f->model->output, f->shard.vocab_row0, f->shard.vocab_rows,
+                          c->final_softcap, mine, &f->scratch);
+    if (tp->size == 1) return NULL;
+    /* every rank's rows, each rank's block padded to the most rows a rank has */
+    float *all = em_xmalloc((size_t)tp->size * (size_t)(most + 1) * sizeof *all);
+    em_status err = em_forward_allgather(tp, mine, all, (size_t)(most + 1) * sizeof *mine);
+    for (int r = 0; r < tp->size && !err; r++) {
+        em_vocab_shard(c->n_vocab, tp->size, r, &row0, &rows);
+        memcpy(logits + row0, all + (size_t)r * (size_t)(most + 1), (size_t)rows * sizeof *logits);
+    }
+    free(mine);
+    free(all);
+    return err ? em_error_prefix(err, "gathering the logits") : NULL;
+}
+
 /* Keeps room for each layer's keys and values of a prefix of P positions. */
 static em_status reserve_prefix(em_llama_forward *f, int P) {
-    shared_prefix *pre = &f->prefix;
-    const em_llama_config *c = &f->model->config;
-    size_t floats = (size_t)c->n_layers * (size_t)P * f->shard.n_kv_heads * c->head_dim;
-    if (floats <= pre->kept_floats) return NULL;
-    free(pre->k);
-    free(pre->v);
-    pre->k = malloc(floats * sizeof(float));
-    pre->v = malloc(floats * sizeof(float));
-    pre->kept_floats = 0;
-    if (!pre->k || !pre->v)
+    size_t floats =
+        (size_t)f->model->config.n_layers * (size_t)P * (size_t)em_llama_forward_kv_width(f);
+    if (floats <= f->prefix_floats) return NULL;
+    free(f->prefix_k);
+    free(f->prefix_v);
+    f->prefix_k = malloc(floats * sizeof(float));
+    f->prefix_v = malloc(floats * sizeof(float));
+    f->prefix_floats = 0;
+    if (!f->prefix_k || !f->prefix_v)
         return em_error_new(EM_EXIT_RUNTIME,
                             "out of memory for the keys and values of a prefix of %d positions", P);
-    pre->kept_floats = floats;
+    f->prefix_floats = floats;
     return NULL;
 }
 
 em_status em_llama_forward_shared_prefix(em_llama_forward *f, const int32_t *prefix, int P,
                                          const em_batch_window *continuations, int count) {
-    if (f->groups.cp.size > 1)
-        return em_error_new(EM_EXIT_BAD_INPUT,
-                            "a forward with cp = %d does not score shared prefixes (score the "
-                            "whole windows)",
-                            f->groups.cp.size);
+    em_status err =
+        em_llama_forward_refuse_cp(f, "score shared prefixes (score the whole windows)");
+    if (err) return err;
     if (P < 1) return em_error_new(EM_EXIT_BAD_INPUT, "a shared prefix of %d positions", P);
     if (count < 1) return NULL;
-    const em_llama_config *c = &f->model->config;
-    em_status err = reserve_prefix(f, P);
+    err = reserve_prefix(f, P);
     if (err) return err;
+    size_t stride = (size_t)P * (size_t)em_llama_forward_kv_width(f);
     /* the prefix's layers only, keeping their keys and values (it has nothing scored: its
      * targets stand for the check of the window's ids) */
     em_batch_window whole = {prefix, prefix, P, P - 1, NULL, NULL};
-    f->prefix.mode = PREFIX_KEEP;
-    f->prefix.length = P;
-    err = em_llama_compose(&cpu_kernels, f, c->n_layers, c->dim, c->post_norms, c->n_vocab,
-                           &f->groups, f->threads, &whole, 1);
-    if (err) err = em_error_prefix(err, "shared prefix");
-    f->prefix.mode = PREFIX_ATTEND;
-    if (!err)
-        err = em_llama_compose(&cpu_kernels, f, c->n_layers, c->dim, c->post_norms, c->n_vocab,
-                               &f->groups, f->threads, continuations, count);
-    f->prefix.mode = PREFIX_NONE;
+    int32_t none = 0;
+    em_kept_keys keep = {&f->prefix_k, &f->prefix_v, &none, stride, true};
+    err = em_llama_forward_with_kept(f, &keep, &whole, 1);
+    if (err) return em_error_prefix(err, "shared prefix");
+    /* every continuation after the prefix's rows */
+    float **k = em_xmalloc((size_t)count * sizeof *k), **v = em_xmalloc((size_t)count * sizeof *v);
+    int32_t *before = em_xmalloc((size_t)count * sizeof *before);
+    for (int w = 0; w < count; w++) k[w] = f->prefix_k, v[w] = f->prefix_v, before[w] = P;
+    em_kept_keys attend = {k, v, before, stride, false};
+    err = em_llama_forward_with_kept(f, &attend, continuations, count);
+    free(k);
+    free(v);
+    free(before);
     return err;
 }
 
@@ -634,14 +698,13 @@ size_t em_llama_forward_memory(const em_llama_forward *f) {
                      s->q8.capacity * (EM_Q8_BLOCK + 2 * sizeof(float) + sizeof(int32_t)) +
                      s->q8.kcapacity * (EM_Q8K_BLOCK + sizeof(float) + 16 * sizeof(int16_t));
     size_t head = em_output_head_partial_bytes(f->capacity, f->model->config.n_vocab);
-    const shared_prefix *pre = &f->prefix;
-    size_t kv = (size_t)f->shard.n_kv_heads * f->model->config.head_dim;
-    size_t keys =
-        2 * (size_t)pre->key_capacity * kv +
-        (pre->key_capacity ? em_attention_vt_floats(pre->key_capacity, f->shard.n_kv_heads,
-                                                    f->model->config.head_dim)
-                           : 0);
-    size_t prefix = (2 * pre->kept_floats + keys) * sizeof(float);
+    const window_keys *wk = &f->keys;
+    size_t kv = (size_t)em_llama_forward_kv_width(f);
+    size_t keys = 2 * (size_t)wk->capacity * kv +
+                  (wk->capacity ? em_attention_vt_floats(wk->capacity, f->shard.n_kv_heads,
+                                                         f->model->config.head_dim)
+                                : 0);
+    size_t prefix = (2 * f->prefix_floats + keys) * sizeof(float);
     return f->activation_bytes + scratch + head + prefix;
 }
 
@@ -680,12 +743,12 @@ void em_llama_forward_free(em_llama_forward *f) {
     free(f->layers);
     free(f->output_norm);
     free(f->window_start);
-    free(f->prefix.k);
-    free(f->prefix.v);
-    free(f->prefix.key_start);
-    free(f->prefix.key_k);
-    free(f->prefix.key_v);
-    free(f->prefix.key_vt);
+    free(f->prefix_k);
+    free(f->prefix_v);
+    free(f->keys.start);
+    free(f->keys.k);
+    free(f->keys.v);
+    free(f->keys.vt);
     free_activations(f);
     em_scratch_free(&f->scratch);
     em_llama_shard_free(&f->shard, f->model->config.n_layers);
@@ -745,6 +808,23 @@ static em_status backend_score_pair(void *ref, void *cand, const int32_t *input,
                       &c->scratch, nll_cand,         argmax_cand};
     return em_pair_head(&a, &b, target + score_from, T - score_from, kl);
 }
+static em_status backend_decode_new(void *f, int sequences, int positions, void **out) {
+    return em_cpu_decode_new(f, sequences, positions, (em_cpu_decode **)out);
+}
+static em_status backend_prefill(void *d, const int *slots, const int32_t *const *prompts,
+                                 const int *lengths, int count, int32_t *next, float *logits) {
+    return em_cpu_decode_prefill(d, slots, prompts, lengths, count, next, logits);
+}
+static em_status backend_step(void *d, const int *slots, const int32_t *tokens, int count,
+                              int32_t *next, float *logits) {
+    return em_cpu_decode_step(d, slots, tokens, count, next, logits);
+}
+static size_t backend_decode_memory(const void *d) {
+    return em_cpu_decode_memory(d);
+}
+static void backend_decode_free(void *d) {
+    em_cpu_decode_free(d);
+}
 static void backend_observe(void *f, const em_linear_observer *observer) {
     em_llama_forward_observe(f, observer);
 }
@@ -777,6 +857,11 @@ const em_forward_backend em_forward_backend_cpu = {
     .score_batch = backend_score_batch,
     .score_shared_prefix = backend_score_shared_prefix,
     .score_pair = backend_score_pair,
+    .decode_new = backend_decode_new,
+    .prefill = backend_prefill,
+    .step = backend_step,
+    .decode_memory = backend_decode_memory,
+    .decode_free = backend_decode_free,
     .observe = backend_observe,
     .kernel = backend_kernel,
     .memory = backend_memory,

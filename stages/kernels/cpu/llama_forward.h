@@ -46,13 +46,49 @@ em_status em_llama_forward_batch(em_llama_forward *f, const em_batch_window *win
 
 /* Scores count continuations of one prefix of P >= 1 ids (forward_backend.h's
  * score_shared_prefix): the prefix runs through the layers once, each layer's keys and values
- * (after RoPE) kept; then the continuations run as one batch, their positions following the
- * prefix's (RoPE from P on) and attending to the prefix's kept keys and then their own
- * (em_attention_queries). Every other kernel works row by row as for windows, so each
+ * (after RoPE) kept; then the continuations run as one batch after them
+ * (em_llama_forward_with_kept). Every other kernel works row by row as for windows, so each
  * continuation's nll and argmax are the bits of its whole window through em_llama_forward_batch.
  * cp > 1 is refused (exit status 2). */
 em_status em_llama_forward_shared_prefix(em_llama_forward *f, const int32_t *prefix, int P,
                                          const em_batch_window *continuations, int count);
+
+/* Keys and values kept across calls for the windows of a batch (this rank's KV heads, after
+ * RoPE): window w's rows of layer l start at k[w] + l * layer_stride (and v[w] likewise), KV heads
+ * x head_dim floats (em_llama_forward_kv_width) a row. Window w's positions follow its first
+ * before[w] kept rows (RoPE from before[w] on) and attend to them and then to their own; with
+ * keep, the window's own rows are also written after them (rows before[w] onward), so a later
+ * call can attend to them. */
+typedef struct em_kept_keys {
+    float *const *k, *const *v; /* (windows) */
+    const int32_t *before;      /* (windows) */
+    size_t layer_stride;        /* floats from one layer's rows to the next's */
+    bool keep;
+} em_kept_keys;
+
+/* em_llama_forward_batch of windows that follow kept rows (a shared prefix's continuations, a
+ * decoded sequence's next token): attention through em_attention_queries against each window's
+ * kept rows and then its own, every other kernel row by row, so each window's nll and argmax are
+ * the bits of its whole sequence (kept rows then its own) through em_llama_forward_batch, whatever
+ * else shares its batch. x keeps every row's last residual for em_llama_forward_logits. cp > 1 is
+ * refused (exit status 2). */
+em_status em_llama_forward_with_kept(em_llama_forward *f, const em_kept_keys *kept,
+                                     const em_batch_window *windows, int count);
+
+/* The model's configuration. */
+const em_llama_config *em_llama_forward_config(const em_llama_forward *f);
+
+/* NULL with cp = 1, else an error (exit status 2): "a forward with cp = N does not WHAT", for
+ * what runs only on whole sequences (kept keys and values). */
+em_status em_llama_forward_refuse_cp(const em_llama_forward *f, const char *what);
+
+/* The floats of one kept row: this rank's KV heads x head_dim. */
+int em_llama_forward_kv_width(const em_llama_forward *f);
+
+/* The logits (n_vocab, gathered over tp; every rank of the tp group calls it) of row `row` of the
+ * batch run last: its final norm, the head's product and soft-cap, the numbers whose merge gives
+ * that row's argmax. */
+em_status em_llama_forward_logits(em_llama_forward *f, int row, float *logits);
 
 /* One window: em_llama_forward_batch of a batch of one. */
 em_status em_llama_forward_window(em_llama_forward *f, const int32_t *input, const int32_t *target,

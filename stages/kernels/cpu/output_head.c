@@ -81,3 +81,24 @@ void em_output_head_tiles(const float *x, int T, const em_tensor *w, int64_t row
                             part + v * T);
     }
 }
+
+void em_output_head_logits(const float *x, int T, const em_tensor *w, int64_t row0, int64_t rows,
+                           float softcap, float *logits, em_scratch *s) {
+    int D = (int)w->shape[0];
+    int64_t tiles = em_head_tiles(rows);
+    em_matmul_pack(x, T, D, s->packed, s);
+    em_matmul_quantize(s->packed, T, D, 1, &w, s);
+    size_t ldl = em_gemm_result_stride(T);
+    bool parallel = tiles > 1 && (int64_t)T * D * rows >= EM_PARALLEL_MIN_WORK;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(s->threads) if (parallel)
+    for (int64_t v = 0; v < tiles; v++) {
+        int64_t first = row0 + v * EM_HEAD_TILE_ROWS, end = row0 + rows;
+        int n = (int)(end - first < EM_HEAD_TILE_ROWS ? end - first : EM_HEAD_TILE_ROWS);
+        float *lt = em_matmul_tile_rows(w, s->packed, T, first, n, s, s->buf[omp_get_thread_num()]);
+        if (softcap > 0) em_softcap(lt, (size_t)n * ldl, softcap);
+        for (int j = 0; j < n; j++)
+            for (int t = 0; t < T; t++)
+                logits[(size_t)t * (size_t)rows + (size_t)(first - row0) + (size_t)j] =
+                    lt[(size_t)j * ldl + (size_t)t];
+    }
+}

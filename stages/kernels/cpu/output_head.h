@@ -35,6 +35,12 @@ void em_output_head_tiles(const float *x, int T, const em_tensor *w, int64_t row
                           float softcap, const int32_t *target, em_head_tile *part,
                           float *target_logit, em_scratch *s);
 
+/* The logits themselves (T, rows) of the output weight's rows [row0, row0 + rows) (row0 a multiple
+ * of EM_HEAD_TILE_ROWS), soft-capped as em_output_head_tiles does: the numbers its tiles reduce,
+ * bit for bit. */
+void em_output_head_logits(const float *x, int T, const em_tensor *w, int64_t row0, int64_t rows,
+                           float softcap, float *logits, em_scratch *s);
+
 /* One tile's partials for positions 0..T-1 from its logits lt (rows, ldl) of the rows from row0,
  * which are overwritten; work holds em_output_head_scratch_floats' per-position part (the floats
  * after the tile in a thread's scratch); target_logit[t] is set where target[t] is in the tile.

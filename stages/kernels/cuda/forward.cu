@@ -871,6 +871,12 @@ const em_forward_backend em_forward_backend_cuda = {
     /* no shared-prefix scoring: the task stage scores every request whole on this backend */
     .score_shared_prefix = NULL,
     .score_pair = backend_score_pair,
+    /* no decoding yet: generation refuses this backend (em_forward_decoding) */
+    .decode_new = NULL,
+    .prefill = NULL,
+    .step = NULL,
+    .decode_memory = NULL,
+    .decode_free = NULL,
     .observe = NULL, /* calibrate runs on the cpu backend */
     .kernel = NULL,
     .memory = backend_memory,

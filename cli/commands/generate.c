@@ -1,0 +1,166 @@
+/* `evalmesh generate -m MODEL -p PROMPT [-n N] [-t THREADS] [--until STR]... [--ids]`: the greedy
+ * continuation of one prompt (stages/tasks/generate.h) on the cpu forward backend, for a quick
+ * look at what a model writes; on one process, tp = cp = 1. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/command.h"
+#include "cli/options.h"
+#include "stages/kernels/cpu/llama_forward.h"
+#include "stages/model/loaded_model.h"
+#include "stages/tasks/generate.h"
+#include "stages/tokenizer/tokenizer.h"
+
+static const char USAGE[] =
+    "usage: evalmesh generate -m MODEL -p PROMPT [-n N] [-c N] [-t THREADS] [--until STR]...\n"
+    "                         [--precision exact|ggml] [--ids]\n\n"
+    "Prints the greedy continuation of PROMPT by MODEL (GGUF, safetensors or a Hugging Face\n"
+    "folder): the prompt is tokenized with the model's tokenizer (BOS as its file says) and\n"
+    "decoded with a key-value cache on the cpu forward, one token at a time, until EOS, one of\n"
+    "the --until strings (the text is cut before it, as lm-evaluation-harness does) or N\n"
+    "tokens. A prompt longer than the context less N keeps its last tokens.\n\n"
+    "  -m, --model MODEL   the model file or folder\n"
+    "  -p, --prompt TEXT   the prompt (may be empty: BOS alone)\n"
+    "  -n, --max-tokens N  the most tokens to generate (default 64)\n"
+    "  -c, --ctx-size N    positions of prompt and generated tokens together (default: the\n"
+    "                      model's context length)\n"
+    "  -t, --threads N     forward threads (default 1)\n"
+    "  --until STR         stop when the generated text holds STR (repeatable)\n"
+    "  --precision P       exact (default) or ggml: activations rounded to 8 bits before the\n"
+    "                      products of quantized matrices, as llama.cpp's CPU backend\n"
+    "  --ids               print the generated token ids on a second line\n\n"
+    "Exit statuses: 0 ok, 2 bad arguments or input (a model the forward cannot run, N not\n"
+    "smaller than the context), 4 out of memory for the cache or the activations.\n";
+
+enum { OPT_UNTIL = 256, OPT_IDS, OPT_PRECISION };
+
+/* A whole-number argument >= min of option `name`, or -1 after saying why. */
+static long parse_count(const char *name, const char *text, long min) {
+    char *end;
+    long v = strtol(text, &end, 10);
+    if (!*text || *end || v < min || v > 1000000000L) {
+        fprintf(stderr, "evalmesh generate: --%s '%s' is not a whole number >= %ld\n", name, text,
+                min);
+        return -1;
+    }
+    return v;
+}
+
+static int fail(em_status err) {
+    fprintf(stderr, "evalmesh generate: %s\n", err->message);
+    int code = err->exit_code;
+    em_error_free(err);
+    return code;
+}
+
+/* Encodes the prompt, generates and prints the text (and ids). */
+static int run(const em_model *model, const char *prompt, int max_tokens, int ctx, int threads,
+               em_precision precision, const char *const *until, int until_count, bool print_ids) {
+    const em_tokenizer *tok = model->tokenizer;
+    if (!tok) {
+        fprintf(stderr, "evalmesh generate: model %s has no tokenizer\n", model->path);
+        return EM_EXIT_BAD_INPUT;
+    }
+    int32_t *ids;
+    size_t count;
+    em_status err = em_tokenizer_encode(tok, prompt, strlen(prompt),
+                                        em_tokenizer_default_options(tok), &ids, &count);
+    if (err) return fail(em_error_prefix(err, "the prompt"));
+    if (count == 0) {
+        free(ids);
+        fprintf(stderr,
+                "evalmesh generate: the prompt is empty and the tokenizer adds no BOS: nothing "
+                "to start from\n");
+        return EM_EXIT_BAD_INPUT;
+    }
+    if (ctx == 0)
+        ctx = model->config.n_ctx_train > 0 ? model->config.n_ctx_train : (int)count + max_tokens;
+    void *f = NULL;
+    const em_forward_backend *be = &em_forward_backend_cpu;
+    em_forward_options options = {.precision = precision};
+    em_forward_groups alone = {.tp = {.rank = 0, .size = 1}, .cp = {.rank = 0, .size = 1}};
+    err = be->create(model, &alone, threads, &options, &f);
+    em_generate_request request = {ids, (int)count, until, until_count, max_tokens};
+    em_generation out;
+    if (!err) err = em_generate(be, f, tok, ctx, &request, 1, &out);
+    if (f) be->free(f);
+    free(ids);
+    if (err) return fail(err);
+    fwrite(out.text, 1, out.length, stdout);
+    printf("\n");
+    if (print_ids) {
+        for (int i = 0; i < out.count; i++) printf(i ? " %d" : "%d", out.ids[i]);
+        printf("\n");
+    }
+    em_generation_free(&out);
+    return 0;
+}
+
+static int generate_main(int argc, char **argv) {
+    static const struct option flags[] = {
+        {"model", required_argument, NULL, 'm'},
+        {"prompt", required_argument, NULL, 'p'},
+        {"max-tokens", required_argument, NULL, 'n'},
+        {"ctx-size", required_argument, NULL, 'c'},
+        {"threads", required_argument, NULL, 't'},
+        {"until", required_argument, NULL, OPT_UNTIL},
+        {"ids", no_argument, NULL, OPT_IDS},
+        {"precision", required_argument, NULL, OPT_PRECISION},
+        {0},
+    };
+    const char *model_path = NULL, *prompt = NULL;
+    const char **until = em_xcalloc((size_t)argc + 1, sizeof *until);
+    int until_count = 0;
+    long max_tokens = 64, ctx = 0, threads = 1;
+    bool print_ids = false;
+    em_precision precision = EM_PRECISION_EXACT;
+    int c, rc = 0;
+    while (rc == 0 && (c = em_cli_option("generate", argc, argv, "m:p:n:c:t:", flags)) != -1) {
+        if (c == 'm')
+            model_path = optarg;
+        else if (c == 'p')
+            prompt = optarg;
+        else if (c == 'n')
+            rc = (max_tokens = parse_count("max-tokens", optarg, 1)) < 0 ? EM_EXIT_BAD_INPUT : 0;
+        else if (c == 'c')
+            rc = (ctx = parse_count("ctx-size", optarg, 0)) < 0 ? EM_EXIT_BAD_INPUT : 0;
+        else if (c == 't')
+            rc = (threads = parse_count("threads", optarg, 1)) < 0 ? EM_EXIT_BAD_INPUT : 0;
+        else if (c == OPT_UNTIL)
+            until[until_count++] = optarg;
+        else if (c == OPT_IDS)
+            print_ids = true;
+        else if (c == OPT_PRECISION && strcmp(optarg, "exact") && strcmp(optarg, "ggml")) {
+            fprintf(stderr, "evalmesh generate: --precision '%s' is neither exact nor ggml\n",
+                    optarg);
+            rc = EM_EXIT_BAD_INPUT;
+        } else if (c == OPT_PRECISION)
+            precision = strcmp(optarg, "ggml") == 0 ? EM_PRECISION_GGML : EM_PRECISION_EXACT;
+        else
+            rc = EM_EXIT_BAD_INPUT;
+    }
+    if (rc == 0 && optind < argc) rc = em_cli_unexpected("generate", argv[optind]);
+    if (rc == 0 && (!model_path || !prompt)) {
+        fprintf(stderr, "evalmesh generate: give -m MODEL and -p PROMPT\n\n%s", USAGE);
+        rc = EM_EXIT_BAD_INPUT;
+    }
+    em_model *model = NULL;
+    if (rc == 0) {
+        em_status err = em_model_load(model_path, &model);
+        if (err) rc = fail(err);
+    }
+    if (rc == 0)
+        rc = run(model, prompt, (int)max_tokens, (int)ctx, (int)threads, precision, until,
+                 until_count, print_ids);
+    if (model) em_model_free(model);
+    free(until);
+    return rc;
+}
+
+const em_command em_command_generate = {
+    .name = "generate",
+    .summary = "print a model's greedy continuation of a prompt (key-value cache, cpu)",
+    .usage = USAGE,
+    .main = generate_main,
+};
