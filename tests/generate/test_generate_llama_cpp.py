@@ -1,0 +1,38 @@
+"""`evalmesh generate` on stories260K against llama.cpp's greedy text (the committed
+llama_cpp_generate_expected.json, written by tools/llama-cpp-generate-expected with
+llama-completion, temperature 0, F32 key-value cache): from each prompt, 60 tokens on 2 threads,
+the same text. llama-completion prints the first generated piece with SentencePiece's leading
+space, which a decode of the generated ids drops (as Hugging Face's tokenizers do), and ends its
+output with "\\n\\n" of its own (completion.cpp's last LOG); evalmesh prints the text and one
+newline. Skipped without the shared data.
+Usage: test_generate_llama_cpp.py EVALMESH"""
+import json
+import os
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from checks import check, finish  # noqa: E402
+
+evalmesh = sys.argv[1]
+stories = os.path.join(os.environ.get("EVALMESH_SHARED_DATA", ""), "models", "stories260K.gguf")
+if not os.path.isfile(stories):
+    print(f"skipped: {stories} absent")
+    sys.exit(77)
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                       "llama_cpp_generate_expected.json")) as f:
+    reference = json.load(f)
+
+for case in reference["cases"]:
+    printed = case["printed"]
+    check(printed.endswith("\n\n"), f"prompt {case['prompt']!r}: llama-completion's closing newlines",
+          repr(printed[-20:]))
+    want = printed[:-2]
+    want = want[1:] if want.startswith(" ") else want
+    r = subprocess.run([evalmesh, "generate", "-m", stories, "-p", case["prompt"], "-n",
+                        str(case["max_tokens"]), "-t", "2"], capture_output=True, text=True,
+                       timeout=120)
+    check(r.returncode == 0 and r.stdout == want + "\n",
+          f"prompt {case['prompt']!r}: llama.cpp's greedy text",
+          f"rc={r.returncode}\n got: {r.stdout!r}\nwant: {want!r}\n{r.stderr[-800:]}")
+finish()
