@@ -35,4 +35,4 @@ for case in reference["cases"]:
     check(r.returncode == 0 and r.stdout == want + "\n",
           f"prompt {case['prompt']!r}: llama.cpp's greedy text",
           f"rc={r.returncode}\n got: {r.stdout!r}\nwant: {want!r}\n{r.stderr[-800:]}")
-finish()
+sys.exit(finish())
