@@ -7,7 +7,9 @@ output head too), over the committed multiple-choice task ranks/stories_mc.yaml:
       results.json's metrics) are the same bytes on 1 and on 2 ranks; on the F32 model, whose
       matrices ggml leaves exact, the same bytes as exact;
   (b) --precision fast: exit 2 naming the option and its values;
-  (c) a resume whose records were written with another precision: exit 2, naming both;
+  (c) a resume whose records were written with another precision: exit 2, naming both (the task
+      stage's request records and the forward stage's window records); a resume after the run's
+      recipe changed its precision: exit 2, the recipe check quoting both lines;
   (d) a gate pinned to a baseline of another precision: exit 2, naming both; `unpaired: allow`
       compares unpaired and says why; a baseline of the same precision pairs (difference 0)."""
 import glob
@@ -15,15 +17,16 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "stages"))
 sys.path.insert(0, os.path.join(HERE, "..", "support"))
-from eval_helpers import MPIRUN, EvalSession, shared_files  # noqa: E402
+from eval_helpers import BIN, MPIRUN, EvalSession, shared_files  # noqa: E402
 from checks import check  # noqa: E402
 
-(MODEL,) = shared_files("models/stories260K.gguf")
+MODEL, TEXT = shared_files("models/stories260K.gguf", "text/tinystories_sample.txt")
 TASK = os.path.join(HERE, "ranks", "stories_mc.yaml")
 session = EvalSession("task_precision_")
 
@@ -107,6 +110,55 @@ rc, _, err, _ = session.evalmesh(["eval", "--resume", copy])
 check(rc == 2 and written and f"resume refused: the precision changed since the run wrote "
       f"{written[0]} (its precision then exact, now ggml)" in err,
       f"resume with records of another precision: exit {rc}", err[-1500:])
+
+
+# ... and the same for the forward stage's window records (the records key they share)
+def forward_run(precision):
+    recipe = session.write(f"forward_{precision}.yaml", f"""name: forward
+stages:
+  model: {{kind: model, path: "{Q8}"}}
+  chunks: {{kind: dataset, tokenizer: model, path: "{TEXT}", protocol: chunked, n_ctx: 32,
+           max_windows: 8}}
+  f: {{kind: forward, model: model, data: chunks, threads: 1, precision: {precision}}}
+  agg: {{kind: aggregate, inputs: [f]}}
+  report: {{kind: report, metrics: agg, outputs: [json]}}
+""")
+    rc, err, run_dir, _ = evalmesh(["run", recipe])
+    check(rc == 0, f"forward, precision {precision}: exit {rc}", err[-1500:])
+    return run_dir
+
+
+forward_exact, forward_ggml = forward_run("exact"), forward_run("ggml")
+shutil.rmtree(os.path.join(forward_ggml, "records"))
+shutil.copytree(os.path.join(forward_exact, "records"), os.path.join(forward_ggml, "records"))
+written = sorted(glob.glob(os.path.join(forward_ggml, "records", "f.rank0.*.bin")))
+p = subprocess.run([BIN, "run", "--resume", forward_ggml], capture_output=True, text=True,
+                   timeout=600)
+check(p.returncode == 2 and written and f"resume refused: the precision changed since the run "
+      f"wrote {written[0]} (its precision then exact, now ggml)" in p.stderr,
+      f"forward: resume with records of another precision: exit {p.returncode}",
+      p.stderr[-1500:])
+
+
+# ... and the run's own recipe edited to another precision: the recipe check names both lines
+def plain(precision):
+    return session.write("plain.yaml", f"""name: plain
+stages:
+  model: {{kind: model, path: "{Q8}"}}
+  tasks: {{kind: task, model: model, tasks: ["{TASK}"], threads: 1, precision: {precision}}}
+  report: {{kind: report, metrics: tasks, outputs: [json]}}
+""")
+
+
+rc, err, plain_dir, _ = evalmesh(["run", plain("exact")])
+check(rc == 0, f"a recipe's run: exit {rc}", err[-1500:])
+plain("ggml")
+p = subprocess.run([BIN, "run", "--resume", plain_dir], capture_output=True, text=True,
+                   timeout=600)
+check(p.returncode == 2 and re.search(r"resume refused: the recipe changed: .* \(first difference "
+                                      r"at line \d+: `precision: exact` then, `precision: ggml` "
+                                      r"now\)", p.stderr) is not None,
+      f"resume after the recipe's precision changed: exit {p.returncode}", p.stderr[-1500:])
 
 
 # (d) the gate
