@@ -9,7 +9,8 @@ output head too), over the committed multiple-choice task ranks/stories_mc.yaml:
   (b) --precision fast: exit 2 naming the option and its values;
   (c) a resume whose records were written with another precision: exit 2, naming both (the task
       stage's request records and the forward stage's window records); a resume after the run's
-      recipe changed its precision: exit 2, the recipe check quoting both lines;
+      recipe changed its precision: exit 2, the recipe check quoting both lines; records of the
+      format before the key held the precision (EMWREC01) are computed again, saying so;
   (d) a gate pinned to a baseline of another precision: exit 2, naming both; `unpaired: allow`
       compares unpaired and says why; a baseline of the same precision pairs (difference 0)."""
 import glob
@@ -110,6 +111,19 @@ rc, _, err, _ = session.evalmesh(["eval", "--resume", copy])
 check(rc == 2 and written and f"resume refused: the precision changed since the run wrote "
       f"{written[0]} (its precision then exact, now ggml)" in err,
       f"resume with records of another precision: exit {rc}", err[-1500:])
+
+
+# records of the format before the precision was in the key: computed again, saying so
+copy = os.path.join(session.tmp, "old_format")
+shutil.copytree(ggml_dir, copy)
+(old,) = glob.glob(os.path.join(copy, "records", "tasks.rank0.*.bin"))
+with open(old, "r+b") as f:
+    f.write(b"EMWREC01")
+rc, _, err, _ = session.evalmesh(["eval", "--resume", copy])
+check(rc == 0 and f"window records {old}: written by an older evalmesh (format EMWREC01, without "
+      "the precision); its windows are computed again" in err and
+      "task tasks: 0 requests taken from the run's records" in err and
+      outputs(copy) == outputs(ggml_dir), f"records of the older format: exit {rc}", err[-1500:])
 
 
 # ... and the same for the forward stage's window records (the records key they share)
