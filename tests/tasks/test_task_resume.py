@@ -138,8 +138,9 @@ def rank_records(run_dir, rank):
 
 
 def wait_for_records(run_dir, ranks, count, job):
-    """Polls until every rank of ranks has more than count requests recorded; returns their pids
-    then ({rank: pid}), or fewer when the job ended first. The sleep only paces the polling."""
+    """Polls until every rank of ranks has recorded more bytes than count requests of one token
+    take (so at least one request); returns their pids then ({rank: pid}), or fewer when the job
+    ended first. The sleep only paces the polling."""
     pids = {}
     deadline = time.monotonic() + 300
     while job.poll() is None and time.monotonic() < deadline and len(pids) < len(ranks):
@@ -147,7 +148,7 @@ def wait_for_records(run_dir, ranks, count, job):
             files = glob.glob(os.path.join(run_dir, "records", f"tasks.rank{r}.*.bin"))
             if r in pids or not files:
                 continue
-            # a record of 3 choices' continuations is 12 + 40 + 16 n bytes, n >= 1
+            # a request's record is 12 + 40 + 16 n bytes, n >= 1 its continuation's tokens
             if os.path.getsize(files[0]) > HEADER + count * (12 + 40 + 16):
                 pid = rank_pid(run_dir, r)
                 if pid:
