@@ -202,17 +202,25 @@ em_status em_run_dir_check_recipe(const char *dir, const char *text) {
     char *path = em_xasprintf("%s/recipe.resolved.yaml", dir), *old;
     size_t len;
     em_status err = slurp(path, &old, &len);
-    if (!err && strcmp(old, text) != 0) {
-        int line = 1;
-        size_t i = 0;
-        for (; old[i] && old[i] == text[i]; i++) line += old[i] == '\n';
-        err = em_error_new(EM_EXIT_BAD_INPUT,
-                           "resume refused: the recipe changed: it now resolves to something "
-                           "other than %s (first difference at line %d); resume only with the "
-                           "same recipe, or start a new run",
-                           path, line);
+    if (err) {
+        free(path);
+        return err;
     }
-    if (!err) free(old);
+    if (strcmp(old, text) != 0) {
+        int line = 1;
+        size_t i = 0, start = 0; /* the first differing line starts at start in both */
+        for (; old[i] && old[i] == text[i]; i++)
+            if (old[i] == '\n') line++, start = i + 1;
+        const char *then = old + start, *now = text + start;
+        while (*then == ' ' && *now == ' ') then++, now++; /* the same indentation */
+        err =
+            em_error_new(EM_EXIT_BAD_INPUT,
+                         "resume refused: the recipe changed: it now resolves to something "
+                         "other than %s (first difference at line %d: `%.*s` then, `%.*s` "
+                         "now); resume only with the same recipe, or start a new run",
+                         path, line, (int)strcspn(then, "\n"), then, (int)strcspn(now, "\n"), now);
+    }
+    free(old);
     free(path);
     return err;
 }

@@ -24,8 +24,8 @@ em_status em_run_dir_create(em_comm *world, const char *recipe_name, const char 
 char *em_run_dir_recipe_text(const em_node *recipe);
 /* Writes that text to <dir>/recipe.resolved.yaml. */
 em_status em_run_dir_write_recipe(const char *dir, const em_node *recipe);
-/* For a resume: a refusal (exit 2) naming the first differing line when <dir>/recipe.resolved.yaml
- * is not text. */
+/* For a resume: a refusal (exit 2) naming the first differing line (its number, and its text then
+ * and now) when <dir>/recipe.resolved.yaml is not text. */
 em_status em_run_dir_check_recipe(const char *dir, const char *text);
 
 /* <dir>/invocation: the working directory and the command's arguments (argv[0] the command name),

@@ -16,7 +16,8 @@
 static const char usage[] =
     "usage: evalmesh eval -m MODEL --tasks TASK[,TASK...] [--num-fewshot N] [--limit N]\n"
     "                     [--max-length N] [--add-bos] [--log-samples] [--fewshot-seed N]\n"
-    "                     [--threads N] [--batch-tokens N] [--print-recipe]\n"
+    "                     [--threads N] [--batch-tokens N] [--precision P]\n"
+    "                     [--print-recipe]\n"
     "                     [--run-dir DIR] [--force] [--log-level LEVEL]\n"
     "                     [--collective-timeout S]\n"
     "       evalmesh eval --resume RUN_DIR\n"
@@ -40,6 +41,9 @@ static const char usage[] =
     "  --fewshot-seed N    the few-shot sampler's seed (default 1234, lm-eval's)\n"
     "  -t, --threads N     threads per rank (default: cores / ranks on the node)\n"
     "  --batch-tokens N    most positions per batch of requests\n"
+    "  --precision P       exact (default) or ggml: activations rounded to 8 bits before the\n"
+    "                      products of quantized matrices, as llama.cpp's CPU backend (the\n"
+    "                      task stage's `precision`; recorded, a resume keeps it)\n"
     "  --print-recipe      print the recipe as YAML and exit\n"
     "  --run-dir DIR       write into DIR instead of runs/eval-<UTC time>\n"
     "  --force             write into a --run-dir that is not empty\n"
@@ -60,6 +64,7 @@ enum {
     OPT_SAMPLES,
     OPT_SEED,
     OPT_BATCH,
+    OPT_PRECISION,
     OPT_PRINT,
     OPT_RUN_DIR,
     OPT_FORCE,
@@ -79,6 +84,7 @@ static const struct option options[] = {
     {"fewshot-seed", required_argument, NULL, OPT_SEED},
     {"threads", required_argument, NULL, 't'},
     {"batch-tokens", required_argument, NULL, OPT_BATCH},
+    {"precision", required_argument, NULL, OPT_PRECISION},
     {"print-recipe", no_argument, NULL, OPT_PRINT},
     {"run-dir", required_argument, NULL, OPT_RUN_DIR},
     {"force", no_argument, NULL, OPT_FORCE},
@@ -164,6 +170,10 @@ static int parse(int argc, char **argv, eval_args *a, em_session_options *opts) 
             a->has_tasks = true;
         } else if (c == OPT_BOS) {
             em_override_add(&a->overrides, em_xstrdup("stages.tasks.add_bos=true"));
+        } else if (c == OPT_PRECISION) {
+            char *q = em_yaml_quoted(optarg);
+            em_override_add(&a->overrides, em_xasprintf("stages.tasks.precision=%s", q));
+            free(q);
         } else if (c == OPT_SAMPLES) {
             em_override_add(&a->overrides, em_xstrdup("stages.tasks.log_samples=true"));
         } else if (c == OPT_RESUME) {

@@ -152,23 +152,6 @@ static em_status weight_options(const em_stage *self, forward_state *st) {
     return NULL;
 }
 
-static bool runs_ggml(const em_forward_backend *be) {
-    return be->ggml_precision;
-}
-
-/* `precision` into st->options: ggml only on a backend that runs it, else refused at its place. */
-static em_status precision_option(const em_stage *self, forward_state *st) {
-    const char *value = em_node_option_string(self->options, "precision");
-    st->options.precision = strcmp(value, "ggml") == 0 ? EM_PRECISION_GGML : EM_PRECISION_EXACT;
-    if (st->options.precision == EM_PRECISION_EXACT || st->backend->ggml_precision) return NULL;
-    const em_map_entry *e = em_node_get_entry(self->options, "precision");
-    char running[128];
-    em_forward_backend_names_where(runs_ggml, running, sizeof running);
-    return em_error_at(EM_EXIT_BAD_INPUT, e ? e->value->mark : self->mark,
-                       "stage '%s': precision: ggml needs device %s (device %s runs only exact)",
-                       self->name, running, st->backend->name);
-}
-
 static em_status forward_init(em_stage *self, const em_run_context *ctx) {
     forward_state *st = em_xcalloc(1, sizeof *st);
     self->state = st;
@@ -177,7 +160,7 @@ static em_status forward_init(em_stage *self, const em_run_context *ctx) {
     if (!err) err = check_tp_divides(self);
     if (!err) err = em_stage_forward_backend(self, EM_FORWARD_SCORE, &st->backend);
     if (!err) err = weight_options(self, st);
-    if (!err) err = precision_option(self, st);
+    if (!err) err = em_stage_precision(self, st->backend, &st->options.precision);
     if (err) return err;
     st->flush_s = em_node_option_double(self->options, "records_flush_s");
     st->batch_tokens = em_node_is_null(em_node_get(self->options, "batch_tokens"))
@@ -246,7 +229,9 @@ static void keep_recording(records *io, em_status err) {
 static em_status open_records(const em_stage *self, const em_run_context *ctx, const em_mesh *mesh,
                               const em_model *model, const em_dataset *ds, records *io) {
     if (!ctx->run_dir || !ctx->recipe_sha256) return NULL;
-    em_records_key key = em_records_key_of(model->digest, ds->sha256, ctx->recipe_sha256);
+    const forward_state *st = self->state;
+    em_records_key key = em_records_key_of(model->digest, ds->sha256, ctx->recipe_sha256,
+                                           em_precision_name(st->options.precision));
     size_t limit = 0;
     for (size_t i = 0; i < ds->count; i++)
         if ((size_t)ds->windows[i].index + 1 > limit) limit = (size_t)ds->windows[i].index + 1;
@@ -262,8 +247,7 @@ static em_status open_records(const em_stage *self, const em_run_context *ctx, c
     }
     if (!err && mesh->tp_rank == 0 && mesh->cp_rank == 0)
         keep_recording(io, em_records_writer_open(ctx->run_dir, self->name, ctx->rank, &key,
-                                                  ((const forward_state *)self->state)->flush_s,
-                                                  &io->writer));
+                                                  st->flush_s, &io->writer));
     return err;
 }
 

@@ -19,7 +19,8 @@
  * sha256 of each example's requests), the check's e is the paired standard error of the
  * per-example differences, and `mcnemar_p` tests the discordant examples of a 0/1 metric;
  * other examples are refused (exit 2, naming the first differing example) unless
- * `unpaired: allow`.
+ * `unpaired: allow`. Either way a baseline of another `precision` (results.json's
+ * model.precision; exact when absent) is refused, naming both, unless `unpaired: allow`.
  *
  * The stage produces an em_verdict (stages/report/check.h) whether or not the checks pass; a
  * report stage given `verdict: <gate>` records it in results.json and the history. A failed check
@@ -288,6 +289,16 @@ static int64_t metric_count(const em_metrics *m, const char *stage, const char *
     return x ? (int64_t)x->value : 0;
 }
 
+/* How this run's precision differs from the baseline's (heap), NULL when it does not or this run
+ * does not say. A baseline older than the `precision` option ran exact. */
+static char *precision_difference(const gate_state *st, const em_metrics *m) {
+    const char *base_precision = doc_string(st->baseline, "model", "precision");
+    if (!base_precision) base_precision = "exact";
+    if (!m->precision || strcmp(base_precision, m->precision) == 0) return NULL;
+    return em_xasprintf("the precision differs (%s in the baseline, %s in this run)",
+                        base_precision, m->precision);
+}
+
 /* Pairs this run's tokens with the baseline's when both exist and match: fills pairing (stage
  * NULL and *why set when unpaired). A mismatch is an error (exit 2) unless `unpaired: allow`. */
 static em_status try_pairing(em_stage *self, const em_metrics *m, const em_run_context *ctx,
@@ -299,12 +310,7 @@ static em_status try_pairing(em_stage *self, const em_metrics *m, const em_run_c
         differ = em_xasprintf("the dataset file differs (sha256 %.12s in the baseline, %.12s in "
                               "this run)",
                               base_ds, m->dataset_sha256);
-    /* a baseline older than the forward's `precision` ran exact */
-    const char *base_precision = doc_string(st->baseline, "model", "precision");
-    if (!base_precision) base_precision = "exact";
-    if (!differ && m->precision && strcmp(base_precision, m->precision) != 0)
-        differ = em_xasprintf("the precision differs (%s in the baseline, %s in this run)",
-                              base_precision, m->precision);
+    if (!differ) differ = precision_difference(st, m);
     em_token_set base = {0}, cand = {0};
     em_status err = NULL;
     if (!differ && !st->tokens_path)
@@ -319,7 +325,7 @@ static em_status try_pairing(em_stage *self, const em_metrics *m, const em_run_c
     }
     if (!differ && !*why) {
         em_records_key key =
-            em_records_key_of(m->model_digest, m->dataset_sha256, ctx->recipe_sha256);
+            em_records_key_of(m->model_digest, m->dataset_sha256, ctx->recipe_sha256, m->precision);
         bool complete = false;
         char *incomplete = NULL;
         if (ctx->run_dir && m->source_stage)
@@ -472,7 +478,22 @@ static em_status gate_run(em_stage *self, const em_run_context *ctx) {
     em_example_values *base_examples = NULL;
     bool by_example = false;
     if (st->relative && st->baseline && m->examples) {
-        read_baseline_examples(st, &base_examples, &base_why);
+        char *differ = precision_difference(st, m);
+        if (differ && !st->unpaired_allowed) {
+            em_status err = em_error_new(EM_EXIT_BAD_INPUT,
+                                         "stage '%s': refusing to compare with the baseline %s: %s "
+                                         "(a paired comparison needs the same precision; give "
+                                         "`unpaired: allow` to compare the aggregates as if "
+                                         "independent, or pin a baseline of this precision)",
+                                         self->name, st->baseline_from, differ);
+            free(differ);
+            return err;
+        }
+        if (differ)
+            base_why = em_xasprintf("%s (unpaired: allow)", differ);
+        else
+            read_baseline_examples(st, &base_examples, &base_why);
+        free(differ);
         if (base_why && em_log_rank() == 0)
             em_log_warn("gate '%s': unpaired comparison: %s", self->name, base_why);
     } else if (st->relative && st->baseline) {

@@ -324,7 +324,8 @@ static void keep_tokens(const em_stage *self, const em_metrics *m, const em_run_
     char key_name[256];
     snprintf(key_name, sizeof key_name, "%s.windows", m->source_stage);
     const em_metric *windows = em_metrics_find(m, key_name);
-    em_records_key key = em_records_key_of(m->model_digest, m->dataset_sha256, ctx->recipe_sha256);
+    em_records_key key =
+        em_records_key_of(m->model_digest, m->dataset_sha256, ctx->recipe_sha256, m->precision);
     bool complete = false;
     char *why = NULL;
     char sha[65];

@@ -15,7 +15,11 @@
  * error, and the per-example values (stages/metrics/example_values.h), for report and gate.
  * Where the backend scores shared prefixes and cp = 1, an example's requests that read the same
  * context (the same ids before the same score_from) are one call instead, the context computed
- * once and the choices its continuations, with the same bits as each request alone. */
+ * once and the choices its continuations, with the same bits as each request alone.
+ * `precision` (exact, ggml) rounds the products as the forward stage's does; it is recorded in
+ * results.json and in the request records' key, so a resume or a gate refuses to mix precisions.
+ * A stop signal (util/stop.h) ends the scoring between batches with exit status 6, every scored
+ * request recorded. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,6 +52,7 @@ typedef struct task_state {
     int threads;
     int64_t batch_tokens;
     const em_forward_backend *backend;
+    em_precision precision; /* `precision`: how the products are rounded */
     em_task **tasks;
     size_t task_count;
 } task_state;
@@ -113,6 +118,7 @@ static em_status task_init(em_stage *self, const em_run_context *ctx) {
     task_state *st = em_xcalloc(1, sizeof *st);
     self->state = st;
     em_status err = em_stage_forward_backend(self, EM_FORWARD_SCORE, &st->backend);
+    if (!err) err = em_stage_precision(self, st->backend, &st->precision);
     if (err) return err;
     st->batch_tokens = em_node_is_null(em_node_get(self->options, "batch_tokens"))
                            ? st->backend->batch_tokens
@@ -150,9 +156,10 @@ typedef struct scoring {
     void *forward;
     const em_tokenizer *tok;
     em_request_options request;
-    int64_t limit;     /* positions per batch */
-    bool share_prefix; /* the requests of an example sharing their context are scored as
-                          continuations of it (the backend's score_shared_prefix, cp = 1) */
+    int64_t limit;       /* positions per batch */
+    bool share_prefix;   /* the requests of an example sharing their context are scored as
+                            continuations of it (the backend's score_shared_prefix, cp = 1) */
+    const char *run_dir; /* for the message of an interruption; NULL: none */
     double *loglik, *greedy;
     int64_t computed_tokens; /* positions run through the model */
     int64_t request_tokens;  /* positions of the requests scored, each counted whole */
@@ -304,11 +311,13 @@ static em_status score_range(scoring *s, const flat_example *flat, size_t first,
     int32_t *argmax = em_xmalloc(capacity * sizeof *argmax);
     size_t *members = em_xmalloc((made ? made : 1) * sizeof *members); /* a batch's reqs */
     for (size_t done = 0; done < made && !err;) {
-        if (em_stop_signal()) {
+        if (em_stop_signal()) { /* stop between batches: the scored requests are recorded */
             err = em_error_new(EM_EXIT_INTERRUPTED,
-                               "interrupted by signal %d (%s); the scored requests are recorded: "
-                               "finish with `evalmesh run --resume RUN_DIR`",
-                               em_stop_signal(), strsignal(em_stop_signal()));
+                               "interrupted by signal %d (%s) after %zu of this rank's %zu "
+                               "requests; the scored ones are recorded: finish with `evalmesh "
+                               "run --resume %s`",
+                               em_stop_signal(), strsignal(em_stop_signal()), done, made,
+                               s->run_dir ? s->run_dir : "RUN_DIR");
             break;
         }
         if (s->share_prefix && reqs[done].score_from > 0) {
@@ -578,7 +587,9 @@ static em_status open_records(const em_stage *self, const em_run_context *ctx, c
     if (!ctx->run_dir || !ctx->recipe_sha256) return NULL;
     char tasks_hex[65];
     requests_sha256(flat, count, tasks_hex);
-    em_records_key key = em_records_key_of(model->digest, tasks_hex, ctx->recipe_sha256);
+    const task_state *st = self->state;
+    em_records_key key = em_records_key_of(model->digest, tasks_hex, ctx->recipe_sha256,
+                                           em_precision_name(st->precision));
     em_status err = NULL;
     if (ctx->resume) {
         err = em_records_index_read(ctx->run_dir, self->name, &key, request_count, &s->found);
@@ -636,10 +647,12 @@ static em_status task_run(em_stage *self, const em_run_context *ctx) {
                                    : em_node_option_bool(self->options, "add_bos")},
         .limit = mesh->cp > 1 ? 1 : st->batch_tokens,
         .share_prefix = be->score_shared_prefix && mesh->cp == 1,
+        .run_dir = ctx->run_dir,
         .loglik = em_xcalloc(request_count ? request_count : 1, sizeof(double)),
         .greedy = em_xcalloc(request_count ? request_count : 1, sizeof(double)),
     };
-    em_status err = be->create(model, &groups, st->threads, &(em_forward_options){0}, &s.forward);
+    em_status err = be->create(model, &groups, st->threads,
+                               &(em_forward_options){.precision = st->precision}, &s.forward);
     if (err) {
         free(flat);
         free(first);
@@ -650,6 +663,7 @@ static em_status task_run(em_stage *self, const em_run_context *ctx) {
     err = open_records(self, ctx, mesh, model, flat, count, request_count, &s);
     if (!err)
         err = score_range(&s, flat, (size_t)first[mesh->dp_rank], (size_t)first[mesh->dp_rank + 1]);
+    const char *kernel = be->kernel ? be->kernel(s.forward) : be->name; /* static names */
     be->free(s.forward);
     em_records_writer *writer = s.writer;
     s.writer = NULL; /* closed here, whatever comes back */
@@ -666,12 +680,14 @@ static em_status task_run(em_stage *self, const em_run_context *ctx) {
     m->model_path = em_xstrdup(model->path ? model->path : "");
     m->model_header_sha256 = em_xstrdup(model->header_sha256);
     m->model_digest = em_xstrdup(model->digest);
+    m->precision = em_precision_name(st->precision);
     if (!err) {
         size_t own = (size_t)(first[mesh->dp_rank + 1] - first[mesh->dp_rank]);
         em_log_info("task %s: %zu of %zu examples on this rank, %lld positions computed for "
-                    "requests of %lld positions in %.2f s (%d threads)",
+                    "requests of %lld positions in %.2f s (%d threads, precision %s, kernel %s)",
                     self->name, own, count, (long long)s.computed_tokens,
-                    (long long)s.request_tokens, seconds, st->threads);
+                    (long long)s.request_tokens, seconds, st->threads,
+                    em_precision_name(st->precision), kernel);
         err = fold_results(self, ctx, st, flat, count, s.loglik, s.greedy,
                            em_node_option_bool(self->options, "print_table"), m);
     }

@@ -15,8 +15,10 @@
 #include "util/log.h"
 #include "util/mapped_file.h"
 
-#define FILE_MAGIC "EMWREC01"
-#define HEADER_BYTES 208
+#define FILE_MAGIC "EMWREC02"
+#define OLD_MAGIC "EMWREC01" /* the format before the precision was in the key */
+#define HEADER_BYTES 224
+#define CRC_AT 216 /* the header's crc32 covers the bytes before it */
 #define RECORD_MAGIC 0x52574d45u
 #define RECORD_HEAD 12   /* magic, length, crc */
 #define PAYLOAD_FIXED 40 /* window, n, 0, words, bytes, nll sum */
@@ -30,12 +32,13 @@ struct em_records_writer {
 /* CRC-32 (IEEE 802.3, reflected, as zlib's crc32). */
 
 em_records_key em_records_key_of(const char *model_digest, const char *dataset_sha256,
-                                 const char *recipe_sha256) {
+                                 const char *recipe_sha256, const char *precision) {
     em_records_key key = {0};
     snprintf(key.model_digest, sizeof key.model_digest, "%s", model_digest ? model_digest : "");
     snprintf(key.dataset_sha256, sizeof key.dataset_sha256, "%s",
              dataset_sha256 ? dataset_sha256 : "");
     snprintf(key.recipe_sha256, sizeof key.recipe_sha256, "%s", recipe_sha256 ? recipe_sha256 : "");
+    snprintf(key.precision, sizeof key.precision, "%s", precision ? precision : "exact");
     return key;
 }
 
@@ -60,8 +63,9 @@ static void make_header(const em_records_key *key, uint8_t h[HEADER_BYTES]) {
     memcpy(h + 8, key->model_digest, 64);
     memcpy(h + 72, key->dataset_sha256, 64);
     memcpy(h + 136, key->recipe_sha256, 64);
-    uint32_t c = crc32(h, 200);
-    memcpy(h + 200, &c, 4);
+    memcpy(h + 200, key->precision, 16);
+    uint32_t c = crc32(h, CRC_AT);
+    memcpy(h + CRC_AT, &c, 4);
 }
 
 static em_status write_all(int fd, const void *data, size_t len, const char *path) {
@@ -159,28 +163,32 @@ em_status em_records_writer_close(em_records_writer *w) {
     return err;
 }
 
-/* A key field of the file header: where it is, what it names, what identifies it. */
+/* A key field of the file header: where it is and its width, what it names, what identifies it.
+ */
 typedef struct key_field {
-    size_t offset;
+    size_t offset, width;
     const char *what, *by;
 } key_field;
 
 /* The refusal for the first key field of header h that differs from key (exit 2, naming the file
- * and the value then and now), NULL when none does. */
+ * and the value then and now), NULL when none does. The precision comes first: another precision
+ * is also another resolved recipe, and the precision is the difference to name. */
 static em_status header_mismatch(const uint8_t *h, const em_records_key *key, const char *path) {
-    const key_field fields[] = {{8, "the model", "digest"},
-                                {72, "the dataset file", "sha256"},
-                                {136, "the resolved recipe", "sha256"}};
-    const char *now[] = {key->model_digest, key->dataset_sha256, key->recipe_sha256};
+    const key_field fields[] = {{200, 16, "the precision", "precision"},
+                                {8, 64, "the model", "digest"},
+                                {72, 64, "the dataset file", "sha256"},
+                                {136, 64, "the resolved recipe", "sha256"}};
+    const char *now[] = {key->precision, key->model_digest, key->dataset_sha256,
+                         key->recipe_sha256};
     for (size_t i = 0; i < sizeof fields / sizeof *fields; i++) {
         const char *then = (const char *)h + fields[i].offset;
-        if (memcmp(then, now[i], 64) == 0) continue;
+        int length = (int)strnlen(then, fields[i].width);
+        if (length == (int)strlen(now[i]) && memcmp(then, now[i], (size_t)length) == 0) continue;
         return em_error_new(EM_EXIT_BAD_INPUT,
                             "resume refused: %s changed since the run wrote %s (its %s then %.*s, "
-                            "now %s); resume only with the same model, dataset and recipe, or "
-                            "start a new run",
-                            fields[i].what, path, fields[i].by, (int)strnlen(then, 64), then,
-                            now[i]);
+                            "now %s); resume only with the same precision, model, dataset and "
+                            "recipe, or start a new run",
+                            fields[i].what, path, fields[i].by, length, then, now[i]);
     }
     return NULL;
 }
@@ -253,8 +261,16 @@ static em_status read_file(const char *path, const em_records_key *key, int32_t 
     const uint8_t *data = m->data;
     size_t size = m->size;
     uint32_t c = 0;
-    if (size >= HEADER_BYTES) memcpy(&c, data + 200, 4);
-    if (size < HEADER_BYTES || memcmp(data, FILE_MAGIC, 8) != 0 || c != crc32(data, 200)) {
+    if (size >= HEADER_BYTES) memcpy(&c, data + CRC_AT, 4);
+    if (size >= 8 && memcmp(data, OLD_MAGIC, 8) == 0) {
+        em_log_warn("window records %s: written by an older evalmesh (format %s, without the "
+                    "precision); its windows are computed again",
+                    path, OLD_MAGIC);
+        (*damaged)++;
+        em_mapped_file_close(m);
+        return NULL;
+    }
+    if (size < HEADER_BYTES || memcmp(data, FILE_MAGIC, 8) != 0 || c != crc32(data, CRC_AT)) {
         em_log_warn("window records %s: no intact header; its windows are computed again", path);
         (*damaged)++;
         em_mapped_file_close(m);

@@ -7,12 +7,15 @@
  * first rank of each tp x cp group (its peers hold the same numbers).
  *
  * Binary layout, all integers and doubles little-endian (the host's; x86-64 and aarch64):
- *   file header, 208 bytes:
- *     char[8]  magic "EMWREC01"
+ *   file header, 224 bytes:
+ *     char[8]  magic "EMWREC02"
  *     char[64] the model's digest (loaded_model.h: 32 hex digits, NUL-padded; files written
  *              before the digest held the header sha256), char[64] dataset file sha256 (hex),
  *     char[64] sha256 (hex) of recipe.resolved.yaml as the run resolved it
- *     uint32   crc32 of the 200 bytes before it, uint32 0
+ *     char[16] the precision the products were rounded with ("exact", "ggml"; NUL-padded)
+ *     uint32   crc32 of the 216 bytes before it, uint32 0
+ *   (files of the format before, "EMWREC01", had no precision and a 208-byte header: a resume
+ *   computes their windows again, saying so)
  *   then records, each:
  *     uint32   magic 0x52574d45 ("EMWR")
  *     uint32   payload bytes P = 40 + 16 n
@@ -39,11 +42,13 @@ typedef struct em_records_key {
     char model_digest[65];   /* the model's content digest (loaded_model.h) */
     char dataset_sha256[65]; /* the dataset file's sha256 */
     char recipe_sha256[65];  /* the resolved recipe's sha256 */
+    char precision[17];      /* how the products were rounded (forward_backend.h's names) */
 } em_records_key;
 
-/* The key of a model digest, a dataset file and a resolved recipe sha256 (NULL: empty). */
+/* The key of a model digest, a dataset file, a resolved recipe sha256 and a precision name (NULL:
+ * empty; a precision NULL: "exact", what a run without the option computed). */
 em_records_key em_records_key_of(const char *model_digest, const char *dataset_sha256,
-                                 const char *recipe_sha256);
+                                 const char *recipe_sha256, const char *precision);
 
 /* One finished window's scores (arrays of token_count; owned by whoever filled them). */
 typedef struct em_window_record {
@@ -74,10 +79,10 @@ typedef struct em_records_found {
     size_t files, records, damaged; /* read, used, skipped as torn or damaged */
 } em_records_found;
 
-/* Reads every <run_dir>/records/<stage>.rank*.bin. A file whose header names another model,
- * dataset or recipe is a refusal (exit 2) naming what changed, the file, and the digest or sha256
- * it was written for and the one now; damaged records are
- * counted and warned about. No records directory: nothing found. */
+/* Reads every <run_dir>/records/<stage>.rank*.bin. A file whose header names another precision,
+ * model, dataset or recipe is a refusal (exit 2) naming what changed, the file, and the digest or
+ * sha256 it was written for and the one now; damaged records are counted and warned about. No
+ * records directory: nothing found. */
 em_status em_records_read(const char *run_dir, const char *stage, const em_records_key *key,
                           size_t window_limit, em_records_found *out);
 void em_records_found_free(em_records_found *f);

@@ -95,7 +95,7 @@ static em_scores *run_stage(em_model *model, em_dataset *ds, int threads, const 
 /* The window records run_dir holds for stage "ppl" (found->by_window[15 .. 17]). */
 static void read_records(const em_model *model, const em_dataset *ds, const char *run_dir,
                          em_records_found *found) {
-    em_records_key key = em_records_key_of(model->digest, ds->sha256, RECIPE_SHA256);
+    em_records_key key = em_records_key_of(model->digest, ds->sha256, RECIPE_SHA256, "exact");
     CHECK(em_records_read(run_dir, "ppl", &key, 18, found) == NULL);
     CHECK_INT_EQ(found->records, WINDOWS);
     for (int w = 15; w < 18; w++) CHECK(found->by_window[w] != NULL);

@@ -109,8 +109,9 @@ def records(run_dir):
             continue
         with open(os.path.join(folder, name), "rb") as f:
             data = f.read()
-        check(data[:8] == b"EMWREC01", "records header of " + name)
-        at = 208
+        check(data[:8] == b"EMWREC02" and data[200:216].rstrip(b"\0") == b"exact",
+              "records header of " + name)
+        at = 224
         while at < len(data):
             magic, size, _crc = struct.unpack_from("<III", data, at)
             check(magic == 0x52574D45, "record magic at %d of %s" % (at, name))

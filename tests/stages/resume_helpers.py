@@ -12,7 +12,7 @@ import time
 
 from eval_helpers import shared_files
 
-HEADER = 208  # window_records.h: the file header
+HEADER = 224  # window_records.h: the file header
 RECORD_MAGIC = 0x52574D45
 
 # many small windows, one thread per rank, an fsync after each: a forward long enough to be

@@ -1,5 +1,7 @@
-/* The `device` of a stage as a forward backend (see forward_device.h). */
+/* The `device` of a stage as a forward backend, and its `precision` (see forward_device.h). */
 #include "stages/kinds/support/forward_device.h"
+
+#include <string.h>
 
 static bool scores(const em_forward_backend *be) {
     return be->score_batch != NULL;
@@ -35,4 +37,21 @@ em_status em_stage_forward_backend(const em_stage *self, em_forward_use use,
                            self->name, device, uses[use].that, em_forward_backend_names());
     *out = be;
     return NULL;
+}
+
+static bool runs_ggml(const em_forward_backend *be) {
+    return be->ggml_precision;
+}
+
+em_status em_stage_precision(const em_stage *self, const em_forward_backend *be,
+                             em_precision *out) {
+    const char *value = em_node_option_string(self->options, "precision");
+    *out = strcmp(value, "ggml") == 0 ? EM_PRECISION_GGML : EM_PRECISION_EXACT;
+    if (*out == EM_PRECISION_EXACT || be->ggml_precision) return NULL;
+    const em_map_entry *e = em_node_get_entry(self->options, "precision");
+    char running[128];
+    em_forward_backend_names_where(runs_ggml, running, sizeof running);
+    return em_error_at(EM_EXIT_BAD_INPUT, e ? e->value->mark : self->mark,
+                       "stage '%s': precision: ggml needs device %s (device %s runs only exact)",
+                       self->name, running, be->name);
 }

@@ -2,7 +2,7 @@
  * (stages/kernels/forward_backend.h) that its `device` option names, checked in init, before any
  * work: a backend this machine cannot run (cuda without a GPU) gives its own reason, a name
  * without a row, or a row without what the stage uses, the list of this build's backends. Both
- * exit status 2 at the place of `device`. */
+ * exit status 2 at the place of `device`. And its `precision`, which the backend must run. */
 #ifndef EVALMESH_FORWARD_DEVICE_H
 #define EVALMESH_FORWARD_DEVICE_H
 
@@ -18,5 +18,9 @@ typedef enum em_forward_use {
 
 em_status em_stage_forward_backend(const em_stage *self, em_forward_use use,
                                    const em_forward_backend **out);
+
+/* The stage's `precision` option (exact, ggml) on backend be: ggml only where be runs it, else
+ * refused (exit 2) at the place of `precision`. */
+em_status em_stage_precision(const em_stage *self, const em_forward_backend *be, em_precision *out);
 
 #endif
