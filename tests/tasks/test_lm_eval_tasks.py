@@ -94,8 +94,31 @@ BAD_CASES = {
     "included_error": "jinja_filter.yaml:8:14: doc_to_text: the filter 'upper' is not supported "
                       "at character 11 of the template (evalmesh renders a subset of Jinja: "
                       "docs/tasks.md)",
-    "generate": "generate.yaml:7:14: lm-eval task: output_type generate_until: generation comes "
-                "later; evalmesh scores multiple_choice and loglikelihood tasks",
+    "generate": "generate.yaml:12:14: lm-eval task: do_sample: true is not supported: evalmesh "
+                "decodes greedily (do_sample: false)",
+    "gen_temperature": "gen_temperature.yaml:11:16: lm-eval task: temperature 0.7 is not "
+                       "supported: evalmesh decodes greedily (temperature 0)",
+    "gen_unknown_filter": "gen_unknown_filter.yaml:13:19: lm-eval task: unsupported filter "
+                          "'regexp' (did you mean 'regex'?) (evalmesh: regex, remove_whitespace, "
+                          "lowercase, uppercase, take_first)",
+    "gen_after_take_first": "gen_after_take_first.yaml:14:9: lm-eval task: a filter after "
+                            "take_first is not supported (lm-eval would run it on the characters "
+                            "of the text)",
+    "gen_lazy_regex": "gen_lazy_regex.yaml:14:24: lm-eval task: regex_pattern: the pattern 'The "
+                      "answer is (\\d+?)' at character 19: lazy (*? +? ?? {{m,n}}?) and "
+                      "possessive quantifiers are not supported (docs/tasks.md lists the Python "
+                      "regular expressions evalmesh runs)",
+    "gen_two_filters": "gen_two_filters.yaml:14:5: lm-eval task: filter_list has 2 entries; "
+                       "evalmesh scores one filter pipeline per task",
+    "gen_metric_kwarg": "gen_metric_kwarg.yaml:13:5: lm-eval task: metric 'exact_match': "
+                        "'ignore_spaces' is not supported (aggregation: mean only; ignore_case, "
+                        "ignore_punctuation, ignore_numbers, regexes_to_ignore)",
+    "gen_ignore_regex": "gen_ignore_regex.yaml:13:9: lm-eval task: regexes_to_ignore: the pattern "
+                        "'\\bthe\\b' at character 1: the anchors \\b \\B \\A \\Z are not "
+                        "supported (docs/tasks.md lists the Python regular expressions evalmesh "
+                        "runs)",
+    "gen_kwargs_mc": "gen_kwargs_mc.yaml:11:1: lm-eval task: 'generation_kwargs' is for "
+                     "output_type generate_until",
 }
 
 
