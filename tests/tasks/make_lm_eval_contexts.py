@@ -29,7 +29,37 @@ CASES = [
     ("arith", 1),
     ("qa_included", None),
     ("pairs_first_n", None),
+    ("gsm_like", None),
+    ("gsm_like", 0),
+    ("gen_choice", None),
 ]
+
+
+def responses_for(target):
+    """Generated texts to score for a document whose target is `target`: the target itself, with
+    spaces and case changed, with a GSM8K-style "#### " answer, and ones that miss."""
+    last = target.split()[-1] if target.split() else target
+    return [target, " " + target + "\n", "So the answer is #### " + last, "#### " + last + ".",
+            target.upper(), "no answer", "NONE", "It is -1, or 1,234.", "#### $" + last,
+            "\u00a0" + last + "\u2003"]
+
+
+def score_generations(task, docs, examples):
+    """lm-eval's own filters (apply_filters) and process_results on responses_for each document:
+    [response, filtered answer, exact_match] per response."""
+    (name,) = {f.name for f in task._filters}
+    rounds = {doc_id: responses_for(ex["continuations"][0]) for doc_id, ex in examples.items()}
+    for doc_id, ex in examples.items():
+        ex["responses"] = []
+    for k in range(len(next(iter(rounds.values())))):
+        for inst in task.instances:
+            inst.resps = [rounds[inst.doc_id][k]]
+        task.apply_filters()
+        for inst in task.instances:
+            answer = inst.filtered_resps[name]
+            score = task.process_results(docs[inst.doc_id], [answer])["exact_match"]
+            examples[inst.doc_id]["responses"].append([rounds[inst.doc_id][k], answer,
+                                                       float(score)])
 
 
 def main():
@@ -61,6 +91,15 @@ def main():
                     ex["continuations"])])
                 continue
             assert ex["context"] == inst.arguments[0]
+            if task.OUTPUT_TYPE == "generate_until":
+                kwargs = inst.arguments[1]
+                ex["until"] = kwargs["until"]
+                ex["max_gen_toks"] = kwargs.get("max_gen_toks", 256)
+                gold = task.doc_to_target(docs[doc_id])
+                if task.config.doc_to_choice is not None:
+                    gold = task.doc_to_choice(docs[doc_id])[gold]
+                ex["continuations"].append(str(gold))
+                continue
             ex["continuations"].append(inst.arguments[1])
         for doc_id, ex in examples.items():
             doc = docs[doc_id]
@@ -70,6 +109,8 @@ def main():
                 ex["gold"] = choices.index(gold) if isinstance(gold, str) else gold
             else:
                 ex["gold"] = 0
+        if task.OUTPUT_TYPE == "generate_until":
+            score_generations(task, docs, examples)
         cases.append({"task": name, "num_fewshot": shots,
                       "examples": [examples[k] for k in sorted(examples)]})
     with open(os.path.join(DATA, "expected.json"), "w", encoding="utf-8") as f:

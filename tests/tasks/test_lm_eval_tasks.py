@@ -3,12 +3,15 @@
 em_lm_eval_task_load).
   contexts:  every case of data/lm_eval/expected.json (what lm-eval 0.4.13 itself built, see
              make_lm_eval_contexts.py) gives the same contexts, continuations and gold index
-             byte for byte; --limit keeps the first documents' few-shot draws.
+             byte for byte; --limit keeps the first documents' few-shot draws. A generate_until
+             case also gives lm-eval's until and max_gen_toks, and for each of its responses
+             the filtered answer and exact_match lm-eval's own filters and process_results gave.
   bad_input: each YAML of data/lm_eval_bad exits 2 with its message, naming where."""
 import json
 import os
 import subprocess
 import sys
+import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 GOOD = os.path.join("tests", "tasks", "data", "lm_eval")
@@ -27,13 +30,35 @@ def check_contexts(driver):
     compared = 0
     for case in expected["cases"]:
         shots = -1 if case["num_fewshot"] is None else case["num_fewshot"]
-        run = dump(driver, os.path.join(GOOD, case["task"] + ".yaml"), shots)
+        generative = "responses" in case["examples"][0]
+        with tempfile.NamedTemporaryFile("w", suffix=".json", encoding="utf-8") as responses:
+            json.dump([[r[0] for r in ex["responses"]] for ex in case["examples"]]
+                      if generative else [], responses)
+            responses.flush()
+            run = dump(driver, os.path.join(GOOD, case["task"] + ".yaml"), shots, 0,
+                       *([responses.name] if generative else []))
         if run.returncode != 0:
             print(f"{case['task']} {shots}: exit {run.returncode}: {run.stderr}")
             failures += 1
             continue
-        got = json.loads(run.stdout)["examples"]
+        task = json.loads(run.stdout)
+        got = task["examples"]
         want = case["examples"]
+        for w in want if generative else []:
+            for key in ("until", "max_gen_toks"):
+                compared += 1
+                if task[key] != w[key]:
+                    print(f"{case['task']} doc {w['doc']}: {key}: evalmesh {task[key]!r}, "
+                          f"lm-eval {w[key]!r}")
+                    failures += 1
+        for g, w in zip(got, want) if generative else []:
+            for (response, answer, score), (got_answer, got_score) in zip(w["responses"],
+                                                                          g["scored"]):
+                compared += 1
+                if (got_answer, got_score) != (answer, score):
+                    print(f"{case['task']} doc {w['doc']}: response {response!r}: evalmesh "
+                          f"{got_answer!r} {got_score}, lm-eval {answer!r} {score}")
+                    failures += 1
         if len(got) != len(want):
             print(f"{case['task']} {shots}: {len(got)} examples, lm-eval has {len(want)}")
             failures += 1
