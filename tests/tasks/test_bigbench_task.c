@@ -1,7 +1,8 @@
 /* BIG-bench task.json loading against BIG-bench's own formatting (bigbench_expected.json, from
  * bigbench_reference.py's copy of json_task.py): for every case (task, shots, limit) the same
  * tasks and subtask names, the same examples in document order, each context byte for byte (its
- * sha256, the first one in full), the continuations, target scores and gold.
+ * sha256, the first one in full), the continuations, target scores and gold; generative tasks
+ * (loaded with options.generative) their prompts and targets the same way.
  *   tasks_bigbench_task local   the committed task under tests/tasks/bigbench (always runs)
  *   tasks_bigbench_task sdist   real tasks of the bigbench 1.0.0 sdist (tools/fetch-bigbench;
  *                               skipped when it cannot be fetched), and every bigbench_lite
@@ -33,6 +34,15 @@ static void check_example(const char *task, const em_task_example *got, const cJ
     if (item(want, "context")) CHECK_STR_EQ(got->context, item(want, "context")->valuestring);
     const cJSON *continuations = item(want, "continuations"), *scores = item(want, "target_scores");
     CHECK_INT_EQ(got->choice_count, cJSON_GetArraySize(continuations));
+    if (!scores) { /* generative: the targets, any of which a response may equal */
+        for (size_t c = 0; c < got->choice_count; c++) {
+            CHECK_STR_EQ(got->choices[c], cJSON_GetArrayItem(continuations, (int)c)->valuestring);
+            CHECK_STR_EQ(got->continuations[c], got->choices[c]);
+        }
+        CHECK(got->target_scores == NULL);
+        CHECK(got->doc_json != NULL);
+        return;
+    }
     for (size_t c = 0; c < got->choice_count && c < (size_t)cJSON_GetArraySize(continuations);
          c++) {
         CHECK_STR_EQ(got->continuations[c], cJSON_GetArrayItem(continuations, (int)c)->valuestring);
@@ -43,10 +53,11 @@ static void check_example(const char *task, const em_task_example *got, const cJ
     CHECK(got->doc_json != NULL);
 }
 
-static void check_case(const char *tasks_dir, const cJSON *c) {
+static void check_case(const char *tasks_dir, const cJSON *c, bool generative) {
     const char *name = item(c, "task")->valuestring;
     em_bigbench_options options = {.num_fewshot = item(c, "shots")->valueint,
-                                   .limit = (size_t)item(c, "limit")->valuedouble};
+                                   .limit = (size_t)item(c, "limit")->valuedouble,
+                                   .generative = generative};
     char *path = em_xasprintf("%s/%s", tasks_dir, name);
     em_task **tasks;
     size_t count;
@@ -62,8 +73,17 @@ static void check_case(const char *tasks_dir, const cJSON *c) {
         CHECK_STR_EQ(task->name, item(w, "name")->valuestring);
         CHECK_STR_EQ(task->version, "1.0.0");
         CHECK(task->format == EM_TASK_FORMAT_BIGBENCH);
-        CHECK(task->output == EM_TASK_MULTIPLE_CHOICE);
-        CHECK(task->metrics == EM_TASK_METRIC_MULTIPLE_CHOICE_GRADE);
+        CHECK(task->output == (generative ? EM_TASK_GENERATE_UNTIL : EM_TASK_MULTIPLE_CHOICE));
+        CHECK(task->metrics ==
+              (generative ? EM_TASK_METRIC_EXACT_STR_MATCH : EM_TASK_METRIC_MULTIPLE_CHOICE_GRADE));
+        if (generative) { /* BIG-bench's Hugging Face model: 256 tokens, 256 characters kept */
+            CHECK_INT_EQ(task->generation.max_gen_toks, 256);
+            CHECK_INT_EQ(task->generation.max_length, 256);
+            CHECK_INT_EQ(task->generation.until_count, 0);
+            CHECK(task->generation.output_regex != NULL);
+        }
+        if (generative && strcmp(name, "gen_tiny") == 0)
+            CHECK_STR_EQ(task->generation.stop_string, "\n");
         CHECK_INT_EQ(task->num_fewshot, options.num_fewshot);
         CHECK(task->absolute_normalization == cJSON_IsTrue(item(w, "absolute_normalization")));
         const cJSON *examples = item(w, "examples");
@@ -130,10 +150,17 @@ int main(int argc, char **argv) {
     const cJSON *c;
     int cases = 0;
     cJSON_ArrayForEach(c, item(expected, sdist ? "formatting" : "local_formatting")) {
-        check_case(tasks_dir, c);
+        check_case(tasks_dir, c, false);
         cases++;
     }
     CHECK_INT_EQ(cases, sdist ? 12 : 6);
+    cases = 0;
+    cJSON_ArrayForEach(
+        c, item(expected, sdist ? "generative_formatting" : "local_generative_formatting")) {
+        check_case(tasks_dir, c, true);
+        cases++;
+    }
+    CHECK_INT_EQ(cases, sdist ? 5 : 3);
     if (sdist) check_lite(tasks_dir);
     free(tasks_dir);
     cJSON_Delete(expected);
