@@ -4,7 +4,8 @@
  * "max_gen_toks" and "filter"), or the error's message on stderr with its exit status. Usage:
  * lm_eval_task_dump TASK.yaml [NUM_FEWSHOT (-1: the YAML's) [LIMIT [RESPONSES.json]]]; with
  * RESPONSES (a list per example of generated texts) each example also has "scored": [[filtered
- * answer, exact_match], ...] from em_generation_score. The lead can replace it with `evalmesh
+ * answer, exact_match], ...] from em_generation_score, and the task has "results": per round
+ * of responses (every example's k-th) its results document. The lead can replace it with `evalmesh
  * eval` once the command exists. */
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -12,6 +13,7 @@
 
 #include "stages/kinds/support/lm_eval_task.h"
 #include "stages/tasks/generation_scoring.h"
+#include "stages/tasks/task_results.h"
 #include "util/regular_file.h"
 
 static const char *output_name(em_task_output output) {
@@ -20,16 +22,20 @@ static const char *output_name(em_task_output output) {
                                              : "generate_until";
 }
 
-/* "scored" of example i: each of its responses filtered and scored. */
-static em_status score_responses(const em_task *task, const em_task_example *ex,
-                                 const cJSON *responses, cJSON *e) {
+/* "scored" of example i: each of its responses filtered and scored; outcomes[k * examples + i]
+ * the outcome of its k-th response. */
+static em_status score_responses(const em_task *task, size_t i, const cJSON *responses, cJSON *e,
+                                 em_example_outcome *outcomes) {
     cJSON *scored = cJSON_AddArrayToObject(e, "scored");
     const cJSON *r;
+    size_t k = 0;
     cJSON_ArrayForEach(r, responses) {
         char *answer;
         em_example_outcome outcome;
-        em_status err = em_generation_score(task, ex, r->valuestring, &answer, &outcome);
+        em_status err =
+            em_generation_score(task, &task->examples[i], r->valuestring, &answer, &outcome);
         if (err) return err;
+        outcomes[k++ * task->example_count + i] = outcome;
         cJSON *pair = cJSON_CreateArray();
         cJSON_AddItemToArray(pair, cJSON_CreateString(answer));
         cJSON_AddItemToArray(pair, cJSON_CreateNumber(outcome.exact_match));
@@ -75,6 +81,8 @@ int main(int argc, char **argv) {
     cJSON_AddNumberToObject(out, "metrics", task->metrics);
     cJSON_AddNumberToObject(out, "num_fewshot", task->num_fewshot);
     cJSON *examples = cJSON_AddArrayToObject(out, "examples");
+    size_t rounds = responses ? (size_t)cJSON_GetArraySize(cJSON_GetArrayItem(responses, 0)) : 0;
+    em_example_outcome *outcomes = em_xcalloc(rounds * task->example_count + 1, sizeof *outcomes);
     for (size_t i = 0; i < task->example_count; i++) {
         const em_task_example *ex = &task->examples[i];
         cJSON *e = cJSON_CreateObject();
@@ -90,8 +98,18 @@ int main(int argc, char **argv) {
         cJSON_AddItemToObject(e, "doc_json", cJSON_Parse(ex->doc_json));
         cJSON_AddItemToArray(examples, e);
         if (responses && !err)
-            err = score_responses(task, ex, cJSON_GetArrayItem(responses, (int)i), e);
+            err = score_responses(task, i, cJSON_GetArrayItem(responses, (int)i), e, outcomes);
     }
+    /* per round of responses (the k-th of every example): the task's results document */
+    cJSON *results = rounds ? cJSON_AddArrayToObject(out, "results") : NULL;
+    for (size_t k = 0; !err && k < rounds; k++) {
+        em_task_result result;
+        em_task_result_of(task, outcomes + k * task->example_count, &result);
+        char *json = em_task_results_json(&result, 1, NULL, 0);
+        cJSON_AddItemToArray(results, cJSON_Parse(json));
+        free(json);
+    }
+    free(outcomes);
     cJSON_Delete(responses);
     if (err) {
         fprintf(stderr, "%s\n", err->message);

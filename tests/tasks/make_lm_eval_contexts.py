@@ -46,20 +46,29 @@ def responses_for(target):
 
 def score_generations(task, docs, examples):
     """lm-eval's own filters (apply_filters) and process_results on responses_for each document:
-    [response, filtered answer, exact_match] per response."""
+    [response, filtered answer, exact_match] per response; per round (every document's k-th
+    response) the task's exact_match with lm-eval's mean and mean_stderr, keyed as its results
+    are ("exact_match,<filter>")."""
+    from lm_eval.api.metrics import mean, mean_stderr
     (name,) = {f.name for f in task._filters}
     rounds = {doc_id: responses_for(ex["continuations"][0]) for doc_id, ex in examples.items()}
     for doc_id, ex in examples.items():
         ex["responses"] = []
+    results = []
     for k in range(len(next(iter(rounds.values())))):
         for inst in task.instances:
             inst.resps = [rounds[inst.doc_id][k]]
         task.apply_filters()
-        for inst in task.instances:
+        scores = []
+        for inst in sorted(task.instances, key=lambda i: i.doc_id):
             answer = inst.filtered_resps[name]
             score = task.process_results(docs[inst.doc_id], [answer])["exact_match"]
             examples[inst.doc_id]["responses"].append([rounds[inst.doc_id][k], answer,
                                                        float(score)])
+            scores.append(score)
+        results.append({f"exact_match,{name}": float(mean(scores)),
+                        f"exact_match_stderr,{name}": float(mean_stderr(scores))})
+    return results
 
 
 def main():
@@ -109,10 +118,11 @@ def main():
                 ex["gold"] = choices.index(gold) if isinstance(gold, str) else gold
             else:
                 ex["gold"] = 0
+        case = {"task": name, "num_fewshot": shots,
+                "examples": [examples[k] for k in sorted(examples)]}
         if task.OUTPUT_TYPE == "generate_until":
-            score_generations(task, docs, examples)
-        cases.append({"task": name, "num_fewshot": shots,
-                      "examples": [examples[k] for k in sorted(examples)]})
+            case["results"] = score_generations(task, docs, examples)
+        cases.append(case)
     with open(os.path.join(DATA, "expected.json"), "w", encoding="utf-8") as f:
         json.dump({"lm_eval": "0.4.13", "fewshot_seed": 1234, "cases": cases}, f,
                   ensure_ascii=False, indent=1)

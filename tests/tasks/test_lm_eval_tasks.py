@@ -5,7 +5,8 @@ em_lm_eval_task_load).
              make_lm_eval_contexts.py) gives the same contexts, continuations and gold index
              byte for byte; --limit keeps the first documents' few-shot draws. A generate_until
              case also gives lm-eval's until and max_gen_toks, and for each of its responses
-             the filtered answer and exact_match lm-eval's own filters and process_results gave.
+             the filtered answer and exact_match lm-eval's own filters and process_results gave,
+             and per round of responses exact_match with its mean_stderr, keyed by the filter.
   bad_input: each YAML of data/lm_eval_bad exits 2 with its message, naming where."""
 import json
 import os
@@ -58,6 +59,17 @@ def check_contexts(driver):
                 if (got_answer, got_score) != (answer, score):
                     print(f"{case['task']} doc {w['doc']}: response {response!r}: evalmesh "
                           f"{got_answer!r} {got_score}, lm-eval {answer!r} {score}")
+                    failures += 1
+        for k, w in enumerate(case.get("results", [])):
+            (filtered,) = [key for key in w if "_stderr" not in key]
+            entry = task["results"][k]["results"][case["task"]]
+            for key, value in w.items():
+                compared += 1
+                ok = key in entry and (entry[key] == value if key == filtered
+                                       else abs(entry[key] - value) <= 1e-12)
+                if not ok:
+                    print(f"{case['task']} round {k}: {key}: evalmesh {entry.get(key)!r}, "
+                          f"lm-eval {value!r}")
                     failures += 1
         if len(got) != len(want):
             print(f"{case['task']} {shots}: {len(got)} examples, lm-eval has {len(want)}")
