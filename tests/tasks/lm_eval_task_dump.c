@@ -4,7 +4,8 @@
  * "max_gen_toks" and "filter"), or the error's message on stderr with its exit status. Usage:
  * lm_eval_task_dump TASK.yaml [NUM_FEWSHOT (-1: the YAML's) [LIMIT [RESPONSES.json]]]; with
  * RESPONSES (a list per example of generated texts) each example also has "scored": [[filtered
- * answer, exact_match], ...] from em_generation_score, and the task has "results": per round
+ * answer, exact_match], ...] from em_generation_score and "sample" (the samples-file line of
+ * its first response), and the task has "results": per round
  * of responses (every example's k-th) its results document. The lead can replace it with `evalmesh
  * eval` once the command exists. */
 #include <cjson/cJSON.h>
@@ -40,6 +41,12 @@ static em_status score_responses(const em_task *task, size_t i, const cJSON *res
         cJSON_AddItemToArray(pair, cJSON_CreateString(answer));
         cJSON_AddItemToArray(pair, cJSON_CreateNumber(outcome.exact_match));
         cJSON_AddItemToArray(scored, pair);
+        if (k == 1) { /* the samples-file line of the first response */
+            char *line = em_task_generation_sample_json(task, &task->examples[i], r->valuestring,
+                                                        answer, &outcome);
+            cJSON_AddItemToObject(e, "sample", cJSON_Parse(line));
+            free(line);
+        }
         free(answer);
     }
     return NULL;

@@ -53,6 +53,17 @@ def check_contexts(driver):
                           f"lm-eval {w[key]!r}")
                     failures += 1
         for g, w in zip(got, want) if generative else []:
+            # the samples-file line of the first response: lm-eval's request, response, answer
+            sample = g["sample"]
+            response, answer, score = w["responses"][0]
+            compared += 1
+            if (sample["doc_id"], sample["target"], sample["arguments"],
+                    sample["resps"], sample["filtered_resps"], sample["exact_match"]) != (
+                    w["doc"], w["continuations"][0],
+                    [[w["context"], {"until": w["until"], "max_gen_toks": w["max_gen_toks"]}]],
+                    [[response]], [answer], score):
+                print(f"{case['task']} doc {w['doc']}: samples line {sample!r}")
+                failures += 1
             for (response, answer, score), (got_answer, got_score) in zip(w["responses"],
                                                                           g["scored"]):
                 compared += 1
