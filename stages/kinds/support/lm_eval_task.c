@@ -2,7 +2,9 @@
  * (one row per TaskConfig key: read, accepted without effect, or refused), the documents of each
  * split are parsed line by line, and every example's context is built as lm-eval 0.4.13's
  * fewshot_context builds it: description + for each few-shot document (text + target_delimiter
- * + answer + fewshot_delimiter) + the document's text. */
+ * + answer + fewshot_delimiter) + the document's text. A generate_until task also reads its
+ * generation_kwargs (until, max_gen_toks; greedy only), its filter_list (one pipeline, from
+ * stages/tasks/output_filters.c's table) and exact_match's keyword arguments. */
 #include "stages/kinds/support/lm_eval_task.h"
 
 #include <cjson/cJSON.h>
