@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/text_buffer.h"
 #include "util/utf8.h"
 
 struct em_python_regex {
@@ -24,24 +25,6 @@ static locale_t utf8_locale(void) {
     static locale_t loc;
     if (!loc) loc = newlocale(LC_ALL_MASK, "C.UTF-8", (locale_t)0);
     return loc;
-}
-
-typedef struct out_buf {
-    char *s;
-    size_t len, cap;
-} out_buf;
-
-static void put(out_buf *b, const char *s, size_t n) {
-    if (b->len + n + 1 > b->cap) {
-        b->cap = (b->len + n + 1) * 2;
-        b->s = em_xrealloc(b->s, b->cap);
-    }
-    memcpy(b->s + b->len, s, n);
-    b->len += n;
-    b->s[b->len] = '\0';
-}
-static void puts_(out_buf *b, const char *s) {
-    put(b, s, strlen(s));
 }
 
 /* The byte length of the character at s (1 for a byte that is not valid UTF-8). */
@@ -89,11 +72,11 @@ static bool is_ascii_alnum(char c) {
 }
 
 /* One Python bracket class at p[*i] ('['): written as a POSIX bracket expression. */
-static em_status translate_class(const char *p, size_t *i, const char *what, out_buf *out) {
+static em_status translate_class(const char *p, size_t *i, const char *what, em_text_buffer *out) {
     size_t start = *i, k = *i + 1;
     bool negated = p[k] == '^';
     if (negated) k++;
-    out_buf ranges = {0}, singles = {0}, names = {0};
+    em_text_buffer ranges = {0}, singles = {0}, names = {0};
     bool close = false, dash = false, caret = false, open = false;
     size_t members = 0;
     em_status err = NULL;
@@ -108,7 +91,9 @@ static em_status translate_class(const char *p, size_t *i, const char *what, out
         if (p[k] == '\\') {
             char c = p[k + 1];
             if (c == 'd' || c == 's' || c == 'w') {
-                puts_(&names, c == 'd' ? "0-9" : c == 's' ? PYTHON_SPACE : "[:alnum:]_");
+                em_text_buffer_puts(&names, c == 'd'   ? "0-9"
+                                            : c == 's' ? PYTHON_SPACE
+                                                       : "[:alnum:]_");
                 members++;
                 k += 2;
                 continue;
@@ -159,9 +144,9 @@ static em_status translate_class(const char *p, size_t *i, const char *what, out
                 err = refuse(what, p, k - strlen(single), "a range out of order");
                 break;
             }
-            put(&ranges, single, 1);
-            put(&ranges, "-", 1);
-            put(&ranges, end, 1);
+            em_text_buffer_put(&ranges, single, 1);
+            em_text_buffer_put(&ranges, "-", 1);
+            em_text_buffer_put(&ranges, end, 1);
             members++;
             k = e;
             continue;
@@ -176,23 +161,23 @@ static em_status translate_class(const char *p, size_t *i, const char *what, out
         else if (single[0] == '[')
             open = true;
         else
-            puts_(&singles, single);
+            em_text_buffer_puts(&singles, single);
     }
     if (!err) {
         *i = k + 1;
         if (!negated && members == 1 && caret) {
-            puts_(out, "\\^");
+            em_text_buffer_puts(out, "\\^");
         } else {
             /* POSIX: ']' first, '-' last, '^' anywhere but first, '[' before no ':' '.' '=' */
-            puts_(out, negated ? "[^" : "[");
-            if (close) puts_(out, "]");
-            if (ranges.s) puts_(out, ranges.s);
-            if (singles.s) puts_(out, singles.s);
-            if (names.s) puts_(out, names.s);
-            if (open) puts_(out, "[");
-            if (caret) puts_(out, "^");
-            if (dash) puts_(out, "-");
-            puts_(out, "]");
+            em_text_buffer_puts(out, negated ? "[^" : "[");
+            if (close) em_text_buffer_puts(out, "]");
+            if (ranges.s) em_text_buffer_puts(out, ranges.s);
+            if (singles.s) em_text_buffer_puts(out, singles.s);
+            if (names.s) em_text_buffer_puts(out, names.s);
+            if (open) em_text_buffer_puts(out, "[");
+            if (caret) em_text_buffer_puts(out, "^");
+            if (dash) em_text_buffer_puts(out, "-");
+            em_text_buffer_puts(out, "]");
         }
     }
     free(ranges.s);
@@ -203,7 +188,7 @@ static em_status translate_class(const char *p, size_t *i, const char *what, out
 
 /* Python's {m}, {m,}, {,n}, {m,n} at p[*i] ('{'): written as a POSIX interval; false when it is
  * no quantifier (then '{' is a literal). */
-static bool translate_interval(const char *p, size_t *i, out_buf *out) {
+static bool translate_interval(const char *p, size_t *i, em_text_buffer *out) {
     size_t k = *i + 1, lo = k;
     while (p[k] >= '0' && p[k] <= '9') k++;
     size_t lo_end = k, hi = k, hi_end = k;
@@ -214,23 +199,23 @@ static bool translate_interval(const char *p, size_t *i, out_buf *out) {
         hi_end = k;
     }
     if (p[k] != '}' || k == *i + 1) return false;
-    puts_(out, "{");
+    em_text_buffer_puts(out, "{");
     if (lo_end > lo)
-        put(out, p + lo, lo_end - lo);
+        em_text_buffer_put(out, p + lo, lo_end - lo);
     else
-        puts_(out, "0");
+        em_text_buffer_puts(out, "0");
     if (comma) {
-        puts_(out, ",");
-        put(out, p + hi, hi_end - hi);
+        em_text_buffer_puts(out, ",");
+        em_text_buffer_put(out, p + hi, hi_end - hi);
     }
-    puts_(out, "}");
+    em_text_buffer_puts(out, "}");
     *i = k + 1;
     return true;
 }
 
 em_status em_python_regex_compile(const char *pattern, const char *what, em_python_regex **out) {
-    out_buf ere = {0};
-    puts_(&ere, "");
+    em_text_buffer ere = {0};
+    em_text_buffer_puts(&ere, "");
     size_t *kinds = NULL, posix = 0, python = 0; /* kinds[g]: Python group number, 0 hidden */
     em_status err = NULL;
     bool dollar = false, dotall = strncmp(pattern, "(?s)", 4) == 0;
@@ -246,11 +231,11 @@ em_status em_python_regex_compile(const char *pattern, const char *what, em_pyth
                     "[0-9]",        "[^0-9]",       "[" PYTHON_SPACE "]", "[^" PYTHON_SPACE "]",
                     "[[:alnum:]_]", "[^[:alnum:]_]"};
                 static const char kinds[] = "dDsSwW";
-                puts_(&ere, classes[strchr(kinds, e) - kinds]);
+                em_text_buffer_puts(&ere, classes[strchr(kinds, e) - kinds]);
                 i += 2;
             } else if (control_escape(e)) {
                 char lit = control_escape(e);
-                put(&ere, &lit, 1);
+                em_text_buffer_put(&ere, &lit, 1);
                 i += 2;
             } else if (is_ascii_alnum(e)) {
                 err = refuse(what, pattern, i,
@@ -259,8 +244,8 @@ em_status em_python_regex_compile(const char *pattern, const char *what, em_pyth
                                                    : "this escape is not supported");
             } else {
                 size_t n = char_len(pattern + i + 1);
-                if (strchr(".[]{}()*+?|^$\\", e)) puts_(&ere, "\\");
-                put(&ere, pattern + i + 1, n);
+                if (strchr(".[]{}()*+?|^$\\", e)) em_text_buffer_puts(&ere, "\\");
+                em_text_buffer_put(&ere, pattern + i + 1, n);
                 i += 1 + n;
             }
             continue;
@@ -282,19 +267,19 @@ em_status em_python_regex_compile(const char *pattern, const char *what, em_pyth
             }
             kinds = em_xrealloc(kinds, (posix + 1) * sizeof *kinds);
             kinds[posix++] = hidden ? 0 : ++python;
-            puts_(&ere, "(");
+            em_text_buffer_puts(&ere, "(");
             i += hidden ? 3 : 1;
             continue;
         }
         if (c == '*' || c == '+' || c == '?' || c == '{') {
             if (c == '{') {
                 if (!translate_interval(pattern, &i, &ere)) {
-                    puts_(&ere, "\\{");
+                    em_text_buffer_puts(&ere, "\\{");
                     i++;
                     continue;
                 }
             } else {
-                put(&ere, &c, 1);
+                em_text_buffer_put(&ere, &c, 1);
                 i++;
             }
             if (pattern[i] == '?' || pattern[i] == '+')
@@ -303,17 +288,17 @@ em_status em_python_regex_compile(const char *pattern, const char *what, em_pyth
             continue;
         }
         if (c == '.') {
-            puts_(&ere, dotall ? "." : "[^\n]");
+            em_text_buffer_puts(&ere, dotall ? "." : "[^\n]");
             i++;
             continue;
         }
         if (c == '}') {
-            puts_(&ere, "\\}");
+            em_text_buffer_puts(&ere, "\\}");
             i++;
             continue;
         }
         size_t n = char_len(pattern + i);
-        put(&ere, pattern + i, n);
+        em_text_buffer_put(&ere, pattern + i, n);
         i += n;
     }
     em_python_regex *re = NULL;
@@ -419,16 +404,16 @@ bool em_python_regex_next(const em_python_regex *re, const char *text, em_regex_
 }
 
 char *em_python_regex_remove(const em_python_regex *re, const char *text) {
-    out_buf out = {0};
-    puts_(&out, "");
+    em_text_buffer out = {0};
+    em_text_buffer_puts(&out, "");
     em_regex_cursor cursor = {0};
     em_regex_span *spans = em_xmalloc((re->python_groups + 1) * sizeof *spans);
     size_t kept = 0;
     while (em_python_regex_next(re, text, &cursor, spans)) {
-        put(&out, text + kept, (size_t)spans[0].start - kept);
+        em_text_buffer_put(&out, text + kept, (size_t)spans[0].start - kept);
         kept = (size_t)spans[0].end;
     }
-    puts_(&out, text + kept);
+    em_text_buffer_puts(&out, text + kept);
     free(spans);
     return out.s;
 }

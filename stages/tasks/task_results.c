@@ -160,12 +160,32 @@ char *em_task_results_json(const em_task_result *results, size_t count,
     return copy;
 }
 
-char *em_task_sample_json(const em_task *task, const em_task_example *example,
-                          const em_example_scores *scores, const em_example_outcome *outcome) {
+/* A samples line's first fields: doc_id and the document. */
+static cJSON *start_sample(const em_task_example *example) {
     cJSON *line = cJSON_CreateObject();
     cJSON_AddNumberToObject(line, "doc_id", (double)example->doc_index);
     cJSON *doc = example->doc_json ? cJSON_Parse(example->doc_json) : NULL;
     cJSON_AddItemToObject(line, "doc", doc ? doc : cJSON_CreateNull());
+    return line;
+}
+
+/* A samples line's last fields, the task's metric values, and its text (malloc'd). */
+static char *finish_sample(const em_task *task, const em_example_outcome *outcome, cJSON *line) {
+    for (size_t r = 0; r < em_task_metric_row_count; r++) {
+        const em_task_metric_row *row = &em_task_metric_rows[r];
+        if (task->metrics & row->flag)
+            cJSON_AddNumberToObject(line, row->name, row->value(outcome));
+    }
+    char *text = cJSON_PrintUnformatted(line);
+    cJSON_Delete(line);
+    char *copy = em_xstrdup(text);
+    cJSON_free(text);
+    return copy;
+}
+
+char *em_task_sample_json(const em_task *task, const em_task_example *example,
+                          const em_example_scores *scores, const em_example_outcome *outcome) {
+    cJSON *line = start_sample(example);
     if (task->output == EM_TASK_LOGLIKELIHOOD) /* lm-eval: the target text */
         cJSON_AddStringToObject(line, "target", example->choices[0]);
     else if (example->gold >= 0)
@@ -185,25 +205,13 @@ char *em_task_sample_json(const em_task *task, const em_task_example *example,
         cJSON_AddItemToArray(resps, resp);
     }
     cJSON_AddNumberToObject(line, "prediction", outcome->prediction);
-    for (size_t r = 0; r < em_task_metric_row_count; r++) {
-        const em_task_metric_row *row = &em_task_metric_rows[r];
-        if (task->metrics & row->flag)
-            cJSON_AddNumberToObject(line, row->name, row->value(outcome));
-    }
-    char *text = cJSON_PrintUnformatted(line);
-    cJSON_Delete(line);
-    char *copy = em_xstrdup(text);
-    cJSON_free(text);
-    return copy;
+    return finish_sample(task, outcome, line);
 }
 
 char *em_task_generation_sample_json(const em_task *task, const em_task_example *example,
                                      const char *generated, const char *answer,
                                      const em_example_outcome *outcome) {
-    cJSON *line = cJSON_CreateObject();
-    cJSON_AddNumberToObject(line, "doc_id", (double)example->doc_index);
-    cJSON *doc = example->doc_json ? cJSON_Parse(example->doc_json) : NULL;
-    cJSON_AddItemToObject(line, "doc", doc ? doc : cJSON_CreateNull());
+    cJSON *line = start_sample(example);
     if (example->choice_count == 1)
         cJSON_AddStringToObject(line, "target", example->choices[0]);
     else
@@ -227,14 +235,5 @@ char *em_task_generation_sample_json(const em_task *task, const em_task_example 
     cJSON *filtered = cJSON_AddArrayToObject(line, "filtered_resps");
     cJSON_AddItemToArray(filtered, cJSON_CreateString(answer));
     cJSON_AddStringToObject(line, "filter", filter_of(task));
-    for (size_t r = 0; r < em_task_metric_row_count; r++) {
-        const em_task_metric_row *row = &em_task_metric_rows[r];
-        if (task->metrics & row->flag)
-            cJSON_AddNumberToObject(line, row->name, row->value(outcome));
-    }
-    char *text = cJSON_PrintUnformatted(line);
-    cJSON_Delete(line);
-    char *copy = em_xstrdup(text);
-    cJSON_free(text);
-    return copy;
+    return finish_sample(task, outcome, line);
 }
