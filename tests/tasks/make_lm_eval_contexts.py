@@ -32,6 +32,7 @@ CASES = [
     ("gsm_like", None),
     ("gsm_like", 0),
     ("gen_choice", None),
+    ("gen_defaults", None),
 ]
 
 
@@ -102,7 +103,9 @@ def main():
             assert ex["context"] == inst.arguments[0]
             if task.OUTPUT_TYPE == "generate_until":
                 kwargs = inst.arguments[1]
-                ex["until"] = kwargs["until"]
+                # a string is one stop sequence (lm_eval/models/utils.py handle_stop_sequences)
+                until = kwargs["until"]
+                ex["until"] = [until] if isinstance(until, str) else until
                 ex["max_gen_toks"] = kwargs.get("max_gen_toks", 256)
                 gold = task.doc_to_target(docs[doc_id])
                 if task.config.doc_to_choice is not None:
