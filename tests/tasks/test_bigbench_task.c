@@ -16,6 +16,7 @@
 #include "expected_json.h"
 #include "stages/tasks/bigbench_catalog.h"
 #include "stages/tasks/bigbench_task.h"
+#include "stages/tasks/generation_scoring.h"
 #include "test.h"
 #include "util/sha256.h"
 
@@ -141,6 +142,46 @@ static void check_lite(const char *tasks_dir) {
     CHECK_INT_EQ(loaded, 47);
 }
 
+/* gen_tiny's texts scored through em_generation_score: its stop_string "\n" and output_regex
+ * [-+]?\d+ applied (json_task.py's postprocess_output), then matched against the targets. */
+static void check_generation_scoring(const char *tasks_dir) {
+    char *path = em_xasprintf("%s/gen_tiny", tasks_dir);
+    em_bigbench_options options = {.generative = true};
+    em_task **tasks;
+    size_t count;
+    em_status err = em_bigbench_load(path, &options, &tasks, &count);
+    CHECK(err == NULL && count == 1);
+    if (err) return;
+    const em_task_example *four = &tasks[0]->examples[1]; /* "2 + 2": "4" or "four" */
+    CHECK_STR_EQ(four->choices[1], "four");
+    em_generation_request request;
+    em_generation_request_of(tasks[0], four, &request);
+    CHECK_INT_EQ(request.until_count, 0);
+    CHECK_INT_EQ(request.max_gen_toks, 256);
+    CHECK(request.context == four->context);
+    static const struct {
+        const char *generated, *answer;
+        double score;
+    } cases[] = {
+        {" 4\nQ: 3 + 4\nA: 7", "4", 1}, /* cut after the stop string, then the number */
+        {"\n4", "4", 1},                /* a stop string at the start does not cut */
+        {" four", "", 0},               /* no number: "" */
+        {"+4 and 5", "+4", 0},          /* the regex keeps the sign; "+4" is no target */
+        {"44", "44", 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *answer = NULL;
+        em_example_outcome outcome;
+        CHECK(em_generation_score(tasks[0], four, cases[i].generated, &answer, &outcome) == NULL);
+        CHECK_STR_EQ(answer, cases[i].answer);
+        CHECK(outcome.exact_match == cases[i].score);
+        free(answer);
+    }
+    em_task_free(tasks[0]);
+    free(tasks);
+    free(path);
+}
+
 int main(int argc, char **argv) {
     bool sdist = argc > 1 && strcmp(argv[1], "sdist") == 0;
     cJSON *expected = expected_json("bigbench_expected.json");
@@ -161,6 +202,7 @@ int main(int argc, char **argv) {
         cases++;
     }
     CHECK_INT_EQ(cases, sdist ? 5 : 3);
+    if (!sdist) check_generation_scoring(tasks_dir);
     if (sdist) check_lite(tasks_dir);
     free(tasks_dir);
     cJSON_Delete(expected);
