@@ -62,21 +62,9 @@ static em_status apply_regex(const em_filter_step *step, char **text) {
     return err;
 }
 
-static em_status apply_strip(const em_filter_step *step, char **text) {
-    (void)step;
-    replace(text, em_python_strip(*text));
-    return NULL;
-}
-
-static em_status apply_lower(const em_filter_step *step, char **text) {
-    (void)step;
-    replace(text, em_python_lower(*text));
-    return NULL;
-}
-
-static em_status apply_upper(const em_filter_step *step, char **text) {
-    (void)step;
-    replace(text, em_python_upper(*text));
+/* A filter that maps the text through its row's Python str method. */
+static em_status apply_str_method(const em_filter_step *step, char **text) {
+    replace(text, step->row->str_method(*text));
     return NULL;
 }
 
@@ -91,9 +79,11 @@ static const char *const REGEX_PARAMS[] = {"regex_pattern", "group_select", "fal
 static const char *const NO_PARAMS[] = {NULL};
 
 const em_output_filter_row em_output_filter_rows[] = {
-    {"regex", REGEX_PARAMS, apply_regex},        {"remove_whitespace", NO_PARAMS, apply_strip},
-    {"lowercase", NO_PARAMS, apply_lower},       {"uppercase", NO_PARAMS, apply_upper},
-    {"take_first", NO_PARAMS, apply_take_first},
+    {"regex", REGEX_PARAMS, apply_regex, NULL},
+    {"remove_whitespace", NO_PARAMS, apply_str_method, em_python_strip},
+    {"lowercase", NO_PARAMS, apply_str_method, em_python_lower},
+    {"uppercase", NO_PARAMS, apply_str_method, em_python_upper},
+    {"take_first", NO_PARAMS, apply_take_first, NULL},
 };
 const size_t em_output_filter_row_count =
     sizeof em_output_filter_rows / sizeof em_output_filter_rows[0];

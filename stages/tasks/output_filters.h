@@ -30,6 +30,8 @@ typedef struct em_output_filter_row {
     const char *const *params; /* the keyword arguments it takes, NULL-terminated */
     /* *text replaced by the filter's output; an error is exit 4 (lm-eval raises there) */
     em_status (*apply)(const em_filter_step *step, char **text);
+    char *(*str_method)(const char *text); /* remove_whitespace, lowercase, uppercase: Python's
+                                              str.strip, str.lower, str.upper (python_str.h) */
 } em_output_filter_row;
 
 extern const em_output_filter_row em_output_filter_rows[];
