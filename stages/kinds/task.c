@@ -141,6 +141,14 @@ static em_status task_init(em_stage *self, const em_run_context *ctx) {
     };
     err = em_tasks_load((const char *const *)specs, list->count, &options, &st->tasks,
                         &st->task_count);
+    /* generate_until tasks are scored by stages/tasks/generation_scoring.c from the decoder's
+       text; this stage scores log-likelihoods */
+    for (size_t i = 0; !err && i < st->task_count; i++)
+        if (st->tasks[i]->output == EM_TASK_GENERATE_UNTIL)
+            err = em_error_new(EM_EXIT_BAD_INPUT,
+                               "task '%s' is generate_until, which needs greedy decoding; this "
+                               "build's task stage scores multiple_choice and loglikelihood tasks",
+                               st->tasks[i]->name);
     if (err) {
         const em_map_entry *e = em_node_get_entry(self->options, "tasks");
         err = em_error_prefix_at(err, e ? e->value->mark : self->mark, "stage '%s'", self->name);

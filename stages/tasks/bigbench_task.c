@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <xxhash.h>
 
+#include "stages/tasks/bigbench_generation.h"
 #include "stages/tasks/mt19937.h"
 #include "util/log.h"
 #include "util/regular_file.h"
@@ -176,29 +177,34 @@ static em_status example_error(const char *file, const char *task, size_t index,
 
 /* default_format_fn for the example at index of the file: checks its fields and fills s. */
 static em_status format_sample(const char *file, const char *task, const bigbench_format *fmt,
-                               bool needs_target, const cJSON *ex, size_t index,
+                               bool needs_target, bool generative, const cJSON *ex, size_t index,
                                bigbench_sample *s) {
     *s = (bigbench_sample){.doc_index = index, .json = ex};
     const cJSON *input = field(ex, "input"), *scores = field(ex, "target_scores");
     const cJSON *target = field(ex, "target");
     if (!cJSON_IsString(input))
         return example_error(file, task, index, "'input'", "must be a string");
-    if (!cJSON_IsObject(scores) || !scores->child)
+    if (generative) { /* a generative task: "target" alone is read */
+        scores = NULL;
+        if (!target)
+            return example_error(file, task, index, "'target'",
+                                 "is missing (the task has generative metrics)");
+    } else if (!cJSON_IsObject(scores) || !scores->child)
         return example_error(file, task, index, "'target_scores'",
                              "must be an object of choices and their scores");
     if (needs_target && !target)
         return example_error(file, task, index, "'target'",
                              "is missing (the task has generative or log_likelihood metrics)");
-    for (const cJSON *c = scores->child; c; c = c->next) {
+    for (const cJSON *c = scores ? scores->child : NULL; c; c = c->next) {
         if (!cJSON_IsNumber(c))
             return example_error(file, task, index, "'target_scores'",
                                  "must map every choice to a number");
         s->choice_count++;
     }
-    s->choices = em_xmalloc(s->choice_count * sizeof *s->choices);
-    s->scores = em_xmalloc(s->choice_count * sizeof *s->scores);
+    s->choices = em_xmalloc((s->choice_count ? s->choice_count : 1) * sizeof *s->choices);
+    s->scores = em_xmalloc((s->choice_count ? s->choice_count : 1) * sizeof *s->scores);
     size_t best = 0, i = 0;
-    for (const cJSON *c = scores->child; c; c = c->next, i++) {
+    for (const cJSON *c = scores ? scores->child : NULL; c; c = c->next, i++) {
         s->choices[i] = c->string;
         s->scores[i] = c->valuedouble;
         if (s->scores[i] > s->scores[best]) best = i;
@@ -228,7 +234,7 @@ static em_status format_sample(const char *file, const char *task, const bigbenc
     }
     const char *text = input->valuestring;
     char *with_choices = NULL;
-    if (fmt->append_choices) {
+    if (fmt->append_choices && !generative) {
         /* rng.permutation(sorted(choices)) with a fresh RandomState(42) */
         const char **sorted = em_xmalloc(s->choice_count * sizeof *sorted);
         memcpy(sorted, s->choices, s->choice_count * sizeof *sorted);
@@ -449,6 +455,41 @@ static em_status read_metrics(const cJSON *data, const char *file, const char *t
     return NULL;
 }
 
+/* A generative task's scoring: exact_str_match (the other generative metrics are refused), the
+ * output_regex and stop_string of its task.json (json_task.py: the default regex when it has
+ * neither), BIG-bench's max_length of 256 tokens generated and 256 characters kept; no stop
+ * strings for the decoder (postprocess_output cuts at stop_string only past the first
+ * character). */
+static em_status read_generation(const cJSON *data, const char *file, const char *task,
+                                 const char *metrics, em_task_generation *g) {
+    bool exact = false;
+    for (const cJSON *m = field(data, "metrics")->child; m; m = m->next)
+        exact |= strcmp(m->valuestring, "exact_str_match") == 0;
+    if (!exact)
+        return em_error_new(EM_EXIT_BAD_INPUT,
+                            "%s: task '%s' is scored by %s; evalmesh computes BIG-bench's "
+                            "exact_str_match of generative tasks only",
+                            file, task, metrics);
+    const cJSON *regex = field(data, "output_regex"), *stop = field(data, "stop_string");
+    if ((regex && !cJSON_IsString(regex)) || (stop && !cJSON_IsString(stop)))
+        return field_error(file, task,
+                           regex && !cJSON_IsString(regex) ? "output_regex" : "stop_string",
+                           "must be a string");
+    g->max_gen_toks = EM_BIGBENCH_MAX_LENGTH;
+    g->max_length = EM_BIGBENCH_MAX_LENGTH;
+    if (stop) g->stop_string = em_xstrdup(stop->valuestring);
+    const char *pattern = regex  ? regex->valuestring
+                          : stop ? NULL
+                                 : EM_BIGBENCH_DEFAULT_OUTPUT_REGEX;
+    if (pattern && *pattern) {
+        char *what = em_xasprintf("%s: task '%s': output_regex", file, task);
+        em_status err = em_bigbench_output_regex(pattern, what, &g->output_regex);
+        free(what);
+        if (err) return err;
+    }
+    return NULL;
+}
+
 /* The em_task of one task.json holding examples (a task, or one subtask of parent); *out NULL
  * and *kind TASK_GENERATIVE for a generative-only one. */
 static em_status load_examples(const cJSON *data, const char *file, const char *parent,
@@ -464,6 +505,7 @@ static em_status load_examples(const cJSON *data, const char *file, const char *
     bigbench_sample *samples = NULL;
     size_t *keep = NULL, kept = 0;
     bool needs_target = false;
+    em_task_generation generation = {0};
     em_status err = check_required(data, file, task);
     if (!err) err = read_metrics(data, file, task, kind, &needs_target, metrics);
     const cJSON *examples = field(data, "examples");
@@ -471,7 +513,9 @@ static em_status load_examples(const cJSON *data, const char *file, const char *
         err = field_error(file, task, "examples", "must be a list");
     if (!err && !cJSON_IsString(field(data, "preferred_score")))
         err = field_error(file, task, "preferred_score", "must be a string");
-    if (err || *kind == TASK_GENERATIVE) goto done;
+    bool generative = *kind == TASK_GENERATIVE;
+    if (err || (generative && !options->generative)) goto done;
+    if (generative && (err = read_generation(data, file, task, *metrics, &generation))) goto done;
     bigbench_format fmt = {
         .task_prefix = string_field(data, "task_prefix", "", file, task, &err),
         .input_prefix = string_field(data, "example_input_prefix", "\nQ: ", file, task, &err),
@@ -504,7 +548,7 @@ static em_status load_examples(const cJSON *data, const char *file, const char *
     const cJSON *ex = examples->child;
     for (size_t k = 0, doc = 0; k < kept && !err; ex = ex->next, doc++)
         if (doc == keep[k])
-            err = format_sample(file, task, &fmt, needs_target, ex, doc, &samples[k++]);
+            err = format_sample(file, task, &fmt, needs_target, generative, ex, doc, &samples[k++]);
     if (err) goto done;
     size_t *queries = em_xmalloc(kept * sizeof *queries), asked;
     char **contexts = em_xmalloc(kept * sizeof *contexts);
@@ -525,8 +569,10 @@ static em_status load_examples(const cJSON *data, const char *file, const char *
     task = NULL;
     t->version = em_xstrdup("1.0.0");
     t->format = EM_TASK_FORMAT_BIGBENCH;
-    t->output = EM_TASK_MULTIPLE_CHOICE;
-    t->metrics = EM_TASK_METRIC_MULTIPLE_CHOICE_GRADE;
+    t->output = generative ? EM_TASK_GENERATE_UNTIL : EM_TASK_MULTIPLE_CHOICE;
+    t->metrics = generative ? EM_TASK_METRIC_EXACT_STR_MATCH : EM_TASK_METRIC_MULTIPLE_CHOICE_GRADE;
+    t->generation = generation;
+    generation = (em_task_generation){0};
     t->num_fewshot = options->num_fewshot;
     t->absolute_normalization = truthy(field(data, "absolute_normalization"));
     t->examples = em_xcalloc(asked ? asked : 1, sizeof *t->examples);
@@ -542,6 +588,17 @@ static em_status load_examples(const cJSON *data, const char *file, const char *
         em_task_example *x = &t->examples[e++];
         x->doc_index = s->doc_index;
         x->context = concat((const char *[]){fmt.task_prefix, contexts[slot[k]]}, 2);
+        x->doc_json = cJSON_PrintUnformatted(s->json);
+        if (generative) { /* the targets, any of which the response may equal */
+            x->choice_count = s->target_count;
+            x->continuations = em_xmalloc(s->target_count * sizeof *x->continuations);
+            x->choices = em_xmalloc(s->target_count * sizeof *x->choices);
+            for (size_t c = 0; c < s->target_count; c++) {
+                x->continuations[c] = em_xstrdup(s->targets[c]);
+                x->choices[c] = em_xstrdup(s->targets[c]);
+            }
+            continue;
+        }
         x->choice_count = s->choice_count;
         x->continuations = em_xmalloc(s->choice_count * sizeof *x->continuations);
         x->choices = em_xmalloc(s->choice_count * sizeof *x->choices);
@@ -555,7 +612,6 @@ static em_status load_examples(const cJSON *data, const char *file, const char *
         }
         for (size_t c = 0; c < s->choice_count; c++) tied += s->scores[c] == s->scores[best];
         x->gold = tied == 1 ? (int)best : -1;
-        x->doc_json = cJSON_PrintUnformatted(s->json);
     }
     for (size_t q = 0; q < asked; q++) free(contexts[q]);
     free(slot);
@@ -563,6 +619,7 @@ static em_status load_examples(const cJSON *data, const char *file, const char *
     free(queries);
     *out = t;
 done:
+    em_task_generation_clear(&generation);
     for (i = 0; samples && i < kept; i++) sample_clear(&samples[i]);
     free(samples);
     free(keep);

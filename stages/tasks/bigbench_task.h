@@ -5,8 +5,9 @@
  * example_output_prefix), duplicate examples dropped, then make_nshot_dataset (few-shot examples
  * drawn from one RandomState(42), joined by few_shot_example_separator). The continuations are
  * the target_scores keys in the file's order, scored right after the prompt (no delimiter), as
- * json_task passes them to cond_log_prob. Only multiple-choice tasks (multiple_choice_grade) are
- * loaded; generative ones are refused. */
+ * json_task passes them to cond_log_prob. Generative-only tasks (exact_str_match) load with
+ * options->generative: the prompt without choices, the targets to match, the post-processing of
+ * bigbench_generation.h; otherwise they are refused. */
 #ifndef EVALMESH_TASKS_BIGBENCH_TASK_H
 #define EVALMESH_TASKS_BIGBENCH_TASK_H
 
@@ -20,6 +21,8 @@ typedef struct em_bigbench_options {
     size_t limit;    /* 0: every example; N: the examples BIG-bench evaluates with
                         max_examples = N, for each task or subtask (for 0 shots a random N of
                         them, for few shots the first N queries it draws) */
+    bool generative; /* generative-only tasks load as generate_until tasks scored by
+                        exact_str_match (else they are refused, or left out of a folder) */
 } em_bigbench_options;
 
 /* Loads the task at path (a task.json, or the folder holding it). A task.json without examples

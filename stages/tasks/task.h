@@ -10,6 +10,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "stages/tasks/exact_match.h"
+#include "stages/tasks/output_filters.h"
+#include "stages/tasks/python_regex.h"
 #include "util/error.h"
 
 /* Whose prompt and scoring rules a task follows. */
@@ -22,6 +25,8 @@ typedef enum em_task_format {
 typedef enum em_task_output {
     EM_TASK_MULTIPLE_CHOICE, /* one request per choice; acc, acc_norm, ... */
     EM_TASK_LOGLIKELIHOOD,   /* one request (the target); loglikelihood, perplexity, acc (greedy) */
+    EM_TASK_GENERATE_UNTIL,  /* one greedy generation; exact_match (lm-eval: after its filter) or
+                                exact_str_match (BIG-bench: after its post-processing) */
 } em_task_output;
 
 /* Metrics a task can ask for (its metric_list, or BIG-bench's preferred score). */
@@ -33,6 +38,7 @@ enum {
     EM_TASK_METRIC_EXACT_MATCH = 1u << 4,           /* the gold continuation is the greedy one */
     EM_TASK_METRIC_LOGLIKELIHOOD = 1u << 5,         /* loglikelihood: the target's sum */
     EM_TASK_METRIC_PERPLEXITY = 1u << 6,            /* loglikelihood: exp(-mean of the sums) */
+    EM_TASK_METRIC_EXACT_STR_MATCH = 1u << 7,       /* BIG-bench: the response is a target */
 };
 
 typedef struct em_task_example {
@@ -42,12 +48,29 @@ typedef struct em_task_example {
                               target_delimiter + choice, for BIG-bench the choice as json_task
                               scores it */
     char **choices;        /* choice_count: the choices as the task names them (for acc_norm's
-                              length and the samples file) */
+                              length and the samples file); generate_until: the targets, any of
+                              which a response may match (continuations: the same strings) */
     size_t choice_count;   /* >= 1 */
     int gold;              /* index of the correct choice; -1 when only target_scores say */
     double *target_scores; /* choice_count BIG-bench target scores, or NULL */
     char *doc_json;        /* the document as one JSON object, for the samples file */
 } em_task_example;
+
+/* How a generate_until task asks for its text and scores it. */
+typedef struct em_task_generation {
+    char **until; /* stop strings: the text ends before the first of them (lm-eval's until; the
+                     model's EOS stops it too) */
+    size_t until_count;
+    int max_gen_toks; /* the most tokens generated */
+    /* lm-eval: the filter_list entry (its one pipeline) and exact_match's keyword arguments */
+    em_filter_pipeline filter;
+    em_exact_match_options exact_match;
+    /* BIG-bench: postprocess_output's max_length (characters), stop_string (NULL: none) and
+       output_regex (NULL: none) */
+    size_t max_length;
+    char *stop_string;
+    em_python_regex *output_regex;
+} em_task_generation;
 
 typedef struct em_task {
     char *name;
@@ -57,13 +80,15 @@ typedef struct em_task {
     em_task_output output;
     unsigned metrics; /* EM_TASK_METRIC_* */
     int num_fewshot;
-    bool absolute_normalization; /* BIG-bench: choices are ranked by their log-likelihood sums as
-                                    they are, not normalized over the choices */
-    em_task_example *examples;   /* in document order */
+    bool absolute_normalization;   /* BIG-bench: choices are ranked by their log-likelihood sums as
+                                      they are, not normalized over the choices */
+    em_task_generation generation; /* EM_TASK_GENERATE_UNTIL */
+    em_task_example *examples;     /* in document order */
     size_t example_count;
 } em_task;
 
 void em_task_free(em_task *task);
 void em_task_example_clear(em_task_example *example);
+void em_task_generation_clear(em_task_generation *generation);
 
 #endif

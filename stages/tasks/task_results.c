@@ -71,15 +71,23 @@ void em_task_groups_of(const em_task_result *results, size_t count, em_task_grou
     }
 }
 
+/* The Filter of a task's metrics: an lm-eval generate_until task's filter_list name, else
+ * lm-eval's "none". */
+static const char *filter_of(const em_task *task) {
+    return task && task->output == EM_TASK_GENERATE_UNTIL && task->generation.filter.name
+               ? task->generation.filter.name
+               : "none";
+}
+
 /* The rows of one of lm-eval's tables: name, version and n-shot on a metric's first row. */
-static void print_rows(const char *name, const char *version, int shots,
+static void print_rows(const char *name, const char *version, const char *filter, int shots,
                        const em_task_metric_value *metrics, size_t count, FILE *out) {
     for (size_t i = 0; i < count; i++) {
         const em_task_metric_value *m = &metrics[i];
         const char *arrow = m->row->exp_of_negative_mean ? "↓" : "↑";
         char shot[16] = "";
         if (shots >= 0) snprintf(shot, sizeof shot, "%d", shots);
-        fprintf(out, "|%s|%s|none|%s|%s|%s|%.4f|±|", i ? "" : name, i ? "" : version, shot,
+        fprintf(out, "|%s|%s|%s|%s|%s|%s|%.4f|±|", i ? "" : name, i ? "" : version, filter, shot,
                 m->row->name, arrow, m->value);
         if (isnan(m->stderr_value))
             fprintf(out, "N/A|\n");
@@ -93,13 +101,13 @@ void em_task_results_print(const em_task_result *results, size_t count,
     fprintf(out, "|Tasks|Version|Filter|n-shot|Metric| |Value| |Stderr|\n");
     fprintf(out, "|-----|------:|------|-----:|------|---|-----:|---|-----:|\n");
     for (size_t t = 0; t < count; t++)
-        print_rows(results[t].task->name, results[t].task->version, results[t].task->num_fewshot,
-                   results[t].metrics, results[t].metric_count, out);
+        print_rows(results[t].task->name, results[t].task->version, filter_of(results[t].task),
+                   results[t].task->num_fewshot, results[t].metrics, results[t].metric_count, out);
     if (!group_count) return;
     fprintf(out, "\n|Groups|Version|Filter|n-shot|Metric| |Value| |Stderr|\n");
     fprintf(out, "|------|------:|------|------|------|---|-----:|---|-----:|\n");
     for (size_t g = 0; g < group_count; g++)
-        print_rows(groups[g].name, "", -1, groups[g].metrics, groups[g].metric_count, out);
+        print_rows(groups[g].name, "", "none", -1, groups[g].metrics, groups[g].metric_count, out);
 }
 
 /* A number, or the string "N/A" as lm-eval writes an undefined standard error. */
@@ -110,16 +118,16 @@ static void add_number(cJSON *obj, const char *key, double v) {
         cJSON_AddNumberToObject(obj, key, v);
 }
 
-/* An lm-eval results entry: alias, then "<metric>,none" and "<metric>_stderr,none". */
-static cJSON *add_entry(cJSON *parent, const char *name, const em_task_metric_value *metrics,
-                        size_t count) {
+/* An lm-eval results entry: alias, then "<metric>,<filter>" and "<metric>_stderr,<filter>". */
+static cJSON *add_entry(cJSON *parent, const char *name, const char *filter,
+                        const em_task_metric_value *metrics, size_t count) {
     cJSON *entry = cJSON_AddObjectToObject(parent, name);
     cJSON_AddStringToObject(entry, "alias", name);
     for (size_t i = 0; i < count; i++) {
         char key[96];
-        snprintf(key, sizeof key, "%s,none", metrics[i].row->name);
+        snprintf(key, sizeof key, "%s,%s", metrics[i].row->name, filter);
         add_number(entry, key, metrics[i].value);
-        snprintf(key, sizeof key, "%s_stderr,none", metrics[i].row->name);
+        snprintf(key, sizeof key, "%s_stderr,%s", metrics[i].row->name, filter);
         add_number(entry, key, metrics[i].stderr_value);
     }
     return entry;
@@ -130,10 +138,11 @@ char *em_task_results_json(const em_task_result *results, size_t count,
     cJSON *doc = cJSON_CreateObject();
     cJSON *res = cJSON_AddObjectToObject(doc, "results");
     for (size_t t = 0; t < count; t++)
-        add_entry(res, results[t].task->name, results[t].metrics, results[t].metric_count);
+        add_entry(res, results[t].task->name, filter_of(results[t].task), results[t].metrics,
+                  results[t].metric_count);
     cJSON *group_doc = cJSON_AddObjectToObject(doc, "groups");
     for (size_t g = 0; g < group_count; g++)
-        add_entry(group_doc, groups[g].name, groups[g].metrics, groups[g].metric_count);
+        add_entry(group_doc, groups[g].name, "none", groups[g].metrics, groups[g].metric_count);
     cJSON *shots = cJSON_AddObjectToObject(doc, "n-shot");
     cJSON *versions = cJSON_AddObjectToObject(doc, "versions");
     cJSON *samples = cJSON_AddObjectToObject(doc, "n-samples");
@@ -151,12 +160,32 @@ char *em_task_results_json(const em_task_result *results, size_t count,
     return copy;
 }
 
-char *em_task_sample_json(const em_task *task, const em_task_example *example,
-                          const em_example_scores *scores, const em_example_outcome *outcome) {
+/* A samples line's first fields: doc_id and the document. */
+static cJSON *start_sample(const em_task_example *example) {
     cJSON *line = cJSON_CreateObject();
     cJSON_AddNumberToObject(line, "doc_id", (double)example->doc_index);
     cJSON *doc = example->doc_json ? cJSON_Parse(example->doc_json) : NULL;
     cJSON_AddItemToObject(line, "doc", doc ? doc : cJSON_CreateNull());
+    return line;
+}
+
+/* A samples line's last fields, the task's metric values, and its text (malloc'd). */
+static char *finish_sample(const em_task *task, const em_example_outcome *outcome, cJSON *line) {
+    for (size_t r = 0; r < em_task_metric_row_count; r++) {
+        const em_task_metric_row *row = &em_task_metric_rows[r];
+        if (task->metrics & row->flag)
+            cJSON_AddNumberToObject(line, row->name, row->value(outcome));
+    }
+    char *text = cJSON_PrintUnformatted(line);
+    cJSON_Delete(line);
+    char *copy = em_xstrdup(text);
+    cJSON_free(text);
+    return copy;
+}
+
+char *em_task_sample_json(const em_task *task, const em_task_example *example,
+                          const em_example_scores *scores, const em_example_outcome *outcome) {
+    cJSON *line = start_sample(example);
     if (task->output == EM_TASK_LOGLIKELIHOOD) /* lm-eval: the target text */
         cJSON_AddStringToObject(line, "target", example->choices[0]);
     else if (example->gold >= 0)
@@ -176,14 +205,35 @@ char *em_task_sample_json(const em_task *task, const em_task_example *example,
         cJSON_AddItemToArray(resps, resp);
     }
     cJSON_AddNumberToObject(line, "prediction", outcome->prediction);
-    for (size_t r = 0; r < em_task_metric_row_count; r++) {
-        const em_task_metric_row *row = &em_task_metric_rows[r];
-        if (task->metrics & row->flag)
-            cJSON_AddNumberToObject(line, row->name, row->value(outcome));
-    }
-    char *text = cJSON_PrintUnformatted(line);
-    cJSON_Delete(line);
-    char *copy = em_xstrdup(text);
-    cJSON_free(text);
-    return copy;
+    return finish_sample(task, outcome, line);
+}
+
+char *em_task_generation_sample_json(const em_task *task, const em_task_example *example,
+                                     const char *generated, const char *answer,
+                                     const em_example_outcome *outcome) {
+    cJSON *line = start_sample(example);
+    if (example->choice_count == 1)
+        cJSON_AddStringToObject(line, "target", example->choices[0]);
+    else
+        cJSON_AddItemToObject(line, "target",
+                              cJSON_CreateStringArray((const char *const *)example->choices,
+                                                      (int)example->choice_count));
+    cJSON *request = cJSON_CreateArray();
+    cJSON_AddItemToArray(request, cJSON_CreateString(example->context));
+    cJSON *kwargs = cJSON_CreateObject();
+    cJSON_AddItemToObject(kwargs, "until",
+                          cJSON_CreateStringArray((const char *const *)task->generation.until,
+                                                  (int)task->generation.until_count));
+    cJSON_AddNumberToObject(kwargs, "max_gen_toks", task->generation.max_gen_toks);
+    cJSON_AddItemToArray(request, kwargs);
+    cJSON *arguments = cJSON_AddArrayToObject(line, "arguments");
+    cJSON_AddItemToArray(arguments, request);
+    cJSON *resps = cJSON_AddArrayToObject(line, "resps");
+    cJSON *resp = cJSON_CreateArray();
+    cJSON_AddItemToArray(resp, cJSON_CreateString(generated));
+    cJSON_AddItemToArray(resps, resp);
+    cJSON *filtered = cJSON_AddArrayToObject(line, "filtered_resps");
+    cJSON_AddItemToArray(filtered, cJSON_CreateString(answer));
+    cJSON_AddStringToObject(line, "filter", filter_of(task));
+    return finish_sample(task, outcome, line);
 }

@@ -1,8 +1,9 @@
 /* A task run's results as lm-evaluation-harness presents them: per task its metrics with their
  * standard errors, printed as lm-eval's table (Tasks, Version, Filter, n-shot, Metric, Value,
  * Stderr) and written as its results document ({"results": {task: {"acc,none": ...,
- * "acc_stderr,none": ...}}, "n-shot": ..., "versions": ..., "n-samples": ...}); and per example
- * one line of a samples file like lm-eval's --log_samples. */
+ * "acc_stderr,none": ...}}, "n-shot": ..., "versions": ..., "n-samples": ...}, where a
+ * generate_until task's filter name stands for none); and per example one line of a samples
+ * file like lm-eval's --log_samples. */
 #ifndef EVALMESH_TASKS_TASK_RESULTS_H
 #define EVALMESH_TASKS_TASK_RESULTS_H
 
@@ -56,5 +57,13 @@ char *em_task_results_json(const em_task_result *results, size_t count,
  * values. requests (choice_count) are the example's conditional ones. */
 char *em_task_sample_json(const em_task *task, const em_task_example *example,
                           const em_example_scores *scores, const em_example_outcome *outcome);
+
+/* One samples-file line (malloc'd JSON text, no newline) for a generate_until example, as
+ * lm-eval's --log_samples writes one: the document, its target (a list for several), the request
+ * (context, until, max_gen_toks), the generated text (resps), the filtered answer
+ * (filtered_resps), the filter's name and the metric values. */
+char *em_task_generation_sample_json(const em_task *task, const em_task_example *example,
+                                     const char *generated, const char *answer,
+                                     const em_example_outcome *outcome);
 
 #endif

@@ -75,6 +75,7 @@ const em_task_metric_row em_task_metric_rows[] = {
     {"acc_mutual_info", EM_TASK_METRIC_ACC_MUTUAL_INFO, acc_mutual_info, false},
     {"multiple_choice_grade", EM_TASK_METRIC_MULTIPLE_CHOICE_GRADE, multiple_choice_grade, false},
     {"exact_match", EM_TASK_METRIC_EXACT_MATCH, exact_match, false},
+    {"exact_str_match", EM_TASK_METRIC_EXACT_STR_MATCH, exact_match, false},
     {"loglikelihood", EM_TASK_METRIC_LOGLIKELIHOOD, loglikelihood, false},
     {"perplexity", EM_TASK_METRIC_PERPLEXITY, loglikelihood, true},
 };

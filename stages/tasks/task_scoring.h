@@ -22,7 +22,9 @@ typedef struct em_example_scores {
 typedef struct em_example_outcome {
     int prediction;      /* argmax of the sums (first on ties); BIG-bench: its tie rule */
     int prediction_norm; /* argmax of the sums per character of the choice */
-    double acc, acc_norm, acc_mutual_info, multiple_choice_grade, exact_match;
+    double acc, acc_norm, acc_mutual_info, multiple_choice_grade;
+    double exact_match;   /* the gold continuation is greedy; generate_until: the filtered
+                             answer matches a target (exact_match, exact_str_match) */
     double loglikelihood; /* EM_TASK_LOGLIKELIHOOD: the target's sum */
 } em_example_outcome;
 

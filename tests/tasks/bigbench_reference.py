@@ -158,12 +158,12 @@ class JsonTask:
             return min(self.max_examples, len(self._ds))
         return len(self._ds)
 
-    def prompts(self, num_shots, random_seed=42):
+    def prompts(self, num_shots, generative=False, random_seed=42):
         samples = make_nshot_dataset(self._ds, num_shots, random_seed=random_seed,
                                      separator=self.few_shot_example_separator,
                                      max_examples=self.num_examples)
         inputs = [self.task_prefix + sample["input"] for sample in samples]
-        targets = [sample["choice"] for sample in samples]
+        targets = [sample["target" if generative else "choice"] for sample in samples]
         return samples, inputs, targets
 
 
@@ -210,9 +210,15 @@ def formatting_case(tasks_dir, name, shots, limit):
     out = []
     for leaf in leaves(root):
         leaf.max_examples = limit or None
-        samples, inputs, targets = leaf.prompts(shots)
+        generative = "target_scores" not in leaf._ds[0]
+        samples, inputs, targets = leaf.prompts(shots, generative)
         examples = []
         for sample, prompt, choices in zip(samples, inputs, targets):
+            if generative:  # the targets a response may equal (exact_str_match)
+                examples.append({"doc": doc_of(leaf, sample),
+                                 "context_sha256": hashlib.sha256(prompt.encode()).hexdigest(),
+                                 "context": prompt, "continuations": choices})
+                continue
             scores = [sample["target_scores"][c] for c in choices]
             best = max(scores)
             examples.append({
@@ -247,6 +253,14 @@ CASES = [("novel_concepts", 0, 0), ("novel_concepts", 2, 0), ("novel_concepts", 
 LOCAL_CASES = [("tiny", 0, 0), ("tiny", 2, 0), ("tiny", 1, 2), ("tiny", 0, 2),
                ("equal_examples", 1, 0), ("equal_examples", 2, 0)]
 
+# Generative tasks (exact_str_match): one target or several (simple_arithmetic_multiple_targets_json,
+# whose few-shot answers are drawn from them), prefixes and a stop_string (operators), max_examples
+# (word_unscrambling), and the committed gen_tiny (a duplicate example, lists of targets).
+GENERATIVE_CASES = [("simple_arithmetic_multiple_targets_json", 0, 0),
+                    ("simple_arithmetic_multiple_targets_json", 2, 0), ("operators", 1, 0),
+                    ("word_unscrambling", 0, 20), ("word_unscrambling", 3, 10)]
+LOCAL_GENERATIVE_CASES = [("gen_tiny", 0, 0), ("gen_tiny", 2, 0), ("gen_tiny", 1, 3)]
+
 # Log-likelihood sums of choices: distinct, tied at the top (two, three), one choice.
 SCORING = [[-3.5, -1.25, -7.0], [-2.0, -2.0, -5.0], [-0.5, -4.0, -0.5, -0.5], [-1.0],
            [-12.345678901234, -12.345678901235, -30.0, -12.345678901234],
@@ -266,8 +280,12 @@ def main():
     local_dir = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bigbench")
     local = [formatting_case(local_dir, *c) for c in LOCAL_CASES]
     scoring = [scoring_case(s, a) for s in SCORING for a in (False, True)]
+    generative = [formatting_case(tasks_dir, *c) for c in GENERATIVE_CASES]
+    local_generative = [formatting_case(local_dir, *c) for c in LOCAL_GENERATIVE_CASES]
     json.dump({"bigbench": "1.0.0", "numpy": np.__version__, "formatting": cases,
-               "local_formatting": local, "scoring": scoring}, sys.stdout, separators=(",", ":"), ensure_ascii=False)
+               "local_formatting": local, "scoring": scoring,
+               "generative_formatting": generative,
+               "local_generative_formatting": local_generative}, sys.stdout, separators=(",", ":"), ensure_ascii=False)
     sys.stdout.write("\n")
 
 

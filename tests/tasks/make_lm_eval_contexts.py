@@ -29,7 +29,47 @@ CASES = [
     ("arith", 1),
     ("qa_included", None),
     ("pairs_first_n", None),
+    ("gsm_like", None),
+    ("gsm_like", 0),
+    ("gen_choice", None),
+    ("gen_defaults", None),
 ]
+
+
+def responses_for(target):
+    """Generated texts to score for a document whose target is `target`: the target itself, with
+    spaces and case changed, with a GSM8K-style "#### " answer, and ones that miss."""
+    last = target.split()[-1] if target.split() else target
+    return [target, " " + target + "\n", "So the answer is #### " + last, "#### " + last + ".",
+            target.upper(), "no answer", "NONE", "It is -1, or 1,234.", "#### $" + last,
+            "\u00a0" + last + "\u2003"]
+
+
+def score_generations(task, docs, examples):
+    """lm-eval's own filters (apply_filters) and process_results on responses_for each document:
+    [response, filtered answer, exact_match] per response; per round (every document's k-th
+    response) the task's exact_match with lm-eval's mean and mean_stderr, keyed as its results
+    are ("exact_match,<filter>")."""
+    from lm_eval.api.metrics import mean, mean_stderr
+    (name,) = {f.name for f in task._filters}
+    rounds = {doc_id: responses_for(ex["continuations"][0]) for doc_id, ex in examples.items()}
+    for doc_id, ex in examples.items():
+        ex["responses"] = []
+    results = []
+    for k in range(len(next(iter(rounds.values())))):
+        for inst in task.instances:
+            inst.resps = [rounds[inst.doc_id][k]]
+        task.apply_filters()
+        scores = []
+        for inst in sorted(task.instances, key=lambda i: i.doc_id):
+            answer = inst.filtered_resps[name]
+            score = task.process_results(docs[inst.doc_id], [answer])["exact_match"]
+            examples[inst.doc_id]["responses"].append([rounds[inst.doc_id][k], answer,
+                                                       float(score)])
+            scores.append(score)
+        results.append({f"exact_match,{name}": float(mean(scores)),
+                        f"exact_match_stderr,{name}": float(mean_stderr(scores))})
+    return results
 
 
 def main():
@@ -61,6 +101,17 @@ def main():
                     ex["continuations"])])
                 continue
             assert ex["context"] == inst.arguments[0]
+            if task.OUTPUT_TYPE == "generate_until":
+                kwargs = inst.arguments[1]
+                # a string is one stop sequence (lm_eval/models/utils.py handle_stop_sequences)
+                until = kwargs["until"]
+                ex["until"] = [until] if isinstance(until, str) else until
+                ex["max_gen_toks"] = kwargs.get("max_gen_toks", 256)
+                gold = task.doc_to_target(docs[doc_id])
+                if task.config.doc_to_choice is not None:
+                    gold = task.doc_to_choice(docs[doc_id])[gold]
+                ex["continuations"].append(str(gold))
+                continue
             ex["continuations"].append(inst.arguments[1])
         for doc_id, ex in examples.items():
             doc = docs[doc_id]
@@ -70,8 +121,11 @@ def main():
                 ex["gold"] = choices.index(gold) if isinstance(gold, str) else gold
             else:
                 ex["gold"] = 0
-        cases.append({"task": name, "num_fewshot": shots,
-                      "examples": [examples[k] for k in sorted(examples)]})
+        case = {"task": name, "num_fewshot": shots,
+                "examples": [examples[k] for k in sorted(examples)]}
+        if task.OUTPUT_TYPE == "generate_until":
+            case["results"] = score_generations(task, docs, examples)
+        cases.append(case)
     with open(os.path.join(DATA, "expected.json"), "w", encoding="utf-8") as f:
         json.dump({"lm_eval": "0.4.13", "fewshot_seed": 1234, "cases": cases}, f,
                   ensure_ascii=False, indent=1)

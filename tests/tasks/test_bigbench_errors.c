@@ -14,10 +14,11 @@
 
 static const char *dir;
 
-/* Loading rel fails with exit 2 and a message containing each of want (NULL-terminated). */
-static void check_refused(const char *rel, int shots, const char *const *want) {
+/* Loading rel (generative tasks loaded or not) fails with exit 2 and a message containing each
+ * of want (NULL-terminated). */
+static void check_refused_as(const char *rel, int shots, bool generative, const char *const *want) {
     char *path = em_xasprintf("%s/%s", dir, rel);
-    em_bigbench_options options = {.num_fewshot = shots};
+    em_bigbench_options options = {.num_fewshot = shots, .generative = generative};
     em_task **tasks = NULL;
     size_t count = 7;
     em_status err = em_bigbench_load(path, &options, &tasks, &count);
@@ -31,6 +32,10 @@ static void check_refused(const char *rel, int shots, const char *const *want) {
     CHECK_INT_EQ(count, 0);
     em_error_free(err);
     free(path);
+}
+
+static void check_refused(const char *rel, int shots, const char *const *want) {
+    check_refused_as(rel, shots, false, want);
 }
 
 static void check_catalog(void) {
@@ -87,6 +92,26 @@ int main(void) {
         "tiny", 4,
         (const char *[]){"task 'tiny': insufficient distinct examples (4) for 4 shots", NULL});
     check_refused("absent", 0, (const char *[]){"absent", NULL});
+    /* generative tasks loaded: what BIG-bench's scoring cannot take */
+    check_refused_as("gen_two_groups", 0, true,
+                     (const char *[]){"task 'gen_two_groups': output_regex: the pattern "
+                                      "'(\\d+)(x)?' has 2 groups; BIG-bench takes at most one "
+                                      "(use (?:...) for the others)",
+                                      NULL});
+    check_refused_as("gen_lazy", 0, true,
+                     (const char *[]){"task 'gen_lazy': output_regex: the pattern '\\d+?' at "
+                                      "character 4: lazy (*? +? ?? {m,n}?) and possessive "
+                                      "quantifiers are not supported",
+                                      NULL});
+    check_refused_as("gen_bleu", 0, true,
+                     (const char *[]){"task 'gen_bleu' is scored by bleu, rouge; evalmesh "
+                                      "computes BIG-bench's exact_str_match of generative tasks "
+                                      "only",
+                                      NULL});
+    check_refused_as("gen_no_target", 0, true,
+                     (const char *[]){"task 'gen_no_target': examples[1]: 'target' is missing "
+                                      "(the task has generative metrics)",
+                                      NULL});
 
     /* one multiple-choice and one generative subtask: the first is loaded, named task:subtask */
     char *mixed = em_xasprintf("%s/mixed", dir);

@@ -1,7 +1,8 @@
 /* BIG-bench task.json loading against BIG-bench's own formatting (bigbench_expected.json, from
  * bigbench_reference.py's copy of json_task.py): for every case (task, shots, limit) the same
  * tasks and subtask names, the same examples in document order, each context byte for byte (its
- * sha256, the first one in full), the continuations, target scores and gold.
+ * sha256, the first one in full), the continuations, target scores and gold; generative tasks
+ * (loaded with options.generative) their prompts and targets the same way.
  *   tasks_bigbench_task local   the committed task under tests/tasks/bigbench (always runs)
  *   tasks_bigbench_task sdist   real tasks of the bigbench 1.0.0 sdist (tools/fetch-bigbench;
  *                               skipped when it cannot be fetched), and every bigbench_lite
@@ -15,6 +16,7 @@
 #include "expected_json.h"
 #include "stages/tasks/bigbench_catalog.h"
 #include "stages/tasks/bigbench_task.h"
+#include "stages/tasks/generation_scoring.h"
 #include "test.h"
 #include "util/sha256.h"
 
@@ -33,6 +35,15 @@ static void check_example(const char *task, const em_task_example *got, const cJ
     if (item(want, "context")) CHECK_STR_EQ(got->context, item(want, "context")->valuestring);
     const cJSON *continuations = item(want, "continuations"), *scores = item(want, "target_scores");
     CHECK_INT_EQ(got->choice_count, cJSON_GetArraySize(continuations));
+    if (!scores) { /* generative: the targets, any of which a response may equal */
+        for (size_t c = 0; c < got->choice_count; c++) {
+            CHECK_STR_EQ(got->choices[c], cJSON_GetArrayItem(continuations, (int)c)->valuestring);
+            CHECK_STR_EQ(got->continuations[c], got->choices[c]);
+        }
+        CHECK(got->target_scores == NULL);
+        CHECK(got->doc_json != NULL);
+        return;
+    }
     for (size_t c = 0; c < got->choice_count && c < (size_t)cJSON_GetArraySize(continuations);
          c++) {
         CHECK_STR_EQ(got->continuations[c], cJSON_GetArrayItem(continuations, (int)c)->valuestring);
@@ -43,10 +54,11 @@ static void check_example(const char *task, const em_task_example *got, const cJ
     CHECK(got->doc_json != NULL);
 }
 
-static void check_case(const char *tasks_dir, const cJSON *c) {
+static void check_case(const char *tasks_dir, const cJSON *c, bool generative) {
     const char *name = item(c, "task")->valuestring;
     em_bigbench_options options = {.num_fewshot = item(c, "shots")->valueint,
-                                   .limit = (size_t)item(c, "limit")->valuedouble};
+                                   .limit = (size_t)item(c, "limit")->valuedouble,
+                                   .generative = generative};
     char *path = em_xasprintf("%s/%s", tasks_dir, name);
     em_task **tasks;
     size_t count;
@@ -62,8 +74,17 @@ static void check_case(const char *tasks_dir, const cJSON *c) {
         CHECK_STR_EQ(task->name, item(w, "name")->valuestring);
         CHECK_STR_EQ(task->version, "1.0.0");
         CHECK(task->format == EM_TASK_FORMAT_BIGBENCH);
-        CHECK(task->output == EM_TASK_MULTIPLE_CHOICE);
-        CHECK(task->metrics == EM_TASK_METRIC_MULTIPLE_CHOICE_GRADE);
+        CHECK(task->output == (generative ? EM_TASK_GENERATE_UNTIL : EM_TASK_MULTIPLE_CHOICE));
+        CHECK(task->metrics ==
+              (generative ? EM_TASK_METRIC_EXACT_STR_MATCH : EM_TASK_METRIC_MULTIPLE_CHOICE_GRADE));
+        if (generative) { /* BIG-bench's Hugging Face model: 256 tokens, 256 characters kept */
+            CHECK_INT_EQ(task->generation.max_gen_toks, 256);
+            CHECK_INT_EQ(task->generation.max_length, 256);
+            CHECK_INT_EQ(task->generation.until_count, 0);
+            CHECK(task->generation.output_regex != NULL);
+        }
+        if (generative && strcmp(name, "gen_tiny") == 0)
+            CHECK_STR_EQ(task->generation.stop_string, "\n");
         CHECK_INT_EQ(task->num_fewshot, options.num_fewshot);
         CHECK(task->absolute_normalization == cJSON_IsTrue(item(w, "absolute_normalization")));
         const cJSON *examples = item(w, "examples");
@@ -121,6 +142,46 @@ static void check_lite(const char *tasks_dir) {
     CHECK_INT_EQ(loaded, 47);
 }
 
+/* gen_tiny's texts scored through em_generation_score: its stop_string "\n" and output_regex
+ * [-+]?\d+ applied (json_task.py's postprocess_output), then matched against the targets. */
+static void check_generation_scoring(const char *tasks_dir) {
+    char *path = em_xasprintf("%s/gen_tiny", tasks_dir);
+    em_bigbench_options options = {.generative = true};
+    em_task **tasks;
+    size_t count;
+    em_status err = em_bigbench_load(path, &options, &tasks, &count);
+    CHECK(err == NULL && count == 1);
+    if (err) return;
+    const em_task_example *four = &tasks[0]->examples[1]; /* "2 + 2": "4" or "four" */
+    CHECK_STR_EQ(four->choices[1], "four");
+    em_generation_request request;
+    em_generation_request_of(tasks[0], four, &request);
+    CHECK_INT_EQ(request.until_count, 0);
+    CHECK_INT_EQ(request.max_gen_toks, 256);
+    CHECK(request.context == four->context);
+    static const struct {
+        const char *generated, *answer;
+        double score;
+    } cases[] = {
+        {" 4\nQ: 3 + 4\nA: 7", "4", 1}, /* cut after the stop string, then the number */
+        {"\n4", "4", 1},                /* a stop string at the start does not cut */
+        {" four", "", 0},               /* no number: "" */
+        {"+4 and 5", "+4", 0},          /* the regex keeps the sign; "+4" is no target */
+        {"44", "44", 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *answer = NULL;
+        em_example_outcome outcome;
+        CHECK(em_generation_score(tasks[0], four, cases[i].generated, &answer, &outcome) == NULL);
+        CHECK_STR_EQ(answer, cases[i].answer);
+        CHECK(outcome.exact_match == cases[i].score);
+        free(answer);
+    }
+    em_task_free(tasks[0]);
+    free(tasks);
+    free(path);
+}
+
 int main(int argc, char **argv) {
     bool sdist = argc > 1 && strcmp(argv[1], "sdist") == 0;
     cJSON *expected = expected_json("bigbench_expected.json");
@@ -130,10 +191,18 @@ int main(int argc, char **argv) {
     const cJSON *c;
     int cases = 0;
     cJSON_ArrayForEach(c, item(expected, sdist ? "formatting" : "local_formatting")) {
-        check_case(tasks_dir, c);
+        check_case(tasks_dir, c, false);
         cases++;
     }
     CHECK_INT_EQ(cases, sdist ? 12 : 6);
+    cases = 0;
+    cJSON_ArrayForEach(
+        c, item(expected, sdist ? "generative_formatting" : "local_generative_formatting")) {
+        check_case(tasks_dir, c, true);
+        cases++;
+    }
+    CHECK_INT_EQ(cases, sdist ? 5 : 3);
+    if (!sdist) check_generation_scoring(tasks_dir);
     if (sdist) check_lite(tasks_dir);
     free(tasks_dir);
     cJSON_Delete(expected);

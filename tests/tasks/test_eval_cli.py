@@ -102,6 +102,9 @@ for tasks, message in [
         ("tinny", "unknown BIG-bench task 'tinny' (the closest: 'tiny')"),
         ("nowhere/task.yaml", "nowhere/task.yaml"),
         (os.path.join(HERE, "bigbench", "malformed.json"), "malformed.json:"),
+        (os.path.join(HERE, "data", "lm_eval", "gsm_like.yaml"),
+         "task 'gsm_like' is generate_until, which needs greedy decoding; this build's task stage "
+         "scores multiple_choice and loglikelihood tasks"),
 ]:
     code, out, err, _ = session.evalmesh(["eval", "-m", MODEL, "--tasks", tasks])
     run_dir = os.path.join(session.tmp, f"run{session.runs}")

@@ -3,12 +3,16 @@
 em_lm_eval_task_load).
   contexts:  every case of data/lm_eval/expected.json (what lm-eval 0.4.13 itself built, see
              make_lm_eval_contexts.py) gives the same contexts, continuations and gold index
-             byte for byte; --limit keeps the first documents' few-shot draws.
+             byte for byte; --limit keeps the first documents' few-shot draws. A generate_until
+             case also gives lm-eval's until and max_gen_toks, and for each of its responses
+             the filtered answer and exact_match lm-eval's own filters and process_results gave,
+             and per round of responses exact_match with its mean_stderr, keyed by the filter.
   bad_input: each YAML of data/lm_eval_bad exits 2 with its message, naming where."""
 import json
 import os
 import subprocess
 import sys
+import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 GOOD = os.path.join("tests", "tasks", "data", "lm_eval")
@@ -27,13 +31,57 @@ def check_contexts(driver):
     compared = 0
     for case in expected["cases"]:
         shots = -1 if case["num_fewshot"] is None else case["num_fewshot"]
-        run = dump(driver, os.path.join(GOOD, case["task"] + ".yaml"), shots)
+        generative = "responses" in case["examples"][0]
+        with tempfile.NamedTemporaryFile("w", suffix=".json", encoding="utf-8") as responses:
+            json.dump([[r[0] for r in ex["responses"]] for ex in case["examples"]]
+                      if generative else [], responses)
+            responses.flush()
+            run = dump(driver, os.path.join(GOOD, case["task"] + ".yaml"), shots, 0,
+                       *([responses.name] if generative else []))
         if run.returncode != 0:
             print(f"{case['task']} {shots}: exit {run.returncode}: {run.stderr}")
             failures += 1
             continue
-        got = json.loads(run.stdout)["examples"]
+        task = json.loads(run.stdout)
+        got = task["examples"]
         want = case["examples"]
+        for w in want if generative else []:
+            for key in ("until", "max_gen_toks"):
+                compared += 1
+                if task[key] != w[key]:
+                    print(f"{case['task']} doc {w['doc']}: {key}: evalmesh {task[key]!r}, "
+                          f"lm-eval {w[key]!r}")
+                    failures += 1
+        for g, w in zip(got, want) if generative else []:
+            # the samples-file line of the first response: lm-eval's request, response, answer
+            sample = g["sample"]
+            response, answer, score = w["responses"][0]
+            compared += 1
+            if (sample["doc_id"], sample["target"], sample["arguments"],
+                    sample["resps"], sample["filtered_resps"], sample["exact_match"]) != (
+                    w["doc"], w["continuations"][0],
+                    [[w["context"], {"until": w["until"], "max_gen_toks": w["max_gen_toks"]}]],
+                    [[response]], [answer], score):
+                print(f"{case['task']} doc {w['doc']}: samples line {sample!r}")
+                failures += 1
+            for (response, answer, score), (got_answer, got_score) in zip(w["responses"],
+                                                                          g["scored"]):
+                compared += 1
+                if (got_answer, got_score) != (answer, score):
+                    print(f"{case['task']} doc {w['doc']}: response {response!r}: evalmesh "
+                          f"{got_answer!r} {got_score}, lm-eval {answer!r} {score}")
+                    failures += 1
+        for k, w in enumerate(case.get("results", [])):
+            (filtered,) = [key for key in w if "_stderr" not in key]
+            entry = task["results"][k]["results"][case["task"]]
+            for key, value in w.items():
+                compared += 1
+                ok = key in entry and (entry[key] == value if key == filtered
+                                       else abs(entry[key] - value) <= 1e-12)
+                if not ok:
+                    print(f"{case['task']} round {k}: {key}: evalmesh {entry.get(key)!r}, "
+                          f"lm-eval {value!r}")
+                    failures += 1
         if len(got) != len(want):
             print(f"{case['task']} {shots}: {len(got)} examples, lm-eval has {len(want)}")
             failures += 1
@@ -94,8 +142,31 @@ BAD_CASES = {
     "included_error": "jinja_filter.yaml:8:14: doc_to_text: the filter 'upper' is not supported "
                       "at character 11 of the template (evalmesh renders a subset of Jinja: "
                       "docs/tasks.md)",
-    "generate": "generate.yaml:7:14: lm-eval task: output_type generate_until: generation comes "
-                "later; evalmesh scores multiple_choice and loglikelihood tasks",
+    "generate": "generate.yaml:12:14: lm-eval task: do_sample: true is not supported: evalmesh "
+                "decodes greedily (do_sample: false)",
+    "gen_temperature": "gen_temperature.yaml:11:16: lm-eval task: temperature 0.7 is not "
+                       "supported: evalmesh decodes greedily (temperature 0)",
+    "gen_unknown_filter": "gen_unknown_filter.yaml:13:19: lm-eval task: unsupported filter "
+                          "'regexp' (did you mean 'regex'?) (evalmesh: regex, remove_whitespace, "
+                          "lowercase, uppercase, take_first)",
+    "gen_after_take_first": "gen_after_take_first.yaml:14:9: lm-eval task: a filter after "
+                            "take_first is not supported (lm-eval would run it on the characters "
+                            "of the text)",
+    "gen_lazy_regex": "gen_lazy_regex.yaml:14:24: lm-eval task: regex_pattern: the pattern 'The "
+                      "answer is (\\d+?)' at character 19: lazy (*? +? ?? {{m,n}}?) and "
+                      "possessive quantifiers are not supported (docs/tasks.md lists the Python "
+                      "regular expressions evalmesh runs)",
+    "gen_two_filters": "gen_two_filters.yaml:14:5: lm-eval task: filter_list has 2 entries; "
+                       "evalmesh scores one filter pipeline per task",
+    "gen_metric_kwarg": "gen_metric_kwarg.yaml:13:5: lm-eval task: metric 'exact_match': "
+                        "'ignore_spaces' is not supported (aggregation: mean only; ignore_case, "
+                        "ignore_punctuation, ignore_numbers, regexes_to_ignore)",
+    "gen_ignore_regex": "gen_ignore_regex.yaml:13:9: lm-eval task: regexes_to_ignore: the pattern "
+                        "'\\bthe\\b' at character 1: the anchors \\b \\B \\A \\Z are not "
+                        "supported (docs/tasks.md lists the Python regular expressions evalmesh "
+                        "runs)",
+    "gen_kwargs_mc": "gen_kwargs_mc.yaml:11:1: lm-eval task: 'generation_kwargs' is for "
+                     "output_type generate_until",
 }
 
 

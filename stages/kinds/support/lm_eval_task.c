@@ -2,7 +2,9 @@
  * (one row per TaskConfig key: read, accepted without effect, or refused), the documents of each
  * split are parsed line by line, and every example's context is built as lm-eval 0.4.13's
  * fewshot_context builds it: description + for each few-shot document (text + target_delimiter
- * + answer + fewshot_delimiter) + the document's text. */
+ * + answer + fewshot_delimiter) + the document's text. A generate_until task also reads its
+ * generation_kwargs (until, max_gen_toks; greedy only), its filter_list (one pipeline, from
+ * stages/tasks/output_filters.c's table) and exact_match's keyword arguments. */
 #include "stages/kinds/support/lm_eval_task.h"
 
 #include <cjson/cJSON.h>
@@ -111,8 +113,8 @@ static const task_key task_keys[] = {
     {"unsafe_code", KEY_REFUSED},
     {"process_results", KEY_REFUSED},
     {"use_prompt", KEY_REFUSED},
-    {"generation_kwargs", KEY_REFUSED},
-    {"filter_list", KEY_REFUSED},
+    {"generation_kwargs", KEY_READ},
+    {"filter_list", KEY_READ},
     {"gen_prefix", KEY_REFUSED},
 };
 
@@ -130,7 +132,21 @@ static const task_metric task_metrics[] = {
     {"acc_mutual_info", EM_TASK_MULTIPLE_CHOICE, EM_TASK_METRIC_ACC_MUTUAL_INFO, "mean"},
     {"acc", EM_TASK_LOGLIKELIHOOD, EM_TASK_METRIC_ACC, "mean"},
     {"perplexity", EM_TASK_LOGLIKELIHOOD, EM_TASK_METRIC_PERPLEXITY, "perplexity"},
+    {"exact_match", EM_TASK_GENERATE_UNTIL, EM_TASK_METRIC_EXACT_MATCH, "mean"},
 };
+
+/* The metrics evalmesh scores for each output type, for messages. */
+static const char *metrics_of(em_task_output output) {
+    return output == EM_TASK_MULTIPLE_CHOICE ? "acc, acc_norm, acc_mutual_info"
+           : output == EM_TASK_LOGLIKELIHOOD ? "perplexity, acc"
+                                             : "exact_match";
+}
+
+static const char *output_name(em_task_output output) {
+    return output == EM_TASK_MULTIPLE_CHOICE ? "multiple_choice"
+           : output == EM_TASK_LOGLIKELIHOOD ? "loglikelihood"
+                                             : "generate_until";
+}
 
 bool em_lm_eval_task_path(const char *arg) {
     return em_ends_with(arg, ".yaml") || em_ends_with(arg, ".yml");
@@ -628,13 +644,220 @@ static em_status check_keys(const loader *ld) {
     return NULL;
 }
 
+/* A YAML boolean (PyYAML's true/false) at node, for key. */
+static em_status get_bool(const em_node *node, const char *key, bool *out) {
+    if (node->kind != EM_NODE_SCALAR || em_node_scalar_type(node) != EM_SCALAR_BOOL)
+        return bad_at(node->mark, "%s must be true or false", key);
+    return em_node_as_bool(node, out);
+}
+
+/* A string scalar both YAML readers agree on, for key. */
+static em_status string_node(const em_node *node, const char *key, const char **out) {
+    if (node->kind != EM_NODE_SCALAR || em_node_scalar_type(node) == EM_SCALAR_NULL ||
+        !pyyaml_string(node))
+        return bad_at(node->mark, "%s must be a string (quote it)", key);
+    *out = node->text;
+    return NULL;
+}
+
+/* "file:line:col: lm-eval task: key", naming what is compiled from node in messages. */
+static char *place_of(const char *key, const em_node *node) {
+    char where[1024];
+    em_mark_format(node->mark, where, sizeof where);
+    return em_xasprintf("%s: lm-eval task: %s", where, key);
+}
+
+/* A Python regular expression at node (a string), compiled. */
+static em_status regex_node(const em_node *node, const char *key, em_python_regex **out) {
+    const char *pattern;
+    em_status err = string_node(node, key, &pattern);
+    if (err) return err;
+    char *place = place_of(key, node);
+    err = em_python_regex_compile(pattern, place, out);
+    free(place);
+    return err;
+}
+
+/* One keyword argument of exact_match (lm_eval/api/metrics.py exact_match_hf_evaluate); *known
+ * false when e is none of them. */
+static em_status read_exact_match_kwarg(const em_map_entry *e, em_exact_match_options *o,
+                                        bool *known) {
+    *known = true;
+    if (!strcmp(e->key, "ignore_case")) return get_bool(e->value, e->key, &o->ignore_case);
+    if (!strcmp(e->key, "ignore_punctuation"))
+        return get_bool(e->value, e->key, &o->ignore_punctuation);
+    if (!strcmp(e->key, "ignore_numbers")) return get_bool(e->value, e->key, &o->ignore_numbers);
+    if (strcmp(e->key, "regexes_to_ignore") != 0) {
+        *known = false;
+        return NULL;
+    }
+    if (e->value->kind != EM_NODE_SEQ)
+        return bad_at(e->value->mark, "regexes_to_ignore must be a list of strings");
+    for (size_t i = 0; i < e->value->count; i++) {
+        o->regexes_to_ignore =
+            em_xrealloc(o->regexes_to_ignore, (o->regex_count + 1) * sizeof *o->regexes_to_ignore);
+        em_status err = regex_node(e->value->items[i], "regexes_to_ignore",
+                                   &o->regexes_to_ignore[o->regex_count]);
+        if (err) return err;
+        o->regex_count++;
+    }
+    return NULL;
+}
+
+/* lm-eval's default max_gen_toks (lm_eval/defaults.py DEFAULT_MAX_GEN_TOKS). */
+enum { LM_EVAL_MAX_GEN_TOKS = 256 };
+
+/* generation_kwargs (TaskConfig.__post_init__, normalize_gen_kwargs): until (a string or a list
+ * of strings; absent: the fewshot_delimiter), max_gen_toks (absent: 256), do_sample false and
+ * temperature 0 only (evalmesh decodes greedily). */
+static em_status read_generation_kwargs(loader *ld) {
+    em_task_generation *g = &ld->task->generation;
+    const em_node *kwargs = em_node_get(ld->root, "generation_kwargs");
+    const em_node *until = kwargs ? em_node_get(kwargs, "until") : NULL;
+    g->max_gen_toks = LM_EVAL_MAX_GEN_TOKS;
+    if (kwargs && kwargs->kind != EM_NODE_MAP)
+        return bad_at(kwargs->mark, "generation_kwargs must be a map");
+    for (size_t i = 0; kwargs && i < kwargs->count; i++) {
+        const em_map_entry *e = &kwargs->entries[i];
+        em_status err = NULL;
+        if (!strcmp(e->key, "until")) continue;
+        if (!strcmp(e->key, "max_gen_toks")) {
+            int64_t n;
+            if ((err = em_node_as_int(e->value, &n))) return err;
+            if (n < 1 || n > 1000000)
+                return bad_at(e->value->mark, "max_gen_toks must be 1 to 1000000");
+            g->max_gen_toks = (int)n;
+        } else if (!strcmp(e->key, "do_sample")) {
+            bool sample;
+            if ((err = get_bool(e->value, e->key, &sample))) return err;
+            if (sample)
+                return bad_at(e->value->mark, "do_sample: true is not supported: evalmesh "
+                                              "decodes greedily (do_sample: false)");
+        } else if (!strcmp(e->key, "temperature")) {
+            double temperature;
+            if ((err = em_node_as_double(e->value, &temperature))) return err;
+            if (temperature != 0)
+                return bad_at(e->value->mark,
+                              "temperature %s is not supported: evalmesh decodes "
+                              "greedily (temperature 0)",
+                              e->value->text);
+        } else {
+            return bad_at(e->key_mark,
+                          "generation_kwargs: '%s' is not supported (until, max_gen_toks, "
+                          "do_sample: false, temperature: 0)",
+                          e->key);
+        }
+    }
+    if (!until) {
+        g->until = em_xcalloc(1, sizeof *g->until);
+        g->until[g->until_count++] = em_xstrdup(ld->fewshot_delimiter);
+        return NULL;
+    }
+    size_t n = until->kind == EM_NODE_SEQ ? until->count : 1;
+    g->until = em_xcalloc(n ? n : 1, sizeof *g->until);
+    for (size_t i = 0; i < n; i++) {
+        const char *stop;
+        em_status err =
+            string_node(until->kind == EM_NODE_SEQ ? until->items[i] : until, "until", &stop);
+        if (err) return err;
+        g->until[g->until_count++] = em_xstrdup(stop);
+    }
+    return NULL;
+}
+
+/* One filter of a filter_list entry: {function: NAME, its keyword arguments}. */
+static em_status read_filter_step(const em_node *f, em_filter_step *step) {
+    const em_node *function = f->kind == EM_NODE_MAP ? em_node_get(f, "function") : NULL;
+    const char *name;
+    if (!function) return bad_at(f->mark, "a filter needs 'function: NAME'");
+    em_status err = string_node(function, "function", &name);
+    if (err) return err;
+    const em_output_filter_row *row = em_output_filter_find(name);
+    if (!row) {
+        const char *names[16];
+        for (size_t i = 0; i < em_output_filter_row_count; i++)
+            names[i] = em_output_filter_rows[i].name;
+        const char *close = em_did_you_mean(name, names, em_output_filter_row_count);
+        return bad_at(function->mark,
+                      "unsupported filter '%s'%s%s%s (evalmesh: regex, "
+                      "remove_whitespace, lowercase, uppercase, take_first)",
+                      name, close ? " (did you mean '" : "", close ? close : "",
+                      close ? "'?)" : "");
+    }
+    for (size_t i = 0; i < f->count; i++) {
+        const em_map_entry *e = &f->entries[i];
+        bool known = !strcmp(e->key, "function");
+        for (const char *const *p = row->params; *p && !known; p++) known = !strcmp(*p, e->key);
+        if (!known) return bad_at(e->key_mark, "filter '%s' takes no '%s'", row->name, e->key);
+    }
+    if (strcmp(row->name, "regex") != 0) {
+        step->row = row;
+        return NULL;
+    }
+    const em_node *pattern = em_node_get(f, "regex_pattern");
+    const em_node *group = em_node_get(f, "group_select");
+    const em_node *fallback = em_node_get(f, "fallback");
+    const char *pattern_text = NULL, *fallback_text = NULL;
+    int64_t group_select = 0;
+    if (pattern && (err = string_node(pattern, "regex_pattern", &pattern_text))) return err;
+    if (fallback && (err = string_node(fallback, "fallback", &fallback_text))) return err;
+    if (group && (err = em_node_as_int(group, &group_select))) return err;
+    char *place = place_of("regex_pattern", pattern ? pattern : function);
+    err = em_filter_step_regex(pattern_text, (long)group_select, fallback_text, place, step);
+    free(place);
+    return err;
+}
+
+/* filter_list: one entry {name, filter: [steps]} (lm-eval runs every entry and reports each;
+ * evalmesh scores one); absent: lm-eval's "none" pipeline, take_first. */
+static em_status read_filter_list(loader *ld) {
+    em_filter_pipeline *p = &ld->task->generation.filter;
+    const em_node *list = em_node_get(ld->root, "filter_list");
+    if (!list) {
+        p->name = em_xstrdup("none");
+        p->steps = em_xcalloc(1, sizeof *p->steps);
+        p->steps[p->step_count++].row = em_output_filter_find("take_first");
+        return NULL;
+    }
+    if (list->kind != EM_NODE_SEQ || list->count == 0)
+        return bad_at(list->mark, "filter_list must be a list of {name, filter}");
+    if (list->count > 1)
+        return bad_at(list->items[1]->mark,
+                      "filter_list has %zu entries; evalmesh scores one filter pipeline per task",
+                      list->count);
+    const em_node *entry = list->items[0];
+    const em_node *name = entry->kind == EM_NODE_MAP ? em_node_get(entry, "name") : NULL;
+    const em_node *steps = entry->kind == EM_NODE_MAP ? em_node_get(entry, "filter") : NULL;
+    if (!name || !steps || steps->kind != EM_NODE_SEQ || steps->count == 0)
+        return bad_at(entry->mark, "a filter_list entry needs 'name' and a list 'filter'");
+    for (size_t i = 0; i < entry->count; i++)
+        if (strcmp(entry->entries[i].key, "name") && strcmp(entry->entries[i].key, "filter"))
+            return bad_at(entry->entries[i].key_mark, "a filter_list entry takes only name and "
+                                                      "filter");
+    const char *name_text;
+    em_status err = string_node(name, "name", &name_text);
+    if (err) return err;
+    p->name = em_xstrdup(name_text);
+    p->steps = em_xcalloc(steps->count, sizeof *p->steps);
+    for (size_t i = 0; i < steps->count; i++) {
+        if (i > 0 && !strcmp(p->steps[i - 1].row->name, "take_first"))
+            return bad_at(steps->items[i]->mark,
+                          "a filter after take_first is not supported (lm-eval would run it on "
+                          "the characters of the text)");
+        if ((err = read_filter_step(steps->items[i], &p->steps[i]))) return err;
+        p->step_count++;
+    }
+    return NULL;
+}
+
 static em_status read_metrics(loader *ld) {
     em_task *t = ld->task;
     const em_node *list = em_node_get(ld->root, "metric_list");
     if (!list) {
-        t->metrics = t->output == EM_TASK_MULTIPLE_CHOICE
-                         ? EM_TASK_METRIC_ACC | EM_TASK_METRIC_ACC_NORM
-                         : EM_TASK_METRIC_PERPLEXITY | EM_TASK_METRIC_ACC;
+        t->metrics =
+            t->output == EM_TASK_MULTIPLE_CHOICE ? EM_TASK_METRIC_ACC | EM_TASK_METRIC_ACC_NORM
+            : t->output == EM_TASK_LOGLIKELIHOOD ? EM_TASK_METRIC_PERPLEXITY | EM_TASK_METRIC_ACC
+                                                 : EM_TASK_METRIC_EXACT_MATCH;
         return NULL;
     }
     if (list->kind != EM_NODE_SEQ) return bad_at(list->mark, "metric_list must be a list");
@@ -648,21 +871,28 @@ static em_status read_metrics(loader *ld) {
             if (task_metrics[j].output == t->output && !strcmp(task_metrics[j].name, name->text))
                 row = &task_metrics[j];
         if (!row)
-            return bad_at(
-                name->mark, "unsupported metric '%s' for output_type %s (evalmesh: %s)", name->text,
-                t->output == EM_TASK_MULTIPLE_CHOICE ? "multiple_choice" : "loglikelihood",
-                t->output == EM_TASK_MULTIPLE_CHOICE ? "acc, acc_norm, acc_mutual_info"
-                                                     : "perplexity, acc");
+            return bad_at(name->mark, "unsupported metric '%s' for output_type %s (evalmesh: %s)",
+                          name->text, output_name(t->output), metrics_of(t->output));
         for (size_t k = 0; k < entry->count; k++) {
             const em_map_entry *e = &entry->entries[k];
             if (!strcmp(e->key, "metric") || !strcmp(e->key, "higher_is_better")) continue;
             if (!strcmp(e->key, "aggregation") && e->value->kind == EM_NODE_SCALAR &&
                 !strcmp(e->value->text, row->aggregation))
                 continue;
+            if (row->flag == EM_TASK_METRIC_EXACT_MATCH) {
+                bool known = true;
+                em_status err = read_exact_match_kwarg(e, &t->generation.exact_match, &known);
+                if (err) return err;
+                if (known) continue;
+            }
             return bad_at(e->key_mark,
                           "metric '%s': '%s' is not supported (aggregation: %s "
-                          "only)",
-                          row->name, e->key, row->aggregation);
+                          "only%s)",
+                          row->name, e->key, row->aggregation,
+                          row->flag == EM_TASK_METRIC_EXACT_MATCH
+                              ? "; ignore_case, ignore_punctuation, ignore_numbers, "
+                                "regexes_to_ignore"
+                              : "");
         }
         t->metrics |= row->flag;
     }
@@ -689,18 +919,18 @@ static em_status read_config(loader *ld, int num_fewshot) {
     } else if (output_name && !strcmp(output_name, "loglikelihood")) {
         t->output = EM_TASK_LOGLIKELIHOOD;
     } else if (!output_name || !strcmp(output_name, "generate_until")) {
-        return bad_at(output ? output->mark : root->mark,
-                      "output_type %s: generation comes later; evalmesh scores multiple_choice "
-                      "and loglikelihood tasks",
-                      output ? "generate_until"
-                             : "is not set, so lm-eval's default is "
-                               "generate_until");
+        t->output = EM_TASK_GENERATE_UNTIL; /* lm-eval's default */
     } else {
         return bad_at(output->mark,
-                      "unsupported output_type '%s' (multiple_choice or "
-                      "loglikelihood)",
+                      "unsupported output_type '%s' (multiple_choice, loglikelihood or "
+                      "generate_until)",
                       output_name);
     }
+    for (size_t i = 0; t->output != EM_TASK_GENERATE_UNTIL && i < root->count; i++)
+        if (!strcmp(root->entries[i].key, "generation_kwargs") ||
+            !strcmp(root->entries[i].key, "filter_list"))
+            return bad_at(root->entries[i].key_mark, "'%s' is for output_type generate_until",
+                          root->entries[i].key);
     if ((err = read_metrics(ld))) return err;
 
     const em_node *repeats = em_node_get(root, "repeats");
@@ -763,6 +993,9 @@ static em_status read_config(loader *ld, int num_fewshot) {
     if (d) ld->target_delimiter = d;
     if ((err = get_string(root, "fewshot_delimiter", &d))) return err;
     if (d) ld->fewshot_delimiter = d;
+    if (t->output == EM_TASK_GENERATE_UNTIL &&
+        ((err = read_generation_kwargs(ld)) || (err = read_filter_list(ld))))
+        return err;
 
     if ((err = read_doc_value(ld, "doc_to_text", false, false, &ld->text)) ||
         (err = read_doc_value(ld, "doc_to_target", true, false, &ld->target)) ||
@@ -913,6 +1146,18 @@ static em_status build_example(const loader *ld, const doc *d, const split *pool
         ex->continuations[0] = em_xstrdup(gold.text);
         ex->choice_count = 1;
         ex->gold = 0;
+    } else if (t->output == EM_TASK_GENERATE_UNTIL && !ld->has_choice) {
+        /* process_results casts the target to the response's type: str */
+        if (gold.kind == TARGET_NONE) {
+            err = doc_error(d, &ld->target, "the target is null");
+            goto done;
+        }
+        ex->choices = em_xcalloc(1, sizeof *ex->choices);
+        ex->continuations = em_xcalloc(1, sizeof *ex->continuations);
+        ex->choices[0] = gold.kind == TARGET_TEXT ? gold.text : em_xasprintf("%lld", gold.index);
+        ex->continuations[0] = em_xstrdup(ex->choices[0]);
+        ex->choice_count = 1;
+        ex->gold = 0;
     } else {
         if ((err = value_choices(&ld->choice, d, &ex->choices, &ex->choice_count))) {
             free(gold.text);
@@ -946,6 +1191,18 @@ static em_status build_example(const loader *ld, const doc *d, const split *pool
         }
         free(gold.text);
         if (err) goto done;
+        if (t->output == EM_TASK_GENERATE_UNTIL) { /* the target is choices[gold] */
+            for (size_t i = 0; i < ex->choice_count; i++) {
+                if ((int)i == ex->gold) continue;
+                free(ex->choices[i]);
+                free(ex->continuations[i]);
+            }
+            ex->choices[0] = ex->choices[ex->gold];
+            free(ex->continuations[ex->gold]);
+            ex->continuations[0] = em_xstrdup(ex->choices[0]);
+            ex->choice_count = 1;
+            ex->gold = 0;
+        }
     }
     ex->doc_json = cJSON_PrintUnformatted(d->json);
 done:

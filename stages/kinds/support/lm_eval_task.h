@@ -1,5 +1,6 @@
 /* lm-evaluation-harness-style tasks on local files: a task YAML (lm-eval 0.4's TaskConfig keys
- * that matter for multiple_choice and loglikelihood tasks) over JSON Lines data, loaded into an
+ * that matter for multiple_choice, loglikelihood and generate_until tasks: for the last also
+ * generation_kwargs, filter_list and exact_match's arguments) over JSON Lines data, loaded into an
  * em_task whose contexts and continuations are the strings lm-eval 0.4.13 builds
  * (ConfigurableTask.fewshot_context and construct_requests; its ContextSampler draws the
  * few-shot documents with Python's random.Random(fewshot_seed)). docs/tasks.md lists the keys,

@@ -40,8 +40,10 @@ static bool is_bigbench_path(const char *spec) {
 static em_status load_bigbench(const char *path, const char *group,
                                const em_task_load_options *options, em_task ***tasks,
                                size_t *count) {
-    em_bigbench_options bigbench = {options->num_fewshot < 0 ? 0 : options->num_fewshot,
-                                    options->limit};
+    em_bigbench_options bigbench = {.num_fewshot =
+                                        options->num_fewshot < 0 ? 0 : options->num_fewshot,
+                                    .limit = options->limit,
+                                    .generative = options->generative};
     em_task **loaded = NULL;
     size_t n = 0;
     em_status err = em_bigbench_load(path, &bigbench, &loaded, &n);

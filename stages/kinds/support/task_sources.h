@@ -17,6 +17,8 @@ typedef struct em_task_load_options {
     uint64_t fewshot_seed; /* lm-eval's fewshot random seed */
     size_t limit;          /* 0: every example; else, per task, lm-eval's first `limit`
                               documents, BIG-bench's max_examples */
+    bool generative;       /* BIG-bench's generative-only tasks load (generate_until); else they
+                              are refused by name and left out of folders and groups */
 } em_task_load_options;
 
 typedef struct em_task_source {
