@@ -5,7 +5,6 @@ them) on 1 and 2 threads; from an empty prompt (BOS alone) with --until "." the 
 the first period; and bad arguments: N not below the context, a missing prompt, an unknown
 precision, a model without a tokenizer (exit status 2, each with its message).
 Usage: test_generate_cli.py EVALMESH MKMODEL"""
-import json
 import os
 import subprocess
 import sys
@@ -13,15 +12,12 @@ import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 from checks import check, finish  # noqa: E402
+from generate_fixtures import reference, stories260k  # noqa: E402
 
 evalmesh, mkmodel = sys.argv[1], sys.argv[2]
-stories = os.path.join(os.environ.get("EVALMESH_SHARED_DATA", ""), "models", "stories260K.gguf")
-if not os.path.isfile(stories):
-    print(f"skipped: {stories} absent")
-    sys.exit(77)
-with open(os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                       "transformers_generate_expected.json")) as f:
-    reference = json.load(f)["stories260K"][1]  # BOS "Once upon a time"
+stories = stories260k()
+# BOS "Once upon a time"
+reference = reference("transformers_generate_expected.json")["stories260K"][1]
 
 
 def generate(*args):

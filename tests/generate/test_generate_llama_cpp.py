@@ -7,27 +7,23 @@ output with "\\n\\n" of its own (completion.cpp's last LOG); evalmesh prints the
 newline. Then all five prompts in one call, decoded together: the same texts, in order. Skipped
 without the shared data.
 Usage: test_generate_llama_cpp.py EVALMESH"""
-import json
 import os
 import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 from checks import check, finish  # noqa: E402
+from generate_fixtures import reference, stories260k  # noqa: E402
 
 evalmesh = sys.argv[1]
-stories = os.path.join(os.environ.get("EVALMESH_SHARED_DATA", ""), "models", "stories260K.gguf")
-if not os.path.isfile(stories):
-    print(f"skipped: {stories} absent")
-    sys.exit(77)
-with open(os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                       "llama_cpp_generate_expected.json")) as f:
-    reference = json.load(f)
+stories = stories260k()
+reference = reference("llama_cpp_generate_expected.json")
 
 wanted = []
 for case in reference["cases"]:
     printed = case["printed"]
-    check(printed.endswith("\n\n"), f"prompt {case['prompt']!r}: llama-completion's closing newlines",
+    check(printed.endswith("\n\n"),
+          f"prompt {case['prompt']!r}: llama-completion's closing newlines",
           repr(printed[-20:]))
     want = printed[:-2]
     want = want[1:] if want.startswith(" ") else want
