@@ -163,7 +163,7 @@ int main(void) {
     const em_ggml_kernel *c = NULL;
     CHECK(em_ggml_kernel_select(&c) == NULL);
     CHECK(c == &em_ggml_kernel_c);
-    int row_counts[] = {1, 2, 3, 5, 8}, token_counts[] = {1, 3, 4, 5, 17, 33},
+    int row_counts[] = {1, 2, 3, 5, 8, 19}, token_counts[] = {1, 3, 4, 5, 17, 33},
         widths[] = {32, 96, 288};
     const char *others[] = {"avx2"};
     for (size_t o = 0; o < sizeof others / sizeof *others; o++) {
@@ -174,7 +174,7 @@ int main(void) {
         CHECK_STR_EQ(k->name, others[o]);
         int shapes = 0;
         for (size_t i = 0; i < TYPES; i++) {
-            for (int a = 0; a < 5; a++) {
+            for (int a = 0; a < 6; a++) {
                 for (int b = 0; b < 6; b++) {
                     for (int e = 0; e < 3; e++) {
                         int rows = row_counts[a], T = token_counts[b];

@@ -4,7 +4,9 @@
  * group's 8 sums are gathered into one vector (lanes: row 0 tokens 0..3, row 1 tokens 0..3), and
  * the block's float steps run on those 8 lanes in the order of the C version, one IEEE rounding
  * each, so each lane gets the C result's bits. The tile's rows pass over chunks of 32 tokens,
- * whose activations stay in cache. A last odd row goes to the C kernel. */
+ * whose activations stay in cache. A last odd row goes to the C kernel. One token alone (a
+ * decoding step) takes 8 rows per pass instead, the lanes being the rows: the same steps, the same
+ * bits, four times the useful lanes. */
 #include "stages/kernels/cpu/ggml_dot.h"
 
 #include "stages/formats/dequantize_rows.h"
@@ -132,15 +134,75 @@ AVX2 static inline __attribute__((always_inline)) void tile_2xG(em_ggml_dot_type
     }
 }
 
+/* 8 rows x 1 token (a decoding step's one row of activations): the 8 lanes are the rows w0 ..
+ * w0 + 7 row_bytes at token t, each lane the (row, token) chain of tile_2xG and the C version,
+ * with the same float steps in the same order, so the bits are theirs. */
+AVX2 static inline __attribute__((always_inline)) void tile_8x1(em_ggml_dot_type type,
+                                                                const uint8_t *w0, size_t row_bytes,
+                                                                const em_q8_activations *x, int t,
+                                                                float *ct, size_t ldc) {
+    const em_ggml_block_layout L = em_ggml_block_layout_of(type);
+    __m256 acc = _mm256_setzero_ps();
+    for (int b = 0; b < x->blocks; b++) {
+        size_t at = (size_t)b * x->tokens + t;
+        __m256i y = _mm256_loadu_si256((const __m256i *)(x->qs + at * EM_Q8_BLOCK));
+        __m256i p[8];
+        uint16_t d16[8], m16[8];
+        for (int r = 0; r < 8; r++) {
+            const uint8_t *blk = w0 + (size_t)r * row_bytes + (size_t)b * L.bytes;
+            memcpy(&d16[r], blk, 2);
+            if (L.m) memcpy(&m16[r], blk + L.m, 2);
+            if (type == EM_GGML_DOT_Q8_0) {
+                p[r] = dot_signed(_mm256_loadu_si256((const __m256i *)(blk + 2)), y);
+            } else {
+                __m256i q = nibbles(blk + L.qs);
+                if (L.qh) q = _mm256_or_si256(q, fifth_bits(blk + L.qh));
+                p[r] = dot_unsigned(q, y);
+            }
+        }
+        __m256i sumi = sums8(p);
+        if (type == EM_GGML_DOT_Q4_0 || type == EM_GGML_DOT_Q5_0)
+            sumi = _mm256_sub_epi32(sumi, _mm256_set1_epi32(x->sum[at] * L.offset));
+        __m256 fsum = _mm256_cvtepi32_ps(sumi);
+        __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)d16));
+        __m256 dx = _mm256_set1_ps(x->d[at]);
+        __m256 step;
+        if (type == EM_GGML_DOT_Q8_0) {
+            step = _mm256_mul_ps(fsum, _mm256_mul_ps(dw, dx));
+        } else if (type == EM_GGML_DOT_Q4_0) {
+            step = _mm256_mul_ps(_mm256_mul_ps(fsum, dw), dx);
+        } else {
+            step = _mm256_mul_ps(_mm256_mul_ps(dw, dx), fsum);
+        }
+        if (type == EM_GGML_DOT_Q4_1 || type == EM_GGML_DOT_Q5_1) {
+            __m256 mw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)m16));
+            step = _mm256_add_ps(step, _mm256_mul_ps(mw, _mm256_set1_ps(x->s[at])));
+        }
+        acc = _mm256_add_ps(acc, step);
+    }
+    float lanes[8];
+    _mm256_storeu_ps(lanes, acc);
+    for (int r = 0; r < 8; r++) {
+        ct[(size_t)r * ldc + t] = lanes[r];
+        /* the padding tokens' activations are zeros (d = 0): their results, as the C kernel's */
+        for (int pad = t + 1; pad < x->tokens; pad++) ct[(size_t)r * ldc + pad] = 0.0f;
+    }
+}
+
 #define AVX2_TILE(name, column)                                                                    \
     AVX2 static void tile_##name(const uint8_t *w, size_t row_bytes, int rows,                     \
                                  const em_q8_activations *x, float *ct, size_t ldc) {              \
         const em_ggml_dot_type type = column;                                                      \
-        int pairs = rows / 2 * 2;                                                                  \
+        int pairs = rows / 2 * 2, first = 0;                                                       \
+        /* one token (a decoding step): 8 rows at a time, then pairs */                            \
+        if (x->T == 1)                                                                             \
+            for (; first + 8 <= rows; first += 8)                                                  \
+                tile_8x1(type, w + (size_t)first * row_bytes, row_bytes, x, 0,                     \
+                         ct + (size_t)first * ldc, ldc);                                           \
         /* chunks of tokens whose activations stay in cache while every row pair passes */         \
-        for (int c0 = 0; c0 < x->tokens; c0 += EM_GGML_TOKEN_CHUNK) {                              \
+        for (int c0 = 0; c0 < x->tokens && first < pairs; c0 += EM_GGML_TOKEN_CHUNK) {             \
             int c1 = c0 + EM_GGML_TOKEN_CHUNK < x->tokens ? c0 + EM_GGML_TOKEN_CHUNK : x->tokens;  \
-            for (int j = 0; j < pairs; j += 2) {                                                   \
+            for (int j = first; j < pairs; j += 2) {                                               \
                 const uint8_t *wj = w + (size_t)j * row_bytes;                                     \
                 int t0 = c0;                                                                       \
                 for (; t0 + 8 <= c1; t0 += 8)                                                      \
