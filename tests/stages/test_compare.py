@@ -22,6 +22,7 @@ import numpy as np
 
 from eval_helpers import MPIRUN, EvalSession
 from kld_numpy import llama_stats
+from resume_helpers import HEADER
 
 here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(here, "..", "support"))
@@ -185,7 +186,7 @@ def forward_records(stage):
             continue
         with open(os.path.join(records_dir, name), "rb") as f:
             data = f.read()
-        at = 208
+        at = HEADER
         while at < len(data):
             size = int.from_bytes(data[at + 4:at + 8], "little")
             p = at + 12
