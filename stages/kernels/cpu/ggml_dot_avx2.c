@@ -63,6 +63,24 @@ AVX2 static inline float half_at(const uint8_t *p) {
     return _cvtsh_ss(h);
 }
 
+/* One block's float step on 8 (row, token) lanes, in the C version's order (ggml_dot.h): fsum
+ * the exact integer sums as floats, dw and mw the weight's scale and minimum, dx and sx the
+ * activation's scale and sum (mw and sx read by Q4_1 and Q5_1 only). */
+AVX2 static inline __m256 block_step(em_ggml_dot_type type, __m256 fsum, __m256 dw, __m256 dx,
+                                     __m256 mw, __m256 sx) {
+    __m256 step;
+    if (type == EM_GGML_DOT_Q8_0) {
+        step = _mm256_mul_ps(fsum, _mm256_mul_ps(dw, dx));
+    } else if (type == EM_GGML_DOT_Q4_0) {
+        step = _mm256_mul_ps(_mm256_mul_ps(fsum, dw), dx);
+    } else {
+        step = _mm256_mul_ps(_mm256_mul_ps(dw, dx), fsum);
+    }
+    if (type == EM_GGML_DOT_Q4_1 || type == EM_GGML_DOT_Q5_1)
+        step = _mm256_add_ps(step, _mm256_mul_ps(mw, sx));
+    return step;
+}
+
 /* 2 rows x 4 G tokens (G = 1 or 2 groups of 4, each its own 8 lanes) at rows w0, w0 + row_bytes
  * and tokens t0 .. t0 + 4 G - 1 into ct: the groups share each block's unpacked quants and scales,
  * and their independent float chains overlap. */
@@ -113,19 +131,12 @@ AVX2 static inline __attribute__((always_inline)) void tile_2xG(em_ggml_dot_type
             __m256 fsum = _mm256_cvtepi32_ps(sumi);
             __m128 d4 = _mm_loadu_ps(x->d + at);
             __m256 dx = _mm256_set_m128(d4, d4);
-            __m256 step;
-            if (type == EM_GGML_DOT_Q8_0) {
-                step = _mm256_mul_ps(fsum, _mm256_mul_ps(dw, dx));
-            } else if (type == EM_GGML_DOT_Q4_0) {
-                step = _mm256_mul_ps(_mm256_mul_ps(fsum, dw), dx);
-            } else {
-                step = _mm256_mul_ps(_mm256_mul_ps(dw, dx), fsum);
-            }
+            __m256 sx = _mm256_setzero_ps();
             if (type == EM_GGML_DOT_Q4_1 || type == EM_GGML_DOT_Q5_1) {
                 __m128 s4 = _mm_loadu_ps(x->s + at);
-                step = _mm256_add_ps(step, _mm256_mul_ps(mw, _mm256_set_m128(s4, s4)));
+                sx = _mm256_set_m128(s4, s4);
             }
-            acc[g] = _mm256_add_ps(acc[g], step);
+            acc[g] = _mm256_add_ps(acc[g], block_step(type, fsum, dw, dx, mw, sx));
         }
     }
     for (int g = 0; g < G; g++) {
@@ -166,19 +177,12 @@ AVX2 static inline __attribute__((always_inline)) void tile_8x1(em_ggml_dot_type
         __m256 fsum = _mm256_cvtepi32_ps(sumi);
         __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)d16));
         __m256 dx = _mm256_set1_ps(x->d[at]);
-        __m256 step;
-        if (type == EM_GGML_DOT_Q8_0) {
-            step = _mm256_mul_ps(fsum, _mm256_mul_ps(dw, dx));
-        } else if (type == EM_GGML_DOT_Q4_0) {
-            step = _mm256_mul_ps(_mm256_mul_ps(fsum, dw), dx);
-        } else {
-            step = _mm256_mul_ps(_mm256_mul_ps(dw, dx), fsum);
-        }
+        __m256 mw = _mm256_setzero_ps(), sx = _mm256_setzero_ps();
         if (type == EM_GGML_DOT_Q4_1 || type == EM_GGML_DOT_Q5_1) {
-            __m256 mw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)m16));
-            step = _mm256_add_ps(step, _mm256_mul_ps(mw, _mm256_set1_ps(x->s[at])));
+            mw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)m16));
+            sx = _mm256_set1_ps(x->s[at]);
         }
-        acc = _mm256_add_ps(acc, step);
+        acc = _mm256_add_ps(acc, block_step(type, fsum, dw, dx, mw, sx));
     }
     float lanes[8];
     _mm256_storeu_ps(lanes, acc);
