@@ -47,12 +47,17 @@ void em_output_head_tile(float *lt, size_t ldl, int T, int rows, int64_t row0,
             max[t] = l[t] > max[t] ? l[t] : max[t];
         }
     }
+    /* The tile's rows close up to (rows, T), shifted by their maxima, and go through exp in one
+     * call: at T = 1 (a decoding step) one call per row would cost more than the exp itself, and
+     * exp is elementwise, so every value is the same bits either way. */
     for (int j = 0; j < rows; j++) {
-        float *l = lt + (size_t)j * ldl;
-        for (int t = 0; t < T; t++) l[t] -= max[t];
-        em_exp_inplace(l, (size_t)T);
-        for (int t = 0; t < T; t++) sum[t] += l[t];
+        const float *from = lt + (size_t)j * ldl;
+        float *to = lt + (size_t)j * T; /* at or before from: rows move forward in order */
+        for (int t = 0; t < T; t++) to[t] = from[t] - max[t];
     }
+    em_exp_inplace(lt, (size_t)rows * T);
+    for (int j = 0; j < rows; j++)
+        for (int t = 0; t < T; t++) sum[t] += lt[(size_t)j * T + t];
     for (int t = 0; t < T; t++) {
         out[t] =
             (em_head_tile){.sum_exp = sum[t], .max = max[t], .argmax = (int32_t)row0 + best[t]};
