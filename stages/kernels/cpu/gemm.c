@@ -42,6 +42,10 @@ em_gemm_panels em_gemm_packed(const float *xp, int K) {
 void em_gemm_tile(em_gemm_microkernel *kernel, em_gemm_panels xp, int T, int K, const float *wt,
                   size_t ldw, int rows, float *ct, size_t ldc) {
     static const float zeros[EM_GEMM_KC]; /* stands in for the rows past `rows` */
+    if (T == 1) {
+        em_gemm_one_token_for(kernel)(K, xp.x, xp.column_stride, wt, ldw, rows, ct, ldc);
+        return;
+    }
     for (int k0 = 0; k0 < K; k0 += EM_GEMM_KC) {
         int kc = K - k0 < EM_GEMM_KC ? K - k0 : EM_GEMM_KC;
         for (int t0 = 0; t0 < em_gemm_padded_tokens(T); t0 += EM_GEMM_TOKENS) {

@@ -1,6 +1,7 @@
 /* The GEMM microkernels for AVX-512F, AVX2+FMA and plain C, and the choice between them (see
  * gemm_microkernel.h). */
 #include "stages/kernels/cpu/gemm_microkernel.h"
+#include "stages/kernels/cpu/gemm.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -30,6 +31,43 @@ static void microkernel_c(int kc, const float *xp, size_t column_stride, size_t 
     }
     for (int j = 0; j < EM_GEMM_ROWS; j++) {
         for (int t = 0; t < EM_GEMM_TOKENS; t++) ct[j * ldc + t] = acc[j][t];
+    }
+}
+
+/* The one-token kernels' block: blk (kb, EM_GEMM_ONE_TOKEN_ROWS) = rows j0.. of w at columns
+ * k0 .. k0 + kb - 1, transposed, with zeros for the rows past `rows`. */
+#define ONE_TOKEN_KB 64
+static void one_token_block(const float *w, size_t ldw, int rows, int j0, int k0, int kb,
+                            float *blk) {
+    int n = rows - j0 < EM_GEMM_ONE_TOKEN_ROWS ? rows - j0 : EM_GEMM_ONE_TOKEN_ROWS;
+    for (int k = 0; k < kb; k++)
+        for (int r = n; r < EM_GEMM_ONE_TOKEN_ROWS; r++) blk[k * EM_GEMM_ONE_TOKEN_ROWS + r] = 0.0f;
+    em_transpose(w + (size_t)j0 * ldw + k0, ldw, n, kb, blk, EM_GEMM_ONE_TOKEN_ROWS, false);
+}
+
+/* Stores a group's sums: acc[r] to ct[(j0 + r) * ldc] for the rows up to `rows` rounded up to
+ * EM_GEMM_ROWS (em_gemm_tile's promise). */
+static void one_token_store(const float *acc, int rows, int j0, float *ct, size_t ldc) {
+    int padded = (rows + EM_GEMM_ROWS - 1) / EM_GEMM_ROWS * EM_GEMM_ROWS;
+    for (int r = 0; r < EM_GEMM_ONE_TOKEN_ROWS && j0 + r < padded; r++)
+        ct[(size_t)(j0 + r) * ldc] = acc[r];
+}
+
+static void one_token_c(int K, const float *x, size_t x_stride, const float *w, size_t ldw,
+                        int rows, float *ct, size_t ldc) {
+    float blk[ONE_TOKEN_KB * EM_GEMM_ONE_TOKEN_ROWS];
+    for (int j0 = 0; j0 < rows; j0 += EM_GEMM_ONE_TOKEN_ROWS) {
+        float acc[EM_GEMM_ONE_TOKEN_ROWS] = {0};
+        for (int k0 = 0; k0 < K; k0 += ONE_TOKEN_KB) {
+            int kb = K - k0 < ONE_TOKEN_KB ? K - k0 : ONE_TOKEN_KB;
+            one_token_block(w, ldw, rows, j0, k0, kb, blk);
+            for (int k = 0; k < kb; k++) {
+                float xk = x[(size_t)(k0 + k) * x_stride];
+                for (int r = 0; r < EM_GEMM_ONE_TOKEN_ROWS; r++)
+                    acc[r] = fmaf(xk, blk[k * EM_GEMM_ONE_TOKEN_ROWS + r], acc[r]);
+            }
+        }
+        one_token_store(acc, rows, j0, ct, ldc);
     }
 }
 
@@ -95,7 +133,75 @@ microkernel_avx2(int kc, const float *xp, size_t column_stride, size_t panel_str
         }
     }
 }
+
+/* One token, AVX-512: 64 rows in 4 zmm accumulators, one broadcast of x[k] per column. */
+__attribute__((target("avx512f"))) static void one_token_avx512(int K, const float *x,
+                                                                size_t x_stride, const float *w,
+                                                                size_t ldw, int rows, float *ct,
+                                                                size_t ldc) {
+    float blk[ONE_TOKEN_KB * EM_GEMM_ONE_TOKEN_ROWS], sums[EM_GEMM_ONE_TOKEN_ROWS];
+    for (int j0 = 0; j0 < rows; j0 += EM_GEMM_ONE_TOKEN_ROWS) {
+        __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
+                         _mm512_setzero_ps()};
+        for (int k0 = 0; k0 < K; k0 += ONE_TOKEN_KB) {
+            int kb = K - k0 < ONE_TOKEN_KB ? K - k0 : ONE_TOKEN_KB;
+            one_token_block(w, ldw, rows, j0, k0, kb, blk);
+            for (int k = 0; k < kb; k++) {
+                __m512 xk = _mm512_set1_ps(x[(size_t)(k0 + k) * x_stride]);
+                const float *b = blk + k * EM_GEMM_ONE_TOKEN_ROWS;
+#pragma GCC unroll 4
+                for (int v = 0; v < 4; v++)
+                    acc[v] = _mm512_fmadd_ps(xk, _mm512_loadu_ps(b + 16 * v), acc[v]);
+            }
+        }
+        for (int v = 0; v < 4; v++) _mm512_storeu_ps(sums + 16 * v, acc[v]);
+        one_token_store(sums, rows, j0, ct, ldc);
+    }
+}
+
+/* One token, AVX2: 64 rows in 8 ymm accumulators. */
+__attribute__((target("avx2,fma"))) static void one_token_avx2(int K, const float *x,
+                                                               size_t x_stride, const float *w,
+                                                               size_t ldw, int rows, float *ct,
+                                                               size_t ldc) {
+    float blk[ONE_TOKEN_KB * EM_GEMM_ONE_TOKEN_ROWS], sums[EM_GEMM_ONE_TOKEN_ROWS];
+    for (int j0 = 0; j0 < rows; j0 += EM_GEMM_ONE_TOKEN_ROWS) {
+        __m256 acc[8];
+        for (int v = 0; v < 8; v++) acc[v] = _mm256_setzero_ps();
+        for (int k0 = 0; k0 < K; k0 += ONE_TOKEN_KB) {
+            int kb = K - k0 < ONE_TOKEN_KB ? K - k0 : ONE_TOKEN_KB;
+            one_token_block(w, ldw, rows, j0, k0, kb, blk);
+            for (int k = 0; k < kb; k++) {
+                __m256 xk = _mm256_set1_ps(x[(size_t)(k0 + k) * x_stride]);
+                const float *b = blk + k * EM_GEMM_ONE_TOKEN_ROWS;
+#pragma GCC unroll 8
+                for (int v = 0; v < 8; v++)
+                    acc[v] = _mm256_fmadd_ps(xk, _mm256_loadu_ps(b + 8 * v), acc[v]);
+            }
+        }
+        for (int v = 0; v < 8; v++) _mm256_storeu_ps(sums + 8 * v, acc[v]);
+        one_token_store(sums, rows, j0, ct, ldc);
+    }
+}
 #endif
+
+/* Each microkernel with its one-token kernel: one row per instruction set. */
+static const struct {
+    em_gemm_microkernel *microkernel;
+    em_gemm_one_token *one_token;
+} one_token_table[] = {
+#ifdef EM_GEMM_X86
+    {microkernel_avx512, one_token_avx512},
+    {microkernel_avx2, one_token_avx2},
+#endif
+    {microkernel_c, one_token_c},
+};
+
+em_gemm_one_token *em_gemm_one_token_for(em_gemm_microkernel *kernel) {
+    for (size_t i = 0; i < sizeof one_token_table / sizeof one_token_table[0]; i++)
+        if (one_token_table[i].microkernel == kernel) return one_token_table[i].one_token;
+    return one_token_c;
+}
 
 em_status em_gemm_microkernel_select(em_gemm_microkernel **kernel, const char **name) {
     bool avx512 = false, avx2 = false;

@@ -29,6 +29,18 @@
 typedef void em_gemm_microkernel(int kc, const float *xp, size_t column_stride, size_t panel_stride,
                                  const float *const *w, float *ct, size_t ldc, bool first);
 
+/* The same products for a single token (T = 1, every decoding step), where the microkernel would
+ * spend 31 of its 32 token lanes on padding: x[k] = x[k * x_stride] (a packed panel's token 0),
+ * w as em_gemm_tile's wt (rows rows of K floats, row stride ldw); ct[j * ldc] = the fma chain
+ * above over the whole row from 0, for j < rows rounded up to EM_GEMM_ROWS (rows past `rows` give
+ * 0). The rows go across the vector lanes (through transposed blocks of EM_GEMM_ONE_TOKEN_ROWS
+ * rows), so each output is still one chain in k order: the same bits as the microkernel. */
+#define EM_GEMM_ONE_TOKEN_ROWS 64
+typedef void em_gemm_one_token(int K, const float *x, size_t x_stride, const float *w, size_t ldw,
+                               int rows, float *ct, size_t ldc);
+/* The one-token kernel of the microkernel's instruction set. */
+em_gemm_one_token *em_gemm_one_token_for(em_gemm_microkernel *kernel);
+
 /* The kernel for this CPU (AVX-512F, else AVX2 with FMA, else plain C) or the one the environment
  * variable EVALMESH_CPU_KERNEL names (avx512, avx2 or c): tests compare them. An error (exit 2)
  * when that variable names an unknown kernel or one this CPU cannot run. */
