@@ -140,6 +140,25 @@ static flat_example *flatten(em_task **tasks, size_t task_count, size_t *count,
     return flat;
 }
 
+/* The options `max_gen_toks` and `until` (lm-eval's --gen_kwargs), when set, in place of every
+ * generate_until task's own. */
+static void generation_overrides(const em_node *options, em_task **tasks, size_t count) {
+    const em_node *max = em_node_get(options, "max_gen_toks");
+    const em_node *until = em_node_get(options, "until");
+    for (size_t t = 0; t < count; t++) {
+        em_task_generation *g = &tasks[t]->generation;
+        if (!generative(tasks[t])) continue;
+        if (!em_node_is_null(max))
+            g->max_gen_toks = (int)em_node_option_int(options, "max_gen_toks");
+        if (em_node_is_null(until)) continue;
+        for (size_t u = 0; u < g->until_count; u++) free(g->until[u]);
+        free(g->until);
+        g->until_count = until->count;
+        g->until = em_xcalloc(until->count ? until->count : 1, sizeof *g->until);
+        for (size_t u = 0; u < until->count; u++) g->until[u] = em_xstrdup(until->items[u]->text);
+    }
+}
+
 static em_status task_init(em_stage *self, const em_run_context *ctx) {
     task_state *st = em_xcalloc(1, sizeof *st);
     self->state = st;
@@ -167,6 +186,7 @@ static em_status task_init(em_stage *self, const em_run_context *ctx) {
     };
     err = em_tasks_load((const char *const *)specs, list->count, &options, &st->tasks,
                         &st->task_count);
+    if (!err) generation_overrides(self->options, st->tasks, st->task_count);
     /* generate_until tasks are decoded greedily: the backend must decode */
     for (size_t i = 0; !err && i < st->task_count; i++)
         if (generative(st->tasks[i])) {
