@@ -19,7 +19,8 @@ static const char usage[] =
     "usage: evalmesh eval -m MODEL --tasks TASK[,TASK...] [--num-fewshot N] [--limit N]\n"
     "                     [--max-length N] [--add-bos] [--log-samples] [--fewshot-seed N]\n"
     "                     [--threads N] [--batch-tokens N] [--precision P]\n"
-    "                     [--gen-kwargs K=V[,K=V...]] [--print-recipe]\n"
+    "                     [--gen-kwargs K=V[,K=V...]] [--bigbench-generative]\n"
+    "                     [--print-recipe]\n"
     "                     [--run-dir DIR] [--force] [--log-level LEVEL]\n"
     "                     [--collective-timeout S]\n"
     "       evalmesh eval --resume RUN_DIR\n"
@@ -52,6 +53,8 @@ static const char usage[] =
     "                      string; repeat the key for more; replaces the tasks' own),\n"
     "                      do_sample=false, temperature=0 (decoding is greedy; sampling is\n"
     "                      refused)\n"
+    "  --bigbench-generative  also BIG-bench's generative tasks (exact_str_match), decoded\n"
+    "                      greedily (default: left out of folders and groups)\n"
     "  --print-recipe      print the recipe as YAML and exit\n"
     "  --run-dir DIR       write into DIR instead of runs/eval-<UTC time>\n"
     "  --force             write into a --run-dir that is not empty\n"
@@ -74,6 +77,7 @@ enum {
     OPT_BATCH,
     OPT_PRECISION,
     OPT_GEN_KWARGS,
+    OPT_BIGBENCH_GENERATIVE,
     OPT_PRINT,
     OPT_RUN_DIR,
     OPT_FORCE,
@@ -95,6 +99,7 @@ static const struct option options[] = {
     {"batch-tokens", required_argument, NULL, OPT_BATCH},
     {"precision", required_argument, NULL, OPT_PRECISION},
     {"gen-kwargs", required_argument, NULL, OPT_GEN_KWARGS},
+    {"bigbench-generative", no_argument, NULL, OPT_BIGBENCH_GENERATIVE},
     {"print-recipe", no_argument, NULL, OPT_PRINT},
     {"run-dir", required_argument, NULL, OPT_RUN_DIR},
     {"force", no_argument, NULL, OPT_FORCE},
@@ -247,6 +252,8 @@ static int parse(int argc, char **argv, eval_args *a, em_session_options *opts) 
         } else if (c == OPT_GEN_KWARGS) {
             int rc = gen_kwargs_overrides(optarg, &a->overrides);
             if (rc) return rc;
+        } else if (c == OPT_BIGBENCH_GENERATIVE) {
+            em_override_add(&a->overrides, em_xstrdup("stages.tasks.bigbench_generative=true"));
         } else if (c == OPT_SAMPLES) {
             em_override_add(&a->overrides, em_xstrdup("stages.tasks.log_samples=true"));
         } else if (c == OPT_RESUME) {

@@ -183,6 +183,7 @@ static em_status task_init(em_stage *self, const em_run_context *ctx) {
             em_node_is_null(shots) ? -1 : (int)em_node_option_int(self->options, "num_fewshot"),
         .fewshot_seed = (uint64_t)em_node_option_int(self->options, "fewshot_seed"),
         .limit = em_node_is_null(limit) ? 0 : (size_t)em_node_option_int(self->options, "limit"),
+        .generative = em_node_option_bool(self->options, "bigbench_generative"),
     };
     err = em_tasks_load((const char *const *)specs, list->count, &options, &st->tasks,
                         &st->task_count);

@@ -17,7 +17,11 @@ llama.cpp's text and Python's re, not from evalmesh. Checked:
       `evalmesh eval --resume` on 3 ranks writes the same bytes, taking exactly the intact
       records;
   (e) --gen-kwargs max_gen_toks=4 and until=the replace the task's; do_sample=true and
-      temperature=0.5 are refused with exit 2 and a message.
+      temperature=0.5 are refused with exit 2 and a message;
+  (f) a BIG-bench generative task (tests/tasks/bigbench/gen_tiny) is refused without
+      --bigbench-generative; with it, every answer is BIG-bench's postprocess_output of the text
+      (copied here) and its exact_str_match whether the answer is a target, the same bytes on 2
+      ranks (the text itself has no outside reference here: the prompts are not llama.cpp's).
 usage: test_task_generate.py"""
 import glob
 import json
@@ -231,4 +235,54 @@ for kwargs, message in [
                                           "--gen-kwargs", kwargs])
     check(code == 2 and message in err, f"--gen-kwargs {kwargs}: exit 2 and the message",
           f"exit {code}: {err[-800:]}")
+
+
+# (f) a BIG-bench generative task (exact_str_match): refused without bigbench_generative; with
+# it, the filtered answer is BIG-bench's postprocess_output of the text (copied below) and the
+# score whether it is a target, the same bytes on 2 ranks
+def postprocess_output(text, max_length, stop_string, output_regex):
+    """bigbench/models/model_utils.py (bigbench 1.0.0), copied (strings only)."""
+    if max_length:
+        text = text[:max_length]
+    if stop_string:
+        index = text.find(stop_string)
+        if index > 0:
+            text = text[: index + len(stop_string)]
+    if output_regex:
+        text = next(iter(re.findall(output_regex, text)), "")
+    return text
+
+
+GEN_TINY = os.path.join(HERE, "bigbench", "gen_tiny")
+code, out, err, _ = session.evalmesh(["eval", "-m", MODEL, "--tasks", GEN_TINY])
+check(code == 2 and "task 'gen_tiny' is generative (metrics: exact_str_match): it loads with the "
+      "task stage's bigbench_generative (evalmesh eval --bigbench-generative)" in err,
+      "BIG-bench generative task without --bigbench-generative: exit 2 and the message",
+      f"exit {code}: {err[-800:]}")
+BIGBENCH = ["eval", "-m", MODEL, "--tasks", GEN_TINY, "--bigbench-generative", "--log-samples",
+            "-t", "1"]
+code, out, err, _ = session.evalmesh(BIGBENCH)
+check_equal(code, 0, "BIG-bench generative task: exit status")
+bb_dir = run_dir()
+spec = json.load(open(os.path.join(GEN_TINY, "task.json")))
+lines = [json.loads(line) for line in open(os.path.join(bb_dir, "samples_gen_tiny.jsonl"))]
+scores = []
+for k, line in enumerate(lines):
+    answer = postprocess_output(line["resps"][0][0], 256, spec.get("stop_string"),
+                                spec.get("output_regex"))
+    targets = line["target"] if isinstance(line["target"], list) else [line["target"]]
+    scores.append(int(answer in targets))
+    check(line["filtered_resps"] == [answer] and line["exact_str_match"] == scores[-1],
+          f"gen_tiny example {k}: BIG-bench's post-processing and exact_str_match",
+          f"{line['filtered_resps']} {line['exact_str_match']}, want {answer!r} {scores[-1]}")
+results = json.load(open(os.path.join(bb_dir, "lm_eval_results.json")))["results"]["gen_tiny"]
+distinct = {json.dumps(e, sort_keys=True) for e in spec["examples"]}  # BIG-bench drops repeats
+check(len(lines) == len(distinct) and
+      results["exact_str_match,none"] == math.fsum(scores) / len(scores),
+      "gen_tiny: exact_str_match is the mean of the examples'", str(results))
+code, out, err, _ = session.evalmesh(BIGBENCH, np=2)
+check(code == 0 and all(open(os.path.join(run_dir(), n), "rb").read()
+                        == open(os.path.join(bb_dir, n), "rb").read()
+                        for n in ["samples_gen_tiny.jsonl", "lm_eval_results.json"]),
+      "gen_tiny on 2 ranks: the bytes of the 1-rank run", f"exit {code}: {err[-800:]}")
 session.finish()
