@@ -21,7 +21,8 @@ llama.cpp's text and Python's re, not from evalmesh. Checked:
   (f) a BIG-bench generative task (tests/tasks/bigbench/gen_tiny) is refused without
       --bigbench-generative; with it, every answer is BIG-bench's postprocess_output of the text
       (copied here) and its exact_str_match whether the answer is a target, the same bytes on 2
-      ranks (the text itself has no outside reference here: the prompts are not llama.cpp's).
+      ranks (the text itself has no outside reference here: the prompts are not llama.cpp's);
+  (g) the paired gate (mcnemar_p, max_decrease_sigma) on exact_match against the 1-rank run.
 usage: test_task_generate.py"""
 import glob
 import json
@@ -285,4 +286,21 @@ check(code == 0 and all(open(os.path.join(run_dir(), n), "rb").read()
                         == open(os.path.join(bb_dir, n), "rb").read()
                         for n in ["samples_gen_tiny.jsonl", "lm_eval_results.json"]),
       "gen_tiny on 2 ranks: the bytes of the 1-rank run", f"exit {code}: {err[-800:]}")
+
+# (g) the paired gate on exact_match: the 1-rank run as the baseline of an identical run, paired
+# over its 10 examples with McNemar's test (exact_match is 0/1)
+gate_recipe = session.write("gate.yaml", f"""name: gate
+stages:
+  model: {{kind: model, path: "{MODEL}"}}
+  tasks: {{kind: task, model: model, tasks: ["{TASKS.split(",")[0]}"], threads: 1}}
+  gate: {{kind: gate, metrics: tasks, baseline: {{pin: "{one_dir}"}},
+         mcnemar_p: {{tasks/stories_gen.exact_match: 0.05}},
+         max_decrease_sigma: {{tasks/stories_gen.exact_match: 1}}}}
+  report: {{kind: report, metrics: tasks, verdict: gate, outputs: [json]}}
+""")
+code, out, err, results = session.evalmesh(["run", gate_recipe])
+checks = results["gate"]["checks"] if results else []
+check(code == 0 and len(checks) == 2 and all(c["comparison"] == "paired" and c["examples"] == 10
+                                             and c["passed"] for c in checks),
+      f"the gate pairs exact_match over the 10 examples: exit {code}: {checks} {err[-1500:]}")
 session.finish()
