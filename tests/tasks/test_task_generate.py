@@ -22,7 +22,10 @@ llama.cpp's text and Python's re, not from evalmesh. Checked:
       --bigbench-generative; with it, every answer is BIG-bench's postprocess_output of the text
       (copied here) and its exact_str_match whether the answer is a target, the same bytes on 2
       ranks (the text itself has no outside reference here: the prompts are not llama.cpp's);
-  (g) the paired gate (mcnemar_p, max_decrease_sigma) on exact_match against the 1-rank run.
+  (g) the paired gate (mcnemar_p, max_decrease_sigma) on exact_match against the 1-rank run;
+  (h) SIGTERM to a 2-rank job in the middle of its decoding: exit 6, the finished generations
+      recorded whole, and a 3-rank resume gives the uninterrupted run's bytes, taking exactly
+      them. The polling's sleeps only pace it.
 usage: test_task_generate.py"""
 import glob
 import json
@@ -30,15 +33,17 @@ import math
 import os
 import re
 import shutil
+import signal
 import struct
 import subprocess
 import sys
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "stages"))
 sys.path.insert(0, os.path.join(HERE, "..", "support"))
 from eval_helpers import MPIRUN, EvalSession, shared_files  # noqa: E402
-from resume_helpers import HEADER, RECORD_MAGIC  # noqa: E402
+from resume_helpers import HEADER, RECORD_MAGIC, rank_pid, test_env  # noqa: E402
 from checks import check, check_equal  # noqa: E402
 
 (MODEL,) = shared_files("models/stories260K.gguf")
@@ -303,4 +308,64 @@ checks = results["gate"]["checks"] if results else []
 check(code == 0 and len(checks) == 2 and all(c["comparison"] == "paired" and c["examples"] == 10
                                              and c["passed"] for c in checks),
       f"the gate pairs exact_match over the 10 examples: exit {code}: {checks} {err[-1500:]}")
+
+# (h) SIGTERM to both ranks of a 2-rank job in the middle of their decoding (60 examples of 200
+# tokens, two sequences decoded together per batch): exit 6, each rank says it was interrupted,
+# its records whole; resumed on 3 ranks, the bytes of an uninterrupted 1-rank run, taking exactly
+# the recorded generations
+NAMES = ["Lily", "Tom", "Ben", "Sue", "Max", "Mia", "Sam", "Anna", "Tim", "Zoe"]
+ANIMALS = ["dog", "cat", "bear", "bird", "fish", "frog"]
+session.write("long_gen.jsonl", "".join(
+    json.dumps({"prompt": f"{NAMES[i % 10]} and the {ANIMALS[i // 10]} went to the",
+                "answer": NAMES[i * 7 % 10]}) + "\n" for i in range(60)))
+session.write("long_gen.yaml", open(os.path.join(session.tmp, "stories_gen.yaml")).read()
+              .replace("stories_gen", "long_gen"))
+LONG = ["eval", "-m", MODEL, "--tasks", os.path.join(session.tmp, "long_gen.yaml"),
+        "--log-samples", "-t", "1", "--gen-kwargs", "max_gen_toks=200,until=@@"]
+LONG_FILES = ["samples_long_gen.jsonl", "lm_eval_results.json", "examples_tasks.json"]
+code, out, err, _ = session.evalmesh(LONG)
+check_equal(code, 0, "long task, uninterrupted: exit status")
+whole = {n: open(os.path.join(run_dir(), n), "rb").read() for n in LONG_FILES}
+ENV = test_env()
+cut = os.path.join(session.tmp, "cut")
+job = subprocess.Popen([MPIRUN, "-np", "2", "--allow-run-as-root", "--oversubscribe",
+                        os.environ["EVALMESH_BIN"], *LONG, "--batch-tokens", "500",
+                        "--run-dir", cut], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       text=True, env=ENV, start_new_session=True)
+pids = {}
+deadline = time.monotonic() + 300
+while job.poll() is None and time.monotonic() < deadline and len(pids) < 2:
+    for r in range(2):
+        files = glob.glob(os.path.join(cut, "records", f"tasks.rank{r}.*.bin"))
+        if r not in pids and files and os.path.getsize(files[0]) > HEADER:
+            pid = rank_pid(cut, r)
+            if pid:
+                pids[r] = pid
+    time.sleep(0.005)  # paces the polling only
+for pid in pids.values():
+    os.kill(pid, signal.SIGTERM)
+_, err = job.communicate(timeout=600)
+check(len(pids) == 2 and job.returncode == 6,
+      f"sigterm: both ranks signalled after their first records, exit 6 ({job.returncode})",
+      err[-2000:])
+check(err.count("interrupted by signal 15 (Terminated)") == 2, "sigterm: every rank says so",
+      err[-3000:])
+recorded = 0
+for path in glob.glob(os.path.join(cut, "records", "tasks.rank*.bin")):
+    got, end = records(path)
+    check(end == os.path.getsize(path) and all(ids == argmax for _, ids, argmax, *_ in got),
+          f"sigterm: {os.path.basename(path)} holds whole generation records")
+    recorded += len(got)
+print(f"sigterm: {recorded} of 60 generations recorded")
+check(0 < recorded < 60, f"sigterm: some but not all generations recorded ({recorded})")
+r = subprocess.run([MPIRUN, "-np", "3", "--allow-run-as-root", "--oversubscribe",
+                    os.environ["EVALMESH_BIN"], "eval", "--resume", cut], capture_output=True,
+                   text=True, timeout=600, env=ENV)
+check_equal(r.returncode, 0, "sigterm: resume on 3 ranks: exit status")
+got = {n: open(os.path.join(cut, n), "rb").read() if os.path.exists(os.path.join(cut, n))
+       else None for n in LONG_FILES}
+check(got == whole, "sigterm: resume on 3 ranks: the bytes of the uninterrupted run",
+      r.stderr[-2000:])
+taken = sum(int(n) for n in re.findall(r"(\d+) requests taken from the run's records", r.stderr))
+check_equal(taken, recorded, "sigterm: the resume took exactly the recorded generations")
 session.finish()
