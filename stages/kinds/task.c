@@ -551,6 +551,7 @@ static em_status generate_range(scoring *s, const flat_example *flat, size_t fir
             if (out[j].finished) {
                 keep_generated(s, index[done + j], &out[j]);
                 s->computed_tokens += out[j].prompt_used;
+                s->request_tokens += out[j].prompt_used;
             }
             em_generation_free(&out[j]);
         }
