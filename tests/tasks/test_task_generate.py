@@ -25,7 +25,8 @@ llama.cpp's text and Python's re, not from evalmesh. Checked:
   (g) the paired gate (mcnemar_p, max_decrease_sigma) on exact_match against the 1-rank run;
   (h) SIGTERM to a 2-rank job in the middle of its decoding: exit 6, the finished generations
       recorded whole, and a 3-rank resume gives the uninterrupted run's bytes, taking exactly
-      them. The polling's sleeps only pace it.
+      them. The polling's sleeps only pace it;
+  (i) tp 2 (dp 1): llama.cpp's texts again.
 usage: test_task_generate.py"""
 import glob
 import json
@@ -368,4 +369,21 @@ check(got == whole, "sigterm: resume on 3 ranks: the bytes of the uninterrupted 
       r.stderr[-2000:])
 taken = sum(int(n) for n in re.findall(r"(\d+) requests taken from the run's records", r.stderr))
 check_equal(taken, recorded, "sigterm: the resume took exactly the recorded generations")
+
+# (i) tp 2: each decoding step's products split over 2 ranks (within 1e-5 of tp 1, not the same
+# bits); on these prompts, whose greedy choices are not near ties, the same texts as llama.cpp's
+tp_recipe = session.write("tp.yaml", f"""name: tp
+stages:
+  model: {{kind: model, path: "{MODEL}"}}
+  grid: {{kind: mesh, dp: 1, tp: 2}}
+  tasks: {{kind: task, model: model, mesh: grid, tasks: ["{TASKS.split(",")[0]}"],
+          log_samples: true, threads: 1}}
+  report: {{kind: report, metrics: tasks, outputs: [json]}}
+""")
+code, out, err, _ = session.evalmesh(["run", tp_recipe], np=2)
+check_equal(code, 0, "tp 2: exit status")
+if code == 0:
+    texts = [json.loads(line)["resps"][0][0]
+             for line in open(os.path.join(run_dir(), "samples_stories_gen.jsonl"))]
+    check_equal(texts, [e[0] for e in expected], "tp 2: llama.cpp's texts")
 session.finish()
