@@ -2,7 +2,9 @@
  * The recipe is the template recipes/eval.yaml (built into the binary): a model stage, a task
  * stage and a report; the command line fills it in with overrides, one recipe path per option,
  * and it runs like `evalmesh run` does, on every rank of an mpirun/srun job; --print-recipe
- * shows the filled-in recipe as YAML instead. */
+ * shows the filled-in recipe as YAML instead. --gen-kwargs takes lm-eval's comma-separated
+ * key=value list for generate_until tasks: max_gen_toks and until (the task stage's options of
+ * those names), do_sample=false and temperature=0; sampling is refused. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,15 +19,17 @@ static const char usage[] =
     "usage: evalmesh eval -m MODEL --tasks TASK[,TASK...] [--num-fewshot N] [--limit N]\n"
     "                     [--max-length N] [--add-bos] [--log-samples] [--fewshot-seed N]\n"
     "                     [--threads N] [--batch-tokens N] [--precision P]\n"
+    "                     [--gen-kwargs K=V[,K=V...]] [--bigbench-generative]\n"
     "                     [--print-recipe]\n"
     "                     [--run-dir DIR] [--force] [--log-level LEVEL]\n"
     "                     [--collective-timeout S]\n"
     "       evalmesh eval --resume RUN_DIR\n"
     "\n"
-    "Scores MODEL (GGUF, safetensors or a Hugging Face folder) on benchmark tasks from\n"
-    "log-likelihoods, as lm-evaluation-harness 0.4 does (multiple_choice and loglikelihood\n"
-    "tasks), on this rank or on every rank of an mpirun/srun job, the same bits on any number\n"
-    "of ranks. Prints lm-eval's table; the run directory gets lm_eval_results.json (lm-eval's\n"
+    "Scores MODEL (GGUF, safetensors or a Hugging Face folder) on benchmark tasks as\n"
+    "lm-evaluation-harness 0.4 does, from log-likelihoods (multiple_choice and loglikelihood\n"
+    "tasks) or greedy generation (generate_until), on this rank or on every rank of an\n"
+    "mpirun/srun job, the same bits on any number of ranks. Prints lm-eval's table; the run "
+    "directory gets lm_eval_results.json (lm-eval's\n"
     "results document), results.json and, with --log-samples, samples_<task>.jsonl. The recipe\n"
     "is recipes/eval.yaml with the options below filled in.\n"
     "\n"
@@ -44,6 +48,13 @@ static const char usage[] =
     "  --precision P       exact (default) or ggml: activations rounded to 8 bits before the\n"
     "                      products of quantized matrices, as llama.cpp's CPU backend (the\n"
     "                      task stage's `precision`; recorded, a resume keeps it)\n"
+    "  --gen-kwargs LIST   for generate_until tasks, lm-eval's comma-separated key=value:\n"
+    "                      max_gen_toks=N (the most tokens generated), until=STR (a stop\n"
+    "                      string; repeat the key for more; replaces the tasks' own),\n"
+    "                      do_sample=false, temperature=0 (decoding is greedy; sampling is\n"
+    "                      refused)\n"
+    "  --bigbench-generative  also BIG-bench's generative tasks (exact_str_match), decoded\n"
+    "                      greedily (default: left out of folders and groups)\n"
     "  --print-recipe      print the recipe as YAML and exit\n"
     "  --run-dir DIR       write into DIR instead of runs/eval-<UTC time>\n"
     "  --force             write into a --run-dir that is not empty\n"
@@ -65,6 +76,8 @@ enum {
     OPT_SEED,
     OPT_BATCH,
     OPT_PRECISION,
+    OPT_GEN_KWARGS,
+    OPT_BIGBENCH_GENERATIVE,
     OPT_PRINT,
     OPT_RUN_DIR,
     OPT_FORCE,
@@ -85,6 +98,8 @@ static const struct option options[] = {
     {"threads", required_argument, NULL, 't'},
     {"batch-tokens", required_argument, NULL, OPT_BATCH},
     {"precision", required_argument, NULL, OPT_PRECISION},
+    {"gen-kwargs", required_argument, NULL, OPT_GEN_KWARGS},
+    {"bigbench-generative", no_argument, NULL, OPT_BIGBENCH_GENERATIVE},
     {"print-recipe", no_argument, NULL, OPT_PRINT},
     {"run-dir", required_argument, NULL, OPT_RUN_DIR},
     {"force", no_argument, NULL, OPT_FORCE},
@@ -131,6 +146,66 @@ static char *tasks_override(const char *list) {
     return out;
 }
 
+/* --gen-kwargs LIST (lm-eval's "k=v,k=v") into the task stage's max_gen_toks and until
+ * overrides; 0, or exit status 2 after saying why (sampling, an unknown key, a bad value). */
+static int gen_kwargs_overrides(const char *list, em_override_list *overrides) {
+    char *copy = em_xstrdup(list), *save = NULL, *until = em_xstrdup("");
+    int rc = 0;
+    for (char *kv = strtok_r(copy, ",", &save); kv && !rc; kv = strtok_r(NULL, ",", &save)) {
+        char *value = strchr(kv, '=');
+        if (!value) {
+            em_log_error("evalmesh eval: --gen-kwargs '%s' is not key=value", kv);
+            rc = EM_EXIT_BAD_INPUT;
+            break;
+        }
+        *value++ = '\0';
+        char *end;
+        if (!strcmp(kv, "max_gen_toks")) {
+            long long v = strtoll(value, &end, 10);
+            if (!*value || *end || v < 1 || v > 1000000000) {
+                em_log_error("evalmesh eval: --gen-kwargs max_gen_toks needs an integer of at "
+                             "least 1, not '%s'",
+                             value);
+                rc = EM_EXIT_BAD_INPUT;
+            } else {
+                em_override_add(overrides, em_xasprintf("stages.tasks.max_gen_toks=%lld", v));
+            }
+        } else if (!strcmp(kv, "until")) {
+            char *q = em_yaml_quoted(value);
+            char *more = em_xasprintf("%s%s%s", until, *until ? ", " : "", q);
+            free(q);
+            free(until);
+            until = more;
+        } else if (!strcmp(kv, "do_sample")) {
+            if (strcmp(value, "false") && strcmp(value, "False")) {
+                em_log_error("evalmesh eval: --gen-kwargs do_sample=%s: evalmesh decodes "
+                             "greedily, the same text on any number of ranks; sampling is not "
+                             "supported (do_sample=false)",
+                             value);
+                rc = EM_EXIT_BAD_INPUT;
+            }
+        } else if (!strcmp(kv, "temperature")) {
+            double t = strtod(value, &end);
+            if (!*value || *end || t != 0) {
+                em_log_error("evalmesh eval: --gen-kwargs temperature=%s: evalmesh decodes "
+                             "greedily, the same text on any number of ranks; sampling is not "
+                             "supported (temperature=0)",
+                             value);
+                rc = EM_EXIT_BAD_INPUT;
+            }
+        } else {
+            em_log_error("evalmesh eval: --gen-kwargs key '%s' is not supported (max_gen_toks, "
+                         "until, do_sample=false, temperature=0)",
+                         kv);
+            rc = EM_EXIT_BAD_INPUT;
+        }
+    }
+    if (!rc && *until) em_override_add(overrides, em_xasprintf("stages.tasks.until=[%s]", until));
+    free(until);
+    free(copy);
+    return rc;
+}
+
 typedef struct eval_args {
     em_override_list overrides;
     bool print_recipe, has_model, has_tasks;
@@ -174,6 +249,11 @@ static int parse(int argc, char **argv, eval_args *a, em_session_options *opts) 
             char *q = em_yaml_quoted(optarg);
             em_override_add(&a->overrides, em_xasprintf("stages.tasks.precision=%s", q));
             free(q);
+        } else if (c == OPT_GEN_KWARGS) {
+            int rc = gen_kwargs_overrides(optarg, &a->overrides);
+            if (rc) return rc;
+        } else if (c == OPT_BIGBENCH_GENERATIVE) {
+            em_override_add(&a->overrides, em_xstrdup("stages.tasks.bigbench_generative=true"));
         } else if (c == OPT_SAMPLES) {
             em_override_add(&a->overrides, em_xstrdup("stages.tasks.log_samples=true"));
         } else if (c == OPT_RESUME) {
@@ -217,7 +297,8 @@ static int eval_main(int argc, char **argv) {
 
 const em_command em_command_eval = {
     .name = "eval",
-    .summary = "benchmark tasks (lm-eval YAML, BIG-bench) from log-likelihoods, like lm_eval",
+    .summary = "benchmark tasks (lm-eval YAML, BIG-bench) from log-likelihoods or greedy "
+               "generation, like lm_eval",
     .usage = usage,
     .main = eval_main,
 };

@@ -126,7 +126,10 @@ static int run(const em_model *model, const char *const *prompts, int count, int
                 "generated tokens/s, %d threads, precision %s)\n",
                 count, prompt_ids, generated, seconds, generated / seconds, threads,
                 em_precision_name(precision));
-    for (int p = 0; p < count; p++) free(ids[p]);
+    for (int p = 0; p < count; p++) {
+        em_generation_free(&out[p]); /* those kept by an interruption */
+        free(ids[p]);
+    }
     free(ids);
     free(requests);
     free(out);

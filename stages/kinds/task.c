@@ -18,8 +18,17 @@
  * once and the choices its continuations, with the same bits as each request alone.
  * `precision` (exact, ggml) rounds the products as the forward stage's does; it is recorded in
  * results.json and in the request records' key, so a resume or a gate refuses to mix precisions.
- * A stop signal (util/stop.h) ends the scoring between batches with exit status 6, every scored
- * request recorded. */
+ * generate_until examples are one request each: its prompt (the context, encoded as a loglikelihood
+ * request's context is), stop strings and max_gen_toks, decoded greedily (stages/tasks/generate.h)
+ * by the rank whose range holds it, together with the rank's other prompts in batches of at most
+ * `batch_tokens` positions of prompt and generated tokens (a sequence's text does not depend on
+ * its batch); the texts are gathered over dp, and every rank scores every text
+ * (stages/tasks/generation_scoring.h) in document order. A finished generation is recorded as a
+ * request record at its request's index whose targets and argmaxes are the generated ids (nll 0;
+ * words: why it stopped, em_generate_stop; bytes: the prompt ids kept): its text, filtered answer
+ * and score follow from them, so a resume decodes and scores them again without the model.
+ * A stop signal (util/stop.h) ends the scoring between batches, and a decoding after its step
+ * under way, with exit status 6, every scored request and finished generation recorded. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,6 +53,8 @@
 #include "stages/metrics/window_records.h"
 #include "stages/model/loaded_model.h"
 #include "stages/report/example_file.h"
+#include "stages/tasks/generate.h"
+#include "stages/tasks/generation_scoring.h"
 #include "stages/tasks/requests.h"
 #include "stages/tasks/task_results.h"
 #include "stages/tasks/task_scoring.h"
@@ -72,8 +83,16 @@ typedef struct flat_example {
     int64_t cost; /* bytes of its requests' texts: the dp split's weight */
 } flat_example;
 
+/* A generated token weighs as many bytes of prompt in the dp split (a decoding step per token
+ * against a prompt's bytes read in one pass): a typical token's bytes. */
+enum { GENERATED_TOKEN_COST = 4 };
+
 static bool mutual_info(const em_task *task) {
     return (task->metrics & EM_TASK_METRIC_ACC_MUTUAL_INFO) != 0;
+}
+
+static bool generative(const em_task *task) {
+    return task->output == EM_TASK_GENERATE_UNTIL;
 }
 
 /* The context and continuation of request r (0 .. requests-1) of e. */
@@ -101,6 +120,13 @@ static flat_example *flatten(em_task **tasks, size_t task_count, size_t *count,
             e->task = tasks[t];
             e->example = &tasks[t]->examples[k];
             e->first_request = at;
+            if (generative(tasks[t])) { /* one generation request */
+                e->requests = 1;
+                e->cost = (int64_t)strlen(e->example->context) + 1 +
+                          (int64_t)GENERATED_TOKEN_COST * tasks[t]->generation.max_gen_toks;
+                at++;
+                continue;
+            }
             e->requests = e->example->choice_count * (mutual_info(tasks[t]) ? 2 : 1);
             for (size_t r = 0; r < e->requests; r++) {
                 const char *context, *continuation;
@@ -112,6 +138,25 @@ static flat_example *flatten(em_task **tasks, size_t task_count, size_t *count,
     *count = n;
     *request_count = at;
     return flat;
+}
+
+/* The options `max_gen_toks` and `until` (lm-eval's --gen_kwargs), when set, in place of every
+ * generate_until task's own. */
+static void generation_overrides(const em_node *options, em_task **tasks, size_t count) {
+    const em_node *max = em_node_get(options, "max_gen_toks");
+    const em_node *until = em_node_get(options, "until");
+    for (size_t t = 0; t < count; t++) {
+        em_task_generation *g = &tasks[t]->generation;
+        if (!generative(tasks[t])) continue;
+        if (!em_node_is_null(max))
+            g->max_gen_toks = (int)em_node_option_int(options, "max_gen_toks");
+        if (em_node_is_null(until)) continue;
+        for (size_t u = 0; u < g->until_count; u++) free(g->until[u]);
+        free(g->until);
+        g->until_count = until->count;
+        g->until = em_xcalloc(until->count ? until->count : 1, sizeof *g->until);
+        for (size_t u = 0; u < until->count; u++) g->until[u] = em_xstrdup(until->items[u]->text);
+    }
 }
 
 static em_status task_init(em_stage *self, const em_run_context *ctx) {
@@ -138,17 +183,18 @@ static em_status task_init(em_stage *self, const em_run_context *ctx) {
             em_node_is_null(shots) ? -1 : (int)em_node_option_int(self->options, "num_fewshot"),
         .fewshot_seed = (uint64_t)em_node_option_int(self->options, "fewshot_seed"),
         .limit = em_node_is_null(limit) ? 0 : (size_t)em_node_option_int(self->options, "limit"),
+        .generative = em_node_option_bool(self->options, "bigbench_generative"),
     };
     err = em_tasks_load((const char *const *)specs, list->count, &options, &st->tasks,
                         &st->task_count);
-    /* generate_until tasks are scored by stages/tasks/generation_scoring.c from the decoder's
-       text; this stage scores log-likelihoods */
+    if (!err) generation_overrides(self->options, st->tasks, st->task_count);
+    /* generate_until tasks are decoded greedily: the backend must decode */
     for (size_t i = 0; !err && i < st->task_count; i++)
-        if (st->tasks[i]->output == EM_TASK_GENERATE_UNTIL)
-            err = em_error_new(EM_EXIT_BAD_INPUT,
-                               "task '%s' is generate_until, which needs greedy decoding; this "
-                               "build's task stage scores multiple_choice and loglikelihood tasks",
-                               st->tasks[i]->name);
+        if (generative(st->tasks[i])) {
+            err = em_forward_decoding(st->backend);
+            if (err) err = em_error_prefix(err, "task '%s' is generate_until", st->tasks[i]->name);
+            break;
+        }
     if (err) {
         const em_map_entry *e = em_node_get_entry(self->options, "tasks");
         err = em_error_prefix_at(err, e ? e->value->mark : self->mark, "stage '%s'", self->name);
@@ -169,9 +215,12 @@ typedef struct scoring {
                             continuations of it (the backend's score_shared_prefix, cp = 1) */
     const char *run_dir; /* for the message of an interruption; NULL: none */
     double *loglik, *greedy;
-    int64_t computed_tokens; /* positions run through the model */
-    int64_t request_tokens;  /* positions of the requests scored, each counted whole */
-    size_t reused;           /* requests taken from an earlier attempt's records */
+    char **texts;             /* generate_until: the generated text at its request's index */
+    int max_length;           /* the most positions of a generation's prompt and tokens */
+    int64_t generated_tokens; /* tokens generated (prompts in computed_tokens) */
+    int64_t computed_tokens;  /* positions run through the model */
+    int64_t request_tokens;   /* positions of the requests scored, each counted whole */
+    size_t reused;            /* requests taken from an earlier attempt's records */
     /* the run's request records (stages/metrics/window_records.h, a request as a window whose
      * index is its place among all the tasks' requests): an earlier attempt's, when resuming,
      * and this attempt's writer (on the first rank of each tp x cp group) */
@@ -291,14 +340,15 @@ static em_status score_group(scoring *s, const em_request *reqs, const size_t *i
  * share_prefix, each run of an example's requests reading the same context as one group). */
 static em_status score_range(scoring *s, const flat_example *flat, size_t first, size_t end) {
     size_t total = 0;
-    for (size_t i = first; i < end; i++) total += flat[i].requests;
+    for (size_t i = first; i < end; i++)
+        if (!generative(flat[i].task)) total += flat[i].requests;
     em_request *reqs = em_xcalloc(total ? total : 1, sizeof *reqs);
     size_t *index = em_xcalloc(total ? total : 1, sizeof *index); /* each request's flat index */
     size_t *owner = em_xcalloc(total ? total : 1, sizeof *owner); /* its example in flat */
     em_status err = NULL;
     size_t made = 0;
     for (size_t i = first; i < end && !err; i++)
-        for (size_t r = 0; r < flat[i].requests && !err; r++) {
+        for (size_t r = 0; r < flat[i].requests && !generative(flat[i].task) && !err; r++) {
             const char *context, *continuation;
             request_texts(&flat[i], r, &context, &continuation);
             em_request_options options = s->request;
@@ -377,6 +427,152 @@ static em_status score_range(scoring *s, const flat_example *flat, size_t first,
     return err;
 }
 
+/* Whether generation request `index` (q, prompt_used of its prompt ids kept) has a record: then
+ * *text is its text (malloc'd), decoded from the recorded ids and cut at q's stop strings. */
+static bool recorded_generation(scoring *s, size_t index, const em_generate_request *q,
+                                int prompt_used, char **text) {
+    const em_records_index *ix = &s->found;
+    if (!ix->by_window || index >= ix->window_limit) return false;
+    const em_record_place *at = &ix->by_window[index];
+    if (at->file < 0 || at->token_count > q->max_gen_toks) return false;
+    em_window_record r;
+    em_status err = em_records_index_load(ix, index, &r, &s->buf, &s->cap);
+    if (!err && (r.bytes != prompt_used ||
+                 memcmp(r.target, r.argmax, (size_t)r.token_count * sizeof *r.target) != 0))
+        return false;
+    size_t length;
+    bool stopped;
+    if (!err)
+        err = em_generation_text(s->tok, r.target, r.token_count, q->until, q->until_count, text,
+                                 &length, &stopped);
+    if (err) {
+        em_log_warn("%s; the generation is computed again", err->message);
+        em_error_free(err);
+        return false;
+    }
+    return true;
+}
+
+/* Keeps finished generation g of request `index`: its text, and its record (the generated ids as
+ * targets and argmaxes, nll 0, words its em_generate_stop, bytes the prompt ids kept). */
+static void keep_generated(scoring *s, size_t index, const em_generation *g) {
+    s->texts[index] = em_xstrdup(g->text);
+    s->generated_tokens += g->count;
+    if (!s->writer) return;
+    double *nll = em_xcalloc(g->count ? (size_t)g->count : 1, sizeof *nll);
+    keep_recording(s, em_records_append(s->writer, &(em_window_record){
+                                                       .window = (int64_t)index,
+                                                       .token_count = g->count,
+                                                       .words = g->stop,
+                                                       .bytes = g->prompt_used,
+                                                       .target = g->ids,
+                                                       .argmax = g->ids,
+                                                       .nll = nll,
+                                                   }));
+    free(nll);
+}
+
+/* The positions generation request q takes in a batch: its prompt ids kept and max_gen_toks. */
+static int64_t generation_positions(const scoring *s, const em_generate_request *q) {
+    int room = s->max_length - q->max_gen_toks;
+    return (int64_t)(q->prompt_length < room ? q->prompt_length : room) + q->max_gen_toks;
+}
+
+/* Generates the texts of the generate_until examples among flat[first, end): those with records
+ * are taken from them, the others decoded in batches of at most s->limit positions (one
+ * sequence at least), in order; each finished one is kept and recorded. */
+static em_status generate_range(scoring *s, const flat_example *flat, size_t first, size_t end) {
+    size_t total = 0;
+    for (size_t i = first; i < end; i++) total += generative(flat[i].task);
+    if (total == 0) return NULL;
+    em_generate_request *reqs = em_xcalloc(total, sizeof *reqs);
+    size_t *index = em_xcalloc(total, sizeof *index); /* each request's flat request index */
+    int32_t **ids = em_xcalloc(total, sizeof *ids);
+    em_status err = NULL;
+    size_t made = 0;
+    for (size_t i = first; i < end && !err; i++) {
+        if (!generative(flat[i].task)) continue;
+        em_generation_request g;
+        em_generation_request_of(flat[i].task, flat[i].example, &g);
+        size_t length = 0;
+        err = em_tokenizer_encode(s->tok, g.context, strlen(g.context),
+                                  em_request_encode_options(s->tok, g.context, &s->request),
+                                  &ids[made], &length);
+        if (!err && length == 0)
+            err = em_error_new(EM_EXIT_BAD_INPUT,
+                               "the prompt encodes to no ids and the tokenizer adds no BOS: "
+                               "nothing to generate from");
+        if (!err && g.max_gen_toks >= s->max_length)
+            err = em_error_new(EM_EXIT_BAD_INPUT,
+                               "max_gen_toks %d does not leave room for a prompt in max_length %d",
+                               g.max_gen_toks, s->max_length);
+        if (err) {
+            err = em_error_prefix(err, "task %s, document %zu", flat[i].task->name,
+                                  flat[i].example->doc_index);
+            made++; /* its ids are freed with the others */
+            break;
+        }
+        reqs[made] = (em_generate_request){ids[made], (int)length, (const char *const *)g.until,
+                                           (int)g.until_count, g.max_gen_toks};
+        index[made] = flat[i].first_request;
+        int64_t positions = generation_positions(s, &reqs[made]);
+        char *text = NULL;
+        if (recorded_generation(s, index[made], &reqs[made], (int)(positions - g.max_gen_toks),
+                                &text)) {
+            s->texts[index[made]] = text;
+            s->reused++;
+            free(ids[made]);
+            ids[made] = NULL;
+            continue;
+        }
+        made++;
+    }
+    for (size_t done = 0; done < made && !err;) {
+        if (em_stop_signal()) {
+            err = em_error_new(EM_EXIT_INTERRUPTED,
+                               "interrupted by signal %d (%s) after %zu of this rank's %zu "
+                               "generations; the finished ones are recorded: finish with "
+                               "`evalmesh run --resume %s`",
+                               em_stop_signal(), strsignal(em_stop_signal()), done, made,
+                               s->run_dir ? s->run_dir : "RUN_DIR");
+            break;
+        }
+        size_t count = 0;
+        int64_t positions = 0;
+        while (done + count < made) {
+            int64_t p = generation_positions(s, &reqs[done + count]);
+            if (count > 0 && positions + p > s->limit) break;
+            positions += p;
+            count++;
+        }
+        em_generation *out = em_xcalloc(count, sizeof *out);
+        err = em_generate(s->be, s->forward, s->tok, s->max_length, reqs + done, (int)count, out);
+        for (size_t j = 0; j < count; j++) {
+            if (out[j].finished) {
+                keep_generated(s, index[done + j], &out[j]);
+                s->computed_tokens += out[j].prompt_used;
+                s->request_tokens += out[j].prompt_used;
+            }
+            em_generation_free(&out[j]);
+        }
+        free(out);
+        if (err && err->exit_code == EM_EXIT_INTERRUPTED) {
+            em_status stopped = em_error_new(EM_EXIT_INTERRUPTED,
+                                             "%s; the finished ones are recorded: finish with "
+                                             "`evalmesh run --resume %s`",
+                                             err->message, s->run_dir ? s->run_dir : "RUN_DIR");
+            em_error_free(err);
+            err = stopped;
+        }
+        done += count;
+    }
+    for (size_t k = 0; k < total; k++) free(ids[k]);
+    free(ids);
+    free(reqs);
+    free(index);
+    return err;
+}
+
 /* The flat request indices [*from, *to) of examples [a, b). */
 static void request_span(const flat_example *flat, size_t a, size_t b, size_t *from, size_t *to) {
     *from = *to = 0;
@@ -413,6 +609,46 @@ static em_status gather_scores(em_comm *dp, int dp_size, int dp_rank, const flat
     return err;
 }
 
+/* Gathers every rank's generated texts over dp: rank r's are those of the generate_until examples
+ * among first[r] .. first[r+1]-1, sent one after another, each with its NUL, and land at their
+ * requests' indices. */
+static em_status gather_texts(em_comm *dp, int dp_size, int dp_rank, const flat_example *flat,
+                              const int64_t *first, char **texts) {
+    bool any = false;
+    for (int64_t i = 0; i < first[dp_size] && !any; i++) any = generative(flat[i].task);
+    if (dp_size == 1 || !any) return NULL;
+    uint64_t mine = 0;
+    for (int64_t i = first[dp_rank]; i < first[dp_rank + 1]; i++)
+        if (generative(flat[i].task)) mine += strlen(texts[flat[i].first_request]) + 1;
+    uint64_t *sizes = em_xmalloc((size_t)dp_size * sizeof *sizes);
+    em_status err = em_allgather(dp, &mine, sizes, sizeof mine);
+    size_t cap = 1;
+    for (int r = 0; r < dp_size && !err; r++)
+        if (sizes[r] > cap) cap = (size_t)sizes[r];
+    char *send = em_xcalloc(cap, 1), *recv = em_xmalloc((size_t)dp_size * cap);
+    char *p = send;
+    for (int64_t i = first[dp_rank]; i < first[dp_rank + 1] && !err; i++)
+        if (generative(flat[i].task)) {
+            size_t n = strlen(texts[flat[i].first_request]) + 1;
+            memcpy(p, texts[flat[i].first_request], n);
+            p += n;
+        }
+    if (!err) err = em_allgather(dp, send, recv, cap);
+    for (int r = 0; r < dp_size && !err; r++) {
+        if (r == dp_rank) continue;
+        const char *q = recv + (size_t)r * cap;
+        for (int64_t i = first[r]; i < first[r + 1]; i++)
+            if (generative(flat[i].task)) {
+                texts[flat[i].first_request] = em_xstrdup(q);
+                q += strlen(q) + 1;
+            }
+    }
+    free(sizes);
+    free(send);
+    free(recv);
+    return err;
+}
+
 /* "<task>" with every '.' made '_', so that "<stage>/<task>.<metric>" splits at its metric. */
 static char *key_stage(const char *stage, const char *task) {
     char *key = em_xasprintf("%s/%s", stage, task);
@@ -423,6 +659,17 @@ static char *key_stage(const char *stage, const char *task) {
 
 /* Adds e's requests' texts (each context and continuation with its NUL) to h. */
 static void hash_requests(em_sha256 *h, const flat_example *e) {
+    if (generative(e->task)) { /* its prompt, stop strings and max_gen_toks */
+        em_generation_request g;
+        em_generation_request_of(e->task, e->example, &g);
+        char max[48];
+        snprintf(max, sizeof max, "generate_until max_gen_toks %d", g.max_gen_toks);
+        em_sha256_update(h, g.context, strlen(g.context) + 1);
+        for (size_t u = 0; u < g.until_count; u++)
+            em_sha256_update(h, g.until[u], strlen(g.until[u]) + 1);
+        em_sha256_update(h, max, strlen(max) + 1);
+        return;
+    }
     for (size_t r = 0; r < e->requests; r++) {
         const char *context, *continuation;
         request_texts(e, r, &context, &continuation);
@@ -484,13 +731,30 @@ static void add_group_set(em_example_values *values, const char *key,
     free(members);
 }
 
+/* Scores the text generated for generate_until example e into *out and, with samples, writes its
+ * samples line (the generated text and the filtered answer). */
+static em_status score_generation(const em_task *task, const flat_example *e, const char *text,
+                                  em_atomic_file *samples, em_example_outcome *out) {
+    char *answer = NULL;
+    em_status err = em_generation_score(task, e->example, text, &answer, out);
+    if (err) err = em_error_prefix(err, "task %s, document %zu", task->name, e->example->doc_index);
+    if (!err && samples) {
+        char *line = em_task_generation_sample_json(task, e->example, text, answer, out);
+        err = em_atomic_file_write(samples, line, strlen(line));
+        if (!err) err = em_atomic_file_write(samples, "\n", 1);
+        free(line);
+    }
+    free(answer);
+    return err;
+}
+
 /* Every example's outcome, each task's metrics into m and results (task_count), every example's
  * values into m->examples (each task's, then each group's), and on rank 0 the table,
  * lm_eval_results.json, the example file (examples_<stage>.json, stages/report/example_file.h) and
  * the samples files. */
 static em_status fold_results(const em_stage *self, const em_run_context *ctx, const task_state *st,
                               const flat_example *flat, size_t count, const double *loglik,
-                              const double *greedy, bool print, em_metrics *m) {
+                              const double *greedy, char *const *texts, bool print, em_metrics *m) {
     em_task_result *results = em_xcalloc(st->task_count ? st->task_count : 1, sizeof *results);
     m->examples = em_example_values_new(self->name);
     bool log_samples = em_node_option_bool(self->options, "log_samples");
@@ -508,6 +772,10 @@ static em_status fold_results(const em_stage *self, const em_run_context *ctx, c
         for (size_t k = 0; k < n && !err; k++) {
             const flat_example *e = &flat[at + k];
             size_t choices = e->example->choice_count, q = e->first_request;
+            if (generative(task)) {
+                err = score_generation(task, e, texts[q], samples, &outcomes[k]);
+                continue;
+            }
             bool *flags = em_xmalloc(choices * sizeof *flags);
             for (size_t c = 0; c < choices; c++) flags[c] = greedy[q + c] != 0;
             em_example_scores scores = {loglik + q, flags,
@@ -658,7 +926,9 @@ static em_status task_run(em_stage *self, const em_run_context *ctx) {
         .run_dir = ctx->run_dir,
         .loglik = em_xcalloc(request_count ? request_count : 1, sizeof(double)),
         .greedy = em_xcalloc(request_count ? request_count : 1, sizeof(double)),
+        .texts = em_xcalloc(request_count ? request_count : 1, sizeof(char *)),
     };
+    s.max_length = s.request.max_length;
     em_status err = be->create(model, &groups, st->threads,
                                &(em_forward_options){.precision = st->precision}, &s.forward);
     if (err) {
@@ -666,11 +936,15 @@ static em_status task_run(em_stage *self, const em_run_context *ctx) {
         free(first);
         free(s.loglik);
         free(s.greedy);
+        free(s.texts);
         return err;
     }
     err = open_records(self, ctx, mesh, model, flat, count, request_count, &s);
     if (!err)
         err = score_range(&s, flat, (size_t)first[mesh->dp_rank], (size_t)first[mesh->dp_rank + 1]);
+    if (!err)
+        err = generate_range(&s, flat, (size_t)first[mesh->dp_rank],
+                             (size_t)first[mesh->dp_rank + 1]);
     const char *kernel = be->kernel ? be->kernel(s.forward) : be->name; /* static names */
     be->free(s.forward);
     em_records_writer *writer = s.writer;
@@ -684,6 +958,7 @@ static em_status task_run(em_stage *self, const em_run_context *ctx) {
     if (!err)
         err =
             gather_scores(mesh->dp_group, mesh->dp, mesh->dp_rank, flat, first, s.loglik, s.greedy);
+    if (!err) err = gather_texts(mesh->dp_group, mesh->dp, mesh->dp_rank, flat, first, s.texts);
     em_metrics *m = em_metrics_new();
     m->model_path = em_xstrdup(model->path ? model->path : "");
     m->model_header_sha256 = em_xstrdup(model->header_sha256);
@@ -696,13 +971,18 @@ static em_status task_run(em_stage *self, const em_run_context *ctx) {
                     self->name, own, count, (long long)s.computed_tokens,
                     (long long)s.request_tokens, seconds, st->threads,
                     em_precision_name(st->precision), kernel);
-        err = fold_results(self, ctx, st, flat, count, s.loglik, s.greedy,
+        if (s.generated_tokens > 0)
+            em_log_info("task %s: %lld tokens generated on this rank", self->name,
+                        (long long)s.generated_tokens);
+        err = fold_results(self, ctx, st, flat, count, s.loglik, s.greedy, s.texts,
                            em_node_option_bool(self->options, "print_table"), m);
     }
     free(flat);
     free(first);
     free(s.loglik);
     free(s.greedy);
+    for (size_t i = 0; i < request_count; i++) free(s.texts[i]);
+    free(s.texts);
     if (err) {
         em_metrics_free(m);
         return err;
@@ -720,8 +1000,9 @@ static void task_destroy(em_stage *self) {
 
 const em_stage_kind em_stage_kind_task = {
     .name = "task",
-    .summary = "benchmark tasks (lm-eval YAML, BIG-bench) scored from log-likelihoods: acc, "
-               "acc_norm, multiple_choice_grade, the same bits on any number of ranks",
+    .summary = "benchmark tasks (lm-eval YAML, BIG-bench) scored from log-likelihoods (acc, "
+               "acc_norm, multiple_choice_grade) or greedy generation (exact_match), the same "
+               "bits on any number of ranks",
     .produces = "metrics",
     .inputs = task_inputs,
     .collective = true, /* over the mesh's dp, tp and cp groups */

@@ -77,6 +77,8 @@ static const em_metric_def metric_table[] = {
     {"multiple_choice_grade_stderr", "score", LOWER, false, UNPAIRED, NULL},
     {"exact_match", "fraction", HIGHER, false, UNPAIRED, "exact_match_stderr"},
     {"exact_match_stderr", "fraction", LOWER, false, UNPAIRED, NULL},
+    {"exact_str_match", "fraction", HIGHER, false, UNPAIRED, "exact_str_match_stderr"},
+    {"exact_str_match_stderr", "fraction", LOWER, false, UNPAIRED, NULL},
     {"loglikelihood", "nats", HIGHER, false, UNPAIRED, "loglikelihood_stderr"},
     {"loglikelihood_stderr", "nats", LOWER, false, UNPAIRED, NULL},
     {"perplexity", "perplexity", LOWER, false, UNPAIRED, NULL},

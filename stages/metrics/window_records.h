@@ -27,7 +27,10 @@
  * window (n, words, bytes, targets); a torn tail or a damaged record is skipped (the reader looks
  * for the next magic) and its window computed again. Records are written with one write() each
  * (a killed process loses nothing written) and fsync'd at most every flush_s seconds and at the
- * end. */
+ * end. The task stage writes its requests in this form, a request as a window: a scored one with
+ * its continuation's targets, argmaxes and nll, a generation (generate_until) with its generated
+ * ids as both targets and argmaxes, nll 0, words why it stopped and bytes the prompt ids kept
+ * (stages/kinds/task.c). */
 #ifndef EVALMESH_WINDOW_RECORDS_H
 #define EVALMESH_WINDOW_RECORDS_H
 

@@ -689,8 +689,9 @@ em_status em_bigbench_load(const char *path, const em_bigbench_options *options,
         err = load_examples(data, file, NULL, options, &task, &kind, &metrics);
         if (!err && !task)
             err = em_error_new(EM_EXIT_BAD_INPUT,
-                               "%s: task '%s' is generative (metrics: %s); "
-                               "evalmesh scores BIG-bench's multiple-choice tasks only",
+                               "%s: task '%s' is generative (metrics: %s): it loads with "
+                               "the task stage's bigbench_generative (evalmesh eval "
+                               "--bigbench-generative)",
                                file, field(data, "name")->valuestring, metrics);
         if (!err) {
             *tasks = em_xmalloc(sizeof **tasks);
@@ -741,11 +742,14 @@ em_status em_bigbench_load(const char *path, const em_bigbench_options *options,
     }
     if (!err && !*count)
         err = em_error_new(EM_EXIT_BAD_INPUT,
-                           "%s: every subtask of task '%s' is generative; "
-                           "evalmesh scores BIG-bench's multiple-choice tasks only",
+                           "%s: every subtask of task '%s' is generative: they load with "
+                           "the task stage's bigbench_generative (evalmesh eval "
+                           "--bigbench-generative)",
                            file, name);
     else if (!err && generative)
-        em_log_warn("%s: task '%s': generative subtasks left out: %s", file, name, generative);
+        em_log_warn(
+            "%s: task '%s': generative subtasks left out (bigbench_generative loads them): %s",
+            file, name, generative);
 done:
     if (err) {
         free_tasks(*tasks, *count);

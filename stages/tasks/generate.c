@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/stop.h"
+
 /* The first occurrence in text (len bytes) of any non-empty stop string, or len. */
 static size_t first_stop(const char *text, size_t len, const char *const *until, int count) {
     size_t cut = len;
@@ -20,19 +22,26 @@ static size_t first_stop(const char *text, size_t len, const char *const *until,
     return cut;
 }
 
+em_status em_generation_text(const em_tokenizer *tok, const int32_t *ids, int count,
+                             const char *const *until, int until_count, char **text, size_t *length,
+                             bool *stopped) {
+    *text = NULL;
+    em_status err = em_tokenizer_decode(tok, ids, (size_t)count, false, text, length);
+    if (err) return err;
+    size_t cut = first_stop(*text, *length, until, until_count);
+    *stopped = cut < *length;
+    *length = cut;
+    (*text)[cut] = '\0';
+    return NULL;
+}
+
 /* Decodes g's ids into g->text; *stopped tells whether it holds a stop string, and the text is
  * cut before the first one. */
 static em_status decode_text(const em_tokenizer *tok, const em_generate_request *r,
                              em_generation *g, bool *stopped) {
     free(g->text);
-    g->text = NULL;
-    em_status err = em_tokenizer_decode(tok, g->ids, (size_t)g->count, false, &g->text, &g->length);
-    if (err) return err;
-    size_t cut = first_stop(g->text, g->length, r->until, r->until_count);
-    *stopped = cut < g->length;
-    g->length = cut;
-    g->text[cut] = '\0';
-    return NULL;
+    return em_generation_text(tok, g->ids, g->count, r->until, r->until_count, &g->text, &g->length,
+                              stopped);
 }
 
 static em_status check_request(const em_generate_request *r, int max_length) {
@@ -84,7 +93,7 @@ static em_status decode_all(const em_forward_backend *be, void *d, const em_toke
                 }
             }
             if (stopped) {
-                done[i] = true;
+                done[i] = g->finished = true;
                 running--;
             } else {
                 active[n] = i;
@@ -92,6 +101,13 @@ static em_status decode_all(const em_forward_backend *be, void *d, const em_toke
             }
         }
         if (err || n == 0) break;
+        if (em_stop_signal()) { /* after the step under way: the finished sequences are kept */
+            err =
+                em_error_new(EM_EXIT_INTERRUPTED,
+                             "interrupted by signal %d (%s) with %d of %d sequences finished",
+                             em_stop_signal(), strsignal(em_stop_signal()), count - running, count);
+            break;
+        }
         int32_t *step_next = em_xmalloc((size_t)n * sizeof *step_next);
         err = be->step(d, active, tokens, n, step_next, NULL);
         for (int j = 0; j < n && !err; j++) next[active[j]] = step_next[j];
@@ -132,7 +148,9 @@ em_status em_generate(const em_forward_backend *be, void *f, const em_tokenizer 
     if (!err) err = decode_all(be, d, tok, requests, count, out);
     if (d) be->decode_free(d);
     if (err) {
-        for (int i = 0; i < count; i++) em_generation_free(&out[i]);
+        bool keep = err->exit_code == EM_EXIT_INTERRUPTED;
+        for (int i = 0; i < count; i++)
+            if (!keep || !out[i].finished) em_generation_free(&out[i]);
         return em_error_prefix(err, "generation");
     }
     return NULL;

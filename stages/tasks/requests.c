@@ -38,19 +38,25 @@ static int32_t *joined(const int32_t *ids, size_t count, const int32_t *more, si
     return out;
 }
 
-em_status em_request_make(const em_tokenizer *tok, const char *context, const char *continuation,
-                          const em_request_options *options, em_request *out) {
-    memset(out, 0, sizeof *out);
-    size_t context_len = strlen(context), continuation_len = strlen(continuation);
+em_encode_options em_request_encode_options(const em_tokenizer *tok, const char *text,
+                                            const em_request_options *options) {
     em_encode_options enc = em_tokenizer_default_options(tok);
     if (options->add_bos >= 0) {
         enc.add_bos = options->add_bos;
     } else if (em_tokenizer_bos(tok) >= 0) { /* lm-eval: no BOS before a BOS already there */
         const char *bos = em_tokenizer_token_text(tok, em_tokenizer_bos(tok));
-        if (bos && *bos && strncmp(context_len ? context : continuation, bos, strlen(bos)) == 0)
-            enc.add_bos = false;
+        if (bos && *bos && strncmp(text, bos, strlen(bos)) == 0) enc.add_bos = false;
     }
     enc.add_eos = false;
+    return enc;
+}
+
+em_status em_request_make(const em_tokenizer *tok, const char *context, const char *continuation,
+                          const em_request_options *options, em_request *out) {
+    memset(out, 0, sizeof *out);
+    size_t context_len = strlen(context), continuation_len = strlen(continuation);
+    em_encode_options enc =
+        em_request_encode_options(tok, context_len ? context : continuation, options);
     /* all = the context's ids, then the continuation's: lm-eval's context_enc + continuation_enc */
     int32_t *all = NULL, *context_ids = NULL, *whole = NULL;
     size_t context_count = 0, whole_count = 0, count = 0;

@@ -32,6 +32,12 @@ typedef struct em_request {
     bool truncated;          /* the context lost tokens on the left */
 } em_request;
 
+/* How lm-eval encodes a context (text; "" for none) under options->add_bos: the tokenizer's
+ * default options, BOS as add_bos says or, at -1, none before a text that starts with the BOS
+ * token's text; no EOS. A generate_until prompt is encoded with them too. */
+em_encode_options em_request_encode_options(const em_tokenizer *tok, const char *text,
+                                            const em_request_options *options);
+
 em_status em_request_make(const em_tokenizer *tok, const char *context, const char *continuation,
                           const em_request_options *options, em_request *out);
 void em_request_clear(em_request *r);

@@ -5,7 +5,10 @@
  * max_gen_toks reached, an empty prompt (BOS alone), a prompt truncated from the left, and two
  * stop strings cut at the earlier (lm-eval's split for each term); every case alone and all of
  * them in one call give the same ids and text. Also: a backend without decoding is refused (exit
- * status 2) naming the backends that decode, as is max_gen_toks that leaves no room. */
+ * status 2) naming the backends that decode, as is max_gen_toks that leaves no room; and a
+ * SIGTERM raised during a step ends the decoding after that step (exit status 6) keeping the
+ * sequence it finished, the unfinished ones dropped. */
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +18,7 @@
 #include "stages/tasks/generate.h"
 #include "stages/tokenizer/tokenizer.h"
 #include "test.h"
+#include "util/stop.h"
 
 #define MOST 64
 #define CASES 7
@@ -27,7 +31,8 @@ typedef struct scripted {
     int32_t eos;     /* handed out past a script's end */
     int prompt_length[CASES];
     int32_t prompt_first[CASES];
-    bool fed_back; /* every step got the id handed out last */
+    bool fed_back;          /* every step got the id handed out last */
+    int steps, raise_after; /* steps taken; SIGTERM raised in step raise_after (0: never) */
 } scripted;
 
 static int32_t hand_out(scripted *s, int slot) {
@@ -63,6 +68,7 @@ static em_status scripted_step(void *d, const int *slots, const int32_t *tokens,
         s->fed_back = s->fed_back && at >= 0 && s->script[slots[i]][at] == tokens[i];
         next[i] = hand_out(s, slots[i]);
     }
+    if (++s->steps == s->raise_after) raise(SIGTERM);
     return NULL;
 }
 
@@ -227,6 +233,38 @@ static void run_cases(const em_tokenizer *tok, scripted *base, const int *which,
     }
 }
 
+/* SIGTERM in the first step of cases 1 (done after that step's id), 3 and 0 decoded together:
+ * interrupted after the step, case 1's generation kept, the others dropped. Last: the stop flag
+ * stays set. */
+static void interrupted(const em_tokenizer *tok, const scripted *base) {
+    check_ok(em_stop_install());
+    scripted s = *base;
+    s.raise_after = 1;
+    const int which[3] = {1, 3, 0};
+    int32_t prompt[3] = {em_tokenizer_bos(tok), 5, 6};
+    em_generate_request requests[3];
+    for (int k = 0; k < 3; k++) {
+        memcpy(s.script[k], base->script[which[k]], sizeof s.script[k]);
+        s.script_length[k] = base->script_length[which[k]];
+        requests[k] = (em_generate_request){prompt, 3, cases[which[k]].until, 1,
+                                            cases[which[k]].max_gen_toks};
+    }
+    em_generation out[3];
+    em_status err = em_generate(&scripted_backend, &s, tok, MAX_LENGTH, requests, 3, out);
+    CHECK(err && err->exit_code == EM_EXIT_INTERRUPTED);
+    if (err) {
+        printf("interrupted: %s\n", err->message);
+        CHECK_STR_EQ(err->message, "generation: interrupted by signal 15 (Terminated) with 1 of "
+                                   "3 sequences finished");
+        em_error_free(err);
+    }
+    CHECK_INT_EQ(s.steps, 1);
+    CHECK(out[0].finished && out[0].text && !strcmp(out[0].text, "") && out[0].count == 2 &&
+          out[0].stop == EM_GENERATE_UNTIL);
+    for (int k = 1; k < 3; k++) CHECK(!out[k].finished && !out[k].ids && !out[k].text);
+    for (int k = 0; k < 3; k++) em_generation_free(&out[k]);
+}
+
 int main(void) {
     char path[4096];
     test_shared_file("models/stories260K.gguf", path, sizeof path);
@@ -278,6 +316,7 @@ int main(void) {
                      "the cuda forward backend does not decode (greedy generation runs on: cpu)");
         em_error_free(err);
     }
+    interrupted(tok, &base);
     em_tokenizer_free(tok);
     return test_finish();
 }

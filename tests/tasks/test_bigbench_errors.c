@@ -85,8 +85,9 @@ int main(void) {
         "wrong_type/task.json", 0,
         (const char *[]){"task 'wrong_type': 'example_input_prefix' must be a string", NULL});
     check_refused("generative", 0,
-                  (const char *[]){"task 'generative' is generative (metrics: exact_str_match); "
-                                   "evalmesh scores BIG-bench's multiple-choice tasks only",
+                  (const char *[]){"task 'generative' is generative (metrics: exact_str_match): it "
+                                   "loads with the task stage's bigbench_generative (evalmesh "
+                                   "eval --bigbench-generative)",
                                    NULL});
     check_refused(
         "tiny", 4,

@@ -3,7 +3,8 @@ the committed task files (tests/tasks/bigbench/, EVALMESH_CACHE pointing at it) 
 loads them by name; a BIG-bench task's samples and lm-eval results are the same bytes on 1 and 2
 ranks and its multiple_choice_grade is the mean of the samples' grades; bad task names and files
 are exit 2 with one message naming them, and nothing is half-written; the paired gate on a grade
-with partial credit pairs an identical run and refuses McNemar's test."""
+with partial credit pairs an identical run and refuses McNemar's test; a generate_until task in
+lm-eval's format (gsm_like) is decoded and its exact_match is the mean of its samples'."""
 import json
 import math
 import os
@@ -102,9 +103,6 @@ for tasks, message in [
         ("tinny", "unknown BIG-bench task 'tinny' (the closest: 'tiny')"),
         ("nowhere/task.yaml", "nowhere/task.yaml"),
         (os.path.join(HERE, "bigbench", "malformed.json"), "malformed.json:"),
-        (os.path.join(HERE, "data", "lm_eval", "gsm_like.yaml"),
-         "task 'gsm_like' is generate_until, which needs greedy decoding; this build's task stage "
-         "scores multiple_choice and loglikelihood tasks"),
 ]:
     code, out, err, _ = session.evalmesh(["eval", "-m", MODEL, "--tasks", tasks])
     run_dir = os.path.join(session.tmp, f"run{session.runs}")
@@ -113,4 +111,18 @@ for tasks, message in [
     check(not os.path.exists(os.path.join(run_dir, "lm_eval_results.json")),
           f"--tasks {tasks}: no results written")
 
+# a generate_until task (lm-eval's gsm8k shape: 2 shots, a regex filter, exact_match with
+# regexes_to_ignore) is decoded and scored: its exact_match is the mean of the samples'
+code, out, err, _ = session.evalmesh(["eval", "-m", MODEL, "--log-samples", "--gen-kwargs",
+                                      "max_gen_toks=16", "--tasks",
+                                      os.path.join(HERE, "data", "lm_eval", "gsm_like.yaml")])
+run_dir = os.path.join(session.tmp, f"run{session.runs}")
+check_equal(code, 0, "generate_until task gsm_like: exit status")
+if code == 0:
+    lines = [json.loads(line) for line in open(os.path.join(run_dir, "samples_gsm_like.jsonl"))]
+    matches = [line["exact_match"] for line in lines]
+    result = json.load(open(os.path.join(run_dir, "lm_eval_results.json")))["results"]["gsm_like"]
+    check(len(lines) > 1 and all(line["arguments"][0][1]["max_gen_toks"] == 16 for line in lines)
+          and result["exact_match,strict-match"] == math.fsum(matches) / len(matches),
+          "gsm_like: exact_match is the mean of the samples' (max_gen_toks 16)", str(result))
 session.finish()
