@@ -11,7 +11,11 @@ arguments, so no model file is committed), runs `evalmesh eval` on the same YAML
     their standard errors within STDERR_TOL, perplexity within PPL_RTOL relative;
   - samples_<task>.jsonl, one line per document: the document, its target, every request's
     context and continuation strings equal, its log-likelihood within LL_TOL absolute and its
-    is_greedy equal, and the document's acc/acc_norm (loglikelihood: acc, perplexity) equal.
+    is_greedy equal, and the document's acc/acc_norm (loglikelihood: acc, perplexity) equal;
+  - lmref_gen (generate_until, greedy, a regex filter with group_select and take_first,
+    exact_match ignoring case and punctuation): per document the same context and generation
+    kwargs, the same greedy text and filtered answer, the same exact_match; the aggregate and
+    its standard error as above, keyed by the filter's name.
 The model: Llama, dim 64, 2 layers, 4 heads, 2 KV heads, tied embeddings, 128 positions
 (max_position_embeddings, which is lm-eval's max_length: lmref_long's contexts of 216 to 218 tokens
 are cut from the left), with the Llama 3 tokenizer (../shared/data/tokenizers/llama3) whose
@@ -45,6 +49,7 @@ TASKS = [
     ("lmref_space", "space.yaml"),
     ("lmref_long", "long.yaml"),
     ("lmref_ll", "ll.yaml"),
+    ("lmref_gen", "gen.yaml"),
 ]
 MAX_LENGTH = 128
 MKMODEL_ARGS = ["--format", "safetensors", "--vocab", "128256", "--dim", "64", "--layers", "2",
@@ -103,7 +108,7 @@ def encoded_strings(context, continuation):
 def check_tokenization(evalmesh, model_dir, expected):
     """evalmesh tokenize on the strings of every request against lm-eval's ids."""
     requests = [(task, doc["doc_id"], r) for task, t in expected["tasks"].items()
-                for doc in t["docs"] for r in doc["requests"]]
+                for doc in t["docs"] for r in doc["requests"] if "continuation" in r]
     texts = []
     for _, _, r in requests:
         texts.extend(encoded_strings(r["context"], r["continuation"]))
@@ -152,7 +157,7 @@ def compare_aggregates(task, want, got_results, got_nshot):
         return
     c.check_equal(got.get("alias"), task, task + ": alias")
     for metric in want["metrics"]:
-        key, stderr_key = metric + ",none", metric + "_stderr,none"
+        key, stderr_key = metric + "," + want["filter"], metric + "_stderr," + want["filter"]
         value, expected = got.get(key), want["results"][key]
         if not c.check(isinstance(value, (int, float)), "%s: %s present" % (task, key)):
             continue
@@ -169,11 +174,32 @@ def compare_aggregates(task, want, got_results, got_nshot):
                 "got %r want %r" % (stderr, want["results"][stderr_key]))
 
 
+def compare_generation(where, arguments, resps, filtered, want):
+    """A generate_until document's one request: the context and generation kwargs, the greedy
+    text (a near-tie of the top two logits would show here first) and the filtered answer."""
+    if not (c.check_equal(len(arguments), 1, where + ": one request")
+            and c.check_equal(len(resps), 1, where + ": one resp")
+            and c.check_equal(len(filtered), 1, where + ": one filtered resp")):
+        return
+    (context, kwargs), (text,), answer = arguments[0], resps[0], filtered[0]
+    c.check_equal(context, want["context"], where + ": context")
+    c.check_equal(kwargs.get("until"), want["until"], where + ": until")
+    c.check_equal(kwargs.get("max_gen_toks"), want["max_gen_toks"], where + ": max_gen_toks")
+    c.check_equal(text, want["generation"], where + ": greedy text")
+    c.check_equal(answer, want["filtered"], where + ": filtered answer")
+
+
 def compare_doc(task, metrics, want, got):
     where = "%s doc %d" % (task, want["doc_id"])
     c.check_equal(got.get("doc"), want["doc"], where + ": doc")
     c.check_equal(got.get("target"), want["target"], where + ": target")
     arguments, resps = got.get("arguments") or [], got.get("resps") or []
+    if "generation" in want["requests"][0]:
+        compare_generation(where, arguments, resps, got.get("filtered_resps") or [],
+                           want["requests"][0])
+        for metric in metrics:
+            c.check_equal(got.get(metric), want["metrics"][metric], "%s: %s" % (where, metric))
+        return
     if not (c.check_equal(len(arguments), len(want["requests"]), where + ": requests")
             and c.check_equal(len(resps), len(want["requests"]), where + ": one resp each")):
         return
