@@ -16,8 +16,8 @@
  * Where the backend scores shared prefixes and cp = 1, an example's requests that read the same
  * context (the same ids before the same score_from) are one call instead, the context computed
  * once and the choices its continuations, with the same bits as each request alone.
- * `precision` (exact, ggml) rounds the products as the forward stage's does; it is recorded in
- * results.json and in the request records' key, so a resume or a gate refuses to mix precisions.
+ * `precision` (exact, ggml, bf16) rounds the products as the forward stage's does; it is recorded
+ * in results.json and in the request records' key, so a resume or a gate refuses to mix precisions.
  * A stop signal (util/stop.h) ends the scoring between batches with exit status 6, every scored
  * request recorded. */
 #include <math.h>
