@@ -6,7 +6,7 @@
  * a BF16 denormal), so no product ever sees a denormal input, which the instructions would treat
  * as zero anyway. Each weight value is rounded from its exact FP32 value (F32, F16,
  * BF16 as they are, quantized types dequantized first) as its tile is converted; each product's
- * activations are rounded once per product (em_bf16_pack).
+ * activations are rounded once per product (em_bf16_pack_panel).
  *
  * Order: the input columns k = 0 .. K-1 go in pairs (2i, 2i+1), K padded to even with a zero; for
  * each output, from acc = 0, pair by pair in i order,
@@ -16,8 +16,12 @@
  * 0 differences in 3 million random pairs, including cancellations, the whole exponent range and
  * denormal inputs and outputs; the even-first order differs in 7% of them, one rounding of the
  * whole sum in 18%), and the C kernel computes it with fmaf. AMX-BF16's TDPBF16PS does not
- * follow it: on the same Xeon it rounds the pair's sum once (flushing tiny products) and then adds
- * it to the accumulator, so no swap of the pairs makes it give these bits, and it has no row here.
+ * follow it: on the same Xeon it computes acc = ftz(acc + ftz(round(p0 + p1))), the pair's two
+ * exact products (each below the smallest normal flushed to a zero of its sign) summed with one
+ * rounding before they meet the accumulator (0 differences in 3 million pairs without denormal
+ * inputs; the documented even-then-odd pair of fused steps differs in 25% of all pairs, 55% of the
+ * cancelling ones), so no swap of the pairs makes it give these bits, and it
+ * has no row here.
  *
  * Storing a float between blocks of k is exact, so the result is the same chain however the
  * caller blocks k, tiles the rows, splits threads or batches windows, and whichever kernel runs.
