@@ -20,8 +20,9 @@
  * exact products (each below the smallest normal flushed to a zero of its sign) summed with one
  * rounding before they meet the accumulator (0 differences in 3 million pairs without denormal
  * inputs; the documented even-then-odd pair of fused steps differs in 25% of all pairs, 55% of the
- * cancelling ones), so no swap of the pairs makes it give these bits, and it
- * has no row here.
+ * cancelling ones), so no swap of the pairs makes it give these bits, and it has no row here (nor
+ * is one TDPBF16PS over 16 pairs the 16 one-pair steps in k order: 44% of outputs differ, so it
+ * sums several pairs at once inside).
  *
  * Storing a float between blocks of k is exact, so the result is the same chain however the
  * caller blocks k, tiles the rows, splits threads or batches windows, and whichever kernel runs.
