@@ -16,7 +16,7 @@
 
 static const char USAGE[] =
     "usage: evalmesh generate -m MODEL -p PROMPT... [-n N] [-c N] [-t THREADS] [--until STR]...\n"
-    "                         [--precision exact|ggml] [--ids]\n\n"
+    "                         [--precision exact|ggml|bf16] [--ids]\n\n"
     "Prints the greedy continuation of PROMPT by MODEL (GGUF, safetensors or a Hugging Face\n"
     "folder): the prompt is tokenized with the model's tokenizer (BOS as its file says) and\n"
     "decoded with a key-value cache on the cpu forward, one token at a time, until EOS, one of\n"
@@ -31,8 +31,9 @@ static const char USAGE[] =
     "                      model's context length)\n"
     "  -t, --threads N     forward threads (default 1)\n"
     "  --until STR         stop when the generated text holds STR (repeatable)\n"
-    "  --precision P       exact (default) or ggml: activations rounded to 8 bits before the\n"
-    "                      products of quantized matrices, as llama.cpp's CPU backend\n"
+    "  --precision P       exact (default), ggml (activations rounded to 8 bits before the\n"
+    "                      products of quantized matrices, as llama.cpp's CPU backend) or\n"
+    "                      bf16 (weights and activations rounded to BF16, FP32 sums)\n"
     "  --ids               print the generated token ids on a second line\n\n"
     "Exit statuses: 0 ok, 2 bad arguments or input (a model the forward cannot run, N not\n"
     "smaller than the context), 4 out of memory for the cache or the activations.\n";
@@ -171,13 +172,11 @@ static int generate_main(int argc, char **argv) {
             until[until_count++] = optarg;
         else if (c == OPT_IDS)
             print_ids = true;
-        else if (c == OPT_PRECISION && strcmp(optarg, "exact") && strcmp(optarg, "ggml")) {
-            fprintf(stderr, "evalmesh generate: --precision '%s' is neither exact nor ggml\n",
+        else if (c == OPT_PRECISION && !em_precision_parse(optarg, &precision)) {
+            fprintf(stderr, "evalmesh generate: --precision '%s' is not exact, ggml or bf16\n",
                     optarg);
             rc = EM_EXIT_BAD_INPUT;
-        } else if (c == OPT_PRECISION)
-            precision = strcmp(optarg, "ggml") == 0 ? EM_PRECISION_GGML : EM_PRECISION_EXACT;
-        else
+        } else if (c != OPT_PRECISION)
             rc = EM_EXIT_BAD_INPUT;
     }
     if (rc == 0 && optind < argc) rc = em_cli_unexpected("generate", argv[optind]);

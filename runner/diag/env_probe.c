@@ -21,6 +21,7 @@
 #include <cblas.h>
 #endif
 #include "runner/diag/version_req.h"
+#include "stages/kernels/cpu/bf16_dot.h"
 #include "stages/kernels/cpu/gemm_microkernel.h"
 #include "stages/kernels/cpu/ggml_dot.h"
 
@@ -179,21 +180,24 @@ static void collect_network(em_env_facts *f) {
     freeifaddrs(list);
 }
 
-/* The kernels each precision of the CPU forward chooses here (gemm_microkernel.h, ggml_dot.h). */
+/* The kernels each precision of the CPU forward chooses here (gemm_microkernel.h, ggml_dot.h,
+ * bf16_dot.h). */
 static void collect_cpu_kernels(em_env_facts *f) {
     em_gemm_microkernel *gemm;
     const char *gemm_name;
     const em_ggml_kernel *ggml;
+    const em_bf16_kernel *bf16;
     em_status err = em_gemm_microkernel_select(&gemm, &gemm_name);
     if (!err) err = em_ggml_kernel_select(&ggml);
+    if (!err) err = em_bf16_kernel_select(&bf16);
     if (err) {
         snprintf(f->cpu_kernels, sizeof f->cpu_kernels, "%s", err->message);
         f->cpu_kernels_error = true;
         em_error_free(err);
         return;
     }
-    snprintf(f->cpu_kernels, sizeof f->cpu_kernels, "exact: gemm %s; ggml: %s (%s)", gemm_name,
-             ggml->name, em_ggml_dot_type_names());
+    snprintf(f->cpu_kernels, sizeof f->cpu_kernels, "exact: gemm %s; ggml: %s (%s); bf16: %s",
+             gemm_name, ggml->name, em_ggml_dot_type_names(), bf16->name);
 }
 
 void em_env_collect(em_env_facts *f) {

@@ -35,8 +35,20 @@ const em_forward_backend *em_forward_backend_find(const char *name) {
     return NULL;
 }
 
+static const char *const precision_names[] = {"exact", "ggml", "bf16"}; /* by em_precision */
+
 const char *em_precision_name(em_precision precision) {
-    return precision == EM_PRECISION_GGML ? "ggml" : "exact";
+    return precision_names[precision];
+}
+
+bool em_precision_parse(const char *name, em_precision *out) {
+    for (size_t i = 0; i < sizeof precision_names / sizeof *precision_names; i++) {
+        if (strcmp(name, precision_names[i]) == 0) {
+            *out = (em_precision)i;
+            return true;
+        }
+    }
+    return false;
 }
 
 const char *em_forward_backend_names_where(bool (*keep)(const em_forward_backend *be), char *buf,

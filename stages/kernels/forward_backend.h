@@ -59,6 +59,8 @@ typedef enum em_precision {
     EM_PRECISION_EXACT, /* every product in FP32 from the file's exact weights */
     EM_PRECISION_GGML,  /* as llama.cpp's CPU backend: activations rounded to 8 bits per block,
                          * integer dot products (cpu only: stages/kernels/cpu/ggml_dot.h) */
+    EM_PRECISION_BF16,  /* weights and activations rounded to BF16, FP32 sums in a fixed order
+                         * (cpu only: stages/kernels/cpu/bf16_dot.h) */
 } em_precision;
 typedef struct em_forward_options {
     em_f32_weights f32_weights;
@@ -81,7 +83,8 @@ typedef struct em_forward_backend {
     int64_t batch_tokens;
     bool gpu_buffers;    /* what it hands its groups' collectives lives in GPU memory */
     bool weight_storage; /* it honours every weight-storage value (else only the defaults) */
-    bool ggml_precision; /* it runs precision ggml (else only exact) */
+    bool ggml_precision; /* it runs precision ggml */
+    bool bf16_precision; /* it runs precision bf16 (without either: only exact) */
     bool needs_gpu;      /* each rank running it needs a GPU of its own (`evalmesh gpus`) */
     /* NULL, or whether this process can run it at all (a `cuda` forward without a GPU): an
      * error (exit status 2) the forward stage reports at validation. */
@@ -155,8 +158,10 @@ em_status em_forward_score_window(const em_forward_backend *be, void *f, const i
  * backends that do. */
 em_status em_forward_decoding(const em_forward_backend *be);
 
-/* "exact" or "ggml": the forward stage's `precision` value. */
+/* "exact", "ggml" or "bf16": the forward stage's `precision` value. */
 const char *em_precision_name(em_precision precision);
+/* The precision named `name` (em_precision_name's inverse): false when it names none. */
+bool em_precision_parse(const char *name, em_precision *out);
 
 /* The backend named `name`, or NULL. */
 const em_forward_backend *em_forward_backend_find(const char *name);

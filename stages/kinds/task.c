@@ -16,8 +16,8 @@
  * Where the backend scores shared prefixes and cp = 1, an example's requests that read the same
  * context (the same ids before the same score_from) are one call instead, the context computed
  * once and the choices its continuations, with the same bits as each request alone.
- * `precision` (exact, ggml) rounds the products as the forward stage's does; it is recorded in
- * results.json and in the request records' key, so a resume or a gate refuses to mix precisions.
+ * `precision` (exact, ggml, bf16) rounds the products as the forward stage's does; it is recorded
+ * in results.json and in the request records' key, so a resume or a gate refuses to mix precisions.
  * generate_until examples are one request each: its prompt (the context, encoded as a loglikelihood
  * request's context is), stop strings and max_gen_toks, decoded greedily (stages/tasks/generate.h)
  * by the rank whose range holds it, together with the rank's other prompts in batches of at most

@@ -37,7 +37,8 @@ typedef struct em_metrics {
     char *model_digest; /* the model's content digest (loaded_model.h) */
     char *dataset_path;
     char *dataset_sha256;
-    /* how the forward rounded its products ("exact", "ggml"; a static name), NULL when unknown */
+    /* how the forward rounded its products ("exact", "ggml", "bf16"; a static name), NULL when
+     * unknown */
     const char *precision;
     /* The stage that computed the first input's scores (its window records are
      * <run_dir>/records/<source_stage>.rank*.bin) and, as a JSON object of strings, the options of

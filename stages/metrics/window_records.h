@@ -12,7 +12,7 @@
  *     char[64] the model's digest (loaded_model.h: 32 hex digits, NUL-padded; files written
  *              before the digest held the header sha256), char[64] dataset file sha256 (hex),
  *     char[64] sha256 (hex) of recipe.resolved.yaml as the run resolved it
- *     char[16] the precision the products were rounded with ("exact", "ggml"; NUL-padded)
+ *     char[16] the precision the products were rounded with ("exact", "ggml", "bf16"; NUL-padded)
  *     uint32   crc32 of the 216 bytes before it, uint32 0
  *   (files of the format before, "EMWREC01", had no precision and a 208-byte header: a resume
  *   computes their windows again, saying so)

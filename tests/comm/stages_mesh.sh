@@ -9,7 +9,8 @@
 # same perplexity for dp 1 and 2 bit for bit and within 1e-5 of tp = 1, and that a tp the model's
 # KV heads cannot take is refused with the numbers (exit 2); the same for cp = 2 (the fables'
 # short last windows computed whole) and dp 1 x tp 2 x cp 2, and a cp too large for the windows
-# refused at validation; precision ggml on a Q4_0 model under tp 2 the same for dp 1 and 2.
+# refused at validation; precisions ggml and bf16 on a Q4_0 model under tp 2 the same for dp 1
+# and 2.
 # Usage: stages_mesh.sh MPIRUN (EVALMESH_BIN names the binary, EVALMESH_SOURCE_DIR the sources).
 set -u
 MPIRUN=$1
@@ -137,6 +138,18 @@ python3 -c "import sys; a, b = float('$ggml1'), float('$ggml_tp'); sys.exit(abs(
     || fail "ggml tp 2 perplexity $ggml_tp is not within 1e-5 of tp 1's $ggml1"
 python3 -c "import sys; a, b = float('$ggml1'), float('$q4_exact'); sys.exit(abs(a - b) < 1e-4 * a)" \
     || fail "ggml perplexity $ggml1 is hardly exact's $q4_exact: no rounding happened"
+# ... and precision bf16 the same way (its weights rounded to BF16 from the Q4_0 values)
+expect 0 "$E" run "$T/q.yaml" stages.ppl.precision=bf16 --log-level debug
+has "scored tokens/s, 1 threads, precision bf16, kernel "
+bf1=$(exact_ppl)
+expect 0 timeout 120 "$MPIRUN" -np 2 "$E" run "$T/q.yaml" stages.grid.tp=2 stages.ppl.precision=bf16 --log-level debug
+bf_tp=$(exact_ppl)
+expect 0 timeout 120 "$MPIRUN" -np 4 "$E" run "$T/q.yaml" stages.grid.tp=2 stages.ppl.precision=bf16 --log-level debug
+[ "$(exact_ppl)" = "$bf_tp" ] || fail "bf16 tp 2: dp 2 gives $(exact_ppl), dp 1 gives $bf_tp"
+python3 -c "import sys; a, b = float('$bf1'), float('$bf_tp'); sys.exit(abs(a - b) > 1e-5 * a)" \
+    || fail "bf16 tp 2 perplexity $bf_tp is not within 1e-5 of tp 1's $bf1"
+python3 -c "import sys; a, b = float('$bf1'), float('$q4_exact'); sys.exit(abs(a - b) < 1e-4 * a)" \
+    || fail "bf16 perplexity $bf1 is hardly exact's $q4_exact: no rounding happened"
 
 # Context parallelism through the stages: cp 2 on 2 ranks, dp 2 x cp 2 and tp 2 x cp 2 on 4.
 expect 0 timeout 120 "$MPIRUN" -np 2 "$E" run "$T/r.yaml" stages.grid.cp=2 --log-level debug

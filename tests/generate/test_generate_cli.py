@@ -43,7 +43,7 @@ for args, message in (
         (["-p", "x", "-n", "2048"],
          "max_gen_toks 2048 does not leave room for a prompt in 2048 positions (1 to 2047)"),
         (["-n", "3"], "give -m MODEL and -p PROMPT"),
-        (["-p", "x", "--precision", "fast"], "--precision 'fast' is neither exact nor ggml")):
+        (["-p", "x", "--precision", "fast"], "--precision 'fast' is not exact, ggml or bf16")):
     r = generate(*args)
     check(r.returncode == 2 and message in r.stderr, f"{args}: exit 2, '{message}'",
           f"exit {r.returncode}: {r.stderr[-400:]}")

@@ -1,8 +1,8 @@
 /* Test driver for the CPU forward: loads a model, runs one window and prints, per scored
  * position, "position nll argmax" (nll with 17 significant digits) so a NumPy reference can
- * check it. Usage: forward_driver [--ggml] [--dump FILE] MODEL THREADS SCORE_FROM ID0 ID1 ... IDN
- * (inputs are ID0..ID(N-1), targets ID1..IDN; --ggml: precision ggml; --dump: every linear
- * layer's input as the observer of linear_inputs.h sees it, into FILE: per call int32 layer,
+ * check it. Usage: forward_driver [--ggml|--bf16] [--dump FILE] MODEL THREADS SCORE_FROM ID0 ID1
+ * ... IDN (inputs are ID0..ID(N-1), targets ID1..IDN; --ggml, --bf16: that precision; --dump: every
+ * linear layer's input as the observer of linear_inputs.h sees it, into FILE: per call int32 layer,
  * site, T, K, then T x K float32, row-major). Errors go to stderr with their exit status. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,7 +32,8 @@ static int fail(em_status err) {
 
 int main(int argc, char **argv) {
     bool ggml = argc > 1 && strcmp(argv[1], "--ggml") == 0;
-    if (ggml) {
+    bool bf16 = argc > 1 && strcmp(argv[1], "--bf16") == 0;
+    if (ggml || bf16) {
         argv++;
         argc--;
     }
@@ -47,9 +48,10 @@ int main(int argc, char **argv) {
         argc -= 2;
     }
     if (argc < 6) {
-        fprintf(stderr,
-                "usage: %s [--ggml] [--dump FILE] MODEL THREADS SCORE_FROM ID0 ID1 [ID...]\n",
-                argv[0]);
+        fprintf(
+            stderr,
+            "usage: %s [--ggml|--bf16] [--dump FILE] MODEL THREADS SCORE_FROM ID0 ID1 [ID...]\n",
+            argv[0]);
         return 2;
     }
     int threads = atoi(argv[2]), score_from = atoi(argv[3]);
@@ -65,6 +67,7 @@ int main(int argc, char **argv) {
     em_llama_forward *f;
     err = em_llama_forward_new(model, threads, &f);
     if (!err && ggml) err = em_llama_forward_set_precision(f, EM_PRECISION_GGML);
+    if (!err && bf16) err = em_llama_forward_set_precision(f, EM_PRECISION_BF16);
     em_linear_observer observer = {dump, dumped};
     if (!err && dumped) em_llama_forward_observe(f, &observer);
     int n = T - score_from > 0 ? T - score_from : 1;

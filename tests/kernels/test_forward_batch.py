@@ -6,8 +6,9 @@ quantized type, plus the shared stories260K when present: every window's nll and
 bit-identical to the window alone in every batch composition and order it tries. It drives
 test_forward_shared_prefix the same way: each continuation of a shared prefix bit-identical to its
 whole window alone; and test_forward_decode: every decoded sequence's tokens and logits
-bit-identical to the full forward, in every batching. PRECISION (ggml) goes to the program after
-the model (the q8_0 model then runs llama.cpp's 8-bit products).
+bit-identical to the full forward, in every batching. PRECISION (ggml, bf16) goes to the program
+after the model (ggml: the q8_0 model then runs llama.cpp's 8-bit products; bf16: every model's
+products round to BF16).
 Usage: test_forward_batch.py FORWARD_BATCH|FORWARD_SHARED_PREFIX|FORWARD_DECODE MKMODEL [PRECISION]"""
 import os
 import subprocess

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "stages/kernels/cpu/bf16_dot.h"
 #include "stages/kernels/cpu/gemm_microkernel.h"
 #include "stages/kernels/cpu/llama_forward.h"
 #include "stages/model/loaded_model.h"
@@ -87,13 +88,16 @@ int main(int argc, char **argv) {
         CHECK(memcmp(nll[0], nll[r], (size_t)n * sizeof(double)) == 0);
         CHECK(memcmp(argmax[0], argmax[r], (size_t)n * sizeof(int32_t)) == 0);
     }
-    /* every microkernel this CPU can run gives the same bits */
-    const char *kernels[] = {"c", "avx2", "avx512"};
-    for (int i = 0; i < 3; i++) {
+    /* every microkernel this CPU can run gives the same bits (in precision bf16 also its own
+     * avx512bf16) */
+    const char *kernels[] = {"c", "avx2", "avx512", "avx512bf16"};
+    for (int i = 0; i < (precision == EM_PRECISION_BF16 ? 4 : 3); i++) {
         setenv("EVALMESH_CPU_KERNEL", kernels[i], 1);
         em_gemm_microkernel *kernel;
         const char *name;
+        const em_bf16_kernel *bf16;
         em_status probe = em_gemm_microkernel_select(&kernel, &name);
+        if (!probe && precision == EM_PRECISION_BF16) probe = em_bf16_kernel_select(&bf16);
         if (probe) {
             printf("kernel %s: not on this CPU, skipped\n", kernels[i]);
             em_error_free(probe);

@@ -29,9 +29,11 @@ static inline em_model *test_forward_model(int argc, char **argv) {
     return m;
 }
 
-/* The precision argv[2] names ("ggml"), else exact. */
+/* The precision argv[2] names ("ggml", "bf16"), else exact. */
 static inline em_precision test_forward_precision(int argc, char **argv) {
-    return argc > 2 && strcmp(argv[2], "ggml") == 0 ? EM_PRECISION_GGML : EM_PRECISION_EXACT;
+    em_precision p = EM_PRECISION_EXACT;
+    if (argc > 2) em_precision_parse(argv[2], &p);
+    return p;
 }
 
 /* A CPU forward of m alone on `threads` threads in `precision`; exits 1 when it cannot be made. */

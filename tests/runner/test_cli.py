@@ -466,8 +466,8 @@ def test_perplexity_cli():
         check(rc == 0 and ggml == ref and recorded == "ggml" and
               ", precision ggml, kernel " in err, f"--precision ggml: exit {rc}: {recorded} {ggml}")
         rc, err, res = perplexity_metrics(cwd, ["--precision", "fast"], ["--run-dir", f"{cwd}/fast"])
-        check(rc == 2 and "stage 'ppl': option 'precision' must be one of exact, ggml, got 'fast'"
-              in err, f"--precision fast: exit {rc}: {err!r}")
+        check(rc == 2 and "stage 'ppl': option 'precision' must be one of exact, ggml, bf16, got "
+              "'fast'" in err, f"--precision fast: exit {rc}: {err!r}")
         model = os.path.join(SRC, "recipes", "data", "demo-model.gguf")
         rc, err, res = perplexity_metrics(cwd, ["--precision", "ggml", "--kl-divergence", model],
                                           ["--run-dir", f"{cwd}/kld"])

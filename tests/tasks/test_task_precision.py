@@ -5,13 +5,16 @@ output head too), over the committed multiple-choice task ranks/stories_mc.yaml:
       log names it and its kernel; its log-likelihoods differ from those of precision exact on
       the same file, and its outputs (lm_eval_results.json, the example file, the samples file,
       results.json's metrics) are the same bytes on 1 and on 2 ranks; on the F32 model, whose
-      matrices ggml leaves exact, the same bytes as exact;
+      matrices ggml leaves exact, the same bytes as exact; `--precision bf16` is recorded as
+      bf16, its log names its kernel, and its log-likelihoods differ from exact's on 1 rank and
+      are the same bytes on 2;
   (b) --precision fast: exit 2 naming the option and its values;
   (c) a resume whose records were written with another precision: exit 2, naming both (the task
       stage's request records and the forward stage's window records); a resume after the run's
       recipe changed its precision: exit 2, the recipe check quoting both lines; records of the
-      format before the key held the precision (EMWREC01) are computed again, saying so;
-  (d) a gate pinned to a baseline of another precision: exit 2, naming both; `unpaired: allow`
+      format before the key held the precision (EMWREC01) are computed again, saying so; a bf16
+      run resumed from exact's records is refused the same way;
+  (d) a gate pinned to a baseline of another precision (ggml, bf16): exit 2, naming both; `unpaired: allow`
       compares unpaired and says why; a baseline of the same precision pairs (difference 0)."""
 import glob
 import json
@@ -91,6 +94,19 @@ if MPIRUN:
     check(outputs(ggml2_dir) == outputs(ggml_dir), "ggml: the same bytes on 1 and 2 ranks")
 else:
     print("note: mpirun not found; ggml on 2 ranks is skipped")
+rc, err, bf16_dir, bf16 = evalmesh(EVAL + ["-m", Q8, "--precision", "bf16"])
+check(rc == 0 and bf16 and bf16["model"]["precision"] == "bf16",
+      f"bf16: exit {rc}, precision recorded", err[-2000:])
+check(re.search(r"task tasks: 30 of 30 examples on this rank, .*precision bf16, kernel "
+                r"(avx512bf16|c)\)", err) is not None,
+      "bf16: the log names the precision and its kernel", err[-2000:])
+differ = sum(x != y for ra, rb in zip(a, resps(bf16_dir)) for x, y in zip(ra, rb))
+print(f"bf16 vs exact on Q8_0: {differ} of 90 log-likelihoods differ")
+check(differ > 45, f"bf16's log-likelihoods differ from exact's ({differ} of 90)")
+if MPIRUN:
+    rc, err, bf16_2_dir, _ = evalmesh(EVAL + ["-m", Q8, "--precision", "bf16"], np=2)
+    check(rc == 0 and outputs(bf16_2_dir) == outputs(bf16_dir),
+          f"bf16: the same bytes on 1 and 2 ranks (exit {rc})", err[-2000:])
 rc, err, f32_exact_dir, _ = evalmesh(EVAL + ["-m", MODEL])
 rc2, err2, f32_ggml_dir, _ = evalmesh(EVAL + ["-m", MODEL, "--precision", "ggml"])
 check(rc == 0 and rc2 == 0 and outputs(f32_exact_dir) == outputs(f32_ggml_dir),
@@ -98,7 +114,8 @@ check(rc == 0 and rc2 == 0 and outputs(f32_exact_dir) == outputs(f32_ggml_dir),
 
 # (b) an unknown precision
 rc, err, _, _ = evalmesh(EVAL + ["-m", Q8, "--precision", "fast"])
-check(rc == 2 and "stage 'tasks': option 'precision' must be one of exact, ggml, got 'fast'" in err,
+check(rc == 2 and "stage 'tasks': option 'precision' must be one of exact, ggml, bf16, got "
+      "'fast'" in err,
       f"--precision fast: exit {rc}", err[-1500:])
 
 # (c) resuming a ggml run from records written by an exact one
@@ -111,6 +128,16 @@ rc, _, err, _ = session.evalmesh(["eval", "--resume", copy])
 check(rc == 2 and written and f"resume refused: the precision changed since the run wrote "
       f"{written[0]} (its precision then exact, now ggml)" in err,
       f"resume with records of another precision: exit {rc}", err[-1500:])
+
+copy = os.path.join(session.tmp, "mixed_bf16")
+shutil.copytree(bf16_dir, copy)
+shutil.rmtree(os.path.join(copy, "records"))
+shutil.copytree(os.path.join(exact_dir, "records"), os.path.join(copy, "records"))
+written = sorted(glob.glob(os.path.join(copy, "records", "tasks.rank0.*.bin")))
+rc, _, err, _ = session.evalmesh(["eval", "--resume", copy])
+check(rc == 2 and written and f"resume refused: the precision changed since the run wrote "
+      f"{written[0]} (its precision then exact, now bf16)" in err,
+      f"bf16 resume with records of precision exact: exit {rc}", err[-1500:])
 
 
 # records of the format before the precision was in the key: computed again, saying so
@@ -192,6 +219,9 @@ rc, err, _, _ = gated("ggml", exact_dir)
 check(rc == 2 and f"stage 'gate': refusing to compare with the baseline {exact_dir}" in err and
       "the precision differs (exact in the baseline, ggml in this run)" in err,
       f"gate across precisions: exit {rc}", err[-1500:])
+rc, err, _, _ = gated("bf16", exact_dir)
+check(rc == 2 and "the precision differs (exact in the baseline, bf16 in this run)" in err,
+      f"gate of bf16 against exact: exit {rc}", err[-1500:])
 rc, err, _, res = gated("exact", ggml_dir, ", unpaired: allow")
 check(rc in (0, 3) and res and res["gate"]["checks"][0]["comparison"] != "paired" and
       "unpaired comparison: the precision differs (ggml in the baseline, exact in this run) "

@@ -17,7 +17,7 @@
  * the ratio of each pair is taken and the median over windows reported (a best-of-few short sgemm
  * calls would catch the machine's luckiest milliseconds and overstate the reference).
  * Usage: bench_forward MODEL [N_CTX=512] [WINDOWS=3] [THREADS=all cores] [PRECISION=exact]
- * (PRECISION: exact or ggml, the forward's `precision`). */
+ * (PRECISION: exact, ggml or bf16, the forward's `precision`). */
 #include <cblas.h>
 #include <omp.h>
 #include <stdio.h>
@@ -104,14 +104,20 @@ static em_tensor_type ffn_type(const em_model *m) {
 }
 
 /* Prints the GEMM peak of the forward's kernel and the forward's median GFLOP/s as a share. */
-static void report_peak(const em_model *m, em_llama_forward *f, bool ggml, int threads,
+static void report_peak(const em_model *m, em_llama_forward *f, em_precision precision, int threads,
                         double forward_gflops) {
-    em_tensor_type type = ggml ? ffn_type(m) : EM_TENSOR_F32;
-    bool covered = ggml && em_ggml_dot_type_of(type) >= 0;
-    const char *kernel = covered ? em_llama_forward_ggml_kernel(f) : em_llama_forward_kernel(f);
+    em_tensor_type type = precision == EM_PRECISION_GGML ? ffn_type(m) : EM_TENSOR_F32;
+    bool covered = precision == EM_PRECISION_GGML && em_ggml_dot_type_of(type) >= 0;
+    bool bf16 = precision == EM_PRECISION_BF16;
+    const char *kernel = covered ? em_llama_forward_ggml_kernel(f)
+                         : bf16  ? em_llama_forward_bf16_kernel(f)
+                                 : em_llama_forward_kernel(f);
+    em_precision measured = covered ? EM_PRECISION_GGML
+                            : bf16  ? EM_PRECISION_BF16
+                                    : EM_PRECISION_EXACT;
     double peak;
     const char *used;
-    em_status err = gemm_peak_gflops(kernel, covered, covered ? type : EM_TENSOR_F32, GEMM_PEAK_N,
+    em_status err = gemm_peak_gflops(kernel, measured, covered ? type : EM_TENSOR_F32, GEMM_PEAK_N,
                                      threads, &peak, &used);
     if (err) {
         printf("  kernel peak     not measured: %s\n", err->message);
@@ -120,7 +126,7 @@ static void report_peak(const em_model *m, em_llama_forward *f, bool ggml, int t
     }
     printf("  kernel peak     %10.1f GFLOP/s (%s %s on %s weights, square %d product); the "
            "forward at %.1f%% of it\n",
-           peak, covered ? "ggml" : "exact", used,
+           peak, em_precision_name(measured), used,
            em_tensor_type_name(covered ? type : EM_TENSOR_F32), GEMM_PEAK_N,
            100.0 * forward_gflops / peak);
 }
@@ -130,13 +136,18 @@ int main(int argc, char **argv) {
     /* the reference calls sgemm on each OpenMP thread: OpenBLAS must not split those further */
     openblas_set_num_threads(1);
     if (argc < 2) {
-        fprintf(stderr, "usage: %s MODEL [N_CTX] [WINDOWS] [THREADS] [exact|ggml]\n", argv[0]);
+        fprintf(stderr, "usage: %s MODEL [N_CTX] [WINDOWS] [THREADS] [exact|ggml|bf16]\n", argv[0]);
         return 2;
     }
     int n_ctx = argc > 2 ? atoi(argv[2]) : 512;
     int windows = argc > 3 ? atoi(argv[3]) : 3;
     int threads = argc > 4 ? atoi(argv[4]) : omp_get_num_procs();
-    bool ggml = argc > 5 && strcmp(argv[5], "ggml") == 0;
+    em_precision precision = EM_PRECISION_EXACT;
+    if (argc > 5 && !em_precision_parse(argv[5], &precision)) {
+        fprintf(stderr, "error: precision '%s' is not exact, ggml or bf16\n", argv[5]);
+        return 2;
+    }
+    bool ggml = precision == EM_PRECISION_GGML;
     em_model *m;
     em_status err = em_model_load(argv[1], &m);
     if (err) {
@@ -146,8 +157,7 @@ int main(int argc, char **argv) {
     const em_llama_config *c = &m->config;
     em_llama_forward *f;
     err = em_llama_forward_new(m, threads, &f);
-    if (!err)
-        err = em_llama_forward_set_precision(f, ggml ? EM_PRECISION_GGML : EM_PRECISION_EXACT);
+    if (!err) err = em_llama_forward_set_precision(f, precision);
     if (err) {
         fprintf(stderr, "error: %s\n", err->message);
         return err->exit_code;
@@ -204,8 +214,13 @@ int main(int argc, char **argv) {
     printf("model %s (%s, dim %d, %d layers, ffn %d, vocab %d), n_ctx %d, %d windows, %d threads, "
            "%s kernel, precision %s%s%s\n",
            argv[1], type, c->dim, c->n_layers, c->ffn_dim, c->n_vocab, n_ctx, windows, threads,
-           em_llama_forward_kernel(f), ggml ? "ggml" : "exact", ggml ? " with dot kernel " : "",
-           ggml ? em_llama_forward_ggml_kernel(f) : "");
+           em_llama_forward_kernel(f), em_precision_name(precision),
+           ggml                             ? " with dot kernel "
+           : precision == EM_PRECISION_BF16 ? " with kernel "
+                                            : "",
+           ggml                              ? em_llama_forward_ggml_kernel(f)
+           : em_llama_forward_bf16_kernel(f) ? em_llama_forward_bf16_kernel(f)
+                                             : "");
     printf("  tokens/s        %10.1f  mean, %.1f fastest window\n", n_ctx * windows / seconds,
            n_ctx / best);
     printf("  forward GFLOP/s %10.1f  median window (%.1f GFLOP per window)\n",
@@ -223,7 +238,7 @@ int main(int argc, char **argv) {
     printf("  RSS less buffers %9.2fx the model file (goal: at most 1.20x); whole process with the "
            "reference: %.1f MiB\n",
            (rss_forward - buffers_mib) / file_mib, peak_rss_mib());
-    report_peak(m, f, ggml, threads, median(fwd_gflops, windows));
+    report_peak(m, f, precision, threads, median(fwd_gflops, windows));
     free(ratio);
     free(ratio_cpu);
     free(fwd_gflops);

@@ -41,8 +41,9 @@ static em_status make_weight(em_tensor_type type, int n, em_tensor *w) {
     return NULL;
 }
 
-em_status gemm_peak_gflops(const char *kernel, bool ggml, em_tensor_type type, int n, int threads,
-                           double *gflops, const char **kernel_used) {
+em_status gemm_peak_gflops(const char *kernel, em_precision precision, em_tensor_type type, int n,
+                           int threads, double *gflops, const char **kernel_used) {
+    bool ggml = precision == EM_PRECISION_GGML, bf16 = precision == EM_PRECISION_BF16;
     if (ggml && em_ggml_dot_type_of(type) < 0)
         return em_error_new(EM_EXIT_BAD_INPUT,
                             "gemm peak: the ggml precision has no dot product for %s",
@@ -51,6 +52,7 @@ em_status gemm_peak_gflops(const char *kernel, bool ggml, em_tensor_type type, i
     em_scratch s;
     em_status err = em_scratch_init(&s, threads);
     if (!err && ggml) err = em_scratch_use_ggml(&s);
+    if (!err && bf16) err = em_scratch_use_bf16(&s);
     if (kernel) unsetenv("EVALMESH_CPU_KERNEL");
     em_tensor w = {0};
     if (!err) err = make_weight(type, n, &w);
@@ -58,12 +60,13 @@ em_status gemm_peak_gflops(const char *kernel, bool ggml, em_tensor_type type, i
         err = em_scratch_reserve(&s, em_matmul_tile_floats(n, n, EM_MATMUL_TILE_ROWS),
                                  em_gemm_packed_floats(n, n));
     if (!err && ggml) err = em_q8_reserve(&s.q8, n, n);
+    if (!err && bf16) err = em_scratch_reserve_bf16(&s, em_bf16_packed_words(n, n));
     if (err) {
         free((void *)w.data);
         em_scratch_free(&s);
         return err;
     }
-    *kernel_used = ggml ? s.ggml->name : s.kernel_name;
+    *kernel_used = ggml ? s.ggml->name : bf16 ? s.bf16->name : s.kernel_name;
     float *x = random_floats((size_t)n * n, 11);  /* x (n, n) */
     float *y = malloc((size_t)n * n * sizeof *y); /* y (n, n) */
     const em_tensor *weights[1] = {&w};

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "stages/kernels/cpu/bf16_dot.h"
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #define EM_GEMM_X86 1
@@ -210,7 +212,9 @@ em_status em_gemm_microkernel_select(em_gemm_microkernel **kernel, const char **
     avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 #endif
     const char *wanted = getenv("EVALMESH_CPU_KERNEL");
-    if (!wanted || !*wanted) wanted = avx512 ? "avx512" : avx2 ? "avx2" : "c";
+    /* unset, or a kernel of the bf16 precision's table other than c (bf16_dot.h): the best */
+    if (!wanted || !*wanted || (strcmp(wanted, "c") != 0 && em_bf16_kernel_named(wanted)))
+        wanted = avx512 ? "avx512" : avx2 ? "avx2" : "c";
     *name = wanted;
     if (strcmp(wanted, "c") == 0) {
         *kernel = microkernel_c;

@@ -42,7 +42,8 @@ typedef void em_gemm_one_token(int K, const float *x, size_t x_stride, const flo
 em_gemm_one_token *em_gemm_one_token_for(em_gemm_microkernel *kernel);
 
 /* The kernel for this CPU (AVX-512F, else AVX2 with FMA, else plain C) or the one the environment
- * variable EVALMESH_CPU_KERNEL names (avx512, avx2 or c): tests compare them. An error (exit 2)
+ * variable EVALMESH_CPU_KERNEL names (avx512, avx2 or c; a kernel of the bf16 precision's table
+ * takes the best): tests compare them. An error (exit 2)
  * when that variable names an unknown kernel or one this CPU cannot run. */
 em_status em_gemm_microkernel_select(em_gemm_microkernel **kernel, const char **name);
 

@@ -244,6 +244,9 @@ static em_status reserve(em_llama_forward *f, int T, int longest) {
     size_t widest = D > F ? D : F; /* the widest input of a product */
     if (!err && f->scratch.ggml)
         err = em_q8_reserve(&f->scratch.q8, T, (int)(widest > QD ? widest : QD));
+    if (!err && f->scratch.bf16)
+        err = em_scratch_reserve_bf16(&f->scratch,
+                                      em_bf16_packed_words(T, (int)(widest > QD ? widest : QD)));
     if (err) return err;
     if (T <= f->capacity) return NULL;
     free_activations(f);
@@ -718,7 +721,9 @@ void em_llama_forward_observe(em_llama_forward *f, const em_linear_observer *obs
 
 em_status em_llama_forward_set_precision(em_llama_forward *f, em_precision precision) {
     f->scratch.ggml = NULL;
+    f->scratch.bf16 = NULL;
     if (precision == EM_PRECISION_GGML) return em_scratch_use_ggml(&f->scratch);
+    if (precision == EM_PRECISION_BF16) return em_scratch_use_bf16(&f->scratch);
     return NULL;
 }
 
@@ -728,6 +733,10 @@ const char *em_llama_forward_kernel(const em_llama_forward *f) {
 
 const char *em_llama_forward_ggml_kernel(const em_llama_forward *f) {
     return f->scratch.ggml ? f->scratch.ggml->name : NULL;
+}
+
+const char *em_llama_forward_bf16_kernel(const em_llama_forward *f) {
+    return f->scratch.bf16 ? f->scratch.bf16->name : NULL;
 }
 
 void em_llama_forward_free(em_llama_forward *f) {
@@ -828,10 +837,10 @@ static void backend_decode_free(void *d) {
 static void backend_observe(void *f, const em_linear_observer *observer) {
     em_llama_forward_observe(f, observer);
 }
-/* the dot-product kernel in precision ggml, else the GEMM microkernel */
+/* the dot-product kernel in precision ggml, the BF16 kernel in bf16, else the GEMM microkernel */
 static const char *backend_kernel(const void *f) {
-    const char *ggml = em_llama_forward_ggml_kernel(f);
-    return ggml ? ggml : em_llama_forward_kernel(f);
+    const char *ggml = em_llama_forward_ggml_kernel(f), *bf16 = em_llama_forward_bf16_kernel(f);
+    return ggml ? ggml : bf16 ? bf16 : em_llama_forward_kernel(f);
 }
 static size_t backend_memory(const void *f) {
     return em_llama_forward_memory(f);
@@ -851,6 +860,7 @@ const em_forward_backend em_forward_backend_cpu = {
     .gpu_buffers = false,
     .weight_storage = false,
     .ggml_precision = true,
+    .bf16_precision = true,
     .needs_gpu = false,
     .available = NULL,
     .create = backend_create,

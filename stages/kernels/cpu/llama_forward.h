@@ -118,6 +118,8 @@ em_status em_llama_forward_set_precision(em_llama_forward *f, em_precision preci
 const char *em_llama_forward_kernel(const em_llama_forward *f);
 /* The ggml precision's dot-product kernel ("avx2" or "c", ggml_dot.h), NULL in the exact one. */
 const char *em_llama_forward_ggml_kernel(const em_llama_forward *f);
+/* The `bf16` precision's kernel (bf16_dot.h), or NULL in the other precisions. */
+const char *em_llama_forward_bf16_kernel(const em_llama_forward *f);
 
 void em_llama_forward_free(em_llama_forward *f);
 

@@ -31,6 +31,14 @@ void em_matmul_pack(const float *x, int T, int n_in, float *xp, const em_scratch
 
 void em_matmul_quantize(const float *xp, int T, int n_in, int count, const em_tensor *const *w,
                         em_scratch *s) {
+    if (s->bf16) {
+        int panels = em_gemm_padded_tokens(T) / EM_GEMM_PANEL;
+        bool parallel = (int64_t)T * n_in >= EM_PARALLEL_MIN_ELEMENTS;
+#pragma omp parallel for num_threads(s->threads) if (parallel)
+        for (int p = 0; p < panels; p++)
+            s->bf16->pack_panel(em_gemm_packed(xp, n_in), n_in, p, s->bf16_x);
+        return;
+    }
     if (!s->ggml) return;
     bool q8 = false, q8k = false; /* the forms the weights' dot products read */
     for (int i = 0; i < count; i++) {
@@ -53,6 +61,15 @@ float *em_matmul_tile_rows(const em_tensor *w, const float *xp, int T, int64_t r
         size_t row_bytes = em_tensor_type_row_bytes(w->type, n_in);
         s->ggml->tile[dot]((const uint8_t *)w->data + (size_t)row0 * row_bytes, row_bytes, rows,
                            &s->q8, ct, em_gemm_result_stride(T));
+        return ct;
+    }
+    if (s->bf16) {
+        size_t ldw = (size_t)n_in + EM_GEMM_ROW_PAD;
+        float *wt = buf + tile_result_floats(T, rows); /* (rows, n_in), then rounded in place */
+        em_rows_to_float(w, row0, rows, wt, (int64_t)ldw);
+        s->bf16->round_rows(wt, ldw, rows, n_in);
+        em_bf16_tile(s->bf16, s->bf16_x, T, n_in, (const uint32_t *)wt, em_bf16_row_stride(n_in),
+                     rows, ct, em_gemm_result_stride(T));
         return ct;
     }
     if (w->type == EM_TENSOR_F32 && ((size_t)n_in * sizeof(float)) % 4096 != 0) {

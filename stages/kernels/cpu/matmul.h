@@ -9,7 +9,10 @@
  * bit-identical for any thread count, tile size, window batch or CPU. In the `ggml` precision
  * (scratch.h) the tiles of the weight types it covers are instead the dot products of
  * ggml_dot.h with x rounded to 8 bits once per product (em_matmul_quantize): each element one
- * fixed computation as well, with the same independence. */
+ * fixed computation as well, with the same independence. In the `bf16` precision every tile's
+ * weights are rounded to BF16 pairs in the thread's scratch and multiplied by the activations
+ * rounded to BF16 once per product (em_matmul_quantize) in bf16_dot.h's fixed order: the same
+ * independence again. */
 #ifndef EVALMESH_KERNELS_MATMUL_H
 #define EVALMESH_KERNELS_MATMUL_H
 
@@ -31,7 +34,9 @@ size_t em_matmul_swiglu_floats(int T, int64_t n_in);
 /* Packs x (T, n_in) into xp, em_gemm_packed_floats(T, n_in) floats (all threads). */
 void em_matmul_pack(const float *x, int T, int n_in, float *xp, const em_scratch *s);
 
-/* Precision ggml (s->ggml set) and any of the count weights w of a type it covers (ggml_dot.h):
+/* Precision bf16 (s->bf16 set): rounds x packed as xp (T, n_in) to BF16 pairs into s->bf16_x, which
+ * every product (em_matmul_tile_rows) then reads instead of xp. Precision ggml (s->ggml set) and
+ * any of the count weights w of a type it covers (ggml_dot.h):
  * rounds x packed as xp (T, n_in) to 8 bits into s->q8 (in the forms their dot products read),
  * which the products of those weights
  * (em_matmul_tile_rows) then read instead of xp; otherwise nothing. em_matmul_packed and
@@ -55,7 +60,8 @@ void em_matmul_swiglu_packed(const float *xp, int T, const em_tensor *w_gate, co
 
 /* ct (em_gemm_padded_rows(rows), em_gemm_result_stride(T)) = W[row0 .. row0+rows-1] x^T for x
  * packed as xp (or, for a weight the ggml precision covers, x as em_matmul_quantize left it in
- * s->q8, through s->ggml's dot products); buf is the calling thread's scratch of
+ * s->q8, through s->ggml's dot products; in precision bf16, x as s->bf16_x and W rounded to
+ * BF16, through s->bf16's kernel); buf is the calling thread's scratch of
  * em_matmul_tile_floats (ct is its start). The output head walks the vocabulary with this, tile by
  * tile. */
 float *em_matmul_tile_rows(const em_tensor *w, const float *xp, int T, int64_t row0, int rows,

@@ -44,11 +44,27 @@ em_status em_scratch_use_ggml(em_scratch *s) {
     return em_ggml_kernel_select(&s->ggml);
 }
 
+em_status em_scratch_use_bf16(em_scratch *s) {
+    return em_bf16_kernel_select(&s->bf16);
+}
+
+em_status em_scratch_reserve_bf16(em_scratch *s, size_t words) {
+    if (words <= s->bf16_words) return NULL;
+    free(s->bf16_x);
+    s->bf16_x = aligned_alloc(64, (words * sizeof(uint32_t) + 63) / 64 * 64);
+    s->bf16_words = s->bf16_x ? words : 0;
+    if (!s->bf16_x)
+        return em_error_new(EM_EXIT_RUNTIME, "out of memory: BF16 activations of %zu MiB",
+                            words * sizeof(uint32_t) >> 20);
+    return NULL;
+}
+
 void em_scratch_free(em_scratch *s) {
     if (!s->buf) return;
     for (int i = 0; i < s->threads; i++) free(s->buf[i]);
     free(s->buf);
     free(s->packed);
     em_q8_activations_free(&s->q8);
+    free(s->bf16_x);
     *s = (em_scratch){0};
 }

@@ -1,14 +1,16 @@
 /* The working memory of the CPU kernels: per-thread float buffers, so each OpenMP thread converts
  * weight tiles or holds attention scores in its own memory, one shared buffer for the packed
  * activations of a matrix product, the GEMM microkernel chosen for this CPU and, in the `ggml`
- * precision, its dot-product kernel and the product's activations rounded to 8 bits. Sized once
- * for the largest need of a forward pass. */
+ * precision, its dot-product kernel and the product's activations rounded to 8 bits, and in the
+ * `bf16` precision its kernel and the product's activations rounded to BF16 pairs. Sized once for
+ * the largest need of a forward pass. */
 #ifndef EVALMESH_KERNELS_SCRATCH_H
 #define EVALMESH_KERNELS_SCRATCH_H
 
 #include <stddef.h>
 
 #include "util/error.h"
+#include "stages/kernels/cpu/bf16_dot.h"
 #include "stages/kernels/cpu/gemm_microkernel.h"
 #include "stages/kernels/cpu/ggml_dot.h"
 #include "stages/kernels/cpu/q8_activations.h"
@@ -33,6 +35,11 @@ typedef struct em_scratch {
      * the activations of the current product in 8 bits; NULL: every product exact */
     const em_ggml_kernel *ggml;
     em_q8_activations q8;
+    /* precision bf16 (em_scratch_use_bf16): its kernel, and the activations of the current
+     * product as BF16 pairs (em_bf16_pack_panel), bf16_words words; NULL: no BF16 products */
+    const em_bf16_kernel *bf16;
+    uint32_t *bf16_x;
+    size_t bf16_words;
 } em_scratch;
 
 /* Also chooses the GEMM microkernel: an error when EVALMESH_CPU_KERNEL names a wrong one. */
@@ -43,6 +50,11 @@ em_status em_scratch_reserve(em_scratch *s, size_t floats, size_t packed_floats)
 /* Turns on the `ggml` precision: chooses its dot-product kernel (an error when
  * EVALMESH_CPU_KERNEL names a wrong one). */
 em_status em_scratch_use_ggml(em_scratch *s);
+/* Turns on the `bf16` precision: chooses its kernel (an error when EVALMESH_CPU_KERNEL names a
+ * wrong one). */
+em_status em_scratch_use_bf16(em_scratch *s);
+/* Makes bf16_x hold at least `words` words (an error when memory runs out). */
+em_status em_scratch_reserve_bf16(em_scratch *s, size_t words);
 void em_scratch_free(em_scratch *s);
 
 #endif

@@ -864,6 +864,7 @@ const em_forward_backend em_forward_backend_cuda = {
     .gpu_buffers = false,
     .weight_storage = true,
     .ggml_precision = false, /* exact only: the ggml precision's kernels are the CPU's */
+    .bf16_precision = false, /* nor bf16: its kernels are the CPU's (bf16_dot.h) */
     .needs_gpu = true,
     .available = em_cuda_available,
     .create = backend_create,

@@ -42,16 +42,22 @@ em_status em_stage_forward_backend(const em_stage *self, em_forward_use use,
 static bool runs_ggml(const em_forward_backend *be) {
     return be->ggml_precision;
 }
+static bool runs_bf16(const em_forward_backend *be) {
+    return be->bf16_precision;
+}
 
 em_status em_stage_precision(const em_stage *self, const em_forward_backend *be,
                              em_precision *out) {
     const char *value = em_node_option_string(self->options, "precision");
-    *out = strcmp(value, "ggml") == 0 ? EM_PRECISION_GGML : EM_PRECISION_EXACT;
-    if (*out == EM_PRECISION_EXACT || be->ggml_precision) return NULL;
+    if (!em_precision_parse(value, out)) *out = EM_PRECISION_EXACT; /* the schema checked it */
+    bool (*runs)(const em_forward_backend *) = *out == EM_PRECISION_GGML   ? runs_ggml
+                                               : *out == EM_PRECISION_BF16 ? runs_bf16
+                                                                           : NULL;
+    if (!runs || runs(be)) return NULL;
     const em_map_entry *e = em_node_get_entry(self->options, "precision");
     char running[128];
-    em_forward_backend_names_where(runs_ggml, running, sizeof running);
+    em_forward_backend_names_where(runs, running, sizeof running);
     return em_error_at(EM_EXIT_BAD_INPUT, e ? e->value->mark : self->mark,
-                       "stage '%s': precision: ggml needs device %s (device %s runs only exact)",
-                       self->name, running, be->name);
+                       "stage '%s': precision: %s needs device %s (device %s runs only exact)",
+                       self->name, value, running, be->name);
 }

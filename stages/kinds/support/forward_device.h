@@ -19,8 +19,9 @@ typedef enum em_forward_use {
 em_status em_stage_forward_backend(const em_stage *self, em_forward_use use,
                                    const em_forward_backend **out);
 
-/* The stage's `precision` option (exact, ggml) on backend be: ggml only where be runs it, else
- * refused (exit 2) at the place of `precision`. */
+/* The stage's `precision` option (exact, ggml, bf16) on backend be: ggml and bf16 only where be
+ * runs them (its ggml_precision, bf16_precision), else refused (exit 2) at the place of
+ * `precision`. */
 em_status em_stage_precision(const em_stage *self, const em_forward_backend *be, em_precision *out);
 
 #endif

@@ -32,7 +32,7 @@ typedef struct em_scores {
     char *model_digest; /* the model's content digest (loaded_model.h) */
     char *dataset_path;
     char *dataset_sha256;
-    const char *precision; /* the forward's `precision`, a static name ("exact", "ggml") */
+    const char *precision; /* the forward's `precision`, a static name ("exact", "ggml", "bf16") */
 } em_scores;
 
 /* Folds one finished window's n scored tokens into s's sums; returns their NLL added in position

@@ -1,0 +1,132 @@
+/* The `bf16` precision's rounding, packing, blocking, plain C kernel, the kernel table and the
+ * choice between its rows (see bf16_dot.h). */
+#include "stages/kernels/cpu/bf16_dot.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A denormal result as a zero of its sign (the instructions' output flush). */
+static float ftz(float x) {
+    return fabsf(x) < 0x1p-126f ? copysignf(0.0f, x) : x;
+}
+
+static void microkernel_c(int pairs, const uint32_t *xb, size_t panel_stride,
+                          const uint32_t *const *w, float *ct, size_t ldc, bool first) {
+    for (int j = 0; j < EM_GEMM_ROWS; j++) {
+        for (int t = 0; t < EM_GEMM_TOKENS; t++) {
+            const uint32_t *x = xb + (size_t)(t / EM_GEMM_PANEL) * panel_stride + t % EM_GEMM_PANEL;
+            float acc = first ? 0.0f : ct[j * ldc + t];
+            for (int i = 0; i < pairs; i++) {
+                uint32_t xi = x[(size_t)i * EM_GEMM_PANEL], wi = w[j][i];
+                acc = ftz(fmaf(em_bf16_value((uint16_t)(xi >> 16)),
+                               em_bf16_value((uint16_t)(wi >> 16)), acc));
+                acc = ftz(fmaf(em_bf16_value((uint16_t)xi), em_bf16_value((uint16_t)wi), acc));
+            }
+            ct[j * ldc + t] = acc;
+        }
+    }
+}
+
+static bool always(void) {
+    return true;
+}
+
+const em_bf16_kernel em_bf16_kernel_c = {
+    .name = "c",
+    .runs_here = always,
+    .microkernel = microkernel_c,
+    .pack_panel = em_bf16_pack_panel,
+    .round_rows = em_bf16_round_rows,
+};
+
+/* The table, best first. */
+static const em_bf16_kernel *const kernels[] = {
+#if defined(__x86_64__)
+    &em_bf16_kernel_avx512bf16,
+#endif
+    &em_bf16_kernel_c,
+};
+#define KERNELS (sizeof kernels / sizeof *kernels)
+
+bool em_bf16_kernel_named(const char *name) {
+    for (size_t i = 0; i < KERNELS; i++)
+        if (strcmp(name, kernels[i]->name) == 0) return true;
+    return false;
+}
+
+em_status em_bf16_kernel_select(const em_bf16_kernel **kernel) {
+    const char *wanted = getenv("EVALMESH_CPU_KERNEL");
+    /* unset, or the GEMM's avx512 or avx2, which have no row here: this table's best */
+    bool best = !wanted || !*wanted || strcmp(wanted, "avx512") == 0 || strcmp(wanted, "avx2") == 0;
+    *kernel = NULL;
+    for (size_t i = 0; i < KERNELS; i++) {
+        if (kernels[i]->runs_here() && (best || strcmp(wanted, kernels[i]->name) == 0)) {
+            *kernel = kernels[i];
+            return NULL;
+        }
+    }
+    if (em_bf16_kernel_named(wanted))
+        return em_error_new(EM_EXIT_BAD_INPUT,
+                            "EVALMESH_CPU_KERNEL=%s, but this CPU cannot run that kernel", wanted);
+    return em_error_new(EM_EXIT_BAD_INPUT,
+                        "EVALMESH_CPU_KERNEL=%s is not a CPU kernel (avx512, avx2 or c)", wanted);
+}
+
+size_t em_bf16_packed_words(int T, int K) {
+    return (size_t)em_gemm_padded_tokens(T) * (size_t)em_bf16_pairs(K);
+}
+
+void em_bf16_pack_panel(em_gemm_panels x, int K, int panel, uint32_t *xb) {
+    int pairs = em_bf16_pairs(K);
+    const float *in = x.x + (size_t)panel * x.panel_stride;
+    uint32_t *out = xb + (size_t)panel * pairs * EM_GEMM_PANEL; /* (pairs, EM_GEMM_PANEL) */
+    for (int i = 0; i < pairs; i++) {
+        const float *lo = in + (size_t)(2 * i) * x.column_stride;
+        for (int t = 0; t < EM_GEMM_PANEL; t++) {
+            uint16_t hi = 2 * i + 1 < K ? em_bf16_round(lo[x.column_stride + t]) : 0;
+            out[(size_t)i * EM_GEMM_PANEL + t] = em_bf16_pair(em_bf16_round(lo[t]), hi);
+        }
+    }
+}
+
+size_t em_bf16_row_stride(int K) {
+    return (size_t)em_bf16_pairs(K) + 8; /* a half cache line apart: not all in the same sets */
+}
+
+void em_bf16_round_rows(float *wt, size_t ldw, int rows, int K) {
+    /* in place: pair i of row j goes to word j * stride + i, at or before the floats 2i, 2i+1 of
+     * row j it is made from (stride <= ldw), after every float it overwrites has been read */
+    size_t stride = em_bf16_row_stride(K);
+    unsigned char *bytes = (unsigned char *)wt;
+    for (int j = 0; j < rows; j++) {
+        const float *row = wt + (size_t)j * ldw;
+        for (int i = 0; i < em_bf16_pairs(K); i++) {
+            uint16_t lo = em_bf16_round(row[2 * i]);
+            uint16_t hi = 2 * i + 1 < K ? em_bf16_round(row[2 * i + 1]) : 0;
+            uint32_t pair = em_bf16_pair(lo, hi);
+            memcpy(bytes + ((size_t)j * stride + (size_t)i) * 4, &pair, 4);
+        }
+    }
+}
+
+void em_bf16_tile(const em_bf16_kernel *kernel, const uint32_t *xb, int T, int K,
+                  const uint32_t *wt, size_t ldw, int rows, float *ct, size_t ldc) {
+    static const uint32_t zeros[EM_BF16_KC]; /* stands in for the rows past `rows` */
+    int pairs = em_bf16_pairs(K);
+    size_t panel_stride = (size_t)pairs * EM_GEMM_PANEL;
+    for (int i0 = 0; i0 < pairs; i0 += EM_BF16_KC) {
+        int kc = pairs - i0 < EM_BF16_KC ? pairs - i0 : EM_BF16_KC;
+        for (int t0 = 0; t0 < em_gemm_padded_tokens(T); t0 += EM_GEMM_TOKENS) {
+            const uint32_t *x =
+                xb + (size_t)(t0 / EM_GEMM_PANEL) * panel_stride + (size_t)i0 * EM_GEMM_PANEL;
+            for (int j0 = 0; j0 < rows; j0 += EM_GEMM_ROWS) {
+                const uint32_t *w[EM_GEMM_ROWS];
+                for (int r = 0; r < EM_GEMM_ROWS; r++)
+                    w[r] = j0 + r < rows ? wt + (size_t)(j0 + r) * ldw + i0 : zeros;
+                kernel->microkernel(kc, x, panel_stride, w, ct + (size_t)j0 * ldc + t0, ldc,
+                                    i0 == 0);
+            }
+        }
+    }
+}

@@ -1,0 +1,93 @@
+/* The `bf16` precision's AVX512-BF16 kernel (see bf16_dot.h): 12 weight rows x 2 panels of 16
+ * tokens in 24 zmm accumulators, a lane per token. Per pair of columns, two panel loads (16
+ * tokens' pairs each) and 12 broadcasts of a row's pair feed 24 VDPBF16PS, each of which adds the
+ * lane's odd product and then its even product with one rounding each, denormals flushed: the C
+ * kernel's chain. The roundings to BF16 are VCVTNE2PS2BF16's, em_bf16_round's bits. */
+#include "stages/kernels/cpu/bf16_dot.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+#define AVX512BF16 __attribute__((target("avx512f,avx512bw,avx512bf16")))
+
+AVX512BF16 static void microkernel(int pairs, const uint32_t *xb, size_t panel_stride,
+                                   const uint32_t *const *w, float *ct, size_t ldc, bool first) {
+    __m512 acc[EM_GEMM_ROWS][2];
+#pragma GCC unroll 12
+    for (int j = 0; j < EM_GEMM_ROWS; j++) {
+        acc[j][0] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(ct + j * ldc);
+        acc[j][1] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(ct + j * ldc + EM_GEMM_PANEL);
+    }
+    const uint32_t *x0 = xb, *x1 = xb + panel_stride;
+    for (int i = 0; i < pairs; i++) {
+        __m512bh a = (__m512bh)_mm512_loadu_si512(x0 + (size_t)i * EM_GEMM_PANEL);
+        __m512bh b = (__m512bh)_mm512_loadu_si512(x1 + (size_t)i * EM_GEMM_PANEL);
+#pragma GCC unroll 12
+        for (int j = 0; j < EM_GEMM_ROWS; j++) {
+            __m512bh wi = (__m512bh)_mm512_set1_epi32((int)w[j][i]);
+            acc[j][0] = _mm512_dpbf16_ps(acc[j][0], a, wi);
+            acc[j][1] = _mm512_dpbf16_ps(acc[j][1], b, wi);
+        }
+    }
+#pragma GCC unroll 12
+    for (int j = 0; j < EM_GEMM_ROWS; j++) {
+        _mm512_storeu_ps(ct + j * ldc, acc[j][0]);
+        _mm512_storeu_ps(ct + j * ldc + EM_GEMM_PANEL, acc[j][1]);
+    }
+}
+
+/* em_bf16_pack_panel: per pair, the two columns' 16 tokens rounded, then interleaved. */
+AVX512BF16 static void pack_panel(em_gemm_panels x, int K, int panel, uint32_t *xb) {
+    int pairs = em_bf16_pairs(K);
+    const float *in = x.x + (size_t)panel * x.panel_stride;
+    uint32_t *out = xb + (size_t)panel * pairs * EM_GEMM_PANEL; /* (pairs, EM_GEMM_PANEL) */
+    /* word 2t of the result takes token t of the even column, word 2t + 1 that of the odd one */
+    const __m512i interleave =
+        _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6,
+                         21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    for (int i = 0; i < pairs; i++) {
+        const float *lo = in + (size_t)(2 * i) * x.column_stride;
+        __m512 even = _mm512_loadu_ps(lo);
+        __m512 odd = 2 * i + 1 < K ? _mm512_loadu_ps(lo + x.column_stride) : _mm512_setzero_ps();
+        __m512i both = (__m512i)_mm512_cvtne2ps_pbh(odd, even); /* even's 16, then odd's */
+        _mm512_storeu_si512(out + (size_t)i * EM_GEMM_PANEL,
+                            _mm512_permutexvar_epi16(interleave, both));
+    }
+}
+
+/* em_bf16_round_rows, 32 values at a time: a row's BF16 values in order are its pairs. In place,
+ * as there: each block is stored at or before the floats it was loaded from. */
+AVX512BF16 static void round_rows(float *wt, size_t ldw, int rows, int K) {
+    size_t stride = em_bf16_row_stride(K) * 2; /* in BF16 values */
+    int values = 2 * em_bf16_pairs(K);         /* K and the odd K's zero */
+    for (int j = 0; j < rows; j++) {
+        const float *row = wt + (size_t)j * ldw;
+        uint16_t *dst = (uint16_t *)wt + (size_t)j * stride;
+        for (int c = 0; c < values; c += 32) {
+            int left = K - c;
+            __mmask16 m0 = left >= 16 ? 0xffff : left > 0 ? (__mmask16)((1u << left) - 1) : 0;
+            __mmask16 m1 = left >= 32  ? 0xffff
+                           : left > 16 ? (__mmask16)((1u << (left - 16)) - 1)
+                                       : 0;
+            __m512 a = _mm512_maskz_loadu_ps(m0, row + c);
+            __m512 b = _mm512_maskz_loadu_ps(m1, row + c + 16);
+            int out = values - c < 32 ? values - c : 32;
+            __mmask32 m = out == 32 ? 0xffffffffu : (__mmask32)((1u << out) - 1);
+            _mm512_mask_storeu_epi16(dst + c, m, (__m512i)_mm512_cvtne2ps_pbh(b, a));
+        }
+    }
+}
+
+static bool runs_here(void) {
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512bf16");
+}
+
+const em_bf16_kernel em_bf16_kernel_avx512bf16 = {
+    .name = "avx512bf16",
+    .runs_here = runs_here,
+    .microkernel = microkernel,
+    .pack_panel = pack_panel,
+    .round_rows = round_rows,
+};
+#endif
