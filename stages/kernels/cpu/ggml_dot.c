@@ -7,6 +7,7 @@
 
 #include "stages/formats/dequantize_rows.h"
 #include "stages/formats/half.h"
+#include "stages/kernels/cpu/gemm_microkernel.h"
 
 static uint32_t u32_at(const uint8_t *p) {
     uint32_t u;
@@ -157,6 +158,7 @@ const em_ggml_kernel em_ggml_kernel_c = {
 /* The table, best first. */
 static const em_ggml_kernel *const kernels[] = {
 #if defined(__x86_64__)
+    &em_ggml_kernel_avx512vnni,
     &em_ggml_kernel_avx2,
 #endif
     &em_ggml_kernel_c,
@@ -206,5 +208,6 @@ em_status em_ggml_kernel_select(const em_ggml_kernel **kernel) {
                                 wanted);
     }
     return em_error_new(EM_EXIT_BAD_INPUT,
-                        "EVALMESH_CPU_KERNEL=%s is not a CPU kernel (avx512, avx2 or c)", wanted);
+                        "EVALMESH_CPU_KERNEL=%s is not a CPU kernel (" EM_CPU_KERNEL_NAMES ")",
+                        wanted);
 }
