@@ -21,12 +21,13 @@
  * same bits as its plain C version.
  *
  * Kernels are rows of a table, tried in order by cpuid: `avx512vnni` (AVX-512 F, BW, VL and VNNI
- * with F16C: integer products by vpdpbusd, the float steps on 16 (row, token) pairs at once, the
- * 16 tokens of a row), `avx2` (AVX2 with F16C: integer products by maddubs, the float steps on 8
- * (row, token) pairs at once; the K-quants on their 8 lanes per pair), then `c`. The environment
- * variable EVALMESH_CPU_KERNEL (avx512vnni, avx2 or c; the GEMM's avx512, which has no row here,
- * takes this table's best) forces one. AVX-VNNI and AMX rows are still to come: each must be
- * tested against the C row on a CPU that has it (forward_ggml_dot).
+ * with F16C: integer products by vpdpbusd and vpdpwssd, the float steps on 16 (row, token) pairs
+ * at once, the 16 tokens of a row; 4 tokens or fewer take avx2's tiles), `avx2` (AVX2 with F16C:
+ * integer products by maddubs, the float steps on 8 (row, token) pairs at once; the K-quants on
+ * their 8 lanes per pair), then `c`. The environment variable EVALMESH_CPU_KERNEL (avx512vnni, avx2
+ * or c; the GEMM's avx512, which has no row here, takes this table's best) forces one. AVX-VNNI and
+ * AMX rows are still to come: each must be tested against the C row on a CPU that has it
+ * (forward_ggml_dot).
  */
 #ifndef EVALMESH_KERNELS_GGML_DOT_H
 #define EVALMESH_KERNELS_GGML_DOT_H
