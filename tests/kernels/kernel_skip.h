@@ -28,8 +28,9 @@ static inline bool test_kernel_missing(em_status err, const char *name) {
 static inline void test_kernel_unknown_refused(em_status err) {
     CHECK(err != NULL);
     if (!err) return;
-    CHECK_STR_EQ(err->message,
-                 "EVALMESH_CPU_KERNEL=sse9 is not a CPU kernel (avx512vnni, avx512, avx2 or c)");
+    CHECK_STR_EQ(
+        err->message,
+        "EVALMESH_CPU_KERNEL=sse9 is not a CPU kernel (amx, avx512vnni, avx512, avx2 or c)");
     CHECK_INT_EQ(err->exit_code, 2);
     em_error_free(err);
 }

@@ -14,8 +14,8 @@
 
 #define GEMM_PEAK_N 2048 /* the square product's size */
 
-/* GFLOP/s (2 per multiply-add) of kernel (an EVALMESH_CPU_KERNEL name: avx512, avx512vnni, avx2 or
- * c; NULL: this CPU's best) on weights of `type` (F32 in the exact precision; a type of
+/* GFLOP/s (2 per multiply-add) of kernel (an EVALMESH_CPU_KERNEL name: avx512, amx, avx512vnni,
+ * avx2 or c; NULL: this CPU's best) on weights of `type` (F32 in the exact precision; a type of
  * ggml_dot.h's table when ggml) with `threads` OpenMP threads. An error (exit status 2) when this
  * CPU lacks the kernel or the ggml precision has no dot product for the type. */
 em_status gemm_peak_gflops(const char *kernel, bool ggml, em_tensor_type type, int n, int threads,

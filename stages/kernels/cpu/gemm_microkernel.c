@@ -105,7 +105,7 @@ em_status em_gemm_microkernel_select(em_gemm_microkernel **kernel, const char **
 #endif
     const char *wanted = getenv("EVALMESH_CPU_KERNEL");
     /* unset, or a name of the ggml dot products' table that has no microkernel: the best */
-    if (!wanted || !*wanted || strcmp(wanted, "avx512vnni") == 0)
+    if (!wanted || !*wanted || strcmp(wanted, "avx512vnni") == 0 || strcmp(wanted, "amx") == 0)
         wanted = avx512 ? "avx512" : avx2 ? "avx2" : "c";
     *name = wanted;
     if (strcmp(wanted, "c") == 0) {

@@ -32,12 +32,12 @@ typedef void em_gemm_microkernel(int kc, const float *xp, size_t column_stride, 
 /* Every name the environment variable EVALMESH_CPU_KERNEL takes: the microkernels here and the
  * rows of the ggml dot products' table (ggml_dot.h); a table given a name it has no row for takes
  * its own best for this CPU. */
-#define EM_CPU_KERNEL_NAMES "avx512vnni, avx512, avx2 or c"
+#define EM_CPU_KERNEL_NAMES "amx, avx512vnni, avx512, avx2 or c"
 
 /* The kernel for this CPU (AVX-512F, else AVX2 with FMA, else plain C) or the one the environment
- * variable EVALMESH_CPU_KERNEL names (avx512, avx2 or c; avx512vnni, a ggml row only, gives the
- * best): tests compare them. name: the microkernel's. An error (exit 2) when that variable names
- * an unknown kernel or one this CPU cannot run. */
+ * variable EVALMESH_CPU_KERNEL names (avx512, avx2 or c; amx and avx512vnni, ggml rows only, give
+ * the best): tests compare them. name: the microkernel's. An error (exit 2) when that variable
+ * names an unknown kernel or one this CPU cannot run. */
 em_status em_gemm_microkernel_select(em_gemm_microkernel **kernel, const char **name);
 
 #endif

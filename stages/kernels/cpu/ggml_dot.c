@@ -2,6 +2,7 @@
  * (see ggml_dot.h). */
 #include "stages/kernels/cpu/ggml_dot.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -158,12 +159,27 @@ const em_ggml_kernel em_ggml_kernel_c = {
 /* The table, best first. */
 static const em_ggml_kernel *const kernels[] = {
 #if defined(__x86_64__)
+    &em_ggml_kernel_amx,
     &em_ggml_kernel_avx512vnni,
     &em_ggml_kernel_avx2,
 #endif
     &em_ggml_kernel_c,
 };
 #define KERNELS (sizeof kernels / sizeof *kernels)
+
+/* The rows as selected: each empty column filled from the next row that runs here (the C row has
+ * them all). */
+static em_ggml_kernel resolved[KERNELS];
+static pthread_once_t resolve_once = PTHREAD_ONCE_INIT;
+
+static void resolve(void) {
+    for (size_t i = 0; i < KERNELS; i++) {
+        resolved[i] = *kernels[i];
+        for (int c = 0; c < EM_GGML_DOT_TYPES; c++)
+            for (size_t next = i + 1; !resolved[i].tile[c] && next < KERNELS; next++)
+                if (kernels[next]->runs_here()) resolved[i].tile[c] = kernels[next]->tile[c];
+    }
+}
 
 int em_ggml_dot_type_of(em_tensor_type type) {
     switch (type) {
@@ -195,9 +211,10 @@ em_status em_ggml_kernel_select(const em_ggml_kernel **kernel) {
     /* unset, or the GEMM's avx512, which has no row here: this table's best */
     bool best = !wanted || !*wanted || strcmp(wanted, "avx512") == 0;
     *kernel = NULL;
+    pthread_once(&resolve_once, resolve);
     for (size_t i = 0; i < KERNELS; i++) {
         if (kernels[i]->runs_here() && (best || strcmp(wanted, kernels[i]->name) == 0)) {
-            *kernel = kernels[i];
+            *kernel = &resolved[i];
             return NULL;
         }
     }

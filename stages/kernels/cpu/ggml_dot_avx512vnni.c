@@ -13,13 +13,14 @@
 #include "stages/kernels/cpu/ggml_dot.h"
 
 #include "stages/formats/dequantize_rows.h"
+#include "stages/kernels/cpu/ggml_dot_lanes.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
 #include <string.h>
 
-#define VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
-#define LANES 16       /* tokens per vector */
+#define VNNI __attribute__((target(EM_GGML_LANES_TARGET)))
+#define LANES EM_GGML_LANES
 #define BLOCK_CHUNK 64 /* blocks whose transposed activations are on the stack at once */
 
 VNNI static inline float half_at(const uint8_t *p) {
@@ -28,51 +29,13 @@ VNNI static inline float half_at(const uint8_t *p) {
     return _cvtsh_ss(h);
 }
 
-/* The lanes live in a group of n tokens (n <= 16). */
-static inline __mmask16 live_lanes(int n) {
-    return (__mmask16)((1u << n) - 1u);
-}
-
-/* yt[8 b + k] = dword k of block b0 + b of tokens c0 .. c0 + n - 1, lane t for token c0 + t
- * (zeros beyond n), for b < nb. */
-VNNI static void transpose_q8(const em_q8_activations *x, int c0, int n, int b0, int nb,
-                              __m512i *yt) {
-    const __m512i token_at = _mm512_setr_epi32(0, 8, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96,
-                                               104, 112, 120); /* dwords */
-    for (int b = 0; b < nb; b++) {
-        const int8_t *base = x->qs + ((size_t)(b0 + b) * x->tokens + c0) * EM_Q8_BLOCK;
-        for (int k = 0; k < 8; k++)
-            yt[8 * b + k] = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), live_lanes(n),
-                                                        token_at, base + 4 * k, 4);
-    }
-}
-
-/* The 32 quants of a block as unsigned bytes, value j in byte j: Q8_0's plus 128, the others'
- * nibbles with their fifth bits (the stored offsets stay in). */
-VNNI static inline __m256i unsigned_quants(em_ggml_dot_type type, const uint8_t *blk) {
-    const em_ggml_block_layout L = em_ggml_block_layout_of(type);
-    if (type == EM_GGML_DOT_Q8_0)
-        return _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(blk + L.qs)),
-                                _mm256_set1_epi8((char)0x80));
-    __m128i b = _mm_loadu_si128((const __m128i *)(blk + L.qs));
-    __m256i q = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(b, 4), b), _mm256_set1_epi8(15));
-    if (L.qh) {
-        uint32_t bits;
-        memcpy(&bits, blk + L.qh, 4);
-        /* byte j: bit j of the 32 as 0x10 */
-        __mmask32 set = (__mmask32)bits;
-        q = _mm256_or_si256(q, _mm256_maskz_mov_epi8(set, _mm256_set1_epi8(0x10)));
-    }
-    return q;
-}
-
 /* Row w's blocks b0 .. b0 + nb - 1 times the group's transposed activations yt, the sums of
  * earlier chunks (b0 > 0) read from out[0 .. n - 1] and the row's sums there after. */
 VNNI static inline __attribute__((always_inline)) void
 row_chunk(em_ggml_dot_type type, const uint8_t *w, const em_q8_activations *x, int c0, int n,
           int b0, int nb, const __m512i *yt, float *out) {
     const em_ggml_block_layout L = em_ggml_block_layout_of(type);
-    const __mmask16 live = live_lanes(n);
+    const __mmask16 live = em_ggml_live_lanes(n);
     /* the offset subtracted from each unsigned quant: 128 (Q8_0 as shifted), 8, 16 or none */
     const int offset = type == EM_GGML_DOT_Q8_0 ? 128 : L.offset;
     const int offset_shift = offset ? __builtin_ctz((unsigned)offset) : 0;
@@ -80,7 +43,10 @@ row_chunk(em_ggml_dot_type type, const uint8_t *w, const em_q8_activations *x, i
     for (int b = 0; b < nb; b++) {
         const uint8_t *blk = w + (size_t)(b0 + b) * L.bytes;
         uint32_t q[8];
-        _mm256_storeu_si256((__m256i *)q, unsigned_quants(type, blk));
+        __m256i quants = em_ggml_block_quants(type, blk);
+        if (type == EM_GGML_DOT_Q8_0)
+            quants = _mm256_xor_si256(quants, _mm256_set1_epi8((char)0x80));
+        _mm256_storeu_si256((__m256i *)q, quants);
         __m512i sumi = _mm512_setzero_si512();
         for (int k = 0; k < 8; k++)
             sumi = _mm512_dpbusd_epi32(sumi, _mm512_set1_epi32((int)q[k]), yt[8 * b + k]);
@@ -121,7 +87,7 @@ row_chunk(em_ggml_dot_type type, const uint8_t *w, const em_q8_activations *x, i
             int n = x->tokens - c0 < LANES ? x->tokens - c0 : LANES;                               \
             for (int b0 = 0; b0 < x->blocks; b0 += BLOCK_CHUNK) {                                  \
                 int nb = x->blocks - b0 < BLOCK_CHUNK ? x->blocks - b0 : BLOCK_CHUNK;              \
-                transpose_q8(x, c0, n, b0, nb, yt);                                                \
+                em_ggml_token_lanes(x, c0, n, b0, nb, yt);                                         \
                 for (int j = 0; j < rows; j++)                                                     \
                     row_chunk(type, w + (size_t)j * row_bytes, x, c0, n, b0, nb, yt,               \
                               ct + (size_t)j * ldc + c0);                                          \
@@ -181,7 +147,7 @@ VNNI static void rearrange_q8k(bool is_q4k, const em_q8_activations *x, int c0, 
                            _mm512_set1_epi32(128));
     const __m512i bsums_at =
         _mm512_setr_epi32(0, 8, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96, 104, 112, 120);
-    const __mmask16 live = live_lanes(n);
+    const __mmask16 live = em_ggml_live_lanes(n);
     for (int b = 0; b < nb; b++) {
         size_t at = (size_t)(b0 + b) * x->tokens + c0;
         for (int t = 0; t < n; t++) {
@@ -301,7 +267,7 @@ VNNI static void kquant_tile(bool is_q4k, const uint8_t *w, size_t row_bytes, in
                         const uint8_t *blk =
                             w + (size_t)(r0 + r) * row_bytes + (size_t)(b0 + b) * block_bytes;
                         __m512 kd = _mm512_maskz_loadu_ps(
-                            live_lanes(n), x->kd + (size_t)(b0 + b) * x->tokens + c0);
+                            em_ggml_live_lanes(n), x->kd + (size_t)(b0 + b) * x->tokens + c0);
                         if (is_q4k)
                             q4k_block(blk, yt + M * b, ybs + 8 * b, kd, &s[r]);
                         else
@@ -311,7 +277,8 @@ VNNI static void kquant_tile(bool is_q4k, const uint8_t *w, size_t row_bytes, in
             }
             for (int r = 0; r < batch; r++) {
                 for (int l = 0; l < 8; l++) s[r].sumf = _mm512_add_ps(s[r].sumf, s[r].sums[l]);
-                _mm512_mask_storeu_ps(ct + (size_t)(r0 + r) * ldc + c0, live_lanes(n), s[r].sumf);
+                _mm512_mask_storeu_ps(ct + (size_t)(r0 + r) * ldc + c0, em_ggml_live_lanes(n),
+                                      s[r].sumf);
             }
         }
     }
