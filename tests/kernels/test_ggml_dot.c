@@ -1,7 +1,8 @@
 /* The `ggml` precision's dot products (stages/kernels/cpu/ggml_dot.h): every kernel of the table
- * this CPU runs (avx512vnni, avx2) gives the plain C kernel's bits on every type it covers, for
- * row counts, token counts and widths that are not multiples of their tiles (avx2: 2 rows x 8
- * tokens; avx512vnni: 16 tokens, chunks of 64 blocks), with random quants (every
+ * this CPU runs (amx, avx512vnni, avx2; a row's empty columns as the selection fills them in)
+ * gives the plain C kernel's bits on every type, for row counts, token counts and widths that are
+ * not multiples of their tiles (avx2: 2 rows x 8 tokens; avx512vnni: 16 tokens, chunks of 64
+ * blocks, K-quants 16 rows and chunks of 4; amx: 16 rows x 16 tokens), with random quants (every
  * bit pattern, Q8_0's -128 included) and random fp16 scales; the C kernel agrees with the same
  * products computed in double from the weights as the format's dequantizer gives them and the
  * activations as d * qs (plus, for Q4_1 and Q5_1, ggml's rounded block sum s in place of

@@ -38,12 +38,6 @@ typedef struct __attribute__((aligned(64))) tile_config {
     uint8_t rows[16];
 } tile_config;
 
-AMX static inline float half_at(const uint8_t *p) {
-    uint16_t h;
-    memcpy(&h, p, 2);
-    return _cvtsh_ss(h);
-}
-
 /* Rows w .. w + (m - 1) row_bytes, their blocks b0 .. b0 + nb - 1, times the group's B tiles yt,
  * the sums of earlier chunks (b0 > 0) read from out (row r at out + r ldc, tokens 0 .. n - 1) and
  * the rows' sums there after. */
@@ -78,7 +72,7 @@ rows_chunk(em_ggml_dot_type type, const uint8_t *w, size_t row_bytes, int m,
         for (int r = 0; r < m; r++) {
             const uint8_t *blk = w + (size_t)r * row_bytes + (size_t)(b0 + b) * L.bytes;
             __m512 fsum = _mm512_cvtepi32_ps(_mm512_load_si512(sums[r]));
-            __m512 dw = _mm512_set1_ps(half_at(blk)), step;
+            __m512 dw = _mm512_set1_ps(em_ggml_half_at(blk)), step;
             if (type == EM_GGML_DOT_Q8_0) {
                 step = _mm512_mul_ps(fsum, _mm512_mul_ps(dw, dx));
             } else if (type == EM_GGML_DOT_Q4_0) {
@@ -87,7 +81,8 @@ rows_chunk(em_ggml_dot_type type, const uint8_t *w, size_t row_bytes, int m,
                 step = _mm512_mul_ps(_mm512_mul_ps(dw, dx), fsum);
             }
             if (type == EM_GGML_DOT_Q4_1 || type == EM_GGML_DOT_Q5_1)
-                step = _mm512_add_ps(step, _mm512_mul_ps(_mm512_set1_ps(half_at(blk + L.m)), sx));
+                step = _mm512_add_ps(step,
+                                     _mm512_mul_ps(_mm512_set1_ps(em_ggml_half_at(blk + L.m)), sx));
             acc[r] = _mm512_add_ps(acc[r], step);
         }
     }

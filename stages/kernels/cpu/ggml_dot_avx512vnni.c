@@ -23,12 +23,6 @@
 #define LANES EM_GGML_LANES
 #define BLOCK_CHUNK 64 /* blocks whose transposed activations are on the stack at once */
 
-VNNI static inline float half_at(const uint8_t *p) {
-    uint16_t h;
-    memcpy(&h, p, 2);
-    return _cvtsh_ss(h);
-}
-
 /* Row w's blocks b0 .. b0 + nb - 1 times the group's transposed activations yt, the sums of
  * earlier chunks (b0 > 0) read from out[0 .. n - 1] and the row's sums there after. */
 VNNI static inline __attribute__((always_inline)) void
@@ -55,7 +49,8 @@ row_chunk(em_ggml_dot_type type, const uint8_t *w, const em_q8_activations *x, i
             sumi = _mm512_sub_epi32(
                 sumi, _mm512_slli_epi32(_mm512_maskz_loadu_epi32(live, x->sum + at), offset_shift));
         __m512 fsum = _mm512_cvtepi32_ps(sumi);
-        __m512 dw = _mm512_set1_ps(half_at(blk)), dx = _mm512_maskz_loadu_ps(live, x->d + at);
+        __m512 dw = _mm512_set1_ps(em_ggml_half_at(blk)),
+               dx = _mm512_maskz_loadu_ps(live, x->d + at);
         __m512 step;
         if (type == EM_GGML_DOT_Q8_0) {
             step = _mm512_mul_ps(fsum, _mm512_mul_ps(dw, dx));
@@ -65,7 +60,7 @@ row_chunk(em_ggml_dot_type type, const uint8_t *w, const em_q8_activations *x, i
             step = _mm512_mul_ps(_mm512_mul_ps(dw, dx), fsum);
         }
         if (type == EM_GGML_DOT_Q4_1 || type == EM_GGML_DOT_Q5_1) {
-            __m512 mw = _mm512_set1_ps(half_at(blk + L.m)),
+            __m512 mw = _mm512_set1_ps(em_ggml_half_at(blk + L.m)),
                    sx = _mm512_maskz_loadu_ps(live, x->s + at);
             step = _mm512_add_ps(step, _mm512_mul_ps(mw, sx));
         }
@@ -207,8 +202,8 @@ VNNI static void q4k_block(const uint8_t *blk, const __m512i *yt, const __m512i 
     __m512i summin = _mm512_setzero_si512();
     for (int i = 0; i < 8; i++)
         summin = _mm512_dpwssd_epi32(summin, ybs[i], _mm512_set1_epi32(min[i] * 0x10001));
-    lane_steps(s, half_at(blk), kd, lane);
-    __m512 dmin = _mm512_mul_ps(_mm512_set1_ps(half_at(blk + 2)), kd);
+    lane_steps(s, em_ggml_half_at(blk), kd, lane);
+    __m512 dmin = _mm512_mul_ps(_mm512_set1_ps(em_ggml_half_at(blk + 2)), kd);
     s->sumf = _mm512_sub_ps(s->sumf, _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(summin)));
 }
 
@@ -242,7 +237,7 @@ VNNI static void q6k_block(const uint8_t *blk, const __m512i *yt, __m512 kd, ksu
         for (int l = 0; l < 8; l++)
             lane[l] =
                 _mm512_dpwssd_epi32(lane[l], _mm512_set1_epi32((int)wq[8 * j + l]), yt[8 * j + l]);
-    lane_steps(s, half_at(blk + 208), kd, lane);
+    lane_steps(s, em_ggml_half_at(blk + 208), kd, lane);
 }
 
 /* A tile of Q6_K or Q4_K rows (is_q4k). */

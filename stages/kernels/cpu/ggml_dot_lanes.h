@@ -1,6 +1,6 @@
 /* What the x86 kernels of the `ggml` precision whose lanes are 16 tokens share (ggml_dot.h:
- * avx512vnni, amx): a group of tokens' activations transposed to token lanes, and a block's 32
- * quants unpacked to bytes. Inline, compiled with each caller's target. */
+ * avx512vnni, amx): a group of tokens' activations transposed to token lanes, a block's 32 quants
+ * unpacked to bytes, its fp16 scales. Inline, compiled with each caller's target. */
 #ifndef EVALMESH_KERNELS_GGML_DOT_LANES_H
 #define EVALMESH_KERNELS_GGML_DOT_LANES_H
 
@@ -12,6 +12,14 @@
 
 #define EM_GGML_LANES 16 /* tokens per vector */
 #define EM_GGML_LANES_TARGET "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c"
+
+/* The fp16 at p as a float. */
+__attribute__((target(EM_GGML_LANES_TARGET))) static inline float
+em_ggml_half_at(const uint8_t *p) {
+    uint16_t h;
+    memcpy(&h, p, 2);
+    return _cvtsh_ss(h);
+}
 
 /* The lanes live in a group of n tokens (n <= 16). */
 static inline __mmask16 em_ggml_live_lanes(int n) {
