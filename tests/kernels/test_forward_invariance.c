@@ -2,7 +2,8 @@
  * must be bit-identical whether it runs alone or after other windows of other lengths, and with
  * 1, 2 or 16 OpenMP threads, and whichever GEMM microkernel (avx512, avx2, c) runs. Uses the model
  * given as argv[1], else the shared stories260K.gguf; argv[2] `ggml` runs precision ggml (its
- * dot-product kernels, c and avx2, take the place of the microkernels). (Kernels run small work on
+ * dot-product kernels, c, avx2, avx512vnni and amx (avx512: the best), take the place of the
+ * microkernels). (Kernels run small work on
  * one thread: the reference test passes a model wide enough that the matmul, attention and output
  * head loops really run on 2 threads.) */
 #include <stdint.h>
@@ -12,6 +13,7 @@
 
 #include "stages/kernels/cpu/bf16_dot.h"
 #include "stages/kernels/cpu/gemm_microkernel.h"
+#include "stages/kernels/cpu/ggml_dot.h"
 #include "stages/kernels/cpu/llama_forward.h"
 #include "stages/model/loaded_model.h"
 #include "test.h"
@@ -88,15 +90,17 @@ int main(int argc, char **argv) {
         CHECK(memcmp(nll[0], nll[r], (size_t)n * sizeof(double)) == 0);
         CHECK(memcmp(argmax[0], argmax[r], (size_t)n * sizeof(int32_t)) == 0);
     }
-    /* every microkernel this CPU can run gives the same bits (in precision bf16 also its own
-     * avx512bf16) */
-    const char *kernels[] = {"c", "avx2", "avx512", "avx512bf16"};
-    for (int i = 0; i < (precision == EM_PRECISION_BF16 ? 4 : 3); i++) {
+    /* every kernel this CPU can run gives the same bits: the microkernels, and the rows of the
+     * precision's own table (ggml: avx512vnni, amx; bf16: avx512bf16) */
+    const char *kernels[] = {"c", "avx2", "avx512", "avx512vnni", "amx", "avx512bf16"};
+    for (int i = 0; i < 6; i++) {
         setenv("EVALMESH_CPU_KERNEL", kernels[i], 1);
         em_gemm_microkernel *kernel;
         const char *name;
+        const em_ggml_kernel *dot;
         const em_bf16_kernel *bf16;
         em_status probe = em_gemm_microkernel_select(&kernel, &name);
+        if (!probe && precision == EM_PRECISION_GGML) probe = em_ggml_kernel_select(&dot);
         if (!probe && precision == EM_PRECISION_BF16) probe = em_bf16_kernel_select(&bf16);
         if (probe) {
             printf("kernel %s: not on this CPU, skipped\n", kernels[i]);

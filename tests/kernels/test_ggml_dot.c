@@ -1,6 +1,8 @@
 /* The `ggml` precision's dot products (stages/kernels/cpu/ggml_dot.h): every kernel of the table
- * this CPU runs (avx2) gives the plain C kernel's bits on every type it covers, for row counts,
- * token counts and widths that are not multiples of its 2 x 8 tile, with random quants (every
+ * this CPU runs (amx, avx512vnni, avx2; a row's empty columns as the selection fills them in)
+ * gives the plain C kernel's bits on every type, for row counts, token counts and widths that are
+ * not multiples of their tiles (avx2: 2 rows x 8 tokens; avx512vnni: 16 tokens, chunks of 64
+ * blocks, K-quants 16 rows and chunks of 4; amx: 16 rows x 16 tokens), with random quants (every
  * bit pattern, Q8_0's -128 included) and random fp16 scales; the C kernel agrees with the same
  * products computed in double from the weights as the format's dequantizer gives them and the
  * activations as d * qs (plus, for Q4_1 and Q5_1, ggml's rounded block sum s in place of
@@ -162,10 +164,10 @@ int main(void) {
     setenv("EVALMESH_CPU_KERNEL", "c", 1);
     const em_ggml_kernel *c = NULL;
     CHECK(em_ggml_kernel_select(&c) == NULL);
-    CHECK(c == &em_ggml_kernel_c);
+    CHECK_STR_EQ(c->name, "c");
     int row_counts[] = {1, 2, 3, 5, 8, 19}, token_counts[] = {1, 3, 4, 5, 17, 33},
-        widths[] = {32, 96, 288};
-    const char *others[] = {"avx2"};
+        widths[] = {32, 96, 288, 2080};
+    const char *others[] = {"amx", "avx512vnni", "avx2"};
     for (size_t o = 0; o < sizeof others / sizeof *others; o++) {
         setenv("EVALMESH_CPU_KERNEL", others[o], 1);
         const em_ggml_kernel *k = NULL;
@@ -176,7 +178,7 @@ int main(void) {
         for (size_t i = 0; i < TYPES; i++) {
             for (int a = 0; a < 6; a++) {
                 for (int b = 0; b < 6; b++) {
-                    for (int e = 0; e < 3; e++) {
+                    for (int e = 0; e < 4; e++) {
                         int rows = row_counts[a], T = token_counts[b];
                         int K = widths[e] * (types[i].values / 32); /* whole blocks */
                         em_q8_activations q = {0};

@@ -58,7 +58,10 @@ bool em_bf16_kernel_named(const char *name) {
 em_status em_bf16_kernel_select(const em_bf16_kernel **kernel) {
     const char *wanted = getenv("EVALMESH_CPU_KERNEL");
     /* unset, or the GEMM's avx512 or avx2, which have no row here: this table's best */
-    bool best = !wanted || !*wanted || strcmp(wanted, "avx512") == 0 || strcmp(wanted, "avx2") == 0;
+    /* the GEMM's and the ggml precision's names that have no row here: the best */
+    bool best = !wanted || !*wanted || strcmp(wanted, "avx512") == 0 ||
+                strcmp(wanted, "avx2") == 0 || strcmp(wanted, "avx512vnni") == 0 ||
+                strcmp(wanted, "amx") == 0;
     *kernel = NULL;
     for (size_t i = 0; i < KERNELS; i++) {
         if (kernels[i]->runs_here() && (best || strcmp(wanted, kernels[i]->name) == 0)) {
@@ -70,7 +73,8 @@ em_status em_bf16_kernel_select(const em_bf16_kernel **kernel) {
         return em_error_new(EM_EXIT_BAD_INPUT,
                             "EVALMESH_CPU_KERNEL=%s, but this CPU cannot run that kernel", wanted);
     return em_error_new(EM_EXIT_BAD_INPUT,
-                        "EVALMESH_CPU_KERNEL=%s is not a CPU kernel (avx512, avx2 or c)", wanted);
+                        "EVALMESH_CPU_KERNEL=%s is not a CPU kernel (" EM_CPU_KERNEL_NAMES ")",
+                        wanted);
 }
 
 size_t em_bf16_packed_words(int T, int K) {

@@ -212,8 +212,10 @@ em_status em_gemm_microkernel_select(em_gemm_microkernel **kernel, const char **
     avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 #endif
     const char *wanted = getenv("EVALMESH_CPU_KERNEL");
-    /* unset, or a kernel of the bf16 precision's table other than c (bf16_dot.h): the best */
-    if (!wanted || !*wanted || (strcmp(wanted, "c") != 0 && em_bf16_kernel_named(wanted)))
+    /* unset, a name of the ggml dot products' table that has no microkernel, or a kernel of the
+     * bf16 precision's table other than c (bf16_dot.h): the best */
+    if (!wanted || !*wanted || strcmp(wanted, "avx512vnni") == 0 || strcmp(wanted, "amx") == 0 ||
+        (strcmp(wanted, "c") != 0 && em_bf16_kernel_named(wanted)))
         wanted = avx512 ? "avx512" : avx2 ? "avx2" : "c";
     *name = wanted;
     if (strcmp(wanted, "c") == 0) {
@@ -236,5 +238,6 @@ em_status em_gemm_microkernel_select(em_gemm_microkernel **kernel, const char **
                             "EVALMESH_CPU_KERNEL=%s, but this CPU cannot run that kernel", wanted);
     }
     return em_error_new(EM_EXIT_BAD_INPUT,
-                        "EVALMESH_CPU_KERNEL=%s is not a CPU kernel (avx512, avx2 or c)", wanted);
+                        "EVALMESH_CPU_KERNEL=%s is not a CPU kernel (" EM_CPU_KERNEL_NAMES ")",
+                        wanted);
 }

@@ -2,11 +2,13 @@
  * (see ggml_dot.h). */
 #include "stages/kernels/cpu/ggml_dot.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "stages/formats/dequantize_rows.h"
 #include "stages/formats/half.h"
+#include "stages/kernels/cpu/gemm_microkernel.h"
 
 static uint32_t u32_at(const uint8_t *p) {
     uint32_t u;
@@ -157,11 +159,27 @@ const em_ggml_kernel em_ggml_kernel_c = {
 /* The table, best first. */
 static const em_ggml_kernel *const kernels[] = {
 #if defined(__x86_64__)
+    &em_ggml_kernel_amx,
+    &em_ggml_kernel_avx512vnni,
     &em_ggml_kernel_avx2,
 #endif
     &em_ggml_kernel_c,
 };
 #define KERNELS (sizeof kernels / sizeof *kernels)
+
+/* The rows as selected: each empty column filled from the next row that runs here (the C row has
+ * them all). */
+static em_ggml_kernel resolved[KERNELS];
+static pthread_once_t resolve_once = PTHREAD_ONCE_INIT;
+
+static void resolve(void) {
+    for (size_t i = 0; i < KERNELS; i++) {
+        resolved[i] = *kernels[i];
+        for (int c = 0; c < EM_GGML_DOT_TYPES; c++)
+            for (size_t next = i + 1; !resolved[i].tile[c] && next < KERNELS; next++)
+                if (kernels[next]->runs_here()) resolved[i].tile[c] = kernels[next]->tile[c];
+    }
+}
 
 int em_ggml_dot_type_of(em_tensor_type type) {
     switch (type) {
@@ -191,11 +209,14 @@ const char *em_ggml_dot_type_names(void) {
 em_status em_ggml_kernel_select(const em_ggml_kernel **kernel) {
     const char *wanted = getenv("EVALMESH_CPU_KERNEL");
     /* unset, or the GEMM's avx512, which has no row here: this table's best */
-    bool best = !wanted || !*wanted || strcmp(wanted, "avx512") == 0;
+    /* the GEMM's and the bf16 precision's names that have no row here: the best */
+    bool best =
+        !wanted || !*wanted || strcmp(wanted, "avx512") == 0 || strcmp(wanted, "avx512bf16") == 0;
     *kernel = NULL;
+    pthread_once(&resolve_once, resolve);
     for (size_t i = 0; i < KERNELS; i++) {
         if (kernels[i]->runs_here() && (best || strcmp(wanted, kernels[i]->name) == 0)) {
-            *kernel = kernels[i];
+            *kernel = &resolved[i];
             return NULL;
         }
     }
@@ -206,5 +227,6 @@ em_status em_ggml_kernel_select(const em_ggml_kernel **kernel) {
                                 wanted);
     }
     return em_error_new(EM_EXIT_BAD_INPUT,
-                        "EVALMESH_CPU_KERNEL=%s is not a CPU kernel (avx512, avx2 or c)", wanted);
+                        "EVALMESH_CPU_KERNEL=%s is not a CPU kernel (" EM_CPU_KERNEL_NAMES ")",
+                        wanted);
 }

@@ -20,11 +20,17 @@
  * Each step is one IEEE single rounding (the build never fuses them), so every kernel gives the
  * same bits as its plain C version.
  *
- * Kernels are rows of a table, tried in order by cpuid: `avx2` (AVX2 with F16C: integer products
- * by maddubs, the float steps on 8 (row, token) pairs at once; the K-quants on their 8 lanes per
- * pair), then `c`. The environment variable EVALMESH_CPU_KERNEL (c or avx2; the GEMM's avx512,
- * which has no row here, takes this table's best) forces one. AVX512-VNNI, AVX-VNNI and AMX rows
- * are still to come: each must be tested against the C row on a CPU that has it (forward_ggml_dot).
+ * Kernels are rows of a table, tried in order by cpuid: `amx` (AMX-INT8 with avx512vnni's
+ * features: a 16 x 16 tile of (row, token) block sums per tdpbssd, their float steps on a row's 16
+ * tokens at once; the 32-value block types only), `avx512vnni` (AVX-512 F, BW, VL and VNNI
+ * with F16C: integer products by vpdpbusd and vpdpwssd, the float steps on 16 (row, token) pairs
+ * at once, the 16 tokens of a row; 4 tokens or fewer take avx2's tiles), `avx2` (AVX2 with F16C:
+ * integer products by maddubs, the float steps on 8 (row, token) pairs at once; the K-quants on
+ * their 8 lanes per pair), then `c`. A row's empty (NULL) column is the next row's that runs here
+ * (the selection fills it in). The environment variable EVALMESH_CPU_KERNEL (amx, avx512vnni, avx2
+ * or c; the GEMM's avx512, which has no row here, takes this table's best) forces one. An AVX-VNNI
+ * row is still to come: it must be tested against the C row on a CPU that has it
+ * (forward_ggml_dot).
  */
 #ifndef EVALMESH_KERNELS_GGML_DOT_H
 #define EVALMESH_KERNELS_GGML_DOT_H
@@ -85,7 +91,7 @@ static inline em_ggml_block_layout em_ggml_block_layout_of(em_ggml_dot_type type
 typedef struct em_ggml_kernel {
     const char *name;        /* what EVALMESH_CPU_KERNEL names and the forward's log line says */
     bool (*runs_here)(void); /* cpuid: whether this CPU has the instructions */
-    em_ggml_tile_fn *tile[EM_GGML_DOT_TYPES];
+    em_ggml_tile_fn *tile[EM_GGML_DOT_TYPES]; /* NULL: the next row's that runs here */
 } em_ggml_kernel;
 
 /* Whether the column's dot products read the activations' Q8_K form (else the 32-value one). */
@@ -96,6 +102,8 @@ static inline bool em_ggml_dot_reads_q8k(int column) {
 /* The plain C kernel: the definition the others match. */
 extern const em_ggml_kernel em_ggml_kernel_c;
 #if defined(__x86_64__)
+extern const em_ggml_kernel em_ggml_kernel_amx;
+extern const em_ggml_kernel em_ggml_kernel_avx512vnni;
 extern const em_ggml_kernel em_ggml_kernel_avx2;
 #endif
 
@@ -105,8 +113,9 @@ int em_ggml_dot_type_of(em_tensor_type type);
 /* The names of the types the mode covers, for messages ("Q8_0 ... Q6_K Q4_K"). */
 const char *em_ggml_dot_type_names(void);
 
-/* The first kernel of the table this CPU runs, or the one EVALMESH_CPU_KERNEL names: an error
- * (exit status 2) when it names an unknown kernel or one this CPU cannot run. */
+/* The first kernel of the table this CPU runs, or the one EVALMESH_CPU_KERNEL names, its empty
+ * columns filled in: an error (exit status 2) when it names an unknown kernel or one this CPU
+ * cannot run. */
 em_status em_ggml_kernel_select(const em_ggml_kernel **kernel);
 
 #endif

@@ -1,0 +1,146 @@
+/* The `ggml` precision's AMX kernel (see ggml_dot.h) for the 32-value block types (Q8_0, Q4_0,
+ * Q4_1, Q5_0, Q5_1; the K-quants' columns are empty: the next row that runs here takes them). Per
+ * weight block and 16 rows x 16 tokens: an A tile of the 16 rows' 32 quants as signed bytes (the
+ * nibbles unpacked, the stored offset subtracted; rows past the last are zeros), a B tile of the
+ * 16 tokens' 32 activations (ggml_dot_lanes.h: 8 rows of 16 tokens' 4 bytes), and tdpbssd gives
+ * the 16 x 16 exact integer block sums. Each row's block step then runs on its 16 token lanes in
+ * the order of the C version, one IEEE rounding each, so each lane gets the C result's bits; the
+ * rows' sums pass through ct between chunks of blocks. With 4 tokens or fewer (a decoding step)
+ * the avx512vnni kernel's tiles run instead (they hand them on to avx2's). Linux grants a process
+ * the AMX state on request (arch_prctl), asked once by runs_here; each tile call loads its tile
+ * configuration (per thread) and releases it. */
+#include "stages/kernels/cpu/ggml_dot.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#include <pthread.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "stages/kernels/cpu/ggml_dot_lanes.h"
+
+#define AMX __attribute__((target("amx-tile,amx-int8," EM_GGML_LANES_TARGET)))
+#define BLOCK_CHUNK 64 /* blocks whose B tiles are on the stack at once */
+#define ROWS 16        /* rows per A tile */
+#define ARCH_REQ_XCOMP_PERM 0x1023
+#define XFEATURE_XTILEDATA 18
+
+/* tile registers (literals: the intrinsics paste them into the instruction) */
+#define TILE_C 0
+#define TILE_A 1
+#define TILE_B 2
+
+/* ldtilecfg's 64 bytes, palette 1: C 16 rows of 16 int32, A 16 rows of 32 bytes, B 8 rows of 64. */
+typedef struct __attribute__((aligned(64))) tile_config {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} tile_config;
+
+/* Rows w .. w + (m - 1) row_bytes, their blocks b0 .. b0 + nb - 1, times the group's B tiles yt,
+ * the sums of earlier chunks (b0 > 0) read from out (row r at out + r ldc, tokens 0 .. n - 1) and
+ * the rows' sums there after. */
+AMX static inline __attribute__((always_inline)) void
+rows_chunk(em_ggml_dot_type type, const uint8_t *w, size_t row_bytes, int m,
+           const em_q8_activations *x, int c0, int n, int b0, int nb, const __m512i *yt, float *out,
+           size_t ldc) {
+    const em_ggml_block_layout L = em_ggml_block_layout_of(type);
+    const __mmask16 live = em_ggml_live_lanes(n);
+    __m512 acc[ROWS];
+    for (int r = 0; r < m; r++)
+        acc[r] = b0 ? _mm512_maskz_loadu_ps(live, out + (size_t)r * ldc) : _mm512_setzero_ps();
+    int8_t a[ROWS][32] __attribute__((aligned(64)));
+    memset(a, 0, sizeof a);
+    int32_t sums[ROWS][16] __attribute__((aligned(64)));
+    for (int b = 0; b < nb; b++) {
+        for (int r = 0; r < m; r++) {
+            __m256i q =
+                em_ggml_block_quants(type, w + (size_t)r * row_bytes + (size_t)(b0 + b) * L.bytes);
+            if (L.offset) q = _mm256_sub_epi8(q, _mm256_set1_epi8((char)L.offset));
+            _mm256_store_si256((__m256i *)a[r], q);
+        }
+        _tile_loadd(TILE_A, a, 32);
+        _tile_loadd(TILE_B, yt + 8 * b, 64);
+        _tile_zero(TILE_C);
+        _tile_dpbssd(TILE_C, TILE_A, TILE_B);
+        _tile_stored(TILE_C, sums, 64);
+        size_t at = (size_t)(b0 + b) * x->tokens + c0;
+        __m512 dx = _mm512_maskz_loadu_ps(live, x->d + at), sx = _mm512_setzero_ps();
+        if (type == EM_GGML_DOT_Q4_1 || type == EM_GGML_DOT_Q5_1)
+            sx = _mm512_maskz_loadu_ps(live, x->s + at);
+        for (int r = 0; r < m; r++) {
+            const uint8_t *blk = w + (size_t)r * row_bytes + (size_t)(b0 + b) * L.bytes;
+            __m512 fsum = _mm512_cvtepi32_ps(_mm512_load_si512(sums[r]));
+            __m512 dw = _mm512_set1_ps(em_ggml_half_at(blk)), step;
+            if (type == EM_GGML_DOT_Q8_0) {
+                step = _mm512_mul_ps(fsum, _mm512_mul_ps(dw, dx));
+            } else if (type == EM_GGML_DOT_Q4_0) {
+                step = _mm512_mul_ps(_mm512_mul_ps(fsum, dw), dx);
+            } else {
+                step = _mm512_mul_ps(_mm512_mul_ps(dw, dx), fsum);
+            }
+            if (type == EM_GGML_DOT_Q4_1 || type == EM_GGML_DOT_Q5_1)
+                step = _mm512_add_ps(step,
+                                     _mm512_mul_ps(_mm512_set1_ps(em_ggml_half_at(blk + L.m)), sx));
+            acc[r] = _mm512_add_ps(acc[r], step);
+        }
+    }
+    for (int r = 0; r < m; r++) _mm512_mask_storeu_ps(out + (size_t)r * ldc, live, acc[r]);
+}
+
+#define AMX_TILE(name, column)                                                                     \
+    AMX static void tile_##name(const uint8_t *w, size_t row_bytes, int rows,                      \
+                                const em_q8_activations *x, float *ct, size_t ldc) {               \
+        const em_ggml_dot_type type = column;                                                      \
+        if (x->tokens <= 4) {                                                                      \
+            em_ggml_kernel_avx512vnni.tile[type](w, row_bytes, rows, x, ct, ldc);                  \
+            return;                                                                                \
+        }                                                                                          \
+        tile_config cfg = {.palette = 1};                                                          \
+        cfg.colsb[TILE_C] = 64, cfg.rows[TILE_C] = ROWS;                                           \
+        cfg.colsb[TILE_A] = 32, cfg.rows[TILE_A] = ROWS;                                           \
+        cfg.colsb[TILE_B] = 64, cfg.rows[TILE_B] = 8;                                              \
+        _tile_loadconfig(&cfg);                                                                    \
+        __m512i yt[8 * BLOCK_CHUNK];                                                               \
+        for (int c0 = 0; c0 < x->tokens; c0 += EM_GGML_LANES) {                                    \
+            int n = x->tokens - c0 < EM_GGML_LANES ? x->tokens - c0 : EM_GGML_LANES;               \
+            for (int b0 = 0; b0 < x->blocks; b0 += BLOCK_CHUNK) {                                  \
+                int nb = x->blocks - b0 < BLOCK_CHUNK ? x->blocks - b0 : BLOCK_CHUNK;              \
+                em_ggml_token_lanes(x, c0, n, b0, nb, yt);                                         \
+                for (int r0 = 0; r0 < rows; r0 += ROWS)                                            \
+                    rows_chunk(type, w + (size_t)r0 * row_bytes, row_bytes,                        \
+                               rows - r0 < ROWS ? rows - r0 : ROWS, x, c0, n, b0, nb, yt,          \
+                               ct + (size_t)r0 * ldc + c0, ldc);                                   \
+            }                                                                                      \
+        }                                                                                          \
+        _tile_release();                                                                           \
+    }
+AMX_TILE(q8_0, EM_GGML_DOT_Q8_0)
+AMX_TILE(q4_0, EM_GGML_DOT_Q4_0)
+AMX_TILE(q4_1, EM_GGML_DOT_Q4_1)
+AMX_TILE(q5_0, EM_GGML_DOT_Q5_0)
+AMX_TILE(q5_1, EM_GGML_DOT_Q5_1)
+
+static bool amx_granted;
+static pthread_once_t amx_asked = PTHREAD_ONCE_INIT;
+
+/* AMX-INT8 on the CPU, the avx512vnni row (its small tiles and the token lanes) too, and Linux's
+ * permission for the tile data. */
+static void ask_amx(void) {
+    amx_granted = __builtin_cpu_supports("amx-tile") && __builtin_cpu_supports("amx-int8") &&
+                  em_ggml_kernel_avx512vnni.runs_here() &&
+                  syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0;
+}
+
+static bool has_amx(void) {
+    pthread_once(&amx_asked, ask_amx);
+    return amx_granted;
+}
+
+const em_ggml_kernel em_ggml_kernel_amx = {
+    .name = "amx",
+    .runs_here = has_amx,
+    .tile = {tile_q8_0, tile_q4_0, tile_q4_1, tile_q5_0, tile_q5_1, NULL, NULL},
+};
+#endif

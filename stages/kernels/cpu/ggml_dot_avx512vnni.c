@@ -1,0 +1,310 @@
+/* The `ggml` precision's AVX512-VNNI kernel (see ggml_dot.h): the 16 lanes of a vector are 16
+ * tokens of one weight row. A group of 16 tokens' activations is transposed once per chunk of
+ * blocks (vector k of a block: dword k, activation values 4k .. 4k + 3, of each token), so that a
+ * weight block's integer products are 8 vpdpbusd of its unpacked quants' dword k, broadcast,
+ * against vector k: unsigned quants times signed activations, 4 products per lane and step, exact
+ * 32-bit sums. Signed Q8_0 quants are offset to unsigned (q + 128) and, like Q4_0's and Q5_0's
+ * stored offsets, corrected by offset * sum(activations). The block's float steps then run on the
+ * 16 (row, token) lanes in the order of the C version, one IEEE rounding each, so each lane gets
+ * the C result's bits; a row's sums pass through ct between chunks of blocks (a stored float
+ * reloads exact). The K-quants' lanes are tokens too: one vector per integer lane l of ggml_dot.h
+ * (see below). With 4 tokens or fewer (a decoding step) 12 of 16 lanes would idle: those tiles go
+ * to the avx2 kernel, whose 8-row tiles have the same bits. */
+#include "stages/kernels/cpu/ggml_dot.h"
+
+#include "stages/formats/dequantize_rows.h"
+#include "stages/kernels/cpu/ggml_dot_lanes.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#include <string.h>
+
+#define VNNI __attribute__((target(EM_GGML_LANES_TARGET)))
+#define LANES EM_GGML_LANES
+#define BLOCK_CHUNK 64 /* blocks whose transposed activations are on the stack at once */
+
+/* Row w's blocks b0 .. b0 + nb - 1 times the group's transposed activations yt, the sums of
+ * earlier chunks (b0 > 0) read from out[0 .. n - 1] and the row's sums there after. */
+VNNI static inline __attribute__((always_inline)) void
+row_chunk(em_ggml_dot_type type, const uint8_t *w, const em_q8_activations *x, int c0, int n,
+          int b0, int nb, const __m512i *yt, float *out) {
+    const em_ggml_block_layout L = em_ggml_block_layout_of(type);
+    const __mmask16 live = em_ggml_live_lanes(n);
+    /* the offset subtracted from each unsigned quant: 128 (Q8_0 as shifted), 8, 16 or none */
+    const int offset = type == EM_GGML_DOT_Q8_0 ? 128 : L.offset;
+    const int offset_shift = offset ? __builtin_ctz((unsigned)offset) : 0;
+    __m512 acc = b0 ? _mm512_maskz_loadu_ps(live, out) : _mm512_setzero_ps();
+    for (int b = 0; b < nb; b++) {
+        const uint8_t *blk = w + (size_t)(b0 + b) * L.bytes;
+        uint32_t q[8];
+        __m256i quants = em_ggml_block_quants(type, blk);
+        if (type == EM_GGML_DOT_Q8_0)
+            quants = _mm256_xor_si256(quants, _mm256_set1_epi8((char)0x80));
+        _mm256_storeu_si256((__m256i *)q, quants);
+        __m512i sumi = _mm512_setzero_si512();
+        for (int k = 0; k < 8; k++)
+            sumi = _mm512_dpbusd_epi32(sumi, _mm512_set1_epi32((int)q[k]), yt[8 * b + k]);
+        size_t at = (size_t)(b0 + b) * x->tokens + c0;
+        if (offset)
+            sumi = _mm512_sub_epi32(
+                sumi, _mm512_slli_epi32(_mm512_maskz_loadu_epi32(live, x->sum + at), offset_shift));
+        __m512 fsum = _mm512_cvtepi32_ps(sumi);
+        __m512 dw = _mm512_set1_ps(em_ggml_half_at(blk)),
+               dx = _mm512_maskz_loadu_ps(live, x->d + at);
+        __m512 step;
+        if (type == EM_GGML_DOT_Q8_0) {
+            step = _mm512_mul_ps(fsum, _mm512_mul_ps(dw, dx));
+        } else if (type == EM_GGML_DOT_Q4_0) {
+            step = _mm512_mul_ps(_mm512_mul_ps(fsum, dw), dx);
+        } else {
+            step = _mm512_mul_ps(_mm512_mul_ps(dw, dx), fsum);
+        }
+        if (type == EM_GGML_DOT_Q4_1 || type == EM_GGML_DOT_Q5_1) {
+            __m512 mw = _mm512_set1_ps(em_ggml_half_at(blk + L.m)),
+                   sx = _mm512_maskz_loadu_ps(live, x->s + at);
+            step = _mm512_add_ps(step, _mm512_mul_ps(mw, sx));
+        }
+        acc = _mm512_add_ps(acc, step);
+    }
+    _mm512_mask_storeu_ps(out, live, acc);
+}
+
+#define VNNI_TILE(name, column)                                                                    \
+    VNNI static void tile_##name(const uint8_t *w, size_t row_bytes, int rows,                     \
+                                 const em_q8_activations *x, float *ct, size_t ldc) {              \
+        const em_ggml_dot_type type = column;                                                      \
+        if (x->tokens <= 4) {                                                                      \
+            em_ggml_kernel_avx2.tile[type](w, row_bytes, rows, x, ct, ldc);                        \
+            return;                                                                                \
+        }                                                                                          \
+        __m512i yt[8 * BLOCK_CHUNK];                                                               \
+        for (int c0 = 0; c0 < x->tokens; c0 += LANES) {                                            \
+            int n = x->tokens - c0 < LANES ? x->tokens - c0 : LANES;                               \
+            for (int b0 = 0; b0 < x->blocks; b0 += BLOCK_CHUNK) {                                  \
+                int nb = x->blocks - b0 < BLOCK_CHUNK ? x->blocks - b0 : BLOCK_CHUNK;              \
+                em_ggml_token_lanes(x, c0, n, b0, nb, yt);                                         \
+                for (int j = 0; j < rows; j++)                                                     \
+                    row_chunk(type, w + (size_t)j * row_bytes, x, c0, n, b0, nb, yt,               \
+                              ct + (size_t)j * ldc + c0);                                          \
+            }                                                                                      \
+        }                                                                                          \
+    }
+VNNI_TILE(q8_0, EM_GGML_DOT_Q8_0)
+VNNI_TILE(q4_0, EM_GGML_DOT_Q4_0)
+VNNI_TILE(q4_1, EM_GGML_DOT_Q4_1)
+VNNI_TILE(q5_0, EM_GGML_DOT_Q5_0)
+VNNI_TILE(q5_1, EM_GGML_DOT_Q5_1)
+
+/* The K-quants Q6_K and Q4_K (ggml_dot.h, ggml_dot.c): a vector per integer lane l, its 16 lanes
+ * the tokens. Both the weights' and the activations' sub-blocks are rearranged so that dword l of
+ * a sub-block holds its values of lane l: Q4_K's 32-value sub-block values l, l + 8, l + 16,
+ * l + 24 as bytes (vpdpbusd sums them exactly; then vpdpwssd adds that times the 6-bit scale into
+ * lane l: the sum is below 2^15); Q6_K's 16-value sub-block values l and l + 8 as 16-bit words,
+ * the weight's already times its scale (vpdpwssd adds both products into lane l). Q4_K's minima
+ * multiply the activations' 16-value sums, paired in dwords as the minima are. The float steps are
+ * the C version's per (row, token): sums[l] += d * lane_l per block, Q4_K's sumf -= dmin * summin,
+ * at the end sumf += sums[0] ... sums[7]. A batch of rows keeps those sums while chunks of blocks
+ * pass. */
+#define KBLOCK_CHUNK 4 /* blocks whose rearranged activations are on the stack at once */
+#define ROW_BATCH 16   /* rows sharing one rearrangement of a chunk */
+
+/* Word 2 l of each 256-bit half takes word l of its first 128-bit lane, word 2 l + 1 word l of
+ * its second: the lane-l values of a sub-block side by side. */
+static const int16_t pair_words[32] = {0,  8,  1,  9,  2,  10, 3,  11, 4,  12, 5,
+                                       13, 6,  14, 7,  15, 16, 24, 17, 25, 18, 26,
+                                       19, 27, 20, 28, 21, 29, 22, 30, 23, 31};
+/* Within 128 bits: bytes l and l + 8 side by side as word l. */
+static const int8_t pair_bytes[16] = {0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15};
+
+/* Two 32-value sub-blocks of bytes (one per 256-bit half) with dword l of each half holding its
+ * values l, l + 8, l + 16, l + 24. */
+VNNI static inline __m512i lane_bytes(__m512i z) {
+    const __m512i bytes = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)pair_bytes));
+    return _mm512_permutexvar_epi16(_mm512_loadu_si512(pair_words), _mm512_shuffle_epi8(z, bytes));
+}
+
+/* Two 16-value sub-blocks of words (one per 256-bit half) with dword l of each holding its values
+ * l and l + 8. */
+VNNI static inline __m512i lane_words(__m512i z) {
+    return _mm512_permutexvar_epi16(_mm512_loadu_si512(pair_words), z);
+}
+
+/* yt[M b + m] = dword m of the rearranged activations of block b0 + b (M = 64 for Q4_K, sub-block
+ * j's lane l at m = 8 j + l; M = 128 for Q6_K, likewise over its 16 sub-blocks), lane t for token
+ * c0 + t (zeros beyond n), for b < nb; Q4_K also ybs[8 b + i] = the 16-value sums 2 i and 2 i + 1
+ * as a dword. */
+VNNI static void rearrange_q8k(bool is_q4k, const em_q8_activations *x, int c0, int n, int b0,
+                               int nb, __m512i *yt, __m512i *ybs) {
+    const int M = is_q4k ? 64 : 128;
+    uint32_t rt[LANES][128]; /* per token, the rearranged block */
+    const __m512i token_at =
+        _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                           _mm512_set1_epi32(128));
+    const __m512i bsums_at =
+        _mm512_setr_epi32(0, 8, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96, 104, 112, 120);
+    const __mmask16 live = em_ggml_live_lanes(n);
+    for (int b = 0; b < nb; b++) {
+        size_t at = (size_t)(b0 + b) * x->tokens + c0;
+        for (int t = 0; t < n; t++) {
+            const int8_t *y = x->kqs + (at + t) * EM_Q8K_BLOCK;
+            for (int v = 0; v < M / 16; v++) {
+                __m512i z = is_q4k ? lane_bytes(_mm512_loadu_si512(y + 64 * v))
+                                   : lane_words(_mm512_cvtepi8_epi16(
+                                         _mm256_loadu_si256((const __m256i *)(y + 32 * v))));
+                _mm512_storeu_si512(rt[t] + 16 * v, z);
+            }
+        }
+        for (int m = 0; m < M; m++)
+            yt[M * b + m] =
+                _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), live, token_at, &rt[0][m], 4);
+        if (is_q4k)
+            for (int i = 0; i < 8; i++)
+                ybs[8 * b + i] = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), live, bsums_at,
+                                                             x->kbsums + at * 16 + 2 * i, 4);
+    }
+}
+
+/* One row's float sums over a group's tokens (ggml_dot.c's sums[8] and sumf). */
+typedef struct ksums {
+    __m512 sums[8], sumf;
+} ksums;
+
+/* The lane sums' float step: sums[l] += (dw * kd) * (float)lane_l. */
+VNNI static inline void lane_steps(ksums *s, float dw, __m512 kd, const __m512i lane[8]) {
+    __m512 d = _mm512_mul_ps(_mm512_set1_ps(dw), kd);
+    for (int l = 0; l < 8; l++)
+        s->sums[l] = _mm512_add_ps(s->sums[l], _mm512_mul_ps(d, _mm512_cvtepi32_ps(lane[l])));
+}
+
+/* One Q4_K block (at blk) of a row against the rearranged activations yt (64) and ybs (8). */
+VNNI static void q4k_block(const uint8_t *blk, const __m512i *yt, const __m512i *ybs, __m512 kd,
+                           ksums *s) {
+    uint32_t wq[64];
+    for (int i = 0; i < 4; i++) {
+        __m256i q = _mm256_loadu_si256((const __m256i *)(blk + 16 + 32 * i));
+        __m256i lo = _mm256_and_si256(q, _mm256_set1_epi8(15)),
+                hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), _mm256_set1_epi8(15));
+        _mm512_storeu_si512(wq + 16 * i,
+                            lane_bytes(_mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1)));
+    }
+    uint8_t scale[8], min[8];
+    for (int j = 0; j < 8; j++) em_k4_scale_min(j, blk + 4, &scale[j], &min[j]);
+    __m512i lane[8];
+    for (int l = 0; l < 8; l++) lane[l] = _mm512_setzero_si512();
+    for (int j = 0; j < 8; j++) {
+        __m512i sc = _mm512_set1_epi32(scale[j]);
+        for (int l = 0; l < 8; l++) {
+            __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(),
+                                            _mm512_set1_epi32((int)wq[8 * j + l]), yt[8 * j + l]);
+            lane[l] = _mm512_dpwssd_epi32(lane[l], p, sc);
+        }
+    }
+    __m512i summin = _mm512_setzero_si512();
+    for (int i = 0; i < 8; i++)
+        summin = _mm512_dpwssd_epi32(summin, ybs[i], _mm512_set1_epi32(min[i] * 0x10001));
+    lane_steps(s, em_ggml_half_at(blk), kd, lane);
+    __m512 dmin = _mm512_mul_ps(_mm512_set1_ps(em_ggml_half_at(blk + 2)), kd);
+    s->sumf = _mm512_sub_ps(s->sumf, _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(summin)));
+}
+
+/* One Q6_K block (at blk) of a row against the rearranged activations yt (128). */
+VNNI static void q6k_block(const uint8_t *blk, const __m512i *yt, __m512 kd, ksums *s) {
+    uint32_t wq[128];
+    const __m256i low = _mm256_set1_epi8(15), two = _mm256_set1_epi8(0x30);
+    for (int h = 0; h < 2; h++) {
+        __m256i ql0 = _mm256_loadu_si256((const __m256i *)(blk + 64 * h));
+        __m256i ql1 = _mm256_loadu_si256((const __m256i *)(blk + 64 * h + 32));
+        __m256i qh = _mm256_loadu_si256((const __m256i *)(blk + 128 + 32 * h));
+        /* values 128 h + 32 k + l, l < 32: sub-blocks 8 h + 2 k and 8 h + 2 k + 1 */
+        __m256i hi[4] = {_mm256_and_si256(_mm256_slli_epi16(qh, 4), two),
+                         _mm256_and_si256(_mm256_slli_epi16(qh, 2), two), _mm256_and_si256(qh, two),
+                         _mm256_and_si256(_mm256_srli_epi16(qh, 2), two)};
+        __m256i lo[4] = {_mm256_and_si256(ql0, low), _mm256_and_si256(ql1, low),
+                         _mm256_and_si256(_mm256_srli_epi16(ql0, 4), low),
+                         _mm256_and_si256(_mm256_srli_epi16(ql1, 4), low)};
+        for (int k = 0; k < 4; k++) {
+            int j = 8 * h + 2 * k;
+            __m256i q = _mm256_sub_epi8(_mm256_or_si256(lo[k], hi[k]), _mm256_set1_epi8(32));
+            __m512i sc = _mm512_inserti64x4(_mm512_set1_epi16((int8_t)blk[192 + j]),
+                                            _mm256_set1_epi16((int8_t)blk[192 + j + 1]), 1);
+            __m512i scaled = _mm512_mullo_epi16(_mm512_cvtepi8_epi16(q), sc); /* |.| <= 4096 */
+            _mm512_storeu_si512(wq + 8 * j, lane_words(scaled));
+        }
+    }
+    __m512i lane[8];
+    for (int l = 0; l < 8; l++) lane[l] = _mm512_setzero_si512();
+    for (int j = 0; j < 16; j++)
+        for (int l = 0; l < 8; l++)
+            lane[l] =
+                _mm512_dpwssd_epi32(lane[l], _mm512_set1_epi32((int)wq[8 * j + l]), yt[8 * j + l]);
+    lane_steps(s, em_ggml_half_at(blk + 208), kd, lane);
+}
+
+/* A tile of Q6_K or Q4_K rows (is_q4k). */
+VNNI static void kquant_tile(bool is_q4k, const uint8_t *w, size_t row_bytes, int rows,
+                             const em_q8_activations *x, float *ct, size_t ldc) {
+    const int M = is_q4k ? 64 : 128, block_bytes = is_q4k ? 144 : 210;
+    __m512i yt[128 * KBLOCK_CHUNK], ybs[8 * KBLOCK_CHUNK];
+    ksums s[ROW_BATCH];
+    for (int c0 = 0; c0 < x->tokens; c0 += LANES) {
+        int n = x->tokens - c0 < LANES ? x->tokens - c0 : LANES;
+        for (int r0 = 0; r0 < rows; r0 += ROW_BATCH) {
+            int batch = rows - r0 < ROW_BATCH ? rows - r0 : ROW_BATCH;
+            for (int r = 0; r < batch; r++) {
+                for (int l = 0; l < 8; l++) s[r].sums[l] = _mm512_setzero_ps();
+                s[r].sumf = _mm512_setzero_ps();
+            }
+            for (int b0 = 0; b0 < x->kblocks; b0 += KBLOCK_CHUNK) {
+                int nb = x->kblocks - b0 < KBLOCK_CHUNK ? x->kblocks - b0 : KBLOCK_CHUNK;
+                rearrange_q8k(is_q4k, x, c0, n, b0, nb, yt, ybs);
+                for (int r = 0; r < batch; r++) {
+                    for (int b = 0; b < nb; b++) {
+                        const uint8_t *blk =
+                            w + (size_t)(r0 + r) * row_bytes + (size_t)(b0 + b) * block_bytes;
+                        __m512 kd = _mm512_maskz_loadu_ps(
+                            em_ggml_live_lanes(n), x->kd + (size_t)(b0 + b) * x->tokens + c0);
+                        if (is_q4k)
+                            q4k_block(blk, yt + M * b, ybs + 8 * b, kd, &s[r]);
+                        else
+                            q6k_block(blk, yt + M * b, kd, &s[r]);
+                    }
+                }
+            }
+            for (int r = 0; r < batch; r++) {
+                for (int l = 0; l < 8; l++) s[r].sumf = _mm512_add_ps(s[r].sumf, s[r].sums[l]);
+                _mm512_mask_storeu_ps(ct + (size_t)(r0 + r) * ldc + c0, em_ggml_live_lanes(n),
+                                      s[r].sumf);
+            }
+        }
+    }
+}
+
+VNNI static void tile_q6_k(const uint8_t *w, size_t row_bytes, int rows, const em_q8_activations *x,
+                           float *ct, size_t ldc) {
+    if (x->tokens <= 4)
+        em_ggml_kernel_avx2.tile[EM_GGML_DOT_Q6_K](w, row_bytes, rows, x, ct, ldc);
+    else
+        kquant_tile(false, w, row_bytes, rows, x, ct, ldc);
+}
+
+VNNI static void tile_q4_k(const uint8_t *w, size_t row_bytes, int rows, const em_q8_activations *x,
+                           float *ct, size_t ldc) {
+    if (x->tokens <= 4)
+        em_ggml_kernel_avx2.tile[EM_GGML_DOT_Q4_K](w, row_bytes, rows, x, ct, ldc);
+    else
+        kquant_tile(true, w, row_bytes, rows, x, ct, ldc);
+}
+
+static bool has_avx512vnni(void) {
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") &&
+           __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+           __builtin_cpu_supports("f16c");
+}
+
+const em_ggml_kernel em_ggml_kernel_avx512vnni = {
+    .name = "avx512vnni",
+    .runs_here = has_avx512vnni,
+    .tile = {tile_q8_0, tile_q4_0, tile_q4_1, tile_q5_0, tile_q5_1, tile_q6_k, tile_q4_k},
+};
+#endif

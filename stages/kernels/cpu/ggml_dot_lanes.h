@@ -1,0 +1,62 @@
+/* What the x86 kernels of the `ggml` precision whose lanes are 16 tokens share (ggml_dot.h:
+ * avx512vnni, amx): a group of tokens' activations transposed to token lanes, a block's 32 quants
+ * unpacked to bytes, its fp16 scales. Inline, compiled with each caller's target. */
+#ifndef EVALMESH_KERNELS_GGML_DOT_LANES_H
+#define EVALMESH_KERNELS_GGML_DOT_LANES_H
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#include <string.h>
+
+#include "stages/kernels/cpu/ggml_dot.h"
+
+#define EM_GGML_LANES 16 /* tokens per vector */
+#define EM_GGML_LANES_TARGET "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c"
+
+/* The fp16 at p as a float. */
+__attribute__((target(EM_GGML_LANES_TARGET))) static inline float
+em_ggml_half_at(const uint8_t *p) {
+    uint16_t h;
+    memcpy(&h, p, 2);
+    return _cvtsh_ss(h);
+}
+
+/* The lanes live in a group of n tokens (n <= 16). */
+static inline __mmask16 em_ggml_live_lanes(int n) {
+    return (__mmask16)((1u << n) - 1u);
+}
+
+/* yt[8 b + k] = dword k (activation values 4 k .. 4 k + 3) of block b0 + b of tokens c0 .. c0 +
+ * n - 1, lane t for token c0 + t (zeros beyond n), for b < nb: per block 8 rows of 64 bytes, as
+ * vpdpbusd's second operand takes them and as an AMX B tile (8 rows of 16 tokens' 4 bytes). */
+__attribute__((target(EM_GGML_LANES_TARGET))) static inline void
+em_ggml_token_lanes(const em_q8_activations *x, int c0, int n, int b0, int nb, __m512i *yt) {
+    const __m512i token_at = _mm512_setr_epi32(0, 8, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96,
+                                               104, 112, 120); /* dwords */
+    for (int b = 0; b < nb; b++) {
+        const int8_t *base = x->qs + ((size_t)(b0 + b) * x->tokens + c0) * EM_Q8_BLOCK;
+        for (int k = 0; k < 8; k++)
+            yt[8 * b + k] = _mm512_mask_i32gather_epi32(
+                _mm512_setzero_si512(), em_ggml_live_lanes(n), token_at, base + 4 * k, 4);
+    }
+}
+
+/* The 32 quants of a block (a type of em_ggml_block_layout_of) as bytes, value j in byte j: Q8_0's
+ * as stored, the others' nibbles with their fifth bits, the stored offset still in. */
+__attribute__((target(EM_GGML_LANES_TARGET))) static inline __m256i
+em_ggml_block_quants(em_ggml_dot_type type, const uint8_t *blk) {
+    const em_ggml_block_layout L = em_ggml_block_layout_of(type);
+    if (type == EM_GGML_DOT_Q8_0) return _mm256_loadu_si256((const __m256i *)(blk + L.qs));
+    __m128i b = _mm_loadu_si128((const __m128i *)(blk + L.qs));
+    __m256i q = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(b, 4), b), _mm256_set1_epi8(15));
+    if (L.qh) {
+        uint32_t bits;
+        memcpy(&bits, blk + L.qh, 4);
+        /* byte j: bit j of the 32 as 0x10 */
+        q = _mm256_or_si256(q, _mm256_maskz_mov_epi8((__mmask32)bits, _mm256_set1_epi8(0x10)));
+    }
+    return q;
+}
+
+#endif
+#endif
