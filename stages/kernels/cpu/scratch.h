@@ -8,6 +8,7 @@
 #define EVALMESH_KERNELS_SCRATCH_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "util/error.h"
 #include "stages/kernels/cpu/bf16_dot.h"
@@ -22,6 +23,14 @@
 /* The same for loops that touch each element a few times (norms, RoPE, SwiGLU, biases): a pass
  * over a (512, 768) activation is worth two threads. */
 #define EM_PARALLEL_MIN_ELEMENTS (1 << 16)
+/* A matrix product's work for that threshold: T x (weight elements), but at least
+ * EM_WEIGHT_READ_WORK per weight element, since every element is read from memory and converted
+ * (or unpacked) whatever T is. So a decoding step's products (T = 1, weights of a few hundred
+ * thousand elements, bound by memory) are shared by the threads as a window's are. */
+#define EM_WEIGHT_READ_WORK 16
+static inline int64_t em_product_work(int T, int64_t weight_elements) {
+    return (T > EM_WEIGHT_READ_WORK ? T : EM_WEIGHT_READ_WORK) * weight_elements;
+}
 
 typedef struct em_scratch {
     int threads;   /* OpenMP threads the kernels use */
