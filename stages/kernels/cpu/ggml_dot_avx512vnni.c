@@ -8,8 +8,9 @@
  * 16 (row, token) lanes in the order of the C version, one IEEE rounding each, so each lane gets
  * the C result's bits; a row's sums pass through ct between chunks of blocks (a stored float
  * reloads exact). The K-quants' lanes are tokens too: one vector per integer lane l of ggml_dot.h
- * (see below). With 4 tokens or fewer (a decoding step) 12 of 16 lanes would idle: those tiles go
- * to the avx2 kernel, whose 8-row tiles have the same bits. */
+ * (see below). With 4 tokens or fewer (a decoding step) 12 of 16 lanes would idle: those tiles
+ * take lanes of rows instead (ggml_dot_rows_avx512vnni.c; the K-quants' go to the avx2 kernel,
+ * whose 8-row tiles have the same bits). */
 #include "stages/kernels/cpu/ggml_dot.h"
 
 #include "stages/formats/dequantize_rows.h"
@@ -74,7 +75,7 @@ row_chunk(em_ggml_dot_type type, const uint8_t *w, const em_q8_activations *x, i
                                  const em_q8_activations *x, float *ct, size_t ldc) {              \
         const em_ggml_dot_type type = column;                                                      \
         if (x->tokens <= 4) {                                                                      \
-            em_ggml_kernel_avx2.tile[type](w, row_bytes, rows, x, ct, ldc);                        \
+            em_ggml_rows_avx512vnni[type](w, row_bytes, rows, x, ct, ldc);                         \
             return;                                                                                \
         }                                                                                          \
         __m512i yt[8 * BLOCK_CHUNK];                                                               \

@@ -58,5 +58,9 @@ em_ggml_block_quants(em_ggml_dot_type type, const uint8_t *blk) {
     return q;
 }
 
+/* The 32-value block types' tiles of 4 tokens or fewer on AVX512-VNNI, lanes being rows
+ * (ggml_dot_rows_avx512vnni.c); the K-quants' entries are NULL. */
+extern em_ggml_tile_fn *const em_ggml_rows_avx512vnni[EM_GGML_DOT_TYPES];
+
 #endif
 #endif
