@@ -69,7 +69,8 @@ typedef struct em_forward_options {
 } em_forward_options;
 
 /* One window of a batch: input and target (T) ids; positions score_from .. T-1 are scored into
- * nll and argmax (T - score_from). */
+ * nll and argmax (T - score_from). target NULL (a decoding step): argmax alone, nll not computed
+ * (its values unspecified), so the head skips the softmax's exp over the vocabulary. */
 typedef struct em_batch_window {
     const int32_t *input, *target;
     int T, score_from;

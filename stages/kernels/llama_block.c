@@ -17,7 +17,7 @@ static em_status sum_partials(const em_llama_kernels *k, void *b, const em_forwa
 
 /* The head of rows from .. from+n-1 with targets target (n), across tp: every rank's tiles in
  * rank order (each rank's block padded to the most tiles a rank has), and the target logit from
- * the rank whose rows hold the target. */
+ * the rank whose rows hold the target. target NULL: the argmax alone (nll untouched). */
 static em_status head(const em_llama_kernels *k, void *b, int64_t n_vocab,
                       const em_forward_group *tp, int threads, const int32_t *target, int from,
                       int n, double *nll, int32_t *argmax) {
@@ -50,7 +50,7 @@ static em_status head(const em_llama_kernels *k, void *b, int64_t n_vocab,
             memmove(all + (size_t)next * n, all + (size_t)r * block,
                     (size_t)tiles * (size_t)n * sizeof *all);
             next += tiles;
-            for (int t = 0; t < n && !err; t++) {
+            for (int t = 0; t < n && !err && target; t++) {
                 int32_t id = target[t];
                 if (id >= row0 && id < row0 + rows) logit[t] = all_logits[(size_t)r * n + t];
             }
@@ -215,7 +215,8 @@ static em_status compose_cp(const em_llama_kernels *k, void *b, int n_layers, in
     int most = most_positions(T, cp->size, score_from, false);
     int32_t *own_in = em_xmalloc((size_t)n * sizeof *own_in);
     int32_t *own_tg = em_xmalloc((size_t)n * sizeof *own_tg);
-    for (int i = 0; i < n; i++) own_in[i] = w->input[pos[i]], own_tg[i] = w->target[pos[i]];
+    for (int i = 0; i < n; i++)
+        own_in[i] = w->input[pos[i]], own_tg[i] = w->target ? w->target[pos[i]] : 0;
     int32_t rows[2] = {0, n};
     em_segments own = {1, rows};
     em_status err = k->begin(b, own_in, pos, &own);
@@ -225,10 +226,11 @@ static em_status compose_cp(const em_llama_kernels *k, void *b, int n_layers, in
         int from = 0;
         while (from < n && pos[from] < score_from) from++;
         int scored_here = n - from;
-        double *lnll = em_xmalloc((size_t)(scored_here ? scored_here : 1) * sizeof *lnll);
+        double *lnll = em_xcalloc((size_t)(scored_here ? scored_here : 1), sizeof *lnll);
         int32_t *larg = em_xmalloc((size_t)(scored_here ? scored_here : 1) * sizeof *larg);
         if (scored_here)
-            err = head(k, b, n_vocab, tp, threads, own_tg + from, from, scored_here, lnll, larg);
+            err = head(k, b, n_vocab, tp, threads, w->target ? own_tg + from : NULL, from,
+                       scored_here, w->target ? lnll : NULL, larg);
         if (!err)
             err = gather_scores(cp, pos + from, scored_here, lnll, larg,
                                 most_positions(T, cp->size, score_from, true), score_from, w->nll,
@@ -262,7 +264,7 @@ static em_status check_windows(int64_t n_vocab, const em_batch_window *windows, 
             err = em_error_new(EM_EXIT_BAD_INPUT, "window of %d positions scored from %d is empty",
                                win->T, win->score_from);
         if (!err) err = check_ids(win->input, win->T, n_vocab, "input");
-        if (!err)
+        if (!err && win->target)
             err = check_ids(win->target + win->score_from, win->T - win->score_from, n_vocab,
                             "target");
         if (err) return count > 1 ? em_error_prefix(err, "window %d of the batch", w) : err;
@@ -314,8 +316,9 @@ em_status em_llama_compose(const em_llama_kernels *k, void *b, int n_layers, int
      * its own head (a compared pair, tp = cp = 1) */
     for (int w = 0; w < count && !err && windows[w].nll; w++) {
         const em_batch_window *win = &windows[w];
-        err = head(k, b, n_vocab, tp, threads, win->target + win->score_from,
-                   start[w] + win->score_from, win->T - win->score_from, win->nll, win->argmax);
+        err = head(k, b, n_vocab, tp, threads, win->target ? win->target + win->score_from : NULL,
+                   start[w] + win->score_from, win->T - win->score_from,
+                   win->target ? win->nll : NULL, win->argmax);
     }
     free(start);
     free(batch_in);

@@ -70,7 +70,8 @@ typedef struct em_llama_kernels {
      * or MLP post-norm weight; all NULL: of y. */
     void (*add_normed)(void *b, int layer, bool ffn, const float *all, int parts, int T);
     /* xn (n, D) = RMSNorm(x[from .. from+n)) * output_norm, then the tiles of this rank's
-     * vocabulary rows (part (tiles, n)) and the logits of the targets that fall in them. */
+     * vocabulary rows (part (tiles, n)) and the logits of the targets that fall in them; target
+     * NULL: the tiles' max and argmax alone (sum_exp may be left 0, target_logit untouched). */
     void (*head_tiles)(void *b, int from, int n, const int32_t *target, em_head_tile *part,
                        float *target_logit);
 } em_llama_kernels;

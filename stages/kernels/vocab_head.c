@@ -29,12 +29,13 @@ void em_head_merge(const em_head_tile *part, int64_t tiles, int T, const float *
                 best = part[v * T + t].argmax;
             }
         }
+        argmax[t] = best;
+        if (!nll) continue;
         double sum = 0.0;
         for (int64_t v = 0; v < tiles; v++) {
             sum += part[v * T + t].sum_exp * exp((double)part[v * T + t].max - (double)max);
         }
         nll[t] = (double)max + log(sum) - (double)target_logit[t];
-        argmax[t] = best;
     }
 }
 

@@ -24,7 +24,8 @@ int64_t em_head_tiles(int64_t n_vocab);
 void em_vocab_shard(int64_t n_vocab, int tp, int r, int64_t *row0, int64_t *rows);
 
 /* nll[t] = M + log S - target_logit[t] and argmax[t] for T positions from part (tiles, T): M the
- * largest tile max (the first tile wins ties), S = sum_v sum_exp_v exp(max_v - M) in tile order. */
+ * largest tile max (the first tile wins ties), S = sum_v sum_exp_v exp(max_v - M) in tile order;
+ * nll NULL: argmax alone. */
 void em_head_merge(const em_head_tile *part, int64_t tiles, int T, const float *target_logit,
                    double *nll, int32_t *argmax, int threads);
 

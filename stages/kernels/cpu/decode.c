@@ -111,8 +111,8 @@ em_status em_cpu_decode_prefill(em_cpu_decode *d, const int *slots, const int32_
     double *nll = em_xmalloc((size_t)count * sizeof *nll);
     em_batch_window *windows = em_xcalloc((size_t)count, sizeof *windows);
     for (int i = 0; i < count; i++)
-        windows[i] = (em_batch_window){prompts[i],     prompts[i], lengths[i],
-                                       lengths[i] - 1, nll + i,    next + i};
+        windows[i] =
+            (em_batch_window){prompts[i], NULL, lengths[i], lengths[i] - 1, nll + i, next + i};
     err = run(d, slots, windows, count, logits);
     free(nll);
     free(windows);
@@ -134,7 +134,7 @@ em_status em_cpu_decode_step(em_cpu_decode *d, const int *slots, const int32_t *
     double *nll = em_xmalloc((size_t)count * sizeof *nll);
     em_batch_window *windows = em_xcalloc((size_t)count, sizeof *windows);
     for (int i = 0; i < count; i++)
-        windows[i] = (em_batch_window){tokens + i, tokens + i, 1, 0, nll + i, next + i};
+        windows[i] = (em_batch_window){tokens + i, NULL, 1, 0, nll + i, next + i};
     err = run(d, slots, windows, count, logits);
     free(nll);
     free(windows);

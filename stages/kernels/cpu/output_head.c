@@ -36,7 +36,7 @@ void em_output_head_tile(float *lt, size_t ldl, int T, int rows, int64_t row0,
         max[t] = lt[t];
         best[t] = 0;
         sum[t] = 0.0;
-        if (target[t] >= row0 && target[t] < row0 + rows) {
+        if (target && target[t] >= row0 && target[t] < row0 + rows) {
             target_logit[t] = lt[(size_t)(target[t] - row0) * ldl + t];
         }
     }
@@ -46,6 +46,12 @@ void em_output_head_tile(float *lt, size_t ldl, int T, int rows, int64_t row0,
             best[t] = l[t] > max[t] ? j : best[t];
             max[t] = l[t] > max[t] ? l[t] : max[t];
         }
+    }
+    if (!target) { /* the argmax alone */
+        for (int t = 0; t < T; t++)
+            out[t] =
+                (em_head_tile){.sum_exp = 0.0, .max = max[t], .argmax = (int32_t)row0 + best[t]};
+        return;
     }
     /* The tile's rows close up to (rows, T), shifted by their maxima, and go through exp in one
      * call: at T = 1 (a decoding step) one call per row would cost more than the exp itself, and

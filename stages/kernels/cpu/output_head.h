@@ -30,7 +30,8 @@ size_t em_output_head_partial_bytes(int T, int64_t n_vocab);
  * EM_HEAD_TILE_ROWS): x is (T, D) (after the final norm), w the output weight {D, n_vocab},
  * softcap > 0 caps the logits to softcap * tanh(logit / softcap) (Gemma 2) before anything else,
  * target (T) ids; part is (tiles of the rows, T); target_logit[t] is set where target[t] lies
- * in the rows. Only those rows of w are read. */
+ * in the rows. target NULL: each tile's max and argmax alone (sum_exp 0, no exp). Only those rows
+ * of w are read. */
 void em_output_head_tiles(const float *x, int T, const em_tensor *w, int64_t row0, int64_t rows,
                           float softcap, const int32_t *target, em_head_tile *part,
                           float *target_logit, em_scratch *s);
@@ -43,8 +44,8 @@ void em_output_head_logits(const float *x, int T, const em_tensor *w, int64_t ro
 
 /* One tile's partials for positions 0..T-1 from its logits lt (rows, ldl) of the rows from row0,
  * which are overwritten; work holds em_output_head_scratch_floats' per-position part (the floats
- * after the tile in a thread's scratch); target_logit[t] is set where target[t] is in the tile.
- * em_output_head_tiles runs it on every tile; the paired head (pair_head.h) on its own logits. */
+ * after the tile in a thread's scratch); target_logit[t] is set where target[t] is in the tile
+ * (target NULL: max and argmax alone). em_output_head_tiles runs it on every tile; the paired head (pair_head.h) on its own logits. */
 void em_output_head_tile(float *lt, size_t ldl, int T, int rows, int64_t row0,
                          const int32_t *target, float *work, float *target_logit,
                          em_head_tile *out);

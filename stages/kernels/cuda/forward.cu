@@ -481,8 +481,11 @@ static void cuda_head_tiles(void *b, int from, int n, const int32_t *target, em_
                             float *target_logit) {
     em_cuda_forward *f = (em_cuda_forward *)b;
     const void *in = final_norm(f, from, n);
-    /* the targets ride in ids (no longer needed) */
-    cudaError_t e = cudaMemcpy(f->ids, target, (size_t)n * sizeof *target, cudaMemcpyHostToDevice);
+    /* the targets ride in ids (no longer needed); none (the argmax alone): id 0, whose logit
+     * and the tiles' sums nobody reads */
+    cudaError_t e =
+        target ? cudaMemcpy(f->ids, target, (size_t)n * sizeof *target, cudaMemcpyHostToDevice)
+               : cudaMemset(f->ids, 0, (size_t)n * sizeof *target);
     /* this rank's vocabulary rows (all of them at tp = 1): f->output holds just those */
     int64_t V = f->split.vocab_rows, tiles = em_head_tiles(V);
     int stretch = head_rows_for(&f->c, n);
