@@ -63,6 +63,51 @@ static em_status head(const em_llama_kernels *k, void *b, int64_t n_vocab,
     return err;
 }
 
+/* The end of the run of windows from w whose scored rows follow each other (each later window
+ * scored from its first position) and which all have targets or all lack them: one head call
+ * scores them all, as the head's numbers per position do not depend on the others (so a batch of
+ * decoding steps reads the output weight once, not once per sequence). */
+static int heads_end(const em_batch_window *windows, int count, int w) {
+    int end = w + 1;
+    while (end < count && windows[end].nll && windows[end].score_from == 0 &&
+           !windows[end].target == !windows[w].target)
+        end++;
+    return end;
+}
+
+/* The heads of windows [w, end) (heads_end's run, rows from start[w]) in one call: their targets
+ * side by side, the results handed back to each window. */
+static em_status heads(const em_llama_kernels *k, void *b, int64_t n_vocab,
+                       const em_forward_group *tp, int threads, const em_batch_window *windows,
+                       const int32_t *start, int w, int end) {
+    const em_batch_window *first = &windows[w];
+    int from = start[w] + first->score_from, n = start[end] - from;
+    if (end == w + 1)
+        return head(k, b, n_vocab, tp, threads,
+                    first->target ? first->target + first->score_from : NULL, from, n,
+                    first->target ? first->nll : NULL, first->argmax);
+    int32_t *target = first->target ? em_xmalloc((size_t)n * sizeof *target) : NULL;
+    double *nll = em_xmalloc((size_t)n * sizeof *nll);
+    int32_t *argmax = em_xmalloc((size_t)n * sizeof *argmax);
+    for (int i = w, at = 0; i < end && target; i++) {
+        int scored = windows[i].T - windows[i].score_from;
+        memcpy(target + at, windows[i].target + windows[i].score_from,
+               (size_t)scored * sizeof *target);
+        at += scored;
+    }
+    em_status err = head(k, b, n_vocab, tp, threads, target, from, n, target ? nll : NULL, argmax);
+    for (int i = w, at = 0; i < end && !err; i++) {
+        int scored = windows[i].T - windows[i].score_from;
+        if (target) memcpy(windows[i].nll, nll + at, (size_t)scored * sizeof *nll);
+        memcpy(windows[i].argmax, argmax + at, (size_t)scored * sizeof *argmax);
+        at += scored;
+    }
+    free(target);
+    free(nll);
+    free(argmax);
+    return err;
+}
+
 int em_cp_positions(int T, int cp, int r, int32_t *positions) {
     int blocks = 2 * cp, n = 0;
     int which[2] = {r, blocks - 1 - r};
@@ -312,14 +357,10 @@ em_status em_llama_compose(const em_llama_kernels *k, void *b, int n_layers, int
     err = k->begin(b, in, pos, &segments);
     const em_forward_group alone = {.rank = 0, .size = 1}; /* attention within each window */
     if (!err) err = layers(k, b, n_layers, dim, post_norms, tp, &alone, T, NULL, 0);
-    /* each window's head over its own scored rows; nll NULL: the layers only, the caller runs
-     * its own head (a compared pair, tp = cp = 1) */
-    for (int w = 0; w < count && !err && windows[w].nll; w++) {
-        const em_batch_window *win = &windows[w];
-        err = head(k, b, n_vocab, tp, threads, win->target ? win->target + win->score_from : NULL,
-                   start[w] + win->score_from, win->T - win->score_from,
-                   win->target ? win->nll : NULL, win->argmax);
-    }
+    /* the windows' heads over their scored rows; nll NULL: the layers only, the caller runs its
+     * own head (a compared pair, tp = cp = 1) */
+    for (int w = 0; w < count && !err && windows[w].nll; w = heads_end(windows, count, w))
+        err = heads(k, b, n_vocab, tp, threads, windows, start, w, heads_end(windows, count, w));
     free(start);
     free(batch_in);
     free(pos);
