@@ -2,7 +2,9 @@
  * chain acc = fmaf(x[t][k], w[j][k], acc) over k in order from 0, so the result must equal a
  * plain fmaf loop bit for bit, for every microkernel this CPU runs (avx512, avx2, c), for token
  * counts, widths and row counts that are not multiples of the panel, block or kernel sizes, and
- * with y += accumulation. Also the error for a wrong EVALMESH_CPU_KERNEL. */
+ * with y += accumulation. With one token, the one-token kernel for weights given transposed
+ * (attention's values as they are) gives the same chains, written at a stride. Also the error for
+ * a wrong EVALMESH_CPU_KERNEL. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -68,6 +70,25 @@ static void check_shape(em_gemm_microkernel *kernel, const char *name, int T, in
     if (!same)
         fprintf(stderr, "kernel %s, T %d, K %d, rows %d: y != fma chain\n", name, T, K, rows);
     CHECK(same);
+
+    if (T == 1) { /* the weight transposed (K, rows) with a row stride past rows, out at stride 3 */
+        size_t ldw = (size_t)rows + 5;
+        float *wt = malloc((size_t)K * ldw * sizeof(float)),
+              *c = malloc((size_t)rows * 3 * sizeof(float));
+        for (int k = 0; k < K; k++)
+            for (size_t j = 0; j < ldw; j++)
+                wt[(size_t)k * ldw + j] = j < (size_t)rows ? w[j * K + k] : NAN;
+        em_gemm_one_token_transposed_for(kernel)(K, x, 1, wt, ldw, rows, c, 3);
+        int transposed = 1;
+        for (int j = 0; j < rows; j++)
+            transposed = transposed && memcmp(&c[3 * j], &chain[j], sizeof(float)) == 0;
+        if (!transposed)
+            fprintf(stderr, "kernel %s, K %d, rows %d: transposed one-token != fma chain\n", name,
+                    K, rows);
+        CHECK(transposed);
+        free(wt);
+        free(c);
+    }
 
     memcpy(y, y0, (size_t)T * rows * sizeof(float));
     gemm(kernel, x, T, K, w, rows, y, true);

@@ -135,11 +135,11 @@ static void softmax_columns_window(float *scores, int keys, int q0, int rows, in
     for (int i = 0; i < rows; i++) inv_sum[i] = 1.0f / inv_sum[i];
 }
 
-/* A block of a window's queries: positions q0 .. q0 + rows - 1 of the window whose keys start at
- * row key_row0 of k and v, its queries at rows query_row .. query_row + rows - 1 of q and the
- * output. */
+/* A block of a window's queries: positions q0 .. q0 + rows - 1 of window w, whose keys are k[w]
+ * and v[w] and start at row key_row0 of vt, its queries at rows query_row .. query_row + rows - 1
+ * of q and the output. */
 typedef struct query_block {
-    int key_row0, query_row, q0, rows;
+    int w, key_row0, query_row, q0, rows;
 } query_block;
 
 /* Longest first (most keys), so threads finish together. */
@@ -153,14 +153,22 @@ static int more_keys_first(const void *a, const void *b) {
 void em_attention(const float *q, const float *k, const float *v, const em_segments *windows,
                   int n_heads, int n_kv_heads, int head_dim, const em_attention_mask *mask,
                   float *out_packed, float *vt, em_scratch *s) {
-    em_attention_queries(q, windows->start, k, v, windows, n_heads, n_kv_heads, head_dim, mask,
+    size_t kv_ld = (size_t)n_kv_heads * (size_t)head_dim;
+    const float **kw = em_xmalloc(2 * (size_t)windows->count * sizeof *kw),
+                **vw = kw + windows->count;
+    for (int w = 0; w < windows->count; w++) {
+        kw[w] = k + (size_t)windows->start[w] * kv_ld;
+        vw[w] = v + (size_t)windows->start[w] * kv_ld;
+    }
+    em_attention_queries(q, windows->start, kw, vw, windows, n_heads, n_kv_heads, head_dim, mask,
                          out_packed, vt, s);
+    free(kw);
 }
 
-void em_attention_queries(const float *q, const int32_t *query_start, const float *k,
-                          const float *v, const em_segments *windows, int n_heads, int n_kv_heads,
-                          int head_dim, const em_attention_mask *mask, float *out_packed, float *vt,
-                          em_scratch *s) {
+void em_attention_queries(const float *q, const int32_t *query_start, const float *const *k,
+                          const float *const *v, const em_segments *windows, int n_heads,
+                          int n_kv_heads, int head_dim, const em_attention_mask *mask,
+                          float *out_packed, float *vt, em_scratch *s) {
     int T = windows->start[windows->count], longest = em_segments_longest(windows);
     int queries = query_start[windows->count];
     int q_ld = n_heads * head_dim, kv_ld = n_kv_heads * head_dim;
@@ -180,17 +188,33 @@ void em_attention_queries(const float *q, const int32_t *query_start, const floa
         int row0 = windows->start[w], n = windows->start[w + 1] - row0;
         int nq = query_start[w + 1] - query_start[w];
         for (int i = 0; i < nq; i += EM_ATTN_QUERY_BLOCK, b++)
-            order[b] = (query_block){row0, query_start[w] + i, n - nq + i,
+            order[b] = (query_block){w, row0, query_start[w] + i, n - nq + i,
                                      nq - i < EM_ATTN_QUERY_BLOCK ? nq - i : EM_ATTN_QUERY_BLOCK};
     }
     qsort(order, (size_t)blocks, sizeof *order, more_keys_first);
     bool parallel = (int64_t)n_heads * pairs * head_dim >= EM_PARALLEL_MIN_WORK;
+    /* a block of one query (a decoding step) reads V as it is (value_sums_one_query); only blocks
+     * of more need V^T */
+    bool need_vt = false;
+    for (int b = 0; b < blocks; b++) need_vt = need_vt || order[b].rows > 1;
+    em_gemm_one_token_transposed *value_sums = em_gemm_one_token_transposed_for(s->kernel);
 
-    /* vt (kv_ld, ldv) = v^T, in blocks of 64 keys */
+    /* vt (kv_ld, ldv) = v^T, in blocks of 64 keys of a window (window w's rows of vt from its
+     * start) */
+    int chunks = 0;
+    for (int w = 0; w < windows->count && need_vt; w++)
+        chunks += (windows->start[w + 1] - windows->start[w] + 63) / 64;
 #pragma omp parallel for num_threads(s->threads) if (parallel)
-    for (int t0 = 0; t0 < T; t0 += 64) {
-        int n = T - t0 < 64 ? T - t0 : 64;
-        em_transpose(v + (size_t)t0 * kv_ld, (size_t)kv_ld, n, kv_ld, vt + t0, ldv, false);
+    for (int c = 0; c < chunks; c++) {
+        int w = 0, first = c; /* which window, and which of its chunks */
+        while (first >= (windows->start[w + 1] - windows->start[w] + 63) / 64) {
+            first -= (windows->start[w + 1] - windows->start[w] + 63) / 64;
+            w++;
+        }
+        int t0 = 64 * first, n_w = windows->start[w + 1] - windows->start[w];
+        int n = n_w - t0 < 64 ? n_w - t0 : 64;
+        em_transpose(v[w] + (size_t)t0 * kv_ld, (size_t)kv_ld, n, kv_ld,
+                     vt + windows->start[w] + t0, ldv, false);
     }
     /* the packed output's padding past the queries: zeros */
     for (int t = queries; t < em_gemm_padded_tokens(queries); t++) {
@@ -209,7 +233,7 @@ void em_attention_queries(const float *q, const int32_t *query_start, const floa
         size_t ld = em_gemm_result_stride(rows); /* of out */
         block_memory m = carve_block_memory(longest, head_dim, s->buf[omp_get_thread_num()]);
         /* the window's k and vt, the block's queries */
-        const float *kw = k + (size_t)qb.key_row0 * kv_ld, *vtw = vt + qb.key_row0;
+        const float *kw = k[qb.w], *vtw = vt + qb.key_row0;
 
         /* scores (keys, padded) = K[0:keys, g] Q[q0:q0+rows, h]^T */
         const float *q_block = q + (size_t)qb.query_row * q_ld + (size_t)h * head_dim;
@@ -227,9 +251,14 @@ void em_attention_queries(const float *q, const int32_t *query_start, const floa
          * place: the 16-query segments of its rows are panels of queries. Row d of out holds
          * feature h*head_dim+d of the block's queries; divided by the sums, its queries go to
          * their rows of the packed output (whole panels when the block starts on one). */
-        em_gemm_panels e = {m.scores, (size_t)padded, EM_GEMM_PANEL};
-        em_gemm_tile(s->kernel, e, rows, keys, vtw + (size_t)g * head_dim * ldv, ldv, head_dim,
-                     m.out, ld);
+        if (rows == 1) { /* V's rows are the keys: the same chains from V as it is */
+            value_sums(keys, m.scores, (size_t)padded, v[qb.w] + (size_t)g * head_dim,
+                       (size_t)kv_ld, head_dim, m.out, ld);
+        } else {
+            em_gemm_panels e = {m.scores, (size_t)padded, EM_GEMM_PANEL};
+            em_gemm_tile(s->kernel, e, rows, keys, vtw + (size_t)g * head_dim * ldv, ldv, head_dim,
+                         m.out, ld);
+        }
         int first = qb.query_row; /* the block's first row of the output */
         /* whole panels when the block starts on one, its other rows one by one */
         int whole = first % EM_GEMM_PANEL == 0 ? rows / EM_GEMM_PANEL : 0;

@@ -58,11 +58,12 @@ void em_attention(const float *q, const float *k, const float *v, const em_segme
 
 /* em_attention for the last query_start[w+1] - query_start[w] positions of each window w only:
  * their queries are rows query_start[w] .. query_start[w+1]-1 of q and of out_packed (packed for
- * query_start[count] rows), while k and v hold every position of the windows (the rows of
- * windows, vt is em_attention_vt_floats of them). */
-void em_attention_queries(const float *q, const int32_t *query_start, const float *k,
-                          const float *v, const em_segments *windows, int n_heads, int n_kv_heads,
-                          int head_dim, const em_attention_mask *mask, float *out_packed, float *vt,
-                          em_scratch *s);
+ * query_start[count] rows), while k[w] and v[w] hold every position of window w (its rows of
+ * windows, each (n_w, n_kv_heads * head_dim), anywhere in memory: a decoded sequence's cache as
+ * it is); vt is em_attention_vt_floats of the windows' rows. */
+void em_attention_queries(const float *q, const int32_t *query_start, const float *const *k,
+                          const float *const *v, const em_segments *windows, int n_heads,
+                          int n_kv_heads, int head_dim, const em_attention_mask *mask,
+                          float *out_packed, float *vt, em_scratch *s);
 
 #endif

@@ -73,6 +73,16 @@ static void one_token_c(int K, const float *x, size_t x_stride, const float *w, 
     }
 }
 
+static void one_token_transposed_c(int K, const float *x, size_t x_stride, const float *wt,
+                                   size_t ldw, int rows, float *c, size_t ldc) {
+    for (int j = 0; j < rows; j++) c[(size_t)j * ldc] = 0.0f;
+    for (int k = 0; k < K; k++) {
+        float xk = x[(size_t)k * x_stride];
+        for (int j = 0; j < rows; j++)
+            c[(size_t)j * ldc] = fmaf(xk, wt[(size_t)k * ldw + j], c[(size_t)j * ldc]);
+    }
+}
+
 #ifdef EM_GEMM_X86
 /* AVX-512: 12 rows x 2 panels of 16 tokens in 24 zmm accumulators; per column k, two panel loads
  * and 12 broadcasts feed 24 fused multiply-adds. */
@@ -161,6 +171,31 @@ __attribute__((target("avx512f"))) static void one_token_avx512(int K, const flo
     }
 }
 
+/* One token, the weight transposed, AVX-512: 64 rows per pass in 4 zmm accumulators (masked
+ * loads past `rows`). */
+__attribute__((target("avx512f"))) static void
+one_token_transposed_avx512(int K, const float *x, size_t x_stride, const float *wt, size_t ldw,
+                            int rows, float *c, size_t ldc) {
+    for (int j0 = 0; j0 < rows; j0 += 64) {
+        __mmask16 live[4];
+        __m512 acc[4];
+        for (int v = 0; v < 4; v++) {
+            int n = rows - j0 - 16 * v;
+            live[v] = n >= 16 ? (__mmask16)0xffff : n > 0 ? (__mmask16)((1u << n) - 1) : 0;
+            acc[v] = _mm512_setzero_ps();
+        }
+        for (int k = 0; k < K; k++) {
+            __m512 xk = _mm512_set1_ps(x[(size_t)k * x_stride]);
+            const float *row = wt + (size_t)k * ldw + j0;
+            for (int v = 0; v < 4; v++)
+                acc[v] = _mm512_fmadd_ps(xk, _mm512_maskz_loadu_ps(live[v], row + 16 * v), acc[v]);
+        }
+        float sums[64];
+        for (int v = 0; v < 4; v++) _mm512_storeu_ps(sums + 16 * v, acc[v]);
+        for (int j = j0; j < rows && j < j0 + 64; j++) c[(size_t)j * ldc] = sums[j - j0];
+    }
+}
+
 /* One token, AVX2: 64 rows in 8 ymm accumulators. */
 __attribute__((target("avx2,fma"))) static void one_token_avx2(int K, const float *x,
                                                                size_t x_stride, const float *w,
@@ -185,24 +220,58 @@ __attribute__((target("avx2,fma"))) static void one_token_avx2(int K, const floa
         one_token_store(sums, rows, j0, ct, ldc);
     }
 }
+
+/* One token, the weight transposed, AVX2: 32 rows per pass in 4 ymm accumulators (masked loads
+ * past `rows`). */
+__attribute__((target("avx2,fma"))) static void
+one_token_transposed_avx2(int K, const float *x, size_t x_stride, const float *wt, size_t ldw,
+                          int rows, float *c, size_t ldc) {
+    for (int j0 = 0; j0 < rows; j0 += 32) {
+        __m256i live[4];
+        __m256 acc[4];
+        for (int v = 0; v < 4; v++) {
+            int n = rows - j0 - 8 * v;
+            live[v] =
+                _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+            acc[v] = _mm256_setzero_ps();
+        }
+        for (int k = 0; k < K; k++) {
+            __m256 xk = _mm256_set1_ps(x[(size_t)k * x_stride]);
+            const float *row = wt + (size_t)k * ldw + j0;
+            for (int v = 0; v < 4; v++)
+                acc[v] = _mm256_fmadd_ps(xk, _mm256_maskload_ps(row + 8 * v, live[v]), acc[v]);
+        }
+        float sums[32];
+        for (int v = 0; v < 4; v++) _mm256_storeu_ps(sums + 8 * v, acc[v]);
+        for (int j = j0; j < rows && j < j0 + 32; j++) c[(size_t)j * ldc] = sums[j - j0];
+    }
+}
 #endif
 
-/* Each microkernel with its one-token kernel: one row per instruction set. */
+/* Each microkernel with its one-token kernels: one row per instruction set. */
 static const struct {
     em_gemm_microkernel *microkernel;
     em_gemm_one_token *one_token;
+    em_gemm_one_token_transposed *one_token_transposed;
 } one_token_table[] = {
 #ifdef EM_GEMM_X86
-    {microkernel_avx512, one_token_avx512},
-    {microkernel_avx2, one_token_avx2},
+    {microkernel_avx512, one_token_avx512, one_token_transposed_avx512},
+    {microkernel_avx2, one_token_avx2, one_token_transposed_avx2},
 #endif
-    {microkernel_c, one_token_c},
+    {microkernel_c, one_token_c, one_token_transposed_c},
 };
 
 em_gemm_one_token *em_gemm_one_token_for(em_gemm_microkernel *kernel) {
     for (size_t i = 0; i < sizeof one_token_table / sizeof one_token_table[0]; i++)
         if (one_token_table[i].microkernel == kernel) return one_token_table[i].one_token;
     return one_token_c;
+}
+
+em_gemm_one_token_transposed *em_gemm_one_token_transposed_for(em_gemm_microkernel *kernel) {
+    for (size_t i = 0; i < sizeof one_token_table / sizeof one_token_table[0]; i++)
+        if (one_token_table[i].microkernel == kernel)
+            return one_token_table[i].one_token_transposed;
+    return one_token_transposed_c;
 }
 
 em_status em_gemm_microkernel_select(em_gemm_microkernel **kernel, const char **name) {

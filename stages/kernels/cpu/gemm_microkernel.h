@@ -41,6 +41,14 @@ typedef void em_gemm_one_token(int K, const float *x, size_t x_stride, const flo
 /* The one-token kernel of the microkernel's instruction set. */
 em_gemm_one_token *em_gemm_one_token_for(em_gemm_microkernel *kernel);
 
+/* The same product with the weight given transposed, wt (K, rows) with row stride ldw (attention's
+ * values: V's rows are the keys k, its columns the outputs j): c[j] = the fma chain over k of
+ * x[k] wt[k][j] from 0, for j < rows, at c[j * ldc]. The rows are the lanes as they come, with no
+ * transposing: the bits em_gemm_one_token gives for the weight's transpose. */
+typedef void em_gemm_one_token_transposed(int K, const float *x, size_t x_stride, const float *wt,
+                                          size_t ldw, int rows, float *c, size_t ldc);
+em_gemm_one_token_transposed *em_gemm_one_token_transposed_for(em_gemm_microkernel *kernel);
+
 /* Every name the environment variable EVALMESH_CPU_KERNEL takes: the microkernels here, the
  * rows of the ggml dot products' table (ggml_dot.h) and of the bf16 precision's (bf16_dot.h); a
  * table given a name it has no row for takes its own best for this CPU. */

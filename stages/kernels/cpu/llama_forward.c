@@ -442,22 +442,32 @@ static void cpu_attention(void *b, int layer, int T) {
                      &mask, f->att_packed, f->vt, &f->scratch);
         return;
     }
-    /* each window's keys and values: its kept rows, then its own */
+    /* each window's keys and values: its kept rows, then its own (where the cache keeps them,
+     * there already; else side by side in keys) */
     window_keys *keys = &f->keys;
+    const float **kw = em_xmalloc(2 * (size_t)f->windows * sizeof *kw), **vw = kw + f->windows;
     for (int w = 0; w < f->windows; w++) {
         size_t to = (size_t)keys->start[w] * kv, from = (size_t)f->window_start[w] * kv;
         size_t earlier = (size_t)kept->before[w] * kv, layer0 = (size_t)layer * kept->layer_stride;
         size_t own = (size_t)(f->window_start[w + 1] - f->window_start[w]) * kv;
+        if (kept->keep) {
+            kw[w] = kept->k[w] + layer0;
+            vw[w] = kept->v[w] + layer0;
+            continue;
+        }
         memcpy(keys->k + to, kept->k[w] + layer0, earlier * sizeof(float));
         memcpy(keys->v + to, kept->v[w] + layer0, earlier * sizeof(float));
         memcpy(keys->k + to + earlier, f->k + from, own * sizeof(float));
         memcpy(keys->v + to + earlier, f->v + from, own * sizeof(float));
+        kw[w] = keys->k + to;
+        vw[w] = keys->v + to;
     }
     em_segments key_windows = {f->windows, keys->start};
     /* att (T, QD), packed, of the windows' own positions only */
-    em_attention_queries(f->q, f->window_start, keys->k, keys->v, &key_windows, f->shard.n_heads,
+    em_attention_queries(f->q, f->window_start, kw, vw, &key_windows, f->shard.n_heads,
                          f->shard.n_kv_heads, c->head_dim, &mask, f->att_packed, keys->vt,
                          &f->scratch);
+    free(kw);
 }
 
 static void cpu_local_kv(void *b, float **k, float **v, int *kv_width) {
