@@ -2,8 +2,8 @@
  * this CPU runs (amx, avx512vnni, avxvnni, avx2; a row's empty columns as the selection fills
  * them in) gives the plain C kernel's bits on every type, for row counts, token counts and widths
  * that are not multiples of their tiles (avx2: 2 rows x 8 tokens; avx512vnni: 16 tokens, chunks
- * of 64 blocks, K-quants 16 rows and chunks of 4; avxvnni: chunks of 16 tokens in groups of 8 or
- * 4, chunks of 64 blocks; amx: 16 rows x 16 tokens), with random quants (every
+ * of 64 blocks, K-quants 16 rows and chunks of 4; avxvnni: chunks of 32 tokens in 1 to 4 groups
+ * of 8 or 4, chunks of 32 blocks; amx: 16 rows x 16 tokens), with random quants (every
  * bit pattern, Q8_0's -128 included) and random fp16 scales; the C kernel agrees with the same
  * products computed in double from the weights as the format's dequantizer gives them and the
  * activations as d * qs (plus, for Q4_1 and Q5_1, ggml's rounded block sum s in place of
@@ -166,7 +166,7 @@ int main(void) {
     const em_ggml_kernel *c = NULL;
     CHECK(em_ggml_kernel_select(&c) == NULL);
     CHECK_STR_EQ(c->name, "c");
-    int row_counts[] = {1, 2, 3, 5, 8, 19}, token_counts[] = {1, 3, 4, 5, 9, 16, 17, 25, 33},
+    int row_counts[] = {1, 2, 3, 5, 8, 19}, token_counts[] = {1, 3, 4, 5, 9, 16, 17, 24, 25, 33},
         widths[] = {32, 96, 288, 2080};
     const char *others[] = {"amx", "avx512vnni", "avxvnni", "avx2"};
     for (size_t o = 0; o < sizeof others / sizeof *others; o++) {
