@@ -52,25 +52,24 @@ AVXVNNI static void token_lanes(const em_q8_activations *x, int c0, int n, int b
         for (int t = 0; t < LANES; t++)
             r[t] = t < n ? _mm256_loadu_si256((const __m256i *)(base + EM_Q8_BLOCK * t))
                          : _mm256_setzero_si256();
-        /* within each 128-bit half: dwords of token pairs, then of token quads */
-        __m256i a0 = _mm256_unpacklo_epi32(r[0], r[1]), a1 = _mm256_unpackhi_epi32(r[0], r[1]),
-                a2 = _mm256_unpacklo_epi32(r[2], r[3]), a3 = _mm256_unpackhi_epi32(r[2], r[3]),
-                a4 = _mm256_unpacklo_epi32(r[4], r[5]), a5 = _mm256_unpackhi_epi32(r[4], r[5]),
-                a6 = _mm256_unpacklo_epi32(r[6], r[7]), a7 = _mm256_unpackhi_epi32(r[6], r[7]);
-        __m256i q0 = _mm256_unpacklo_epi64(a0, a2), q1 = _mm256_unpackhi_epi64(a0, a2),
-                q2 = _mm256_unpacklo_epi64(a1, a3), q3 = _mm256_unpackhi_epi64(a1, a3),
-                q4 = _mm256_unpacklo_epi64(a4, a6), q5 = _mm256_unpackhi_epi64(a4, a6),
-                q6 = _mm256_unpacklo_epi64(a5, a7), q7 = _mm256_unpackhi_epi64(a5, a7);
-        /* q0: dword 0 of tokens 0..3 | dword 4 of tokens 0..3; q4 the same of tokens 4..7 */
-        __m256i *y = yt + 8 * b;
-        y[0] = _mm256_permute2x128_si256(q0, q4, 0x20),
-        y[4] = _mm256_permute2x128_si256(q0, q4, 0x31);
-        y[1] = _mm256_permute2x128_si256(q1, q5, 0x20),
-        y[5] = _mm256_permute2x128_si256(q1, q5, 0x31);
-        y[2] = _mm256_permute2x128_si256(q2, q6, 0x20),
-        y[6] = _mm256_permute2x128_si256(q2, q6, 0x31);
-        y[3] = _mm256_permute2x128_si256(q3, q7, 0x20),
-        y[7] = _mm256_permute2x128_si256(q3, q7, 0x31);
+        /* within each 128-bit half: a[2 i], a[2 i + 1] the dwords of tokens 2 i, 2 i + 1
+         * interleaved; then q[4 h + k] dword k (low half) and k + 4 (high half) of tokens
+         * 4 h .. 4 h + 3 */
+        __m256i a[8], q[8];
+        for (int i = 0; i < 4; i++) {
+            a[2 * i] = _mm256_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+            a[2 * i + 1] = _mm256_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+        }
+        for (int h = 0; h < 2; h++) {
+            q[4 * h] = _mm256_unpacklo_epi64(a[4 * h], a[4 * h + 2]);
+            q[4 * h + 1] = _mm256_unpackhi_epi64(a[4 * h], a[4 * h + 2]);
+            q[4 * h + 2] = _mm256_unpacklo_epi64(a[4 * h + 1], a[4 * h + 3]);
+            q[4 * h + 3] = _mm256_unpackhi_epi64(a[4 * h + 1], a[4 * h + 3]);
+        }
+        for (int k = 0; k < 4; k++) {
+            yt[8 * b + k] = _mm256_permute2x128_si256(q[k], q[k + 4], 0x20);
+            yt[8 * b + k + 4] = _mm256_permute2x128_si256(q[k], q[k + 4], 0x31);
+        }
     }
 }
 
