@@ -3,7 +3,8 @@
  * them in) gives the plain C kernel's bits on every type, for row counts, token counts and widths
  * that are not multiples of their tiles (avx2: 2 rows x 8 tokens; avx512vnni: 16 tokens, chunks
  * of 64 blocks, K-quants 16 rows and chunks of 4; avxvnni: chunks of 32 tokens in 1 to 4 groups
- * of 8 or 4, chunks of 32 blocks; amx: 16 rows x 16 tokens), with random quants (every
+ * of 8 or 4, chunks of 32 blocks, K-quants chunks of 16 tokens in 1 or 2 groups, 16 rows and
+ * chunks of 4 blocks; amx: 16 rows x 16 tokens), with random quants (every
  * bit pattern, Q8_0's -128 included) and random fp16 scales; the C kernel agrees with the same
  * products computed in double from the weights as the format's dequantizer gives them and the
  * activations as d * qs (plus, for Q4_1 and Q5_1, ggml's rounded block sum s in place of

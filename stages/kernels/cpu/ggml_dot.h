@@ -26,7 +26,7 @@
  * with F16C: integer products by vpdpbusd and vpdpwssd, the float steps on 16 (row, token) pairs
  * at once, the 16 tokens of a row; 4 tokens or fewer take avx2's tiles), `avxvnni` (the 256-bit
  * VEX AVX-VNNI of CPUs without AVX-512, with AVX2 and F16C: the same design on 8 tokens of a row
- * per vector; the 32-value block types only; 4 tokens or fewer take avx2's tiles), `avx2` (AVX2
+ * per vector, K-quants included; 4 tokens or fewer take avx2's tiles), `avx2` (AVX2
  * with F16C: integer products by maddubs, the float steps on 8 (row, token) pairs at once; the
  * K-quants on their 8 lanes per pair), then `c`. A row's empty (NULL) column is the next row's
  * that runs here (the selection fills it in). The environment variable EVALMESH_CPU_KERNEL (amx,

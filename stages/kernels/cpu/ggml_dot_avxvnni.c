@@ -11,7 +11,7 @@
  * Q4_0's and Q5_0's stored offsets, corrected by offset * sum(activations). The block's float
  * steps then run on the 8 (row, token) lanes of each group in the order of the C version, one IEEE
  * rounding each, so each lane gets the C result's bits; a row's sums pass through ct between chunks
- * of blocks (a stored float reloads exact). The K-quants have no column here (avx2's). With 4
+ * of blocks (a stored float reloads exact). The K-quants' lanes are tokens too (see below). With 4
  * tokens or fewer (a decoding step) the avx2 kernel's 8-row one-token tiles do better: such tiles
  * go there, with the same bits. */
 #include "stages/kernels/cpu/ggml_dot.h"
