@@ -19,7 +19,7 @@ Checks: per-token nll within 1e-5 of that reference, argmax equal where clear; t
 differ from the exact forward's and from the unrounded reference by much more than that (the
 rounding really happened); a model without covered types runs bit for bit as exact; and the
 invariance programs in ggml mode: the window bit-identical alone, in batches, after other windows,
-on 1, 2 and 16 threads and with each dot-product kernel (c, avx2, avx512vnni, amx).
+on 1, 2 and 16 threads and with each dot-product kernel (c, avx2, avxvnni, avx512vnni, amx).
 Usage: test_forward_ggml_precision.py FORWARD_DRIVER FORWARD_INVARIANCE FORWARD_BATCH MKMODEL
 (needs gguf)."""
 import os

@@ -2,10 +2,9 @@
  * must be bit-identical whether it runs alone or after other windows of other lengths, and with
  * 1, 2 or 16 OpenMP threads, and whichever GEMM microkernel (avx512, avx2, c) runs. Uses the model
  * given as argv[1], else the shared stories260K.gguf; argv[2] `ggml` runs precision ggml (its
- * dot-product kernels, c, avx2, avx512vnni and amx (avx512: the best), take the place of the
- * microkernels). (Kernels run small work on
- * one thread: the reference test passes a model wide enough that the matmul, attention and output
- * head loops really run on 2 threads.) */
+ * dot-product kernels, c, avx2, avxvnni, avx512vnni and amx (avx512: the best), take the place of
+ * the microkernels). (Kernels run small work on one thread: the reference test passes a model wide
+ * enough that the matmul, attention and output head loops really run on 2 threads.) */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -91,9 +90,9 @@ int main(int argc, char **argv) {
         CHECK(memcmp(argmax[0], argmax[r], (size_t)n * sizeof(int32_t)) == 0);
     }
     /* every kernel this CPU can run gives the same bits: the microkernels, and the rows of the
-     * precision's own table (ggml: avx512vnni, amx; bf16: avx512bf16) */
-    const char *kernels[] = {"c", "avx2", "avx512", "avx512vnni", "amx", "avx512bf16"};
-    for (int i = 0; i < 6; i++) {
+     * precision's own table (ggml: avxvnni, avx512vnni, amx; bf16: avx512bf16) */
+    const char *kernels[] = {"c", "avx2", "avx512", "avxvnni", "avx512vnni", "amx", "avx512bf16"};
+    for (size_t i = 0; i < sizeof kernels / sizeof *kernels; i++) {
         setenv("EVALMESH_CPU_KERNEL", kernels[i], 1);
         em_gemm_microkernel *kernel;
         const char *name;

@@ -1,8 +1,10 @@
 /* The `ggml` precision's dot products (stages/kernels/cpu/ggml_dot.h): every kernel of the table
- * this CPU runs (amx, avx512vnni, avx2; a row's empty columns as the selection fills them in)
- * gives the plain C kernel's bits on every type, for row counts, token counts and widths that are
- * not multiples of their tiles (avx2: 2 rows x 8 tokens; avx512vnni: 16 tokens, chunks of 64
- * blocks, K-quants 16 rows and chunks of 4; amx: 16 rows x 16 tokens), with random quants (every
+ * this CPU runs (amx, avx512vnni, avxvnni, avx2; a row's empty columns as the selection fills
+ * them in) gives the plain C kernel's bits on every type, for row counts, token counts and widths
+ * that are not multiples of their tiles (avx2: 2 rows x 8 tokens; avx512vnni: 16 tokens, chunks
+ * of 64 blocks, K-quants 16 rows and chunks of 4; avxvnni: chunks of 32 tokens in 1 to 4 groups
+ * of 8 or 4, chunks of 32 blocks, K-quants chunks of 16 tokens in 1 or 2 groups, 16 rows and
+ * chunks of 4 blocks; amx: 16 rows x 16 tokens), with random quants (every
  * bit pattern, Q8_0's -128 included) and random fp16 scales; the C kernel agrees with the same
  * products computed in double from the weights as the format's dequantizer gives them and the
  * activations as d * qs (plus, for Q4_1 and Q5_1, ggml's rounded block sum s in place of
@@ -165,9 +167,9 @@ int main(void) {
     const em_ggml_kernel *c = NULL;
     CHECK(em_ggml_kernel_select(&c) == NULL);
     CHECK_STR_EQ(c->name, "c");
-    int row_counts[] = {1, 2, 3, 5, 8, 19}, token_counts[] = {1, 3, 4, 5, 17, 33},
+    int row_counts[] = {1, 2, 3, 5, 8, 19}, token_counts[] = {1, 3, 4, 5, 9, 16, 17, 24, 25, 33},
         widths[] = {32, 96, 288, 2080};
-    const char *others[] = {"amx", "avx512vnni", "avx2"};
+    const char *others[] = {"amx", "avx512vnni", "avxvnni", "avx2"};
     for (size_t o = 0; o < sizeof others / sizeof *others; o++) {
         setenv("EVALMESH_CPU_KERNEL", others[o], 1);
         const em_ggml_kernel *k = NULL;
@@ -176,9 +178,9 @@ int main(void) {
         CHECK_STR_EQ(k->name, others[o]);
         int shapes = 0;
         for (size_t i = 0; i < TYPES; i++) {
-            for (int a = 0; a < 6; a++) {
-                for (int b = 0; b < 6; b++) {
-                    for (int e = 0; e < 4; e++) {
+            for (size_t a = 0; a < sizeof row_counts / sizeof *row_counts; a++) {
+                for (size_t b = 0; b < sizeof token_counts / sizeof *token_counts; b++) {
+                    for (size_t e = 0; e < sizeof widths / sizeof *widths; e++) {
                         int rows = row_counts[a], T = token_counts[b];
                         int K = widths[e] * (types[i].values / 32); /* whole blocks */
                         em_q8_activations q = {0};

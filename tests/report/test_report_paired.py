@@ -295,7 +295,7 @@ check(rc == 2 and "the dataset file differs (sha256 " in err, "another dataset: 
 rc, out, err, _, doc = nightly("ggml", "stages.fwd.precision=ggml")
 check(rc == 2 and "refusing to compare with the baseline %s:3: the precision differs (exact in "
       "the baseline, ggml in this run)" % history in err, "another precision: %d %s" % (rc, err))
-check(re.search(r"forward fwd: .*, precision ggml, kernel (amx|avx512vnni|avx2|c)\)", err),
+check(re.search(r"forward fwd: .*, precision ggml, kernel (amx|avx512vnni|avxvnni|avx2|c)\)", err),
       "the forward's log line names the precision and its kernel: " + err)
 rc, out, err, _, doc = nightly("ctx256u", "stages.wiki.n_ctx=256", "stages.gate.unpaired=allow",
                                "stages.out.outputs=[json]")

@@ -127,7 +127,7 @@ os.environ["EVALMESH_CPU_KERNEL"] = "sse9"
 rc, out, err, res = evalmesh(["run", doc_recipe])
 check(rc == 2, "kernel rc", f"rc={rc} {err[-1500:]}")
 check(re.search(r"error: rank 0, stage 'f' \(forward\): .*EVALMESH_CPU_KERNEL=sse9 is not a CPU "
-                r"kernel \(amx, avx512vnni, avx512bf16, avx512, avx2 or c\)",
+                r"kernel \(amx, avx512vnni, avxvnni, avx512bf16, avx512, avx2 or c\)",
                 err), "kernel message", err[-1500:])
 os.environ["EVALMESH_CPU_KERNEL"] = "c"
 rc, out, err, res = evalmesh(["run", doc_recipe])

@@ -17,10 +17,10 @@
 #define GEMM_PEAK_N 2048 /* the square product's size */
 
 /* GFLOP/s (2 per multiply-add) of kernel (an EVALMESH_CPU_KERNEL name: avx512, amx, avx512vnni,
- * avx2, avx512bf16 or c; NULL: this CPU's best) of the precision on weights of `type` (F32 in the
- * exact and bf16 precisions; a type of ggml_dot.h's table in ggml) with `threads` OpenMP threads.
- * An error (exit status 2) when this CPU lacks the kernel or the ggml precision has no dot product
- * for the type.
+ * avxvnni, avx2, avx512bf16 or c; NULL: this CPU's best) of the precision on weights of `type` (F32
+ * in the exact and bf16 precisions; a type of ggml_dot.h's table in ggml) with `threads` OpenMP
+ * threads. An error (exit status 2) when this CPU lacks the kernel or the ggml precision has no dot
+ * product for the type.
  */
 em_status gemm_peak_gflops(const char *kernel, em_precision precision, em_tensor_type type, int n,
                            int threads, double *gflops, const char **kernel_used);

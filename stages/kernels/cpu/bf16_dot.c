@@ -61,7 +61,7 @@ em_status em_bf16_kernel_select(const em_bf16_kernel **kernel) {
     /* the GEMM's and the ggml precision's names that have no row here: the best */
     bool best = !wanted || !*wanted || strcmp(wanted, "avx512") == 0 ||
                 strcmp(wanted, "avx2") == 0 || strcmp(wanted, "avx512vnni") == 0 ||
-                strcmp(wanted, "amx") == 0;
+                strcmp(wanted, "avxvnni") == 0 || strcmp(wanted, "amx") == 0;
     *kernel = NULL;
     for (size_t i = 0; i < KERNELS; i++) {
         if (kernels[i]->runs_here() && (best || strcmp(wanted, kernels[i]->name) == 0)) {

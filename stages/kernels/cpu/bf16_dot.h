@@ -28,8 +28,9 @@
  * caller blocks k, tiles the rows, splits threads or batches windows, and whichever kernel runs.
  *
  * Kernels are rows of a table, tried in order by cpuid: `avx512bf16`, then `c`. The environment
- * variable EVALMESH_CPU_KERNEL (avx512bf16 or c; the GEMM's avx512 or avx2, which have no row
- * here, take this table's best) forces one. */
+ * variable EVALMESH_CPU_KERNEL (avx512bf16 or c; the GEMM's avx512 or avx2 and the ggml
+ * precision's amx, avx512vnni or avxvnni, which have no row here, take this table's best) forces
+ * one. */
 #ifndef EVALMESH_KERNELS_BF16_DOT_H
 #define EVALMESH_KERNELS_BF16_DOT_H
 

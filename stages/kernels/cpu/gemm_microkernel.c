@@ -284,6 +284,7 @@ em_status em_gemm_microkernel_select(em_gemm_microkernel **kernel, const char **
     /* unset, a name of the ggml dot products' table that has no microkernel, or a kernel of the
      * bf16 precision's table other than c (bf16_dot.h): the best */
     if (!wanted || !*wanted || strcmp(wanted, "avx512vnni") == 0 || strcmp(wanted, "amx") == 0 ||
+        strcmp(wanted, "avxvnni") == 0 ||
         (strcmp(wanted, "c") != 0 && em_bf16_kernel_named(wanted)))
         wanted = avx512 ? "avx512" : avx2 ? "avx2" : "c";
     *name = wanted;

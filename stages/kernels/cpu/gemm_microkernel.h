@@ -52,12 +52,13 @@ em_gemm_one_token_transposed *em_gemm_one_token_transposed_for(em_gemm_microkern
 /* Every name the environment variable EVALMESH_CPU_KERNEL takes: the microkernels here, the
  * rows of the ggml dot products' table (ggml_dot.h) and of the bf16 precision's (bf16_dot.h); a
  * table given a name it has no row for takes its own best for this CPU. */
-#define EM_CPU_KERNEL_NAMES "amx, avx512vnni, avx512bf16, avx512, avx2 or c"
+#define EM_CPU_KERNEL_NAMES "amx, avx512vnni, avxvnni, avx512bf16, avx512, avx2 or c"
 
 /* The kernel for this CPU (AVX-512F, else AVX2 with FMA, else plain C) or the one the environment
- * variable EVALMESH_CPU_KERNEL names (avx512, avx2 or c; amx, avx512vnni and avx512bf16, rows of
- * the other precisions' tables, give the best): tests compare them. name: the microkernel's. An
- * error (exit 2) when that variable names an unknown kernel or one this CPU cannot run. */
+ * variable EVALMESH_CPU_KERNEL names (avx512, avx2 or c; amx, avx512vnni, avxvnni and avx512bf16,
+ * rows of the other precisions' tables, give the best): tests compare them. name: the
+ * microkernel's. An error (exit 2) when that variable names an unknown kernel or one this CPU
+ * cannot run. */
 em_status em_gemm_microkernel_select(em_gemm_microkernel **kernel, const char **name);
 
 #endif

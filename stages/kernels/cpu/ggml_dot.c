@@ -159,9 +159,7 @@ const em_ggml_kernel em_ggml_kernel_c = {
 /* The table, best first. */
 static const em_ggml_kernel *const kernels[] = {
 #if defined(__x86_64__)
-    &em_ggml_kernel_amx,
-    &em_ggml_kernel_avx512vnni,
-    &em_ggml_kernel_avx2,
+    &em_ggml_kernel_amx, &em_ggml_kernel_avx512vnni, &em_ggml_kernel_avxvnni, &em_ggml_kernel_avx2,
 #endif
     &em_ggml_kernel_c,
 };

@@ -24,13 +24,14 @@
  * features: a 16 x 16 tile of (row, token) block sums per tdpbssd, their float steps on a row's 16
  * tokens at once; the 32-value block types only), `avx512vnni` (AVX-512 F, BW, VL and VNNI
  * with F16C: integer products by vpdpbusd and vpdpwssd, the float steps on 16 (row, token) pairs
- * at once, the 16 tokens of a row; 4 tokens or fewer take avx2's tiles), `avx2` (AVX2 with F16C:
- * integer products by maddubs, the float steps on 8 (row, token) pairs at once; the K-quants on
- * their 8 lanes per pair), then `c`. A row's empty (NULL) column is the next row's that runs here
- * (the selection fills it in). The environment variable EVALMESH_CPU_KERNEL (amx, avx512vnni, avx2
- * or c; the GEMM's avx512, which has no row here, takes this table's best) forces one. An AVX-VNNI
- * row is still to come: it must be tested against the C row on a CPU that has it
- * (forward_ggml_dot).
+ * at once, the 16 tokens of a row; 4 tokens or fewer take avx2's tiles), `avxvnni` (the 256-bit
+ * VEX AVX-VNNI of CPUs without AVX-512, with AVX2 and F16C: the same design on 8 tokens of a row
+ * per vector, K-quants included; 4 tokens or fewer take avx2's tiles), `avx2` (AVX2
+ * with F16C: integer products by maddubs, the float steps on 8 (row, token) pairs at once; the
+ * K-quants on their 8 lanes per pair), then `c`. A row's empty (NULL) column is the next row's
+ * that runs here (the selection fills it in). The environment variable EVALMESH_CPU_KERNEL (amx,
+ * avx512vnni, avxvnni, avx2 or c; the GEMM's avx512 and the bf16 precision's avx512bf16, which
+ * have no row here, take this table's best) forces one.
  */
 #ifndef EVALMESH_KERNELS_GGML_DOT_H
 #define EVALMESH_KERNELS_GGML_DOT_H
@@ -104,6 +105,7 @@ extern const em_ggml_kernel em_ggml_kernel_c;
 #if defined(__x86_64__)
 extern const em_ggml_kernel em_ggml_kernel_amx;
 extern const em_ggml_kernel em_ggml_kernel_avx512vnni;
+extern const em_ggml_kernel em_ggml_kernel_avxvnni;
 extern const em_ggml_kernel em_ggml_kernel_avx2;
 #endif
 
