@@ -6,6 +6,7 @@
 #include "build_info.h"
 #include "cli/command.h"
 #include "cli/options.h"
+#include "cli/wait_policy.h"
 #include "util/error.h"
 #include "util/exit_status.h"
 #include "util/log.h"
@@ -38,6 +39,7 @@ static int unknown_command(const char *name) {
 }
 
 int main(int argc, char **argv) {
+    em_default_wait_policy(argv);
     em_log_init(0, 1);
     static const struct option options[] = {
         {"version", no_argument, NULL, 'V'},
