@@ -222,7 +222,9 @@ void em_env_collect(em_env_facts *f) {
     f->omp_threads = omp_get_max_threads();
     const char *waits = getenv("OMP_WAIT_POLICY");
     snprintf(f->omp_waits, sizeof f->omp_waits, "%s",
-             waits && *waits ? waits : getenv("GOMP_SPINCOUNT") ? "GOMP_SPINCOUNT" : "unset");
+             waits && *waits            ? waits
+             : getenv("GOMP_SPINCOUNT") ? "GOMP_SPINCOUNT"
+                                        : "unset");
     collect_cpu_kernels(f);
     collect_cuda(f);
     if (f->gpu_count > 0) collect_topology(f);
@@ -316,8 +318,7 @@ em_status em_env_judge(const em_env_facts *f, const em_env_requirements *req, em
         snprintf(value, sizeof value, "OpenBLAS %d threads (%s); OpenMP %d threads, %s waits",
                  f->openblas_threads, f->openblas_config, f->omp_threads, f->omp_waits);
     else
-        snprintf(value, sizeof value, "OpenMP %d threads, %s waits", f->omp_threads,
-                 f->omp_waits);
+        snprintf(value, sizeof value, "OpenMP %d threads, %s waits", f->omp_threads, f->omp_waits);
     if (per_node_threads * local > f->cores_usable * 2)
         add_check(r, "threads", EM_CHECK_WARN, value,
                   "%d ranks x %d threads oversubscribe %d cores: set OMP_NUM_THREADS or threads:",

@@ -141,7 +141,8 @@ void em_matmul_swiglu_packed(const float *xp, int T, const em_tensor *w_gate, co
     int64_t F = w_gate->shape[1], tiles = tile_count(w_gate, height);
     size_t ldc = em_gemm_result_stride(T);
     int panels = em_gemm_padded_tokens(T) / EM_GEMM_PANEL;
-    bool parallel = tiles > 1 && em_product_work(T, 2 * w_gate->shape[0] * F) >= EM_PARALLEL_MIN_WORK;
+    bool parallel =
+        tiles > 1 && em_product_work(T, 2 * w_gate->shape[0] * F) >= EM_PARALLEL_MIN_WORK;
     const em_tensor *both[2] = {w_gate, w_up};
     em_matmul_quantize(xp, T, (int)w_gate->shape[0], 2, both, s);
 #pragma omp parallel for schedule(dynamic, 1) num_threads(s->threads) if (parallel)

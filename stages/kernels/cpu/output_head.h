@@ -45,7 +45,8 @@ void em_output_head_logits(const float *x, int T, const em_tensor *w, int64_t ro
 /* One tile's partials for positions 0..T-1 from its logits lt (rows, ldl) of the rows from row0,
  * which are overwritten; work holds em_output_head_scratch_floats' per-position part (the floats
  * after the tile in a thread's scratch); target_logit[t] is set where target[t] is in the tile
- * (target NULL: max and argmax alone). em_output_head_tiles runs it on every tile; the paired head (pair_head.h) on its own logits. */
+ * (target NULL: max and argmax alone). em_output_head_tiles runs it on every tile; the paired head
+ * (pair_head.h) on its own logits. */
 void em_output_head_tile(float *lt, size_t ldl, int T, int rows, int64_t row0,
                          const int32_t *target, float *work, float *target_logit,
                          em_head_tile *out);
