@@ -1,13 +1,16 @@
-/* OpenMP's wait policy: passive unless the user chose one. Threads that spin at every barrier
- * (libgomp's default when cores are not oversubscribed) keep a core busy between the forward's
- * parallel products; when anything else runs on the node, a spinning thread holds the core the
- * thread it waits for needs. A decoding step passes hundreds of barriers: SmolLM2 Q4_1, 2 threads
- * on a 2-core machine with one other busy process, gave 4 tokens/s spinning against 72 passive
- * (llama.cpp's own pool 21). Passive threads sleep in the kernel instead and cost a wake-up per
- * barrier. libgomp reads OMP_WAIT_POLICY once, when it is loaded, before main (and glibc sets up
- * the environment after the executable's earliest hook), so evalmesh sets the variable and
- * executes itself again, once, first thing in main. OMP_WAIT_POLICY=active (or GOMP_SPINCOUNT) in
- * the environment keeps the user's choice. */
+/* How OpenMP's threads wait at a barrier: a short spin, then sleep, unless the user chose. Threads
+ * that spin long at every barrier (libgomp's default when cores are not oversubscribed: 300,000
+ * rounds) keep a core busy between the forward's parallel products; when anything else runs on
+ * the node, a spinning thread holds the core the thread it waits for needs, and a decoding step
+ * passes hundreds of barriers. SmolLM2 Q4_1, 2 threads on a 2-core machine, 128 tokens:
+ *     waits                      idle machine   beside one busy process
+ *     libgomp's default (spin)   1.35 s         about 30 s
+ *     OMP_WAIT_POLICY=passive    1.89 s         3.25 s
+ *     GOMP_SPINCOUNT=1000        1.44 s         3.40 s
+ * so evalmesh sets GOMP_SPINCOUNT=1000. libgomp reads its variables once, when it is loaded,
+ * before main (and glibc sets up the environment after the executable's earliest hook), so
+ * evalmesh sets the variable and executes itself again, once, first thing in main.
+ * OMP_WAIT_POLICY or GOMP_SPINCOUNT in the environment keeps the user's choice. */
 #include "cli/wait_policy.h"
 
 #include <stdlib.h>
@@ -15,7 +18,7 @@
 
 void em_default_wait_policy(char **argv) {
     if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT")) return;
-    if (setenv("OMP_WAIT_POLICY", "passive", 1) != 0) return;
+    if (setenv("GOMP_SPINCOUNT", EM_DEFAULT_SPINCOUNT, 1) != 0) return;
     execv("/proc/self/exe", argv);
     /* not executed again (no /proc): libgomp keeps the default it read */
 }

@@ -220,11 +220,11 @@ void em_env_collect(em_env_facts *f) {
     f->openblas_threads = openblas_get_num_threads();
 #endif
     f->omp_threads = omp_get_max_threads();
-    const char *waits = getenv("OMP_WAIT_POLICY");
-    snprintf(f->omp_waits, sizeof f->omp_waits, "%s",
-             waits && *waits            ? waits
-             : getenv("GOMP_SPINCOUNT") ? "GOMP_SPINCOUNT"
-                                        : "unset");
+    const char *policy = getenv("OMP_WAIT_POLICY"), *spin = getenv("GOMP_SPINCOUNT");
+    snprintf(f->omp_waits, sizeof f->omp_waits, "%s%s%s%s%s", policy ? "OMP_WAIT_POLICY=" : "",
+             policy ? policy : "", policy && spin ? " " : "", spin ? "GOMP_SPINCOUNT=" : "",
+             spin ? spin : "");
+    if (!policy && !spin) snprintf(f->omp_waits, sizeof f->omp_waits, "libgomp's default");
     collect_cpu_kernels(f);
     collect_cuda(f);
     if (f->gpu_count > 0) collect_topology(f);
@@ -315,10 +315,10 @@ em_status em_env_judge(const em_env_facts *f, const em_env_requirements *req, em
         f->openblas_threads > f->omp_threads ? f->openblas_threads : f->omp_threads;
     int local = req->local_size > 0 ? req->local_size : 1;
     if (f->openblas_config[0])
-        snprintf(value, sizeof value, "OpenBLAS %d threads (%s); OpenMP %d threads, %s waits",
+        snprintf(value, sizeof value, "OpenBLAS %d threads (%s); OpenMP %d threads, waits %s",
                  f->openblas_threads, f->openblas_config, f->omp_threads, f->omp_waits);
     else
-        snprintf(value, sizeof value, "OpenMP %d threads, %s waits", f->omp_threads, f->omp_waits);
+        snprintf(value, sizeof value, "OpenMP %d threads, waits %s", f->omp_threads, f->omp_waits);
     if (per_node_threads * local > f->cores_usable * 2)
         add_check(r, "threads", EM_CHECK_WARN, value,
                   "%d ranks x %d threads oversubscribe %d cores: set OMP_NUM_THREADS or threads:",

@@ -37,7 +37,7 @@ typedef struct em_env_facts {
     char openblas_config[160]; /* "" when built without OpenBLAS */
     int openblas_threads;
     int omp_threads;
-    char omp_waits[32]; /* OMP_WAIT_POLICY as libgomp read it ("passive": evalmesh's default) */
+    char omp_waits[64]; /* how libgomp's threads wait: the variables it read */
     /* the CPU forward's kernels: "exact: gemm avx2; ggml: avx2 (types)", or why
      * EVALMESH_CPU_KERNEL cannot be used (cpu_kernels_error) */
     char cpu_kernels[200];
