@@ -13,12 +13,18 @@
  * OMP_WAIT_POLICY or GOMP_SPINCOUNT in the environment keeps the user's choice. */
 #include "cli/wait_policy.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 void em_default_wait_policy(char **argv) {
     if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT")) return;
+    /* the executable's own path, so that the process keeps its name (ps, pkill, Slurm) */
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0 || (size_t)n >= sizeof self - 1) return; /* no /proc: libgomp keeps its default */
+    self[n] = 0;
     if (setenv("GOMP_SPINCOUNT", EM_DEFAULT_SPINCOUNT, 1) != 0) return;
-    execv("/proc/self/exe", argv);
-    /* not executed again (no /proc): libgomp keeps the default it read */
+    execv(self, argv);
+    unsetenv("GOMP_SPINCOUNT"); /* not executed again: say what libgomp read */
 }
