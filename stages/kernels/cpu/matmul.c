@@ -6,6 +6,7 @@
 
 #include "stages/kernels/cpu/dequantize.h"
 #include "stages/kernels/cpu/gemm.h"
+#include "stages/kernels/cpu/one_token_quantized.h"
 #include "stages/kernels/cpu/swiglu.h"
 
 /* A tile's result: ct (padded rows, result stride) at the start of a thread's scratch. */
@@ -70,6 +71,16 @@ float *em_matmul_tile_rows(const em_tensor *w, const float *xp, int T, int64_t r
         s->bf16->round_rows(wt, ldw, rows, n_in);
         em_bf16_tile(s->bf16, s->bf16_x, T, n_in, (const uint32_t *)wt, em_bf16_row_stride(n_in),
                      rows, ct, em_gemm_result_stride(T));
+        return ct;
+    }
+    em_one_token_quantized *direct = T == 1 && strcmp(s->kernel_name, "avx512") == 0
+                                         ? em_one_token_quantized_for(w->type)
+                                         : NULL;
+    if (direct) { /* a decoding step: the same chains straight from the quantized rows */
+        size_t row_bytes = em_tensor_type_row_bytes(w->type, n_in);
+        em_gemm_panels x = em_gemm_packed(xp, n_in);
+        direct(n_in, x.x, x.column_stride, (const uint8_t *)w->data + (size_t)row0 * row_bytes,
+               row_bytes, rows, ct, em_gemm_result_stride(T));
         return ct;
     }
     if (w->type == EM_TENSOR_F32 && ((size_t)n_in * sizeof(float)) % 4096 != 0) {

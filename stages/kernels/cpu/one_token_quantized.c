@@ -1,0 +1,162 @@
+/* The exact precision's one-token products straight from quantized rows (see
+ * one_token_quantized.h), on AVX-512 with VBMI: 16 weight rows per vector, a row per lane.
+ *
+ * Per 32-value block of the 16 rows, the rows' quant bytes are loaded 4 rows to a vector (vector i
+ * holds rows i, 4 + i, 8 + i, 12 + i, a row per 128-bit lane) and regrouped by two vpermi2b and a
+ * blend into vectors of 4 byte positions x 16 rows; one vpermb then puts byte position j of the 16
+ * rows into the low byte of 16 dwords. Those become the values the row functions of
+ * stages/formats give (Q4_1: low nibble j and high nibble j + 16, (float)q * d + m, two roundings;
+ * Q8_0: the signed byte, (float)q * d), and each value k meets x[k] in the chain
+ * acc = fma(x[k], w[k], acc) in k order from 0: the conversion to floats and em_gemm_one_token's
+ * chains without the floats written, transposed and read back. */
+#include "stages/kernels/cpu/one_token_quantized.h"
+
+#include <pthread.h>
+#include <string.h>
+
+#include "stages/formats/half.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+#define VBMI __attribute__((target("avx512f,avx512bw,avx512vbmi,f16c")))
+#define ROWS 16
+
+/* Bytes `at` .. at + 15 of each row's block, vector i holding rows i, 4 + i, 8 + i, 12 + i. */
+VBMI static inline __m512i four_rows(const uint8_t *const blk[ROWS], int i, int at) {
+    __m512i z = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(blk[i] + at)));
+    z = _mm512_inserti32x4(z, _mm_loadu_si128((const __m128i *)(blk[4 + i] + at)), 1);
+    z = _mm512_inserti32x4(z, _mm_loadu_si128((const __m128i *)(blk[8 + i] + at)), 2);
+    return _mm512_inserti32x4(z, _mm_loadu_si128((const __m128i *)(blk[12 + i] + at)), 3);
+}
+
+/* The byte permutations of byte_columns and column_dwords, made once. */
+static uint8_t pair_index[64];     /* byte 16 jj + r: row r's byte jj within its pair of vectors */
+static uint64_t upper_pair;        /* the bytes taken from the second pair (rows 4 L + 2, + 3) */
+static uint8_t dword_index[4][64]; /* [jj]: byte 16 jj + r to the low byte of dword r */
+static pthread_once_t indexes_once = PTHREAD_ONCE_INIT;
+
+static void make_indexes(void) {
+    for (int p = 0; p < 64; p++) {
+        int jj = p / 16, r = p % 16, i = r % 4, L = r / 4;
+        pair_index[p] = (uint8_t)(16 * L + jj + (i % 2 ? 64 : 0));
+        if (i >= 2) upper_pair |= 1ull << p;
+    }
+    for (int jj = 0; jj < 4; jj++)
+        for (int r = 0; r < 16; r++) dword_index[jj][4 * r] = (uint8_t)(16 * jj + r);
+}
+
+/* by[c] (c < 4): byte positions 4 c .. 4 c + 3 of the 16 rows' 16 bytes from `at`, byte
+ * 16 jj + r of by[c] being row r's byte 4 c + jj. */
+VBMI static inline void byte_columns(const uint8_t *const blk[ROWS], int at, __m512i by[4]) {
+    __m512i z[4];
+    for (int i = 0; i < 4; i++) z[i] = four_rows(blk, i, at);
+    /* row r = 4 L + i's byte 4 c + jj is z_i's byte 16 L + 4 c + jj: from the pair (z0, z1)
+     * for i < 2 and (z2, z3) for i >= 2 */
+    const __m512i base = _mm512_loadu_si512(pair_index);
+    for (int c = 0; c < 4; c++) {
+        __m512i idx = _mm512_add_epi8(base, _mm512_set1_epi8((char)(4 * c)));
+        __m512i a = _mm512_permutex2var_epi8(z[0], idx, z[1]);
+        __m512i b = _mm512_permutex2var_epi8(z[2], idx, z[3]);
+        by[c] = _mm512_mask_blend_epi8((__mmask64)upper_pair, a, b);
+    }
+}
+
+/* Byte position j of the 16 rows (from byte_columns) in the low byte of 16 dwords. */
+VBMI static inline __m512i column_dwords(const __m512i by[4], int j) {
+    return _mm512_maskz_permutexvar_epi8((__mmask64)0x1111111111111111ull,
+                                         _mm512_loadu_si512(dword_index[j % 4]), by[j / 4]);
+}
+
+/* The 16 rows' fp16 at byte `at` of their blocks as floats, lane r for row r. */
+VBMI static inline __m512 row_halves(const uint8_t *const blk[ROWS], int at) {
+    uint16_t h[ROWS];
+    for (int r = 0; r < ROWS; r++) memcpy(&h[r], blk[r] + at, 2);
+    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)h));
+}
+
+/* c[j * ldc] for the rows w .. w + (rows - 1) row_bytes (rows <= 16) of `type` (Q4_1 or Q8_0). */
+VBMI static inline __attribute__((always_inline)) void row_group(bool q4_1, int K, const float *x,
+                                                                 size_t x_stride, const uint8_t *w,
+                                                                 size_t row_bytes, int rows,
+                                                                 float *c, size_t ldc) {
+    const uint8_t *blk[ROWS];
+    for (int r = 0; r < ROWS; r++) blk[r] = w + (size_t)(r < rows ? r : rows - 1) * row_bytes;
+    const int block_bytes = q4_1 ? 20 : 34;
+    __m512 acc = _mm512_setzero_ps();
+    for (int k0 = 0; k0 < K; k0 += 32) {
+        __m512 d = row_halves(blk, 0), m = q4_1 ? row_halves(blk, 2) : _mm512_setzero_ps();
+        if (q4_1) {
+            __m512i by[4], high[16];
+            byte_columns(blk, 4, by);
+            for (int j = 0; j < 16; j++) { /* values 0 .. 15: the low nibbles */
+                __m512i q = column_dwords(by, j);
+                high[j] = _mm512_srli_epi32(q, 4);
+                __m512 v = _mm512_cvtepi32_ps(_mm512_and_si512(q, _mm512_set1_epi32(15)));
+                __m512 wk = _mm512_add_ps(_mm512_mul_ps(v, d), m);
+                acc = _mm512_fmadd_ps(_mm512_set1_ps(x[(size_t)(k0 + j) * x_stride]), wk, acc);
+            }
+            for (int j = 0; j < 16; j++) { /* values 16 .. 31: the high nibbles */
+                __m512 wk = _mm512_add_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(high[j]), d), m);
+                acc = _mm512_fmadd_ps(_mm512_set1_ps(x[(size_t)(k0 + 16 + j) * x_stride]), wk, acc);
+            }
+        } else {
+            for (int half = 0; half < 2; half++) {
+                __m512i by[4];
+                byte_columns(blk, 2 + 16 * half, by);
+                for (int j = 0; j < 16; j++) {
+                    __m512i q = _mm512_srai_epi32(_mm512_slli_epi32(column_dwords(by, j), 24), 24);
+                    __m512 wk = _mm512_mul_ps(_mm512_cvtepi32_ps(q), d);
+                    acc = _mm512_fmadd_ps(
+                        _mm512_set1_ps(x[(size_t)(k0 + 16 * half + j) * x_stride]), wk, acc);
+                }
+            }
+        }
+        for (int r = 0; r < ROWS; r++) blk[r] += block_bytes;
+    }
+    float sums[ROWS];
+    _mm512_storeu_ps(sums, acc);
+    for (int r = 0; r < rows; r++) c[(size_t)r * ldc] = sums[r];
+}
+
+VBMI static void q4_1_rows(int K, const float *x, size_t x_stride, const uint8_t *w,
+                           size_t row_bytes, int rows, float *c, size_t ldc) {
+    for (int r0 = 0; r0 < rows; r0 += ROWS)
+        row_group(true, K, x, x_stride, w + (size_t)r0 * row_bytes, row_bytes,
+                  rows - r0 < ROWS ? rows - r0 : ROWS, c + (size_t)r0 * ldc, ldc);
+}
+
+VBMI static void q8_0_rows(int K, const float *x, size_t x_stride, const uint8_t *w,
+                           size_t row_bytes, int rows, float *c, size_t ldc) {
+    for (int r0 = 0; r0 < rows; r0 += ROWS)
+        row_group(false, K, x, x_stride, w + (size_t)r0 * row_bytes, row_bytes,
+                  rows - r0 < ROWS ? rows - r0 : ROWS, c + (size_t)r0 * ldc, ldc);
+}
+
+static bool has_avx512vbmi(void) {
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("f16c");
+}
+
+/* One row per weight type that has a kernel. */
+static const struct {
+    em_tensor_type type;
+    em_one_token_quantized *rows;
+} table[] = {
+    {EM_TENSOR_Q4_1, q4_1_rows},
+    {EM_TENSOR_Q8_0, q8_0_rows},
+};
+
+em_one_token_quantized *em_one_token_quantized_for(em_tensor_type type) {
+    if (!has_avx512vbmi()) return NULL;
+    pthread_once(&indexes_once, make_indexes);
+    for (size_t i = 0; i < sizeof table / sizeof *table; i++)
+        if (table[i].type == type) return table[i].rows;
+    return NULL;
+}
+#else
+em_one_token_quantized *em_one_token_quantized_for(em_tensor_type type) {
+    (void)type;
+    return NULL;
+}
+#endif
