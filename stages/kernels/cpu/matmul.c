@@ -165,13 +165,23 @@ void em_matmul_swiglu_packed(const float *xp, int T, const em_tensor *w_gate, co
         float *gate = em_matmul_tile_rows(w_gate, xp, T, row0, rows, s, buf);
         float *up = em_matmul_tile_rows(w_up, xp, T, row0, rows, s,
                                         buf + tile_result_floats(T, EM_MATMUL_TILE_ROWS));
+        /* the tile's rows closed up to (rows, T), gated in one call (elementwise: the same bits
+         * as row by row, and no padding tokens: a decoding step has 1 token of 16 a panel) */
         for (int j = 0; j < rows; j++) {
-            float *h = gate + (size_t)j * ldc; /* feature row0+j for every token */
-            gate_fn(h, up + (size_t)j * ldc, (size_t)panels * EM_GEMM_PANEL);
-            /* its 16-token segments are the packed panels' entries at column row0+j */
+            memmove(gate + (size_t)j * T, gate + (size_t)j * ldc, (size_t)T * sizeof(float));
+            memmove(up + (size_t)j * T, up + (size_t)j * ldc, (size_t)T * sizeof(float));
+        }
+        gate_fn(gate, up, (size_t)rows * T);
+        for (int j = 0; j < rows; j++) {
+            const float *h = gate + (size_t)j * T; /* feature row0+j for every token */
+            /* its 16-token segments are the packed panels' entries at column row0+j, the
+             * padding tokens zeros */
             for (int p = 0; p < panels; p++) {
-                memcpy(hp + ((size_t)p * F + row0 + j) * EM_GEMM_PANEL, h + p * EM_GEMM_PANEL,
-                       EM_GEMM_PANEL * sizeof(float));
+                float *to = hp + ((size_t)p * F + row0 + j) * EM_GEMM_PANEL;
+                int n = T - p * EM_GEMM_PANEL; /* tokens of this panel: 0 in the padding's */
+                n = n < 0 ? 0 : n < EM_GEMM_PANEL ? n : EM_GEMM_PANEL;
+                memcpy(to, h + p * EM_GEMM_PANEL, (size_t)n * sizeof(float));
+                memset(to + n, 0, (size_t)(EM_GEMM_PANEL - n) * sizeof(float));
             }
         }
     }
