@@ -2,7 +2,8 @@
  * (stages/kernels/cpu/one_token_quantized.h): for each weight type with a kernel on this CPU
  * (Q4_1, Q8_0 with AVX-512 VBMI), random blocks (every quant byte, random fp16 scales and minima)
  * give, bit for bit, the chain acc = fmaf(x[k], w[k], acc) over k in order from 0 with w the row as
- * em_rows_to_float converts it: for row counts that are not multiples of the 16-row groups, widths
+ * em_rows_to_float converts it: for row counts that are not multiples of the 16-row groups or of
+ * the passes of 4 groups, widths
  * of 1 to 48 blocks, x read at a stride and the results written at one. A CPU without the
  * instructions has no kernel: the test says so and checks that every type then has none. */
 #include <math.h>
@@ -44,9 +45,9 @@ int main(void) {
         em_one_token_quantized *direct = em_one_token_quantized_for(types[i].type);
         if (!direct) continue;
         kernels++;
-        int row_counts[] = {1, 3, 16, 17, 40}, block_counts[] = {1, 2, 18, 48};
+        int row_counts[] = {1, 3, 16, 17, 40, 64, 75}, block_counts[] = {1, 2, 18, 48};
         int shapes = 0;
-        for (int a = 0; a < 5; a++) {
+        for (int a = 0; a < 7; a++) {
             for (int b = 0; b < 4; b++) {
                 int rows = row_counts[a], blocks = block_counts[b], K = 32 * blocks;
                 size_t row_bytes = (size_t)blocks * types[i].bytes, x_stride = 16, ldc = 3;

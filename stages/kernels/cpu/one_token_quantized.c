@@ -75,63 +75,81 @@ VBMI static inline __m512 row_halves(const uint8_t *const blk[ROWS], int at) {
     return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)h));
 }
 
-/* c[j * ldc] for the rows w .. w + (rows - 1) row_bytes (rows <= 16) of `type` (Q4_1 or Q8_0). */
-VBMI static inline __attribute__((always_inline)) void row_group(bool q4_1, int K, const float *x,
-                                                                 size_t x_stride, const uint8_t *w,
-                                                                 size_t row_bytes, int rows,
-                                                                 float *c, size_t ldc) {
-    const uint8_t *blk[ROWS];
-    for (int r = 0; r < ROWS; r++) blk[r] = w + (size_t)(r < rows ? r : rows - 1) * row_bytes;
+/* c[j * ldc] for the rows w .. w + (rows - 1) row_bytes (rows <= 16 G) of Q4_1 (q4_1) or Q8_0,
+ * G groups of 16 at once: each group's chain waits for its previous fma, so G independent chains
+ * keep the fma units busy. */
+VBMI static inline __attribute__((always_inline)) void
+row_groups(bool q4_1, int G, int K, const float *x, size_t x_stride, const uint8_t *w,
+           size_t row_bytes, int rows, float *c, size_t ldc) {
+    const uint8_t *blk[4][ROWS];
+    for (int g = 0; g < G; g++)
+        for (int r = 0; r < ROWS; r++) {
+            int row = ROWS * g + r < rows ? ROWS * g + r : rows - 1;
+            blk[g][r] = w + (size_t)row * row_bytes;
+        }
     const int block_bytes = q4_1 ? 20 : 34;
-    __m512 acc = _mm512_setzero_ps();
+    __m512 acc[4];
+    for (int g = 0; g < G; g++) acc[g] = _mm512_setzero_ps();
     for (int k0 = 0; k0 < K; k0 += 32) {
-        __m512 d = row_halves(blk, 0), m = q4_1 ? row_halves(blk, 2) : _mm512_setzero_ps();
-        if (q4_1) {
-            __m512i by[4], high[16];
-            byte_columns(blk, 4, by);
-            for (int j = 0; j < 16; j++) { /* values 0 .. 15: the low nibbles */
-                __m512i q = column_dwords(by, j);
-                high[j] = _mm512_srli_epi32(q, 4);
-                __m512 v = _mm512_cvtepi32_ps(_mm512_and_si512(q, _mm512_set1_epi32(15)));
-                __m512 wk = _mm512_add_ps(_mm512_mul_ps(v, d), m);
-                acc = _mm512_fmadd_ps(_mm512_set1_ps(x[(size_t)(k0 + j) * x_stride]), wk, acc);
-            }
-            for (int j = 0; j < 16; j++) { /* values 16 .. 31: the high nibbles */
-                __m512 wk = _mm512_add_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(high[j]), d), m);
-                acc = _mm512_fmadd_ps(_mm512_set1_ps(x[(size_t)(k0 + 16 + j) * x_stride]), wk, acc);
-            }
-        } else {
-            for (int half = 0; half < 2; half++) {
-                __m512i by[4];
-                byte_columns(blk, 2 + 16 * half, by);
-                for (int j = 0; j < 16; j++) {
-                    __m512i q = _mm512_srai_epi32(_mm512_slli_epi32(column_dwords(by, j), 24), 24);
-                    __m512 wk = _mm512_mul_ps(_mm512_cvtepi32_ps(q), d);
-                    acc = _mm512_fmadd_ps(
-                        _mm512_set1_ps(x[(size_t)(k0 + 16 * half + j) * x_stride]), wk, acc);
+        __m512 d[4], m[4];
+        __m512i by[4][4];
+        for (int g = 0; g < G; g++) {
+            d[g] = row_halves(blk[g], 0);
+            m[g] = q4_1 ? row_halves(blk[g], 2) : _mm512_setzero_ps();
+        }
+        for (int half = 0; half < 2; half++) {
+            /* Q4_1: the nibbles of bytes 0 .. 15 (values 0 .. 15 low, 16 .. 31 high); Q8_0: bytes
+             * 16 half .. 16 half + 15 */
+            if (!q4_1 || half == 0)
+                for (int g = 0; g < G; g++) byte_columns(blk[g], q4_1 ? 4 : 2 + 16 * half, by[g]);
+            for (int j = 0; j < 16; j++) {
+                __m512 xk = _mm512_set1_ps(x[(size_t)(k0 + 16 * half + j) * x_stride]);
+                for (int g = 0; g < G; g++) {
+                    __m512i q = column_dwords(by[g], j);
+                    __m512 wk;
+                    if (q4_1) {
+                        q = half ? _mm512_srli_epi32(q, 4)
+                                 : _mm512_and_si512(q, _mm512_set1_epi32(15));
+                        wk = _mm512_add_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(q), d[g]), m[g]);
+                    } else {
+                        q = _mm512_srai_epi32(_mm512_slli_epi32(q, 24), 24);
+                        wk = _mm512_mul_ps(_mm512_cvtepi32_ps(q), d[g]);
+                    }
+                    acc[g] = _mm512_fmadd_ps(xk, wk, acc[g]);
                 }
             }
         }
-        for (int r = 0; r < ROWS; r++) blk[r] += block_bytes;
+        for (int g = 0; g < G; g++)
+            for (int r = 0; r < ROWS; r++) blk[g][r] += block_bytes;
     }
-    float sums[ROWS];
-    _mm512_storeu_ps(sums, acc);
-    for (int r = 0; r < rows; r++) c[(size_t)r * ldc] = sums[r];
+    for (int g = 0; g < G; g++) {
+        float sums[ROWS];
+        _mm512_storeu_ps(sums, acc[g]);
+        for (int r = 0; r < ROWS && ROWS * g + r < rows; r++)
+            c[(size_t)(ROWS * g + r) * ldc] = sums[r];
+    }
 }
 
-VBMI static void q4_1_rows(int K, const float *x, size_t x_stride, const uint8_t *w,
-                           size_t row_bytes, int rows, float *c, size_t ldc) {
-    for (int r0 = 0; r0 < rows; r0 += ROWS)
-        row_group(true, K, x, x_stride, w + (size_t)r0 * row_bytes, row_bytes,
-                  rows - r0 < ROWS ? rows - r0 : ROWS, c + (size_t)r0 * ldc, ldc);
-}
-
-VBMI static void q8_0_rows(int K, const float *x, size_t x_stride, const uint8_t *w,
-                           size_t row_bytes, int rows, float *c, size_t ldc) {
-    for (int r0 = 0; r0 < rows; r0 += ROWS)
-        row_group(false, K, x, x_stride, w + (size_t)r0 * row_bytes, row_bytes,
-                  rows - r0 < ROWS ? rows - r0 : ROWS, c + (size_t)r0 * ldc, ldc);
-}
+/* The rows in passes of up to 4 groups of 16. */
+#define ROWS_KERNEL(name, is_q4_1)                                                                 \
+    VBMI static void name(int K, const float *x, size_t x_stride, const uint8_t *w,                \
+                          size_t row_bytes, int rows, float *c, size_t ldc) {                      \
+        for (int r0 = 0; r0 < rows; r0 += 4 * ROWS) {                                              \
+            int n = rows - r0 < 4 * ROWS ? rows - r0 : 4 * ROWS, G = (n + ROWS - 1) / ROWS;        \
+            const uint8_t *wg = w + (size_t)r0 * row_bytes;                                        \
+            float *cg = c + (size_t)r0 * ldc;                                                      \
+            if (G == 4)                                                                            \
+                row_groups(is_q4_1, 4, K, x, x_stride, wg, row_bytes, n, cg, ldc);                 \
+            else if (G == 3)                                                                       \
+                row_groups(is_q4_1, 3, K, x, x_stride, wg, row_bytes, n, cg, ldc);                 \
+            else if (G == 2)                                                                       \
+                row_groups(is_q4_1, 2, K, x, x_stride, wg, row_bytes, n, cg, ldc);                 \
+            else                                                                                   \
+                row_groups(is_q4_1, 1, K, x, x_stride, wg, row_bytes, n, cg, ldc);                 \
+        }                                                                                          \
+    }
+ROWS_KERNEL(q4_1_rows, true)
+ROWS_KERNEL(q8_0_rows, false)
 
 static bool has_avx512vbmi(void) {
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
