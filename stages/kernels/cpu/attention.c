@@ -226,56 +226,72 @@ void em_attention_queries(const float *q, const int32_t *query_start, const floa
     for (int task = 0; task < n_heads * blocks; task++) {
         int h = task % n_heads;
         query_block qb = order[task / n_heads];
+        /* a block of one query (a decoding step): the query heads of a KV head share its keys,
+         * so they are one product against K (its tokens the heads), run by the group's first */
+        bool windowed = mask->window > 0 && qb.q0 + qb.rows > mask->window; /* a key out of reach */
+        bool grouped = qb.rows == 1 && group > 1 && !windowed;
+        if (grouped && h % group) continue;
+        int heads = grouped ? group : 1;
         int g = h / group;
         int q0 = qb.q0, rows = qb.rows;
         int keys = q0 + rows; /* keys 0..keys-1 of the window are visible to some query */
-        int padded = em_gemm_padded_tokens(rows);
+        int tokens = grouped ? group : rows; /* of the scores' product */
+        int padded = em_gemm_padded_tokens(tokens);
         size_t ld = em_gemm_result_stride(rows); /* of out */
         block_memory m = carve_block_memory(longest, head_dim, s->buf[omp_get_thread_num()]);
         /* the window's k and vt, the block's queries */
         const float *kw = k[qb.w], *vtw = vt + qb.key_row0;
 
-        /* scores (keys, padded) = K[0:keys, g] Q[q0:q0+rows, h]^T */
+        /* scores (keys, padded) = K[0:keys, g] Q[q0:q0+rows, h]^T, or with the group's heads
+         * h .. h + group - 1 of the one query as the columns */
         const float *q_block = q + (size_t)qb.query_row * q_ld + (size_t)h * head_dim;
-        for (int p = 0; p < em_gemm_padded_tokens(rows) / EM_GEMM_PANEL; p++) {
-            em_gemm_pack_panel(q_block, (size_t)q_ld, rows, head_dim, p, m.q_packed);
+        for (int p = 0; p < padded / EM_GEMM_PANEL; p++) {
+            em_gemm_pack_panel(q_block, grouped ? (size_t)head_dim : (size_t)q_ld, tokens, head_dim,
+                               p, m.q_packed);
         }
-        em_gemm_tile(s->kernel, em_gemm_packed(m.q_packed, head_dim), rows, head_dim,
+        em_gemm_tile(s->kernel, em_gemm_packed(m.q_packed, head_dim), tokens, head_dim,
                      kw + (size_t)g * head_dim, (size_t)kv_ld, keys, m.scores, (size_t)padded);
-        if (mask->window > 0 && keys > mask->window) /* some key of the block is out of reach */
+        /* the softmax down each column: the group's heads see the same keys as one query (every
+         * key up to q0, no window cutting in) */
+        if (windowed)
             softmax_columns_window(m.scores, keys, q0, rows, padded, mask, m.max, m.sum);
         else
-            softmax_columns(m.scores, keys, q0, rows, padded, mask, m.max, m.sum);
+            softmax_columns(m.scores, keys, q0, tokens, padded, mask, m.max, m.sum);
+        for (int i = 0; i < heads; i++) { /* head h + i: column i of the scores when grouped */
+            const float *scores = m.scores + i, *inv_sum = m.sum + i;
 
-        /* out (head_dim, ld) = V[0:keys, g]^T E with E = exp(S - max)^T (keys, queries) read in
-         * place: the 16-query segments of its rows are panels of queries. Row d of out holds
-         * feature h*head_dim+d of the block's queries; divided by the sums, its queries go to
-         * their rows of the packed output (whole panels when the block starts on one). */
-        if (rows == 1) { /* V's rows are the keys: the same chains from V as it is */
-            value_sums(keys, m.scores, (size_t)padded, v[qb.w] + (size_t)g * head_dim,
-                       (size_t)kv_ld, head_dim, m.out, ld);
-        } else {
-            em_gemm_panels e = {m.scores, (size_t)padded, EM_GEMM_PANEL};
-            em_gemm_tile(s->kernel, e, rows, keys, vtw + (size_t)g * head_dim * ldv, ldv, head_dim,
-                         m.out, ld);
-        }
-        int first = qb.query_row; /* the block's first row of the output */
-        /* whole panels when the block starts on one, its other rows one by one */
-        int whole = first % EM_GEMM_PANEL == 0 ? rows / EM_GEMM_PANEL : 0;
-        for (int d = 0; d < head_dim; d++) {
-            const float *od = m.out + (size_t)d * ld;
-            /* feature h*head_dim+d: token t at column[(t / 16) * q_ld * 16 + t % 16] */
-            float *column = out_packed + ((size_t)h * head_dim + (size_t)d) * EM_GEMM_PANEL;
-            for (int p = 0; p < whole; p++) {
-                size_t panel = (size_t)first / EM_GEMM_PANEL + (size_t)p;
-                float *to = column + panel * q_ld * EM_GEMM_PANEL;
-                for (int i = 0; i < EM_GEMM_PANEL; i++)
-                    to[i] = od[p * EM_GEMM_PANEL + i] * m.sum[p * EM_GEMM_PANEL + i];
+            /* out (head_dim, ld) = V[0:keys, g]^T E with E = exp(S - max)^T (keys, queries) read
+             * in place: the 16-query segments of its rows are panels of queries. Row d of out
+             * holds feature (h+i)*head_dim+d of the block's queries; divided by the sums, its
+             * queries go to their rows of the packed output (whole panels when the block starts
+             * on one). */
+            if (rows == 1) { /* V's rows are the keys: the same chains from V as it is */
+                value_sums(keys, scores, (size_t)padded, v[qb.w] + (size_t)g * head_dim,
+                           (size_t)kv_ld, head_dim, m.out, ld);
+            } else {
+                em_gemm_panels e = {scores, (size_t)padded, EM_GEMM_PANEL};
+                em_gemm_tile(s->kernel, e, rows, keys, vtw + (size_t)g * head_dim * ldv, ldv,
+                             head_dim, m.out, ld);
             }
-            for (int i = whole * EM_GEMM_PANEL; i < rows; i++) {
-                int t = first + i;
-                column[(size_t)(t / EM_GEMM_PANEL) * q_ld * EM_GEMM_PANEL + t % EM_GEMM_PANEL] =
-                    od[i] * m.sum[i];
+            int first = qb.query_row; /* the block's first row of the output */
+            /* whole panels when the block starts on one, its other rows one by one */
+            int whole = first % EM_GEMM_PANEL == 0 ? rows / EM_GEMM_PANEL : 0;
+            for (int d = 0; d < head_dim; d++) {
+                const float *od = m.out + (size_t)d * ld;
+                /* feature (h+i)*head_dim+d: token t at column[(t / 16) * q_ld * 16 + t % 16] */
+                float *column =
+                    out_packed + ((size_t)(h + i) * head_dim + (size_t)d) * EM_GEMM_PANEL;
+                for (int p = 0; p < whole; p++) {
+                    size_t panel = (size_t)first / EM_GEMM_PANEL + (size_t)p;
+                    float *to = column + panel * q_ld * EM_GEMM_PANEL;
+                    for (int t = 0; t < EM_GEMM_PANEL; t++)
+                        to[t] = od[p * EM_GEMM_PANEL + t] * inv_sum[p * EM_GEMM_PANEL + t];
+                }
+                for (int t = whole * EM_GEMM_PANEL; t < rows; t++) {
+                    int row = first + t;
+                    column[(size_t)(row / EM_GEMM_PANEL) * q_ld * EM_GEMM_PANEL +
+                           row % EM_GEMM_PANEL] = od[t] * inv_sum[t];
+                }
             }
         }
     }
