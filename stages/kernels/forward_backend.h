@@ -78,6 +78,14 @@ typedef struct em_batch_window {
     int32_t *argmax;
 } em_batch_window;
 
+/* A prefix of P ids and the `count` continuations that follow it (score_shared_prefixes). */
+typedef struct em_shared_prefix {
+    const int32_t *ids; /* (P) */
+    int P;
+    const em_batch_window *continuations; /* (count) */
+    int count;
+} em_shared_prefix;
+
 typedef struct em_forward_backend {
     const char *name; /* the forward's `device:` */
     /* the forward's default `batch_tokens` (most positions scored in one batch) */
@@ -101,15 +109,17 @@ typedef struct em_forward_backend {
      * groups calls it with the same windows and gets the same results. A forward with cp > 1
      * scores one window per call (count > 1 is refused, exit status 2). */
     em_status (*score_batch)(void *f, const em_batch_window *windows, int count);
-    /* NULL, or scores `count` continuations of one shared prefix (P >= 1 ids at positions
-     * 0 .. P-1) as a batch: the prefix's keys and values are computed once, and each
-     * continuation's positions (its T ids at positions P .. P+T-1, scored from score_from as in
-     * score_batch) attend to them and to their own. Each continuation's nll and argmax are
-     * bit-identical to those of its whole window (prefix then continuation, scored from
-     * P + score_from) through score_batch, whatever else shares its batch. Every rank of the tp
-     * group calls it with the same arguments; a forward with cp > 1 refuses it (exit status 2). */
-    em_status (*score_shared_prefix)(void *f, const int32_t *prefix, int P,
-                                     const em_batch_window *continuations, int count);
+    /* NULL, or scores `count` shared prefixes, each with its continuations, in two batches: every
+     * prefix's keys and values (P >= 1 ids at positions 0 .. P-1) computed once, in one batch of
+     * the prefixes, then every continuation of every prefix in one batch, its positions (its T ids
+     * at positions P .. P+T-1, scored from score_from as in score_batch) attending to its own
+     * prefix's keys and to its own. Each continuation's nll and argmax are bit-identical to those
+     * of its whole window (prefix then continuation, scored from P + score_from) through
+     * score_batch, whatever else shares its batches. Every rank of the tp group calls it with the
+     * same arguments; a forward with cp > 1 refuses it (exit status 2). */
+    em_status (*score_shared_prefixes)(void *f, const em_shared_prefix *prefixes, int count);
+    /* with score_shared_prefixes: the most prefix positions a caller puts in one call */
+    int64_t prefix_batch_tokens;
     /* Two forwards of this backend (made by create with tp = cp = 1 and the same threads) over
      * the same window, for the compare stage: each model's nll and argmax as score_batch gives
      * them, and kl (T - score_from), per scored position KL(P_ref || P_cand) over the whole

@@ -14,8 +14,10 @@
  * Produces a "metrics" artifact: per task and metric "<stage>/<task>.<metric>" with its standard
  * error, and the per-example values (stages/metrics/example_values.h), for report and gate.
  * Where the backend scores shared prefixes and cp = 1, an example's requests that read the same
- * context (the same ids before the same score_from) are one call instead, the context computed
- * once and the choices its continuations, with the same bits as each request alone.
+ * context (the same ids before the same score_from) are one group instead, the context computed
+ * once and the choices its continuations, with the same bits as each request alone; consecutive
+ * examples' groups share a call up to `batch_tokens` context positions (default: the backend's
+ * prefix_batch_tokens).
  * `precision` (exact, ggml, bf16) rounds the products as the forward stage's does; it is recorded
  * in results.json and in the request records' key, so a resume or a gate refuses to mix precisions.
  * generate_until examples are one request each: its prompt (the context, encoded as a loglikelihood
@@ -62,6 +64,7 @@
 typedef struct task_state {
     int threads;
     int64_t batch_tokens;
+    int64_t prefix_tokens; /* context positions per shared-prefix call (batch_tokens when set) */
     const em_forward_backend *backend;
     em_precision precision; /* `precision`: how the products are rounded */
     em_task **tasks;
@@ -168,6 +171,9 @@ static em_status task_init(em_stage *self, const em_run_context *ctx) {
     st->batch_tokens = em_node_is_null(em_node_get(self->options, "batch_tokens"))
                            ? st->backend->batch_tokens
                            : em_node_option_int(self->options, "batch_tokens");
+    st->prefix_tokens = em_node_is_null(em_node_get(self->options, "batch_tokens"))
+                            ? st->backend->prefix_batch_tokens
+                            : st->batch_tokens;
     st->threads = em_stage_threads(self, ctx);
     /* the tasks are read here, before anything runs, so a bad task file is a bad recipe */
     const em_node *list = em_node_get(self->options, "tasks");
@@ -210,10 +216,11 @@ typedef struct scoring {
     void *forward;
     const em_tokenizer *tok;
     em_request_options request;
-    int64_t limit;       /* positions per batch */
-    bool share_prefix;   /* the requests of an example sharing their context are scored as
-                            continuations of it (the backend's score_shared_prefix, cp = 1) */
-    const char *run_dir; /* for the message of an interruption; NULL: none */
+    int64_t limit;        /* positions per batch */
+    bool share_prefix;    /* the requests of an example sharing their context are scored as
+                             continuations of it (the backend's score_shared_prefixes, cp = 1) */
+    int64_t prefix_limit; /* context positions per score_shared_prefixes call */
+    const char *run_dir;  /* for the message of an interruption; NULL: none */
     double *loglik, *greedy;
     char **texts;             /* generate_until: the generated text at its request's index */
     int max_length;           /* the most positions of a generation's prompt and tokens */
@@ -293,43 +300,53 @@ static bool same_context(const em_request *a, const em_request *b) {
            memcmp(a->input, b->input, (size_t)a->score_from * sizeof *a->input) == 0;
 }
 
-/* Scores requests [from, end) (their flat indices in index), which read the same context, as
- * continuations of it in one call: those taken from records are folded from them, the others
- * computed after the context's positions, computed once. */
-static em_status score_group(scoring *s, const em_request *reqs, const size_t *index, size_t from,
-                             size_t end) {
-    size_t n = end - from, tokens = 0;
+/* Scores the `groups` runs of requests bounds[g] .. bounds[g + 1] - 1 (their flat indices in
+ * index), each run reading one context, in one call: each run's context computed once and its
+ * requests as continuations of it; requests taken from records are folded from them. */
+static em_status score_groups(scoring *s, const em_request *reqs, const size_t *index,
+                              const size_t *bounds, size_t groups) {
+    size_t n = bounds[groups] - bounds[0], tokens = 0;
     em_batch_window *batch = em_xmalloc(n * sizeof *batch);
+    em_shared_prefix *prefixes = em_xmalloc(groups * sizeof *prefixes);
     size_t *members = em_xmalloc(n * sizeof *members);
-    for (size_t k = from; k < end; k++) tokens += (size_t)reqs[k].continuation_tokens;
-    double *nll = em_xmalloc(tokens * sizeof *nll);
-    int32_t *argmax = em_xmalloc(tokens * sizeof *argmax);
-    int count = 0;
+    for (size_t k = bounds[0]; k < bounds[groups]; k++)
+        tokens += (size_t)reqs[k].continuation_tokens;
+    double *nll = em_xmalloc((tokens ? tokens : 1) * sizeof *nll);
+    int32_t *argmax = em_xmalloc((tokens ? tokens : 1) * sizeof *argmax);
+    int count = 0, used = 0;
     size_t at = 0;
-    for (size_t k = from; k < end; k++) {
-        const em_request *q = &reqs[k];
-        em_window_record r;
-        if (recorded(s, index[k], q, &r)) {
-            fold_request(s, index[k], r.nll, r.argmax, r.target, r.token_count);
-            s->reused++;
-            continue;
+    for (size_t g = 0; g < groups; g++) {
+        int from = count;
+        for (size_t k = bounds[g]; k < bounds[g + 1]; k++) {
+            const em_request *q = &reqs[k];
+            em_window_record r;
+            if (recorded(s, index[k], q, &r)) {
+                fold_request(s, index[k], r.nll, r.argmax, r.target, r.token_count);
+                s->reused++;
+                continue;
+            }
+            int P = q->score_from;
+            members[count] = k;
+            batch[count++] = (em_batch_window){
+                q->input + P, q->target + P, q->continuation_tokens, 0, nll + at, argmax + at};
+            at += (size_t)q->continuation_tokens;
+            s->request_tokens += q->T;
         }
-        int P = q->score_from;
-        members[count] = k;
-        batch[count++] = (em_batch_window){q->input + P, q->target + P, q->continuation_tokens, 0,
-                                           nll + at,     argmax + at};
-        at += (size_t)q->continuation_tokens;
-        s->request_tokens += q->T;
+        if (count == from) continue; /* every request of the run recorded */
+        const em_request *first = &reqs[members[from]];
+        prefixes[used++] =
+            (em_shared_prefix){first->input, first->score_from, batch + from, count - from};
+        s->computed_tokens += first->score_from;
     }
     em_status err = NULL;
-    if (count > 0) {
-        const em_request *first = &reqs[members[0]];
-        err = s->be->score_shared_prefix(s->forward, first->input, first->score_from, batch, count);
-        s->computed_tokens += first->score_from + (int64_t)at;
+    if (used > 0) {
+        err = s->be->score_shared_prefixes(s->forward, prefixes, used);
+        s->computed_tokens += (int64_t)at;
     }
     for (int b = 0; b < count && !err; b++)
         keep_scored(s, index[members[b]], &reqs[members[b]], batch[b].nll, batch[b].argmax);
     free(batch);
+    free(prefixes);
     free(members);
     free(nll);
     free(argmax);
@@ -368,6 +385,7 @@ static em_status score_range(scoring *s, const flat_example *flat, size_t first,
     double *nll = em_xmalloc(capacity * sizeof *nll);
     int32_t *argmax = em_xmalloc(capacity * sizeof *argmax);
     size_t *members = em_xmalloc((made ? made : 1) * sizeof *members); /* a batch's reqs */
+    size_t *bounds = em_xmalloc((made + 1) * sizeof *bounds);          /* score_groups' runs */
     for (size_t done = 0; done < made && !err;) {
         if (em_stop_signal()) { /* stop between batches: the scored requests are recorded */
             err = em_error_new(EM_EXIT_INTERRUPTED,
@@ -379,11 +397,21 @@ static em_status score_range(scoring *s, const flat_example *flat, size_t first,
             break;
         }
         if (s->share_prefix && reqs[done].score_from > 0) {
-            size_t end = done + 1;
-            while (end < made && owner[end] == owner[done] && same_context(&reqs[done], &reqs[end]))
-                end++;
-            err = score_group(s, reqs, index, done, end);
-            done = end;
+            /* consecutive runs of an example's requests reading one context, up to
+             * prefix_limit context positions (one run at least) */
+            size_t groups = 0;
+            int64_t positions = 0;
+            bounds[0] = done;
+            while (done < made && s->share_prefix && reqs[done].score_from > 0 &&
+                   (groups == 0 || positions + reqs[done].score_from <= s->prefix_limit)) {
+                size_t end = done + 1;
+                while (end < made && owner[end] == owner[done] &&
+                       same_context(&reqs[done], &reqs[end]))
+                    end++;
+                positions += reqs[done].score_from;
+                bounds[++groups] = done = end;
+            }
+            err = score_groups(s, reqs, index, bounds, groups);
             continue;
         }
         size_t at = 0;
@@ -417,6 +445,7 @@ static em_status score_range(scoring *s, const flat_example *flat, size_t first,
             keep_scored(s, index[members[b]], &reqs[members[b]], batch[b].nll, batch[b].argmax);
     }
     free(members);
+    free(bounds);
     free(owner);
     for (size_t k = 0; k < made; k++) em_request_clear(&reqs[k]);
     free(reqs);
@@ -922,7 +951,8 @@ static em_status task_run(em_stage *self, const em_run_context *ctx) {
                                    ? -1
                                    : em_node_option_bool(self->options, "add_bos")},
         .limit = mesh->cp > 1 ? 1 : st->batch_tokens,
-        .share_prefix = be->score_shared_prefix && mesh->cp == 1,
+        .share_prefix = be->score_shared_prefixes && mesh->cp == 1,
+        .prefix_limit = st->prefix_tokens,
         .run_dir = ctx->run_dir,
         .loglik = em_xcalloc(request_count ? request_count : 1, sizeof(double)),
         .greedy = em_xcalloc(request_count ? request_count : 1, sizeof(double)),

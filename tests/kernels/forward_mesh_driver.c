@@ -6,12 +6,13 @@
  * lines (nll with 17 significant digits) to OUT.dp<dp rank>; every rank writes its shard's weight
  * bytes to OUT.weights.<world rank>. With BACKEND-batch (cpu-batch, cuda-batch) the dp rank's
  * windows go to the backend as one batch (score_batch); with BACKEND-prefix (cpu-prefix) as
- * continuations of their shared prefix (score_shared_prefix); with BACKEND-decode (cpu-decode)
+ * continuations of their shared prefixes, every pair's prefix in one call (score_shared_prefixes);
+ * with BACKEND-decode (cpu-decode)
  * they are decoded together with a key-value cache (decode_new, prefill, step): each window's
  * first SCORE_FROM + 1 ids prefilled, then its own next ids fed one step at a time, each
  * position's argmax the decoder's and its nll computed here from the decoder's logits (in double,
- * so close to the head's but not its bits). Every window's first SCORE_FROM ids are window 0's,
- * so the windows share that prefix in every mode.
+ * so close to the head's but not its bits). The windows come in pairs (2w, 2w + 1) whose first
+ * SCORE_FROM ids are the same, the pair's shared prefix, in every mode.
  * Usage: forward_mesh_driver MODEL TP CP T SCORE_FROM WINDOWS SEED OUT
  *        [BACKEND[-batch|-prefix|-decode]|reference]
  */
@@ -150,7 +151,7 @@ int main(int argc, char **argv) {
         int32_t *wi = ids + (size_t)w * (T + 1);
         for (int t = 0; t <= T; t++) {
             s = s * 1664525u + 1013904223u;
-            wi[t] = w > 0 && t < score_from ? ids[t]
+            wi[t] = w % 2 && t < score_from ? wi[t - (T + 1)]
                                             : (int32_t)((s >> 8) % (unsigned)model->config.n_vocab);
         }
         double *wn = nll + (size_t)w * n;
@@ -164,8 +165,18 @@ int main(int argc, char **argv) {
                         : em_forward_score_window(be, f, wi, wi + 1, T, score_from, wn, wa);
     }
     if (!err && batched && end > first) err = be->score_batch(f, batch + first, end - first);
-    if (!err && prefixed && end > first)
-        err = be->score_shared_prefix(f, ids, score_from, batch + first, end - first);
+    if (!err && prefixed && end > first) { /* each pair of the rank's share: one prefix */
+        em_shared_prefix *prefixes = calloc((size_t)(end - first), sizeof *prefixes);
+        int count = 0;
+        for (int w = first; w < end; w++) {
+            if (count == 0 || w % 2 == 0)
+                prefixes[count++] =
+                    (em_shared_prefix){ids + (size_t)w * (T + 1), score_from, batch + w, 0};
+            prefixes[count - 1].count++;
+        }
+        err = be->score_shared_prefixes(f, prefixes, count);
+        free(prefixes);
+    }
     if (!err && decoding && end > first)
         err = decode_windows(be, f, ids, T, score_from, first, end, model->config.n_vocab, nll,
                              argmax);

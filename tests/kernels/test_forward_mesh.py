@@ -12,7 +12,8 @@ and the test checks:
     the order of attention's sums, nothing else);
   - repeated runs, and the same tp and cp over dp = 1 or 2, bit-identical;
   - tp = 2 with the windows in one batch (score_batch), and as continuations of their shared
-    first SCORE_FROM positions (score_shared_prefix), bit-identical to one window at a time, and
+    first SCORE_FROM positions (each pair of windows shares one; the pairs' prefixes in one call,
+    score_shared_prefixes), bit-identical to one window at a time, and
     cp = 2 refusing a batch of several windows and a shared prefix (exit status 2);
   - tp = 1 and 2 decoding the windows together with a key-value cache (prefill, then each
     window's own ids fed step by step; cpu-decode): every position's argmax that of one window
@@ -37,7 +38,7 @@ TP_TOL = 1e-5   # |nll_tp - nll_tp1| / max(1, |nll_tp1|)
 PPL_TOL = 1e-5  # relative, perplexity of all the windows
 DECODE_TOL = 1e-6  # the decoder's logits in double against the head's float exponentials
 
-T, SCORE_FROM, WINDOWS, SEED = 40, 8, 2, 11
+T, SCORE_FROM, WINDOWS, SEED = 40, 8, 4, 11
 
 # (label, evalmesh-mkmodel arguments, largest tp to try): shapes whose heads, KV heads and MLP
 # columns split 2 and 4 ways (and quantized column slices stay whole blocks of 32); a vocabulary

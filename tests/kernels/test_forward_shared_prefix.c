@@ -1,7 +1,8 @@
-/* Shared prefixes on the CPU forward (em_llama_forward_shared_prefix): each continuation of a
+/* Shared prefixes on the CPU forward (em_llama_forward_shared_prefixes): each continuation of a
  * prefix must get nll and argmax bit-identical to its whole window (prefix then continuation)
  * scored alone by em_llama_forward_batch, on 1 and 2 threads, whatever other continuations share
- * its batch and in whatever order, and a forward that has scored shared prefixes must still give
+ * its batch and in whatever order, whatever other prefixes share its call (every case's prefix in
+ * one call, in both orders), and a forward that has scored shared prefixes must still give
  * whole windows (in a mixed batch) their bits alone. The prefixes have 1 to 150 positions (inside
  * the first attention query block, on its edge, across blocks) and 1 to 4 continuations of 1 to
  * 90 positions, most scored whole and some from their middle. Uses the model given as argv[1],
@@ -55,17 +56,24 @@ static void make_windows(const prefix_case *c, uint32_t seed, int V, window *ws)
     }
 }
 
-/* Scores case c's continuations order[0 .. count-1] as one shared-prefix batch into out[i]. */
-static em_status run_shared(em_llama_forward *f, const prefix_case *c, const window *ws,
-                            const int *order, int count, scores *out) {
-    em_batch_window batch[MOST_CONTINUATIONS];
+/* Case c's continuations order[0 .. count-1] into batch (out[i] their scores), as one prefix. */
+static em_shared_prefix shared(const prefix_case *c, const window *ws, const int *order, int count,
+                               scores *out, em_batch_window *batch) {
     for (int k = 0; k < count; k++) {
         int i = order[k];
         const int32_t *ids = ws[i].ids + c->P;
         batch[k] =
             (em_batch_window){ids, ids + 1, c->T[i], c->score_from[i], out[i].nll, out[i].argmax};
     }
-    return em_llama_forward_shared_prefix(f, ws[0].ids, c->P, batch, count);
+    return (em_shared_prefix){ws[0].ids, c->P, batch, count};
+}
+
+/* Scores case c's continuations order[0 .. count-1] as one shared-prefix batch into out[i]. */
+static em_status run_shared(em_llama_forward *f, const prefix_case *c, const window *ws,
+                            const int *order, int count, scores *out) {
+    em_batch_window batch[MOST_CONTINUATIONS];
+    em_shared_prefix p = shared(c, ws, order, count, out, batch);
+    return em_llama_forward_shared_prefixes(f, &p, 1);
 }
 
 /* Whether out[i] holds the bits of want[i] for each of the case's continuations. */
@@ -118,6 +126,25 @@ int main(int argc, char **argv) {
             printf("%d thread%s, prefix of %d, %d continuation%s: %s\n", threads,
                    threads > 1 ? "s" : "", pc->P, pc->count, pc->count > 1 ? "s" : "",
                    together && backwards && each ? "bit-identical to alone" : "DIFFERENT");
+        }
+        /* every case's prefix and continuations in one call, the cases in order and reversed */
+        for (int backwards = 0; backwards <= 1; backwards++) {
+            static em_batch_window batches[CASES][MOST_CONTINUATIONS];
+            static scores got[CASES][MOST_CONTINUATIONS];
+            em_shared_prefix prefixes[CASES];
+            memset(got, 0xff, sizeof got);
+            for (int k = 0; k < CASES; k++) {
+                int c = backwards ? CASES - 1 - k : k;
+                prefixes[k] =
+                    shared(&cases[c], ws[c], in_order, cases[c].count, got[c], batches[c]);
+            }
+            check_ok(em_llama_forward_shared_prefixes(f, prefixes, CASES));
+            bool all = true;
+            for (int c = 0; c < CASES; c++) all = all && same(&cases[c], alone[c], got[c]);
+            CHECK(all);
+            printf("%d thread%s, the %d prefixes in one call%s: %s\n", threads,
+                   threads > 1 ? "s" : "", CASES, backwards ? ", reversed" : "",
+                   all ? "bit-identical to alone" : "DIFFERENT");
         }
         /* whole windows of every case in one mixed batch on the same forward */
         em_batch_window batch[CASES * MOST_CONTINUATIONS];

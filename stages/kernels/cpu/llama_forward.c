@@ -660,32 +660,60 @@ static em_status reserve_prefix(em_llama_forward *f, int P) {
     return NULL;
 }
 
-em_status em_llama_forward_shared_prefix(em_llama_forward *f, const int32_t *prefix, int P,
-                                         const em_batch_window *continuations, int count) {
+em_status em_llama_forward_shared_prefixes(em_llama_forward *f, const em_shared_prefix *prefixes,
+                                           int count) {
     em_status err =
         em_llama_forward_refuse_cp(f, "score shared prefixes (score the whole windows)");
     if (err) return err;
-    if (P < 1) return em_error_new(EM_EXIT_BAD_INPUT, "a shared prefix of %d positions", P);
-    if (count < 1) return NULL;
-    err = reserve_prefix(f, P);
+    int positions = 0, continuations = 0;
+    for (int g = 0; g < count; g++) {
+        if (prefixes[g].P < 1)
+            return em_error_new(EM_EXIT_BAD_INPUT, "a shared prefix of %d positions",
+                                prefixes[g].P);
+        positions += prefixes[g].P;
+        continuations += prefixes[g].count;
+    }
+    if (continuations == 0) return NULL;
+    err = reserve_prefix(f, positions);
     if (err) return err;
-    size_t stride = (size_t)P * (size_t)em_llama_forward_kv_width(f);
-    /* the prefix's layers only, keeping their keys and values (it has nothing scored: its
-     * targets stand for the check of the window's ids) */
-    em_batch_window whole = {prefix, prefix, P, P - 1, NULL, NULL};
-    int32_t none = 0;
-    em_kept_keys keep = {&f->prefix_k, &f->prefix_v, &none, stride, true};
-    err = em_llama_forward_with_kept(f, &keep, &whole, 1);
-    if (err) return em_error_prefix(err, "shared prefix");
-    /* every continuation after the prefix's rows */
-    float **k = em_xmalloc((size_t)count * sizeof *k), **v = em_xmalloc((size_t)count * sizeof *v);
-    int32_t *before = em_xmalloc((size_t)count * sizeof *before);
-    for (int w = 0; w < count; w++) k[w] = f->prefix_k, v[w] = f->prefix_v, before[w] = P;
+    /* the kept rows are (layers, positions, kv): prefix g's from row offset[g] of each layer */
+    size_t kv = (size_t)em_llama_forward_kv_width(f), stride = (size_t)positions * kv;
+    int n = count > continuations ? count : continuations;
+    float **k = em_xmalloc((size_t)n * sizeof *k), **v = em_xmalloc((size_t)n * sizeof *v);
+    int32_t *before = em_xcalloc((size_t)n, sizeof *before);
+    em_batch_window *windows = em_xmalloc((size_t)n * sizeof *windows);
+    /* the prefixes' layers only, keeping their keys and values (nothing is scored: their targets
+     * stand for the check of the window's ids) */
+    size_t row = 0;
+    for (int g = 0; g < count; g++) {
+        const em_shared_prefix *p = &prefixes[g];
+        windows[g] = (em_batch_window){p->ids, p->ids, p->P, p->P - 1, NULL, NULL};
+        k[g] = f->prefix_k + row * kv;
+        v[g] = f->prefix_v + row * kv;
+        row += (size_t)p->P;
+    }
+    em_kept_keys keep = {k, v, before, stride, true};
+    err = em_llama_forward_with_kept(f, &keep, windows, count);
+    if (err) err = em_error_prefix(err, "shared prefix");
+    /* every continuation after its prefix's rows */
+    int w = 0;
+    row = 0;
+    for (int g = 0; g < count && !err; g++) {
+        const em_shared_prefix *p = &prefixes[g];
+        for (int c = 0; c < p->count; c++, w++) {
+            windows[w] = p->continuations[c];
+            k[w] = f->prefix_k + row * kv;
+            v[w] = f->prefix_v + row * kv;
+            before[w] = p->P;
+        }
+        row += (size_t)p->P;
+    }
     em_kept_keys attend = {k, v, before, stride, false};
-    err = em_llama_forward_with_kept(f, &attend, continuations, count);
+    if (!err) err = em_llama_forward_with_kept(f, &attend, windows, continuations);
     free(k);
     free(v);
     free(before);
+    free(windows);
     return err;
 }
 
@@ -792,9 +820,9 @@ static em_status backend_create(const em_model *model, const em_forward_groups *
 static em_status backend_score_batch(void *f, const em_batch_window *windows, int count) {
     return em_llama_forward_batch(f, windows, count);
 }
-static em_status backend_score_shared_prefix(void *f, const int32_t *prefix, int P,
-                                             const em_batch_window *continuations, int count) {
-    return em_llama_forward_shared_prefix(f, prefix, P, continuations, count);
+static em_status backend_score_shared_prefixes(void *f, const em_shared_prefix *prefixes,
+                                               int count) {
+    return em_llama_forward_shared_prefixes(f, prefixes, count);
 }
 /* Both forwards' layers over the window, each one's final norm of the scored positions into its
  * xn (n, D), then one paired head for both (pair_head.h): the nll and argmax score_batch gives
@@ -875,7 +903,10 @@ const em_forward_backend em_forward_backend_cpu = {
     .available = NULL,
     .create = backend_create,
     .score_batch = backend_score_batch,
-    .score_shared_prefix = backend_score_shared_prefix,
+    .score_shared_prefixes = backend_score_shared_prefixes,
+    /* prefixes of about a window together: each converted weight tile then serves a window's
+     * positions, where one example's context of ~100 positions would leave it mostly idle */
+    .prefix_batch_tokens = 512,
     .score_pair = backend_score_pair,
     .decode_new = backend_decode_new,
     .prefill = backend_prefill,

@@ -44,14 +44,14 @@ em_status em_llama_forward_new(const em_model *model, int threads, em_llama_forw
  * naming its window and position. */
 em_status em_llama_forward_batch(em_llama_forward *f, const em_batch_window *windows, int count);
 
-/* Scores count continuations of one prefix of P >= 1 ids (forward_backend.h's
- * score_shared_prefix): the prefix runs through the layers once, each layer's keys and values
- * (after RoPE) kept; then the continuations run as one batch after them
+/* Scores `count` shared prefixes and their continuations (forward_backend.h's
+ * score_shared_prefixes): the prefixes run through the layers as one batch, each layer's keys and
+ * values (after RoPE) kept; then every prefix's continuations run as one batch after them
  * (em_llama_forward_with_kept). Every other kernel works row by row as for windows, so each
  * continuation's nll and argmax are the bits of its whole window through em_llama_forward_batch.
  * cp > 1 is refused (exit status 2). */
-em_status em_llama_forward_shared_prefix(em_llama_forward *f, const int32_t *prefix, int P,
-                                         const em_batch_window *continuations, int count);
+em_status em_llama_forward_shared_prefixes(em_llama_forward *f, const em_shared_prefix *prefixes,
+                                           int count);
 
 /* Keys and values kept across calls for the windows of a batch (this rank's KV heads, after
  * RoPE): window w's rows of layer l start at k[w] + l * layer_stride (and v[w] likewise), KV heads

@@ -873,7 +873,8 @@ const em_forward_backend em_forward_backend_cuda = {
     .create = backend_create,
     .score_batch = backend_score_batch,
     /* no shared-prefix scoring: the task stage scores every request whole on this backend */
-    .score_shared_prefix = NULL,
+    .score_shared_prefixes = NULL,
+    .prefix_batch_tokens = 0,
     .score_pair = backend_score_pair,
     /* no decoding yet: generation refuses this backend (em_forward_decoding) */
     .decode_new = NULL,
