@@ -112,28 +112,49 @@ static void zero_k_block(em_gemm_panels x, int t, int b, em_q8_activations *q) {
 }
 
 typedef void block_fn(em_gemm_panels x, int t, int b, em_q8_activations *q);
+typedef void panel_fn(em_gemm_panels x, int panel, int n, int b, em_q8_activations *q);
 
-/* Every block (blocks of them per token) of the T tokens and the padding ones. */
+/* Every block (blocks of them per token) of the T tokens and the padding ones: a panel of 16
+ * tokens at a time by `panel` when it is not NULL, else token by token by `quantize`. */
 static void quantize_blocks(em_gemm_panels x, int T, int K, int blocks, int threads,
-                            block_fn *quantize, block_fn *zero, em_q8_activations *q) {
+                            block_fn *quantize, panel_fn *panel, block_fn *zero,
+                            em_q8_activations *q) {
     q->T = T;
     q->tokens = padded_tokens(T);
     bool parallel = (int64_t)T * K >= EM_PARALLEL_MIN_ELEMENTS;
 #pragma omp parallel for num_threads(threads) if (parallel)
     for (int b = 0; b < blocks; b++) {
-        for (int t = 0; t < T; t++) quantize(x, t, b, q);
+        if (panel)
+            for (int p = 0; p * EM_GEMM_PANEL < T; p++) {
+                int n = T - p * EM_GEMM_PANEL;
+                panel(x, p, n < EM_GEMM_PANEL ? n : EM_GEMM_PANEL, b, q);
+            }
+        else
+            for (int t = 0; t < T; t++) quantize(x, t, b, q);
         for (int t = T; t < q->tokens; t++) zero(x, t, b, q);
     }
 }
 
-void em_q8_quantize(em_gemm_panels x, int T, int K, int threads, em_q8_activations *q) {
+void em_q8_quantize_as(em_gemm_panels x, int T, int K, int threads, bool vector,
+                       em_q8_activations *q) {
     q->blocks = K / EM_Q8_BLOCK;
-    quantize_blocks(x, T, K, q->blocks, threads, quantize_block, zero_block, q);
+    quantize_blocks(x, T, K, q->blocks, threads, quantize_block,
+                    vector ? em_q8_block_panel_avx512 : NULL, zero_block, q);
+}
+
+void em_q8k_quantize_as(em_gemm_panels x, int T, int K, int threads, bool vector,
+                        em_q8_activations *q) {
+    q->kblocks = K / EM_Q8K_BLOCK;
+    quantize_blocks(x, T, K, q->kblocks, threads, quantize_k_block,
+                    vector ? em_q8k_block_panel_avx512 : NULL, zero_k_block, q);
+}
+
+void em_q8_quantize(em_gemm_panels x, int T, int K, int threads, em_q8_activations *q) {
+    em_q8_quantize_as(x, T, K, threads, em_q8_avx512_runs_here(), q);
 }
 
 void em_q8k_quantize(em_gemm_panels x, int T, int K, int threads, em_q8_activations *q) {
-    q->kblocks = K / EM_Q8K_BLOCK;
-    quantize_blocks(x, T, K, q->kblocks, threads, quantize_k_block, zero_k_block, q);
+    em_q8k_quantize_as(x, T, K, threads, em_q8_avx512_runs_here(), q);
 }
 
 void em_q8_activations_free(em_q8_activations *q) {

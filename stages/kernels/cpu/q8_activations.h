@@ -10,12 +10,16 @@
  * iscale = -127 / max, kqs_j = min(127, nearest_int(iscale * x_j)) (halves to even), kd = 1 /
  * iscale as a float, and the sum of each 16 quants (all zero when max is 0).
  *
+ * On a CPU with AVX-512 (F and BW) the rounding runs 16 tokens at once
+ * (q8_activations_avx512.c), the same bits as the C one.
+ *
  * Layout, block-major so that the dot-product kernels (ggml_dot.h) read consecutive tokens of one
  * block together: block b of token t is at index b * tokens + t, where tokens is T rounded up to
  * EM_Q8_TOKEN_STEP; the padding tokens are zeros (d = 0), so their products are 0. */
 #ifndef EVALMESH_KERNELS_Q8_ACTIVATIONS_H
 #define EVALMESH_KERNELS_Q8_ACTIVATIONS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -52,5 +56,18 @@ void em_q8_quantize(em_gemm_panels x, int T, int K, int threads, em_q8_activatio
 void em_q8k_quantize(em_gemm_panels x, int T, int K, int threads, em_q8_activations *q);
 
 void em_q8_activations_free(em_q8_activations *q);
+
+/* em_q8_quantize and em_q8k_quantize with the C rounding (vector false) or the AVX-512 one (vector
+ * true, only where em_q8_avx512_runs_here): the same bits, which the tests compare. */
+void em_q8_quantize_as(em_gemm_panels x, int T, int K, int threads, bool vector,
+                       em_q8_activations *q);
+void em_q8k_quantize_as(em_gemm_panels x, int T, int K, int threads, bool vector,
+                        em_q8_activations *q);
+
+/* Whether this CPU has the AVX-512 rounding's instructions (false off x86-64). */
+bool em_q8_avx512_runs_here(void);
+/* Block b of the n (<= 16) real tokens of panel `panel`, in each form, on AVX-512. */
+void em_q8_block_panel_avx512(em_gemm_panels x, int panel, int n, int b, em_q8_activations *q);
+void em_q8k_block_panel_avx512(em_gemm_panels x, int panel, int n, int b, em_q8_activations *q);
 
 #endif

@@ -1,0 +1,123 @@
+/* The ggml precision's 8-bit rounding of activations (stages/kernels/cpu/q8_activations.h): the
+ * AVX-512 rounding, 16 tokens a vector, against the C one, bit for bit, in both forms (32-value
+ * Q8_0/Q8_1 blocks and 256-value Q8_K ones): every quant, scale and sum of tokens 1 to 37 (a
+ * ragged last panel, padding tokens), on random activations of every magnitude with exact halves
+ * (x * id = k + 0.5, where roundf and nearest_int part ways), all-zero blocks, one-value blocks,
+ * denormals, and values of equal magnitude and opposite signs (Q8_K keeps the first). Also one
+ * known block by hand. A CPU without AVX-512 F and BW skips the comparison with a message. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "stages/kernels/cpu/gemm.h"
+#include "stages/kernels/cpu/q8_activations.h"
+#include "test.h"
+
+#define K 512 /* two Q8_K blocks, sixteen Q8_0 ones */
+
+static uint32_t seed = 7;
+
+static uint32_t random_u32(void) {
+    seed = seed * 1664525u + 1013904223u;
+    return seed >> 8;
+}
+
+/* Value j of token t: a mix of the cases above, decided by the block and the token. */
+static float value(int t, int j) {
+    int block = j / 32, kind = (t * 7 + block) % 6;
+    float r = (float)((int)(random_u32() % 2001) - 1000) / 1000.0f; /* [-1, 1] */
+    switch (kind) {
+    case 0:
+        return 0.0f; /* an all-zero block */
+    case 1:
+        return j % 32 == 5 ? -3.25f : 0.0f; /* one value */
+    case 2:
+        return j % 32 == 0 ? 127.0f : (float)((int)(random_u32() % 255) - 127) * 0.5f;
+    case 3:
+        return r * 1e-40f; /* denormals */
+    case 4:
+        return j % 2 ? r * 8.0f : -r * 8.0f; /* equal magnitudes, both signs */
+    default:
+        return r * powf(2.0f, (float)(t % 40) - 20); /* every magnitude */
+    }
+}
+
+/* x (T, K) packed as GEMM panels into xp. */
+static void pack(int T, float *x, float *xp) {
+    for (int t = 0; t < T; t++)
+        for (int j = 0; j < K; j++) x[(size_t)t * K + j] = value(t, j);
+    for (int p = 0; p * EM_GEMM_PANEL < T; p++) em_gemm_pack_panel(x, K, T, K, p, xp);
+}
+
+/* Whether both forms of a and b agree for every one of their (padded) tokens. */
+static bool same(const em_q8_activations *a, const em_q8_activations *b) {
+    size_t n = (size_t)a->blocks * a->tokens, nk = (size_t)a->kblocks * a->tokens;
+    return a->tokens == b->tokens && memcmp(a->qs, b->qs, n * EM_Q8_BLOCK) == 0 &&
+           memcmp(a->d, b->d, n * sizeof(float)) == 0 &&
+           memcmp(a->s, b->s, n * sizeof(float)) == 0 &&
+           memcmp(a->sum, b->sum, n * sizeof(int32_t)) == 0 &&
+           memcmp(a->kqs, b->kqs, nk * EM_Q8K_BLOCK) == 0 &&
+           memcmp(a->kd, b->kd, nk * sizeof(float)) == 0 &&
+           memcmp(a->kbsums, b->kbsums, nk * 16 * sizeof(int16_t)) == 0;
+}
+
+/* A block by hand: amax 127 gives d = 1, so the quants are roundf of the values themselves. */
+static void check_known_block(void) {
+    float x[K] = {0}, xp[EM_GEMM_PANEL * K];
+    const float v[6] = {127.0f, 2.5f, -2.5f, 0.5f, -0.5f, 3.49f};
+    memcpy(x, v, sizeof v);
+    em_gemm_pack_panel(x, K, 1, K, 0, xp);
+    em_q8_activations q = {0};
+    CHECK(em_q8_reserve(&q, 1, K) == NULL);
+    em_q8_quantize_as(em_gemm_packed(xp, K), 1, K, 1, false, &q);
+    const int8_t want[6] = {127, 3, -3, 1, -1, 3};
+    CHECK(memcmp(q.qs, want, sizeof want) == 0);
+    CHECK(q.d[0] == 1.0f);
+    CHECK_INT_EQ(q.sum[0], 127 + 3 - 3 + 1 - 1 + 3);
+    em_q8k_quantize_as(em_gemm_packed(xp, K), 1, K, 1, false, &q);
+    /* Q8_K: iscale = -127 / 127 = -1, nearest_int halves to even: -2.5 -> 2, 0.5 -> -0 */
+    const int8_t want_k[6] = {-127, -2, 2, 0, 0, -3};
+    CHECK(memcmp(q.kqs, want_k, sizeof want_k) == 0);
+    CHECK(q.kd[0] == -1.0f);
+    printf("known block: roundf %d %d %d %d, nearest_int %d %d %d %d\n", q.qs[1], q.qs[2], q.qs[3],
+           q.qs[4], q.kqs[1], q.kqs[2], q.kqs[3], q.kqs[4]);
+    em_q8_activations_free(&q);
+}
+
+int main(void) {
+    check_known_block();
+    if (!em_q8_avx512_runs_here()) {
+        printf("AVX-512 rounding: this CPU has no AVX-512 F and BW, skipped\n");
+        return test_finish();
+    }
+    static const int Ts[] = {1, 3, 4, 15, 16, 17, 31, 37};
+    for (size_t i = 0; i < sizeof Ts / sizeof *Ts; i++) {
+        int T = Ts[i], padded = (T + EM_GEMM_PANEL - 1) / EM_GEMM_PANEL * EM_GEMM_PANEL;
+        float *x = malloc((size_t)T * K * sizeof *x);
+        float *xp = malloc((size_t)padded * K * sizeof *xp);
+        pack(T, x, xp);
+        em_q8_activations c = {0}, v = {0};
+        CHECK(em_q8_reserve(&c, T, K) == NULL);
+        CHECK(em_q8_reserve(&v, T, K) == NULL);
+        memset(c.qs, 0x55, c.capacity * EM_Q8_BLOCK);
+        memset(v.qs, 0x2a, v.capacity * EM_Q8_BLOCK);
+        for (int threads = 1; threads <= 2; threads++) {
+            em_gemm_panels panels = em_gemm_packed(xp, K);
+            em_q8_quantize_as(panels, T, K, threads, false, &c);
+            em_q8k_quantize_as(panels, T, K, threads, false, &c);
+            em_q8_quantize_as(panels, T, K, threads, true, &v);
+            em_q8k_quantize_as(panels, T, K, threads, true, &v);
+            bool ok = same(&c, &v);
+            CHECK(ok);
+            printf("T %2d, %d thread%s: AVX-512 rounding %s\n", T, threads, threads > 1 ? "s" : "",
+                   ok ? "bit-identical to C" : "DIFFERENT");
+        }
+        em_q8_activations_free(&c);
+        em_q8_activations_free(&v);
+        free(x);
+        free(xp);
+    }
+    return test_finish();
+}
