@@ -4,7 +4,7 @@
  * that are not multiples of their tiles (avx2: 2 rows x 8 tokens; avx512vnni: 16 tokens, chunks
  * of 64 blocks, K-quants 16 rows and chunks of 4; avxvnni: chunks of 32 tokens in 1 to 4 groups
  * of 8 or 4, chunks of 32 blocks, K-quants chunks of 16 tokens in 1 or 2 groups, 16 rows and
- * chunks of 4 blocks; amx: 16 rows x 16 tokens), with random quants (every
+ * chunks of 4 blocks; amx: 16 rows x 16 tokens, groups of 48 rows), with random quants (every
  * bit pattern, Q8_0's -128 included) and random fp16 scales; the C kernel agrees with the same
  * products computed in double from the weights as the format's dequantizer gives them and the
  * activations as d * qs (plus, for Q4_1 and Q5_1, ggml's rounded block sum s in place of
@@ -167,8 +167,8 @@ int main(void) {
     const em_ggml_kernel *c = NULL;
     CHECK(em_ggml_kernel_select(&c) == NULL);
     CHECK_STR_EQ(c->name, "c");
-    int row_counts[] = {1, 2, 3, 5, 8, 19}, token_counts[] = {1, 3, 4, 5, 9, 16, 17, 24, 25, 33},
-        widths[] = {32, 96, 288, 2080};
+    int row_counts[] = {1, 2, 3, 5, 8, 19, 53},
+        token_counts[] = {1, 3, 4, 5, 9, 16, 17, 24, 25, 33}, widths[] = {32, 96, 288, 2080};
     const char *others[] = {"amx", "avx512vnni", "avxvnni", "avx2"};
     for (size_t o = 0; o < sizeof others / sizeof *others; o++) {
         setenv("EVALMESH_CPU_KERNEL", others[o], 1);

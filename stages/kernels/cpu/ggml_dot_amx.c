@@ -19,10 +19,12 @@
 #include <unistd.h>
 
 #include "stages/kernels/cpu/ggml_dot_lanes.h"
+#include "stages/kernels/cpu/matmul.h"
 
 #define AMX __attribute__((target("amx-tile,amx-int8," EM_GGML_LANES_TARGET)))
-#define BLOCK_CHUNK 64 /* blocks whose B tiles are on the stack at once */
-#define ROWS 16        /* rows per A tile */
+#define BLOCK_CHUNK 64                          /* blocks whose B tiles are on the stack at once */
+#define ROWS 16                                 /* rows per A tile */
+#define ROW_GROUPS (EM_MATMUL_TILE_ROWS / ROWS) /* A tiles of a tile's rows */
 #define ARCH_REQ_XCOMP_PERM 0x1023
 #define XFEATURE_XTILEDATA 18
 
@@ -31,6 +33,11 @@
 #define TILE_A 1
 #define TILE_B 2
 
+/* Each thread's A tiles of a tile's rows for a chunk of blocks, unpacked once and multiplied with
+ * every group of 16 tokens (96 KiB, too much for an OpenMP thread's stack) */
+static _Thread_local int8_t unpacked[ROW_GROUPS][BLOCK_CHUNK][ROWS][32]
+    __attribute__((aligned(64)));
+
 /* ldtilecfg's 64 bytes, palette 1: C 16 rows of 16 int32, A 16 rows of 32 bytes, B 8 rows of 64. */
 typedef struct __attribute__((aligned(64))) tile_config {
     uint8_t palette, start_row, reserved[14];
@@ -38,29 +45,39 @@ typedef struct __attribute__((aligned(64))) tile_config {
     uint8_t rows[16];
 } tile_config;
 
-/* Rows w .. w + (m - 1) row_bytes, their blocks b0 .. b0 + nb - 1, times the group's B tiles yt,
- * the sums of earlier chunks (b0 > 0) read from out (row r at out + r ldc, tokens 0 .. n - 1) and
- * the rows' sums there after. */
-AMX static inline __attribute__((always_inline)) void
-rows_chunk(em_ggml_dot_type type, const uint8_t *w, size_t row_bytes, int m,
-           const em_q8_activations *x, int c0, int n, int b0, int nb, const __m512i *yt, float *out,
-           size_t ldc) {
+/* The A tiles of rows w .. w + (m - 1) row_bytes, their blocks b0 .. b0 + nb - 1: a[b] the 16
+ * rows' 32 quants of block b0 + b as signed bytes, rows past m zeros. */
+AMX static inline __attribute__((always_inline)) void unpack_rows(em_ggml_dot_type type,
+                                                                  const uint8_t *w,
+                                                                  size_t row_bytes, int m, int b0,
+                                                                  int nb, int8_t (*a)[ROWS][32]) {
     const em_ggml_block_layout L = em_ggml_block_layout_of(type);
-    const __mmask16 live = em_ggml_live_lanes(n);
-    __m512 acc[ROWS];
-    for (int r = 0; r < m; r++)
-        acc[r] = b0 ? _mm512_maskz_loadu_ps(live, out + (size_t)r * ldc) : _mm512_setzero_ps();
-    int8_t a[ROWS][32] __attribute__((aligned(64)));
-    memset(a, 0, sizeof a);
-    int32_t sums[ROWS][16] __attribute__((aligned(64)));
     for (int b = 0; b < nb; b++) {
         for (int r = 0; r < m; r++) {
             __m256i q =
                 em_ggml_block_quants(type, w + (size_t)r * row_bytes + (size_t)(b0 + b) * L.bytes);
             if (L.offset) q = _mm256_sub_epi8(q, _mm256_set1_epi8((char)L.offset));
-            _mm256_store_si256((__m256i *)a[r], q);
+            _mm256_store_si256((__m256i *)a[b][r], q);
         }
-        _tile_loadd(TILE_A, a, 32);
+        if (m < ROWS) memset(a[b][m], 0, (size_t)(ROWS - m) * 32);
+    }
+}
+
+/* Rows w .. w + (m - 1) row_bytes (their A tiles a from unpack_rows), their blocks b0 .. b0 + nb -
+ * 1, times the group's B tiles yt, the sums of earlier chunks (b0 > 0) read from out (row r at out
+ * + r ldc, tokens 0 .. n - 1) and the rows' sums there after. */
+AMX static inline __attribute__((always_inline)) void
+rows_chunk(em_ggml_dot_type type, const uint8_t *w, size_t row_bytes, int m,
+           const em_q8_activations *x, int c0, int n, int b0, int nb, const int8_t (*a)[ROWS][32],
+           const __m512i *yt, float *out, size_t ldc) {
+    const em_ggml_block_layout L = em_ggml_block_layout_of(type);
+    const __mmask16 live = em_ggml_live_lanes(n);
+    __m512 acc[ROWS];
+    for (int r = 0; r < m; r++)
+        acc[r] = b0 ? _mm512_maskz_loadu_ps(live, out + (size_t)r * ldc) : _mm512_setzero_ps();
+    int32_t sums[ROWS][16] __attribute__((aligned(64)));
+    for (int b = 0; b < nb; b++) {
+        _tile_loadd(TILE_A, a[b], 32);
         _tile_loadd(TILE_B, yt + 8 * b, 64);
         _tile_zero(TILE_C);
         _tile_dpbssd(TILE_C, TILE_A, TILE_B);
@@ -89,6 +106,28 @@ rows_chunk(em_ggml_dot_type type, const uint8_t *w, size_t row_bytes, int m,
     for (int r = 0; r < m; r++) _mm512_mask_storeu_ps(out + (size_t)r * ldc, live, acc[r]);
 }
 
+/* Rows w .. (at most ROW_GROUPS x 16 of them) times every token of x into ct: per chunk of blocks
+ * their A tiles unpacked once, then multiplied with each group of 16 tokens' B tiles. */
+AMX static inline __attribute__((always_inline)) void
+row_groups(em_ggml_dot_type type, const uint8_t *w, size_t row_bytes, int rows,
+           const em_q8_activations *x, float *ct, size_t ldc, __m512i *yt) {
+    for (int b0 = 0; b0 < x->blocks; b0 += BLOCK_CHUNK) {
+        int nb = x->blocks - b0 < BLOCK_CHUNK ? x->blocks - b0 : BLOCK_CHUNK;
+        for (int r0 = 0, g = 0; r0 < rows; r0 += ROWS, g++)
+            unpack_rows(type, w + (size_t)r0 * row_bytes, row_bytes,
+                        rows - r0 < ROWS ? rows - r0 : ROWS, b0, nb, unpacked[g]);
+        for (int c0 = 0; c0 < x->tokens; c0 += EM_GGML_LANES) {
+            int n = x->tokens - c0 < EM_GGML_LANES ? x->tokens - c0 : EM_GGML_LANES;
+            em_ggml_token_lanes(x, c0, n, b0, nb, yt);
+            for (int r0 = 0, g = 0; r0 < rows; r0 += ROWS, g++)
+                rows_chunk(type, w + (size_t)r0 * row_bytes, row_bytes,
+                           rows - r0 < ROWS ? rows - r0 : ROWS, x, c0, n, b0, nb,
+                           (const int8_t(*)[ROWS][32])unpacked[g], yt, ct + (size_t)r0 * ldc + c0,
+                           ldc);
+        }
+    }
+}
+
 #define AMX_TILE(name, column)                                                                     \
     AMX static void tile_##name(const uint8_t *w, size_t row_bytes, int rows,                      \
                                 const em_q8_activations *x, float *ct, size_t ldc) {               \
@@ -103,17 +142,10 @@ rows_chunk(em_ggml_dot_type type, const uint8_t *w, size_t row_bytes, int m,
         cfg.colsb[TILE_B] = 64, cfg.rows[TILE_B] = 8;                                              \
         _tile_loadconfig(&cfg);                                                                    \
         __m512i yt[8 * BLOCK_CHUNK];                                                               \
-        for (int c0 = 0; c0 < x->tokens; c0 += EM_GGML_LANES) {                                    \
-            int n = x->tokens - c0 < EM_GGML_LANES ? x->tokens - c0 : EM_GGML_LANES;               \
-            for (int b0 = 0; b0 < x->blocks; b0 += BLOCK_CHUNK) {                                  \
-                int nb = x->blocks - b0 < BLOCK_CHUNK ? x->blocks - b0 : BLOCK_CHUNK;              \
-                em_ggml_token_lanes(x, c0, n, b0, nb, yt);                                         \
-                for (int r0 = 0; r0 < rows; r0 += ROWS)                                            \
-                    rows_chunk(type, w + (size_t)r0 * row_bytes, row_bytes,                        \
-                               rows - r0 < ROWS ? rows - r0 : ROWS, x, c0, n, b0, nb, yt,          \
-                               ct + (size_t)r0 * ldc + c0, ldc);                                   \
-            }                                                                                      \
-        }                                                                                          \
+        const int most = ROW_GROUPS * ROWS;                                                        \
+        for (int r0 = 0; r0 < rows; r0 += most)                                                    \
+            row_groups(type, w + (size_t)r0 * row_bytes, row_bytes,                                \
+                       rows - r0 < most ? rows - r0 : most, x, ct + (size_t)r0 * ldc, ldc, yt);    \
         _tile_release();                                                                           \
     }
 AMX_TILE(q8_0, EM_GGML_DOT_Q8_0)
