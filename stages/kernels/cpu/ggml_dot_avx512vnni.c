@@ -107,7 +107,7 @@ VNNI_TILE(q5_1, EM_GGML_DOT_Q5_1)
  * at the end sumf += sums[0] ... sums[7]. A batch of rows keeps those sums while chunks of blocks
  * pass. */
 #define KBLOCK_CHUNK 4 /* blocks whose rearranged activations are on the stack at once */
-#define ROW_BATCH 16   /* rows sharing one rearrangement of a chunk */
+#define ROW_BATCH 48   /* rows sharing one rearrangement of a chunk: a whole matmul tile */
 
 /* Word 2 l of each 256-bit half takes word l of its first 128-bit lane, word 2 l + 1 word l of
  * its second: the lane-l values of a sub-block side by side. */

@@ -219,7 +219,7 @@ VNNI_TILE(q5_1, EM_GGML_DOT_Q5_1)
  * of blocks pass. */
 #define KGROUPS 2      /* groups of 8 tokens sharing a row's unpacked block */
 #define KBLOCK_CHUNK 4 /* blocks whose rearranged activations are on the stack at once */
-#define ROW_BATCH 16   /* rows sharing one rearrangement of a chunk */
+#define ROW_BATCH 48   /* rows sharing one rearrangement of a chunk: a whole matmul tile */
 
 /* Within 128 bits: bytes l and l + 8 side by side as word l. */
 static const int8_t pair_bytes[32] = {0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15,
