@@ -15,9 +15,11 @@
 
 #include "stages/formats/dequantize_rows.h"
 #include "stages/kernels/cpu/ggml_dot_lanes.h"
+#include "util/error.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define VNNI __attribute__((target(EM_GGML_LANES_TARGET)))
@@ -177,10 +179,8 @@ VNNI static inline void lane_steps(ksums *s, float dw, __m512 kd, const __m512i 
         s->sums[l] = _mm512_add_ps(s->sums[l], _mm512_mul_ps(d, _mm512_cvtepi32_ps(lane[l])));
 }
 
-/* One Q4_K block (at blk) of a row against the rearranged activations yt (64) and ybs (8). */
-VNNI static void q4k_block(const uint8_t *blk, const __m512i *yt, const __m512i *ybs, __m512 kd,
-                           ksums *s) {
-    uint32_t wq[64];
+/* The quants of one Q4_K block (at blk) rearranged as the activations are: wq (64). */
+VNNI static void unpack_q4k(const uint8_t *blk, uint32_t *wq) {
     for (int i = 0; i < 4; i++) {
         __m256i q = _mm256_loadu_si256((const __m256i *)(blk + 16 + 32 * i));
         __m256i lo = _mm256_and_si256(q, _mm256_set1_epi8(15)),
@@ -188,6 +188,12 @@ VNNI static void q4k_block(const uint8_t *blk, const __m512i *yt, const __m512i 
         _mm512_storeu_si512(wq + 16 * i,
                             lane_bytes(_mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1)));
     }
+}
+
+/* One Q4_K block (at blk, its quants unpacked in wq) of a row against the rearranged activations
+ * yt (64) and ybs (8). */
+VNNI static void q4k_block(const uint8_t *blk, const uint32_t *wq, const __m512i *yt,
+                           const __m512i *ybs, __m512 kd, ksums *s) {
     uint8_t scale[8], min[8];
     for (int j = 0; j < 8; j++) em_k4_scale_min(j, blk + 4, &scale[j], &min[j]);
     __m512i lane[8];
@@ -208,9 +214,9 @@ VNNI static void q4k_block(const uint8_t *blk, const __m512i *yt, const __m512i 
     s->sumf = _mm512_sub_ps(s->sumf, _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(summin)));
 }
 
-/* One Q6_K block (at blk) of a row against the rearranged activations yt (128). */
-VNNI static void q6k_block(const uint8_t *blk, const __m512i *yt, __m512 kd, ksums *s) {
-    uint32_t wq[128];
+/* The quants of one Q6_K block (at blk), times their scales, rearranged as the activations are:
+ * wq (128). */
+VNNI static void unpack_q6k(const uint8_t *blk, uint32_t *wq) {
     const __m256i low = _mm256_set1_epi8(15), two = _mm256_set1_epi8(0x30);
     for (int h = 0; h < 2; h++) {
         __m256i ql0 = _mm256_loadu_si256((const __m256i *)(blk + 64 * h));
@@ -232,6 +238,12 @@ VNNI static void q6k_block(const uint8_t *blk, const __m512i *yt, __m512 kd, ksu
             _mm512_storeu_si512(wq + 8 * j, lane_words(scaled));
         }
     }
+}
+
+/* One Q6_K block (at blk, its quants unpacked in wq) of a row against the rearranged activations
+ * yt (128). */
+VNNI static void q6k_block(const uint8_t *blk, const uint32_t *wq, const __m512i *yt, __m512 kd,
+                           ksums *s) {
     __m512i lane[8];
     for (int l = 0; l < 8; l++) lane[l] = _mm512_setzero_si512();
     for (int j = 0; j < 16; j++)
@@ -241,12 +253,14 @@ VNNI static void q6k_block(const uint8_t *blk, const __m512i *yt, __m512 kd, ksu
     lane_steps(s, em_ggml_half_at(blk + 208), kd, lane);
 }
 
-/* A tile of Q6_K or Q4_K rows (is_q4k). */
+/* A tile of Q6_K or Q4_K rows (is_q4k). Each block's quants are unpacked once, for the first
+ * group of tokens, and kept (M words a block) for the others. */
 VNNI static void kquant_tile(bool is_q4k, const uint8_t *w, size_t row_bytes, int rows,
                              const em_q8_activations *x, float *ct, size_t ldc) {
     const int M = is_q4k ? 64 : 128, block_bytes = is_q4k ? 144 : 210;
     __m512i yt[128 * KBLOCK_CHUNK], ybs[8 * KBLOCK_CHUNK];
     ksums s[ROW_BATCH];
+    uint32_t *unpacked = em_xmalloc((size_t)rows * x->kblocks * M * sizeof *unpacked);
     for (int c0 = 0; c0 < x->tokens; c0 += LANES) {
         int n = x->tokens - c0 < LANES ? x->tokens - c0 : LANES;
         for (int r0 = 0; r0 < rows; r0 += ROW_BATCH) {
@@ -262,12 +276,17 @@ VNNI static void kquant_tile(bool is_q4k, const uint8_t *w, size_t row_bytes, in
                     for (int b = 0; b < nb; b++) {
                         const uint8_t *blk =
                             w + (size_t)(r0 + r) * row_bytes + (size_t)(b0 + b) * block_bytes;
+                        uint32_t *wq =
+                            unpacked + ((size_t)(r0 + r) * x->kblocks + (size_t)(b0 + b)) * M;
                         __m512 kd = _mm512_maskz_loadu_ps(
                             em_ggml_live_lanes(n), x->kd + (size_t)(b0 + b) * x->tokens + c0);
-                        if (is_q4k)
-                            q4k_block(blk, yt + M * b, ybs + 8 * b, kd, &s[r]);
-                        else
-                            q6k_block(blk, yt + M * b, kd, &s[r]);
+                        if (is_q4k) {
+                            if (c0 == 0) unpack_q4k(blk, wq);
+                            q4k_block(blk, wq, yt + M * b, ybs + 8 * b, kd, &s[r]);
+                        } else {
+                            if (c0 == 0) unpack_q6k(blk, wq);
+                            q6k_block(blk, wq, yt + M * b, kd, &s[r]);
+                        }
                     }
                 }
             }
@@ -278,6 +297,7 @@ VNNI static void kquant_tile(bool is_q4k, const uint8_t *w, size_t row_bytes, in
             }
         }
     }
+    free(unpacked);
 }
 
 VNNI static void tile_q6_k(const uint8_t *w, size_t row_bytes, int rows, const em_q8_activations *x,
