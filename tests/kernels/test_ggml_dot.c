@@ -191,6 +191,7 @@ int main(void) {
                         float *want = malloc((size_t)rows * ldc * sizeof(float));
                         float *got = malloc((size_t)rows * ldc * sizeof(float));
                         c->tile[types[i].column](w, row_bytes, rows, &q, want, ldc);
+                        if (k->prepare) k->prepare(&q, 1 + (int)(b % 2)); /* 1 or 2 threads */
                         k->tile[types[i].column](w, row_bytes, rows, &q, got, ldc);
                         int same = 1;
                         for (int j = 0; j < rows; j++)

@@ -93,6 +93,9 @@ typedef struct em_ggml_kernel {
     const char *name;        /* what EVALMESH_CPU_KERNEL names and the forward's log line says */
     bool (*runs_here)(void); /* cpuid: whether this CPU has the instructions */
     em_ggml_tile_fn *tile[EM_GGML_DOT_TYPES]; /* NULL: the next row's that runs here */
+    /* NULL, or what its tiles need done to x after each em_q8_quantize (the 32-value form):
+     * amx and avx512vnni transpose its tokens into lanes once (ggml_dot_lanes.h) */
+    void (*prepare)(em_q8_activations *x, int threads);
 } em_ggml_kernel;
 
 /* Whether the column's dot products read the activations' Q8_K form (else the 32-value one). */

@@ -110,7 +110,7 @@ rows_chunk(em_ggml_dot_type type, const uint8_t *w, size_t row_bytes, int m,
  * their A tiles unpacked once, then multiplied with each group of 16 tokens' B tiles. */
 AMX static inline __attribute__((always_inline)) void
 row_groups(em_ggml_dot_type type, const uint8_t *w, size_t row_bytes, int rows,
-           const em_q8_activations *x, float *ct, size_t ldc, __m512i *yt) {
+           const em_q8_activations *x, float *ct, size_t ldc) {
     for (int b0 = 0; b0 < x->blocks; b0 += BLOCK_CHUNK) {
         int nb = x->blocks - b0 < BLOCK_CHUNK ? x->blocks - b0 : BLOCK_CHUNK;
         for (int r0 = 0, g = 0; r0 < rows; r0 += ROWS, g++)
@@ -118,7 +118,7 @@ row_groups(em_ggml_dot_type type, const uint8_t *w, size_t row_bytes, int rows,
                         rows - r0 < ROWS ? rows - r0 : ROWS, b0, nb, unpacked[g]);
         for (int c0 = 0; c0 < x->tokens; c0 += EM_GGML_LANES) {
             int n = x->tokens - c0 < EM_GGML_LANES ? x->tokens - c0 : EM_GGML_LANES;
-            em_ggml_token_lanes(x, c0, n, b0, nb, yt);
+            const __m512i *yt = em_ggml_lanes_at(x, c0, b0);
             for (int r0 = 0, g = 0; r0 < rows; r0 += ROWS, g++)
                 rows_chunk(type, w + (size_t)r0 * row_bytes, row_bytes,
                            rows - r0 < ROWS ? rows - r0 : ROWS, x, c0, n, b0, nb,
@@ -141,11 +141,10 @@ row_groups(em_ggml_dot_type type, const uint8_t *w, size_t row_bytes, int rows,
         cfg.colsb[TILE_A] = 32, cfg.rows[TILE_A] = ROWS;                                           \
         cfg.colsb[TILE_B] = 64, cfg.rows[TILE_B] = 8;                                              \
         _tile_loadconfig(&cfg);                                                                    \
-        __m512i yt[8 * BLOCK_CHUNK];                                                               \
         const int most = ROW_GROUPS * ROWS;                                                        \
         for (int r0 = 0; r0 < rows; r0 += most)                                                    \
             row_groups(type, w + (size_t)r0 * row_bytes, row_bytes,                                \
-                       rows - r0 < most ? rows - r0 : most, x, ct + (size_t)r0 * ldc, ldc, yt);    \
+                       rows - r0 < most ? rows - r0 : most, x, ct + (size_t)r0 * ldc, ldc);        \
         _tile_release();                                                                           \
     }
 AMX_TILE(q8_0, EM_GGML_DOT_Q8_0)
@@ -173,6 +172,7 @@ static bool has_amx(void) {
 const em_ggml_kernel em_ggml_kernel_amx = {
     .name = "amx",
     .runs_here = has_amx,
+    .prepare = em_ggml_fill_token_lanes,
     .tile = {tile_q8_0, tile_q4_0, tile_q4_1, tile_q5_0, tile_q5_1, NULL, NULL},
 };
 #endif

@@ -15,6 +15,7 @@
 
 #include "stages/formats/dequantize_rows.h"
 #include "stages/kernels/cpu/ggml_dot_lanes.h"
+#include "stages/kernels/cpu/scratch.h"
 #include "util/error.h"
 
 #if defined(__x86_64__)
@@ -72,6 +73,20 @@ row_chunk(em_ggml_dot_type type, const uint8_t *w, const em_q8_activations *x, i
     _mm512_mask_storeu_ps(out, live, acc);
 }
 
+/* The token lanes (em_ggml_lanes_at) of group g: one gather per vector. */
+VNNI static void fill_group(em_q8_activations *x, int g) {
+    const __m512i token_at = _mm512_setr_epi32(0, 8, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96,
+                                               104, 112, 120); /* dwords */
+    int c0 = g * LANES, n = x->tokens - c0 < LANES ? x->tokens - c0 : LANES;
+    __m512i *yt = (__m512i *)em_ggml_lanes_at(x, c0, 0);
+    for (int b = 0; b < x->blocks; b++) {
+        const int8_t *base = x->qs + ((size_t)b * x->tokens + c0) * EM_Q8_BLOCK;
+        for (int k = 0; k < 8; k++)
+            yt[8 * b + k] = _mm512_mask_i32gather_epi32(
+                _mm512_setzero_si512(), em_ggml_live_lanes(n), token_at, base + 4 * k, 4);
+    }
+}
+
 #define VNNI_TILE(name, column)                                                                    \
     VNNI static void tile_##name(const uint8_t *w, size_t row_bytes, int rows,                     \
                                  const em_q8_activations *x, float *ct, size_t ldc) {              \
@@ -80,12 +95,11 @@ row_chunk(em_ggml_dot_type type, const uint8_t *w, const em_q8_activations *x, i
             em_ggml_rows_avx512vnni[type](w, row_bytes, rows, x, ct, ldc);                         \
             return;                                                                                \
         }                                                                                          \
-        __m512i yt[8 * BLOCK_CHUNK];                                                               \
         for (int c0 = 0; c0 < x->tokens; c0 += LANES) {                                            \
             int n = x->tokens - c0 < LANES ? x->tokens - c0 : LANES;                               \
             for (int b0 = 0; b0 < x->blocks; b0 += BLOCK_CHUNK) {                                  \
                 int nb = x->blocks - b0 < BLOCK_CHUNK ? x->blocks - b0 : BLOCK_CHUNK;              \
-                em_ggml_token_lanes(x, c0, n, b0, nb, yt);                                         \
+                const __m512i *yt = em_ggml_lanes_at(x, c0, b0);                                   \
                 for (int j = 0; j < rows; j++)                                                     \
                     row_chunk(type, w + (size_t)j * row_bytes, x, c0, n, b0, nb, yt,               \
                               ct + (size_t)j * ldc + c0);                                          \
@@ -323,9 +337,17 @@ static bool has_avx512vnni(void) {
            __builtin_cpu_supports("f16c");
 }
 
+void em_ggml_fill_token_lanes(em_q8_activations *x, int threads) {
+    int groups = (x->tokens + LANES - 1) / LANES;
+    bool parallel = (int64_t)x->tokens * x->blocks * EM_Q8_BLOCK >= EM_PARALLEL_MIN_ELEMENTS;
+#pragma omp parallel for num_threads(threads) if (parallel)
+    for (int g = 0; g < groups; g++) fill_group(x, g);
+}
+
 const em_ggml_kernel em_ggml_kernel_avx512vnni = {
     .name = "avx512vnni",
     .runs_here = has_avx512vnni,
+    .prepare = em_ggml_fill_token_lanes,
     .tile = {tile_q8_0, tile_q4_0, tile_q4_1, tile_q5_0, tile_q5_1, tile_q6_k, tile_q4_k},
 };
 #endif

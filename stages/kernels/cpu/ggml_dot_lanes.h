@@ -26,20 +26,20 @@ static inline __mmask16 em_ggml_live_lanes(int n) {
     return (__mmask16)((1u << n) - 1u);
 }
 
-/* yt[8 b + k] = dword k (activation values 4 k .. 4 k + 3) of block b0 + b of tokens c0 .. c0 +
- * n - 1, lane t for token c0 + t (zeros beyond n), for b < nb: per block 8 rows of 64 bytes, as
- * vpdpbusd's second operand takes them and as an AMX B tile (8 rows of 16 tokens' 4 bytes). */
-__attribute__((target(EM_GGML_LANES_TARGET))) static inline void
-em_ggml_token_lanes(const em_q8_activations *x, int c0, int n, int b0, int nb, __m512i *yt) {
-    const __m512i token_at = _mm512_setr_epi32(0, 8, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96,
-                                               104, 112, 120); /* dwords */
-    for (int b = 0; b < nb; b++) {
-        const int8_t *base = x->qs + ((size_t)(b0 + b) * x->tokens + c0) * EM_Q8_BLOCK;
-        for (int k = 0; k < 8; k++)
-            yt[8 * b + k] = _mm512_mask_i32gather_epi32(
-                _mm512_setzero_si512(), em_ggml_live_lanes(n), token_at, base + 4 * k, 4);
-    }
+/* The token lanes of tokens c0 .. c0 + 15 (c0 a multiple of 16) from block b on: for block b + i,
+ * vectors 8 i + k (k < 8) hold dword k (activation values 4 k .. 4 k + 3) of each token, lane t for
+ * token c0 + t (zeros past the last token), as vpdpbusd's second operand takes them and as an AMX
+ * B tile (8 rows of 16 tokens' 4 bytes). Filled by em_ggml_fill_token_lanes after each
+ * quantization. */
+static inline const __m512i *em_ggml_lanes_at(const em_q8_activations *x, int c0, int b) {
+    return (const __m512i *)(x->lanes +
+                             ((size_t)(c0 / EM_GGML_LANES) * (size_t)x->blocks + (size_t)b) *
+                                 EM_Q8_LANE_BYTES);
 }
+
+/* Fills x->lanes from x's 32-value form (the amx and avx512vnni rows' prepare): every group of 16
+ * tokens transposed once per product, not once per tile of rows. */
+void em_ggml_fill_token_lanes(em_q8_activations *x, int threads);
 
 /* The 32 quants of a block (a type of em_ggml_block_layout_of) as bytes, value j in byte j: Q8_0's
  * as stored, the others' nibbles with their fifth bits, the stored offset still in. */

@@ -50,6 +50,7 @@ void em_matmul_quantize(const float *xp, int T, int n_in, int count, const em_te
             q8 = true;
     }
     if (q8) em_q8_quantize(em_gemm_packed(xp, n_in), T, n_in, s->threads, &s->q8);
+    if (q8 && s->ggml->prepare) s->ggml->prepare(&s->q8, s->threads);
     if (q8k) em_q8k_quantize(em_gemm_packed(xp, n_in), T, n_in, s->threads, &s->q8);
 }
 

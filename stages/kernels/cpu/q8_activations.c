@@ -43,7 +43,9 @@ static int padded_tokens(int T) {
 em_status em_q8_reserve(em_q8_activations *q, int T, int K) {
     size_t n = (size_t)(K / EM_Q8_BLOCK) * (size_t)padded_tokens(T);
     size_t nk = (size_t)(K / EM_Q8K_BLOCK) * (size_t)padded_tokens(T);
-    if (n <= q->capacity && nk <= q->kcapacity) return NULL;
+    size_t groups = (size_t)(padded_tokens(T) + 15) / 16;
+    size_t lane_bytes = groups * (size_t)(K / EM_Q8_BLOCK) * EM_Q8_LANE_BYTES;
+    if (n <= q->capacity && nk <= q->kcapacity && lane_bytes <= q->lanes_capacity) return NULL;
     em_q8_activations_free(q);
     q->qs = malloc(n * EM_Q8_BLOCK);
     q->d = malloc(n * sizeof(float));
@@ -52,13 +54,15 @@ em_status em_q8_reserve(em_q8_activations *q, int T, int K) {
     q->kqs = malloc(nk * EM_Q8K_BLOCK + 1);
     q->kd = malloc(nk * sizeof(float) + 1);
     q->kbsums = malloc(nk * 16 * sizeof(int16_t) + 1);
-    if (!q->qs || !q->d || !q->s || !q->sum || !q->kqs || !q->kd || !q->kbsums) {
+    q->lanes = aligned_alloc(64, lane_bytes + 64);
+    if (!q->qs || !q->d || !q->s || !q->sum || !q->kqs || !q->kd || !q->kbsums || !q->lanes) {
         em_q8_activations_free(q);
         return em_error_new(EM_EXIT_RUNTIME,
                             "out of memory for the 8-bit activations of %d positions", T);
     }
     q->capacity = n;
     q->kcapacity = nk;
+    q->lanes_capacity = lane_bytes;
     return NULL;
 }
 
@@ -158,6 +162,7 @@ void em_q8k_quantize(em_gemm_panels x, int T, int K, int threads, em_q8_activati
 }
 
 void em_q8_activations_free(em_q8_activations *q) {
+    free(q->lanes);
     free(q->kqs);
     free(q->kd);
     free(q->kbsums);

@@ -26,9 +26,10 @@
 #include "util/error.h"
 #include "stages/kernels/cpu/gemm.h"
 
-#define EM_Q8_BLOCK 32     /* values per block */
-#define EM_Q8_TOKEN_STEP 4 /* tokens rounded up to this: the kernels' token step */
-#define EM_Q8K_BLOCK 256   /* values per block of the Q8_K form */
+#define EM_Q8_BLOCK 32       /* values per block */
+#define EM_Q8_TOKEN_STEP 4   /* tokens rounded up to this: the kernels' token step */
+#define EM_Q8K_BLOCK 256     /* values per block of the Q8_K form */
+#define EM_Q8_LANE_BYTES 512 /* a block of 16 tokens as token lanes */
 
 typedef struct em_q8_activations {
     int T, tokens, blocks; /* tokens: T rounded up to EM_Q8_TOKEN_STEP; blocks: K / 32 */
@@ -37,6 +38,9 @@ typedef struct em_q8_activations {
     float *s;              /* (blocks, tokens) fp16(sum of qs * d) as a float */
     int32_t *sum;          /* (blocks, tokens) the sum of the block's qs, exact */
     size_t capacity;       /* blocks * tokens the arrays hold */
+    int8_t *lanes;         /* (tokens / 16 rounded up, blocks, 8, 16, 4) qs as token lanes, 64-byte
+                              aligned, where the dot-product kernel asks (ggml_dot_lanes.h) */
+    size_t lanes_capacity; /* bytes lanes holds */
     int kblocks;           /* the Q8_K form (em_q8k_quantize): K / 256 blocks */
     int8_t *kqs;           /* (kblocks, tokens, 256) */
     float *kd;             /* (kblocks, tokens) */
