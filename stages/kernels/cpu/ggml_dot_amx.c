@@ -22,7 +22,7 @@
 #include "stages/kernels/cpu/matmul.h"
 
 #define AMX __attribute__((target("amx-tile,amx-int8," EM_GGML_LANES_TARGET)))
-#define BLOCK_CHUNK 64                          /* blocks whose B tiles are on the stack at once */
+#define BLOCK_CHUNK 64                          /* blocks whose A tiles are unpacked at once */
 #define ROWS 16                                 /* rows per A tile */
 #define ROW_GROUPS (EM_MATMUL_TILE_ROWS / ROWS) /* A tiles of a tile's rows */
 #define ARCH_REQ_XCOMP_PERM 0x1023
