@@ -1,16 +1,16 @@
 /* The `ggml` precision's AVX512-VNNI kernel (see ggml_dot.h): the 16 lanes of a vector are 16
- * tokens of one weight row. A group of 16 tokens' activations is transposed once per chunk of
- * blocks (vector k of a block: dword k, activation values 4k .. 4k + 3, of each token), so that a
- * weight block's integer products are 8 vpdpbusd of its unpacked quants' dword k, broadcast,
- * against vector k: unsigned quants times signed activations, 4 products per lane and step, exact
- * 32-bit sums. Signed Q8_0 quants are offset to unsigned (q + 128) and, like Q4_0's and Q5_0's
- * stored offsets, corrected by offset * sum(activations). The block's float steps then run on the
- * 16 (row, token) lanes in the order of the C version, one IEEE rounding each, so each lane gets
- * the C result's bits; a row's sums pass through ct between chunks of blocks (a stored float
- * reloads exact). The K-quants' lanes are tokens too: one vector per integer lane l of ggml_dot.h
- * (see below). With 4 tokens or fewer (a decoding step) 12 of 16 lanes would idle: those tiles
- * take lanes of rows instead (ggml_dot_rows_avx512vnni.c; the K-quants' go to the avx2 kernel,
- * whose 8-row tiles have the same bits). */
+ * tokens of one weight row. A group of 16 tokens' activations is transposed once per product (the
+ * row's prepare, em_ggml_fill_token_lanes: vector k of a block holds dword k, activation values 4k
+ * .. 4k + 3, of each token), so that a weight block's integer products are 8 vpdpbusd of its
+ * unpacked quants' dword k, broadcast, against vector k: unsigned quants times signed activations,
+ * 4 products per lane and step, exact 32-bit sums. Signed Q8_0 quants are offset to unsigned (q +
+ * 128) and, like Q4_0's and Q5_0's stored offsets, corrected by offset * sum(activations). The
+ * block's float steps then run on the 16 (row, token) lanes in the order of the C version, one IEEE
+ * rounding each, so each lane gets the C result's bits; a row's sums pass through ct between chunks
+ * of blocks (a stored float reloads exact). The K-quants' lanes are tokens too: one vector per
+ * integer lane l of ggml_dot.h (see below). With 4 tokens or fewer (a decoding step) 12 of 16 lanes
+ * would idle: those tiles take lanes of rows instead (ggml_dot_rows_avx512vnni.c; the K-quants' go
+ * to the avx2 kernel, whose 8-row tiles have the same bits). */
 #include "stages/kernels/cpu/ggml_dot.h"
 
 #include "stages/formats/dequantize_rows.h"
@@ -25,7 +25,7 @@
 
 #define VNNI __attribute__((target(EM_GGML_LANES_TARGET)))
 #define LANES EM_GGML_LANES
-#define BLOCK_CHUNK 64 /* blocks whose transposed activations are on the stack at once */
+#define BLOCK_CHUNK 64 /* blocks a row runs before its sums pass through ct */
 
 /* Row w's blocks b0 .. b0 + nb - 1 times the group's transposed activations yt, the sums of
  * earlier chunks (b0 > 0) read from out[0 .. n - 1] and the row's sums there after. */
