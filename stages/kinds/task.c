@@ -402,7 +402,7 @@ static em_status score_range(scoring *s, const flat_example *flat, size_t first,
             size_t groups = 0;
             int64_t positions = 0;
             bounds[0] = done;
-            while (done < made && s->share_prefix && reqs[done].score_from > 0 &&
+            while (done < made && reqs[done].score_from > 0 &&
                    (groups == 0 || positions + reqs[done].score_from <= s->prefix_limit)) {
                 size_t end = done + 1;
                 while (end < made && owner[end] == owner[done] &&
