@@ -37,6 +37,8 @@
  * every group of 16 tokens (96 KiB, too much for an OpenMP thread's stack) */
 static _Thread_local int8_t unpacked[ROW_GROUPS][BLOCK_CHUNK][ROWS][32]
     __attribute__((aligned(64)));
+/* ... and their blocks' fp16 scale and minimum (Q4_1, Q5_1) as floats, read once with them */
+static _Thread_local float block_scales[ROW_GROUPS][BLOCK_CHUNK][ROWS][2];
 
 /* ldtilecfg's 64 bytes, palette 1: C 16 rows of 16 int32, A 16 rows of 32 bytes, B 8 rows of 64. */
 typedef struct __attribute__((aligned(64))) tile_config {
@@ -46,31 +48,33 @@ typedef struct __attribute__((aligned(64))) tile_config {
 } tile_config;
 
 /* The A tiles of rows w .. w + (m - 1) row_bytes, their blocks b0 .. b0 + nb - 1: a[b] the 16
- * rows' 32 quants of block b0 + b as signed bytes, rows past m zeros. */
-AMX static inline __attribute__((always_inline)) void unpack_rows(em_ggml_dot_type type,
-                                                                  const uint8_t *w,
-                                                                  size_t row_bytes, int m, int b0,
-                                                                  int nb, int8_t (*a)[ROWS][32]) {
+ * rows' 32 quants of block b0 + b as signed bytes, rows past m zeros; dm[b][r] the block's scale
+ * and minimum (0 where the type has none) as floats. */
+AMX static inline __attribute__((always_inline)) void
+unpack_rows(em_ggml_dot_type type, const uint8_t *w, size_t row_bytes, int m, int b0, int nb,
+            int8_t (*a)[ROWS][32], float (*dm)[ROWS][2]) {
     const em_ggml_block_layout L = em_ggml_block_layout_of(type);
+    const bool has_min = type == EM_GGML_DOT_Q4_1 || type == EM_GGML_DOT_Q5_1;
     for (int b = 0; b < nb; b++) {
         for (int r = 0; r < m; r++) {
-            __m256i q =
-                em_ggml_block_quants(type, w + (size_t)r * row_bytes + (size_t)(b0 + b) * L.bytes);
+            const uint8_t *blk = w + (size_t)r * row_bytes + (size_t)(b0 + b) * L.bytes;
+            __m256i q = em_ggml_block_quants(type, blk);
             if (L.offset) q = _mm256_sub_epi8(q, _mm256_set1_epi8((char)L.offset));
             _mm256_store_si256((__m256i *)a[b][r], q);
+            dm[b][r][0] = em_ggml_half_at(blk);
+            dm[b][r][1] = has_min ? em_ggml_half_at(blk + L.m) : 0.0f;
         }
         if (m < ROWS) memset(a[b][m], 0, (size_t)(ROWS - m) * 32);
     }
 }
 
-/* Rows w .. w + (m - 1) row_bytes (their A tiles a from unpack_rows), their blocks b0 .. b0 + nb -
- * 1, times the group's B tiles yt, the sums of earlier chunks (b0 > 0) read from out (row r at out
+/* m rows (their A tiles a and block scales dm from unpack_rows), their blocks b0 .. b0 + nb - 1,
+ * times the group's B tiles yt, the sums of earlier chunks (b0 > 0) read from out (row r at out
  * + r ldc, tokens 0 .. n - 1) and the rows' sums there after. */
 AMX static inline __attribute__((always_inline)) void
-rows_chunk(em_ggml_dot_type type, const uint8_t *w, size_t row_bytes, int m,
-           const em_q8_activations *x, int c0, int n, int b0, int nb, const int8_t (*a)[ROWS][32],
-           const __m512i *yt, float *out, size_t ldc) {
-    const em_ggml_block_layout L = em_ggml_block_layout_of(type);
+rows_chunk(em_ggml_dot_type type, int m, const em_q8_activations *x, int c0, int n, int b0, int nb,
+           const int8_t (*a)[ROWS][32], const float (*dm)[ROWS][2], const __m512i *yt, float *out,
+           size_t ldc) {
     const __mmask16 live = em_ggml_live_lanes(n);
     __m512 acc[ROWS];
     for (int r = 0; r < m; r++)
@@ -87,9 +91,8 @@ rows_chunk(em_ggml_dot_type type, const uint8_t *w, size_t row_bytes, int m,
         if (type == EM_GGML_DOT_Q4_1 || type == EM_GGML_DOT_Q5_1)
             sx = _mm512_maskz_loadu_ps(live, x->s + at);
         for (int r = 0; r < m; r++) {
-            const uint8_t *blk = w + (size_t)r * row_bytes + (size_t)(b0 + b) * L.bytes;
             __m512 fsum = _mm512_cvtepi32_ps(_mm512_load_si512(sums[r]));
-            __m512 dw = _mm512_set1_ps(em_ggml_half_at(blk)), step;
+            __m512 dw = _mm512_set1_ps(dm[b][r][0]), step;
             if (type == EM_GGML_DOT_Q8_0) {
                 step = _mm512_mul_ps(fsum, _mm512_mul_ps(dw, dx));
             } else if (type == EM_GGML_DOT_Q4_0) {
@@ -98,8 +101,7 @@ rows_chunk(em_ggml_dot_type type, const uint8_t *w, size_t row_bytes, int m,
                 step = _mm512_mul_ps(_mm512_mul_ps(dw, dx), fsum);
             }
             if (type == EM_GGML_DOT_Q4_1 || type == EM_GGML_DOT_Q5_1)
-                step = _mm512_add_ps(step,
-                                     _mm512_mul_ps(_mm512_set1_ps(em_ggml_half_at(blk + L.m)), sx));
+                step = _mm512_add_ps(step, _mm512_mul_ps(_mm512_set1_ps(dm[b][r][1]), sx));
             acc[r] = _mm512_add_ps(acc[r], step);
         }
     }
@@ -115,14 +117,14 @@ row_groups(em_ggml_dot_type type, const uint8_t *w, size_t row_bytes, int rows,
         int nb = x->blocks - b0 < BLOCK_CHUNK ? x->blocks - b0 : BLOCK_CHUNK;
         for (int r0 = 0, g = 0; r0 < rows; r0 += ROWS, g++)
             unpack_rows(type, w + (size_t)r0 * row_bytes, row_bytes,
-                        rows - r0 < ROWS ? rows - r0 : ROWS, b0, nb, unpacked[g]);
+                        rows - r0 < ROWS ? rows - r0 : ROWS, b0, nb, unpacked[g], block_scales[g]);
         for (int c0 = 0; c0 < x->tokens; c0 += EM_GGML_LANES) {
             int n = x->tokens - c0 < EM_GGML_LANES ? x->tokens - c0 : EM_GGML_LANES;
             const __m512i *yt = em_ggml_lanes_at(x, c0, b0);
             for (int r0 = 0, g = 0; r0 < rows; r0 += ROWS, g++)
-                rows_chunk(type, w + (size_t)r0 * row_bytes, row_bytes,
-                           rows - r0 < ROWS ? rows - r0 : ROWS, x, c0, n, b0, nb,
-                           (const int8_t(*)[ROWS][32])unpacked[g], yt, ct + (size_t)r0 * ldc + c0,
+                rows_chunk(type, rows - r0 < ROWS ? rows - r0 : ROWS, x, c0, n, b0, nb,
+                           (const int8_t(*)[ROWS][32])unpacked[g],
+                           (const float(*)[ROWS][2])block_scales[g], yt, ct + (size_t)r0 * ldc + c0,
                            ldc);
         }
     }
