@@ -138,8 +138,14 @@ static int attempt(const em_push_request *req, struct curl_slist *headers, const
     char *text = em_strbuf_take(&response);
     text[strcspn(text, "\r\n")] = 0;
     int failed = 1;
-    if (rc != CURLE_OK) {
-        snprintf(why, why_size, "%s", curl_err[0] ? curl_err : curl_easy_strerror(rc));
+    const char *curl_why = curl_err[0] ? curl_err : curl_easy_strerror(rc);
+    if (rc == CURLE_OPERATION_TIMEDOUT) {
+        /* libcurl words a timeout by the phase it hit (resolve, connect, transfer): one
+         * message for all of them, with the recipe's limit. */
+        snprintf(why, why_size, "timed out after %g s (%s)", req->timeout_s, curl_why);
+        *retryable = true;
+    } else if (rc != CURLE_OK) {
+        snprintf(why, why_size, "%s", curl_why);
         *retryable = true;
     } else if (status >= 200 && status < 300) {
         failed = 0;
