@@ -2,9 +2,11 @@
 #include "stages/kernels/forward_backend.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "stages/kernels/cpu/llama_forward.h"
+#include "stages/kernels/vocab_head.h"
 #if EVALMESH_HAVE_CUDA_FORWARD
 #include "stages/kernels/cuda/cuda_forward.h"
 #else
@@ -104,4 +106,74 @@ em_status em_forward_allgather(const em_forward_group *g, const void *send, void
         return NULL;
     }
     return g->allgather(g->comm, send, recv, bytes);
+}
+
+em_status em_decode_check_cache(int sequences, int positions) {
+    if (sequences >= 1 && positions >= 1) return NULL;
+    return em_error_new(EM_EXIT_BAD_INPUT,
+                        "a decoding cache of %d sequences of %d positions is empty", sequences,
+                        positions);
+}
+
+em_status em_decode_check_slots(int sequences, const int *slots, int count, const char *what) {
+    for (int i = 0; i < count; i++) {
+        if (slots[i] < 0 || slots[i] >= sequences)
+            return em_error_new(EM_EXIT_BAD_INPUT,
+                                "%s: sequence %d of the batch names slot %d of a cache of %d", what,
+                                i, slots[i], sequences);
+        for (int j = 0; j < i; j++)
+            if (slots[j] == slots[i])
+                return em_error_new(EM_EXIT_BAD_INPUT,
+                                    "%s: sequences %d and %d of the batch name the same slot %d",
+                                    what, j, i, slots[i]);
+    }
+    return NULL;
+}
+
+em_status em_decode_check_prefill(int sequences, int positions, const int *slots,
+                                  const int *lengths, int count) {
+    em_status err = em_decode_check_slots(sequences, slots, count, "prefill");
+    for (int i = 0; i < count && !err; i++) {
+        if (lengths[i] < 1 || lengths[i] > positions)
+            err = em_error_new(EM_EXIT_BAD_INPUT,
+                               "prefill: prompt %d of the batch has %d ids (1 to %d fit the cache)",
+                               i, lengths[i], positions);
+    }
+    return err;
+}
+
+em_status em_decode_check_step(int sequences, int positions, const int32_t *length,
+                               const int *slots, int count) {
+    em_status err = em_decode_check_slots(sequences, slots, count, "decoding step");
+    for (int i = 0; i < count && !err; i++) {
+        int s = slots[i];
+        if (length[s] < 1 || length[s] >= positions)
+            err = em_error_new(EM_EXIT_BAD_INPUT,
+                               "decoding step: sequence %d of the batch (slot %d) holds %d "
+                               "positions (1 to %d - 1 can take one more)",
+                               i, s, length[s], positions);
+    }
+    return err;
+}
+
+em_status em_forward_gather_vocab(const em_forward_group *tp, int64_t n_vocab, const float *mine,
+                                  float *logits) {
+    int64_t most = 0, row0, rows;
+    for (int r = 0; r < tp->size; r++) {
+        em_vocab_shard(n_vocab, tp->size, r, &row0, &rows);
+        if (rows > most) most = rows;
+    }
+    if (tp->size == 1) {
+        if (mine != logits) memmove(logits, mine, (size_t)n_vocab * sizeof *logits);
+        return NULL;
+    }
+    /* every rank's rows, each rank's block padded to the most rows a rank has */
+    float *all = em_xmalloc((size_t)tp->size * (size_t)(most + 1) * sizeof *all);
+    em_status err = em_forward_allgather(tp, mine, all, (size_t)(most + 1) * sizeof *mine);
+    for (int r = 0; r < tp->size && !err; r++) {
+        em_vocab_shard(n_vocab, tp->size, r, &row0, &rows);
+        memcpy(logits + row0, all + (size_t)r * (size_t)(most + 1), (size_t)rows * sizeof *logits);
+    }
+    free(all);
+    return err ? em_error_prefix(err, "gathering the logits") : NULL;
 }

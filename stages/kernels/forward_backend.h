@@ -169,6 +169,23 @@ em_status em_forward_score_window(const em_forward_backend *be, void *f, const i
  * backends that do. */
 em_status em_forward_decoding(const em_forward_backend *be);
 
+/* The decoding entry points' argument checks, the same for every backend (exit status 2 naming
+ * what is wrong): a cache of at least one sequence and position; a batch's slots distinct and in
+ * the cache (`what` names the call); a prefill's prompts of 1 .. positions ids; a step's
+ * sequences filled (length, per slot, the positions each holds) and not full. */
+em_status em_decode_check_cache(int sequences, int positions);
+em_status em_decode_check_slots(int sequences, const int *slots, int count, const char *what);
+em_status em_decode_check_prefill(int sequences, int positions, const int *slots,
+                                  const int *lengths, int count);
+em_status em_decode_check_step(int sequences, int positions, const int32_t *length,
+                               const int *slots, int count);
+
+/* logits (n_vocab) of one row from the tp group's ranks, each holding its own vocabulary rows
+ * (em_vocab_shard) from mine[0] (room for n_vocab + 1 floats): gathered in rank order (a copy
+ * when tp is alone). Every rank of tp calls it. */
+em_status em_forward_gather_vocab(const em_forward_group *tp, int64_t n_vocab, const float *mine,
+                                  float *logits);
+
 /* "exact", "ggml" or "bf16": the forward stage's `precision` value. */
 const char *em_precision_name(em_precision precision);
 /* The precision named `name` (em_precision_name's inverse): false when it names none. */

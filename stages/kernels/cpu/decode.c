@@ -17,12 +17,9 @@ struct em_cpu_decode {
 em_status em_cpu_decode_new(em_llama_forward *f, int sequences, int positions,
                             em_cpu_decode **out) {
     *out = NULL;
-    if (sequences < 1 || positions < 1)
-        return em_error_new(EM_EXIT_BAD_INPUT,
-                            "a decoding cache of %d sequences of %d positions is empty", sequences,
-                            positions);
-    em_status err = em_llama_forward_refuse_cp(f, "decode (decoding needs cp = 1)");
+    em_status err = em_decode_check_cache(sequences, positions);
     if (err) return err;
+    if ((err = em_llama_forward_refuse_cp(f, "decode (decoding needs cp = 1)"))) return err;
     em_cpu_decode *d = em_xcalloc(1, sizeof *d);
     d->f = f;
     d->config = em_llama_forward_config(f);
@@ -33,23 +30,6 @@ em_status em_cpu_decode_new(em_llama_forward *f, int sequences, int positions,
     d->v = em_xcalloc((size_t)sequences, sizeof *d->v);
     d->layer_rows = (size_t)positions * (size_t)em_llama_forward_kv_width(f);
     *out = d;
-    return NULL;
-}
-
-/* slots (count) are distinct slots of d; `what` names the call for the message. */
-static em_status check_slots(const em_cpu_decode *d, const int *slots, int count,
-                             const char *what) {
-    for (int i = 0; i < count; i++) {
-        if (slots[i] < 0 || slots[i] >= d->sequences)
-            return em_error_new(EM_EXIT_BAD_INPUT,
-                                "%s: sequence %d of the batch names slot %d of a cache of %d", what,
-                                i, slots[i], d->sequences);
-        for (int j = 0; j < i; j++)
-            if (slots[j] == slots[i])
-                return em_error_new(EM_EXIT_BAD_INPUT,
-                                    "%s: sequences %d and %d of the batch name the same slot %d",
-                                    what, j, i, slots[i]);
-    }
     return NULL;
 }
 
@@ -80,15 +60,8 @@ static em_status run(em_cpu_decode *d, const int *slots, const em_batch_window *
 
 em_status em_cpu_decode_prefill(em_cpu_decode *d, const int *slots, const int32_t *const *prompts,
                                 const int *lengths, int count, int32_t *next, float *logits) {
-    em_status err = check_slots(d, slots, count, "prefill");
+    em_status err = em_decode_check_prefill(d->sequences, d->positions, slots, lengths, count);
     if (err) return err;
-    for (int i = 0; i < count; i++) {
-        if (lengths[i] < 1 || lengths[i] > d->positions)
-            return em_error_new(EM_EXIT_BAD_INPUT,
-                                "prefill: prompt %d of the batch has %d ids (1 to %d fit the "
-                                "cache)",
-                                i, lengths[i], d->positions);
-    }
     size_t floats = (size_t)d->config->n_layers * d->layer_rows;
     for (int i = 0; i < count; i++) {
         int s = slots[i];
@@ -121,16 +94,8 @@ em_status em_cpu_decode_prefill(em_cpu_decode *d, const int *slots, const int32_
 
 em_status em_cpu_decode_step(em_cpu_decode *d, const int *slots, const int32_t *tokens, int count,
                              int32_t *next, float *logits) {
-    em_status err = check_slots(d, slots, count, "decoding step");
+    em_status err = em_decode_check_step(d->sequences, d->positions, d->length, slots, count);
     if (err) return err;
-    for (int i = 0; i < count; i++) {
-        int s = slots[i];
-        if (d->length[s] < 1 || d->length[s] >= d->positions)
-            return em_error_new(EM_EXIT_BAD_INPUT,
-                                "decoding step: sequence %d of the batch (slot %d) holds %d "
-                                "positions (1 to %d - 1 can take one more)",
-                                i, s, d->length[s], d->positions);
-    }
     double *nll = em_xmalloc((size_t)count * sizeof *nll);
     em_batch_window *windows = em_xcalloc((size_t)count, sizeof *windows);
     for (int i = 0; i < count; i++)

@@ -622,25 +622,12 @@ em_status em_llama_forward_logits(em_llama_forward *f, int row, float *logits) {
     const em_forward_group *tp = &f->groups.tp;
     em_rmsnorm(f->x + (size_t)row * c->dim, f->output_norm, 1, c->dim, c->rms_eps, f->xn,
                f->threads);
-    int64_t most = 0, row0, rows;
-    for (int r = 0; r < tp->size; r++) {
-        em_vocab_shard(c->n_vocab, tp->size, r, &row0, &rows);
-        if (rows > most) most = rows;
-    }
-    float *mine = tp->size > 1 ? em_xcalloc((size_t)most + 1, sizeof *mine) : logits;
+    float *mine = tp->size > 1 ? em_xcalloc((size_t)c->n_vocab + 1, sizeof *mine) : logits;
     em_output_head_logits(f->xn, 1, f->model->output, f->shard.vocab_row0, f->shard.vocab_rows,
                           c->final_softcap, mine, &f->scratch);
-    if (tp->size == 1) return NULL;
-    /* every rank's rows, each rank's block padded to the most rows a rank has */
-    float *all = em_xmalloc((size_t)tp->size * (size_t)(most + 1) * sizeof *all);
-    em_status err = em_forward_allgather(tp, mine, all, (size_t)(most + 1) * sizeof *mine);
-    for (int r = 0; r < tp->size && !err; r++) {
-        em_vocab_shard(c->n_vocab, tp->size, r, &row0, &rows);
-        memcpy(logits + row0, all + (size_t)r * (size_t)(most + 1), (size_t)rows * sizeof *logits);
-    }
-    free(mine);
-    free(all);
-    return err ? em_error_prefix(err, "gathering the logits") : NULL;
+    em_status err = em_forward_gather_vocab(tp, c->n_vocab, mine, logits);
+    if (mine != logits) free(mine);
+    return err;
 }
 
 /* Keeps room for each layer's keys and values of a prefix of P positions. */
