@@ -91,7 +91,7 @@ static bool run(const em_cuda_attention_kernel *kernel, em_cuda_attention_work *
     size_t QD = (size_t)shape.n_heads * shape.head_dim;
     size_t T = (size_t)b->offsets[b->seg.count];
     if (!ok(cudaMemset(b->att, 0xff, T * QD * 4), "cudaMemset")) return false; /* NaN */
-    em_cuda_attention_args a = {b->q, b->k, b->v, &b->seg, shape, mask, b->att};
+    em_cuda_attention_args a = {b->q, b->k, b->v, &b->seg, shape, mask, b->att, NULL, NULL, NULL};
     return ok(kernel->run(work, &a), kernel->name) && ok(cudaDeviceSynchronize(), kernel->name) &&
            ok(cudaMemcpy(out, b->att, T * QD * 4, cudaMemcpyDeviceToHost), "download att");
 }

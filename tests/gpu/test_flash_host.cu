@@ -9,7 +9,9 @@
  *  - the kernel's algorithm emulated on the host with those helpers (tiles of 64 queries, warps of
  *    16, key blocks of 64, BF16 inputs and probabilities, online softmax) against the CPU's
  *    em_attention (FP32) on windows of 1, 17, 64 and 200 positions, GQA and plain heads, with and
- *    without softcap and sliding window, within the BF16 tolerance below.
+ *    without softcap and sliding window, within the BF16 tolerance below;
+ *  - the tiles of windows after kept rows (decoding): each window's rows covered once, and the
+ *    emulation on them, keys from each sequence's slot, bit-identical to the whole sequence's.
  * The table of attention kernels: which row each mode and shape gets. */
 #include <math.h>
 #include <stdint.h>
@@ -137,59 +139,70 @@ static void check_helpers(void) {
 }
 
 /* The kernel's algorithm on the host for one window: att (T, H*hd). */
-static void emulate(const float *q, const float *k, const float *v, int T, int H, int KV, int hd,
-                    const em_cuda_mask *mask, float *att) {
+/* One CTA's work for every head, emulated: tile t's queries, window position p at row
+ * t->start + p of q and att, against keys k, v (rows of KV*hd floats from the window's key 0). */
+static void emulate_tile(const em_flash_tile *t, const float *q, const float *k, const float *v,
+                         int H, int KV, int hd, const em_cuda_mask *mask, float *att) {
     int QD = H * hd, KVD = KV * hd, BN = EM_FLASH_KEY_BLOCK;
     float *o = (float *)malloc((size_t)hd * sizeof *o);
     float *s = (float *)malloc((size_t)BN * sizeof *s);
+    int rows = t->len - t->q0 < EM_FLASH_QUERY_TILE ? t->len - t->q0 : EM_FLASH_QUERY_TILE;
+    int begin, end;
+    em_flash_key_blocks(t->q0, t->q0 + rows - 1, mask->window, &begin, &end);
     for (int h = 0; h < H; h++) {
         int g = h / (H / KV);
-        for (int q0 = 0; q0 < T; q0 += EM_FLASH_QUERY_TILE) {
-            int rows = T - q0 < EM_FLASH_QUERY_TILE ? T - q0 : EM_FLASH_QUERY_TILE;
-            int begin, end;
-            em_flash_key_blocks(q0, q0 + rows - 1, mask->window, &begin, &end);
-            for (int wf = q0; wf < q0 + rows; wf += 16) { /* a warp's rows */
-                int wl = wf + 15 < T - 1 ? wf + 15 : T - 1;
-                for (int i = wf; i <= wl; i++) {
-                    float m = -INFINITY, l = 0.0f;
-                    memset(o, 0, (size_t)hd * sizeof *o);
-                    for (int b = begin; b < end; b++) {
-                        int key0 = b * BN;
-                        if (!em_flash_block_visible(wf, wl, key0, key0 + BN - 1, mask->window))
-                            continue;
-                        float bmax = -INFINITY;
-                        for (int c = 0; c < BN; c++) {
-                            int j = key0 + c;
-                            bool vis = em_flash_key_visible(i, j, mask->window);
-                            float dot = 0.0f;
-                            for (int d = 0; vis && d < hd; d++)
-                                dot += bf16(q[(size_t)i * QD + h * hd + d]) *
-                                       bf16(k[(size_t)j * KVD + g * hd + d]);
-                            s[c] =
-                                vis ? em_flash_score(dot, mask->scale, mask->softcap) : -INFINITY;
-                            bmax = fmaxf(bmax, s[c]);
-                        }
-                        float m_new = fmaxf(m, bmax), corr = em_flash_rescale(m, m_new);
-                        float sum = 0.0f;
-                        for (int d = 0; d < hd; d++) o[d] *= corr;
-                        for (int c = 0; c < BN; c++) {
-                            int j = key0 + c;
-                            bool vis = em_flash_key_visible(i, j, mask->window);
-                            float p = bf16(em_flash_probability(s[c], m_new, vis));
-                            sum += p;
-                            for (int d = 0; p != 0.0f && d < hd; d++)
-                                o[d] += p * bf16(v[(size_t)j * KVD + g * hd + d]);
-                        }
-                        l = l * corr + sum;
-                        m = m_new;
+        for (int wf = t->q0; wf < t->q0 + rows; wf += 16) { /* a warp's rows */
+            int wl = wf + 15 < t->len - 1 ? wf + 15 : t->len - 1;
+            for (int i = wf; i <= wl; i++) {
+                const float *qi = q + (size_t)(t->start + i) * QD + h * hd;
+                float m = -INFINITY, l = 0.0f;
+                memset(o, 0, (size_t)hd * sizeof *o);
+                for (int b = begin; b < end; b++) {
+                    int key0 = b * BN;
+                    if (!em_flash_block_visible(wf, wl, key0, key0 + BN - 1, mask->window))
+                        continue;
+                    float bmax = -INFINITY;
+                    for (int c = 0; c < BN; c++) {
+                        int j = key0 + c;
+                        bool vis = em_flash_key_visible(i, j, mask->window);
+                        float dot = 0.0f;
+                        for (int d = 0; vis && d < hd; d++)
+                            dot += bf16(qi[d]) * bf16(k[(size_t)j * KVD + g * hd + d]);
+                        s[c] = vis ? em_flash_score(dot, mask->scale, mask->softcap) : -INFINITY;
+                        bmax = fmaxf(bmax, s[c]);
                     }
-                    for (int d = 0; d < hd; d++) att[(size_t)i * QD + h * hd + d] = o[d] / l;
+                    float m_new = fmaxf(m, bmax), corr = em_flash_rescale(m, m_new);
+                    float sum = 0.0f;
+                    for (int d = 0; d < hd; d++) o[d] *= corr;
+                    for (int c = 0; c < BN; c++) {
+                        int j = key0 + c;
+                        bool vis = em_flash_key_visible(i, j, mask->window);
+                        float p = bf16(em_flash_probability(s[c], m_new, vis));
+                        sum += p;
+                        for (int d = 0; p != 0.0f && d < hd; d++)
+                            o[d] += p * bf16(v[(size_t)j * KVD + g * hd + d]);
+                    }
+                    l = l * corr + sum;
+                    m = m_new;
                 }
+                float *out = att + (size_t)(t->start + i) * QD + h * hd;
+                for (int d = 0; d < hd; d++) out[d] = o[d] / l;
             }
         }
     }
     free(o);
     free(s);
+}
+
+/* The kernel over one window of T positions, emulated tile by tile as em_flash_plan lays it. */
+static void emulate(const float *q, const float *k, const float *v, int T, int H, int KV, int hd,
+                    const em_cuda_mask *mask, float *att) {
+    int32_t offsets[2] = {0, T};
+    int64_t n = em_flash_tile_count(offsets, 1);
+    em_flash_tile *tiles = (em_flash_tile *)malloc((size_t)n * sizeof *tiles);
+    em_flash_plan(offsets, 1, tiles);
+    for (int64_t i = 0; i < n; i++) emulate_tile(&tiles[i], q, k, v, H, KV, hd, mask, att);
+    free(tiles);
 }
 
 /* em_attention (the CPU path) into a row-major att (T, H*hd). */
@@ -249,6 +262,70 @@ static void check_emulation(int T, int H, int KV, int hd, em_cuda_mask mask) {
     free(got);
 }
 
+/* Windows after kept rows (decoding's cache): two sequences of L0 and L1 positions whose last
+ * n0 and n1 positions are a batch's rows (window 0 in slot 1, window 1 in slot 0). Their tiles
+ * (em_flash_plan_kept) cover each window's rows once, with the sequence's length and start; and
+ * the kernel emulated on them, keys read from each sequence's slot, gives every row the bits the
+ * whole sequence's emulation gives it (a row's numbers do not depend on its tile). */
+static void check_kept(int L0, int n0, int L1, int n1, int H, int KV, int hd, em_cuda_mask mask) {
+    size_t QD = (size_t)H * hd, KVD = (size_t)KV * hd;
+    int L[2] = {L0, L1}, n[2] = {n0, n1};
+    float *q[2], *k[2], *v[2], *whole[2];
+    for (int s = 0; s < 2; s++) {
+        q[s] = (float *)malloc(L[s] * QD * 4);
+        k[s] = (float *)malloc(L[s] * KVD * 4);
+        v[s] = (float *)malloc(L[s] * KVD * 4);
+        whole[s] = (float *)malloc(L[s] * QD * 4);
+        fill(q[s], L[s] * QD, 11u + (uint32_t)s, 2.0f);
+        fill(k[s], L[s] * KVD, 13u + (uint32_t)s, 2.0f);
+        fill(v[s], L[s] * KVD, 17u + (uint32_t)s, 1.0f);
+        emulate(q[s], k[s], v[s], L[s], H, KV, hd, &mask, whole[s]);
+    }
+    int32_t offsets[3] = {0, n0, n0 + n1}, before[2] = {L0 - n0, L1 - n1}, slot[2] = {1, 0};
+    float *qb = (float *)malloc((size_t)(n0 + n1) * QD * 4);
+    float *att = (float *)malloc((size_t)(n0 + n1) * QD * 4);
+    for (int w = 0; w < 2; w++)
+        memcpy(qb + (size_t)offsets[w] * QD, q[w] + (size_t)before[w] * QD, n[w] * QD * 4);
+    int64_t count = em_flash_kept_tile_count(offsets, before, 2);
+    CHECK_INT_EQ(count, (n0 + EM_FLASH_QUERY_TILE - 1) / EM_FLASH_QUERY_TILE +
+                            (n1 + EM_FLASH_QUERY_TILE - 1) / EM_FLASH_QUERY_TILE);
+    em_flash_tile *tiles = (em_flash_tile *)malloc((size_t)count * sizeof *tiles);
+    em_flash_plan_kept(offsets, before, slot, 2, tiles);
+    int *covered = (int *)calloc((size_t)(n0 + n1), sizeof *covered);
+    for (int64_t i = 0; i < count; i++) {
+        const em_flash_tile *t = &tiles[i];
+        int w = t->slot == 1 ? 0 : 1; /* the slot names the sequence */
+        CHECK_INT_EQ(t->len, L[w]);
+        CHECK_INT_EQ(t->start, offsets[w] - before[w]);
+        CHECK(t->q0 >= before[w] && t->q0 < t->len && (t->q0 - before[w]) % 64 == 0);
+        for (int p = t->q0; p < t->len && p < t->q0 + EM_FLASH_QUERY_TILE; p++)
+            covered[t->start + p]++;
+        emulate_tile(t, qb, k[w], v[w], H, KV, hd, &mask, att);
+    }
+    int bad = 0, differ = 0;
+    for (int r = 0; r < n0 + n1; r++) bad += covered[r] != 1;
+    for (int w = 0; w < 2; w++)
+        differ += memcmp(att + (size_t)offsets[w] * QD, whole[w] + (size_t)before[w] * QD,
+                         n[w] * QD * 4) != 0;
+    printf("kept rows: sequences of %d and %d positions, last %d and %d in the batch, window %d: "
+           "%lld tiles, %d rows not covered once, %d windows differing from the whole sequence\n",
+           L0, L1, n0, n1, mask.window, (long long)count, bad, differ);
+    CHECK_INT_EQ(bad, 0);
+    CHECK_INT_EQ(differ, 0);
+    int32_t negative[2] = {-1, 0};
+    CHECK_INT_EQ(em_flash_kept_tile_count(offsets, negative, 2), -1);
+    for (int s = 0; s < 2; s++) {
+        free(q[s]);
+        free(k[s]);
+        free(v[s]);
+        free(whole[s]);
+    }
+    free(qb);
+    free(att);
+    free(tiles);
+    free(covered);
+}
+
 static void check_table(void) {
     em_cuda_attention_shape llama = {32, 8, 128}, odd = {8, 8, 96}, big = {8, 8, 512};
     const em_cuda_attention_kernel *a = em_cuda_attention_kernel_for(EM_CUDA_COMPUTE_HALF, &llama);
@@ -279,5 +356,8 @@ int main(void) {
         check_emulation(T, 4, 2, 64, em_cuda_mask{0.125f, 0.0f, 20});
         check_emulation(T, 2, 2, 128, em_cuda_mask{1.0f / sqrtf(128.0f), 3.0f, 70});
     }
+    check_kept(130, 1, 7, 1, 4, 2, 64, em_cuda_mask{0.125f, 0.0f, 0});    /* decoding steps */
+    check_kept(200, 70, 65, 65, 4, 2, 64, em_cuda_mask{0.125f, 2.0f, 0}); /* a prefill and more */
+    check_kept(150, 3, 90, 40, 2, 2, 128, em_cuda_mask{1.0f / sqrtf(128.0f), 0.0f, 48});
     return test_finish();
 }

@@ -19,28 +19,8 @@
 #include "stages/model/loaded_model.h"
 #include "test.h"
 #include "kernels/test_forward_model.h"
+#include "kernels/test_decode_batchings.h"
 #include "kernels/test_windows.h"
-
-#define SEQUENCES 8
-#define STEPS 6
-#define BATCHINGS 5
-
-static const int prompt_lengths[SEQUENCES] = {1, 3, 17, 40, 64, 65, 100, 130};
-
-/* Each batching: groups of sequences (-1 ends a group, -2 the batching), prefilled group by group
- * and then stepped group by group, step after step. */
-static const int batchings[BATCHINGS][SEQUENCES * 2 + 1] = {
-    {0, 1, 2, 3, 4, 5, 6, 7, -1, -2},
-    {0, -1, 1, -1, 2, -1, 3, -1, 4, -1, 5, -1, 6, -1, 7, -1, -2},
-    {7, 6, 5, 4, 3, 2, 1, 0, -1, -2},
-    {0, 3, 6, -1, 1, 4, 7, -1, 2, 5, -1, -2},
-    {7, 0, -1, 5, 2, 4, -1, 1, 3, 6, -1, -2},
-};
-
-typedef struct decoded {
-    int32_t tokens[SEQUENCES][STEPS];
-    float *logits; /* (SEQUENCES, STEPS, V) */
-} decoded;
 
 static void check_ok(em_status err) {
     CHECK(err == NULL);
@@ -48,55 +28,6 @@ static void check_ok(em_status err) {
         fprintf(stderr, "%s\n", err->message);
         em_error_free(err);
     }
-}
-
-static float *logits_at(const decoded *d, int s, int step, int V) {
-    return d->logits + ((size_t)s * STEPS + (size_t)step) * (size_t)V;
-}
-
-/* Decodes every sequence through batching b into out. */
-static void decode(em_llama_forward *f, const window *prompts, int b, int V, decoded *out) {
-    em_cpu_decode *d;
-    check_ok(em_cpu_decode_new(f, SEQUENCES, 160, &d));
-    int groups[SEQUENCES][SEQUENCES], sizes[SEQUENCES] = {0}, count = 0;
-    for (const int *p = batchings[b]; *p != -2; p++) {
-        if (*p == -1)
-            count++;
-        else
-            groups[count][sizes[count]++] = *p;
-    }
-    float *row = malloc((size_t)SEQUENCES * (size_t)V * sizeof *row);
-    for (int step = 0; step < STEPS; step++) {
-        for (int g = 0; g < count; g++) {
-            int n = sizes[g];
-            int32_t next[SEQUENCES], tokens[SEQUENCES];
-            if (step == 0) {
-                const int32_t *ids[SEQUENCES];
-                int lengths[SEQUENCES];
-                for (int i = 0; i < n; i++) {
-                    ids[i] = prompts[groups[g][i]].ids;
-                    lengths[i] = prompts[groups[g][i]].T;
-                }
-                check_ok(em_cpu_decode_prefill(d, groups[g], ids, lengths, n, next, row));
-            } else {
-                for (int i = 0; i < n; i++) tokens[i] = out->tokens[groups[g][i]][step - 1];
-                check_ok(em_cpu_decode_step(d, groups[g], tokens, n, next, row));
-            }
-            for (int i = 0; i < n; i++) {
-                out->tokens[groups[g][i]][step] = next[i];
-                memcpy(logits_at(out, groups[g][i], step, V), row + (size_t)i * V,
-                       (size_t)V * sizeof *row);
-            }
-        }
-    }
-    free(row);
-    em_cpu_decode_free(d);
-}
-
-/* Whether a and b hold the same tokens and logits bits. */
-static bool same(const decoded *a, const decoded *b, int V) {
-    return memcmp(a->tokens, b->tokens, sizeof a->tokens) == 0 &&
-           memcmp(a->logits, b->logits, (size_t)SEQUENCES * STEPS * V * sizeof(float)) == 0;
 }
 
 /* Compares want (decoded) with the full forward of each sequence so far at each step; returns
@@ -191,12 +122,13 @@ int main(int argc, char **argv) {
     em_model *m = test_forward_model(argc, argv);
     int V = m->config.n_vocab;
     static window prompts[SEQUENCES];
-    for (int s = 0; s < SEQUENCES; s++) make_window(&prompts[s], prompt_lengths[s], 0, 11u + s, V);
+    make_prompts(prompts, V);
     decoded first = {.logits = malloc((size_t)SEQUENCES * STEPS * V * sizeof(float))};
     decoded got = {.logits = malloc((size_t)SEQUENCES * STEPS * V * sizeof(float))};
     em_precision precision = test_forward_precision(argc, argv);
     em_llama_forward *one = test_forward_new(m, 1, precision);
-    decode(one, prompts, 0, V, &first);
+    const em_forward_backend *cpu = em_forward_backend_find("cpu");
+    decode_batching(cpu, one, prompts, 0, V, &first);
     em_llama_forward_free(one);
     double worst;
     bool full = against_full_forward(m, precision, prompts, &first, V, &worst);
@@ -208,8 +140,8 @@ int main(int argc, char **argv) {
         em_llama_forward *f = test_forward_new(m, threads, precision);
         for (int b = 0; b < BATCHINGS; b++) {
             memset(got.logits, 0xff, (size_t)SEQUENCES * STEPS * V * sizeof(float));
-            decode(f, prompts, b, V, &got);
-            bool ok = same(&first, &got, V);
+            decode_batching(cpu, f, prompts, b, V, &got);
+            bool ok = decoded_same(&first, &got, V);
             CHECK(ok);
             printf("%d thread%s, batching %d: %s\n", threads, threads > 1 ? "s" : "", b,
                    ok ? "bit-identical to alone" : "DIFFERENT");

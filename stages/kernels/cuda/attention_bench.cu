@@ -45,8 +45,8 @@ em_status em_cuda_attention_tflops(bool half, int n_heads, int n_kv_heads, int h
         fill_uniform<<<1024, 256>>>(k, (int64_t)T * KVD, 2);
         fill_uniform<<<1024, 256>>>(v, (int64_t)T * KVD, 3);
         em_cuda_segments seg = {1, offsets, dev_offsets};
-        em_cuda_attention_args a = {q,  k, v, &seg, shape, {1.0f / sqrtf((float)head_dim), 0.0f, 0},
-                                    att};
+        em_cuda_attention_args a = {
+            q, k, v, &seg, shape, {1.0f / sqrtf((float)head_dim), 0.0f, 0}, att, NULL, NULL, NULL};
         cudaEventCreate(&start);
         cudaEventCreate(&stop);
         for (int i = 0; i <= reps && e == cudaSuccess; i++) {

@@ -42,7 +42,26 @@ void em_flash_plan(const int32_t *offsets, int count, em_flash_tile *tiles) {
     for (int w = 0; w < count; w++) {
         int32_t len = offsets[w + 1] - offsets[w];
         for (int32_t q0 = 0; q0 < len; q0 += EM_FLASH_QUERY_TILE)
-            tiles[n++] = em_flash_tile{offsets[w], len, q0};
+            tiles[n++] = em_flash_tile{offsets[w], len, q0, 0};
+    }
+    qsort(tiles, n, sizeof *tiles, by_work);
+}
+
+int64_t em_flash_kept_tile_count(const int32_t *offsets, const int32_t *before, int count) {
+    int64_t tiles = em_flash_tile_count(offsets, count);
+    for (int w = 0; w < count && tiles >= 0; w++)
+        if (before[w] < 0 || (int64_t)before[w] + offsets[w + 1] - offsets[w] > INT32_MAX)
+            return -1;
+    return tiles;
+}
+
+void em_flash_plan_kept(const int32_t *offsets, const int32_t *before, const int32_t *slot,
+                        int count, em_flash_tile *tiles) {
+    size_t n = 0;
+    for (int w = 0; w < count; w++) {
+        int32_t len = before[w] + offsets[w + 1] - offsets[w];
+        for (int32_t q0 = before[w]; q0 < len; q0 += EM_FLASH_QUERY_TILE)
+            tiles[n++] = em_flash_tile{offsets[w] - before[w], len, q0, slot[w]};
     }
     qsort(tiles, n, sizeof *tiles, by_work);
 }
@@ -53,65 +72,112 @@ bool em_flash_supports(const em_cuda_attention_shape *shape) {
            shape->n_heads % shape->n_kv_heads == 0;
 }
 
-struct em_cuda_attention_work {
-    int32_t *offsets; /* (count + 1): the batch the tiles were planned for */
-    int count;
+/* A tile plan on the host and the device, and what it was planned for (its key: the batch's
+ * offsets, and after kept rows also each window's before and slot). */
+typedef struct flash_plan {
+    int32_t *key;
+    size_t key_len; /* 0: nothing planned */
     int64_t tiles, capacity;
     em_flash_tile *host, *device; /* (capacity) */
-    __nv_bfloat16 *kv;            /* (2, T, KV*hd): k and v rounded to BF16, kv_capacity values */
+} flash_plan;
+
+struct em_cuda_attention_work {
+    flash_plan batch, kept; /* the tiles of the last batch, and of the last batch after kept rows */
+    __nv_bfloat16 *kv;      /* (2, T, KV*hd): k and v rounded to BF16, kv_capacity values */
     size_t kv_capacity;
 };
 
 em_cuda_attention_work *em_cuda_attention_work_new(void) {
-    em_cuda_attention_work *w = (em_cuda_attention_work *)em_xcalloc(1, sizeof *w);
-    w->count = -1; /* no batch planned yet */
-    return w;
+    return (em_cuda_attention_work *)em_xcalloc(1, sizeof(em_cuda_attention_work));
+}
+
+static void plan_free(flash_plan *p) {
+    cudaFree(p->device);
+    free(p->host);
+    free(p->key);
 }
 
 void em_cuda_attention_work_free(em_cuda_attention_work *w) {
     if (!w) return;
-    cudaFree(w->device);
+    plan_free(&w->batch);
+    plan_free(&w->kept);
     cudaFree(w->kv);
-    free(w->host);
-    free(w->offsets);
     free(w);
 }
 
 size_t em_cuda_attention_work_bytes(const em_cuda_attention_work *w) {
-    return (size_t)w->capacity * sizeof *w->device + w->kv_capacity * sizeof *w->kv;
+    return (size_t)(w->batch.capacity + w->kept.capacity) * sizeof(em_flash_tile) +
+           w->kv_capacity * sizeof *w->kv;
 }
 
-/* The tiles of seg on the device, planned and uploaded when seg's offsets differ from the last
- * call's. The upload is a cudaMemcpy on stream 0, so kernels still reading the previous tiles
- * finish first. */
-static cudaError_t plan_tiles(em_cuda_attention_work *w, const em_cuda_segments *seg) {
-    if (seg->count < 0) return cudaErrorInvalidValue;
-    size_t offset_bytes = (size_t)(seg->count + 1) * sizeof *seg->host;
-    if (w->count == seg->count && memcmp(w->offsets, seg->host, offset_bytes) == 0)
-        return cudaSuccess;
-    int64_t n = em_flash_tile_count(seg->host, seg->count);
-    if (n < 0) return cudaErrorInvalidValue;
-    w->count = -1; /* until the new plan is complete */
-    if (n > w->capacity) {
-        cudaFree(w->device);
-        w->device = NULL;
-        w->capacity = 0;
-        cudaError_t e = cudaMalloc((void **)&w->device, (size_t)n * sizeof *w->device);
-        if (e != cudaSuccess) return e;
-        w->host = (em_flash_tile *)em_xrealloc(w->host, (size_t)n * sizeof *w->host);
-        w->capacity = n;
-    }
-    em_flash_plan(seg->host, seg->count, w->host);
+/* Whether p holds the tiles planned for key (n values). */
+static bool plan_is(const flash_plan *p, const int32_t *key, size_t n) {
+    return p->key_len == n && memcmp(p->key, key, n * sizeof *key) == 0;
+}
+
+/* Forgets p's plan and makes room for n tiles on the host and the device. */
+static cudaError_t plan_reserve(flash_plan *p, int64_t n) {
+    p->key_len = 0; /* until the new plan is complete */
+    if (n <= p->capacity) return cudaSuccess;
+    cudaFree(p->device);
+    p->device = NULL;
+    p->capacity = 0;
+    cudaError_t e = cudaMalloc((void **)&p->device, (size_t)n * sizeof *p->device);
+    if (e != cudaSuccess) return e;
+    p->host = (em_flash_tile *)em_xrealloc(p->host, (size_t)n * sizeof *p->host);
+    p->capacity = n;
+    return cudaSuccess;
+}
+
+/* Uploads p's n host tiles, planned for key (key_len values). The upload is a cudaMemcpy on
+ * stream 0, so kernels still reading the previous tiles finish first. */
+static cudaError_t plan_upload(flash_plan *p, int64_t n, const int32_t *key, size_t key_len) {
     if (n > 0) {
         cudaError_t e =
-            cudaMemcpy(w->device, w->host, (size_t)n * sizeof *w->host, cudaMemcpyHostToDevice);
+            cudaMemcpy(p->device, p->host, (size_t)n * sizeof *p->host, cudaMemcpyHostToDevice);
         if (e != cudaSuccess) return e;
     }
-    w->offsets = (int32_t *)em_xrealloc(w->offsets, offset_bytes);
-    memcpy(w->offsets, seg->host, offset_bytes);
-    w->tiles = n;
-    w->count = seg->count;
+    p->key = (int32_t *)em_xrealloc(p->key, key_len * sizeof *key);
+    memcpy(p->key, key, key_len * sizeof *key);
+    p->tiles = n;
+    p->key_len = key_len;
     return cudaSuccess;
+}
+
+/* The tiles of seg on the device, planned when seg's offsets differ from the last call's. */
+static cudaError_t plan_tiles(em_cuda_attention_work *w, const em_cuda_segments *seg) {
+    if (seg->count < 0) return cudaErrorInvalidValue;
+    size_t key_len = (size_t)seg->count + 1;
+    if (plan_is(&w->batch, seg->host, key_len)) return cudaSuccess;
+    int64_t n = em_flash_tile_count(seg->host, seg->count);
+    if (n < 0) return cudaErrorInvalidValue;
+    cudaError_t e = plan_reserve(&w->batch, n);
+    if (e != cudaSuccess) return e;
+    em_flash_plan(seg->host, seg->count, w->batch.host);
+    return plan_upload(&w->batch, n, seg->host, key_len);
+}
+
+/* The tiles of seg's windows after kept rows (before, slot: host), planned when the batch
+ * differs from the last call's. */
+static cudaError_t plan_kept_tiles(em_cuda_attention_work *w, const em_cuda_segments *seg,
+                                   const int32_t *before, const int32_t *slot) {
+    if (seg->count < 0) return cudaErrorInvalidValue;
+    size_t count = (size_t)seg->count, key_len = 3 * count + 1;
+    int32_t *key = (int32_t *)em_xmalloc(key_len * sizeof *key);
+    memcpy(key, seg->host, (count + 1) * sizeof *key);
+    memcpy(key + count + 1, before, count * sizeof *key);
+    memcpy(key + 2 * count + 1, slot, count * sizeof *key);
+    cudaError_t e = cudaSuccess;
+    if (!plan_is(&w->kept, key, key_len)) {
+        int64_t n = em_flash_kept_tile_count(seg->host, before, seg->count);
+        e = n < 0 ? cudaErrorInvalidValue : plan_reserve(&w->kept, n);
+        if (e == cudaSuccess) {
+            em_flash_plan_kept(seg->host, before, slot, seg->count, w->kept.host);
+            e = plan_upload(&w->kept, n, key, key_len);
+        }
+    }
+    free(key);
+    return e;
 }
 
 /* w->kv = k, v (T, KVD) rounded to BF16 (the tiles then load half the bytes of FP32). */
@@ -270,13 +336,36 @@ static __device__ void warp_step(const __nv_bfloat16 *qw, const __nv_bfloat16 *k
     __syncwarp();
 }
 
+/* Where a tile's keys come from (the kernel's source), row `key` of its window (KVD values a row):
+ * the batch's own rows, rounded to BF16 once per call (round_kv), from row start... */
+struct batch_keys {
+    const __nv_bfloat16 *k, *v;
+    __device__ const __nv_bfloat16 *k_at(const em_flash_tile &t, int key, size_t KVD) const {
+        return k + (size_t)(t.start + key) * KVD;
+    }
+    __device__ const __nv_bfloat16 *v_at(const em_flash_tile &t, int key, size_t KVD) const {
+        return v + (size_t)(t.start + key) * KVD;
+    }
+};
+
+/* ... or the FP32 rows kept in the tile's slot, rounded to BF16 as they load (the same values). */
+struct kept_keys {
+    em_cuda_kept kept;
+    __device__ const float *k_at(const em_flash_tile &t, int key, size_t KVD) const {
+        return kept.k[t.slot] + kept.layer_offset + (size_t)key * KVD;
+    }
+    __device__ const float *v_at(const em_flash_tile &t, int key, size_t KVD) const {
+        return kept.v[t.slot] + kept.layer_offset + (size_t)key * KVD;
+    }
+};
+
 /* CTA (tile, head) = blockIdx.x / H, blockIdx.x % H; warp w takes the tile's queries q0 + 16 w ..
  * q0 + 16 w + 15. Which blocks a warp computes depends only on window positions, so a window's
  * numbers do not depend on its batch. */
-template <int HD>
+template <int HD, typename Keys>
 static __global__ void __launch_bounds__(EM_FLASH_WARPS * 32)
-    flash_kernel(const float *q, const __nv_bfloat16 *k, const __nv_bfloat16 *v,
-                 const em_flash_tile *tiles, int H, int KV, em_cuda_mask mask, float *att) {
+    flash_kernel(const float *q, Keys source, const em_flash_tile *tiles, int H, int KV,
+                 em_cuda_mask mask, float *att) {
     typedef flash_layout<HD> lay;
     extern __shared__ __align__(128) unsigned char smem[];
     __nv_bfloat16 *qs = (__nv_bfloat16 *)(smem + lay::Q);
@@ -306,8 +395,8 @@ static __global__ void __launch_bounds__(EM_FLASH_WARPS * 32)
     for (int b = begin; b < end; b++) {
         int key0 = b * BN;
         int keys = tile.len - key0 < BN ? tile.len - key0 : BN;
-        const __nv_bfloat16 *kb = k + (size_t)(tile.start + key0) * KVD + (size_t)kvh * HD;
-        const __nv_bfloat16 *vb = v + (size_t)(tile.start + key0) * KVD + (size_t)kvh * HD;
+        const auto *kb = source.k_at(tile, key0, KVD) + (size_t)kvh * HD;
+        const auto *vb = source.v_at(tile, key0, KVD) + (size_t)kvh * HD;
         __syncthreads(); /* the previous block's k, v are no longer read */
         load_tile<HD, BN>(kb, KVD, keys, ks);
         load_tile<HD, BN>(vb, KVD, keys, vs);
@@ -330,17 +419,26 @@ static __global__ void __launch_bounds__(EM_FLASH_WARPS * 32)
     }
 }
 
-template <int HD>
-static cudaError_t launch(const em_cuda_attention_work *w, const float *q, size_t T, int H, int KV,
+/* Runs the tiles of plan over keys, one CTA per (tile, head). */
+template <int HD, typename Keys>
+static cudaError_t launch(const flash_plan *plan, const float *q, Keys keys, int H, int KV,
                           const em_cuda_mask *mask, float *att) {
-    const __nv_bfloat16 *k = w->kv, *v = w->kv + T * KV * HD;
     size_t bytes = flash_layout<HD>::BYTES;
-    cudaError_t e = cudaFuncSetAttribute(flash_kernel<HD>,
+    cudaError_t e = cudaFuncSetAttribute(flash_kernel<HD, Keys>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
     if (e != cudaSuccess) return e;
-    flash_kernel<HD><<<(unsigned)(w->tiles * H), EM_FLASH_WARPS * 32, bytes>>>(q, k, v, w->device,
-                                                                               H, KV, *mask, att);
+    flash_kernel<HD, Keys><<<(unsigned)(plan->tiles * H), EM_FLASH_WARPS * 32, bytes>>>(
+        q, keys, plan->device, H, KV, *mask, att);
     return cudaGetLastError();
+}
+
+template <typename Keys>
+static cudaError_t launch_for(int hd, const flash_plan *plan, const float *q, Keys keys, int H,
+                              int KV, const em_cuda_mask *mask, float *att) {
+    if ((int64_t)plan->tiles * H > 0x7fffffff) return cudaErrorInvalidConfiguration;
+    if (hd == 64) return launch<64>(plan, q, keys, H, KV, mask, att);
+    if (hd == 128) return launch<128>(plan, q, keys, H, KV, mask, att);
+    return launch<256>(plan, q, keys, H, KV, mask, att);
 }
 
 cudaError_t em_cuda_flash_attention(em_cuda_attention_work *w, const float *q, const float *k,
@@ -349,11 +447,20 @@ cudaError_t em_cuda_flash_attention(em_cuda_attention_work *w, const float *q, c
     em_cuda_attention_shape shape = {H, KV, hd};
     if (!em_flash_supports(&shape)) return cudaErrorInvalidValue;
     cudaError_t e = plan_tiles(w, seg);
-    if (e != cudaSuccess || w->tiles == 0) return e;
-    if ((int64_t)w->tiles * H > 0x7fffffff) return cudaErrorInvalidConfiguration;
-    size_t T = (size_t)seg->host[seg->count];
-    if ((e = round_kv(w, k, v, T, (size_t)KV * hd)) != cudaSuccess) return e;
-    if (hd == 64) return launch<64>(w, q, T, H, KV, mask, att);
-    if (hd == 128) return launch<128>(w, q, T, H, KV, mask, att);
-    return launch<256>(w, q, T, H, KV, mask, att);
+    if (e != cudaSuccess || w->batch.tiles == 0) return e;
+    size_t T = (size_t)seg->host[seg->count], KVD = (size_t)KV * hd;
+    if ((e = round_kv(w, k, v, T, KVD)) != cudaSuccess) return e;
+    return launch_for(hd, &w->batch, q, batch_keys{w->kv, w->kv + T * KVD}, H, KV, mask, att);
+}
+
+cudaError_t em_cuda_flash_attention_kept(em_cuda_attention_work *w, const float *q,
+                                         const em_cuda_kept *kept, const int32_t *before_host,
+                                         const int32_t *slot_host, const em_cuda_segments *seg,
+                                         int H, int KV, int hd, const em_cuda_mask *mask,
+                                         float *att) {
+    em_cuda_attention_shape shape = {H, KV, hd};
+    if (!em_flash_supports(&shape)) return cudaErrorInvalidValue;
+    cudaError_t e = plan_kept_tiles(w, seg, before_host, slot_host);
+    if (e != cudaSuccess || w->kept.tiles == 0) return e;
+    return launch_for(hd, &w->kept, q, kept_keys{*kept}, H, KV, mask, att);
 }

@@ -74,10 +74,13 @@ EM_FLASH_HD void em_flash_key_blocks(int first, int last, int window, int *begin
     *end = last / EM_FLASH_KEY_BLOCK + 1;
 }
 
-/* One CTA's queries: rows start + q0 .. start + min(q0 + EM_FLASH_QUERY_TILE, len) - 1 of the
- * batch, window positions q0 .. of the window of `len` rows from row `start`. */
+/* One CTA's queries: window positions q0 .. min(q0 + EM_FLASH_QUERY_TILE, len) - 1 of a window
+ * of `len` positions whose position p is row start + p of the batch's queries. Its keys are
+ * positions 0 .. len - 1: rows start .. of the batch's keys, or, after kept rows, rows 0 .. of
+ * slot `slot` (em_cuda_kept), where start may be negative (the kept positions have no query row).
+ */
 typedef struct em_flash_tile {
-    int32_t start, len, q0;
+    int32_t start, len, q0, slot;
 } em_flash_tile;
 
 /* Tiles of the windows of a batch given by its (count + 1) row offsets; -1 when the offsets are
@@ -90,6 +93,18 @@ int64_t em_flash_tile_count(const int32_t *offsets, int count);
  * its numbers. */
 void em_flash_plan(const int32_t *offsets, int count, em_flash_tile *tiles);
 
+/* Tiles of the windows of a batch after kept rows (em_cuda_kept): window w, of offsets[w+1] -
+ * offsets[w] rows, follows before[w] kept rows. */
+int64_t em_flash_kept_tile_count(const int32_t *offsets, const int32_t *before, int count);
+
+/* Writes em_flash_kept_tile_count tiles: window w's sequence has len = before[w] + its rows
+ * positions, start = offsets[w] - before[w] and slot[w]; its tiles' q0 are before[w],
+ * before[w] + EM_FLASH_QUERY_TILE, ... (its own rows); ordered as em_flash_plan orders them. A
+ * query's keys, key blocks and sums are those of the whole sequence in one window through
+ * em_flash_plan's tiles, as a row's numbers do not depend on the other rows of its tile. */
+void em_flash_plan_kept(const int32_t *offsets, const int32_t *before, const int32_t *slot,
+                        int count, em_flash_tile *tiles);
+
 /* The shape of an attention call. */
 typedef struct em_cuda_attention_shape {
     int n_heads, n_kv_heads, head_dim;
@@ -99,9 +114,9 @@ typedef struct em_cuda_attention_shape {
  * 70, 110 and 190 KiB) and n_heads a multiple of n_kv_heads. */
 bool em_flash_supports(const em_cuda_attention_shape *shape);
 
-/* What the attention kernels keep between calls of one forward: the tile list of the current
- * batch on the host and the device, rebuilt when the batch's offsets change, and the BF16 copy of
- * k and v, grown to the largest T seen. */
+/* What the attention kernels keep between calls of one forward: the tile lists of the current
+ * batch (and of the current batch after kept rows) on the host and the device, rebuilt when the
+ * batch changes, and the BF16 copy of k and v, grown to the largest T seen. */
 typedef struct em_cuda_attention_work em_cuda_attention_work;
 
 em_cuda_attention_work *em_cuda_attention_work_new(void);
@@ -117,5 +132,15 @@ size_t em_cuda_attention_work_bytes(const em_cuda_attention_work *w);
 cudaError_t em_cuda_flash_attention(em_cuda_attention_work *w, const float *q, const float *k,
                                     const float *v, const em_cuda_segments *seg, int H, int KV,
                                     int hd, const em_cuda_mask *mask, float *att);
+
+/* em_cuda_flash_attention for windows that follow kept rows (kept: device, before and slot also
+ * on the host in before_host and slot_host, for the plan): q (T, H*hd) are the windows' own
+ * rows, whose keys em_cuda_keep_rows has written to their slots; the kept FP32 rows are rounded
+ * to BF16 as the tiles load them, the values em_cuda_flash_attention's copy holds. */
+cudaError_t em_cuda_flash_attention_kept(em_cuda_attention_work *w, const float *q,
+                                         const em_cuda_kept *kept, const int32_t *before_host,
+                                         const int32_t *slot_host, const em_cuda_segments *seg,
+                                         int H, int KV, int hd, const em_cuda_mask *mask,
+                                         float *att);
 
 #endif

@@ -10,17 +10,28 @@ static bool fp32_supports(const em_cuda_attention_shape *s) {
            s->n_heads % s->n_kv_heads == 0;
 }
 
-/* The FP32 kernel: one launch for the batch, each row attending within its window. */
+/* The FP32 kernel: one launch for the batch, each row attending within its window (after its
+ * kept rows). */
 static cudaError_t fp32_run(em_cuda_attention_work *work, const em_cuda_attention_args *a) {
     (void)work;
-    em_cuda_attention(a->q, a->k, a->v, a->seg, a->shape.n_heads, a->shape.n_kv_heads,
-                      a->shape.head_dim, &a->mask, a->att);
+    const em_cuda_attention_shape *s = &a->shape;
+    if (a->kept)
+        em_cuda_attention_kept(a->q, a->kept, a->seg, s->n_heads, s->n_kv_heads, s->head_dim,
+                               &a->mask, a->att);
+    else
+        em_cuda_attention(a->q, a->k, a->v, a->seg, s->n_heads, s->n_kv_heads, s->head_dim,
+                          &a->mask, a->att);
     return cudaGetLastError();
 }
 
 static cudaError_t flash_run(em_cuda_attention_work *work, const em_cuda_attention_args *a) {
-    return em_cuda_flash_attention(work, a->q, a->k, a->v, a->seg, a->shape.n_heads,
-                                   a->shape.n_kv_heads, a->shape.head_dim, &a->mask, a->att);
+    const em_cuda_attention_shape *s = &a->shape;
+    if (a->kept)
+        return em_cuda_flash_attention_kept(work, a->q, a->kept, a->kept_before, a->kept_slot,
+                                            a->seg, s->n_heads, s->n_kv_heads, s->head_dim,
+                                            &a->mask, a->att);
+    return em_cuda_flash_attention(work, a->q, a->k, a->v, a->seg, s->n_heads, s->n_kv_heads,
+                                   s->head_dim, &a->mask, a->att);
 }
 
 static const em_cuda_attention_kernel kernels[] = {

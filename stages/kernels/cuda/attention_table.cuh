@@ -23,13 +23,17 @@ typedef enum em_cuda_compute {
 /* The mode of a forward whose projection weights are of `type` (CUDA_R_32F, _16F or _16BF). */
 em_cuda_compute em_cuda_compute_of(cudaDataType_t type);
 
-/* One attention call: att (T, H*hd) from q (T, H*hd), k, v (T, KV*hd) for the windows of seg. */
+/* One attention call: att (T, H*hd) from q (T, H*hd), k, v (T, KV*hd) for the windows of seg;
+ * or, with kept, each window after its kept rows, whose keys are all in its slot (k and v not
+ * read; kept_before and kept_slot: kept's before and slot on the host). */
 typedef struct em_cuda_attention_args {
     const float *q, *k, *v;
     const em_cuda_segments *seg;
     em_cuda_attention_shape shape;
     em_cuda_mask mask;
     float *att;
+    const em_cuda_kept *kept;
+    const int32_t *kept_before, *kept_slot;
 } em_cuda_attention_args;
 
 typedef struct em_cuda_attention_kernel {

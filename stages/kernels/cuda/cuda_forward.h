@@ -32,7 +32,15 @@
  * staged through pinned host buffers, so a mesh of backend mpi or nccl carries it. Each rank
  * takes the device of its local rank modulo the devices it sees: ranks beyond the GPU count share
  * one (separate contexts; not in exclusive-process mode), so tp = 2 runs on one GPU under mpi
- * (NCCL refuses two ranks of a communicator on one device). */
+ * (NCCL refuses two ranks of a communicator on one device).
+ *
+ * Greedy decoding (the seam's decode_new, prefill and step; cp = 1) keeps each sequence's keys and
+ * values in a device cache (decode_cache.cuh): a batch of sequences runs as windows whose RoPE rows
+ * are their positions after the kept rows, attention writes each window's own rows after its
+ * slot's and reads all its keys from there (both kernels of attention_table.cuh, with the
+ * arithmetic of the whole sequence per query), and the head gives each window's last argmax and,
+ * when asked, its logits. decode_new refuses a forward whose products are not row-invariant (a
+ * step's one row per sequence would not be the full forward's bits). */
 #ifndef EVALMESH_KERNELS_CUDA_FORWARD_H
 #define EVALMESH_KERNELS_CUDA_FORWARD_H
 

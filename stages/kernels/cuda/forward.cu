@@ -10,6 +10,7 @@
 
 #include "stages/kernels/cuda/attention_block.cuh"
 #include "stages/kernels/cuda/attention_table.cuh"
+#include "stages/kernels/cuda/decode_cache.cuh"
 #include "stages/kernels/cuda/gemm.cuh"
 #include "stages/kernels/cuda/device_weights.cuh"
 #include "stages/kernels/cuda/device_memory.cuh"
@@ -58,6 +59,14 @@ typedef struct cuda_split {
     split_buffer ring;              /* device (T, H, hd + 2) the online softmax state */
 } cuda_split;
 
+/* A batch whose windows continue sequences kept in a decoding cache (decode_cache.cuh): window w
+ * follows before[w] rows of slot slot[w] (host arrays; view holds them on the device, layer 0). */
+typedef struct cuda_kept_batch {
+    em_cuda_kept view;
+    const int32_t *before, *slot;
+    size_t layer_floats; /* from one layer's rows of a slot to the next's */
+} cuda_kept_batch;
+
 typedef struct em_cuda_forward {
     /* the model's configuration with this rank's share of heads, KV heads and MLP columns (the
      * model's / tp); n_vocab stays the whole vocabulary */
@@ -92,6 +101,7 @@ typedef struct em_cuda_forward {
     em_cuda_segments windows;
     int32_t *window_start, *window_start_device;
     int window_slots;
+    const cuda_kept_batch *kept; /* the batch continues kept sequences (decoding), else NULL */
 } em_cuda_forward;
 
 /* Records the first failure of a window (kernels of the composition return nothing). */
@@ -318,7 +328,8 @@ static em_status keep_windows(em_cuda_forward *f, const em_segments *windows) {
 
 /* Without positions (cp = 1) they restart at 0 in every window, so the batch's RoPE rows of
  * window w are rows 0 .. T_w-1 of the tables of positions: copied on the device, the same bits
- * as alone. A cp rank's one window holds positions from the middle of it: their own rows. */
+ * as alone. A cp rank's one window holds positions from the middle of it, and a window after
+ * kept rows those from before[w] on: their own rows, computed as the table's are. */
 static em_status cuda_begin(void *b, const int32_t *input, const int32_t *positions,
                             const em_segments *windows) {
     em_cuda_forward *f = (em_cuda_forward *)b;
@@ -328,9 +339,21 @@ static em_status cuda_begin(void *b, const int32_t *input, const int32_t *positi
     if (err) return err;
     cudaError_t e = cudaMemcpy(f->ids, input, (size_t)T * sizeof *input, cudaMemcpyHostToDevice);
     if (e != cudaSuccess) return em_cuda_error(e, "uploading the batch");
-    if (positions && (err = upload_rope(f, positions, T, f->rope, f->rope_swa))) return err;
+    bool from_table = !positions && !f->kept;
+    if (!from_table) {
+        int32_t *after = NULL; /* the positions of windows after kept rows */
+        if (!positions) {
+            after = (int32_t *)em_xmalloc((size_t)T * sizeof *after);
+            for (int w = 0; w < windows->count; w++)
+                for (int t = windows->start[w]; t < windows->start[w + 1]; t++)
+                    after[t] = f->kept->before[w] + t - windows->start[w];
+        }
+        err = upload_rope(f, positions ? positions : after, T, f->rope, f->rope_swa);
+        free(after);
+        if (err) return err;
+    }
     size_t row = (size_t)f->c.rope_dim / 2 * 2 * sizeof(float);
-    for (int w = 0; w < windows->count && !positions && e == cudaSuccess; w++) {
+    for (int w = 0; w < windows->count && from_table && e == cudaSuccess; w++) {
         size_t at = (size_t)windows->start[w] * row / sizeof(float);
         size_t bytes = (size_t)(windows->start[w + 1] - windows->start[w]) * row;
         e = cudaMemcpyAsync(f->rope + at, f->rope_table, bytes, cudaMemcpyDeviceToDevice, 0);
@@ -391,7 +414,17 @@ static void cuda_attention(void *b, int layer, int T) {
     em_cuda_attention_shape shape = {c->n_heads, c->n_kv_heads, c->head_dim};
     const em_cuda_attention_kernel *kernel =
         em_cuda_attention_kernel_for(em_cuda_compute_of(f->layers[layer].wq.type), &shape);
-    em_cuda_attention_args a = {f->q, f->k, f->v, &f->windows, shape, mask, f->att};
+    em_cuda_attention_args a = {f->q, f->k,   f->v, &f->windows, shape,
+                                mask, f->att, NULL, NULL,        NULL};
+    em_cuda_kept kept;
+    if (f->kept) { /* the windows' own rows after their slots', then their keys from there */
+        kept = f->kept->view;
+        kept.layer_offset = (size_t)layer * f->kept->layer_floats;
+        em_cuda_keep_rows(f->k, f->v, &f->windows, c->n_kv_heads * c->head_dim, &kept);
+        a.kept = &kept;
+        a.kept_before = f->kept->before;
+        a.kept_slot = f->kept->slot;
+    }
     cudaError_t e = kernel->run(f->attn_work, &a);
     if (e != cudaSuccess) note(f, kernel->name, (int)e);
 }
@@ -856,6 +889,133 @@ static em_status backend_create(const em_model *model, const em_forward_groups *
     return NULL;
 }
 
+/* ---- greedy decoding (forward_backend.h's decode_new, prefill and step) ---- */
+
+typedef struct cuda_decode {
+    em_cuda_forward *f;
+    em_cuda_kv_cache *cache;
+    int sequences, positions;
+} cuda_decode;
+
+static em_status backend_decode_new(void *fp, int sequences, int positions, void **out) {
+    em_cuda_forward *f = (em_cuda_forward *)fp;
+    *out = NULL;
+    em_status err = em_decode_check_cache(sequences, positions);
+    if (err) return err;
+    if (f->split.groups.cp.size > 1)
+        return em_error_new(EM_EXIT_BAD_INPUT,
+                            "a forward with cp = %d does not decode (decoding needs cp = 1)",
+                            f->split.groups.cp.size);
+    /* a step's one row per sequence must get the bits its row gets in the whole sequence */
+    char why[512];
+    if (!em_cuda_gemm_row_invariant(f, why, sizeof why))
+        return em_error_new(EM_EXIT_BAD_INPUT,
+                            "device cuda: decoding needs matrix products whose rows do not depend "
+                            "on the batch, and %s",
+                            why);
+    em_cuda_kv_cache *cache = NULL;
+    err = em_cuda_kv_cache_new(f->c.n_layers, f->c.n_kv_heads * f->c.head_dim, sequences, positions,
+                               &cache);
+    if (err) return err;
+    cuda_decode *d = (cuda_decode *)em_xcalloc(1, sizeof *d);
+    *d = cuda_decode{f, cache, sequences, positions};
+    *out = d;
+    return NULL;
+}
+
+/* logits (n_vocab) of row `row` of the batch run last, from its residual left in x: its final
+ * norm, the head's products over this rank's vocabulary rows in the stretches the head uses for
+ * one position, the cap, gathered over tp. The numbers whose tiles gave the row's argmax. */
+static em_status row_logits(em_cuda_forward *f, int row, float *logits) {
+    const em_forward_group *tp = &f->split.groups.tp;
+    int64_t V = f->split.vocab_rows;
+    float *mine =
+        tp->size > 1 ? (float *)em_xcalloc((size_t)f->c.n_vocab + 1, sizeof *mine) : logits;
+    const void *in = final_norm(f, row, 1);
+    int stretch = head_rows_for(&f->c, 1);
+    cudaError_t e = cudaSuccess;
+    for (int64_t row0 = 0; row0 < V && e == cudaSuccess; row0 += stretch) {
+        int rows = (int)(V - row0 < stretch ? V - row0 : stretch);
+        head_logits(f, in, 1, row0, rows, f->logits); /* (rows, 1): one row's logits */
+        if (f->c.final_softcap > 0.0f) em_cuda_softcap(f->logits, rows, f->c.final_softcap);
+        e = cudaMemcpy(mine + row0, f->logits, (size_t)rows * sizeof *mine, cudaMemcpyDeviceToHost);
+    }
+    em_status err = window_status(f);
+    if (!err && e != cudaSuccess) err = em_cuda_error(e, "copying the logits");
+    if (!err) err = em_forward_gather_vocab(tp, f->c.n_vocab, mine, logits);
+    if (mine != logits) free(mine);
+    return err;
+}
+
+/* Runs windows (count) after their slots' rows, the windows' own rows kept after them, and gives
+ * each window's last row's logits when asked. */
+static em_status decode_run(cuda_decode *d, const int *slots, const em_batch_window *windows,
+                            int count, float *logits) {
+    em_cuda_forward *f = d->f;
+    cuda_kept_batch batch;
+    batch.layer_floats = em_cuda_kv_cache_layer_floats(d->cache);
+    em_status err =
+        em_cuda_kv_cache_batch(d->cache, slots, count, &batch.view, &batch.before, &batch.slot);
+    if (err) return err;
+    f->kept = &batch;
+    err = backend_score_batch(f, windows, count);
+    f->kept = NULL;
+    size_t vocab = (size_t)f->c.n_vocab;
+    for (int i = 0, row = 0; i < count && !err; i++) {
+        row += windows[i].T;
+        if (logits) err = row_logits(f, row - 1, logits + (size_t)i * vocab);
+    }
+    int *added = (int *)em_xmalloc((size_t)count * sizeof *added);
+    for (int i = 0; i < count; i++) added[i] = windows[i].T;
+    if (!err) em_cuda_kv_cache_advance(d->cache, slots, added, count);
+    free(added);
+    return err;
+}
+
+static em_status backend_prefill(void *dp, const int *slots, const int32_t *const *prompts,
+                                 const int *lengths, int count, int32_t *next, float *logits) {
+    cuda_decode *d = (cuda_decode *)dp;
+    em_status err = em_decode_check_prefill(d->sequences, d->positions, slots, lengths, count);
+    if (!err) err = em_cuda_kv_cache_reset(d->cache, slots, count);
+    if (err) return err;
+    double *nll = (double *)em_xmalloc((size_t)count * sizeof *nll);
+    em_batch_window *windows = (em_batch_window *)em_xcalloc((size_t)count, sizeof *windows);
+    for (int i = 0; i < count; i++)
+        windows[i] =
+            em_batch_window{prompts[i], NULL, lengths[i], lengths[i] - 1, nll + i, next + i};
+    err = decode_run(d, slots, windows, count, logits);
+    free(nll);
+    free(windows);
+    return err ? em_error_prefix(err, "prefill") : NULL;
+}
+
+static em_status backend_step(void *dp, const int *slots, const int32_t *tokens, int count,
+                              int32_t *next, float *logits) {
+    cuda_decode *d = (cuda_decode *)dp;
+    em_status err = em_decode_check_step(d->sequences, d->positions,
+                                         em_cuda_kv_cache_lengths(d->cache), slots, count);
+    if (err) return err;
+    double *nll = (double *)em_xmalloc((size_t)count * sizeof *nll);
+    em_batch_window *windows = (em_batch_window *)em_xcalloc((size_t)count, sizeof *windows);
+    for (int i = 0; i < count; i++)
+        windows[i] = em_batch_window{tokens + i, NULL, 1, 0, nll + i, next + i};
+    err = decode_run(d, slots, windows, count, logits);
+    free(nll);
+    free(windows);
+    return err ? em_error_prefix(err, "decoding step") : NULL;
+}
+
+static size_t backend_decode_memory(const void *dp) {
+    return em_cuda_kv_cache_bytes(((const cuda_decode *)dp)->cache);
+}
+
+static void backend_decode_free(void *dp) {
+    cuda_decode *d = (cuda_decode *)dp;
+    if (!d) return;
+    em_cuda_kv_cache_free(d->cache);
+    free(d);
+}
+
 const em_forward_backend em_forward_backend_cuda = {
     .name = "cuda",
     /* 16384 positions (8 windows of 2048): GEMMs of that many rows run near the GPU's peak, and
@@ -876,12 +1036,11 @@ const em_forward_backend em_forward_backend_cuda = {
     .score_shared_prefixes = NULL,
     .prefix_batch_tokens = 0,
     .score_pair = backend_score_pair,
-    /* no decoding yet: generation refuses this backend (em_forward_decoding) */
-    .decode_new = NULL,
-    .prefill = NULL,
-    .step = NULL,
-    .decode_memory = NULL,
-    .decode_free = NULL,
+    .decode_new = backend_decode_new,
+    .prefill = backend_prefill,
+    .step = backend_step,
+    .decode_memory = backend_decode_memory,
+    .decode_free = backend_decode_free,
     .observe = NULL, /* calibrate runs on the cpu backend */
     .kernel = NULL,
     .memory = backend_memory,

@@ -96,27 +96,19 @@ static __device__ int window_of(const int32_t *start, int count, int t) {
     return lo;
 }
 
-/* Warp (row, h), its lanes holding dims lane, lane + 32, ... of q and of the output. The row is
- * position t of its window, whose rows start at row0: q, k, v and att are read from there on, so
- * a window's numbers are those it has alone. Each stretch of 32 keys joins the running softmax
- * (attention_stretch.cuh). Memory: registers only, whatever T. */
-static __global__ void attention_kernel(const float *q, const float *k, const float *v,
-                                        const int32_t *start, int count, int T, int H, int KV,
-                                        int hd, em_cuda_mask mask, float *att) {
-    int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    int64_t item = (int64_t)blockIdx.x * ATT_WARPS + warp;
-    if (item >= (int64_t)T * H) return; /* whole warps leave together */
-    int row = (int)(item / H), h = (int)(item % H), kvh = h / (H / KV);
-    int QD = H * hd, KVD = KV * hd;
-    int row0 = start[window_of(start, count, row)], t = row - row0;
-    q += (size_t)row0 * QD;
-    k += (size_t)row0 * KVD;
-    v += (size_t)row0 * KVD;
-    att += (size_t)row0 * QD;
+/* One warp's (query, head): the query at position t, its head's dims at qh, attends to keys
+ * 0 .. t (rows of KVD floats from position 0, the head's dims from kv_offset), and out gets its
+ * head's dims of the result. Lanes hold dims lane, lane + 32, ... of q and of the output; each
+ * stretch of 32 keys, from the first the query sees, joins the running softmax
+ * (attention_stretch.cuh). Memory: registers only, whatever t. */
+static __device__ void attend_query(const float *qh, const float *k, const float *v, int t, int KVD,
+                                    size_t kv_offset, int hd, const em_cuda_mask &mask,
+                                    float *out) {
+    int lane = threadIdx.x % 32;
     float qr[EM_CUDA_ATTENTION_PER_LANE], acc[EM_CUDA_ATTENTION_PER_LANE];
     for (int i = 0; i < EM_CUDA_ATTENTION_PER_LANE; i++) {
         int d = lane + 32 * i;
-        qr[i] = d < hd ? q[(size_t)t * QD + (size_t)h * hd + d] : 0.0f;
+        qr[i] = d < hd ? qh[d] : 0.0f;
         acc[i] = 0.0f;
     }
     int first = mask.window > 0 && t - mask.window + 1 > 0 ? t - mask.window + 1 : 0;
@@ -125,14 +117,28 @@ static __global__ void attention_kernel(const float *q, const float *k, const fl
         int j = j0 + lane;
         bool valid = j >= first && j <= t;
         unsigned seen = __ballot_sync(EM_CUDA_FULL_MASK, valid); /* never 0: key j0 or first */
-        em_attention_stretch(qr, k, v, (size_t)KVD, (size_t)kvh * hd, j0, seen, valid, lane, hd,
-                             mask, m, l, acc);
+        em_attention_stretch(qr, k, v, (size_t)KVD, kv_offset, j0, seen, valid, lane, hd, mask, m,
+                             l, acc);
     }
-    float *out = att + (size_t)t * QD + (size_t)h * hd;
     for (int i = 0; i < EM_CUDA_ATTENTION_PER_LANE; i++) {
         int d = lane + 32 * i;
         if (d < hd) out[d] = acc[i] / l;
     }
+}
+
+/* Warp (row, h) of the batch: the row is position t of its window, whose rows start at row0, so
+ * its keys are the window's rows from row0 on and a window's numbers are those it has alone. */
+static __global__ void attention_kernel(const float *q, const float *k, const float *v,
+                                        const int32_t *start, int count, int T, int H, int KV,
+                                        int hd, em_cuda_mask mask, float *att) {
+    int64_t item = (int64_t)blockIdx.x * ATT_WARPS + threadIdx.x / 32;
+    if (item >= (int64_t)T * H) return; /* whole warps leave together */
+    int row = (int)(item / H), h = (int)(item % H), kvh = h / (H / KV);
+    int QD = H * hd, KVD = KV * hd;
+    int row0 = start[window_of(start, count, row)];
+    size_t at = (size_t)row * QD + (size_t)h * hd;
+    attend_query(q + at, k + (size_t)row0 * KVD, v + (size_t)row0 * KVD, row - row0, KVD,
+                 (size_t)kvh * hd, hd, mask, att + at);
 }
 
 void em_cuda_attention(const float *q, const float *k, const float *v,
@@ -142,6 +148,50 @@ void em_cuda_attention(const float *q, const float *k, const float *v,
     int64_t items = (int64_t)T * H;
     attention_kernel<<<blocks_for(items, ATT_WARPS), ATT_WARPS * 32>>>(
         q, k, v, windows->device, windows->count, T, H, KV, hd, *mask, att);
+}
+
+/* Warp (row, h) of a batch after kept rows: the row is position before[w] + t of window w's
+ * sequence, whose keys are its slot's rows from position 0. */
+static __global__ void attention_kept_kernel(const float *q, em_cuda_kept kept,
+                                             const int32_t *start, int count, int T, int H, int KV,
+                                             int hd, em_cuda_mask mask, float *att) {
+    int64_t item = (int64_t)blockIdx.x * ATT_WARPS + threadIdx.x / 32;
+    if (item >= (int64_t)T * H) return; /* whole warps leave together */
+    int row = (int)(item / H), h = (int)(item % H), kvh = h / (H / KV);
+    int QD = H * hd, KVD = KV * hd, w = window_of(start, count, row);
+    int slot = kept.slot[w];
+    size_t at = (size_t)row * QD + (size_t)h * hd;
+    attend_query(q + at, kept.k[slot] + kept.layer_offset, kept.v[slot] + kept.layer_offset,
+                 kept.before[w] + row - start[w], KVD, (size_t)kvh * hd, hd, mask, att + at);
+}
+
+void em_cuda_attention_kept(const float *q, const em_cuda_kept *kept,
+                            const em_cuda_segments *windows, int H, int KV, int hd,
+                            const em_cuda_mask *mask, float *att) {
+    int T = windows->host[windows->count];
+    int64_t items = (int64_t)T * H;
+    if (items == 0) return;
+    attention_kept_kernel<<<blocks_for(items, ATT_WARPS), ATT_WARPS * 32>>>(
+        q, *kept, windows->device, windows->count, T, H, KV, hd, *mask, att);
+}
+
+/* One thread per value of a row: value i is (row i / KVD, dim i % KVD) of the batch. */
+static __global__ void keep_rows_kernel(const float *k, const float *v, const int32_t *start,
+                                        int count, int64_t n, int KVD, em_cuda_kept kept) {
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    int row = (int)(i / KVD), d = (int)(i % KVD), w = window_of(start, count, row);
+    size_t to = kept.layer_offset + (size_t)(kept.before[w] + row - start[w]) * KVD + d;
+    kept.k[kept.slot[w]][to] = k[i];
+    kept.v[kept.slot[w]][to] = v[i];
+}
+
+void em_cuda_keep_rows(const float *k, const float *v, const em_cuda_segments *windows,
+                       int kv_width, const em_cuda_kept *kept) {
+    int64_t n = (int64_t)windows->host[windows->count] * kv_width;
+    if (n == 0) return;
+    keep_rows_kernel<<<blocks_for(n, 256), 256>>>(k, v, windows->device, windows->count, n,
+                                                  kv_width, *kept);
 }
 
 /* The CPU's formulas (swiglu.c): g / (1 + exp(-g)) u and GeGLU's tanh form as a logistic. */
@@ -185,6 +235,15 @@ void em_cuda_f32_to_bf16(const float *src, __nv_bfloat16 *dst, int64_t n) {
 
 static __device__ float cap(float l, float softcap) {
     return softcap > 0.0f ? softcap * tanhf(l / softcap) : l;
+}
+
+static __global__ void softcap_kernel(float *x, int64_t n, float softcap) {
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) x[i] = cap(x[i], softcap);
+}
+
+void em_cuda_softcap(float *x, int64_t n, float softcap) {
+    if (n > 0) softcap_kernel<<<blocks_for(n, 256), 256>>>(x, n, softcap);
 }
 
 /* Thread (t, tile): the tile's max and first argmax, then its sum of exp(l - max) in double in

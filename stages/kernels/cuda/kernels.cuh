@@ -66,6 +66,33 @@ void em_cuda_attention(const float *q, const float *k, const float *v,
                        const em_cuda_segments *windows, int H, int KV, int hd,
                        const em_cuda_mask *mask, float *att);
 
+/* Keys and values kept on the device across calls (decoding's cache, decode_cache.cuh): window w
+ * of a batch follows before[w] rows kept in slot slot[w], and its own rows are written after them
+ * (em_cuda_keep_rows) before attention, so its keys are rows 0 .. before[w] + T_w - 1 of the
+ * slot. A slot's rows of this layer start at k[slot] + layer_offset (v likewise), KV*hd floats a
+ * row. Every pointer is device memory. */
+typedef struct em_cuda_kept {
+    float *const *k, *const *v;   /* (slots) each slot's rows of layer 0 */
+    size_t layer_offset;          /* floats from a slot's rows of layer 0 to this layer's */
+    const int32_t *slot, *before; /* (windows) */
+} em_cuda_kept;
+
+/* Writes k, v (T, KV*hd), the batch's own rows after RoPE, after their windows' kept rows:
+ * row t of window w (windows' offsets on the device) to row before[w] + t of its slot. */
+void em_cuda_keep_rows(const float *k, const float *v, const em_cuda_segments *windows,
+                       int kv_width, const em_cuda_kept *kept);
+
+/* em_cuda_attention for windows that follow kept rows: row t of window w is the query at position
+ * before[w] + t and attends to keys 0 .. before[w] + t of its slot (em_cuda_keep_rows has written
+ * the window's own). A query's keys, stretches and sums are those of em_cuda_attention over the
+ * whole sequence in one window, so its bits are too. */
+void em_cuda_attention_kept(const float *q, const em_cuda_kept *kept,
+                            const em_cuda_segments *windows, int H, int KV, int hd,
+                            const em_cuda_mask *mask, float *att);
+
+/* x (n) = softcap tanh(x / softcap), the head's cap of em_cuda_head_tiles (softcap > 0). */
+void em_cuda_softcap(float *x, int64_t n, float softcap);
+
 /* gate (n) = silu(gate) * up (gelu false) or gelu_tanh(gate) * up (gelu true). */
 void em_cuda_glu(float *gate, const float *up, int64_t n, bool gelu);
 
