@@ -1,5 +1,5 @@
-/* Greedy decoding on the cuda forward (forward_backend.h's decode_new, prefill, step), through
- * the forward-backend seam:
+/* Greedy decoding and shared prefixes on the cuda forward (forward_backend.h's decode_new,
+ * prefill, step and score_shared_prefixes: its device key-value cache), through the seam:
  *   cuda_decode_check MODEL fp32|bf16
  * the 8 prompts of test_decode_batchings.h (1 to 130 ids: inside the first attention tile, on its
  * edge, across tiles), each decoded for STEPS tokens, in its 5 batchings. Checks:
@@ -9,6 +9,8 @@
  *   fp32 (an F32 model, FP32 products): the cpu backend's decoded tokens agree wherever the cpu's
  *   top two logits are more than 1e-3 apart, and every logit within 1e-3 of the cpu's (bf16:
  *   reported only);
+ *   every case of test_shared_prefix_cases.h through score_shared_prefixes, all prefixes in one
+ *   call in both orders: each continuation's nll and argmax the bits of its whole window;
  *   a step on a slot never filled and a repeated slot are errors (exit status 2) naming them.
  * Exit 77 (skipped) when no CUDA device is usable. */
 #include <math.h>
@@ -22,6 +24,7 @@
 #include "stages/model/loaded_model.h"
 #include "test.h"
 #include "kernels/test_decode_batchings.h"
+#include "kernels/test_shared_prefix_cases.h"
 #include "kernels/test_windows.h"
 
 /* Whether want's tokens and logits are, at every step, the argmax of the whole sequence so far
@@ -87,6 +90,41 @@ static int against_cpu(const decoded *cuda, const decoded *cpu, int V, double *w
     return differ;
 }
 
+/* Shared prefixes (score_shared_prefixes, the same device cache as decoding): every case of
+ * test_shared_prefix_cases.h's continuations bit-identical to its whole window through
+ * score_batch alone, with every case's prefix in one call, in both orders. Returns whether all
+ * were. */
+static bool check_shared_prefixes(const em_forward_backend *be, void *f, int V) {
+    static window ws[CASES][MOST_CONTINUATIONS];
+    static scores alone[CASES][MOST_CONTINUATIONS], got[CASES][MOST_CONTINUATIONS];
+    static em_batch_window batches[CASES][MOST_CONTINUATIONS];
+    const int in_order[MOST_CONTINUATIONS] = {0, 1, 2, 3};
+    for (int c = 0; c < CASES; c++) {
+        make_windows(&cases[c], (uint32_t)(c + 1), V, ws[c]);
+        for (int i = 0; i < cases[c].count; i++) {
+            const window *w = &ws[c][i];
+            decode_must(em_forward_score_window(be, f, w->ids, w->ids + 1, w->T, w->score_from,
+                                                alone[c][i].nll, alone[c][i].argmax),
+                        "whole window");
+        }
+    }
+    bool all = true;
+    for (int backwards = 0; backwards <= 1; backwards++) {
+        em_shared_prefix prefixes[CASES];
+        memset(got, 0xff, sizeof got);
+        for (int k = 0; k < CASES; k++) {
+            int c = backwards ? CASES - 1 - k : k;
+            prefixes[k] = shared(&cases[c], ws[c], in_order, cases[c].count, got[c], batches[c]);
+        }
+        decode_must(be->score_shared_prefixes(f, prefixes, CASES), "score_shared_prefixes");
+        for (int c = 0; c < CASES; c++) all = all && same(&cases[c], alone[c], got[c]);
+    }
+    printf("%s: %d shared prefixes in one call, both orders: continuations %s their whole "
+           "windows\n",
+           all ? "ok" : "FAILED", CASES, all ? "bit-identical to" : "DIFFERENT from");
+    return all;
+}
+
 static void check_refusals(const em_forward_backend *be, void *f) {
     void *d;
     decode_must(be->decode_new(f, 2, 3, &d), "decode_new");
@@ -143,6 +181,7 @@ int main(int argc, char **argv) {
     printf("%s: every step equals the full forward's argmax and a fresh prefill's logits\n",
            full ? "ok" : "FAILED");
     CHECK(full);
+    CHECK(check_shared_prefixes(cuda, f, V));
     decode_must(cpu->create(m, &alone, 2, &options, &c), "cpu create");
     decode_batching(cpu, c, prompts, 0, V, &on_cpu);
     double worst;

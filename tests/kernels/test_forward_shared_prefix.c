@@ -3,9 +3,8 @@
  * scored alone by em_llama_forward_batch, on 1 and 2 threads, whatever other continuations share
  * its batch and in whatever order, whatever other prefixes share its call (every case's prefix in
  * one call, in both orders), and a forward that has scored shared prefixes must still give
- * whole windows (in a mixed batch) their bits alone. The prefixes have 1 to 150 positions (inside
- * the first attention query block, on its edge, across blocks) and 1 to 4 continuations of 1 to
- * 90 positions, most scored whole and some from their middle. Uses the model given as argv[1],
+ * whole windows (in a mixed batch) their bits alone, on the cases of test_shared_prefix_cases.h.
+ * Uses the model given as argv[1],
  * else the shared stories260K.gguf. Also: a bad id in a continuation is an error (exit status 2)
  * naming it, and a forward with cp > 1 refuses shared prefixes (exit status 2). */
 #include <stdint.h>
@@ -17,26 +16,8 @@
 #include "stages/model/loaded_model.h"
 #include "test.h"
 #include "kernels/test_forward_model.h"
+#include "kernels/test_shared_prefix_cases.h"
 #include "kernels/test_windows.h"
-
-#define MOST_CONTINUATIONS 4
-
-/* A prefix of P positions and its continuations, each of T positions scored from score_from. */
-typedef struct prefix_case {
-    int P, count;
-    int T[MOST_CONTINUATIONS], score_from[MOST_CONTINUATIONS];
-} prefix_case;
-
-static const prefix_case cases[] = {
-    {1, 1, {1}, {0}},
-    {1, 3, {4, 1, 20}, {0, 0, 3}},
-    {17, 2, {5, 9}, {0, 0}},
-    {37, 4, {1, 64, 70, 3}, {0, 0, 0, 2}},
-    {64, 3, {16, 1, 33}, {0, 0, 0}},
-    {100, 4, {28, 90, 2, 7}, {0, 10, 0, 0}},
-    {150, 2, {12, 45}, {0, 0}},
-};
-#define CASES (int)(sizeof cases / sizeof *cases)
 
 static void check_ok(em_status err) {
     CHECK(err == NULL);
@@ -46,45 +27,12 @@ static void check_ok(em_status err) {
     }
 }
 
-/* Case c's whole windows: continuation i is window ws[i], its first P ids the prefix's. */
-static void make_windows(const prefix_case *c, uint32_t seed, int V, window *ws) {
-    window prefix;
-    make_window(&prefix, c->P, 0, seed, V);
-    for (int i = 0; i < c->count; i++) {
-        make_window(&ws[i], c->P + c->T[i], c->P + c->score_from[i], seed * 7 + (uint32_t)i, V);
-        memcpy(ws[i].ids, prefix.ids, (size_t)c->P * sizeof *prefix.ids);
-    }
-}
-
-/* Case c's continuations order[0 .. count-1] into batch (out[i] their scores), as one prefix. */
-static em_shared_prefix shared(const prefix_case *c, const window *ws, const int *order, int count,
-                               scores *out, em_batch_window *batch) {
-    for (int k = 0; k < count; k++) {
-        int i = order[k];
-        const int32_t *ids = ws[i].ids + c->P;
-        batch[k] =
-            (em_batch_window){ids, ids + 1, c->T[i], c->score_from[i], out[i].nll, out[i].argmax};
-    }
-    return (em_shared_prefix){ws[0].ids, c->P, batch, count};
-}
-
 /* Scores case c's continuations order[0 .. count-1] as one shared-prefix batch into out[i]. */
 static em_status run_shared(em_llama_forward *f, const prefix_case *c, const window *ws,
                             const int *order, int count, scores *out) {
     em_batch_window batch[MOST_CONTINUATIONS];
     em_shared_prefix p = shared(c, ws, order, count, out, batch);
     return em_llama_forward_shared_prefixes(f, &p, 1);
-}
-
-/* Whether out[i] holds the bits of want[i] for each of the case's continuations. */
-static bool same(const prefix_case *c, const scores *want, const scores *got) {
-    bool ok = true;
-    for (int i = 0; i < c->count; i++) {
-        size_t k = (size_t)(c->T[i] - c->score_from[i]);
-        ok = ok && memcmp(want[i].nll, got[i].nll, k * sizeof(double)) == 0 &&
-             memcmp(want[i].argmax, got[i].argmax, k * sizeof(int32_t)) == 0;
-    }
-    return ok;
 }
 
 int main(int argc, char **argv) {

@@ -107,6 +107,19 @@ void em_cuda_kv_cache_advance(em_cuda_kv_cache *c, const int *slots, const int *
     for (int i = 0; i < count; i++) c->length[slots[i]] += added[i];
 }
 
+em_status em_cuda_kv_cache_copy(em_cuda_kv_cache *c, int from, int to, int rows) {
+    em_status err = em_cuda_kv_cache_reset(c, &to, 1);
+    if (err) return err;
+    /* keys then values: 2 x layers runs of `rows` rows, one per layer's block of positions rows */
+    size_t pitch = em_cuda_kv_cache_layer_floats(c) * sizeof(float);
+    size_t width = (size_t)rows * (size_t)c->kv_width * sizeof(float);
+    cudaError_t e = cudaMemcpy2D(c->k[to], pitch, c->k[from], pitch, width, 2 * (size_t)c->layers,
+                                 cudaMemcpyDeviceToDevice);
+    if (e != cudaSuccess) return em_cuda_error(e, "copying a shared prefix's keys and values");
+    c->length[to] = rows;
+    return NULL;
+}
+
 size_t em_cuda_kv_cache_bytes(const em_cuda_kv_cache *c) {
     return c->bytes;
 }

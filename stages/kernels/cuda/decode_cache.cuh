@@ -44,6 +44,11 @@ size_t em_cuda_kv_cache_layer_floats(const em_cuda_kv_cache *c);
 /* After a batch has run: slots[i] hold added[i] more rows. */
 void em_cuda_kv_cache_advance(em_cuda_kv_cache *c, const int *slots, const int *added, int count);
 
+/* Slot `to` (allocated on its first use) holds a copy of the first `rows` rows of every layer of
+ * slot `from` (filled with at least that many), and nothing after them: a shared prefix's keys and
+ * values for another of its continuations. */
+em_status em_cuda_kv_cache_copy(em_cuda_kv_cache *c, int from, int to, int rows);
+
 /* Device bytes of the slots allocated so far. */
 size_t em_cuda_kv_cache_bytes(const em_cuda_kv_cache *c);
 

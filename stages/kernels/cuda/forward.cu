@@ -102,6 +102,9 @@ typedef struct em_cuda_forward {
     int32_t *window_start, *window_start_device;
     int window_slots;
     const cuda_kept_batch *kept; /* the batch continues kept sequences (decoding), else NULL */
+    /* shared prefixes' keys and values, one slot per continuation (score_shared_prefixes) */
+    em_cuda_kv_cache *prefix_cache;
+    int prefix_slots, prefix_positions;
 } em_cuda_forward;
 
 /* Records the first failure of a window (kernels of the composition return nothing). */
@@ -326,10 +329,11 @@ static em_status keep_windows(em_cuda_forward *f, const em_segments *windows) {
     return e == cudaSuccess ? NULL : em_cuda_error(e, "uploading the batch's windows");
 }
 
-/* Without positions (cp = 1) they restart at 0 in every window, so the batch's RoPE rows of
- * window w are rows 0 .. T_w-1 of the tables of positions: copied on the device, the same bits
- * as alone. A cp rank's one window holds positions from the middle of it, and a window after
- * kept rows those from before[w] on: their own rows, computed as the table's are. */
+/* Positions (T) restart at 0 in every window of a batch (NULL: one window, 0 .. T-1), so the
+ * batch's RoPE rows of window w are rows 0 .. T_w-1 of the tables of positions: copied on the
+ * device for one window, the same bits as alone. A cp rank's one window holds positions from the
+ * middle of it, a batch's windows are uploaded as given, and a window after kept rows holds
+ * positions from before[w] on: their own rows, computed as the table's are. */
 static em_status cuda_begin(void *b, const int32_t *input, const int32_t *positions,
                             const em_segments *windows) {
     em_cuda_forward *f = (em_cuda_forward *)b;
@@ -341,14 +345,14 @@ static em_status cuda_begin(void *b, const int32_t *input, const int32_t *positi
     if (e != cudaSuccess) return em_cuda_error(e, "uploading the batch");
     bool from_table = !positions && !f->kept;
     if (!from_table) {
-        int32_t *after = NULL; /* the positions of windows after kept rows */
-        if (!positions) {
+        int32_t *after = NULL; /* windows after kept rows: their positions moved past those */
+        if (f->kept) {
             after = (int32_t *)em_xmalloc((size_t)T * sizeof *after);
             for (int w = 0; w < windows->count; w++)
                 for (int t = windows->start[w]; t < windows->start[w + 1]; t++)
-                    after[t] = f->kept->before[w] + t - windows->start[w];
+                    after[t] = f->kept->before[w] + (positions ? positions[t] : t);
         }
-        err = upload_rope(f, positions ? positions : after, T, f->rope, f->rope_swa);
+        err = upload_rope(f, after ? after : positions, T, f->rope, f->rope_swa);
         free(after);
         if (err) return err;
     }
@@ -734,7 +738,8 @@ static em_status backend_score_pair(void *ref, void *cand, const int32_t *input,
 static size_t backend_memory(const void *fp) {
     const em_cuda_forward *f = (const em_cuda_forward *)fp;
     return f->activation_bytes + f->split.device_bytes + em_weights_scratch_bytes(&f->store) +
-           em_cuda_attention_work_bytes(f->attn_work);
+           em_cuda_attention_work_bytes(f->attn_work) +
+           (f->prefix_cache ? em_cuda_kv_cache_bytes(f->prefix_cache) : 0);
 }
 
 static size_t backend_weight_bytes(const void *fp) {
@@ -772,6 +777,7 @@ static void backend_free(void *fp) {
     em_gemm_free(f->gemm);
     em_weights_free(&f->store);
     em_cuda_attention_work_free(f->attn_work);
+    em_cuda_kv_cache_free(f->prefix_cache);
     free(f);
 }
 
@@ -947,15 +953,14 @@ static em_status row_logits(em_cuda_forward *f, int row, float *logits) {
     return err;
 }
 
-/* Runs windows (count) after their slots' rows, the windows' own rows kept after them, and gives
- * each window's last row's logits when asked. */
-static em_status decode_run(cuda_decode *d, const int *slots, const em_batch_window *windows,
-                            int count, float *logits) {
-    em_cuda_forward *f = d->f;
+/* Runs windows (count) after the rows of their slots of cache, the windows' own rows kept after
+ * them, and gives each window's last row's logits when asked. */
+static em_status run_after_kept(em_cuda_forward *f, em_cuda_kv_cache *cache, const int *slots,
+                                const em_batch_window *windows, int count, float *logits) {
     cuda_kept_batch batch;
-    batch.layer_floats = em_cuda_kv_cache_layer_floats(d->cache);
+    batch.layer_floats = em_cuda_kv_cache_layer_floats(cache);
     em_status err =
-        em_cuda_kv_cache_batch(d->cache, slots, count, &batch.view, &batch.before, &batch.slot);
+        em_cuda_kv_cache_batch(cache, slots, count, &batch.view, &batch.before, &batch.slot);
     if (err) return err;
     f->kept = &batch;
     err = backend_score_batch(f, windows, count);
@@ -967,7 +972,7 @@ static em_status decode_run(cuda_decode *d, const int *slots, const em_batch_win
     }
     int *added = (int *)em_xmalloc((size_t)count * sizeof *added);
     for (int i = 0; i < count; i++) added[i] = windows[i].T;
-    if (!err) em_cuda_kv_cache_advance(d->cache, slots, added, count);
+    if (!err) em_cuda_kv_cache_advance(cache, slots, added, count);
     free(added);
     return err;
 }
@@ -983,7 +988,7 @@ static em_status backend_prefill(void *dp, const int *slots, const int32_t *cons
     for (int i = 0; i < count; i++)
         windows[i] =
             em_batch_window{prompts[i], NULL, lengths[i], lengths[i] - 1, nll + i, next + i};
-    err = decode_run(d, slots, windows, count, logits);
+    err = run_after_kept(d->f, d->cache, slots, windows, count, logits);
     free(nll);
     free(windows);
     return err ? em_error_prefix(err, "prefill") : NULL;
@@ -999,10 +1004,111 @@ static em_status backend_step(void *dp, const int *slots, const int32_t *tokens,
     em_batch_window *windows = (em_batch_window *)em_xcalloc((size_t)count, sizeof *windows);
     for (int i = 0; i < count; i++)
         windows[i] = em_batch_window{tokens + i, NULL, 1, 0, nll + i, next + i};
-    err = decode_run(d, slots, windows, count, logits);
+    err = run_after_kept(d->f, d->cache, slots, windows, count, logits);
     free(nll);
     free(windows);
     return err ? em_error_prefix(err, "decoding step") : NULL;
+}
+
+/* ---- shared prefixes (forward_backend.h's score_shared_prefixes) ---- */
+
+/* The continuation c of prefix p as one whole window through score_batch: what products that are
+ * not row-invariant score instead (the bits of the whole window, as the seam promises). */
+static em_status score_whole(em_cuda_forward *f, const em_shared_prefix *p,
+                             const em_batch_window *c) {
+    int T = p->P + c->T;
+    int32_t *input = (int32_t *)em_xmalloc((size_t)T * sizeof *input);
+    int32_t *target = (int32_t *)em_xcalloc((size_t)T, sizeof *target); /* 0 where not scored */
+    memcpy(input, p->ids, (size_t)p->P * sizeof *input);
+    memcpy(input + p->P, c->input, (size_t)c->T * sizeof *input);
+    if (c->target)
+        memcpy(target + p->P + c->score_from, c->target + c->score_from,
+               (size_t)(c->T - c->score_from) * sizeof *target);
+    em_batch_window whole = {input,    c->target ? target : NULL, T, p->P + c->score_from, c->nll,
+                             c->argmax};
+    em_status err = backend_score_batch(f, &whole, 1);
+    free(input);
+    free(target);
+    return err;
+}
+
+/* Room for `slots` sequences of `positions` positions in the forward's prefix cache. */
+static em_status reserve_prefix_cache(em_cuda_forward *f, int slots, int positions) {
+    if (f->prefix_cache && slots <= f->prefix_slots && positions <= f->prefix_positions)
+        return NULL;
+    slots = slots > f->prefix_slots ? slots : f->prefix_slots;
+    positions = positions > f->prefix_positions ? positions : f->prefix_positions;
+    em_cuda_kv_cache_free(f->prefix_cache);
+    f->prefix_cache = NULL;
+    f->prefix_slots = f->prefix_positions = 0;
+    em_status err = em_cuda_kv_cache_new(f->c.n_layers, f->c.n_kv_heads * f->c.head_dim, slots,
+                                         positions, &f->prefix_cache);
+    if (err) return err;
+    f->prefix_slots = slots;
+    f->prefix_positions = positions;
+    return NULL;
+}
+
+/* The prefixes (with continuations) in one batch, their keys and values kept in the slot of each
+ * one's first continuation and copied to the slots of its others; then every continuation in one
+ * batch after its slot's rows. */
+static em_status backend_score_shared_prefixes(void *fp, const em_shared_prefix *prefixes,
+                                               int count) {
+    em_cuda_forward *f = (em_cuda_forward *)fp;
+    if (f->split.groups.cp.size > 1)
+        return em_error_new(EM_EXIT_BAD_INPUT,
+                            "a forward with cp = %d does not score shared prefixes (score the "
+                            "whole windows)",
+                            f->split.groups.cp.size);
+    int continuations = 0, positions = 1, used = 0;
+    for (int g = 0; g < count; g++) {
+        const em_shared_prefix *p = &prefixes[g];
+        if (p->P < 1)
+            return em_error_new(EM_EXIT_BAD_INPUT, "a shared prefix of %d positions", p->P);
+        for (int c = 0; c < p->count; c++)
+            if (p->P + p->continuations[c].T > positions) positions = p->P + p->continuations[c].T;
+        continuations += p->count;
+        used += p->count > 0;
+    }
+    if (continuations == 0) return NULL;
+    em_status err = NULL;
+    if (!em_cuda_gemm_row_invariant(f, NULL, 0)) {
+        for (int g = 0; g < count && !err; g++)
+            for (int c = 0; c < prefixes[g].count && !err; c++)
+                err = score_whole(f, &prefixes[g], &prefixes[g].continuations[c]);
+        return err;
+    }
+    if ((err = reserve_prefix_cache(f, continuations, positions))) return err;
+    em_cuda_kv_cache *cache = f->prefix_cache;
+    int *slots = (int *)em_xmalloc((size_t)continuations * sizeof *slots);
+    int *first = (int *)em_xmalloc((size_t)used * sizeof *first);
+    em_batch_window *windows =
+        (em_batch_window *)em_xmalloc((size_t)continuations * sizeof *windows);
+    /* the prefixes' layers only (nll NULL: no head), their ids standing as targets for the check
+     * of the window's ids; prefix g's rows kept in the slot of its first continuation */
+    for (int g = 0, w = 0, slot = 0; g < count; slot += prefixes[g].count, g++) {
+        const em_shared_prefix *p = &prefixes[g];
+        if (p->count == 0) continue;
+        windows[w] = em_batch_window{p->ids, p->ids, p->P, p->P - 1, NULL, NULL};
+        first[w++] = slot;
+    }
+    err = em_cuda_kv_cache_reset(cache, first, used);
+    if (!err) err = run_after_kept(f, cache, first, windows, used, NULL);
+    if (err) err = em_error_prefix(err, "shared prefix");
+    /* every continuation in its own slot, after a copy of its prefix's rows */
+    for (int g = 0, w = 0; g < count && !err; g++) {
+        const em_shared_prefix *p = &prefixes[g];
+        for (int c = 0; c < p->count && !err; c++, w++) {
+            windows[w] = p->continuations[c];
+            slots[w] = w;
+            if (c > 0) err = em_cuda_kv_cache_copy(cache, w - c, w, p->P);
+        }
+    }
+    if (!err) err = run_after_kept(f, cache, slots, windows, continuations, NULL);
+    free(slots);
+    free(first);
+    free(windows);
+    return err;
 }
 
 static size_t backend_decode_memory(const void *dp) {
@@ -1032,9 +1138,10 @@ const em_forward_backend em_forward_backend_cuda = {
     .available = em_cuda_available,
     .create = backend_create,
     .score_batch = backend_score_batch,
-    /* no shared-prefix scoring: the task stage scores every request whole on this backend */
-    .score_shared_prefixes = NULL,
-    .prefix_batch_tokens = 0,
+    .score_shared_prefixes = backend_score_shared_prefixes,
+    /* 8192 prefix positions a call: the prefixes' and the continuations' products run with
+     * thousands of rows, near the GPU's peak */
+    .prefix_batch_tokens = 8192,
     .score_pair = backend_score_pair,
     .decode_new = backend_decode_new,
     .prefill = backend_prefill,
