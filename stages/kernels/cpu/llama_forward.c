@@ -663,7 +663,8 @@ em_status em_llama_forward_shared_prefixes(em_llama_forward *f, const em_shared_
     if (continuations == 0) return NULL;
     err = reserve_prefix(f, positions);
     if (err) return err;
-    /* the kept rows are (layers, positions, kv): prefix g's from row offset[g] of each layer */
+    /* the kept rows are (layers, positions, kv): each prefix's rows follow the earlier prefixes' in
+     * every layer (row counts the rows before them) */
     size_t kv = (size_t)em_llama_forward_kv_width(f), stride = (size_t)positions * kv;
     int n = count > continuations ? count : continuations;
     float **k = em_xmalloc((size_t)n * sizeof *k), **v = em_xmalloc((size_t)n * sizeof *v);
