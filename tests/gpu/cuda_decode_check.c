@@ -34,12 +34,9 @@ static bool against_full_forward(const em_forward_backend *be, void *f, const wi
     bool ok = true;
     float *logits = malloc((size_t)V * sizeof *logits);
     for (int s = 0; s < SEQUENCES; s++) {
-        int32_t seq[TEST_WINDOW_MAX_T + STEPS + 1];
-        int L = prompts[s].T;
-        memcpy(seq, prompts[s].ids, (size_t)L * sizeof *seq);
         for (int step = 0; step < STEPS; step++) {
-            int T = L + step;
-            if (step) seq[T - 1] = want->tokens[s][step - 1];
+            int32_t seq[TEST_WINDOW_MAX_T + STEPS + 1];
+            int T = sequence_so_far(prompts, want, s, step, seq);
             double nll;
             int32_t argmax, next;
             em_batch_window whole = {seq, NULL, T, T - 1, &nll, &argmax};

@@ -97,6 +97,17 @@ static inline size_t decode_batching(const em_forward_backend *be, void *f, cons
     return bytes;
 }
 
+/* seq (room for TEST_WINDOW_MAX_T + STEPS + 1 ids) = sequence s's prompt, then its first `step`
+ * tokens in d, then a 0 (a target for its last position); returns its length without the 0. */
+static inline int sequence_so_far(const window *prompts, const decoded *d, int s, int step,
+                                  int32_t *seq) {
+    int L = prompts[s].T;
+    memcpy(seq, prompts[s].ids, (size_t)L * sizeof *seq);
+    memcpy(seq + L, d->tokens[s], (size_t)step * sizeof *seq);
+    seq[L + step] = 0;
+    return L + step;
+}
+
 /* Whether a and b hold the same tokens and logits bits. */
 static inline bool decoded_same(const decoded *a, const decoded *b, int V) {
     return memcmp(a->tokens, b->tokens, sizeof a->tokens) == 0 &&

@@ -39,13 +39,9 @@ static bool against_full_forward(const em_model *m, em_precision precision, cons
     *worst = 0;
     float *logits = malloc((size_t)V * sizeof *logits);
     for (int s = 0; s < SEQUENCES; s++) {
-        int32_t seq[TEST_WINDOW_MAX_T + STEPS + 1];
-        int L = prompts[s].T;
-        memcpy(seq, prompts[s].ids, (size_t)L * sizeof *seq);
         for (int step = 0; step < STEPS; step++) {
-            int T = L + step;
-            if (step) seq[T - 1] = want->tokens[s][step - 1];
-            seq[T] = 0;
+            int32_t seq[TEST_WINDOW_MAX_T + STEPS + 1];
+            int T = sequence_so_far(prompts, want, s, step, seq);
             static scores full;
             check_ok(em_llama_forward_window(f, seq, seq + 1, T, 0, full.nll, full.argmax));
             ok = ok && full.argmax[T - 1] == want->tokens[s][step];
