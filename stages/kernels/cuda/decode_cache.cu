@@ -103,8 +103,8 @@ em_status em_cuda_kv_cache_batch(em_cuda_kv_cache *c, const int *slots, int coun
     return NULL;
 }
 
-void em_cuda_kv_cache_advance(em_cuda_kv_cache *c, const int *slots, const int *added, int count) {
-    for (int i = 0; i < count; i++) c->length[slots[i]] += added[i];
+void em_cuda_kv_cache_advance(em_cuda_kv_cache *c, const em_batch_window *windows, int count) {
+    for (int i = 0; i < count; i++) c->length[c->slot[i]] += windows[i].T;
 }
 
 em_status em_cuda_kv_cache_copy(em_cuda_kv_cache *c, int from, int to, int rows) {

@@ -15,6 +15,7 @@
 #include "stages/kernels/cuda/kernels.cuh"
 extern "C" {
 #include "util/error.h"
+#include "stages/kernels/forward_backend.h"
 }
 
 typedef struct em_cuda_kv_cache em_cuda_kv_cache;
@@ -41,8 +42,9 @@ em_status em_cuda_kv_cache_batch(em_cuda_kv_cache *c, const int *slots, int coun
 /* Floats from a slot's rows of one layer to the next layer's: positions x kv_width. */
 size_t em_cuda_kv_cache_layer_floats(const em_cuda_kv_cache *c);
 
-/* After a batch has run: slots[i] hold added[i] more rows. */
-void em_cuda_kv_cache_advance(em_cuda_kv_cache *c, const int *slots, const int *added, int count);
+/* After the batch of the last em_cuda_kv_cache_batch has run: its window i's slot holds
+ * windows[i].T more rows. */
+void em_cuda_kv_cache_advance(em_cuda_kv_cache *c, const em_batch_window *windows, int count);
 
 /* Slot `to` (allocated on its first use) holds a copy of the first `rows` rows of every layer of
  * slot `from` (filled with at least that many), and nothing after them: a shared prefix's keys and

@@ -970,10 +970,7 @@ static em_status run_after_kept(em_cuda_forward *f, em_cuda_kv_cache *cache, con
         row += windows[i].T;
         if (logits) err = row_logits(f, row - 1, logits + (size_t)i * vocab);
     }
-    int *added = (int *)em_xmalloc((size_t)count * sizeof *added);
-    for (int i = 0; i < count; i++) added[i] = windows[i].T;
-    if (!err) em_cuda_kv_cache_advance(cache, slots, added, count);
-    free(added);
+    if (!err) em_cuda_kv_cache_advance(cache, windows, count);
     return err;
 }
 
