@@ -2,9 +2,9 @@
  * chain acc = fmaf(x[t][k], w[j][k], acc) over k in order from 0, so the result must equal a
  * plain fmaf loop bit for bit, for every microkernel this CPU runs (avx512, avx2, c), for token
  * counts, widths and row counts that are not multiples of the panel, block or kernel sizes, and
- * with y += accumulation. With one token, the one-token kernel for weights given transposed
- * (attention's values as they are) gives the same chains, written at a stride. Also the error for
- * a wrong EVALMESH_CPU_KERNEL. */
+ * with y += accumulation. With up to EM_GEMM_FEW_TOKENS tokens, the few-token kernel for weights
+ * given transposed (attention's values as they are) gives the same chains, written at a stride.
+ * Also the error for a wrong EVALMESH_CPU_KERNEL. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -71,22 +71,29 @@ static void check_shape(em_gemm_microkernel *kernel, const char *name, int T, in
         fprintf(stderr, "kernel %s, T %d, K %d, rows %d: y != fma chain\n", name, T, K, rows);
     CHECK(same);
 
-    if (T == 1) { /* the weight transposed (K, rows) with a row stride past rows, out at stride 3 */
+    if (T <= EM_GEMM_FEW_TOKENS) { /* the weight transposed (K, rows) with a row stride past
+                                    * rows; x (K, T) at a column stride of 7; out at stride 5 */
         size_t ldw = (size_t)rows + 5;
         float *wt = malloc((size_t)K * ldw * sizeof(float)),
-              *c = malloc((size_t)rows * 3 * sizeof(float));
-        for (int k = 0; k < K; k++)
+              *xt = malloc((size_t)K * 7 * sizeof(float)),
+              *c = malloc((size_t)rows * 5 * sizeof(float));
+        for (int k = 0; k < K; k++) {
             for (size_t j = 0; j < ldw; j++)
                 wt[(size_t)k * ldw + j] = j < (size_t)rows ? w[j * K + k] : NAN;
-        em_gemm_one_token_transposed_for(kernel)(K, x, 1, wt, ldw, rows, c, 3);
+            for (int t = 0; t < 7; t++) xt[(size_t)k * 7 + t] = t < T ? x[(size_t)t * K + k] : NAN;
+        }
+        em_gemm_few_tokens_transposed_for(kernel)(K, xt, 7, T, wt, ldw, rows, c, 5);
         int transposed = 1;
-        for (int j = 0; j < rows; j++)
-            transposed = transposed && memcmp(&c[3 * j], &chain[j], sizeof(float)) == 0;
+        for (int t = 0; t < T; t++)
+            for (int j = 0; j < rows; j++)
+                transposed = transposed && memcmp(&c[5 * j + t], &chain[(size_t)t * rows + j],
+                                                  sizeof(float)) == 0;
         if (!transposed)
-            fprintf(stderr, "kernel %s, K %d, rows %d: transposed one-token != fma chain\n", name,
-                    K, rows);
+            fprintf(stderr, "kernel %s, T %d, K %d, rows %d: transposed few-token != fma chain\n",
+                    name, T, K, rows);
         CHECK(transposed);
         free(wt);
+        free(xt);
         free(c);
     }
 
@@ -113,16 +120,17 @@ int main(void) {
         em_status err = em_gemm_microkernel_select(&kernel, &name);
         if (test_kernel_missing(err, kernels[i])) continue;
         CHECK_STR_EQ(name, kernels[i]);
-        int tokens[] = {1, 5, 33, 70}, widths[] = {3, 17, 256, 300, 520},
-            row_counts[] = {1, 11, 12, 25, 64, 130}; /* past 64: the one-token kernel's groups */
-        for (int a = 0; a < 4; a++) {
+        /* 1 to 4 tokens: the few-token kernels; past 64 rows: their groups */
+        int tokens[] = {1, 2, 3, 4, 5, 33, 70}, widths[] = {3, 17, 256, 300, 520},
+            row_counts[] = {1, 11, 12, 25, 64, 130};
+        for (int a = 0; a < 7; a++) {
             for (int b = 0; b < 5; b++) {
                 for (int c = 0; c < 6; c++) {
                     check_shape(kernel, name, tokens[a], widths[b], row_counts[c]);
                 }
             }
         }
-        printf("kernel %s: 120 shapes equal to the fma chain\n", name);
+        printf("kernel %s: 210 shapes equal to the fma chain\n", name);
         ran++;
     }
     CHECK(ran >= 1); /* the C kernel always runs */

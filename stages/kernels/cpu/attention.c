@@ -197,7 +197,7 @@ void em_attention_queries(const float *q, const int32_t *query_start, const floa
      * of more need V^T */
     bool need_vt = false;
     for (int b = 0; b < blocks; b++) need_vt = need_vt || order[b].rows > 1;
-    em_gemm_one_token_transposed *value_sums = em_gemm_one_token_transposed_for(s->kernel);
+    em_gemm_few_tokens_transposed *value_sums = em_gemm_few_tokens_transposed_for(s->kernel);
 
     /* vt (kv_ld, ldv) = v^T, in blocks of 64 keys of a window (window w's rows of vt from its
      * start) */
@@ -237,7 +237,7 @@ void em_attention_queries(const float *q, const int32_t *query_start, const floa
         int keys = q0 + rows; /* keys 0..keys-1 of the window are visible to some query */
         int tokens = grouped ? group : rows; /* of the scores' product */
         int padded = em_gemm_padded_tokens(tokens);
-        size_t ld = em_gemm_result_stride(rows); /* of out */
+        size_t ld = em_gemm_result_stride(tokens); /* of out */
         block_memory m = carve_block_memory(longest, head_dim, s->buf[omp_get_thread_num()]);
         /* the window's k and vt, the block's queries */
         const float *kw = k[qb.w], *vtw = vt + qb.key_row0;
@@ -257,27 +257,30 @@ void em_attention_queries(const float *q, const int32_t *query_start, const floa
             softmax_columns_window(m.scores, keys, q0, rows, padded, mask, m.max, m.sum);
         else
             softmax_columns(m.scores, keys, q0, tokens, padded, mask, m.max, m.sum);
-        for (int i = 0; i < heads; i++) { /* head h + i: column i of the scores when grouped */
-            const float *scores = m.scores + i, *inv_sum = m.sum + i;
-
-            /* out (head_dim, ld) = V[0:keys, g]^T E with E = exp(S - max)^T (keys, queries) read
-             * in place: the 16-query segments of its rows are panels of queries. Row d of out
-             * holds feature (h+i)*head_dim+d of the block's queries; divided by the sums, its
-             * queries go to their rows of the packed output (whole panels when the block starts
-             * on one). */
-            if (rows == 1) { /* V's rows are the keys: the same chains from V as it is */
-                value_sums(keys, scores, (size_t)padded, v[qb.w] + (size_t)g * head_dim,
-                           (size_t)kv_ld, head_dim, m.out, ld);
-            } else {
-                em_gemm_panels e = {scores, (size_t)padded, EM_GEMM_PANEL};
-                em_gemm_tile(s->kernel, e, rows, keys, vtw + (size_t)g * head_dim * ldv, ldv,
-                             head_dim, m.out, ld);
+        /* out (head_dim, ld) = V[0:keys, g]^T E with E = exp(S - max)^T (keys, queries) read in
+         * place: the 16-query segments of its rows are panels of queries. Row d of out holds
+         * feature h*head_dim+d of the block's queries, or when grouped, in column i, feature
+         * (h+i)*head_dim+d of the one query. */
+        if (rows == 1) { /* V's rows are the keys: the same chains from V as it is, a few heads
+                          * at a time */
+            for (int i = 0; i < heads; i += EM_GEMM_FEW_TOKENS) {
+                int n = heads - i < EM_GEMM_FEW_TOKENS ? heads - i : EM_GEMM_FEW_TOKENS;
+                value_sums(keys, m.scores + i, (size_t)padded, n, v[qb.w] + (size_t)g * head_dim,
+                           (size_t)kv_ld, head_dim, m.out + i, ld);
             }
+        } else {
+            em_gemm_panels e = {m.scores, (size_t)padded, EM_GEMM_PANEL};
+            em_gemm_tile(s->kernel, e, rows, keys, vtw + (size_t)g * head_dim * ldv, ldv, head_dim,
+                         m.out, ld);
+        }
+        for (int i = 0; i < heads; i++) { /* head h + i: column i when grouped */
+            const float *out = m.out + i, *inv_sum = m.sum + i;
+            /* divided by the sums, the block's queries go to their rows of the packed output:
+             * whole panels when the block starts on one, its other rows one by one */
             int first = qb.query_row; /* the block's first row of the output */
-            /* whole panels when the block starts on one, its other rows one by one */
             int whole = first % EM_GEMM_PANEL == 0 ? rows / EM_GEMM_PANEL : 0;
             for (int d = 0; d < head_dim; d++) {
-                const float *od = m.out + (size_t)d * ld;
+                const float *od = out + (size_t)d * ld;
                 /* feature (h+i)*head_dim+d: token t at column[(t / 16) * q_ld * 16 + t % 16] */
                 float *column =
                     out_packed + ((size_t)(h + i) * head_dim + (size_t)d) * EM_GEMM_PANEL;

@@ -42,8 +42,8 @@ em_gemm_panels em_gemm_packed(const float *xp, int K) {
 void em_gemm_tile(em_gemm_microkernel *kernel, em_gemm_panels xp, int T, int K, const float *wt,
                   size_t ldw, int rows, float *ct, size_t ldc) {
     static const float zeros[EM_GEMM_KC]; /* stands in for the rows past `rows` */
-    if (T == 1) {
-        em_gemm_one_token_for(kernel)(K, xp.x, xp.column_stride, wt, ldw, rows, ct, ldc);
+    if (T <= EM_GEMM_FEW_TOKENS) {        /* the tokens are in the first panel */
+        em_gemm_few_tokens_for(kernel)(K, xp.x, xp.column_stride, T, wt, ldw, rows, ct, ldc);
         return;
     }
     for (int k0 = 0; k0 < K; k0 += EM_GEMM_KC) {

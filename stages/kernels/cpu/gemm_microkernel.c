@@ -36,51 +36,56 @@ static void microkernel_c(int kc, const float *xp, size_t column_stride, size_t 
     }
 }
 
-/* The one-token kernels' block: blk (kb, EM_GEMM_ONE_TOKEN_ROWS) = rows j0.. of w at columns
+/* The few-token kernels' block: blk (kb, EM_GEMM_FEW_TOKENS_ROWS) = rows j0.. of w at columns
  * k0 .. k0 + kb - 1, transposed, with zeros for the rows past `rows`. */
-#define ONE_TOKEN_KB 64
-static void one_token_block(const float *w, size_t ldw, int rows, int j0, int k0, int kb,
-                            float *blk) {
-    int n = rows - j0 < EM_GEMM_ONE_TOKEN_ROWS ? rows - j0 : EM_GEMM_ONE_TOKEN_ROWS;
+#define FEW_TOKENS_KB 64
+static void few_tokens_block(const float *w, size_t ldw, int rows, int j0, int k0, int kb,
+                             float *blk) {
+    int n = rows - j0 < EM_GEMM_FEW_TOKENS_ROWS ? rows - j0 : EM_GEMM_FEW_TOKENS_ROWS;
     for (int k = 0; k < kb; k++)
-        for (int r = n; r < EM_GEMM_ONE_TOKEN_ROWS; r++) blk[k * EM_GEMM_ONE_TOKEN_ROWS + r] = 0.0f;
-    em_transpose(w + (size_t)j0 * ldw + k0, ldw, n, kb, blk, EM_GEMM_ONE_TOKEN_ROWS, false);
+        for (int r = n; r < EM_GEMM_FEW_TOKENS_ROWS; r++)
+            blk[k * EM_GEMM_FEW_TOKENS_ROWS + r] = 0.0f;
+    em_transpose(w + (size_t)j0 * ldw + k0, ldw, n, kb, blk, EM_GEMM_FEW_TOKENS_ROWS, false);
 }
 
-/* Stores a group's sums: acc[r] to ct[(j0 + r) * ldc] for the rows up to `rows` rounded up to
- * EM_GEMM_ROWS (em_gemm_tile's promise). */
-static void one_token_store(const float *acc, int rows, int j0, float *ct, size_t ldc) {
+/* Stores a group's sums: sums[t][r] to ct[(j0 + r) * ldc + t] for the T tokens and the rows up to
+ * `rows` rounded up to EM_GEMM_ROWS (em_gemm_tile's promise). */
+static void few_tokens_store(const float (*sums)[EM_GEMM_FEW_TOKENS_ROWS], int T, int rows, int j0,
+                             float *ct, size_t ldc) {
     int padded = (rows + EM_GEMM_ROWS - 1) / EM_GEMM_ROWS * EM_GEMM_ROWS;
-    for (int r = 0; r < EM_GEMM_ONE_TOKEN_ROWS && j0 + r < padded; r++)
-        ct[(size_t)(j0 + r) * ldc] = acc[r];
+    for (int r = 0; r < EM_GEMM_FEW_TOKENS_ROWS && j0 + r < padded; r++)
+        for (int t = 0; t < T; t++) ct[(size_t)(j0 + r) * ldc + t] = sums[t][r];
 }
 
-static void one_token_c(int K, const float *x, size_t x_stride, const float *w, size_t ldw,
-                        int rows, float *ct, size_t ldc) {
-    float blk[ONE_TOKEN_KB * EM_GEMM_ONE_TOKEN_ROWS];
-    for (int j0 = 0; j0 < rows; j0 += EM_GEMM_ONE_TOKEN_ROWS) {
-        float acc[EM_GEMM_ONE_TOKEN_ROWS] = {0};
-        for (int k0 = 0; k0 < K; k0 += ONE_TOKEN_KB) {
-            int kb = K - k0 < ONE_TOKEN_KB ? K - k0 : ONE_TOKEN_KB;
-            one_token_block(w, ldw, rows, j0, k0, kb, blk);
-            for (int k = 0; k < kb; k++) {
-                float xk = x[(size_t)(k0 + k) * x_stride];
-                for (int r = 0; r < EM_GEMM_ONE_TOKEN_ROWS; r++)
-                    acc[r] = fmaf(xk, blk[k * EM_GEMM_ONE_TOKEN_ROWS + r], acc[r]);
-            }
+static void few_tokens_c(int K, const float *x, size_t column_stride, int T, const float *w,
+                         size_t ldw, int rows, float *ct, size_t ldc) {
+    float blk[FEW_TOKENS_KB * EM_GEMM_FEW_TOKENS_ROWS];
+    for (int j0 = 0; j0 < rows; j0 += EM_GEMM_FEW_TOKENS_ROWS) {
+        float acc[EM_GEMM_FEW_TOKENS][EM_GEMM_FEW_TOKENS_ROWS] = {{0}};
+        for (int k0 = 0; k0 < K; k0 += FEW_TOKENS_KB) {
+            int kb = K - k0 < FEW_TOKENS_KB ? K - k0 : FEW_TOKENS_KB;
+            few_tokens_block(w, ldw, rows, j0, k0, kb, blk);
+            for (int k = 0; k < kb; k++)
+                for (int t = 0; t < T; t++) {
+                    float xk = x[(size_t)(k0 + k) * column_stride + (size_t)t];
+                    for (int r = 0; r < EM_GEMM_FEW_TOKENS_ROWS; r++)
+                        acc[t][r] = fmaf(xk, blk[k * EM_GEMM_FEW_TOKENS_ROWS + r], acc[t][r]);
+                }
         }
-        one_token_store(acc, rows, j0, ct, ldc);
+        few_tokens_store(acc, T, rows, j0, ct, ldc);
     }
 }
 
-static void one_token_transposed_c(int K, const float *x, size_t x_stride, const float *wt,
-                                   size_t ldw, int rows, float *c, size_t ldc) {
-    for (int j = 0; j < rows; j++) c[(size_t)j * ldc] = 0.0f;
-    for (int k = 0; k < K; k++) {
-        float xk = x[(size_t)k * x_stride];
-        for (int j = 0; j < rows; j++)
-            c[(size_t)j * ldc] = fmaf(xk, wt[(size_t)k * ldw + j], c[(size_t)j * ldc]);
-    }
+static void few_tokens_transposed_c(int K, const float *x, size_t column_stride, int T,
+                                    const float *wt, size_t ldw, int rows, float *c, size_t ldc) {
+    for (int j = 0; j < rows; j++)
+        for (int t = 0; t < T; t++) c[(size_t)j * ldc + t] = 0.0f;
+    for (int k = 0; k < K; k++)
+        for (int t = 0; t < T; t++) {
+            float xk = x[(size_t)k * column_stride + (size_t)t];
+            for (int j = 0; j < rows; j++)
+                c[(size_t)j * ldc + t] = fmaf(xk, wt[(size_t)k * ldw + j], c[(size_t)j * ldc + t]);
+        }
 }
 
 #ifdef EM_GEMM_X86
@@ -146,132 +151,199 @@ microkernel_avx2(int kc, const float *xp, size_t column_stride, size_t panel_str
     }
 }
 
-/* One token, AVX-512: 64 rows in 4 zmm accumulators, one broadcast of x[k] per column. */
-__attribute__((target("avx512f"))) static void one_token_avx512(int K, const float *x,
-                                                                size_t x_stride, const float *w,
-                                                                size_t ldw, int rows, float *ct,
-                                                                size_t ldc) {
-    float blk[ONE_TOKEN_KB * EM_GEMM_ONE_TOKEN_ROWS], sums[EM_GEMM_ONE_TOKEN_ROWS];
-    for (int j0 = 0; j0 < rows; j0 += EM_GEMM_ONE_TOKEN_ROWS) {
-        __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
-                         _mm512_setzero_ps()};
-        for (int k0 = 0; k0 < K; k0 += ONE_TOKEN_KB) {
-            int kb = K - k0 < ONE_TOKEN_KB ? K - k0 : ONE_TOKEN_KB;
-            one_token_block(w, ldw, rows, j0, k0, kb, blk);
+/* A few tokens, AVX-512: 64 rows in 4 zmm accumulators per token, the block's 4 vectors of a
+ * column loaded once for all the tokens. T is a constant where it is inlined, so the loops over the
+ * tokens unroll into registers. */
+__attribute__((target("avx512f"), always_inline)) static inline void
+few_tokens_avx512_n(int T, int K, const float *x, size_t column_stride, const float *w, size_t ldw,
+                    int rows, float *ct, size_t ldc) {
+    float blk[FEW_TOKENS_KB * EM_GEMM_FEW_TOKENS_ROWS];
+    float sums[EM_GEMM_FEW_TOKENS][EM_GEMM_FEW_TOKENS_ROWS];
+    for (int j0 = 0; j0 < rows; j0 += EM_GEMM_FEW_TOKENS_ROWS) {
+        __m512 acc[EM_GEMM_FEW_TOKENS][4];
+        for (int t = 0; t < T; t++)
+            for (int v = 0; v < 4; v++) acc[t][v] = _mm512_setzero_ps();
+        for (int k0 = 0; k0 < K; k0 += FEW_TOKENS_KB) {
+            int kb = K - k0 < FEW_TOKENS_KB ? K - k0 : FEW_TOKENS_KB;
+            few_tokens_block(w, ldw, rows, j0, k0, kb, blk);
             for (int k = 0; k < kb; k++) {
-                __m512 xk = _mm512_set1_ps(x[(size_t)(k0 + k) * x_stride]);
-                const float *b = blk + k * EM_GEMM_ONE_TOKEN_ROWS;
+                const float *b = blk + k * EM_GEMM_FEW_TOKENS_ROWS,
+                            *xk = x + (size_t)(k0 + k) * column_stride;
+                __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16),
+                       b2 = _mm512_loadu_ps(b + 32), b3 = _mm512_loadu_ps(b + 48);
 #pragma GCC unroll 4
-                for (int v = 0; v < 4; v++)
-                    acc[v] = _mm512_fmadd_ps(xk, _mm512_loadu_ps(b + 16 * v), acc[v]);
+                for (int t = 0; t < T; t++) {
+                    __m512 xt = _mm512_set1_ps(xk[t]);
+                    acc[t][0] = _mm512_fmadd_ps(xt, b0, acc[t][0]);
+                    acc[t][1] = _mm512_fmadd_ps(xt, b1, acc[t][1]);
+                    acc[t][2] = _mm512_fmadd_ps(xt, b2, acc[t][2]);
+                    acc[t][3] = _mm512_fmadd_ps(xt, b3, acc[t][3]);
+                }
             }
         }
-        for (int v = 0; v < 4; v++) _mm512_storeu_ps(sums + 16 * v, acc[v]);
-        one_token_store(sums, rows, j0, ct, ldc);
+        for (int t = 0; t < T; t++)
+            for (int v = 0; v < 4; v++) _mm512_storeu_ps(sums[t] + 16 * v, acc[t][v]);
+        few_tokens_store(sums, T, rows, j0, ct, ldc);
     }
 }
 
-/* One token, the weight transposed, AVX-512: 64 rows per pass in 4 zmm accumulators (masked
- * loads past `rows`). */
-__attribute__((target("avx512f"))) static void
-one_token_transposed_avx512(int K, const float *x, size_t x_stride, const float *wt, size_t ldw,
-                            int rows, float *c, size_t ldc) {
+__attribute__((target("avx512f"))) static void few_tokens_avx512(int K, const float *x,
+                                                                 size_t column_stride, int T,
+                                                                 const float *w, size_t ldw,
+                                                                 int rows, float *ct, size_t ldc) {
+    switch (T) {
+    case 1:
+        few_tokens_avx512_n(1, K, x, column_stride, w, ldw, rows, ct, ldc);
+        break;
+    case 2:
+        few_tokens_avx512_n(2, K, x, column_stride, w, ldw, rows, ct, ldc);
+        break;
+    case 3:
+        few_tokens_avx512_n(3, K, x, column_stride, w, ldw, rows, ct, ldc);
+        break;
+    default:
+        few_tokens_avx512_n(4, K, x, column_stride, w, ldw, rows, ct, ldc);
+        break;
+    }
+}
+
+/* A few tokens, the weight transposed, AVX-512: 64 rows per pass in 4 zmm accumulators per token
+ * (masked loads past `rows`), each row vector loaded once for all the tokens. */
+__attribute__((target("avx512f"), always_inline)) static inline void
+few_tokens_transposed_avx512_n(int T, int K, const float *x, size_t column_stride, const float *wt,
+                               size_t ldw, int rows, float *c, size_t ldc) {
     for (int j0 = 0; j0 < rows; j0 += 64) {
         __mmask16 live[4];
-        __m512 acc[4];
+        __m512 acc[EM_GEMM_FEW_TOKENS][4];
         for (int v = 0; v < 4; v++) {
             int n = rows - j0 - 16 * v;
             live[v] = n >= 16 ? (__mmask16)0xffff : n > 0 ? (__mmask16)((1u << n) - 1) : 0;
-            acc[v] = _mm512_setzero_ps();
+            for (int t = 0; t < T; t++) acc[t][v] = _mm512_setzero_ps();
         }
         for (int k = 0; k < K; k++) {
-            __m512 xk = _mm512_set1_ps(x[(size_t)k * x_stride]);
-            const float *row = wt + (size_t)k * ldw + j0;
-            for (int v = 0; v < 4; v++)
-                acc[v] = _mm512_fmadd_ps(xk, _mm512_maskz_loadu_ps(live[v], row + 16 * v), acc[v]);
-        }
-        float sums[64];
-        for (int v = 0; v < 4; v++) _mm512_storeu_ps(sums + 16 * v, acc[v]);
-        for (int j = j0; j < rows && j < j0 + 64; j++) c[(size_t)j * ldc] = sums[j - j0];
-    }
-}
-
-/* One token, AVX2: 64 rows in 8 ymm accumulators. */
-__attribute__((target("avx2,fma"))) static void one_token_avx2(int K, const float *x,
-                                                               size_t x_stride, const float *w,
-                                                               size_t ldw, int rows, float *ct,
-                                                               size_t ldc) {
-    float blk[ONE_TOKEN_KB * EM_GEMM_ONE_TOKEN_ROWS], sums[EM_GEMM_ONE_TOKEN_ROWS];
-    for (int j0 = 0; j0 < rows; j0 += EM_GEMM_ONE_TOKEN_ROWS) {
-        __m256 acc[8];
-        for (int v = 0; v < 8; v++) acc[v] = _mm256_setzero_ps();
-        for (int k0 = 0; k0 < K; k0 += ONE_TOKEN_KB) {
-            int kb = K - k0 < ONE_TOKEN_KB ? K - k0 : ONE_TOKEN_KB;
-            one_token_block(w, ldw, rows, j0, k0, kb, blk);
-            for (int k = 0; k < kb; k++) {
-                __m256 xk = _mm256_set1_ps(x[(size_t)(k0 + k) * x_stride]);
-                const float *b = blk + k * EM_GEMM_ONE_TOKEN_ROWS;
-#pragma GCC unroll 8
-                for (int v = 0; v < 8; v++)
-                    acc[v] = _mm256_fmadd_ps(xk, _mm256_loadu_ps(b + 8 * v), acc[v]);
+            const float *row = wt + (size_t)k * ldw + j0, *xk = x + (size_t)k * column_stride;
+            __m512 r[4];
+            for (int v = 0; v < 4; v++) r[v] = _mm512_maskz_loadu_ps(live[v], row + 16 * v);
+#pragma GCC unroll 4
+            for (int t = 0; t < T; t++) {
+                __m512 xt = _mm512_set1_ps(xk[t]);
+                for (int v = 0; v < 4; v++) acc[t][v] = _mm512_fmadd_ps(xt, r[v], acc[t][v]);
             }
         }
-        for (int v = 0; v < 8; v++) _mm256_storeu_ps(sums + 8 * v, acc[v]);
-        one_token_store(sums, rows, j0, ct, ldc);
+        float sums[64];
+        for (int t = 0; t < T; t++) {
+            for (int v = 0; v < 4; v++) _mm512_storeu_ps(sums + 16 * v, acc[t][v]);
+            for (int j = j0; j < rows && j < j0 + 64; j++) c[(size_t)j * ldc + t] = sums[j - j0];
+        }
     }
 }
 
-/* One token, the weight transposed, AVX2: 32 rows per pass in 4 ymm accumulators (masked loads
- * past `rows`). */
+__attribute__((target("avx512f"))) static void
+few_tokens_transposed_avx512(int K, const float *x, size_t column_stride, int T, const float *wt,
+                             size_t ldw, int rows, float *c, size_t ldc) {
+    switch (T) {
+    case 1:
+        few_tokens_transposed_avx512_n(1, K, x, column_stride, wt, ldw, rows, c, ldc);
+        break;
+    case 2:
+        few_tokens_transposed_avx512_n(2, K, x, column_stride, wt, ldw, rows, c, ldc);
+        break;
+    case 3:
+        few_tokens_transposed_avx512_n(3, K, x, column_stride, wt, ldw, rows, c, ldc);
+        break;
+    default:
+        few_tokens_transposed_avx512_n(4, K, x, column_stride, wt, ldw, rows, c, ldc);
+        break;
+    }
+}
+
+/* A few tokens, AVX2: 64 rows in 8 ymm accumulators, one token at a time over the block (held in
+ * L1 for the next token): 16 ymm registers hold no more. */
+__attribute__((target("avx2,fma"))) static void few_tokens_avx2(int K, const float *x,
+                                                                size_t column_stride, int T,
+                                                                const float *w, size_t ldw,
+                                                                int rows, float *ct, size_t ldc) {
+    float blk[FEW_TOKENS_KB * EM_GEMM_FEW_TOKENS_ROWS];
+    float sums[EM_GEMM_FEW_TOKENS][EM_GEMM_FEW_TOKENS_ROWS];
+    for (int j0 = 0; j0 < rows; j0 += EM_GEMM_FEW_TOKENS_ROWS) {
+        __m256 acc[EM_GEMM_FEW_TOKENS][8];
+        for (int t = 0; t < T; t++)
+            for (int v = 0; v < 8; v++) acc[t][v] = _mm256_setzero_ps();
+        for (int k0 = 0; k0 < K; k0 += FEW_TOKENS_KB) {
+            int kb = K - k0 < FEW_TOKENS_KB ? K - k0 : FEW_TOKENS_KB;
+            few_tokens_block(w, ldw, rows, j0, k0, kb, blk);
+            for (int t = 0; t < T; t++) {
+                __m256 a[8];
+                for (int v = 0; v < 8; v++) a[v] = acc[t][v];
+                for (int k = 0; k < kb; k++) {
+                    __m256 xk = _mm256_set1_ps(x[(size_t)(k0 + k) * column_stride + (size_t)t]);
+                    const float *b = blk + k * EM_GEMM_FEW_TOKENS_ROWS;
+#pragma GCC unroll 8
+                    for (int v = 0; v < 8; v++)
+                        a[v] = _mm256_fmadd_ps(xk, _mm256_loadu_ps(b + 8 * v), a[v]);
+                }
+                for (int v = 0; v < 8; v++) acc[t][v] = a[v];
+            }
+        }
+        for (int t = 0; t < T; t++)
+            for (int v = 0; v < 8; v++) _mm256_storeu_ps(sums[t] + 8 * v, acc[t][v]);
+        few_tokens_store(sums, T, rows, j0, ct, ldc);
+    }
+}
+
+/* A few tokens, the weight transposed, AVX2: 32 rows per pass in 4 ymm accumulators, one token at
+ * a time (masked loads past `rows`). */
 __attribute__((target("avx2,fma"))) static void
-one_token_transposed_avx2(int K, const float *x, size_t x_stride, const float *wt, size_t ldw,
-                          int rows, float *c, size_t ldc) {
+few_tokens_transposed_avx2(int K, const float *x, size_t column_stride, int T, const float *wt,
+                           size_t ldw, int rows, float *c, size_t ldc) {
     for (int j0 = 0; j0 < rows; j0 += 32) {
         __m256i live[4];
-        __m256 acc[4];
         for (int v = 0; v < 4; v++) {
             int n = rows - j0 - 8 * v;
             live[v] =
                 _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-            acc[v] = _mm256_setzero_ps();
         }
-        for (int k = 0; k < K; k++) {
-            __m256 xk = _mm256_set1_ps(x[(size_t)k * x_stride]);
-            const float *row = wt + (size_t)k * ldw + j0;
-            for (int v = 0; v < 4; v++)
-                acc[v] = _mm256_fmadd_ps(xk, _mm256_maskload_ps(row + 8 * v, live[v]), acc[v]);
+        for (int t = 0; t < T; t++) {
+            __m256 acc[4];
+            for (int v = 0; v < 4; v++) acc[v] = _mm256_setzero_ps();
+            for (int k = 0; k < K; k++) {
+                __m256 xk = _mm256_set1_ps(x[(size_t)k * column_stride + (size_t)t]);
+                const float *row = wt + (size_t)k * ldw + j0;
+                for (int v = 0; v < 4; v++)
+                    acc[v] = _mm256_fmadd_ps(xk, _mm256_maskload_ps(row + 8 * v, live[v]), acc[v]);
+            }
+            float sums[32];
+            for (int v = 0; v < 4; v++) _mm256_storeu_ps(sums + 8 * v, acc[v]);
+            for (int j = j0; j < rows && j < j0 + 32; j++) c[(size_t)j * ldc + t] = sums[j - j0];
         }
-        float sums[32];
-        for (int v = 0; v < 4; v++) _mm256_storeu_ps(sums + 8 * v, acc[v]);
-        for (int j = j0; j < rows && j < j0 + 32; j++) c[(size_t)j * ldc] = sums[j - j0];
     }
 }
 #endif
 
-/* Each microkernel with its one-token kernels: one row per instruction set. */
+/* Each microkernel with its few-token kernels: one row per instruction set. */
 static const struct {
     em_gemm_microkernel *microkernel;
-    em_gemm_one_token *one_token;
-    em_gemm_one_token_transposed *one_token_transposed;
-} one_token_table[] = {
+    em_gemm_few_tokens *few_tokens;
+    em_gemm_few_tokens_transposed *few_tokens_transposed;
+} few_tokens_table[] = {
 #ifdef EM_GEMM_X86
-    {microkernel_avx512, one_token_avx512, one_token_transposed_avx512},
-    {microkernel_avx2, one_token_avx2, one_token_transposed_avx2},
+    {microkernel_avx512, few_tokens_avx512, few_tokens_transposed_avx512},
+    {microkernel_avx2, few_tokens_avx2, few_tokens_transposed_avx2},
 #endif
-    {microkernel_c, one_token_c, one_token_transposed_c},
+    {microkernel_c, few_tokens_c, few_tokens_transposed_c},
 };
 
-em_gemm_one_token *em_gemm_one_token_for(em_gemm_microkernel *kernel) {
-    for (size_t i = 0; i < sizeof one_token_table / sizeof one_token_table[0]; i++)
-        if (one_token_table[i].microkernel == kernel) return one_token_table[i].one_token;
-    return one_token_c;
+em_gemm_few_tokens *em_gemm_few_tokens_for(em_gemm_microkernel *kernel) {
+    for (size_t i = 0; i < sizeof few_tokens_table / sizeof few_tokens_table[0]; i++)
+        if (few_tokens_table[i].microkernel == kernel) return few_tokens_table[i].few_tokens;
+    return few_tokens_c;
 }
 
-em_gemm_one_token_transposed *em_gemm_one_token_transposed_for(em_gemm_microkernel *kernel) {
-    for (size_t i = 0; i < sizeof one_token_table / sizeof one_token_table[0]; i++)
-        if (one_token_table[i].microkernel == kernel)
-            return one_token_table[i].one_token_transposed;
-    return one_token_transposed_c;
+em_gemm_few_tokens_transposed *em_gemm_few_tokens_transposed_for(em_gemm_microkernel *kernel) {
+    for (size_t i = 0; i < sizeof few_tokens_table / sizeof few_tokens_table[0]; i++)
+        if (few_tokens_table[i].microkernel == kernel)
+            return few_tokens_table[i].few_tokens_transposed;
+    return few_tokens_transposed_c;
 }
 
 em_status em_gemm_microkernel_select(em_gemm_microkernel **kernel, const char **name) {

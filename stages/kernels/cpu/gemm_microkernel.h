@@ -29,25 +29,31 @@
 typedef void em_gemm_microkernel(int kc, const float *xp, size_t column_stride, size_t panel_stride,
                                  const float *const *w, float *ct, size_t ldc, bool first);
 
-/* The same products for a single token (T = 1, every decoding step), where the microkernel would
- * spend 31 of its 32 token lanes on padding: x[k] = x[k * x_stride] (a packed panel's token 0),
- * w as em_gemm_tile's wt (rows rows of K floats, row stride ldw); ct[j * ldc] = the fma chain
- * above over the whole row from 0, for j < rows rounded up to EM_GEMM_ROWS (rows past `rows` give
- * 0). The rows go across the vector lanes (through transposed blocks of EM_GEMM_ONE_TOKEN_ROWS
- * rows), so each output is still one chain in k order: the same bits as the microkernel. */
-#define EM_GEMM_ONE_TOKEN_ROWS 64
-typedef void em_gemm_one_token(int K, const float *x, size_t x_stride, const float *w, size_t ldw,
-                               int rows, float *ct, size_t ldc);
-/* The one-token kernel of the microkernel's instruction set. */
-em_gemm_one_token *em_gemm_one_token_for(em_gemm_microkernel *kernel);
+/* The same products for a few tokens (T <= EM_GEMM_FEW_TOKENS: every decoding step of up to that
+ * many sequences, and a decoding query's group of heads against their keys), where the
+ * microkernel would spend most of its 32 token lanes on padding: token t at column k is
+ * x[k * column_stride + t] (the first tokens of a packed panel: column_stride EM_GEMM_PANEL), w as
+ * em_gemm_tile's wt (rows rows of K floats, row stride ldw); ct[j * ldc + t] = the fma chain above
+ * over the whole row from 0, for t < T and j < rows rounded up to EM_GEMM_ROWS (rows past `rows`
+ * give 0). The rows go across the vector lanes (through transposed blocks of
+ * EM_GEMM_FEW_TOKENS_ROWS rows, each block shared by the tokens), so each output is still one
+ * chain in k order: the same bits as the microkernel. */
+#define EM_GEMM_FEW_TOKENS 4
+#define EM_GEMM_FEW_TOKENS_ROWS 64
+typedef void em_gemm_few_tokens(int K, const float *x, size_t column_stride, int T, const float *w,
+                                size_t ldw, int rows, float *ct, size_t ldc);
+/* The few-token kernel of the microkernel's instruction set. */
+em_gemm_few_tokens *em_gemm_few_tokens_for(em_gemm_microkernel *kernel);
 
 /* The same product with the weight given transposed, wt (K, rows) with row stride ldw (attention's
- * values: V's rows are the keys k, its columns the outputs j): c[j] = the fma chain over k of
- * x[k] wt[k][j] from 0, for j < rows, at c[j * ldc]. The rows are the lanes as they come, with no
- * transposing: the bits em_gemm_one_token gives for the weight's transpose. */
-typedef void em_gemm_one_token_transposed(int K, const float *x, size_t x_stride, const float *wt,
-                                          size_t ldw, int rows, float *c, size_t ldc);
-em_gemm_one_token_transposed *em_gemm_one_token_transposed_for(em_gemm_microkernel *kernel);
+ * values: V's rows are the keys k, its columns the outputs j; the tokens a query's group of heads):
+ * c[j * ldc + t] = the fma chain over k of x[k * column_stride + t] wt[k][j] from 0, for j < rows
+ * and t < T <= EM_GEMM_FEW_TOKENS. The rows are the lanes as they come, with no transposing: the
+ * bits em_gemm_few_tokens gives for the weight's transpose. */
+typedef void em_gemm_few_tokens_transposed(int K, const float *x, size_t column_stride, int T,
+                                           const float *wt, size_t ldw, int rows, float *c,
+                                           size_t ldc);
+em_gemm_few_tokens_transposed *em_gemm_few_tokens_transposed_for(em_gemm_microkernel *kernel);
 
 /* Every name the environment variable EVALMESH_CPU_KERNEL takes: the microkernels here, the
  * rows of the ggml dot products' table (ggml_dot.h) and of the bf16 precision's (bf16_dot.h); a

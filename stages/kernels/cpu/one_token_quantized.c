@@ -7,7 +7,7 @@
  * rows into the low byte of 16 dwords. Those become the values the row functions of
  * stages/formats give (Q4_1: low nibble j and high nibble j + 16, (float)q * d + m, two roundings;
  * Q8_0: the signed byte, (float)q * d), and each value k meets x[k] in the chain
- * acc = fma(x[k], w[k], acc) in k order from 0: the conversion to floats and em_gemm_one_token's
+ * acc = fma(x[k], w[k], acc) in k order from 0: the conversion to floats and em_gemm_few_tokens's
  * chains without the floats written, transposed and read back. */
 #include "stages/kernels/cpu/one_token_quantized.h"
 

@@ -1,6 +1,6 @@
 /* The exact precision's products of one token (T = 1, a decoding step) read straight from
  * quantized weight rows: the same values as the type's conversion to floats (stages/formats) and
- * the same fma chains as em_gemm_one_token (gemm_microkernel.h), so the same bits, without
+ * the same fma chains as em_gemm_few_tokens (gemm_microkernel.h), so the same bits, without
  * writing the rows as floats and transposing them first. One kernel per weight type, where this
  * CPU has the instructions (AVX-512 with VBMI: Q4_1, Q8_0); other types and CPUs take the
  * conversion and the GEMM. */
