@@ -235,14 +235,17 @@ void em_attention_queries(const float *q, const int32_t *query_start, const floa
         int g = h / group;
         int q0 = qb.q0, rows = qb.rows;
         int keys = q0 + rows; /* keys 0..keys-1 of the window are visible to some query */
-        int tokens = grouped ? group : rows; /* of the scores' product */
-        int padded = em_gemm_padded_tokens(tokens);
+        int tokens = grouped ? group : rows;        /* of the scores' product */
+        int padded = em_gemm_padded_tokens(tokens); /* of the packed queries */
+        /* the scores' row stride: the few-token kernels write their tokens alone, so the
+         * softmax's exponentials run over those columns only */
+        int ld_s = tokens <= EM_GEMM_FEW_TOKENS ? tokens : padded;
         size_t ld = em_gemm_result_stride(tokens); /* of out */
         block_memory m = carve_block_memory(longest, head_dim, s->buf[omp_get_thread_num()]);
         /* the window's k and vt, the block's queries */
         const float *kw = k[qb.w], *vtw = vt + qb.key_row0;
 
-        /* scores (keys, padded) = K[0:keys, g] Q[q0:q0+rows, h]^T, or with the group's heads
+        /* scores (keys, ld_s) = K[0:keys, g] Q[q0:q0+rows, h]^T, or with the group's heads
          * h .. h + group - 1 of the one query as the columns */
         const float *q_block = q + (size_t)qb.query_row * q_ld + (size_t)h * head_dim;
         for (int p = 0; p < padded / EM_GEMM_PANEL; p++) {
@@ -250,13 +253,13 @@ void em_attention_queries(const float *q, const int32_t *query_start, const floa
                                p, m.q_packed);
         }
         em_gemm_tile(s->kernel, em_gemm_packed(m.q_packed, head_dim), tokens, head_dim,
-                     kw + (size_t)g * head_dim, (size_t)kv_ld, keys, m.scores, (size_t)padded);
+                     kw + (size_t)g * head_dim, (size_t)kv_ld, keys, m.scores, (size_t)ld_s);
         /* the softmax down each column: the group's heads see the same keys as one query (every
          * key up to q0, no window cutting in) */
         if (windowed)
-            softmax_columns_window(m.scores, keys, q0, rows, padded, mask, m.max, m.sum);
+            softmax_columns_window(m.scores, keys, q0, rows, ld_s, mask, m.max, m.sum);
         else
-            softmax_columns(m.scores, keys, q0, tokens, padded, mask, m.max, m.sum);
+            softmax_columns(m.scores, keys, q0, tokens, ld_s, mask, m.max, m.sum);
         /* out (head_dim, ld) = V[0:keys, g]^T E with E = exp(S - max)^T (keys, queries) read in
          * place: the 16-query segments of its rows are panels of queries. Row d of out holds
          * feature h*head_dim+d of the block's queries, or when grouped, in column i, feature
@@ -265,11 +268,11 @@ void em_attention_queries(const float *q, const int32_t *query_start, const floa
                           * at a time */
             for (int i = 0; i < heads; i += EM_GEMM_FEW_TOKENS) {
                 int n = heads - i < EM_GEMM_FEW_TOKENS ? heads - i : EM_GEMM_FEW_TOKENS;
-                value_sums(keys, m.scores + i, (size_t)padded, n, v[qb.w] + (size_t)g * head_dim,
+                value_sums(keys, m.scores + i, (size_t)ld_s, n, v[qb.w] + (size_t)g * head_dim,
                            (size_t)kv_ld, head_dim, m.out + i, ld);
             }
         } else {
-            em_gemm_panels e = {m.scores, (size_t)padded, EM_GEMM_PANEL};
+            em_gemm_panels e = {m.scores, (size_t)ld_s, EM_GEMM_PANEL};
             em_gemm_tile(s->kernel, e, rows, keys, vtw + (size_t)g * head_dim * ldv, ldv, head_dim,
                          m.out, ld);
         }

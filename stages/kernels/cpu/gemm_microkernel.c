@@ -36,40 +36,39 @@ static void microkernel_c(int kc, const float *xp, size_t column_stride, size_t 
     }
 }
 
-/* The few-token kernels' block: blk (kb, EM_GEMM_FEW_TOKENS_ROWS) = rows j0.. of w at columns
+/* The few-token kernels' block: blk (kb, FEW_TOKENS_ROWS) = rows j0.. of w at columns
  * k0 .. k0 + kb - 1, transposed, with zeros for the rows past `rows`. */
 #define FEW_TOKENS_KB 64
+#define FEW_TOKENS_ROWS 64
 static void few_tokens_block(const float *w, size_t ldw, int rows, int j0, int k0, int kb,
                              float *blk) {
-    int n = rows - j0 < EM_GEMM_FEW_TOKENS_ROWS ? rows - j0 : EM_GEMM_FEW_TOKENS_ROWS;
+    int n = rows - j0 < FEW_TOKENS_ROWS ? rows - j0 : FEW_TOKENS_ROWS;
     for (int k = 0; k < kb; k++)
-        for (int r = n; r < EM_GEMM_FEW_TOKENS_ROWS; r++)
-            blk[k * EM_GEMM_FEW_TOKENS_ROWS + r] = 0.0f;
-    em_transpose(w + (size_t)j0 * ldw + k0, ldw, n, kb, blk, EM_GEMM_FEW_TOKENS_ROWS, false);
+        for (int r = n; r < FEW_TOKENS_ROWS; r++) blk[k * FEW_TOKENS_ROWS + r] = 0.0f;
+    em_transpose(w + (size_t)j0 * ldw + k0, ldw, n, kb, blk, FEW_TOKENS_ROWS, false);
 }
 
 /* Stores a group's sums: sums[t][r] to ct[(j0 + r) * ldc + t] for the T tokens and the rows up to
- * `rows` rounded up to EM_GEMM_ROWS (em_gemm_tile's promise). */
-static void few_tokens_store(const float (*sums)[EM_GEMM_FEW_TOKENS_ROWS], int T, int rows, int j0,
+ * `rows`. */
+static void few_tokens_store(const float (*sums)[FEW_TOKENS_ROWS], int T, int rows, int j0,
                              float *ct, size_t ldc) {
-    int padded = (rows + EM_GEMM_ROWS - 1) / EM_GEMM_ROWS * EM_GEMM_ROWS;
-    for (int r = 0; r < EM_GEMM_FEW_TOKENS_ROWS && j0 + r < padded; r++)
+    for (int r = 0; r < FEW_TOKENS_ROWS && j0 + r < rows; r++)
         for (int t = 0; t < T; t++) ct[(size_t)(j0 + r) * ldc + t] = sums[t][r];
 }
 
 static void few_tokens_c(int K, const float *x, size_t column_stride, int T, const float *w,
                          size_t ldw, int rows, float *ct, size_t ldc) {
-    float blk[FEW_TOKENS_KB * EM_GEMM_FEW_TOKENS_ROWS];
-    for (int j0 = 0; j0 < rows; j0 += EM_GEMM_FEW_TOKENS_ROWS) {
-        float acc[EM_GEMM_FEW_TOKENS][EM_GEMM_FEW_TOKENS_ROWS] = {{0}};
+    float blk[FEW_TOKENS_KB * FEW_TOKENS_ROWS];
+    for (int j0 = 0; j0 < rows; j0 += FEW_TOKENS_ROWS) {
+        float acc[EM_GEMM_FEW_TOKENS][FEW_TOKENS_ROWS] = {{0}};
         for (int k0 = 0; k0 < K; k0 += FEW_TOKENS_KB) {
             int kb = K - k0 < FEW_TOKENS_KB ? K - k0 : FEW_TOKENS_KB;
             few_tokens_block(w, ldw, rows, j0, k0, kb, blk);
             for (int k = 0; k < kb; k++)
                 for (int t = 0; t < T; t++) {
                     float xk = x[(size_t)(k0 + k) * column_stride + (size_t)t];
-                    for (int r = 0; r < EM_GEMM_FEW_TOKENS_ROWS; r++)
-                        acc[t][r] = fmaf(xk, blk[k * EM_GEMM_FEW_TOKENS_ROWS + r], acc[t][r]);
+                    for (int r = 0; r < FEW_TOKENS_ROWS; r++)
+                        acc[t][r] = fmaf(xk, blk[k * FEW_TOKENS_ROWS + r], acc[t][r]);
                 }
         }
         few_tokens_store(acc, T, rows, j0, ct, ldc);
@@ -151,39 +150,67 @@ microkernel_avx2(int kc, const float *xp, size_t column_stride, size_t panel_str
     }
 }
 
-/* A few tokens, AVX-512: 64 rows in 4 zmm accumulators per token, the block's 4 vectors of a
- * column loaded once for all the tokens. T is a constant where it is inlined, so the loops over the
- * tokens unroll into registers. */
+/* v[c] = column c of the 16 x 16 block whose row r is v[r] on entry (lane r of v[c] = entry
+ * (r, c)): pairs of rows interleaved, then pairs of pairs, then the 128-bit lanes exchanged. */
+__attribute__((target("avx512f"), always_inline)) static inline void transpose16(__m512 v[16]) {
+    __m512 t[16];
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_ps(v[i], v[i + 1]);
+        t[i + 1] = _mm512_unpackhi_ps(v[i], v[i + 1]);
+    }
+    /* s[4 i + j], 128-bit lane L: column 4 L + j of rows 4 i .. 4 i + 3 */
+    __m512 s[16];
+    for (int i = 0; i < 16; i += 4) {
+        __m512d a = _mm512_castps_pd(t[i]), b = _mm512_castps_pd(t[i + 1]),
+                c = _mm512_castps_pd(t[i + 2]), d = _mm512_castps_pd(t[i + 3]);
+        s[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
+        s[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
+        s[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
+        s[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
+    }
+    /* column 4 L + j: 128-bit lane m from s[4 m + j]'s lane L */
+    for (int j = 0; j < 4; j++) {
+        __m512 lo0 = _mm512_shuffle_f32x4(s[j], s[4 + j], 0x44),
+               lo1 = _mm512_shuffle_f32x4(s[j], s[4 + j], 0xee),
+               hi0 = _mm512_shuffle_f32x4(s[8 + j], s[12 + j], 0x44),
+               hi1 = _mm512_shuffle_f32x4(s[8 + j], s[12 + j], 0xee);
+        v[j] = _mm512_shuffle_f32x4(lo0, hi0, 0x88);
+        v[4 + j] = _mm512_shuffle_f32x4(lo0, hi0, 0xdd);
+        v[8 + j] = _mm512_shuffle_f32x4(lo1, hi1, 0x88);
+        v[12 + j] = _mm512_shuffle_f32x4(lo1, hi1, 0xdd);
+    }
+}
+
+/* A few tokens, AVX-512: 16 rows per pass, one zmm accumulator per token. The rows are read 16
+ * columns at a time (masked past K) and transposed in registers, so each column's 16 rows are one
+ * vector, multiplied into every token's sums in column order. T is a constant where it is
+ * inlined, so the loops over the tokens unroll into registers. */
 __attribute__((target("avx512f"), always_inline)) static inline void
 few_tokens_avx512_n(int T, int K, const float *x, size_t column_stride, const float *w, size_t ldw,
                     int rows, float *ct, size_t ldc) {
-    float blk[FEW_TOKENS_KB * EM_GEMM_FEW_TOKENS_ROWS];
-    float sums[EM_GEMM_FEW_TOKENS][EM_GEMM_FEW_TOKENS_ROWS];
-    for (int j0 = 0; j0 < rows; j0 += EM_GEMM_FEW_TOKENS_ROWS) {
-        __m512 acc[EM_GEMM_FEW_TOKENS][4];
-        for (int t = 0; t < T; t++)
-            for (int v = 0; v < 4; v++) acc[t][v] = _mm512_setzero_ps();
-        for (int k0 = 0; k0 < K; k0 += FEW_TOKENS_KB) {
-            int kb = K - k0 < FEW_TOKENS_KB ? K - k0 : FEW_TOKENS_KB;
-            few_tokens_block(w, ldw, rows, j0, k0, kb, blk);
-            for (int k = 0; k < kb; k++) {
-                const float *b = blk + k * EM_GEMM_FEW_TOKENS_ROWS,
-                            *xk = x + (size_t)(k0 + k) * column_stride;
-                __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16),
-                       b2 = _mm512_loadu_ps(b + 32), b3 = _mm512_loadu_ps(b + 48);
+    for (int j0 = 0; j0 < rows; j0 += 16) {
+        int n = rows - j0 < 16 ? rows - j0 : 16;
+        __m512 acc[EM_GEMM_FEW_TOKENS];
+        for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_ps();
+        for (int k0 = 0; k0 < K; k0 += 16) {
+            int kb = K - k0 < 16 ? K - k0 : 16;
+            __mmask16 cols = (__mmask16)((1u << kb) - 1u);
+            __m512 v[16];
+            for (int r = 0; r < 16; r++)
+                v[r] = r < n ? _mm512_maskz_loadu_ps(cols, w + (size_t)(j0 + r) * ldw + k0)
+                             : _mm512_setzero_ps();
+            transpose16(v);
+            for (int c = 0; c < kb; c++) {
+                const float *xc = x + (size_t)(k0 + c) * column_stride;
 #pragma GCC unroll 4
-                for (int t = 0; t < T; t++) {
-                    __m512 xt = _mm512_set1_ps(xk[t]);
-                    acc[t][0] = _mm512_fmadd_ps(xt, b0, acc[t][0]);
-                    acc[t][1] = _mm512_fmadd_ps(xt, b1, acc[t][1]);
-                    acc[t][2] = _mm512_fmadd_ps(xt, b2, acc[t][2]);
-                    acc[t][3] = _mm512_fmadd_ps(xt, b3, acc[t][3]);
-                }
+                for (int t = 0; t < T; t++)
+                    acc[t] = _mm512_fmadd_ps(_mm512_set1_ps(xc[t]), v[c], acc[t]);
             }
         }
-        for (int t = 0; t < T; t++)
-            for (int v = 0; v < 4; v++) _mm512_storeu_ps(sums[t] + 16 * v, acc[t][v]);
-        few_tokens_store(sums, T, rows, j0, ct, ldc);
+        float sums[EM_GEMM_FEW_TOKENS][16];
+        for (int t = 0; t < T; t++) _mm512_storeu_ps(sums[t], acc[t]);
+        for (int r = 0; r < n; r++)
+            for (int t = 0; t < T; t++) ct[(size_t)(j0 + r) * ldc + t] = sums[t][r];
     }
 }
 
@@ -263,9 +290,9 @@ __attribute__((target("avx2,fma"))) static void few_tokens_avx2(int K, const flo
                                                                 size_t column_stride, int T,
                                                                 const float *w, size_t ldw,
                                                                 int rows, float *ct, size_t ldc) {
-    float blk[FEW_TOKENS_KB * EM_GEMM_FEW_TOKENS_ROWS];
-    float sums[EM_GEMM_FEW_TOKENS][EM_GEMM_FEW_TOKENS_ROWS];
-    for (int j0 = 0; j0 < rows; j0 += EM_GEMM_FEW_TOKENS_ROWS) {
+    float blk[FEW_TOKENS_KB * FEW_TOKENS_ROWS];
+    float sums[EM_GEMM_FEW_TOKENS][FEW_TOKENS_ROWS];
+    for (int j0 = 0; j0 < rows; j0 += FEW_TOKENS_ROWS) {
         __m256 acc[EM_GEMM_FEW_TOKENS][8];
         for (int t = 0; t < T; t++)
             for (int v = 0; v < 8; v++) acc[t][v] = _mm256_setzero_ps();
@@ -277,7 +304,7 @@ __attribute__((target("avx2,fma"))) static void few_tokens_avx2(int K, const flo
                 for (int v = 0; v < 8; v++) a[v] = acc[t][v];
                 for (int k = 0; k < kb; k++) {
                     __m256 xk = _mm256_set1_ps(x[(size_t)(k0 + k) * column_stride + (size_t)t]);
-                    const float *b = blk + k * EM_GEMM_FEW_TOKENS_ROWS;
+                    const float *b = blk + k * FEW_TOKENS_ROWS;
 #pragma GCC unroll 8
                     for (int v = 0; v < 8; v++)
                         a[v] = _mm256_fmadd_ps(xk, _mm256_loadu_ps(b + 8 * v), a[v]);

@@ -34,12 +34,11 @@ typedef void em_gemm_microkernel(int kc, const float *xp, size_t column_stride, 
  * microkernel would spend most of its 32 token lanes on padding: token t at column k is
  * x[k * column_stride + t] (the first tokens of a packed panel: column_stride EM_GEMM_PANEL), w as
  * em_gemm_tile's wt (rows rows of K floats, row stride ldw); ct[j * ldc + t] = the fma chain above
- * over the whole row from 0, for t < T and j < rows rounded up to EM_GEMM_ROWS (rows past `rows`
- * give 0). The rows go across the vector lanes (through transposed blocks of
- * EM_GEMM_FEW_TOKENS_ROWS rows, each block shared by the tokens), so each output is still one
- * chain in k order: the same bits as the microkernel. */
+ * over the whole row from 0, for t < T and j < rows (em_gemm_tile's other entries are to be
+ * ignored). The rows go across the vector lanes (through transposed blocks of rows, each block
+ * shared by the tokens), so each output is still one chain in k order: the same bits as the
+ * microkernel. */
 #define EM_GEMM_FEW_TOKENS 4
-#define EM_GEMM_FEW_TOKENS_ROWS 64
 typedef void em_gemm_few_tokens(int K, const float *x, size_t column_stride, int T, const float *w,
                                 size_t ldw, int rows, float *ct, size_t ldc);
 /* The few-token kernel of the microkernel's instruction set. */
