@@ -134,7 +134,7 @@ row_groups(em_ggml_dot_type type, const uint8_t *w, size_t row_bytes, int rows,
     AMX static void tile_##name(const uint8_t *w, size_t row_bytes, int rows,                      \
                                 const em_q8_activations *x, float *ct, size_t ldc) {               \
         const em_ggml_dot_type type = column;                                                      \
-        if (x->tokens <= 4) {                                                                      \
+        if (x->tokens <= EM_GGML_ROW_LANE_TOKENS) {                                                \
             em_ggml_kernel_avx512vnni.tile[type](w, row_bytes, rows, x, ct, ldc);                  \
             return;                                                                                \
         }                                                                                          \

@@ -91,7 +91,7 @@ VNNI static void fill_group(em_q8_activations *x, int g) {
     VNNI static void tile_##name(const uint8_t *w, size_t row_bytes, int rows,                     \
                                  const em_q8_activations *x, float *ct, size_t ldc) {              \
         const em_ggml_dot_type type = column;                                                      \
-        if (x->tokens <= 4) {                                                                      \
+        if (x->tokens <= EM_GGML_ROW_LANE_TOKENS) {                                                \
             em_ggml_rows_avx512vnni[type](w, row_bytes, rows, x, ct, ldc);                         \
             return;                                                                                \
         }                                                                                          \
@@ -316,7 +316,7 @@ VNNI static void kquant_tile(bool is_q4k, const uint8_t *w, size_t row_bytes, in
 
 VNNI static void tile_q6_k(const uint8_t *w, size_t row_bytes, int rows, const em_q8_activations *x,
                            float *ct, size_t ldc) {
-    if (x->tokens <= 4)
+    if (x->tokens <= EM_GGML_ROW_LANE_TOKENS)
         em_ggml_kernel_avx2.tile[EM_GGML_DOT_Q6_K](w, row_bytes, rows, x, ct, ldc);
     else
         kquant_tile(false, w, row_bytes, rows, x, ct, ldc);
@@ -324,7 +324,7 @@ VNNI static void tile_q6_k(const uint8_t *w, size_t row_bytes, int rows, const e
 
 VNNI static void tile_q4_k(const uint8_t *w, size_t row_bytes, int rows, const em_q8_activations *x,
                            float *ct, size_t ldc) {
-    if (x->tokens <= 4)
+    if (x->tokens <= EM_GGML_ROW_LANE_TOKENS)
         em_ggml_kernel_avx2.tile[EM_GGML_DOT_Q4_K](w, row_bytes, rows, x, ct, ldc);
     else
         kquant_tile(true, w, row_bytes, rows, x, ct, ldc);
@@ -338,6 +338,7 @@ static bool has_avx512vnni(void) {
 }
 
 void em_ggml_fill_token_lanes(em_q8_activations *x, int threads) {
+    if (x->tokens <= EM_GGML_ROW_LANE_TOKENS) return; /* a decoding step's tiles read none */
     int groups = (x->tokens + LANES - 1) / LANES;
     bool parallel = (int64_t)x->tokens * x->blocks * EM_Q8_BLOCK >= EM_PARALLEL_MIN_ELEMENTS;
 #pragma omp parallel for num_threads(threads) if (parallel)

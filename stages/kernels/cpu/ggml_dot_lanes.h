@@ -11,6 +11,9 @@
 #include "stages/kernels/cpu/ggml_dot.h"
 
 #define EM_GGML_LANES 16 /* tokens per vector */
+/* Tiles of at most this many tokens take lanes of rows (ggml_dot_rows_avx512vnni.c; the K-quants
+ * avx2's tiles) and read no token lanes. */
+#define EM_GGML_ROW_LANE_TOKENS 4
 #define EM_GGML_LANES_TARGET "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c"
 
 /* The fp16 at p as a float. */
