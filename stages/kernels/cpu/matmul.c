@@ -168,21 +168,25 @@ void em_matmul_swiglu_packed(const float *xp, int T, const em_tensor *w_gate, co
                                         buf + tile_result_floats(T, EM_MATMUL_TILE_ROWS));
         /* the tile's rows closed up to (rows, T), gated in one call (elementwise: the same bits
          * as row by row, and no padding tokens: a decoding step has 1 token of 16 a panel) */
-        for (int j = 0; j < rows; j++) {
-            memmove(gate + (size_t)j * T, gate + (size_t)j * ldc, (size_t)T * sizeof(float));
-            memmove(up + (size_t)j * T, up + (size_t)j * ldc, (size_t)T * sizeof(float));
+        for (int j = 0; j < rows; j++) { /* forward: every entry moves to a lower address */
+            for (int t = 0; t < T; t++) {
+                gate[(size_t)j * T + t] = gate[(size_t)j * ldc + t];
+                up[(size_t)j * T + t] = up[(size_t)j * ldc + t];
+            }
         }
         gate_fn(gate, up, (size_t)rows * T);
-        for (int j = 0; j < rows; j++) {
-            const float *h = gate + (size_t)j * T; /* feature row0+j for every token */
-            /* its 16-token segments are the packed panels' entries at column row0+j, the
-             * padding tokens zeros */
-            for (int p = 0; p < panels; p++) {
-                float *to = hp + ((size_t)p * F + row0 + j) * EM_GEMM_PANEL;
-                int n = T - p * EM_GEMM_PANEL; /* tokens of this panel: 0 in the padding's */
-                n = n < 0 ? 0 : n < EM_GEMM_PANEL ? n : EM_GEMM_PANEL;
-                memcpy(to, h + p * EM_GEMM_PANEL, (size_t)n * sizeof(float));
-                memset(to + n, 0, (size_t)(EM_GEMM_PANEL - n) * sizeof(float));
+        /* feature row0+j's 16-token segments are the packed panels' entries at column row0+j,
+         * the padding tokens zeros: panel p's rows of the tile, (rows, 16), are one run of
+         * memory, zeroed at once where the panel has padding (a decoding step's 1 token leaves
+         * 31 of a row's 32 entries zero: small memsets row by row were 6% of a step) */
+        for (int p = 0; p < panels; p++) {
+            float *to = hp + ((size_t)p * F + (size_t)row0) * EM_GEMM_PANEL;
+            int n = T - p * EM_GEMM_PANEL; /* tokens of this panel: 0 in the padding's */
+            n = n < 0 ? 0 : n < EM_GEMM_PANEL ? n : EM_GEMM_PANEL;
+            if (n < EM_GEMM_PANEL) memset(to, 0, (size_t)rows * EM_GEMM_PANEL * sizeof(float));
+            for (int j = 0; j < rows && n > 0; j++) {
+                const float *h = gate + (size_t)j * T + (size_t)p * EM_GEMM_PANEL;
+                for (int t = 0; t < n; t++) to[(size_t)j * EM_GEMM_PANEL + t] = h[t];
             }
         }
     }
