@@ -150,6 +150,24 @@ microkernel_avx2(int kc, const float *xp, size_t column_stride, size_t panel_str
     }
 }
 
+/* Calls body(T, ...) with T (1 to EM_GEMM_FEW_TOKENS) a constant, so an always-inline body
+ * unrolls its loops over the tokens. */
+#define FEW_TOKENS_CONSTANT(body, T, ...)                                                          \
+    switch (T) {                                                                                   \
+    case 1:                                                                                        \
+        body(1, __VA_ARGS__);                                                                      \
+        break;                                                                                     \
+    case 2:                                                                                        \
+        body(2, __VA_ARGS__);                                                                      \
+        break;                                                                                     \
+    case 3:                                                                                        \
+        body(3, __VA_ARGS__);                                                                      \
+        break;                                                                                     \
+    default:                                                                                       \
+        body(4, __VA_ARGS__);                                                                      \
+        break;                                                                                     \
+    }
+
 /* v[c] = column c of the 16 x 16 block whose row r is v[r] on entry (lane r of v[c] = entry
  * (r, c)): pairs of rows interleaved, then pairs of pairs, then the 128-bit lanes exchanged. */
 __attribute__((target("avx512f"), always_inline)) static inline void transpose16(__m512 v[16]) {
@@ -218,20 +236,7 @@ __attribute__((target("avx512f"))) static void few_tokens_avx512(int K, const fl
                                                                  size_t column_stride, int T,
                                                                  const float *w, size_t ldw,
                                                                  int rows, float *ct, size_t ldc) {
-    switch (T) {
-    case 1:
-        few_tokens_avx512_n(1, K, x, column_stride, w, ldw, rows, ct, ldc);
-        break;
-    case 2:
-        few_tokens_avx512_n(2, K, x, column_stride, w, ldw, rows, ct, ldc);
-        break;
-    case 3:
-        few_tokens_avx512_n(3, K, x, column_stride, w, ldw, rows, ct, ldc);
-        break;
-    default:
-        few_tokens_avx512_n(4, K, x, column_stride, w, ldw, rows, ct, ldc);
-        break;
-    }
+    FEW_TOKENS_CONSTANT(few_tokens_avx512_n, T, K, x, column_stride, w, ldw, rows, ct, ldc);
 }
 
 /* A few tokens, the weight transposed, AVX-512: 64 rows per pass in 4 zmm accumulators per token
@@ -268,20 +273,8 @@ few_tokens_transposed_avx512_n(int T, int K, const float *x, size_t column_strid
 __attribute__((target("avx512f"))) static void
 few_tokens_transposed_avx512(int K, const float *x, size_t column_stride, int T, const float *wt,
                              size_t ldw, int rows, float *c, size_t ldc) {
-    switch (T) {
-    case 1:
-        few_tokens_transposed_avx512_n(1, K, x, column_stride, wt, ldw, rows, c, ldc);
-        break;
-    case 2:
-        few_tokens_transposed_avx512_n(2, K, x, column_stride, wt, ldw, rows, c, ldc);
-        break;
-    case 3:
-        few_tokens_transposed_avx512_n(3, K, x, column_stride, wt, ldw, rows, c, ldc);
-        break;
-    default:
-        few_tokens_transposed_avx512_n(4, K, x, column_stride, wt, ldw, rows, c, ldc);
-        break;
-    }
+    FEW_TOKENS_CONSTANT(few_tokens_transposed_avx512_n, T, K, x, column_stride, wt, ldw, rows, c,
+                        ldc);
 }
 
 /* A few tokens, AVX2: 64 rows in 8 ymm accumulators, one token at a time over the block (held in
