@@ -220,11 +220,8 @@ static void cpu_attention(const float *q, const float *k, const float *v, int T,
     int32_t rows[2] = {0, T};
     em_segments one = {1, rows};
     em_attention(q, k, v, &one, H, KV, hd, &m, packed, vt, &s);
-    em_gemm_panels p = em_gemm_packed(packed, QD);
     for (int t = 0; t < T; t++)
-        for (int c = 0; c < QD; c++)
-            att[(size_t)t * QD + c] = p.x[(size_t)(t / EM_GEMM_PANEL) * p.panel_stride +
-                                          (size_t)c * p.column_stride + t % EM_GEMM_PANEL];
+        for (int c = 0; c < QD; c++) att[(size_t)t * QD + c] = packed[em_gemm_packed_index(T, QD, t, c)];
     free(vt);
     free(packed);
     em_scratch_free(&s);

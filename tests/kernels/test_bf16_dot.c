@@ -184,11 +184,15 @@ static float chain(const float *x, const float *w, int K) {
 /* ct of the tile product of rows weight rows (K floats each) and T tokens through kernel k. */
 static float *tile_product(const em_bf16_kernel *k, const float *w, const float *x, int rows, int T,
                            int K, size_t *ldc) {
-    int panels = em_gemm_padded_tokens(T) / EM_GEMM_PANEL;
-    float *xp = calloc(em_gemm_packed_floats(T, K), sizeof(float));
-    for (int p = 0; p < panels; p++) em_gemm_pack_panel(x, (size_t)K, T, K, p, xp);
+    /* x packed as the forward packs it (T <= 4: one narrow panel), then as BF16 panels */
+    float *xp = malloc((size_t)em_gemm_panel_count(T) * em_gemm_panel_width(T) * K * sizeof(float));
+    for (int p = 0; p < em_gemm_panel_count(T); p++) em_gemm_pack_panel(x, (size_t)K, T, K, p, xp);
     uint32_t *xb = malloc(em_bf16_packed_words(T, K) * sizeof(uint32_t));
-    for (int p = 0; p < panels; p++) k->pack_panel(em_gemm_packed(xp, K), K, p, xb);
+    for (int p = 0; p < em_gemm_padded_tokens(T) / EM_GEMM_PANEL; p++) {
+        int tokens = T - p * EM_GEMM_PANEL;
+        tokens = tokens < 0 ? 0 : tokens < EM_GEMM_PANEL ? tokens : EM_GEMM_PANEL;
+        k->pack_panel(em_gemm_packed(xp, T, K), K, p, tokens, xb);
+    }
     size_t ldw = (size_t)K + EM_GEMM_ROW_PAD;
     float *wt = malloc((size_t)rows * ldw * sizeof(float));
     for (int j = 0; j < rows; j++)
@@ -211,7 +215,7 @@ static float value(void) {
 }
 
 static void check_kernels(void) {
-    int row_counts[] = {1, 5, 13, 48}, token_counts[] = {1, 17, 33, 70},
+    int row_counts[] = {1, 5, 13, 48}, token_counts[] = {1, 3, 17, 33, 70},
         widths[] = {1, 2, 7, 64, 255, 1100};
     const char *others[] = {"avx512bf16"};
     for (size_t o = 0; o < sizeof others / sizeof *others; o++) {
@@ -221,7 +225,7 @@ static void check_kernels(void) {
         CHECK_STR_EQ(k->name, others[o]);
         int shapes = 0;
         for (int a = 0; a < 4; a++) {
-            for (int b = 0; b < 4; b++) {
+            for (int b = 0; b < 5; b++) {
                 for (int e = 0; e < 6; e++) {
                     int rows = row_counts[a], T = token_counts[b], K = widths[e];
                     float *w = malloc((size_t)rows * K * sizeof(float));

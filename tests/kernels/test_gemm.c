@@ -26,15 +26,15 @@ static float random_float(void) {
 static void gemm(em_gemm_microkernel *kernel, const float *x, int T, int K, const float *w,
                  int rows, float *y, bool accumulate) {
     size_t ldw = (size_t)K + EM_GEMM_ROW_PAD;
-    float *xp = malloc(em_gemm_packed_floats(T, K) * sizeof(float));
+    /* exactly the packed panels' floats (a narrow panel's T x K): a read past them is ASan's */
+    float *xp = malloc((size_t)em_gemm_panel_count(T) * em_gemm_panel_width(T) * K * sizeof(float));
     float *wt = malloc((size_t)rows * ldw * sizeof(float));
     float *ct =
         malloc((size_t)em_gemm_padded_rows(rows) * em_gemm_result_stride(T) * sizeof(float));
-    for (int p = 0; p < em_gemm_padded_tokens(T) / EM_GEMM_PANEL; p++) {
-        em_gemm_pack_panel(x, (size_t)K, T, K, p, xp);
-    }
+    for (int p = 0; p < em_gemm_panel_count(T); p++) em_gemm_pack_panel(x, (size_t)K, T, K, p, xp);
     for (int j = 0; j < rows; j++) memcpy(wt + j * ldw, w + (size_t)j * K, K * sizeof(float));
-    em_gemm_tile(kernel, em_gemm_packed(xp, K), T, K, wt, ldw, rows, ct, em_gemm_result_stride(T));
+    em_gemm_tile(kernel, em_gemm_packed(xp, T, K), T, K, wt, ldw, rows, ct,
+                 em_gemm_result_stride(T));
     em_transpose(ct, em_gemm_result_stride(T), rows, T, y, (size_t)rows, accumulate);
     free(xp);
     free(wt);

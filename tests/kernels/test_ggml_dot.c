@@ -75,11 +75,10 @@ static float *quantized_activations(int T, int K, em_q8_activations *q) {
     float *x = malloc((size_t)T * K * sizeof(float));
     for (size_t k = 0; k < (size_t)T * K; k++) x[k] = 3.0f * random_float();
     float *xp = calloc(em_gemm_packed_floats(T, K), sizeof(float));
-    for (int p = 0; p < em_gemm_padded_tokens(T) / EM_GEMM_PANEL; p++)
-        em_gemm_pack_panel(x, (size_t)K, T, K, p, xp);
+    for (int p = 0; p < em_gemm_panel_count(T); p++) em_gemm_pack_panel(x, (size_t)K, T, K, p, xp);
     CHECK(em_q8_reserve(q, T, K) == NULL);
-    em_q8_quantize(em_gemm_packed(xp, K), T, K, 1, q);
-    if (K % EM_Q8K_BLOCK == 0) em_q8k_quantize(em_gemm_packed(xp, K), T, K, 1, q);
+    em_q8_quantize(em_gemm_packed(xp, T, K), T, K, 1, q);
+    if (K % EM_Q8K_BLOCK == 0) em_q8k_quantize(em_gemm_packed(xp, T, K), T, K, 1, q);
     free(xp);
     return x;
 }
@@ -130,11 +129,9 @@ static void check_rounding(void) {
     x[1] = 0.005f; /* 0.5 rounds away from zero: 1 */
     x[2] = -0.005f;
     x[3] = -0.634f; /* -63.4: -63 */
-    float xp[EM_GEMM_PANEL * 32] = {0};
-    for (int k = 0; k < 32; k++) xp[k * EM_GEMM_PANEL] = x[k];
     em_q8_activations q = {0};
     CHECK(em_q8_reserve(&q, 1, 32) == NULL);
-    em_q8_quantize(em_gemm_packed(xp, 32), 1, 32, 1, &q);
+    em_q8_quantize(em_gemm_packed(x, 1, 32), 1, 32, 1, &q); /* one token: x is its narrow panel */
     CHECK_INT_EQ(q.tokens, EM_Q8_TOKEN_STEP);
     CHECK_INT_EQ(q.qs[0], 127);
     CHECK_INT_EQ(q.qs[1], 1);
@@ -150,10 +147,8 @@ static void check_rounding(void) {
     /* quantize_row_q8_K_ref: max -127 (the signed value of largest magnitude), iscale 1, halves
      * to even */
     float xk[256] = {[0] = 0.5f, [1] = 1.5f, [2] = 2.5f, [3] = -0.5f, [4] = -127.0f, [5] = 126.6f};
-    float xkp[EM_GEMM_PANEL * 256] = {0};
-    for (int k = 0; k < 256; k++) xkp[k * EM_GEMM_PANEL] = xk[k];
     CHECK(em_q8_reserve(&q, 1, 256) == NULL);
-    em_q8k_quantize(em_gemm_packed(xkp, 256), 1, 256, 1, &q);
+    em_q8k_quantize(em_gemm_packed(xk, 1, 256), 1, 256, 1, &q);
     int8_t want[6] = {0, 2, 2, 0, -127, 127};
     CHECK(memcmp(q.kqs, want, 6) == 0);
     CHECK(q.kd[0] == 1.0f);

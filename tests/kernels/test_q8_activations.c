@@ -48,7 +48,7 @@ static float value(int t, int j) {
 static void pack(int T, float *x, float *xp) {
     for (int t = 0; t < T; t++)
         for (int j = 0; j < K; j++) x[(size_t)t * K + j] = value(t, j);
-    for (int p = 0; p * EM_GEMM_PANEL < T; p++) em_gemm_pack_panel(x, K, T, K, p, xp);
+    for (int p = 0; p < em_gemm_panel_count(T); p++) em_gemm_pack_panel(x, K, T, K, p, xp);
 }
 
 /* Whether both forms of a and b agree for every one of their (padded) tokens. */
@@ -65,18 +65,18 @@ static bool same(const em_q8_activations *a, const em_q8_activations *b) {
 
 /* A block by hand: amax 127 gives d = 1, so the quants are roundf of the values themselves. */
 static void check_known_block(void) {
-    float x[K] = {0}, xp[EM_GEMM_PANEL * K];
+    float x[K] = {0}, xp[K]; /* one token: a narrow panel, x itself */
     const float v[6] = {127.0f, 2.5f, -2.5f, 0.5f, -0.5f, 3.49f};
     memcpy(x, v, sizeof v);
     em_gemm_pack_panel(x, K, 1, K, 0, xp);
     em_q8_activations q = {0};
     CHECK(em_q8_reserve(&q, 1, K) == NULL);
-    em_q8_quantize_as(em_gemm_packed(xp, K), 1, K, 1, false, &q);
+    em_q8_quantize_as(em_gemm_packed(xp, 1, K), 1, K, 1, false, &q);
     const int8_t want[6] = {127, 3, -3, 1, -1, 3};
     CHECK(memcmp(q.qs, want, sizeof want) == 0);
     CHECK(q.d[0] == 1.0f);
     CHECK_INT_EQ(q.sum[0], 127 + 3 - 3 + 1 - 1 + 3);
-    em_q8k_quantize_as(em_gemm_packed(xp, K), 1, K, 1, false, &q);
+    em_q8k_quantize_as(em_gemm_packed(xp, 1, K), 1, K, 1, false, &q);
     /* Q8_K: iscale = -127 / 127 = -1, nearest_int halves to even: -2.5 -> 2, 0.5 -> -0 */
     const int8_t want_k[6] = {-127, -2, 2, 0, 0, -3};
     CHECK(memcmp(q.kqs, want_k, sizeof want_k) == 0);
@@ -94,9 +94,10 @@ int main(void) {
     }
     static const int Ts[] = {1, 3, 4, 15, 16, 17, 31, 37};
     for (size_t i = 0; i < sizeof Ts / sizeof *Ts; i++) {
-        int T = Ts[i], padded = (T + EM_GEMM_PANEL - 1) / EM_GEMM_PANEL * EM_GEMM_PANEL;
+        int T = Ts[i]; /* T <= 4: one narrow panel of T tokens (gemm.h) */
         float *x = malloc((size_t)T * K * sizeof *x);
-        float *xp = malloc((size_t)padded * K * sizeof *xp);
+        float *xp =
+            malloc((size_t)em_gemm_panel_count(T) * em_gemm_panel_width(T) * K * sizeof *xp);
         pack(T, x, xp);
         em_q8_activations c = {0}, v = {0};
         CHECK(em_q8_reserve(&c, T, K) == NULL);
@@ -104,7 +105,7 @@ int main(void) {
         memset(c.qs, 0x55, c.capacity * EM_Q8_BLOCK);
         memset(v.qs, 0x2a, v.capacity * EM_Q8_BLOCK);
         for (int threads = 1; threads <= 2; threads++) {
-            em_gemm_panels panels = em_gemm_packed(xp, K);
+            em_gemm_panels panels = em_gemm_packed(xp, T, K);
             em_q8_quantize_as(panels, T, K, threads, false, &c);
             em_q8k_quantize_as(panels, T, K, threads, false, &c);
             em_q8_quantize_as(panels, T, K, threads, true, &v);

@@ -216,8 +216,9 @@ void em_attention_queries(const float *q, const int32_t *query_start, const floa
         em_transpose(v[w] + (size_t)t0 * kv_ld, (size_t)kv_ld, n, kv_ld,
                      vt + windows->start[w] + t0, ldv, false);
     }
-    /* the packed output's padding past the queries: zeros */
-    for (int t = queries; t < em_gemm_padded_tokens(queries); t++) {
+    /* the packed output's padding past the queries: zeros (a narrow panel has none) */
+    int width = em_gemm_panel_width(queries); /* of the packed output's panels */
+    for (int t = queries; width == EM_GEMM_PANEL && t < em_gemm_padded_tokens(queries); t++) {
         float *panel = out_packed + (size_t)(t / EM_GEMM_PANEL) * q_ld * EM_GEMM_PANEL;
         for (int c = 0; c < q_ld; c++) panel[(size_t)c * EM_GEMM_PANEL + t % EM_GEMM_PANEL] = 0.0f;
     }
@@ -235,11 +236,10 @@ void em_attention_queries(const float *q, const int32_t *query_start, const floa
         int g = h / group;
         int q0 = qb.q0, rows = qb.rows;
         int keys = q0 + rows; /* keys 0..keys-1 of the window are visible to some query */
-        int tokens = grouped ? group : rows;        /* of the scores' product */
-        int padded = em_gemm_padded_tokens(tokens); /* of the packed queries */
+        int tokens = grouped ? group : rows; /* of the scores' product */
         /* the scores' row stride: the few-token kernels write their tokens alone, so the
          * softmax's exponentials run over those columns only */
-        int ld_s = tokens <= EM_GEMM_FEW_TOKENS ? tokens : padded;
+        int ld_s = tokens <= EM_GEMM_FEW_TOKENS ? tokens : em_gemm_padded_tokens(tokens);
         size_t ld = em_gemm_result_stride(tokens); /* of out */
         block_memory m = carve_block_memory(longest, head_dim, s->buf[omp_get_thread_num()]);
         /* the window's k and vt, the block's queries */
@@ -248,11 +248,11 @@ void em_attention_queries(const float *q, const int32_t *query_start, const floa
         /* scores (keys, ld_s) = K[0:keys, g] Q[q0:q0+rows, h]^T, or with the group's heads
          * h .. h + group - 1 of the one query as the columns */
         const float *q_block = q + (size_t)qb.query_row * q_ld + (size_t)h * head_dim;
-        for (int p = 0; p < padded / EM_GEMM_PANEL; p++) {
+        for (int p = 0; p < em_gemm_panel_count(tokens); p++) {
             em_gemm_pack_panel(q_block, grouped ? (size_t)head_dim : (size_t)q_ld, tokens, head_dim,
                                p, m.q_packed);
         }
-        em_gemm_tile(s->kernel, em_gemm_packed(m.q_packed, head_dim), tokens, head_dim,
+        em_gemm_tile(s->kernel, em_gemm_packed(m.q_packed, tokens, head_dim), tokens, head_dim,
                      kw + (size_t)g * head_dim, (size_t)kv_ld, keys, m.scores, (size_t)ld_s);
         /* the softmax down each column: the group's heads see the same keys as one query (every
          * key up to q0, no window cutting in) */
@@ -284,9 +284,9 @@ void em_attention_queries(const float *q, const int32_t *query_start, const floa
             int whole = first % EM_GEMM_PANEL == 0 ? rows / EM_GEMM_PANEL : 0;
             for (int d = 0; d < head_dim; d++) {
                 const float *od = out + (size_t)d * ld;
-                /* feature (h+i)*head_dim+d: token t at column[(t / 16) * q_ld * 16 + t % 16] */
-                float *column =
-                    out_packed + ((size_t)(h + i) * head_dim + (size_t)d) * EM_GEMM_PANEL;
+                /* feature (h+i)*head_dim+d: token t at column[(t / 16) * q_ld * width + t % 16]
+                 * (gemm.h: a narrow panel's tokens are all in its first) */
+                float *column = out_packed + ((size_t)(h + i) * head_dim + (size_t)d) * width;
                 for (int p = 0; p < whole; p++) {
                     size_t panel = (size_t)first / EM_GEMM_PANEL + (size_t)p;
                     float *to = column + panel * q_ld * EM_GEMM_PANEL;
@@ -295,8 +295,8 @@ void em_attention_queries(const float *q, const int32_t *query_start, const floa
                 }
                 for (int t = whole * EM_GEMM_PANEL; t < rows; t++) {
                     int row = first + t;
-                    column[(size_t)(row / EM_GEMM_PANEL) * q_ld * EM_GEMM_PANEL +
-                           row % EM_GEMM_PANEL] = od[t] * inv_sum[t];
+                    column[(size_t)(row / EM_GEMM_PANEL) * q_ld * width + row % EM_GEMM_PANEL] =
+                        od[t] * inv_sum[t];
                 }
             }
         }

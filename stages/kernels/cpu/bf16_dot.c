@@ -81,15 +81,16 @@ size_t em_bf16_packed_words(int T, int K) {
     return (size_t)em_gemm_padded_tokens(T) * (size_t)em_bf16_pairs(K);
 }
 
-void em_bf16_pack_panel(em_gemm_panels x, int K, int panel, uint32_t *xb) {
+void em_bf16_pack_panel(em_gemm_panels x, int K, int panel, int tokens, uint32_t *xb) {
     int pairs = em_bf16_pairs(K);
-    const float *in = x.x + (size_t)panel * x.panel_stride;
+    const float *in = x.x + (tokens ? (size_t)panel * x.panel_stride : 0); /* 0: reads none */
     uint32_t *out = xb + (size_t)panel * pairs * EM_GEMM_PANEL; /* (pairs, EM_GEMM_PANEL) */
     for (int i = 0; i < pairs; i++) {
         const float *lo = in + (size_t)(2 * i) * x.column_stride;
         for (int t = 0; t < EM_GEMM_PANEL; t++) {
-            uint16_t hi = 2 * i + 1 < K ? em_bf16_round(lo[x.column_stride + t]) : 0;
-            out[(size_t)i * EM_GEMM_PANEL + t] = em_bf16_pair(em_bf16_round(lo[t]), hi);
+            uint16_t hi = t < tokens && 2 * i + 1 < K ? em_bf16_round(lo[x.column_stride + t]) : 0;
+            uint16_t low = t < tokens ? em_bf16_round(lo[t]) : 0;
+            out[(size_t)i * EM_GEMM_PANEL + t] = em_bf16_pair(low, hi);
         }
     }
 }

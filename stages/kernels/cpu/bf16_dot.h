@@ -82,7 +82,7 @@ typedef struct em_bf16_kernel {
     const char *name;        /* what EVALMESH_CPU_KERNEL names and the forward's log line says */
     bool (*runs_here)(void); /* cpuid: whether this CPU has the instructions */
     em_bf16_microkernel *microkernel;
-    void (*pack_panel)(em_gemm_panels x, int K, int panel, uint32_t *xb);
+    void (*pack_panel)(em_gemm_panels x, int K, int panel, int tokens, uint32_t *xb);
     void (*round_rows)(float *wt, size_t ldw, int rows, int K);
 } em_bf16_kernel;
 
@@ -101,9 +101,10 @@ bool em_bf16_kernel_named(const char *name);
 /* uint32 words of x (T, K) rounded and packed by em_bf16_pack. */
 size_t em_bf16_packed_words(int T, int K);
 /* Rounds panel p of x (T, K, as panels of floats, gemm.h) to BF16 pairs into xb: pair i of token
- * p * 16 + t at xb[(p * pairs + i) * EM_GEMM_PANEL + t] (padding tokens give zeros). Panels are
+ * p * 16 + t at xb[(p * pairs + i) * EM_GEMM_PANEL + t] for t < tokens (the panel's tokens of x),
+ * zeros for the others. Only those tokens of x are read, so x may be a narrow panel. Panels are
  * independent: threads share them. */
-void em_bf16_pack_panel(em_gemm_panels x, int K, int panel, uint32_t *xb);
+void em_bf16_pack_panel(em_gemm_panels x, int K, int panel, int tokens, uint32_t *xb);
 /* Rounds `rows` rows of K floats (row stride ldw) in place to BF16 pairs: row j's pairs start at
  * word j * em_bf16_row_stride(K) of wt. */
 void em_bf16_round_rows(float *wt, size_t ldw, int rows, int K);

@@ -37,18 +37,20 @@ AVX512BF16 static void microkernel(int pairs, const uint32_t *xb, size_t panel_s
 }
 
 /* em_bf16_pack_panel: per pair, the two columns' 16 tokens rounded, then interleaved. */
-AVX512BF16 static void pack_panel(em_gemm_panels x, int K, int panel, uint32_t *xb) {
+AVX512BF16 static void pack_panel(em_gemm_panels x, int K, int panel, int tokens, uint32_t *xb) {
     int pairs = em_bf16_pairs(K);
-    const float *in = x.x + (size_t)panel * x.panel_stride;
+    const float *in = x.x + (tokens ? (size_t)panel * x.panel_stride : 0); /* 0: reads none */
     uint32_t *out = xb + (size_t)panel * pairs * EM_GEMM_PANEL; /* (pairs, EM_GEMM_PANEL) */
     /* word 2t of the result takes token t of the even column, word 2t + 1 that of the odd one */
     const __m512i interleave =
         _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6,
                          21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    const __mmask16 live = (__mmask16)((1u << tokens) - 1); /* the panel's tokens of x */
     for (int i = 0; i < pairs; i++) {
         const float *lo = in + (size_t)(2 * i) * x.column_stride;
-        __m512 even = _mm512_loadu_ps(lo);
-        __m512 odd = 2 * i + 1 < K ? _mm512_loadu_ps(lo + x.column_stride) : _mm512_setzero_ps();
+        __m512 even = _mm512_maskz_loadu_ps(live, lo);
+        __m512 odd =
+            2 * i + 1 < K ? _mm512_maskz_loadu_ps(live, lo + x.column_stride) : _mm512_setzero_ps();
         __m512i both = (__m512i)_mm512_cvtne2ps_pbh(odd, even); /* even's 16, then odd's */
         _mm512_storeu_si512(out + (size_t)i * EM_GEMM_PANEL,
                             _mm512_permutexvar_epi16(interleave, both));

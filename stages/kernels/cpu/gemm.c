@@ -23,20 +23,36 @@ size_t em_gemm_packed_floats(int T, int K) {
     return (size_t)em_gemm_padded_tokens(T) * (size_t)K;
 }
 
-void em_gemm_pack_panel(const float *x, size_t ldx, int T, int K, int panel, float *xp) {
-    float *out = xp + (size_t)panel * K * EM_GEMM_PANEL; /* (K, EM_GEMM_PANEL) */
-    int t0 = panel * EM_GEMM_PANEL;
-    int tokens = T - t0 < EM_GEMM_PANEL ? T - t0 : EM_GEMM_PANEL;
-    if (tokens < EM_GEMM_PANEL) {
-        for (int k = 0; k < K; k++) {
-            for (int i = tokens; i < EM_GEMM_PANEL; i++) out[(size_t)k * EM_GEMM_PANEL + i] = 0.0f;
-        }
-    }
-    em_transpose(x + (size_t)t0 * ldx, ldx, tokens, K, out, EM_GEMM_PANEL, false);
+int em_gemm_panel_width(int T) {
+    return T <= EM_GEMM_FEW_TOKENS ? T : EM_GEMM_PANEL;
 }
 
-em_gemm_panels em_gemm_packed(const float *xp, int K) {
-    return (em_gemm_panels){xp, EM_GEMM_PANEL, (size_t)K * EM_GEMM_PANEL};
+int em_gemm_panel_count(int T) {
+    return T <= EM_GEMM_FEW_TOKENS ? 1 : em_gemm_padded_tokens(T) / EM_GEMM_PANEL;
+}
+
+void em_gemm_pack_panel(const float *x, size_t ldx, int T, int K, int panel, float *xp) {
+    int width = em_gemm_panel_width(T);
+    float *out = xp + (size_t)panel * K * width; /* (K, width) */
+    int t0 = panel * width;
+    int tokens = T - t0 < width ? T - t0 : width;
+    if (tokens < width) {
+        for (int k = 0; k < K; k++) {
+            for (int i = tokens; i < width; i++) out[(size_t)k * width + i] = 0.0f;
+        }
+    }
+    em_transpose(x + (size_t)t0 * ldx, ldx, tokens, K, out, (size_t)width, false);
+}
+
+em_gemm_panels em_gemm_packed(const float *xp, int T, int K) {
+    int width = em_gemm_panel_width(T);
+    return (em_gemm_panels){xp, (size_t)width, (size_t)K * (size_t)width};
+}
+
+size_t em_gemm_packed_index(int T, int K, int t, int k) {
+    size_t width = (size_t)em_gemm_panel_width(T);
+    return (size_t)(t / EM_GEMM_PANEL) * (size_t)K * width + (size_t)k * width +
+           (size_t)(t % EM_GEMM_PANEL);
 }
 
 void em_gemm_tile(em_gemm_microkernel *kernel, em_gemm_panels xp, int T, int K, const float *wt,

@@ -319,8 +319,8 @@ static void add_bias(float *y, const float *b, int T, int n, int threads) {
 /* Hands the observer x (T, K), row-major (packed false) or packed in GEMM panels. */
 static void observe(const em_llama_forward *f, int layer, em_linear_site site, const float *x,
                     int T, int K, bool packed) {
-    em_linear_input in = {
-        x, T, K, (size_t)K * EM_GEMM_PANEL, packed ? 1 : (size_t)K, packed ? EM_GEMM_PANEL : 1};
+    size_t width = (size_t)em_gemm_panel_width(T); /* of the packed panels */
+    em_linear_input in = {x, T, K, (size_t)K * width, packed ? 1 : (size_t)K, packed ? width : 1};
     f->observer.observe(f->observer.user, layer, site, &in);
 }
 

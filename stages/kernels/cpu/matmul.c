@@ -24,7 +24,7 @@ size_t em_matmul_swiglu_floats(int T, int64_t n_in) {
 }
 
 void em_matmul_pack(const float *x, int T, int n_in, float *xp, const em_scratch *s) {
-    int panels = em_gemm_padded_tokens(T) / EM_GEMM_PANEL;
+    int panels = em_gemm_panel_count(T);
     bool parallel = (int64_t)T * n_in >= EM_PARALLEL_MIN_ELEMENTS;
 #pragma omp parallel for num_threads(s->threads) if (parallel)
     for (int p = 0; p < panels; p++) em_gemm_pack_panel(x, (size_t)n_in, T, n_in, p, xp);
@@ -36,8 +36,11 @@ void em_matmul_quantize(const float *xp, int T, int n_in, int count, const em_te
         int panels = em_gemm_padded_tokens(T) / EM_GEMM_PANEL;
         bool parallel = (int64_t)T * n_in >= EM_PARALLEL_MIN_ELEMENTS;
 #pragma omp parallel for num_threads(s->threads) if (parallel)
-        for (int p = 0; p < panels; p++)
-            s->bf16->pack_panel(em_gemm_packed(xp, n_in), n_in, p, s->bf16_x);
+        for (int p = 0; p < panels; p++) {
+            int tokens = T - p * EM_GEMM_PANEL; /* of this panel: 0 in the padding's */
+            tokens = tokens < 0 ? 0 : tokens < EM_GEMM_PANEL ? tokens : EM_GEMM_PANEL;
+            s->bf16->pack_panel(em_gemm_packed(xp, T, n_in), n_in, p, tokens, s->bf16_x);
+        }
         return;
     }
     if (!s->ggml) return;
@@ -49,9 +52,9 @@ void em_matmul_quantize(const float *xp, int T, int n_in, int count, const em_te
         else if (column >= 0)
             q8 = true;
     }
-    if (q8) em_q8_quantize(em_gemm_packed(xp, n_in), T, n_in, s->threads, &s->q8);
+    if (q8) em_q8_quantize(em_gemm_packed(xp, T, n_in), T, n_in, s->threads, &s->q8);
     if (q8 && s->ggml->prepare) s->ggml->prepare(&s->q8, s->threads);
-    if (q8k) em_q8k_quantize(em_gemm_packed(xp, n_in), T, n_in, s->threads, &s->q8);
+    if (q8k) em_q8k_quantize(em_gemm_packed(xp, T, n_in), T, n_in, s->threads, &s->q8);
 }
 
 float *em_matmul_tile_rows(const em_tensor *w, const float *xp, int T, int64_t row0, int rows,
@@ -79,7 +82,7 @@ float *em_matmul_tile_rows(const em_tensor *w, const float *xp, int T, int64_t r
                                          : NULL;
     if (direct) { /* a decoding step: the same chains straight from the quantized rows */
         size_t row_bytes = em_tensor_type_row_bytes(w->type, n_in);
-        em_gemm_panels x = em_gemm_packed(xp, n_in);
+        em_gemm_panels x = em_gemm_packed(xp, T, n_in);
         direct(n_in, x.x, x.column_stride, (const uint8_t *)w->data + (size_t)row0 * row_bytes,
                row_bytes, rows, ct, em_gemm_result_stride(T));
         return ct;
@@ -87,14 +90,14 @@ float *em_matmul_tile_rows(const em_tensor *w, const float *xp, int T, int64_t r
     if (w->type == EM_TENSOR_F32 && ((size_t)n_in * sizeof(float)) % 4096 != 0) {
         /* in place in the mapped file: rows 4 KiB apart would share cache sets, others do not */
         const float *rows_in_file = (const float *)w->data + row0 * n_in;
-        em_gemm_tile(s->kernel, em_gemm_packed(xp, n_in), T, n_in, rows_in_file, (size_t)n_in, rows,
-                     ct, em_gemm_result_stride(T));
+        em_gemm_tile(s->kernel, em_gemm_packed(xp, T, n_in), T, n_in, rows_in_file, (size_t)n_in,
+                     rows, ct, em_gemm_result_stride(T));
         return ct;
     }
     size_t ldw = (size_t)n_in + EM_GEMM_ROW_PAD;
     float *wt = buf + tile_result_floats(T, rows); /* (rows, n_in), row stride ldw */
     em_rows_to_float(w, row0, rows, wt, (int64_t)ldw);
-    em_gemm_tile(s->kernel, em_gemm_packed(xp, n_in), T, n_in, wt, ldw, rows, ct,
+    em_gemm_tile(s->kernel, em_gemm_packed(xp, T, n_in), T, n_in, wt, ldw, rows, ct,
                  em_gemm_result_stride(T));
     return ct;
 }
@@ -152,7 +155,7 @@ void em_matmul_swiglu_packed(const float *xp, int T, const em_tensor *w_gate, co
     int height = tile_height(w_gate, s->threads);
     int64_t F = w_gate->shape[1], tiles = tile_count(w_gate, height);
     size_t ldc = em_gemm_result_stride(T);
-    int panels = em_gemm_padded_tokens(T) / EM_GEMM_PANEL;
+    int panels = em_gemm_panel_count(T), width = em_gemm_panel_width(T);
     bool parallel =
         tiles > 1 && em_product_work(T, 2 * w_gate->shape[0] * F) >= EM_PARALLEL_MIN_WORK;
     const em_tensor *both[2] = {w_gate, w_up};
@@ -175,18 +178,17 @@ void em_matmul_swiglu_packed(const float *xp, int T, const em_tensor *w_gate, co
             }
         }
         gate_fn(gate, up, (size_t)rows * T);
-        /* feature row0+j's 16-token segments are the packed panels' entries at column row0+j,
-         * the padding tokens zeros: panel p's rows of the tile, (rows, 16), are one run of
-         * memory, zeroed at once where the panel has padding (a decoding step's 1 token leaves
-         * 31 of a row's 32 entries zero: small memsets row by row were 6% of a step) */
+        /* feature row0+j's segments of `width` tokens are the packed panels' entries at column
+         * row0+j, the padding tokens zeros: panel p's rows of the tile, (rows, width), are one
+         * run of memory, zeroed at once where the panel has padding (a narrow panel has none) */
         for (int p = 0; p < panels; p++) {
-            float *to = hp + ((size_t)p * F + (size_t)row0) * EM_GEMM_PANEL;
-            int n = T - p * EM_GEMM_PANEL; /* tokens of this panel: 0 in the padding's */
-            n = n < 0 ? 0 : n < EM_GEMM_PANEL ? n : EM_GEMM_PANEL;
-            if (n < EM_GEMM_PANEL) memset(to, 0, (size_t)rows * EM_GEMM_PANEL * sizeof(float));
+            float *to = hp + ((size_t)p * F + (size_t)row0) * width;
+            int n = T - p * width; /* tokens of this panel: 0 in the padding's */
+            n = n < 0 ? 0 : n < width ? n : width;
+            if (n < width) memset(to, 0, (size_t)rows * width * sizeof(float));
             for (int j = 0; j < rows && n > 0; j++) {
-                const float *h = gate + (size_t)j * T + (size_t)p * EM_GEMM_PANEL;
-                for (int t = 0; t < n; t++) to[(size_t)j * EM_GEMM_PANEL + t] = h[t];
+                const float *h = gate + (size_t)j * T + (size_t)p * width;
+                for (int t = 0; t < n; t++) to[(size_t)j * width + t] = h[t];
             }
         }
     }

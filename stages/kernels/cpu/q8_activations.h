@@ -70,7 +70,8 @@ void em_q8k_quantize_as(em_gemm_panels x, int T, int K, int threads, bool vector
 
 /* Whether this CPU has the AVX-512 rounding's instructions (false off x86-64). */
 bool em_q8_avx512_runs_here(void);
-/* Block b of the n (<= 16) real tokens of panel `panel`, in each form, on AVX-512. */
+/* Block b of the n (<= 16) real tokens of panel `panel`, in each form, on AVX-512 (only those
+ * tokens of x are read, so x may be a narrow panel). */
 void em_q8_block_panel_avx512(em_gemm_panels x, int panel, int n, int b, em_q8_activations *q);
 void em_q8k_block_panel_avx512(em_gemm_panels x, int panel, int n, int b, em_q8_activations *q);
 

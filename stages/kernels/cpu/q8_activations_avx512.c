@@ -38,16 +38,18 @@ AVX512 void em_q8_block_panel_avx512(em_gemm_panels x, int panel, int n, int b,
     /* v[j * column_stride + lane]: value j of the block for token panel * 16 + lane */
     const float *v =
         x.x + (size_t)panel * x.panel_stride + (size_t)b * EM_Q8_BLOCK * x.column_stride;
+    const __mmask16 live = (__mmask16)((1u << n) - 1); /* lanes past n read nothing: zeros */
     __m512 amax = _mm512_setzero_ps();
     for (int j = 0; j < EM_Q8_BLOCK; j++)
-        amax = _mm512_max_ps(amax, _mm512_abs_ps(_mm512_loadu_ps(v + (size_t)j * x.column_stride)));
+        amax = _mm512_max_ps(
+            amax, _mm512_abs_ps(_mm512_maskz_loadu_ps(live, v + (size_t)j * x.column_stride)));
     __m512 d = _mm512_div_ps(amax, _mm512_set1_ps(127.0f));
     __mmask16 nonzero = _mm512_cmp_ps_mask(d, _mm512_setzero_ps(), _CMP_NEQ_UQ);
     __m512 id = _mm512_maskz_div_ps(nonzero, _mm512_set1_ps(1.0f), d);
     __m512i sum = _mm512_setzero_si512();
     int8_t columns[EM_Q8_BLOCK][EM_GEMM_PANEL]; /* (value, token) */
     for (int j = 0; j < EM_Q8_BLOCK; j++) {
-        __m512 y = _mm512_mul_ps(_mm512_loadu_ps(v + (size_t)j * x.column_stride), id);
+        __m512 y = _mm512_mul_ps(_mm512_maskz_loadu_ps(live, v + (size_t)j * x.column_stride), id);
         __m512i qi = _mm512_cvttps_epi32(round_half_away(y));
         sum = _mm512_add_epi32(sum, qi);
         _mm_storeu_si128((__m128i *)columns[j], _mm512_cvtepi32_epi8(qi));
@@ -71,9 +73,10 @@ AVX512 void em_q8k_block_panel_avx512(em_gemm_panels x, int panel, int n, int b,
     const float *v =
         x.x + (size_t)panel * x.panel_stride + (size_t)b * EM_Q8K_BLOCK * x.column_stride;
     /* the value of largest |x| per token, the first of equals */
+    const __mmask16 live = (__mmask16)((1u << n) - 1); /* lanes past n read nothing: zeros */
     __m512 amax = _mm512_setzero_ps(), max = _mm512_setzero_ps();
     for (int j = 0; j < EM_Q8K_BLOCK; j++) {
-        __m512 value = _mm512_loadu_ps(v + (size_t)j * x.column_stride);
+        __m512 value = _mm512_maskz_loadu_ps(live, v + (size_t)j * x.column_stride);
         __m512 a = _mm512_abs_ps(value);
         __mmask16 larger = _mm512_cmp_ps_mask(a, amax, _CMP_GE_OQ);
         amax = _mm512_mask_mov_ps(amax, larger, a);
@@ -86,7 +89,8 @@ AVX512 void em_q8k_block_panel_avx512(em_gemm_panels x, int panel, int n, int b,
     for (int g = 0; g < 16; g++) {
         __m512i sum = _mm512_setzero_si512();
         for (int j = 16 * g; j < 16 * g + 16; j++) {
-            __m512 y = _mm512_mul_ps(iscale, _mm512_loadu_ps(v + (size_t)j * x.column_stride));
+            __m512 y =
+                _mm512_mul_ps(iscale, _mm512_maskz_loadu_ps(live, v + (size_t)j * x.column_stride));
             __m512i qi = _mm512_cvtps_epi32(
                 _mm512_roundscale_ps(y, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
             qi = _mm512_min_epi32(qi, _mm512_set1_epi32(127));
