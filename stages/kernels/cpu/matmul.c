@@ -130,7 +130,8 @@ void em_matmul_packed(const float *xp, int T, int count, const em_tensor *const 
     }
     bool parallel = tiles > 1 && work >= EM_PARALLEL_MIN_WORK;
     em_matmul_quantize(xp, T, (int)w[0]->shape[0], count, w, s);
-#pragma omp parallel for schedule(dynamic, 1) num_threads(s->threads) if (parallel)
+    em_schedule_tiles(T);
+#pragma omp parallel for schedule(runtime) num_threads(s->threads) if (parallel)
     for (int64_t tile = 0; tile < tiles; tile++) {
         /* which weight, and which of its tiles */
         int i = 0;
@@ -160,7 +161,8 @@ void em_matmul_swiglu_packed(const float *xp, int T, const em_tensor *w_gate, co
         tiles > 1 && em_product_work(T, 2 * w_gate->shape[0] * F) >= EM_PARALLEL_MIN_WORK;
     const em_tensor *both[2] = {w_gate, w_up};
     em_matmul_quantize(xp, T, (int)w_gate->shape[0], 2, both, s);
-#pragma omp parallel for schedule(dynamic, 1) num_threads(s->threads) if (parallel)
+    em_schedule_tiles(T);
+#pragma omp parallel for schedule(runtime) num_threads(s->threads) if (parallel)
     for (int64_t tile = 0; tile < tiles; tile++) {
         int64_t row0 = tile * height;
         int rows = tile_rows(w_gate, row0, height);

@@ -3,16 +3,16 @@
  *
  * x is packed (gemm.h) once per product, or arrives packed from the kernel that made it
  * (attention's output, the SwiGLU of the MLP). W is cut into tiles of at most EM_MATMUL_TILE_ROWS
- * rows (fewer when there are many threads); OpenMP spreads the tiles over threads, and each
- * thread converts its tile to floats in its own scratch and multiplies it by em_gemm_tile. Every
- * element of y is one fma chain over n_in in order (gemm_microkernel.h), so results are
- * bit-identical for any thread count, tile size, window batch or CPU. In the `ggml` precision
- * (scratch.h) the tiles of the weight types it covers are instead the dot products of
- * ggml_dot.h with x rounded to 8 bits once per product (em_matmul_quantize): each element one
- * fixed computation as well, with the same independence. In the `bf16` precision every tile's
- * weights are rounded to BF16 pairs in the thread's scratch and multiplied by the activations
- * rounded to BF16 once per product (em_matmul_quantize) in bf16_dot.h's fixed order: the same
- * independence again. */
+ * rows (fewer when there are many threads); OpenMP spreads the tiles over threads
+ * (em_schedule_tiles), and each thread converts its tile to floats in its own scratch and
+ * multiplies it by em_gemm_tile. Every element of y is one fma chain over n_in in order
+ * (gemm_microkernel.h), so results are bit-identical for any thread count, tile size, window batch
+ * or CPU. In the `ggml` precision (scratch.h) the tiles of the weight types it covers are instead
+ * the dot products of ggml_dot.h with x rounded to 8 bits once per product (em_matmul_quantize):
+ * each element one fixed computation as well, with the same independence. In the `bf16` precision
+ * every tile's weights are rounded to BF16 pairs in the thread's scratch and multiplied by the
+ * activations rounded to BF16 once per product (em_matmul_quantize) in bf16_dot.h's fixed order:
+ * the same independence again. */
 #ifndef EVALMESH_KERNELS_MATMUL_H
 #define EVALMESH_KERNELS_MATMUL_H
 

@@ -80,7 +80,8 @@ void em_output_head_tiles(const float *x, int T, const em_tensor *w, int64_t row
     size_t ldl = em_gemm_result_stride(T);
     size_t tile_floats = em_matmul_tile_floats(T, D, EM_HEAD_TILE_ROWS);
     bool parallel = tiles > 1 && em_product_work(T, (int64_t)D * rows) >= EM_PARALLEL_MIN_WORK;
-#pragma omp parallel for schedule(dynamic, 1) num_threads(s->threads) if (parallel)
+    em_schedule_tiles(T);
+#pragma omp parallel for schedule(runtime) num_threads(s->threads) if (parallel)
     for (int64_t v = 0; v < tiles; v++) {
         int64_t first = row0 + v * EM_HEAD_TILE_ROWS, end = row0 + rows;
         int n = (int)(end - first < EM_HEAD_TILE_ROWS ? end - first : EM_HEAD_TILE_ROWS);
@@ -101,7 +102,8 @@ void em_output_head_logits(const float *x, int T, const em_tensor *w, int64_t ro
     em_matmul_quantize(s->packed, T, D, 1, &w, s);
     size_t ldl = em_gemm_result_stride(T);
     bool parallel = tiles > 1 && em_product_work(T, (int64_t)D * rows) >= EM_PARALLEL_MIN_WORK;
-#pragma omp parallel for schedule(dynamic, 1) num_threads(s->threads) if (parallel)
+    em_schedule_tiles(T);
+#pragma omp parallel for schedule(runtime) num_threads(s->threads) if (parallel)
     for (int64_t v = 0; v < tiles; v++) {
         int64_t first = row0 + v * EM_HEAD_TILE_ROWS, end = row0 + rows;
         int n = (int)(end - first < EM_HEAD_TILE_ROWS ? end - first : EM_HEAD_TILE_ROWS);

@@ -62,7 +62,8 @@ em_status em_pair_head(const em_pair_side *ref, const em_pair_side *cand, const 
     size_t work_r = em_matmul_tile_floats(T, Dr, EM_HEAD_TILE_ROWS);
     size_t work_c = em_matmul_tile_floats(T, Dc, EM_HEAD_TILE_ROWS);
     bool parallel = tiles > 1 && (int64_t)T * (Dr + Dc) * n_vocab >= EM_PARALLEL_MIN_WORK;
-#pragma omp parallel for schedule(dynamic, 1) num_threads(sr->threads) if (parallel)
+    em_schedule_tiles(T);
+#pragma omp parallel for schedule(runtime) num_threads(sr->threads) if (parallel)
     for (int64_t v = 0; v < tiles; v++) {
         int64_t first = v * EM_HEAD_TILE_ROWS;
         int n = (int)(n_vocab - first < EM_HEAD_TILE_ROWS ? n_vocab - first : EM_HEAD_TILE_ROWS);
