@@ -119,7 +119,8 @@ typedef void block_fn(em_gemm_panels x, int t, int b, em_q8_activations *q);
 typedef void panel_fn(em_gemm_panels x, int panel, int n, int b, em_q8_activations *q);
 
 /* Every block (blocks of them per token) of the T tokens and the padding ones: a panel of 16
- * tokens at a time by `panel` when it is not NULL, else token by token by `quantize`. */
+ * tokens at a time by `panel` when it is not NULL and x is in such panels, else token by token by
+ * `quantize`. */
 static void quantize_blocks(em_gemm_panels x, int T, int K, int blocks, int threads,
                             block_fn *quantize, panel_fn *panel, block_fn *zero,
                             em_q8_activations *q) {
@@ -128,7 +129,7 @@ static void quantize_blocks(em_gemm_panels x, int T, int K, int blocks, int thre
     bool parallel = (int64_t)T * K >= EM_PARALLEL_MIN_ELEMENTS;
 #pragma omp parallel for num_threads(threads) if (parallel)
     for (int b = 0; b < blocks; b++) {
-        if (panel)
+        if (panel && x.column_stride == EM_GEMM_PANEL)
             for (int p = 0; p * EM_GEMM_PANEL < T; p++) {
                 int n = T - p * EM_GEMM_PANEL;
                 panel(x, p, n < EM_GEMM_PANEL ? n : EM_GEMM_PANEL, b, q);
@@ -142,7 +143,7 @@ static void quantize_blocks(em_gemm_panels x, int T, int K, int blocks, int thre
 void em_q8_quantize_as(em_gemm_panels x, int T, int K, int threads, bool vector,
                        em_q8_activations *q) {
     q->blocks = K / EM_Q8_BLOCK;
-    quantize_blocks(x, T, K, q->blocks, threads, quantize_block,
+    quantize_blocks(x, T, K, q->blocks, threads, vector ? em_q8_block_token_avx512 : quantize_block,
                     vector ? em_q8_block_panel_avx512 : NULL, zero_block, q);
 }
 

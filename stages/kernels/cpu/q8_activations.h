@@ -10,8 +10,9 @@
  * iscale = -127 / max, kqs_j = min(127, nearest_int(iscale * x_j)) (halves to even), kd = 1 /
  * iscale as a float, and the sum of each 16 quants (all zero when max is 0).
  *
- * On a CPU with AVX-512 (F and BW) the rounding runs 16 tokens at once
- * (q8_activations_avx512.c), the same bits as the C one.
+ * On a CPU with AVX-512 (F and BW) the rounding runs 16 tokens at once, or a few tokens (a
+ * narrow panel, gemm.h) a block of each at once (q8_activations_avx512.c), the same bits as the C
+ * one.
  *
  * Layout, block-major so that the dot-product kernels (ggml_dot.h) read consecutive tokens of one
  * block together: block b of token t is at index b * tokens + t, where tokens is T rounded up to
@@ -74,5 +75,8 @@ bool em_q8_avx512_runs_here(void);
  * tokens of x are read, so x may be a narrow panel). */
 void em_q8_block_panel_avx512(em_gemm_panels x, int panel, int n, int b, em_q8_activations *q);
 void em_q8k_block_panel_avx512(em_gemm_panels x, int panel, int n, int b, em_q8_activations *q);
+/* Block b of token t alone, in the 32-value form, on AVX-512: for a narrow panel (gemm.h), whose
+ * token's 32 values are two vectors where a panel's lanes would hold one token each. */
+void em_q8_block_token_avx512(em_gemm_panels x, int t, int b, em_q8_activations *q);
 
 #endif

@@ -68,6 +68,27 @@ AVX512 void em_q8_block_panel_avx512(em_gemm_panels x, int panel, int n, int b,
     }
 }
 
+AVX512 void em_q8_block_token_avx512(em_gemm_panels x, int t, int b, em_q8_activations *q) {
+    const float *v = x.x + (size_t)(t / EM_GEMM_PANEL) * x.panel_stride +
+                     (size_t)b * EM_Q8_BLOCK * x.column_stride + t % EM_GEMM_PANEL;
+    float values[EM_Q8_BLOCK]; /* the token's block, gathered from its column stride */
+    for (int j = 0; j < EM_Q8_BLOCK; j++) values[j] = v[(size_t)j * x.column_stride];
+    __m512 lo = _mm512_loadu_ps(values), hi = _mm512_loadu_ps(values + 16);
+    float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(lo), _mm512_abs_ps(hi)));
+    const float d = amax / 127;
+    const float id = d ? 1.0f / d : 0.0f;
+    __m512i qlo = _mm512_cvttps_epi32(round_half_away(_mm512_mul_ps(lo, _mm512_set1_ps(id))));
+    __m512i qhi = _mm512_cvttps_epi32(round_half_away(_mm512_mul_ps(hi, _mm512_set1_ps(id))));
+    size_t at = (size_t)b * q->tokens + t;
+    int8_t *qs = q->qs + at * EM_Q8_BLOCK;
+    _mm_storeu_si128((__m128i *)qs, _mm512_cvtepi32_epi8(qlo));
+    _mm_storeu_si128((__m128i *)(qs + 16), _mm512_cvtepi32_epi8(qhi));
+    int sum = _mm512_reduce_add_epi32(_mm512_add_epi32(qlo, qhi));
+    q->d[at] = f16_round(d);
+    q->s[at] = f16_round((float)sum * d);
+    q->sum[at] = sum;
+}
+
 AVX512 void em_q8k_block_panel_avx512(em_gemm_panels x, int panel, int n, int b,
                                       em_q8_activations *q) {
     const float *v =
@@ -123,6 +144,9 @@ bool em_q8_avx512_runs_here(void) {
 }
 void em_q8_block_panel_avx512(em_gemm_panels x, int panel, int n, int b, em_q8_activations *q) {
     (void)x, (void)panel, (void)n, (void)b, (void)q;
+}
+void em_q8_block_token_avx512(em_gemm_panels x, int t, int b, em_q8_activations *q) {
+    (void)x, (void)t, (void)b, (void)q;
 }
 void em_q8k_block_panel_avx512(em_gemm_panels x, int panel, int n, int b, em_q8_activations *q) {
     (void)x, (void)panel, (void)n, (void)b, (void)q;
