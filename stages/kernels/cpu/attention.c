@@ -192,7 +192,12 @@ void em_attention_queries(const float *q, const int32_t *query_start, const floa
                                      nq - i < EM_ATTN_QUERY_BLOCK ? nq - i : EM_ATTN_QUERY_BLOCK};
     }
     qsort(order, (size_t)blocks, sizeof *order, more_keys_first);
-    bool parallel = (int64_t)n_heads * pairs * head_dim >= EM_PARALLEL_MIN_WORK;
+    /* a decoding step (one query per window) runs in parallel whatever its size: each task reads
+     * its KV head's keys and values from memory, where the step's weights have pushed them, so
+     * the threads share that wait; and a thread idle through it falls asleep, which the next
+     * product pays to wake it (7 us of SmolLM2's 25 us attention output product) */
+    bool decoding = queries == windows->count;
+    bool parallel = decoding || (int64_t)n_heads * pairs * head_dim >= EM_PARALLEL_MIN_WORK;
     /* a block of one query (a decoding step) reads V as it is (value_sums_one_query); only blocks
      * of more need V^T */
     bool need_vt = false;
@@ -204,7 +209,7 @@ void em_attention_queries(const float *q, const int32_t *query_start, const floa
     int chunks = 0;
     for (int w = 0; w < windows->count && need_vt; w++)
         chunks += (windows->start[w + 1] - windows->start[w] + 63) / 64;
-#pragma omp parallel for num_threads(s->threads) if (parallel)
+#pragma omp parallel for num_threads(s->threads) if (parallel && chunks > 1)
     for (int c = 0; c < chunks; c++) {
         int w = 0, first = c; /* which window, and which of its chunks */
         while (first >= (windows->start[w + 1] - windows->start[w] + 63) / 64) {
