@@ -17,9 +17,6 @@
 #include <unistd.h>
 
 #include "build_info.h"
-#if EVALMESH_HAVE_OPENBLAS
-#include <cblas.h>
-#endif
 #include "runner/diag/version_req.h"
 #include "stages/kernels/cpu/bf16_dot.h"
 #include "stages/kernels/cpu/gemm_microkernel.h"
@@ -60,6 +57,22 @@ static void *open_first(const char *const *names) {
         if (h) return h;
     }
     return NULL;
+}
+
+/* OpenBLAS through dlopen, when installed: evalmesh computes nothing with it, and linking it
+ * started its thread pool in every process, spinning on a core beside the forward's threads
+ * through the first tenth of a second. */
+static void collect_openblas(em_env_facts *f) {
+    const char *libs[] = {"libopenblas.so.0", "libopenblas.so", NULL};
+    void *blas = open_first(libs);
+    if (!blas) return;
+    char *(*config)(void) = (char *(*)(void))dlsym(blas, "openblas_get_config");
+    int (*threads)(void) = (int (*)(void))dlsym(blas, "openblas_get_num_threads");
+    if (config && threads) {
+        snprintf(f->openblas_config, sizeof f->openblas_config, "%s", config());
+        f->openblas_threads = threads();
+    }
+    dlclose(blas);
 }
 
 /* CUDA driver API through dlopen: a CPU-only machine has no libcuda and that is fine. */
@@ -215,10 +228,7 @@ void em_env_collect(em_env_facts *f) {
         sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : f->cores_online;
     f->memory_total_gb = meminfo_gb("MemTotal");
     f->memory_available_gb = meminfo_gb("MemAvailable");
-#if EVALMESH_HAVE_OPENBLAS
-    snprintf(f->openblas_config, sizeof f->openblas_config, "%s", openblas_get_config());
-    f->openblas_threads = openblas_get_num_threads();
-#endif
+    collect_openblas(f);
     f->omp_threads = omp_get_max_threads();
     const char *policy = getenv("OMP_WAIT_POLICY"), *spin = getenv("GOMP_SPINCOUNT");
     snprintf(f->omp_waits, sizeof f->omp_waits, "%s%s%s%s%s", policy ? "OMP_WAIT_POLICY=" : "",
