@@ -21,7 +21,9 @@ class Run:
 
     def __init__(self, name, cmd, env=None, cwd=None):
         self.name = name
-        with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        # a random model's generated text need not be UTF-8: its bytes are read as replacements
+        with tempfile.TemporaryFile("w+", errors="replace") as out, \
+                tempfile.TemporaryFile("w+", errors="replace") as err:
             start = time.monotonic()
             p = subprocess.Popen(cmd, stdout=out, stderr=err, env=env, cwd=cwd, text=True)
             _, status, usage = os.wait4(p.pid, 0)
