@@ -127,15 +127,6 @@ static void quantize_blocks(em_gemm_panels x, int T, int K, int blocks, int thre
     q->T = T;
     q->tokens = padded_tokens(T);
     bool parallel = (int64_t)T * K >= EM_PARALLEL_MIN_ELEMENTS;
-    if (!parallel) {
-        size_t n = (size_t)blocks * q->tokens;
-        for (size_t i = 0; i < n * EM_Q8_BLOCK; i += 64) __builtin_prefetch(q->qs + i, 1, 3);
-        for (size_t i = 0; i < n; i += 16) {
-            __builtin_prefetch(q->d + i, 1, 3);
-            __builtin_prefetch(q->s + i, 1, 3);
-            __builtin_prefetch(q->sum + i, 1, 3);
-        }
-    }
 #pragma omp parallel for num_threads(threads) if (parallel)
     for (int b = 0; b < blocks; b++) {
         if (panel && x.column_stride == EM_GEMM_PANEL)
