@@ -188,11 +188,8 @@ static float *tile_product(const em_bf16_kernel *k, const float *w, const float 
     float *xp = malloc((size_t)em_gemm_panel_count(T) * em_gemm_panel_width(T) * K * sizeof(float));
     for (int p = 0; p < em_gemm_panel_count(T); p++) em_gemm_pack_panel(x, (size_t)K, T, K, p, xp);
     uint32_t *xb = malloc(em_bf16_packed_words(T, K) * sizeof(uint32_t));
-    for (int p = 0; p < em_gemm_padded_tokens(T) / EM_GEMM_PANEL; p++) {
-        int tokens = T - p * EM_GEMM_PANEL;
-        tokens = tokens < 0 ? 0 : tokens < EM_GEMM_PANEL ? tokens : EM_GEMM_PANEL;
-        k->pack_panel(em_gemm_packed(xp, T, K), K, p, tokens, xb);
-    }
+    for (int p = 0; p < em_gemm_padded_tokens(T) / EM_GEMM_PANEL; p++)
+        k->pack_panel(em_gemm_packed(xp, T, K), K, p, em_gemm_panel_tokens(T, p), xb);
     size_t ldw = (size_t)K + EM_GEMM_ROW_PAD;
     float *wt = malloc((size_t)rows * ldw * sizeof(float));
     for (int j = 0; j < rows; j++)

@@ -31,11 +31,16 @@ int em_gemm_panel_count(int T) {
     return T <= EM_GEMM_FEW_TOKENS ? 1 : em_gemm_padded_tokens(T) / EM_GEMM_PANEL;
 }
 
+int em_gemm_panel_tokens(int T, int panel) {
+    int width = em_gemm_panel_width(T), tokens = T - panel * width;
+    return tokens < 0 ? 0 : tokens < width ? tokens : width;
+}
+
 void em_gemm_pack_panel(const float *x, size_t ldx, int T, int K, int panel, float *xp) {
     int width = em_gemm_panel_width(T);
     float *out = xp + (size_t)panel * K * width; /* (K, width) */
     int t0 = panel * width;
-    int tokens = T - t0 < width ? T - t0 : width;
+    int tokens = em_gemm_panel_tokens(T, panel);
     if (tokens < width) {
         for (int k = 0; k < K; k++) {
             for (int i = tokens; i < width; i++) out[(size_t)k * width + i] = 0.0f;

@@ -37,6 +37,8 @@ size_t em_gemm_packed_floats(int T, int K);
 int em_gemm_panel_width(int T);
 /* Panels of the packed x (T, K): whole panels of em_gemm_padded_tokens(T), or the narrow one. */
 int em_gemm_panel_count(int T);
+/* Tokens of x in panel p of em_gemm_panel_width(T) tokens: 0 in a panel of padding only. */
+int em_gemm_panel_tokens(int T, int panel);
 
 /* Packs panel p of x (T, K) with row stride ldx, tokens p*W .. p*W+W-1 (W =
  * em_gemm_panel_width(T); zeros past T), into xp: token i at column k goes to xp[(p * K + k) * W +

@@ -36,11 +36,9 @@ void em_matmul_quantize(const float *xp, int T, int n_in, int count, const em_te
         int panels = em_gemm_padded_tokens(T) / EM_GEMM_PANEL;
         bool parallel = (int64_t)T * n_in >= EM_PARALLEL_MIN_ELEMENTS;
 #pragma omp parallel for num_threads(s->threads) if (parallel)
-        for (int p = 0; p < panels; p++) {
-            int tokens = T - p * EM_GEMM_PANEL; /* of this panel: 0 in the padding's */
-            tokens = tokens < 0 ? 0 : tokens < EM_GEMM_PANEL ? tokens : EM_GEMM_PANEL;
-            s->bf16->pack_panel(em_gemm_packed(xp, T, n_in), n_in, p, tokens, s->bf16_x);
-        }
+        for (int p = 0; p < panels; p++) /* x's panel p holds the same tokens (T > 4) or none */
+            s->bf16->pack_panel(em_gemm_packed(xp, T, n_in), n_in, p, em_gemm_panel_tokens(T, p),
+                                s->bf16_x);
         return;
     }
     if (!s->ggml) return;
@@ -185,8 +183,7 @@ void em_matmul_swiglu_packed(const float *xp, int T, const em_tensor *w_gate, co
          * run of memory, zeroed at once where the panel has padding (a narrow panel has none) */
         for (int p = 0; p < panels; p++) {
             float *to = hp + ((size_t)p * F + (size_t)row0) * width;
-            int n = T - p * width; /* tokens of this panel: 0 in the padding's */
-            n = n < 0 ? 0 : n < width ? n : width;
+            int n = em_gemm_panel_tokens(T, p);
             if (n < width) memset(to, 0, (size_t)rows * width * sizeof(float));
             for (int j = 0; j < rows && n > 0; j++) {
                 const float *h = gate + (size_t)j * T + (size_t)p * width;
