@@ -202,7 +202,9 @@ __attribute__((target("avx512f"), always_inline)) static inline void transpose16
 /* A few tokens, AVX-512: 16 rows per pass, one zmm accumulator per token. The rows are read 16
  * columns at a time (masked past K) and transposed in registers, so each column's 16 rows are one
  * vector, multiplied into every token's sums in column order. T is a constant where it is
- * inlined, so the loops over the tokens unroll into registers. */
+ * inlined, so the loops over the tokens unroll into registers; so do the loops over a whole
+ * block's 16 columns, which keeps v in registers (indexed by a variable, v lived on the stack:
+ * every transposed vector was stored and loaded again). */
 __attribute__((target("avx512f"), always_inline)) static inline void
 few_tokens_avx512_n(int T, int K, const float *x, size_t column_stride, const float *w, size_t ldw,
                     int rows, float *ct, size_t ldc) {
@@ -218,11 +220,25 @@ few_tokens_avx512_n(int T, int K, const float *x, size_t column_stride, const fl
                 v[r] = r < n ? _mm512_maskz_loadu_ps(cols, w + (size_t)(j0 + r) * ldw + k0)
                              : _mm512_setzero_ps();
             transpose16(v);
-            for (int c = 0; c < kb; c++) {
-                const float *xc = x + (size_t)(k0 + c) * column_stride;
+            if (kb == 16) { /* v indexed by constants: it stays in registers */
+#pragma GCC unroll 16
+                for (int c = 0; c < 16; c++) {
+                    const float *xc = x + (size_t)(k0 + c) * column_stride;
 #pragma GCC unroll 4
-                for (int t = 0; t < T; t++)
-                    acc[t] = _mm512_fmadd_ps(_mm512_set1_ps(xc[t]), v[c], acc[t]);
+                    for (int t = 0; t < T; t++)
+                        acc[t] = _mm512_fmadd_ps(_mm512_set1_ps(xc[t]), v[c], acc[t]);
+                }
+            } else { /* the last columns: v through memory */
+                float tail[16][16];
+#pragma GCC unroll 16
+                for (int c = 0; c < 16; c++) _mm512_storeu_ps(tail[c], v[c]);
+                for (int c = 0; c < kb; c++) {
+                    const float *xc = x + (size_t)(k0 + c) * column_stride;
+                    __m512 column = _mm512_loadu_ps(tail[c]);
+#pragma GCC unroll 4
+                    for (int t = 0; t < T; t++)
+                        acc[t] = _mm512_fmadd_ps(_mm512_set1_ps(xc[t]), column, acc[t]);
+                }
             }
         }
         float sums[EM_GEMM_FEW_TOKENS][16];
