@@ -61,12 +61,58 @@ static block_memory carve_block_memory(int T, int head_dim, float *base) {
     return m;
 }
 
+/* softmax_columns where every query sees every key (keys = q0 + 1: a decoding step's heads) and
+ * the columns are R = rows = padded, a constant where it is inlined: the same operations, with
+ * each column's max and sum in registers, one chain per column in key order. */
+__attribute__((always_inline)) static inline void softmax_all_keys_n(int R, float *scores, int keys,
+                                                                     const em_attention_mask *mask,
+                                                                     float *max, float *inv_sum) {
+    float column_max[4], sum[4];
+    size_t n = (size_t)keys * (size_t)R;
+    for (int i = 0; i < R; i++) {
+        column_max[i] = -INFINITY;
+        sum[i] = 0.0f;
+    }
+    for (size_t e = 0; e < n; e++) scores[e] *= mask->scale;
+    if (mask->softcap > 0) em_softcap(scores, n, mask->softcap);
+    for (int j = 0; j < keys; j++)
+        for (int i = 0; i < R; i++) {
+            float v = scores[(size_t)j * R + i];
+            column_max[i] = v > column_max[i] ? v : column_max[i];
+        }
+    for (int j = 0; j < keys; j++)
+        for (int i = 0; i < R; i++) scores[(size_t)j * R + i] -= column_max[i];
+    em_exp_inplace(scores, n);
+    for (int j = 0; j < keys; j++)
+        for (int i = 0; i < R; i++) sum[i] += scores[(size_t)j * R + i];
+    for (int i = 0; i < R; i++) {
+        max[i] = column_max[i];
+        inv_sum[i] = 1.0f / sum[i];
+    }
+}
+
 /* In place on scores (keys, padded) for queries q0 .. q0+rows-1 and keys 0 .. keys-1: scale,
  * causal mask (query q0+i sees keys 0..q0+i) and the exponentials of the softmax down each
  * column; masked entries become 0. inv_sum[i] = 1 / (the column's sum): the caller divides the
  * output rather than every probability. Entries of the padded queries are left finite. */
 static void softmax_columns(float *scores, int keys, int q0, int rows, int padded,
                             const em_attention_mask *mask, float *max, float *inv_sum) {
+    if (keys == q0 + 1 && rows == padded && rows <= 4) {
+        switch (rows) {
+        case 1:
+            softmax_all_keys_n(1, scores, keys, mask, max, inv_sum);
+            return;
+        case 2:
+            softmax_all_keys_n(2, scores, keys, mask, max, inv_sum);
+            return;
+        case 3:
+            softmax_all_keys_n(3, scores, keys, mask, max, inv_sum);
+            return;
+        default:
+            softmax_all_keys_n(4, scores, keys, mask, max, inv_sum);
+            return;
+        }
+    }
     size_t ld = (size_t)padded;
     float scale = mask->scale;
     for (int i = 0; i < padded; i++) {
@@ -107,6 +153,22 @@ static void softmax_columns(float *scores, int keys, int q0, int rows, int padde
  * run of queries [first, last) per key; the exponentials run key by key over those runs. */
 static void softmax_columns_window(float *scores, int keys, int q0, int rows, int padded,
                                    const em_attention_mask *mask, float *max, float *inv_sum) {
+    if (keys == q0 + 1 && rows == padded && rows <= 4) {
+        switch (rows) {
+        case 1:
+            softmax_all_keys_n(1, scores, keys, mask, max, inv_sum);
+            return;
+        case 2:
+            softmax_all_keys_n(2, scores, keys, mask, max, inv_sum);
+            return;
+        case 3:
+            softmax_all_keys_n(3, scores, keys, mask, max, inv_sum);
+            return;
+        default:
+            softmax_all_keys_n(4, scores, keys, mask, max, inv_sum);
+            return;
+        }
+    }
     size_t ld = (size_t)padded;
     for (int i = 0; i < padded; i++) {
         max[i] = i < rows ? -INFINITY : 0.0f;
