@@ -153,22 +153,6 @@ static void softmax_columns(float *scores, int keys, int q0, int rows, int padde
  * run of queries [first, last) per key; the exponentials run key by key over those runs. */
 static void softmax_columns_window(float *scores, int keys, int q0, int rows, int padded,
                                    const em_attention_mask *mask, float *max, float *inv_sum) {
-    if (keys == q0 + 1 && rows == padded && rows <= 4) {
-        switch (rows) {
-        case 1:
-            softmax_all_keys_n(1, scores, keys, mask, max, inv_sum);
-            return;
-        case 2:
-            softmax_all_keys_n(2, scores, keys, mask, max, inv_sum);
-            return;
-        case 3:
-            softmax_all_keys_n(3, scores, keys, mask, max, inv_sum);
-            return;
-        default:
-            softmax_all_keys_n(4, scores, keys, mask, max, inv_sum);
-            return;
-        }
-    }
     size_t ld = (size_t)padded;
     for (int i = 0; i < padded; i++) {
         max[i] = i < rows ? -INFINITY : 0.0f;
@@ -225,6 +209,120 @@ void em_attention(const float *q, const float *k, const float *v, const em_segme
     em_attention_queries(q, windows->start, kw, vw, windows, n_heads, n_kv_heads, head_dim, mask,
                          out_packed, vt, s);
     free(kw);
+}
+
+/* What every block of one em_attention_queries call shares. */
+typedef struct attention_call {
+    const float *q;
+    const float *const *k, *const *v;
+    const float *vt;
+    size_t ldv; /* of vt */
+    int n_heads, group, head_dim, q_ld, kv_ld;
+    int longest, width; /* the longest window; the packed output's panel width */
+    const em_attention_mask *mask;
+    float *out_packed;
+    em_scratch *s;
+    em_gemm_few_tokens_transposed *value_sums;
+} attention_call;
+
+/* Reads one word of every cache line of a decoding block's window's keys and values (rows 0 ..
+ * keys-1, contiguous) in order, so the hardware's stream prefetchers bring them at the memory's
+ * speed before the block's products read them across rows. */
+static void touch_window(const attention_call *a, query_block qb) {
+    size_t floats = (size_t)(qb.q0 + qb.rows) * (size_t)a->kv_ld;
+    float sum = 0.0f;
+    for (size_t i = 0; i < floats; i += 16) sum += a->k[qb.w][i] + a->v[qb.w][i];
+    volatile float sink = sum;
+    (void)sink;
+}
+
+/* Query head h of block qb (or, when a decoding block's heads are grouped, the KV head's group of
+ * query heads from h, and nothing for the group's other heads): its scores, softmax and output,
+ * divided by the sums, into its rows of the packed output. */
+static void attend_block(const attention_call *a, query_block qb, int h) {
+    const float *q = a->q;
+    const float *const *k = a->k, *const *v = a->v;
+    const float *vt = a->vt;
+    size_t ldv = a->ldv;
+    int group = a->group, head_dim = a->head_dim, q_ld = a->q_ld, kv_ld = a->kv_ld;
+    int longest = a->longest, width = a->width;
+    const em_attention_mask *mask = a->mask;
+    float *out_packed = a->out_packed;
+    em_scratch *s = a->s;
+    em_gemm_few_tokens_transposed *value_sums = a->value_sums;
+    /* a block of one query (a decoding step): the query heads of a KV head share its keys,
+     * so they are one product against K (its tokens the heads), run by the group's first */
+    bool windowed = mask->window > 0 && qb.q0 + qb.rows > mask->window; /* a key out of reach */
+    bool grouped = qb.rows == 1 && group > 1 && !windowed;
+    if (grouped && h % group) return;
+    int heads = grouped ? group : 1;
+    int g = h / group;
+    int q0 = qb.q0, rows = qb.rows;
+    int keys = q0 + rows; /* keys 0..keys-1 of the window are visible to some query */
+    int tokens = grouped ? group : rows; /* of the scores' product */
+    /* the scores' row stride: the few-token kernels write their tokens alone, so the
+     * softmax's exponentials run over those columns only */
+    int ld_s = tokens <= EM_GEMM_FEW_TOKENS ? tokens : em_gemm_padded_tokens(tokens);
+    size_t ld = em_gemm_result_stride(tokens); /* of out */
+    block_memory m = carve_block_memory(longest, head_dim, s->buf[omp_get_thread_num()]);
+    /* the window's k and vt, the block's queries */
+    const float *kw = k[qb.w], *vtw = vt + qb.key_row0;
+
+    /* scores (keys, ld_s) = K[0:keys, g] Q[q0:q0+rows, h]^T, or with the group's heads
+     * h .. h + group - 1 of the one query as the columns */
+    const float *q_block = q + (size_t)qb.query_row * q_ld + (size_t)h * head_dim;
+    for (int p = 0; p < em_gemm_panel_count(tokens); p++) {
+        em_gemm_pack_panel(q_block, grouped ? (size_t)head_dim : (size_t)q_ld, tokens, head_dim, p,
+                           m.q_packed);
+    }
+    em_gemm_tile(s->kernel, em_gemm_packed(m.q_packed, tokens, head_dim), tokens, head_dim,
+                 kw + (size_t)g * head_dim, (size_t)kv_ld, keys, m.scores, (size_t)ld_s);
+    /* the softmax down each column: the group's heads see the same keys as one query (every
+     * key up to q0, no window cutting in) */
+    if (windowed)
+        softmax_columns_window(m.scores, keys, q0, rows, ld_s, mask, m.max, m.sum);
+    else
+        softmax_columns(m.scores, keys, q0, tokens, ld_s, mask, m.max, m.sum);
+    /* out (head_dim, ld) = V[0:keys, g]^T E with E = exp(S - max)^T (keys, queries) read in
+     * place: the 16-query segments of its rows are panels of queries. Row d of out holds
+     * feature h*head_dim+d of the block's queries, or when grouped, in column i, feature
+     * (h+i)*head_dim+d of the one query. */
+    if (rows == 1) { /* V's rows are the keys: the same chains from V as it is, a few heads
+                      * at a time */
+        for (int i = 0; i < heads; i += EM_GEMM_FEW_TOKENS) {
+            int n = heads - i < EM_GEMM_FEW_TOKENS ? heads - i : EM_GEMM_FEW_TOKENS;
+            value_sums(keys, m.scores + i, (size_t)ld_s, n, v[qb.w] + (size_t)g * head_dim,
+                       (size_t)kv_ld, head_dim, m.out + i, ld);
+        }
+    } else {
+        em_gemm_panels e = {m.scores, (size_t)ld_s, EM_GEMM_PANEL};
+        em_gemm_tile(s->kernel, e, rows, keys, vtw + (size_t)g * head_dim * ldv, ldv, head_dim,
+                     m.out, ld);
+    }
+    for (int i = 0; i < heads; i++) { /* head h + i: column i when grouped */
+        const float *out = m.out + i, *inv_sum = m.sum + i;
+        /* divided by the sums, the block's queries go to their rows of the packed output:
+         * whole panels when the block starts on one, its other rows one by one */
+        int first = qb.query_row; /* the block's first row of the output */
+        int whole = first % EM_GEMM_PANEL == 0 ? rows / EM_GEMM_PANEL : 0;
+        for (int d = 0; d < head_dim; d++) {
+            const float *od = out + (size_t)d * ld;
+            /* feature (h+i)*head_dim+d: token t at column[(t / 16) * q_ld * width + t % 16]
+             * (gemm.h: a narrow panel's tokens are all in its first) */
+            float *column = out_packed + ((size_t)(h + i) * head_dim + (size_t)d) * width;
+            for (int p = 0; p < whole; p++) {
+                size_t panel = (size_t)first / EM_GEMM_PANEL + (size_t)p;
+                float *to = column + panel * q_ld * EM_GEMM_PANEL;
+                for (int t = 0; t < EM_GEMM_PANEL; t++)
+                    to[t] = od[p * EM_GEMM_PANEL + t] * inv_sum[p * EM_GEMM_PANEL + t];
+            }
+            for (int t = whole * EM_GEMM_PANEL; t < rows; t++) {
+                int row = first + t;
+                column[(size_t)(row / EM_GEMM_PANEL) * q_ld * width + row % EM_GEMM_PANEL] =
+                    od[t] * inv_sum[t];
+            }
+        }
+    }
 }
 
 void em_attention_queries(const float *q, const int32_t *query_start, const float *const *k,
@@ -290,83 +388,25 @@ void em_attention_queries(const float *q, const int32_t *query_start, const floa
         for (int c = 0; c < q_ld; c++) panel[(size_t)c * EM_GEMM_PANEL + t % EM_GEMM_PANEL] = 0.0f;
     }
 
+    attention_call call = {q,    k,     v,       vt,    ldv,  n_heads,    group, head_dim,
+                           q_ld, kv_ld, longest, width, mask, out_packed, s,     value_sums};
+    if (decoding && blocks >= 2 * s->threads) {
+        /* a decoding step of several sequences: a window a task, its heads in turn, the threads
+         * taking the windows in turn. Each first reads its window's keys and values in order:
+         * they come from memory (the step's weights have pushed them out), and read across rows
+         * by the products they came at half the memory's speed. */
+#pragma omp parallel num_threads(s->threads)
+        {
+            int threads = omp_get_num_threads();
+            for (int b = omp_get_thread_num(); b < blocks; b += threads) {
+                touch_window(&call, order[b]);
+                for (int h = 0; h < n_heads; h++) attend_block(&call, order[b], h);
+            }
+        }
+    } else {
 #pragma omp parallel for schedule(dynamic, 1) num_threads(s->threads) if (parallel)
-    for (int task = 0; task < n_heads * blocks; task++) {
-        int h = task % n_heads;
-        query_block qb = order[task / n_heads];
-        /* a block of one query (a decoding step): the query heads of a KV head share its keys,
-         * so they are one product against K (its tokens the heads), run by the group's first */
-        bool windowed = mask->window > 0 && qb.q0 + qb.rows > mask->window; /* a key out of reach */
-        bool grouped = qb.rows == 1 && group > 1 && !windowed;
-        if (grouped && h % group) continue;
-        int heads = grouped ? group : 1;
-        int g = h / group;
-        int q0 = qb.q0, rows = qb.rows;
-        int keys = q0 + rows; /* keys 0..keys-1 of the window are visible to some query */
-        int tokens = grouped ? group : rows; /* of the scores' product */
-        /* the scores' row stride: the few-token kernels write their tokens alone, so the
-         * softmax's exponentials run over those columns only */
-        int ld_s = tokens <= EM_GEMM_FEW_TOKENS ? tokens : em_gemm_padded_tokens(tokens);
-        size_t ld = em_gemm_result_stride(tokens); /* of out */
-        block_memory m = carve_block_memory(longest, head_dim, s->buf[omp_get_thread_num()]);
-        /* the window's k and vt, the block's queries */
-        const float *kw = k[qb.w], *vtw = vt + qb.key_row0;
-
-        /* scores (keys, ld_s) = K[0:keys, g] Q[q0:q0+rows, h]^T, or with the group's heads
-         * h .. h + group - 1 of the one query as the columns */
-        const float *q_block = q + (size_t)qb.query_row * q_ld + (size_t)h * head_dim;
-        for (int p = 0; p < em_gemm_panel_count(tokens); p++) {
-            em_gemm_pack_panel(q_block, grouped ? (size_t)head_dim : (size_t)q_ld, tokens, head_dim,
-                               p, m.q_packed);
-        }
-        em_gemm_tile(s->kernel, em_gemm_packed(m.q_packed, tokens, head_dim), tokens, head_dim,
-                     kw + (size_t)g * head_dim, (size_t)kv_ld, keys, m.scores, (size_t)ld_s);
-        /* the softmax down each column: the group's heads see the same keys as one query (every
-         * key up to q0, no window cutting in) */
-        if (windowed)
-            softmax_columns_window(m.scores, keys, q0, rows, ld_s, mask, m.max, m.sum);
-        else
-            softmax_columns(m.scores, keys, q0, tokens, ld_s, mask, m.max, m.sum);
-        /* out (head_dim, ld) = V[0:keys, g]^T E with E = exp(S - max)^T (keys, queries) read in
-         * place: the 16-query segments of its rows are panels of queries. Row d of out holds
-         * feature h*head_dim+d of the block's queries, or when grouped, in column i, feature
-         * (h+i)*head_dim+d of the one query. */
-        if (rows == 1) { /* V's rows are the keys: the same chains from V as it is, a few heads
-                          * at a time */
-            for (int i = 0; i < heads; i += EM_GEMM_FEW_TOKENS) {
-                int n = heads - i < EM_GEMM_FEW_TOKENS ? heads - i : EM_GEMM_FEW_TOKENS;
-                value_sums(keys, m.scores + i, (size_t)ld_s, n, v[qb.w] + (size_t)g * head_dim,
-                           (size_t)kv_ld, head_dim, m.out + i, ld);
-            }
-        } else {
-            em_gemm_panels e = {m.scores, (size_t)ld_s, EM_GEMM_PANEL};
-            em_gemm_tile(s->kernel, e, rows, keys, vtw + (size_t)g * head_dim * ldv, ldv, head_dim,
-                         m.out, ld);
-        }
-        for (int i = 0; i < heads; i++) { /* head h + i: column i when grouped */
-            const float *out = m.out + i, *inv_sum = m.sum + i;
-            /* divided by the sums, the block's queries go to their rows of the packed output:
-             * whole panels when the block starts on one, its other rows one by one */
-            int first = qb.query_row; /* the block's first row of the output */
-            int whole = first % EM_GEMM_PANEL == 0 ? rows / EM_GEMM_PANEL : 0;
-            for (int d = 0; d < head_dim; d++) {
-                const float *od = out + (size_t)d * ld;
-                /* feature (h+i)*head_dim+d: token t at column[(t / 16) * q_ld * width + t % 16]
-                 * (gemm.h: a narrow panel's tokens are all in its first) */
-                float *column = out_packed + ((size_t)(h + i) * head_dim + (size_t)d) * width;
-                for (int p = 0; p < whole; p++) {
-                    size_t panel = (size_t)first / EM_GEMM_PANEL + (size_t)p;
-                    float *to = column + panel * q_ld * EM_GEMM_PANEL;
-                    for (int t = 0; t < EM_GEMM_PANEL; t++)
-                        to[t] = od[p * EM_GEMM_PANEL + t] * inv_sum[p * EM_GEMM_PANEL + t];
-                }
-                for (int t = whole * EM_GEMM_PANEL; t < rows; t++) {
-                    int row = first + t;
-                    column[(size_t)(row / EM_GEMM_PANEL) * q_ld * width + row % EM_GEMM_PANEL] =
-                        od[t] * inv_sum[t];
-                }
-            }
-        }
+        for (int task = 0; task < n_heads * blocks; task++)
+            attend_block(&call, order[task / n_heads], task % n_heads);
     }
     free(order);
 }
