@@ -1,8 +1,9 @@
 """Batches of windows on the CPU forward, per architecture feature: test_forward_batch (the C
 program) on models made by evalmesh-mkmodel with GQA, Q/K/V biases and a tied head, a Mistral-style
 sliding window, gemma2 (sliding window, soft-capped scores and logits, post-norms, GeGLU), gemma3
-(local/global layers with their own RoPE base, q/k norms, post-norms), qwen3 (q/k norms) and a
-quantized type, plus the shared stories260K when present: every window's nll and argmax
+(local/global layers with their own RoPE base, q/k norms, post-norms), qwen3 (q/k norms), a
+quantized type and F16 (whose one-token products read the halves straight, one_token_quantized.h),
+plus the shared stories260K when present: every window's nll and argmax
 bit-identical to the window alone in every batch composition and order it tries. It drives
 test_forward_shared_prefix the same way: each continuation of a shared prefix bit-identical to its
 whole window alone; and test_forward_decode: every decoded sequence's tokens and logits
@@ -31,6 +32,7 @@ MODELS = [
                                     "--head-dim", "24", "--sliding-window", "20"]),
     ("qwen3_qk_norm", BASE + ["--arch", "qwen3", "--head-dim", "48"]),
     ("q8_0_gqa", BASE + ["--type", "q8_0", "--kv-heads", "2"]),
+    ("f16_gqa", BASE + ["--type", "f16", "--kv-heads", "2"]),
 ]
 
 shared = os.environ.get("EVALMESH_SHARED_DATA", "")

@@ -78,7 +78,7 @@ float *em_matmul_tile_rows(const em_tensor *w, const float *xp, int T, int64_t r
     em_one_token_quantized *direct = T == 1 && strcmp(s->kernel_name, "avx512") == 0
                                          ? em_one_token_quantized_for(w->type)
                                          : NULL;
-    if (direct) { /* a decoding step: the same chains straight from the quantized rows */
+    if (direct) { /* a decoding step: the same chains straight from the quantized or half rows */
         size_t row_bytes = em_tensor_type_row_bytes(w->type, n_in);
         em_gemm_panels x = em_gemm_packed(xp, T, n_in);
         direct(n_in, x.x, x.column_stride, (const uint8_t *)w->data + (size_t)row0 * row_bytes,

@@ -8,7 +8,8 @@
  * stages/formats give (Q4_1: low nibble j and high nibble j + 16, (float)q * d + m, two roundings;
  * Q8_0: the signed byte, (float)q * d), and each value k meets x[k] in the chain
  * acc = fma(x[k], w[k], acc) in k order from 0: the conversion to floats and em_gemm_few_tokens's
- * chains without the floats written, transposed and read back. */
+ * chains without the floats written, transposed and read back. F16 rows are read 16 halves of 16
+ * rows at a time, converted and transposed in registers (f16_row_groups). */
 #include "stages/kernels/cpu/one_token_quantized.h"
 
 #include <pthread.h>
@@ -18,6 +19,8 @@
 
 #if defined(__x86_64__)
 #include <immintrin.h>
+
+#include "stages/kernels/cpu/transpose16_avx512.h"
 
 #define VBMI __attribute__((target("avx512f,avx512bw,avx512vbmi,f16c")))
 #define ROWS 16
@@ -151,6 +154,82 @@ row_groups(bool q4_1, int G, int K, const float *x, size_t x_stride, const uint8
 ROWS_KERNEL(q4_1_rows, true)
 ROWS_KERNEL(q8_0_rows, false)
 
+/* The lines of the rows a pass after this one (PREFETCH_PASSES on), fetched into L2 a share at a
+ * time while this pass computes: each of a pass's 64 rows is its own short stream, too many for
+ * the hardware's prefetchers. */
+#define PREFETCH_PASSES 1
+
+/* F16 rows: c[j * ldc] for the rows w .. w + (rows - 1) row_bytes (rows <= 16 G), G groups of 16
+ * at once. Per 16 values of the 16 rows of a group: the halves as floats (exact, as em_f16_row),
+ * transposed in registers so that value k of the 16 rows is one vector, and each k meets x[k] in
+ * the group's chain in k order: em_gemm_few_tokens's chains on the converted rows, without the
+ * floats written and read back. */
+VBMI static inline __attribute__((always_inline)) void
+f16_row_groups(int G, int K, const float *x, size_t x_stride, const uint8_t *w, size_t row_bytes,
+               int rows, float *c, size_t ldc) {
+    const uint8_t *row[4][ROWS];
+    for (int g = 0; g < G; g++)
+        for (int r = 0; r < ROWS; r++) {
+            int j = ROWS * g + r < rows ? ROWS * g + r : rows - 1;
+            row[g][r] = w + (size_t)j * row_bytes;
+        }
+    const char *next = (const char *)w + (size_t)PREFETCH_PASSES * 4 * ROWS * row_bytes;
+    size_t lines = (size_t)G * ROWS * row_bytes / 64, steps = (size_t)(K + 15) / 16 * (size_t)G;
+    size_t per_step = (lines + steps - 1) / steps, line = 0;
+    __m512 acc[4];
+    for (int g = 0; g < G; g++) acc[g] = _mm512_setzero_ps();
+    for (int k0 = 0; k0 < K; k0 += 16) {
+        int kb = K - k0 < 16 ? K - k0 : 16;
+        __mmask32 cols = (__mmask32)((1u << kb) - 1u); /* the halves of a row's 16 values */
+        for (int g = 0; g < G; g++) {
+            for (size_t l = 0; l < per_step && line < lines; l++, line++)
+                _mm_prefetch(next + 64 * line, _MM_HINT_T1);
+            __m512 v[ROWS];
+            for (int r = 0; r < ROWS; r++)
+                v[r] = _mm512_cvtph_ps(_mm512_castsi512_si256(
+                    _mm512_maskz_loadu_epi16(cols, (const void *)(row[g][r] + 2 * (size_t)k0))));
+            em_transpose16_avx512(v);
+            if (kb == 16) { /* v indexed by constants: it stays in registers */
+#pragma GCC unroll 16
+                for (int j = 0; j < 16; j++)
+                    acc[g] = _mm512_fmadd_ps(_mm512_set1_ps(x[(size_t)(k0 + j) * x_stride]), v[j],
+                                             acc[g]);
+            } else { /* the last values: v through memory */
+                float tail[16][16];
+#pragma GCC unroll 16
+                for (int j = 0; j < 16; j++) _mm512_storeu_ps(tail[j], v[j]);
+                for (int j = 0; j < kb; j++)
+                    acc[g] = _mm512_fmadd_ps(_mm512_set1_ps(x[(size_t)(k0 + j) * x_stride]),
+                                             _mm512_loadu_ps(tail[j]), acc[g]);
+            }
+        }
+    }
+    for (int g = 0; g < G; g++) {
+        float sums[ROWS];
+        _mm512_storeu_ps(sums, acc[g]);
+        for (int r = 0; r < ROWS && ROWS * g + r < rows; r++)
+            c[(size_t)(ROWS * g + r) * ldc] = sums[r];
+    }
+}
+
+/* The F16 rows in passes of up to 4 groups of 16. */
+VBMI static void f16_rows(int K, const float *x, size_t x_stride, const uint8_t *w,
+                          size_t row_bytes, int rows, float *c, size_t ldc) {
+    for (int r0 = 0; r0 < rows; r0 += 4 * ROWS) {
+        int n = rows - r0 < 4 * ROWS ? rows - r0 : 4 * ROWS, G = (n + ROWS - 1) / ROWS;
+        const uint8_t *wg = w + (size_t)r0 * row_bytes;
+        float *cg = c + (size_t)r0 * ldc;
+        if (G == 4)
+            f16_row_groups(4, K, x, x_stride, wg, row_bytes, n, cg, ldc);
+        else if (G == 3)
+            f16_row_groups(3, K, x, x_stride, wg, row_bytes, n, cg, ldc);
+        else if (G == 2)
+            f16_row_groups(2, K, x, x_stride, wg, row_bytes, n, cg, ldc);
+        else
+            f16_row_groups(1, K, x, x_stride, wg, row_bytes, n, cg, ldc);
+    }
+}
+
 static bool has_avx512vbmi(void) {
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
            __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("f16c");
@@ -163,6 +242,7 @@ static const struct {
 } table[] = {
     {EM_TENSOR_Q4_1, q4_1_rows},
     {EM_TENSOR_Q8_0, q8_0_rows},
+    {EM_TENSOR_F16, f16_rows},
 };
 
 em_one_token_quantized *em_one_token_quantized_for(em_tensor_type type) {
