@@ -156,7 +156,8 @@ ROWS_KERNEL(q8_0_rows, false)
 
 /* The lines of the rows a pass after this one (PREFETCH_PASSES on), fetched into L2 a share at a
  * time while this pass computes: each of a pass's 64 rows is its own short stream, too many for
- * the hardware's prefetchers. */
+ * the hardware's prefetchers (SmolLM2 F16, one sequence: 37 tokens/s without, 69 with; two passes
+ * ahead 61). */
 #define PREFETCH_PASSES 1
 
 /* F16 rows: c[j * ldc] for the rows w .. w + (rows - 1) row_bytes (rows <= 16 G), G groups of 16
