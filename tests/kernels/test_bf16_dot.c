@@ -135,7 +135,7 @@ __attribute__((target("avx512f,avx512bf16"))) static void check_pair_instruction
         const uint32_t *rows[EM_GEMM_ROWS];
         for (int j = 0; j < EM_GEMM_ROWS; j++) rows[j] = &wb[j];
         memcpy(want, ct, sizeof ct);
-        em_bf16_kernel_c.microkernel(1, xb, EM_GEMM_PANEL, rows, want, EM_GEMM_TOKENS, false);
+        em_bf16_kernel_c.microkernel(1, xb, EM_GEMM_PANEL, 2, rows, want, EM_GEMM_TOKENS, false);
         for (int j = 0; j < EM_GEMM_ROWS; j++) {
             for (int p = 0; p < 2; p++) {
                 __m512 acc = _mm512_loadu_ps(ct + j * EM_GEMM_TOKENS + p * EM_GEMM_PANEL);
@@ -212,7 +212,7 @@ static float value(void) {
 }
 
 static void check_kernels(void) {
-    int row_counts[] = {1, 5, 13, 48}, token_counts[] = {1, 3, 17, 33, 70},
+    int row_counts[] = {1, 5, 13, 48}, token_counts[] = {1, 3, 16, 17, 33, 70},
         widths[] = {1, 2, 7, 64, 255, 1100};
     const char *others[] = {"avx512bf16"};
     for (size_t o = 0; o < sizeof others / sizeof *others; o++) {
@@ -222,7 +222,7 @@ static void check_kernels(void) {
         CHECK_STR_EQ(k->name, others[o]);
         int shapes = 0;
         for (int a = 0; a < 4; a++) {
-            for (int b = 0; b < 5; b++) {
+            for (int b = 0; b < 6; b++) {
                 for (int e = 0; e < 6; e++) {
                     int rows = row_counts[a], T = token_counts[b], K = widths[e];
                     float *w = malloc((size_t)rows * K * sizeof(float));

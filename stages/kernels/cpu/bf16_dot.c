@@ -11,10 +11,10 @@ static float ftz(float x) {
     return fabsf(x) < 0x1p-126f ? copysignf(0.0f, x) : x;
 }
 
-static void microkernel_c(int pairs, const uint32_t *xb, size_t panel_stride,
+static void microkernel_c(int pairs, const uint32_t *xb, size_t panel_stride, int panels,
                           const uint32_t *const *w, float *ct, size_t ldc, bool first) {
     for (int j = 0; j < EM_GEMM_ROWS; j++) {
-        for (int t = 0; t < EM_GEMM_TOKENS; t++) {
+        for (int t = 0; t < panels * EM_GEMM_PANEL; t++) {
             const uint32_t *x = xb + (size_t)(t / EM_GEMM_PANEL) * panel_stride + t % EM_GEMM_PANEL;
             float acc = first ? 0.0f : ct[j * ldc + t];
             for (int i = 0; i < pairs; i++) {
@@ -125,11 +125,12 @@ void em_bf16_tile(const em_bf16_kernel *kernel, const uint32_t *xb, int T, int K
         for (int t0 = 0; t0 < em_gemm_padded_tokens(T); t0 += EM_GEMM_TOKENS) {
             const uint32_t *x =
                 xb + (size_t)(t0 / EM_GEMM_PANEL) * panel_stride + (size_t)i0 * EM_GEMM_PANEL;
+            int panels = T - t0 > EM_GEMM_PANEL ? 2 : 1; /* a panel of padding only is skipped */
             for (int j0 = 0; j0 < rows; j0 += EM_GEMM_ROWS) {
                 const uint32_t *w[EM_GEMM_ROWS];
                 for (int r = 0; r < EM_GEMM_ROWS; r++)
                     w[r] = j0 + r < rows ? wt + (size_t)(j0 + r) * ldw + i0 : zeros;
-                kernel->microkernel(kc, x, panel_stride, w, ct + (size_t)j0 * ldc + t0, ldc,
+                kernel->microkernel(kc, x, panel_stride, panels, w, ct + (size_t)j0 * ldc + t0, ldc,
                                     i0 == 0);
             }
         }

@@ -69,11 +69,12 @@ static inline int em_bf16_pairs(int K) {
     return (K + 1) / 2;
 }
 
-/* xb is two panels of EM_GEMM_PANEL tokens, at xb and xb + panel_stride: the pair i of token t of
- * a panel is xb[i * EM_GEMM_PANEL + t]. w[j] points at `pairs` pairs of weight row j. ct is
- * (EM_GEMM_ROWS, EM_GEMM_TOKENS) with row stride ldc: ct[j * ldc + t] = the chain above over the
- * pairs, from 0 (first) or from ct[j * ldc + t]. */
-typedef void em_bf16_microkernel(int pairs, const uint32_t *xb, size_t panel_stride,
+/* xb is `panels` (1 or 2) panels of EM_GEMM_PANEL tokens, at xb and xb + panel_stride: the pair
+ * i of token t of a panel is xb[i * EM_GEMM_PANEL + t]. w[j] points at `pairs` pairs of weight row
+ * j. ct is (EM_GEMM_ROWS, EM_GEMM_TOKENS) with row stride ldc: ct[j * ldc + t] = the chain above
+ * over the pairs, from 0 (first) or from ct[j * ldc + t], for the panels' tokens (one panel
+ * leaves ct's other 16 columns as they are). */
+typedef void em_bf16_microkernel(int pairs, const uint32_t *xb, size_t panel_stride, int panels,
                                  const uint32_t *const *w, float *ct, size_t ldc, bool first);
 
 /* A kernel: its microkernel and its own ways to round (the same bits as em_bf16_round):

@@ -1,8 +1,8 @@
 /* The `bf16` precision's AVX512-BF16 kernel (see bf16_dot.h): 12 weight rows x 2 panels of 16
- * tokens in 24 zmm accumulators, a lane per token. Per pair of columns, two panel loads (16
- * tokens' pairs each) and 12 broadcasts of a row's pair feed 24 VDPBF16PS, each of which adds the
- * lane's odd product and then its even product with one rounding each, denormals flushed: the C
- * kernel's chain. The roundings to BF16 are VCVTNE2PS2BF16's, em_bf16_round's bits. */
+ * tokens in 24 zmm accumulators (one panel: 12), a lane per token. Per pair of columns, two panel
+ * loads (16 tokens' pairs each) and 12 broadcasts of a row's pair feed 24 VDPBF16PS, each of which
+ * adds the lane's odd product and then its even product with one rounding each, denormals flushed:
+ * the C kernel's chain. The roundings to BF16 are VCVTNE2PS2BF16's, em_bf16_round's bits. */
 #include "stages/kernels/cpu/bf16_dot.h"
 
 #if defined(__x86_64__)
@@ -10,30 +10,41 @@
 
 #define AVX512BF16 __attribute__((target("avx512f,avx512bw,avx512bf16")))
 
-AVX512BF16 static void microkernel(int pairs, const uint32_t *xb, size_t panel_stride,
-                                   const uint32_t *const *w, float *ct, size_t ldc, bool first) {
+/* P panels (a constant where it is inlined): 12 P accumulators, P panel loads per pair. */
+__attribute__((target("avx512f,avx512bw,avx512bf16"), always_inline)) static inline void
+microkernel_p(int P, int pairs, const uint32_t *xb, size_t panel_stride, const uint32_t *const *w,
+              float *ct, size_t ldc, bool first) {
     __m512 acc[EM_GEMM_ROWS][2];
 #pragma GCC unroll 12
-    for (int j = 0; j < EM_GEMM_ROWS; j++) {
-        acc[j][0] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(ct + j * ldc);
-        acc[j][1] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(ct + j * ldc + EM_GEMM_PANEL);
-    }
-    const uint32_t *x0 = xb, *x1 = xb + panel_stride;
+    for (int j = 0; j < EM_GEMM_ROWS; j++)
+#pragma GCC unroll 2
+        for (int p = 0; p < P; p++)
+            acc[j][p] =
+                first ? _mm512_setzero_ps() : _mm512_loadu_ps(ct + j * ldc + p * EM_GEMM_PANEL);
     for (int i = 0; i < pairs; i++) {
-        __m512bh a = (__m512bh)_mm512_loadu_si512(x0 + (size_t)i * EM_GEMM_PANEL);
-        __m512bh b = (__m512bh)_mm512_loadu_si512(x1 + (size_t)i * EM_GEMM_PANEL);
+        __m512bh x[2];
+#pragma GCC unroll 2
+        for (int p = 0; p < P; p++)
+            x[p] = (__m512bh)_mm512_loadu_si512(xb + p * panel_stride + (size_t)i * EM_GEMM_PANEL);
 #pragma GCC unroll 12
         for (int j = 0; j < EM_GEMM_ROWS; j++) {
             __m512bh wi = (__m512bh)_mm512_set1_epi32((int)w[j][i]);
-            acc[j][0] = _mm512_dpbf16_ps(acc[j][0], a, wi);
-            acc[j][1] = _mm512_dpbf16_ps(acc[j][1], b, wi);
+#pragma GCC unroll 2
+            for (int p = 0; p < P; p++) acc[j][p] = _mm512_dpbf16_ps(acc[j][p], x[p], wi);
         }
     }
 #pragma GCC unroll 12
-    for (int j = 0; j < EM_GEMM_ROWS; j++) {
-        _mm512_storeu_ps(ct + j * ldc, acc[j][0]);
-        _mm512_storeu_ps(ct + j * ldc + EM_GEMM_PANEL, acc[j][1]);
-    }
+    for (int j = 0; j < EM_GEMM_ROWS; j++)
+#pragma GCC unroll 2
+        for (int p = 0; p < P; p++) _mm512_storeu_ps(ct + j * ldc + p * EM_GEMM_PANEL, acc[j][p]);
+}
+
+AVX512BF16 static void microkernel(int pairs, const uint32_t *xb, size_t panel_stride, int panels,
+                                   const uint32_t *const *w, float *ct, size_t ldc, bool first) {
+    if (panels == 1)
+        microkernel_p(1, pairs, xb, panel_stride, w, ct, ldc, first);
+    else
+        microkernel_p(2, pairs, xb, panel_stride, w, ct, ldc, first);
 }
 
 /* em_bf16_pack_panel: per pair, the two columns' 16 tokens rounded, then interleaved. */

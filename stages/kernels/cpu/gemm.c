@@ -72,13 +72,14 @@ void em_gemm_tile(em_gemm_microkernel *kernel, em_gemm_panels xp, int T, int K, 
         for (int t0 = 0; t0 < em_gemm_padded_tokens(T); t0 += EM_GEMM_TOKENS) {
             const float *x = xp.x + (size_t)(t0 / EM_GEMM_PANEL) * xp.panel_stride +
                              (size_t)k0 * xp.column_stride;
+            int panels = T - t0 > EM_GEMM_PANEL ? 2 : 1; /* a panel of padding only is skipped */
             for (int j0 = 0; j0 < rows; j0 += EM_GEMM_ROWS) {
                 const float *w[EM_GEMM_ROWS];
                 for (int r = 0; r < EM_GEMM_ROWS; r++) {
                     w[r] = j0 + r < rows ? wt + (size_t)(j0 + r) * ldw + k0 : zeros;
                 }
-                kernel(kc, x, xp.column_stride, xp.panel_stride, w, ct + (size_t)j0 * ldc + t0, ldc,
-                       k0 == 0);
+                kernel(kc, x, xp.column_stride, xp.panel_stride, panels, w,
+                       ct + (size_t)j0 * ldc + t0, ldc, k0 == 0);
             }
         }
     }

@@ -19,22 +19,23 @@
 /* Plain C: the definition the vector kernels must match bit for bit. fmaf rounds once, as the
  * vector fused multiply-adds do. */
 static void microkernel_c(int kc, const float *xp, size_t column_stride, size_t panel_stride,
-                          const float *const *w, float *ct, size_t ldc, bool first) {
+                          int panels, const float *const *w, float *ct, size_t ldc, bool first) {
+    int tokens = panels * EM_GEMM_PANEL;
     float acc[EM_GEMM_ROWS][EM_GEMM_TOKENS];
     for (int j = 0; j < EM_GEMM_ROWS; j++) {
-        for (int t = 0; t < EM_GEMM_TOKENS; t++) acc[j][t] = first ? 0.0f : ct[j * ldc + t];
+        for (int t = 0; t < tokens; t++) acc[j][t] = first ? 0.0f : ct[j * ldc + t];
     }
     for (int k = 0; k < kc; k++) {
         for (int j = 0; j < EM_GEMM_ROWS; j++) {
             float wk = w[j][k];
-            for (int t = 0; t < EM_GEMM_TOKENS; t++) {
+            for (int t = 0; t < tokens; t++) {
                 const float *panel = xp + (size_t)(t / EM_GEMM_PANEL) * panel_stride;
                 acc[j][t] = fmaf(panel[k * column_stride + t % EM_GEMM_PANEL], wk, acc[j][t]);
             }
         }
     }
     for (int j = 0; j < EM_GEMM_ROWS; j++) {
-        for (int t = 0; t < EM_GEMM_TOKENS; t++) ct[j * ldc + t] = acc[j][t];
+        for (int t = 0; t < tokens; t++) ct[j * ldc + t] = acc[j][t];
     }
 }
 
@@ -90,41 +91,51 @@ static void few_tokens_transposed_c(int K, const float *x, size_t column_stride,
 }
 
 #ifdef EM_GEMM_X86
-/* AVX-512: 12 rows x 2 panels of 16 tokens in 24 zmm accumulators; per column k, two panel loads
- * and 12 broadcasts feed 24 fused multiply-adds. */
-__attribute__((target("avx512f"))) static void
-microkernel_avx512(int kc, const float *xp, size_t column_stride, size_t panel_stride,
-                   const float *const *w, float *ct, size_t ldc, bool first) {
+/* AVX-512: 12 rows x P panels of 16 tokens in 12 P zmm accumulators; per column k, P panel loads
+ * and 12 broadcasts feed 12 P fused multiply-adds. P is a constant where it is inlined. */
+__attribute__((target("avx512f"), always_inline)) static inline void
+microkernel_avx512_p(int P, int kc, const float *xp, size_t column_stride, size_t panel_stride,
+                     const float *const *w, float *ct, size_t ldc, bool first) {
     __m512 acc[EM_GEMM_ROWS][2];
 #pragma GCC unroll 12
-    for (int j = 0; j < EM_GEMM_ROWS; j++) {
-        acc[j][0] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(ct + j * ldc);
-        acc[j][1] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(ct + j * ldc + EM_GEMM_PANEL);
-    }
-    const float *x0 = xp, *x1 = xp + panel_stride;
+    for (int j = 0; j < EM_GEMM_ROWS; j++)
+#pragma GCC unroll 2
+        for (int p = 0; p < P; p++)
+            acc[j][p] =
+                first ? _mm512_setzero_ps() : _mm512_loadu_ps(ct + j * ldc + p * EM_GEMM_PANEL);
     for (int k = 0; k < kc; k++) {
-        __m512 a = _mm512_loadu_ps(x0 + k * column_stride);
-        __m512 b = _mm512_loadu_ps(x1 + k * column_stride);
+        __m512 x[2];
+#pragma GCC unroll 2
+        for (int p = 0; p < P; p++)
+            x[p] = _mm512_loadu_ps(xp + p * panel_stride + k * column_stride);
 #pragma GCC unroll 12
         for (int j = 0; j < EM_GEMM_ROWS; j++) {
             __m512 wk = _mm512_set1_ps(w[j][k]);
-            acc[j][0] = _mm512_fmadd_ps(a, wk, acc[j][0]);
-            acc[j][1] = _mm512_fmadd_ps(b, wk, acc[j][1]);
+#pragma GCC unroll 2
+            for (int p = 0; p < P; p++) acc[j][p] = _mm512_fmadd_ps(x[p], wk, acc[j][p]);
         }
     }
 #pragma GCC unroll 12
-    for (int j = 0; j < EM_GEMM_ROWS; j++) {
-        _mm512_storeu_ps(ct + j * ldc, acc[j][0]);
-        _mm512_storeu_ps(ct + j * ldc + EM_GEMM_PANEL, acc[j][1]);
-    }
+    for (int j = 0; j < EM_GEMM_ROWS; j++)
+#pragma GCC unroll 2
+        for (int p = 0; p < P; p++) _mm512_storeu_ps(ct + j * ldc + p * EM_GEMM_PANEL, acc[j][p]);
+}
+
+__attribute__((target("avx512f"))) static void
+microkernel_avx512(int kc, const float *xp, size_t column_stride, size_t panel_stride, int panels,
+                   const float *const *w, float *ct, size_t ldc, bool first) {
+    if (panels == 1)
+        microkernel_avx512_p(1, kc, xp, column_stride, panel_stride, w, ct, ldc, first);
+    else
+        microkernel_avx512_p(2, kc, xp, column_stride, panel_stride, w, ct, ldc, first);
 }
 
 /* AVX2: 16 ymm registers hold 6 rows x 16 tokens (12 accumulators, two token vectors, a
- * broadcast), so the 12 rows x 32 tokens are done as four such passes. */
+ * broadcast), so the 12 rows x 16 P tokens are done as 2 P such passes. */
 __attribute__((target("avx2,fma"))) static void
-microkernel_avx2(int kc, const float *xp, size_t column_stride, size_t panel_stride,
+microkernel_avx2(int kc, const float *xp, size_t column_stride, size_t panel_stride, int panels,
                  const float *const *w, float *ct, size_t ldc, bool first) {
-    for (int pass = 0; pass < 4; pass++) {
+    for (int pass = 0; pass < 2 * panels; pass++) {
         int j0 = (pass % 2) * 6, panel = pass / 2;
         const float *x = xp + (size_t)panel * panel_stride;
         float *c = ct + (size_t)j0 * ldc + panel * EM_GEMM_PANEL;

@@ -21,13 +21,16 @@
 #define EM_GEMM_PANEL 16  /* tokens per packed activation panel */
 #define EM_GEMM_TOKENS 32 /* tokens per kernel call: two panels */
 
-/* xp is two panels of EM_GEMM_PANEL tokens, at xp and xp + panel_stride: token i of a panel at
- * column k is xp[k * column_stride + i] (column_stride is EM_GEMM_PANEL for packed activations,
- * see gemm.h). w[j] points at kc floats of weight row j.
+/* xp is `panels` (1 or 2) panels of EM_GEMM_PANEL tokens, at xp and xp + panel_stride: token i
+ * of a panel at column k is xp[k * column_stride + i] (column_stride is EM_GEMM_PANEL for packed
+ * activations, see gemm.h). w[j] points at kc floats of weight row j.
  * ct is (EM_GEMM_ROWS, EM_GEMM_TOKENS) with row stride ldc: ct[j * ldc + t] = (first ? 0 :
- * ct[j * ldc + t]) + sum over k of x[t][k] w[j][k], as the fma chain above. */
+ * ct[j * ldc + t]) + sum over k of x[t][k] w[j][k], as the fma chain above, for the tokens t of
+ * the panels (one panel: a call whose tokens are all in the first, as a decoding step of 5 to 16
+ * sequences, computes no padding and leaves ct's other 16 columns as they are). */
 typedef void em_gemm_microkernel(int kc, const float *xp, size_t column_stride, size_t panel_stride,
-                                 const float *const *w, float *ct, size_t ldc, bool first);
+                                 int panels, const float *const *w, float *ct, size_t ldc,
+                                 bool first);
 
 /* The same products for a few tokens (T <= EM_GEMM_FEW_TOKENS: every decoding step of up to that
  * many sequences, and a decoding query's group of heads against their keys), where the
