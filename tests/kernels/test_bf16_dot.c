@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "stages/formats/dequantize_rows.h"
 #include "stages/kernels/cpu/bf16_dot.h"
 #include "kernels/kernel_skip.h"
 #include "test.h"
@@ -259,6 +260,68 @@ static void check_kernels(void) {
     }
 }
 
+/* Every one of the 65,536 halves as F16 weight rows of K values (row_bytes past 2 K), through
+ * each kernel's round_f16_rows: each value's bits em_bf16_round(its exact float), the K odd pair's
+ * second value 0, for row lengths that end inside 16- and 32-value steps. */
+static void check_f16_rows(void) {
+    const em_bf16_kernel *kernels[] = {
+        &em_bf16_kernel_c,
+#if defined(__x86_64__)
+        &em_bf16_kernel_avx512bf16
+#endif
+    };
+    int widths[] = {1, 7, 16, 33, 576, 1001};
+    for (size_t n = 0; n < sizeof kernels / sizeof *kernels; n++) {
+        const em_bf16_kernel *k = kernels[n];
+        if (!k->runs_here()) {
+            printf("kernel %s: not on this CPU, its F16 rows skipped\n", k->name);
+            continue;
+        }
+        int wrong = 0, values = 0;
+        for (size_t e = 0; e < sizeof widths / sizeof *widths; e++) {
+            int K = widths[e], rows = (65536 + K - 1) / K;
+            size_t row_bytes = 2 * (size_t)K + 6, stride = em_bf16_row_stride(K);
+            uint8_t *h = malloc((size_t)rows * row_bytes);
+            uint32_t *wt = malloc((size_t)rows * stride * sizeof(uint32_t));
+            for (int j = 0; j < rows; j++)
+                for (int c = 0; c < K; c++) {
+                    uint16_t bits = (uint16_t)((j * K + c) & 0xffff);
+                    memcpy(h + (size_t)j * row_bytes + 2 * (size_t)c, &bits, 2);
+                }
+            k->round_f16_rows(h, row_bytes, rows, K, wt);
+            for (int j = 0; j < rows; j++)
+                for (int c = 0; c < 2 * em_bf16_pairs(K); c++) {
+                    uint32_t pair = wt[(size_t)j * stride + (size_t)(c / 2)];
+                    uint16_t got = (uint16_t)(c % 2 ? pair >> 16 : pair);
+                    uint16_t want = 0;
+                    if (c < K) {
+                        uint16_t bits;
+                        memcpy(&bits, h + (size_t)j * row_bytes + 2 * (size_t)c, 2);
+                        float f = (bits & 0x7c00) == 0x7c00 && (bits & 0x3ff)
+                                      ? NAN /* a NaN half: any quiet NaN */
+                                      : em_half_at(h + (size_t)j * row_bytes + 2 * (size_t)c);
+                        want = em_bf16_round(f);
+                        if (f != f) { /* NaN: only that it stays a NaN of its sign */
+                            values++;
+                            wrong += !((got & 0x7f80) == 0x7f80 && (got & 0x7f) &&
+                                       (got & 0x8000) == (bits & 0x8000));
+                            continue;
+                        }
+                    }
+                    values++;
+                    wrong += got != want;
+                }
+            free(h);
+            free(wt);
+        }
+        if (wrong) fprintf(stderr, "kernel %s: %d F16 values rounded wrong\n", k->name, wrong);
+        CHECK(wrong == 0);
+        if (!wrong)
+            printf("kernel %s: %d F16 values (every half, 6 row lengths) rounded to BF16 exactly\n",
+                   k->name, values);
+    }
+}
+
 int main(void) {
 #if defined(__x86_64__)
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bf16")) {
@@ -270,6 +333,7 @@ int main(void) {
     }
 #endif
     check_kernels();
+    check_f16_rows();
     setenv("EVALMESH_CPU_KERNEL", "c", 1);
     const em_bf16_kernel *k = NULL;
     CHECK(em_bf16_kernel_select(&k) == NULL && k == &em_bf16_kernel_c);

@@ -2,6 +2,8 @@
  * choice between its rows (see bf16_dot.h). */
 #include "stages/kernels/cpu/bf16_dot.h"
 
+#include "stages/formats/dequantize_rows.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +40,7 @@ const em_bf16_kernel em_bf16_kernel_c = {
     .microkernel = microkernel_c,
     .pack_panel = em_bf16_pack_panel,
     .round_rows = em_bf16_round_rows,
+    .round_f16_rows = em_bf16_round_f16_rows,
 };
 
 /* The table, best first. */
@@ -111,6 +114,18 @@ void em_bf16_round_rows(float *wt, size_t ldw, int rows, int K) {
             uint16_t hi = 2 * i + 1 < K ? em_bf16_round(row[2 * i + 1]) : 0;
             uint32_t pair = em_bf16_pair(lo, hi);
             memcpy(bytes + ((size_t)j * stride + (size_t)i) * 4, &pair, 4);
+        }
+    }
+}
+
+void em_bf16_round_f16_rows(const uint8_t *h, size_t row_bytes, int rows, int K, uint32_t *wt) {
+    size_t stride = em_bf16_row_stride(K);
+    for (int j = 0; j < rows; j++) {
+        const uint8_t *row = h + (size_t)j * row_bytes;
+        for (int i = 0; i < em_bf16_pairs(K); i++) {
+            uint16_t lo = em_bf16_round(em_half_at(row + 4 * i));
+            uint16_t hi = 2 * i + 1 < K ? em_bf16_round(em_half_at(row + 4 * i + 2)) : 0;
+            wt[(size_t)j * stride + (size_t)i] = em_bf16_pair(lo, hi);
         }
     }
 }

@@ -78,13 +78,15 @@ typedef void em_bf16_microkernel(int pairs, const uint32_t *xb, size_t panel_str
                                  const uint32_t *const *w, float *ct, size_t ldc, bool first);
 
 /* A kernel: its microkernel and its own ways to round (the same bits as em_bf16_round):
- * pack_panel as em_bf16_pack_panel, round_rows as em_bf16_round_rows. */
+ * pack_panel as em_bf16_pack_panel, round_rows as em_bf16_round_rows, round_f16_rows as
+ * em_bf16_round_f16_rows. */
 typedef struct em_bf16_kernel {
     const char *name;        /* what EVALMESH_CPU_KERNEL names and the forward's log line says */
     bool (*runs_here)(void); /* cpuid: whether this CPU has the instructions */
     em_bf16_microkernel *microkernel;
     void (*pack_panel)(em_gemm_panels x, int K, int panel, int tokens, uint32_t *xb);
     void (*round_rows)(float *wt, size_t ldw, int rows, int K);
+    void (*round_f16_rows)(const uint8_t *h, size_t row_bytes, int rows, int K, uint32_t *wt);
 } em_bf16_kernel;
 
 /* The plain C kernel: the definition the others match. */
@@ -111,6 +113,11 @@ void em_bf16_pack_panel(em_gemm_panels x, int K, int panel, int tokens, uint32_t
 void em_bf16_round_rows(float *wt, size_t ldw, int rows, int K);
 /* Words from one row of em_bf16_round_rows's pairs to the next (no more than ldw). */
 size_t em_bf16_row_stride(int K);
+/* Rounds `rows` rows of K F16 values (IEEE halves, row j at h + j * row_bytes) to BF16 pairs, row
+ * j's at word j * em_bf16_row_stride(K) of wt: each half's exact float rounded, the bits of
+ * em_f16_row then em_bf16_round_rows, with no float written between (an F16 weight's tile, read
+ * once from the file). */
+void em_bf16_round_f16_rows(const uint8_t *h, size_t row_bytes, int rows, int K, uint32_t *wt);
 
 /* ct (em_gemm_padded_rows(rows), em_gemm_padded_tokens(T)) with row stride ldc = wt x^T in the
  * order above, xb from em_bf16_pack_panel and wt `rows` rows of pairs (row stride ldw words).

@@ -8,7 +8,7 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
-#define AVX512BF16 __attribute__((target("avx512f,avx512bw,avx512bf16")))
+#define AVX512BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
 
 /* P panels (a constant where it is inlined): 12 P accumulators, P panel loads per pair. */
 __attribute__((target("avx512f,avx512bw,avx512bf16"), always_inline)) static inline void
@@ -91,9 +91,33 @@ AVX512BF16 static void round_rows(float *wt, size_t ldw, int rows, int K) {
     }
 }
 
+/* em_bf16_round_f16_rows, 32 values at a time: each 16 halves converted exactly (VCVTPH2PS),
+ * then rounded as round_rows rounds. */
+AVX512BF16 static void round_f16_rows(const uint8_t *h, size_t row_bytes, int rows, int K,
+                                      uint32_t *wt) {
+    size_t stride = em_bf16_row_stride(K) * 2; /* in BF16 values */
+    int values = 2 * em_bf16_pairs(K);         /* K and the odd K's zero */
+    for (int j = 0; j < rows; j++) {
+        const uint16_t *row = (const uint16_t *)(h + (size_t)j * row_bytes);
+        uint16_t *dst = (uint16_t *)wt + (size_t)j * stride;
+        for (int c = 0; c < values; c += 32) {
+            int left = K - c;
+            __mmask16 m0 = left >= 16 ? 0xffff : left > 0 ? (__mmask16)((1u << left) - 1) : 0;
+            __mmask16 m1 = left >= 32  ? 0xffff
+                           : left > 16 ? (__mmask16)((1u << (left - 16)) - 1)
+                                       : 0;
+            __m512 a = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m0, row + c));
+            __m512 b = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m1, row + c + 16));
+            int out = values - c < 32 ? values - c : 32;
+            __mmask32 m = out == 32 ? 0xffffffffu : (__mmask32)((1u << out) - 1);
+            _mm512_mask_storeu_epi16(dst + c, m, (__m512i)_mm512_cvtne2ps_pbh(b, a));
+        }
+    }
+}
+
 static bool runs_here(void) {
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512bf16");
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bf16");
 }
 
 const em_bf16_kernel em_bf16_kernel_avx512bf16 = {
@@ -102,5 +126,6 @@ const em_bf16_kernel em_bf16_kernel_avx512bf16 = {
     .microkernel = microkernel,
     .pack_panel = pack_panel,
     .round_rows = round_rows,
+    .round_f16_rows = round_f16_rows,
 };
 #endif

@@ -69,8 +69,14 @@ float *em_matmul_tile_rows(const em_tensor *w, const float *xp, int T, int64_t r
     if (s->bf16) {
         size_t ldw = (size_t)n_in + EM_GEMM_ROW_PAD;
         float *wt = buf + tile_result_floats(T, rows); /* (rows, n_in), then rounded in place */
-        em_rows_to_float(w, row0, rows, wt, (int64_t)ldw);
-        s->bf16->round_rows(wt, ldw, rows, n_in);
+        if (w->type == EM_TENSOR_F16) {                /* straight from the halves */
+            size_t row_bytes = em_tensor_type_row_bytes(w->type, n_in);
+            s->bf16->round_f16_rows((const uint8_t *)w->data + (size_t)row0 * row_bytes, row_bytes,
+                                    rows, n_in, (uint32_t *)wt);
+        } else {
+            em_rows_to_float(w, row0, rows, wt, (int64_t)ldw);
+            s->bf16->round_rows(wt, ldw, rows, n_in);
+        }
         em_bf16_tile(s->bf16, s->bf16_x, T, n_in, (const uint32_t *)wt, em_bf16_row_stride(n_in),
                      rows, ct, em_gemm_result_stride(T));
         return ct;
