@@ -78,7 +78,10 @@ static float *quantized_activations(int T, int K, em_q8_activations *q) {
     for (int p = 0; p < em_gemm_panel_count(T); p++) em_gemm_pack_panel(x, (size_t)K, T, K, p, xp);
     CHECK(em_q8_reserve(q, T, K) == NULL);
     em_q8_quantize(em_gemm_packed(xp, T, K), T, K, 1, q);
-    if (K % EM_Q8K_BLOCK == 0) em_q8k_quantize(em_gemm_packed(xp, T, K), T, K, 1, q);
+    if (K % EM_Q8K_BLOCK == 0) {
+        CHECK(em_q8_reserve_k_lanes(q, T, K) == NULL);
+        em_q8k_quantize(em_gemm_packed(xp, T, K), T, K, 1, q);
+    }
     free(xp);
     return x;
 }
@@ -187,6 +190,8 @@ int main(void) {
                         float *got = malloc((size_t)rows * ldc * sizeof(float));
                         c->tile[types[i].column](w, row_bytes, rows, &q, want, ldc);
                         if (k->prepare) k->prepare(&q, 1 + (int)(b % 2)); /* 1 or 2 threads */
+                        if (k->prepare_k && K % EM_Q8K_BLOCK == 0)
+                            k->prepare_k(&q, true, true, 1 + (int)(b % 2));
                         k->tile[types[i].column](w, row_bytes, rows, &q, got, ldc);
                         int same = 1;
                         for (int j = 0; j < rows; j++)

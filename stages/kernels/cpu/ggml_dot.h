@@ -96,6 +96,9 @@ typedef struct em_ggml_kernel {
     /* NULL, or what its tiles need done to x after each em_q8_quantize (the 32-value form):
      * amx and avx512vnni transpose its tokens into lanes once (ggml_dot_lanes.h) */
     void (*prepare)(em_q8_activations *x, int threads);
+    /* the same after each em_q8k_quantize, for the products of Q4_K weights (q4k) or Q6_K (q6k)
+     * to come: avx512vnni's K-quant tiles (amx's too) rearrange its tokens into lanes once */
+    void (*prepare_k)(em_q8_activations *x, bool q4k, bool q6k, int threads);
 } em_ggml_kernel;
 
 /* Whether the column's dot products read the activations' Q8_K form (else the 32-value one). */

@@ -175,6 +175,7 @@ const em_ggml_kernel em_ggml_kernel_amx = {
     .name = "amx",
     .runs_here = has_amx,
     .prepare = em_ggml_fill_token_lanes,
+    .prepare_k = em_ggml_fill_k_lanes, /* its K-quant columns are avx512vnni's */
     .tile = {tile_q8_0, tile_q4_0, tile_q4_1, tile_q5_0, tile_q5_1, NULL, NULL},
 };
 #endif

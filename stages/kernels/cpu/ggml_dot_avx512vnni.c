@@ -120,10 +120,10 @@ VNNI_TILE(q5_1, EM_GGML_DOT_Q5_1)
  * the weight's already times its scale (vpdpwssd adds both products into lane l). Q4_K's minima
  * multiply the activations' 16-value sums, paired in dwords as the minima are. The float steps are
  * the C version's per (row, token): sums[l] += d * lane_l per block, Q4_K's sumf -= dmin * summin,
- * at the end sumf += sums[0] ... sums[7]. A batch of rows keeps those sums while chunks of blocks
- * pass. */
-#define KBLOCK_CHUNK 4 /* blocks whose rearranged activations are on the stack at once */
-#define ROW_BATCH 48   /* rows sharing one rearrangement of a chunk: a whole matmul tile */
+ * at the end sumf += sums[0] ... sums[7]. The activations are rearranged once per product
+ * (em_ggml_fill_k_lanes); a batch of rows keeps its sums while chunks of blocks pass. */
+#define KBLOCK_CHUNK 4 /* blocks whose rearranged activations a batch of rows reads at once */
+#define ROW_BATCH 48   /* rows sharing a chunk: a whole matmul tile */
 
 /* Word 2 l of each 256-bit half takes word l of its first 128-bit lane, word 2 l + 1 word l of
  * its second: the lane-l values of a sub-block side by side. */
@@ -146,12 +146,12 @@ VNNI static inline __m512i lane_words(__m512i z) {
     return _mm512_permutexvar_epi16(_mm512_loadu_si512(pair_words), z);
 }
 
-/* yt[M b + m] = dword m of the rearranged activations of block b0 + b (M = 64 for Q4_K, sub-block
- * j's lane l at m = 8 j + l; M = 128 for Q6_K, likewise over its 16 sub-blocks), lane t for token
- * c0 + t (zeros beyond n), for b < nb; Q4_K also ybs[8 b + i] = the 16-value sums 2 i and 2 i + 1
+/* yt[M b + m] = dword m of the rearranged activations of block b (M = 64 for Q4_K, sub-block j's
+ * lane l at m = 8 j + l; M = 128 for Q6_K, likewise over its 16 sub-blocks), lane t for token c0 +
+ * t (zeros beyond n), for every block b; Q4_K also ybs[8 b + i] = the 16-value sums 2 i and 2 i + 1
  * as a dword. */
-VNNI static void rearrange_q8k(bool is_q4k, const em_q8_activations *x, int c0, int n, int b0,
-                               int nb, __m512i *yt, __m512i *ybs) {
+VNNI static void rearrange_q8k(bool is_q4k, const em_q8_activations *x, int c0, int n, __m512i *yt,
+                               __m512i *ybs) {
     const int M = is_q4k ? 64 : 128;
     uint32_t rt[LANES][128]; /* per token, the rearranged block */
     const __m512i token_at =
@@ -160,8 +160,8 @@ VNNI static void rearrange_q8k(bool is_q4k, const em_q8_activations *x, int c0, 
     const __m512i bsums_at =
         _mm512_setr_epi32(0, 8, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96, 104, 112, 120);
     const __mmask16 live = em_ggml_live_lanes(n);
-    for (int b = 0; b < nb; b++) {
-        size_t at = (size_t)(b0 + b) * x->tokens + c0;
+    for (int b = 0; b < x->kblocks; b++) {
+        size_t at = (size_t)b * x->tokens + c0;
         for (int t = 0; t < n; t++) {
             const int8_t *y = x->kqs + (at + t) * EM_Q8K_BLOCK;
             for (int v = 0; v < M / 16; v++) {
@@ -267,12 +267,35 @@ VNNI static void q6k_block(const uint8_t *blk, const uint32_t *wq, const __m512i
     lane_steps(s, em_ggml_half_at(blk + 208), kd, lane);
 }
 
+/* The K-quant lanes of the group of tokens from c0 (see em_ggml_fill_k_lanes): its M vectors a
+ * block (Q4_K: 64 and ybs 8; Q6_K: 128). */
+static __m512i *k4_lanes_at(const em_q8_activations *x, int c0) {
+    return (__m512i *)x->k4lanes + (size_t)(c0 / LANES) * (size_t)x->kblocks * 64;
+}
+static __m512i *k4_bsums_at(const em_q8_activations *x, int c0) {
+    return (__m512i *)x->k4bsums + (size_t)(c0 / LANES) * (size_t)x->kblocks * 8;
+}
+static __m512i *k6_lanes_at(const em_q8_activations *x, int c0) {
+    return (__m512i *)x->k6lanes + (size_t)(c0 / LANES) * (size_t)x->kblocks * 128;
+}
+
+void em_ggml_fill_k_lanes(em_q8_activations *x, bool q4k, bool q6k, int threads) {
+    if (x->tokens <= EM_GGML_ROW_LANE_TOKENS) return; /* a decoding step's tiles read none */
+    int groups = (x->tokens + LANES - 1) / LANES;
+    bool parallel = (int64_t)x->tokens * x->kblocks * EM_Q8K_BLOCK >= EM_PARALLEL_MIN_ELEMENTS;
+#pragma omp parallel for num_threads(threads) if (parallel)
+    for (int g = 0; g < groups; g++) {
+        int c0 = g * LANES, n = x->tokens - c0 < LANES ? x->tokens - c0 : LANES;
+        if (q4k) rearrange_q8k(true, x, c0, n, k4_lanes_at(x, c0), k4_bsums_at(x, c0));
+        if (q6k) rearrange_q8k(false, x, c0, n, k6_lanes_at(x, c0), NULL);
+    }
+}
+
 /* A tile of Q6_K or Q4_K rows (is_q4k). Each block's quants are unpacked once, for the first
  * group of tokens, and kept (M words a block) for the others. */
 VNNI static void kquant_tile(bool is_q4k, const uint8_t *w, size_t row_bytes, int rows,
                              const em_q8_activations *x, float *ct, size_t ldc) {
     const int M = is_q4k ? 64 : 128, block_bytes = is_q4k ? 144 : 210;
-    __m512i yt[128 * KBLOCK_CHUNK], ybs[8 * KBLOCK_CHUNK];
     ksums s[ROW_BATCH];
     uint32_t *unpacked = em_xmalloc((size_t)rows * x->kblocks * M * sizeof *unpacked);
     for (int c0 = 0; c0 < x->tokens; c0 += LANES) {
@@ -283,9 +306,10 @@ VNNI static void kquant_tile(bool is_q4k, const uint8_t *w, size_t row_bytes, in
                 for (int l = 0; l < 8; l++) s[r].sums[l] = _mm512_setzero_ps();
                 s[r].sumf = _mm512_setzero_ps();
             }
+            const __m512i *yt = is_q4k ? k4_lanes_at(x, c0) : k6_lanes_at(x, c0),
+                          *ybs = is_q4k ? k4_bsums_at(x, c0) : NULL;
             for (int b0 = 0; b0 < x->kblocks; b0 += KBLOCK_CHUNK) {
                 int nb = x->kblocks - b0 < KBLOCK_CHUNK ? x->kblocks - b0 : KBLOCK_CHUNK;
-                rearrange_q8k(is_q4k, x, c0, n, b0, nb, yt, ybs);
                 for (int r = 0; r < batch; r++) {
                     for (int b = 0; b < nb; b++) {
                         const uint8_t *blk =
@@ -296,10 +320,10 @@ VNNI static void kquant_tile(bool is_q4k, const uint8_t *w, size_t row_bytes, in
                             em_ggml_live_lanes(n), x->kd + (size_t)(b0 + b) * x->tokens + c0);
                         if (is_q4k) {
                             if (c0 == 0) unpack_q4k(blk, wq);
-                            q4k_block(blk, wq, yt + M * b, ybs + 8 * b, kd, &s[r]);
+                            q4k_block(blk, wq, yt + M * (b0 + b), ybs + 8 * (b0 + b), kd, &s[r]);
                         } else {
                             if (c0 == 0) unpack_q6k(blk, wq);
-                            q6k_block(blk, wq, yt + M * b, kd, &s[r]);
+                            q6k_block(blk, wq, yt + M * (b0 + b), kd, &s[r]);
                         }
                     }
                 }
@@ -349,6 +373,7 @@ const em_ggml_kernel em_ggml_kernel_avx512vnni = {
     .name = "avx512vnni",
     .runs_here = has_avx512vnni,
     .prepare = em_ggml_fill_token_lanes,
+    .prepare_k = em_ggml_fill_k_lanes,
     .tile = {tile_q8_0, tile_q4_0, tile_q4_1, tile_q5_0, tile_q5_1, tile_q6_k, tile_q4_k},
 };
 #endif

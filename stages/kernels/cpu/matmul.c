@@ -42,17 +42,20 @@ void em_matmul_quantize(const float *xp, int T, int n_in, int count, const em_te
         return;
     }
     if (!s->ggml) return;
-    bool q8 = false, q8k = false; /* the forms the weights' dot products read */
+    bool q8 = false, q4k = false, q6k = false; /* the forms the weights' dot products read */
     for (int i = 0; i < count; i++) {
         int column = em_ggml_dot_type_of(w[i]->type);
-        if (column >= 0 && em_ggml_dot_reads_q8k(column))
-            q8k = true;
+        if (column == EM_GGML_DOT_Q4_K)
+            q4k = true;
+        else if (column == EM_GGML_DOT_Q6_K)
+            q6k = true;
         else if (column >= 0)
             q8 = true;
     }
     if (q8) em_q8_quantize(em_gemm_packed(xp, T, n_in), T, n_in, s->threads, &s->q8);
     if (q8 && s->ggml->prepare) s->ggml->prepare(&s->q8, s->threads);
-    if (q8k) em_q8k_quantize(em_gemm_packed(xp, T, n_in), T, n_in, s->threads, &s->q8);
+    if (q4k || q6k) em_q8k_quantize(em_gemm_packed(xp, T, n_in), T, n_in, s->threads, &s->q8);
+    if ((q4k || q6k) && s->ggml->prepare_k) s->ggml->prepare_k(&s->q8, q4k, q6k, s->threads);
 }
 
 float *em_matmul_tile_rows(const em_tensor *w, const float *xp, int T, int64_t row0, int rows,

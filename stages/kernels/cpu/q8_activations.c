@@ -66,6 +66,24 @@ em_status em_q8_reserve(em_q8_activations *q, int T, int K) {
     return NULL;
 }
 
+em_status em_q8_reserve_k_lanes(em_q8_activations *q, int T, int K) {
+    size_t pairs = (size_t)(padded_tokens(T) + 15) / 16 * (size_t)(K / EM_Q8K_BLOCK);
+    if (pairs <= q->klanes_capacity) return NULL;
+    free(q->k4lanes);
+    free(q->k4bsums);
+    free(q->k6lanes);
+    q->k4lanes = aligned_alloc(64, pairs * 64 * 64 + 64);
+    q->k4bsums = aligned_alloc(64, pairs * 8 * 64 + 64);
+    q->k6lanes = aligned_alloc(64, pairs * 128 * 64 + 64);
+    q->klanes_capacity = pairs;
+    if (!q->k4lanes || !q->k4bsums || !q->k6lanes) {
+        em_q8_activations_free(q);
+        return em_error_new(EM_EXIT_RUNTIME,
+                            "out of memory for the K-quant activation lanes of %d positions", T);
+    }
+    return NULL;
+}
+
 /* Q8_K block b of token t (t < T) as quantize_row_q8_K_ref makes it. */
 static void quantize_k_block(em_gemm_panels x, int t, int b, em_q8_activations *q) {
     const float *v = x.x + (size_t)(t / EM_GEMM_PANEL) * x.panel_stride +
@@ -164,6 +182,9 @@ void em_q8k_quantize(em_gemm_panels x, int T, int K, int threads, em_q8_activati
 
 void em_q8_activations_free(em_q8_activations *q) {
     free(q->lanes);
+    free(q->k4lanes);
+    free(q->k4bsums);
+    free(q->k6lanes);
     free(q->kqs);
     free(q->kd);
     free(q->kbsums);

@@ -47,11 +47,20 @@ typedef struct em_q8_activations {
     float *kd;             /* (kblocks, tokens) */
     int16_t *kbsums;       /* (kblocks, tokens, 16) the sums of each 16 kqs, exact */
     size_t kcapacity;      /* kblocks * tokens the arrays hold */
+    /* the Q8_K form as token lanes for Q4_K's and Q6_K's dot products, 64-byte vectors: (groups of
+     * 16 tokens, kblocks, 64), its 16-value sums (groups, kblocks, 8) and (groups, kblocks, 128),
+     * where the kernel asks (ggml_dot_lanes.h); reserved by em_q8_reserve_k_lanes */
+    void *k4lanes, *k4bsums, *k6lanes;
+    size_t klanes_capacity; /* (group, block) pairs they hold */
 } em_q8_activations;
 
 /* Makes q hold T tokens of K values in both forms (an error, exit status 4, when memory runs
  * out). */
 em_status em_q8_reserve(em_q8_activations *q, int T, int K);
+
+/* Makes q's K-quant lanes hold T tokens of K values (for a kernel with prepare_k, ggml_dot.h, and
+ * weights of Q4_K or Q6_K): an error, exit status 4, when memory runs out. */
+em_status em_q8_reserve_k_lanes(em_q8_activations *q, int T, int K);
 
 /* Quantizes x (T, K), K a multiple of 32, given as GEMM panels (gemm.h), into q (reserved for at
  * least T tokens of K values). threads: OpenMP threads for large products; the result does not
