@@ -212,8 +212,10 @@ VNNI static void q4k_block(const uint8_t *blk, const uint32_t *wq, const __m512i
     for (int j = 0; j < 8; j++) em_k4_scale_min(j, blk + 4, &scale[j], &min[j]);
     __m512i lane[8];
     for (int l = 0; l < 8; l++) lane[l] = _mm512_setzero_si512();
+#pragma GCC unroll 8
     for (int j = 0; j < 8; j++) {
         __m512i sc = _mm512_set1_epi32(scale[j]);
+#pragma GCC unroll 8
         for (int l = 0; l < 8; l++) {
             __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(),
                                             _mm512_set1_epi32((int)wq[8 * j + l]), yt[8 * j + l]);
