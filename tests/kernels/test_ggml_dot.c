@@ -79,7 +79,7 @@ static float *quantized_activations(int T, int K, em_q8_activations *q) {
     CHECK(em_q8_reserve(q, T, K) == NULL);
     em_q8_quantize(em_gemm_packed(xp, T, K), T, K, 1, q);
     if (K % EM_Q8K_BLOCK == 0) {
-        CHECK(em_q8_reserve_k_lanes(q, T, K) == NULL);
+        CHECK(em_q8_reserve_k_lanes(q, T, K, true, true) == NULL);
         em_q8k_quantize(em_gemm_packed(xp, T, K), T, K, 1, q);
     }
     free(xp);

@@ -222,12 +222,10 @@ static float *alloc_floats(size_t floats, size_t *bytes) {
     return malloc(floats * sizeof(float));
 }
 
-/* Whether the model has weights whose ggml dot products read the Q8_K form (Q4_K, Q6_K). */
-static bool has_k_quants(const em_model *m) {
-    for (uint64_t i = 0; i < m->tensor_count; i++) {
-        int column = em_ggml_dot_type_of(m->tensors[i].type);
-        if (column >= 0 && em_ggml_dot_reads_q8k(column)) return true;
-    }
+/* Whether the model has weights of type `type`. */
+static bool has_weights_of(const em_model *m, em_tensor_type type) {
+    for (uint64_t i = 0; i < m->tensor_count; i++)
+        if (m->tensors[i].type == type) return true;
     return false;
 }
 
@@ -253,8 +251,10 @@ static em_status reserve(em_llama_forward *f, int T, int longest) {
     size_t widest = D > F ? D : F; /* the widest input of a product */
     if (!err && f->scratch.ggml)
         err = em_q8_reserve(&f->scratch.q8, T, (int)(widest > QD ? widest : QD));
-    if (!err && f->scratch.ggml && f->scratch.ggml->prepare_k && has_k_quants(f->model))
-        err = em_q8_reserve_k_lanes(&f->scratch.q8, T, (int)(widest > QD ? widest : QD));
+    if (!err && f->scratch.ggml && f->scratch.ggml->prepare_k)
+        err = em_q8_reserve_k_lanes(&f->scratch.q8, T, (int)(widest > QD ? widest : QD),
+                                    has_weights_of(f->model, EM_TENSOR_Q4_K),
+                                    has_weights_of(f->model, EM_TENSOR_Q6_K));
     if (!err && f->scratch.bf16)
         err = em_scratch_reserve_bf16(&f->scratch,
                                       em_bf16_packed_words(T, (int)(widest > QD ? widest : QD)));

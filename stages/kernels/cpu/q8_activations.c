@@ -66,17 +66,24 @@ em_status em_q8_reserve(em_q8_activations *q, int T, int K) {
     return NULL;
 }
 
-em_status em_q8_reserve_k_lanes(em_q8_activations *q, int T, int K) {
+em_status em_q8_reserve_k_lanes(em_q8_activations *q, int T, int K, bool q4k, bool q6k) {
     size_t pairs = (size_t)(padded_tokens(T) + 15) / 16 * (size_t)(K / EM_Q8K_BLOCK);
-    if (pairs <= q->klanes_capacity) return NULL;
-    free(q->k4lanes);
-    free(q->k4bsums);
-    free(q->k6lanes);
-    q->k4lanes = aligned_alloc(64, pairs * 64 * 64 + 64);
-    q->k4bsums = aligned_alloc(64, pairs * 8 * 64 + 64);
-    q->k6lanes = aligned_alloc(64, pairs * 128 * 64 + 64);
-    q->klanes_capacity = pairs;
-    if (!q->k4lanes || !q->k4bsums || !q->k6lanes) {
+    bool ok = true;
+    if (q4k && pairs > q->k4capacity) {
+        free(q->k4lanes);
+        free(q->k4bsums);
+        q->k4lanes = aligned_alloc(64, pairs * 64 * 64 + 64);
+        q->k4bsums = aligned_alloc(64, pairs * 8 * 64 + 64);
+        q->k4capacity = pairs;
+        ok = q->k4lanes && q->k4bsums;
+    }
+    if (ok && q6k && pairs > q->k6capacity) {
+        free(q->k6lanes);
+        q->k6lanes = aligned_alloc(64, pairs * 128 * 64 + 64);
+        q->k6capacity = pairs;
+        ok = q->k6lanes != NULL;
+    }
+    if (!ok) {
         em_q8_activations_free(q);
         return em_error_new(EM_EXIT_RUNTIME,
                             "out of memory for the K-quant activation lanes of %d positions", T);

@@ -51,16 +51,17 @@ typedef struct em_q8_activations {
      * 16 tokens, kblocks, 64), its 16-value sums (groups, kblocks, 8) and (groups, kblocks, 128),
      * where the kernel asks (ggml_dot_lanes.h); reserved by em_q8_reserve_k_lanes */
     void *k4lanes, *k4bsums, *k6lanes;
-    size_t klanes_capacity; /* (group, block) pairs they hold */
+    size_t k4capacity, k6capacity; /* (group, block) pairs they hold */
 } em_q8_activations;
 
 /* Makes q hold T tokens of K values in both forms (an error, exit status 4, when memory runs
  * out). */
 em_status em_q8_reserve(em_q8_activations *q, int T, int K);
 
-/* Makes q's K-quant lanes hold T tokens of K values (for a kernel with prepare_k, ggml_dot.h, and
- * weights of Q4_K or Q6_K): an error, exit status 4, when memory runs out. */
-em_status em_q8_reserve_k_lanes(em_q8_activations *q, int T, int K);
+/* Makes q's K-quant lanes hold T tokens of K values in Q4_K's form (q4k) and Q6_K's (q6k), for a
+ * kernel with prepare_k (ggml_dot.h) and weights of those types: an error, exit status 4, when
+ * memory runs out. */
+em_status em_q8_reserve_k_lanes(em_q8_activations *q, int T, int K, bool q4k, bool q6k);
 
 /* Quantizes x (T, K), K a multiple of 32, given as GEMM panels (gemm.h), into q (reserved for at
  * least T tokens of K values). threads: OpenMP threads for large products; the result does not
