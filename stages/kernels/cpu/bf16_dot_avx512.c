@@ -68,6 +68,22 @@ AVX512BF16 static void pack_panel(em_gemm_panels x, int K, int panel, int tokens
     }
 }
 
+/* The masks of a row's 32-value step from column c, the row K values padded to `values` (even):
+ * its two 16-value loads' (the values below K) and its store's (the values below `values`). */
+typedef struct step_masks {
+    __mmask16 lo, hi;
+    __mmask32 store;
+} step_masks;
+
+static inline step_masks step_masks_at(int K, int values, int c) {
+    int left = K - c, out = values - c < 32 ? values - c : 32;
+    step_masks m;
+    m.lo = left >= 16 ? 0xffff : left > 0 ? (__mmask16)((1u << left) - 1) : 0;
+    m.hi = left >= 32 ? 0xffff : left > 16 ? (__mmask16)((1u << (left - 16)) - 1) : 0;
+    m.store = out == 32 ? 0xffffffffu : (__mmask32)((1u << out) - 1);
+    return m;
+}
+
 /* em_bf16_round_rows, 32 values at a time: a row's BF16 values in order are its pairs. In place,
  * as there: each block is stored at or before the floats it was loaded from. */
 AVX512BF16 static void round_rows(float *wt, size_t ldw, int rows, int K) {
@@ -77,16 +93,10 @@ AVX512BF16 static void round_rows(float *wt, size_t ldw, int rows, int K) {
         const float *row = wt + (size_t)j * ldw;
         uint16_t *dst = (uint16_t *)wt + (size_t)j * stride;
         for (int c = 0; c < values; c += 32) {
-            int left = K - c;
-            __mmask16 m0 = left >= 16 ? 0xffff : left > 0 ? (__mmask16)((1u << left) - 1) : 0;
-            __mmask16 m1 = left >= 32  ? 0xffff
-                           : left > 16 ? (__mmask16)((1u << (left - 16)) - 1)
-                                       : 0;
-            __m512 a = _mm512_maskz_loadu_ps(m0, row + c);
-            __m512 b = _mm512_maskz_loadu_ps(m1, row + c + 16);
-            int out = values - c < 32 ? values - c : 32;
-            __mmask32 m = out == 32 ? 0xffffffffu : (__mmask32)((1u << out) - 1);
-            _mm512_mask_storeu_epi16(dst + c, m, (__m512i)_mm512_cvtne2ps_pbh(b, a));
+            step_masks m = step_masks_at(K, values, c);
+            __m512 a = _mm512_maskz_loadu_ps(m.lo, row + c);
+            __m512 b = _mm512_maskz_loadu_ps(m.hi, row + c + 16);
+            _mm512_mask_storeu_epi16(dst + c, m.store, (__m512i)_mm512_cvtne2ps_pbh(b, a));
         }
     }
 }
@@ -101,16 +111,10 @@ AVX512BF16 static void round_f16_rows(const uint8_t *h, size_t row_bytes, int ro
         const uint16_t *row = (const uint16_t *)(h + (size_t)j * row_bytes);
         uint16_t *dst = (uint16_t *)wt + (size_t)j * stride;
         for (int c = 0; c < values; c += 32) {
-            int left = K - c;
-            __mmask16 m0 = left >= 16 ? 0xffff : left > 0 ? (__mmask16)((1u << left) - 1) : 0;
-            __mmask16 m1 = left >= 32  ? 0xffff
-                           : left > 16 ? (__mmask16)((1u << (left - 16)) - 1)
-                                       : 0;
-            __m512 a = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m0, row + c));
-            __m512 b = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m1, row + c + 16));
-            int out = values - c < 32 ? values - c : 32;
-            __mmask32 m = out == 32 ? 0xffffffffu : (__mmask32)((1u << out) - 1);
-            _mm512_mask_storeu_epi16(dst + c, m, (__m512i)_mm512_cvtne2ps_pbh(b, a));
+            step_masks m = step_masks_at(K, values, c);
+            __m512 a = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m.lo, row + c));
+            __m512 b = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m.hi, row + c + 16));
+            _mm512_mask_storeu_epi16(dst + c, m.store, (__m512i)_mm512_cvtne2ps_pbh(b, a));
         }
     }
 }
