@@ -78,6 +78,12 @@ VBMI static inline __m512 row_halves(const uint8_t *const blk[ROWS], int at) {
     return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)h));
 }
 
+/* The lines of the rows a pass after this one (PREFETCH_PASSES on), fetched into L2 a share at a
+ * time while this pass computes: each of a pass's 64 rows is its own short stream, too many for
+ * the hardware's prefetchers. One sequence, tokens/s without and with: SmolLM2 F16 37 and 69 (two
+ * passes ahead 61), SmolLM2 Q4_1 55 and 100, the 110M model in Q8_0 63 and 119. */
+#define PREFETCH_PASSES 1
+
 /* c[j * ldc] for the rows w .. w + (rows - 1) row_bytes (rows <= 16 G) of Q4_1 (q4_1) or Q8_0,
  * G groups of 16 at once: each group's chain waits for its previous fma, so G independent chains
  * keep the fma units busy. */
@@ -91,9 +97,14 @@ row_groups(bool q4_1, int G, int K, const float *x, size_t x_stride, const uint8
             blk[g][r] = w + (size_t)row * row_bytes;
         }
     const int block_bytes = q4_1 ? 20 : 34;
+    const char *next = (const char *)w + (size_t)PREFETCH_PASSES * 4 * ROWS * row_bytes;
+    size_t lines = (size_t)G * ROWS * row_bytes / 64, steps = (size_t)(K + 31) / 32;
+    size_t per_step = (lines + steps - 1) / steps, line = 0;
     __m512 acc[4];
     for (int g = 0; g < G; g++) acc[g] = _mm512_setzero_ps();
     for (int k0 = 0; k0 < K; k0 += 32) {
+        for (size_t l = 0; l < per_step && line < lines; l++, line++)
+            _mm_prefetch(next + 64 * line, _MM_HINT_T1);
         __m512 d[4], m[4];
         __m512i by[4][4];
         for (int g = 0; g < G; g++) {
@@ -153,12 +164,6 @@ row_groups(bool q4_1, int G, int K, const float *x, size_t x_stride, const uint8
     }
 ROWS_KERNEL(q4_1_rows, true)
 ROWS_KERNEL(q8_0_rows, false)
-
-/* The lines of the rows a pass after this one (PREFETCH_PASSES on), fetched into L2 a share at a
- * time while this pass computes: each of a pass's 64 rows is its own short stream, too many for
- * the hardware's prefetchers (SmolLM2 F16, one sequence: 37 tokens/s without, 69 with; two passes
- * ahead 61). */
-#define PREFETCH_PASSES 1
 
 /* F16 rows: c[j * ldc] for the rows w .. w + (rows - 1) row_bytes (rows <= 16 G), G groups of 16
  * at once. Per 16 values of the 16 rows of a group: the halves as floats (exact, as em_f16_row),
