@@ -6,9 +6,10 @@
  *   and the flushes bf16_dot.h defines are the instruction's. Skipped with a message on a CPU
  *   without avx512_bf16.
  * - every kernel of the table this CPU runs gives the C kernel's bits through the whole tile
- *   product (its own rounding of weights and activations, its microkernel, blocks of k), for row,
- *   token and column counts that are not multiples of its tiles, a width over two blocks of k and
- *   odd widths; the C kernel agrees with the chain written out here from em_bf16_round.
+ *   product (its own rounding of weights and activations, its microkernel or, for one token, its
+ *   one_token, blocks of k), for row, token and column counts that are not multiples of its tiles
+ *   (one_token's groups of 16 rows and passes of 64 too), a width over two blocks of k and odd
+ *   widths; the C kernel agrees with the chain written out here from em_bf16_round.
  * - EVALMESH_CPU_KERNEL: c, avx512bf16 (or the skip), the GEMM's avx512 taking the best, and a
  *   wrong name refused (exit status 2). */
 #include <math.h>
@@ -213,7 +214,7 @@ static float value(void) {
 }
 
 static void check_kernels(void) {
-    int row_counts[] = {1, 5, 13, 48}, token_counts[] = {1, 3, 16, 17, 33, 70},
+    int row_counts[] = {1, 5, 13, 17, 48, 75}, token_counts[] = {1, 3, 16, 17, 33, 70},
         widths[] = {1, 2, 7, 64, 255, 1100};
     const char *others[] = {"avx512bf16"};
     for (size_t o = 0; o < sizeof others / sizeof *others; o++) {
@@ -222,7 +223,7 @@ static void check_kernels(void) {
         if (test_kernel_missing(em_bf16_kernel_select(&k), others[o])) continue;
         CHECK_STR_EQ(k->name, others[o]);
         int shapes = 0;
-        for (int a = 0; a < 4; a++) {
+        for (int a = 0; a < 6; a++) {
             for (int b = 0; b < 6; b++) {
                 for (int e = 0; e < 6; e++) {
                     int rows = row_counts[a], T = token_counts[b], K = widths[e];

@@ -13,20 +13,32 @@ static float ftz(float x) {
     return fabsf(x) < 0x1p-126f ? copysignf(0.0f, x) : x;
 }
 
+/* The chain's step for one pair: the odd products, then the even ones. */
+static float pair_step(float acc, uint32_t xi, uint32_t wi) {
+    acc = ftz(fmaf(em_bf16_value((uint16_t)(xi >> 16)), em_bf16_value((uint16_t)(wi >> 16)), acc));
+    return ftz(fmaf(em_bf16_value((uint16_t)xi), em_bf16_value((uint16_t)wi), acc));
+}
+
 static void microkernel_c(int pairs, const uint32_t *xb, size_t panel_stride, int panels,
                           const uint32_t *const *w, float *ct, size_t ldc, bool first) {
     for (int j = 0; j < EM_GEMM_ROWS; j++) {
         for (int t = 0; t < panels * EM_GEMM_PANEL; t++) {
             const uint32_t *x = xb + (size_t)(t / EM_GEMM_PANEL) * panel_stride + t % EM_GEMM_PANEL;
             float acc = first ? 0.0f : ct[j * ldc + t];
-            for (int i = 0; i < pairs; i++) {
-                uint32_t xi = x[(size_t)i * EM_GEMM_PANEL], wi = w[j][i];
-                acc = ftz(fmaf(em_bf16_value((uint16_t)(xi >> 16)),
-                               em_bf16_value((uint16_t)(wi >> 16)), acc));
-                acc = ftz(fmaf(em_bf16_value((uint16_t)xi), em_bf16_value((uint16_t)wi), acc));
-            }
+            for (int i = 0; i < pairs; i++)
+                acc = pair_step(acc, x[(size_t)i * EM_GEMM_PANEL], w[j][i]);
             ct[j * ldc + t] = acc;
         }
+    }
+}
+
+static void one_token_c(int pairs, const uint32_t *x, size_t x_stride, const uint32_t *wt,
+                        size_t ldw, int rows, float *c, size_t ldc) {
+    for (int j = 0; j < rows; j++) {
+        float acc = 0.0f;
+        for (int i = 0; i < pairs; i++)
+            acc = pair_step(acc, x[(size_t)i * x_stride], wt[j * ldw + i]);
+        c[(size_t)j * ldc] = acc;
     }
 }
 
@@ -38,6 +50,7 @@ const em_bf16_kernel em_bf16_kernel_c = {
     .name = "c",
     .runs_here = always,
     .microkernel = microkernel_c,
+    .one_token = one_token_c,
     .pack_panel = em_bf16_pack_panel,
     .round_rows = em_bf16_round_rows,
     .round_f16_rows = em_bf16_round_f16_rows,
@@ -134,6 +147,10 @@ void em_bf16_tile(const em_bf16_kernel *kernel, const uint32_t *xb, int T, int K
                   const uint32_t *wt, size_t ldw, int rows, float *ct, size_t ldc) {
     static const uint32_t zeros[EM_BF16_KC]; /* stands in for the rows past `rows` */
     int pairs = em_bf16_pairs(K);
+    if (T == 1) { /* the packed panel's token 0 */
+        kernel->one_token(pairs, xb, EM_GEMM_PANEL, wt, ldw, rows, ct, ldc);
+        return;
+    }
     size_t panel_stride = (size_t)pairs * EM_GEMM_PANEL;
     for (int i0 = 0; i0 < pairs; i0 += EM_BF16_KC) {
         int kc = pairs - i0 < EM_BF16_KC ? pairs - i0 : EM_BF16_KC;

@@ -77,13 +77,20 @@ static inline int em_bf16_pairs(int K) {
 typedef void em_bf16_microkernel(int pairs, const uint32_t *xb, size_t panel_stride, int panels,
                                  const uint32_t *const *w, float *ct, size_t ldc, bool first);
 
-/* A kernel: its microkernel and its own ways to round (the same bits as em_bf16_round):
- * pack_panel as em_bf16_pack_panel, round_rows as em_bf16_round_rows, round_f16_rows as
- * em_bf16_round_f16_rows. */
+/* One token (a decoding step of one sequence): c[j * ldc] for the rows j < rows of wt (`pairs`
+ * pairs each, row stride ldw words) = the chain above over the pairs, from 0, with the token's
+ * pair i at x[i * x_stride]. The microkernel's chains without its 15 idle token lanes. */
+typedef void em_bf16_one_token(int pairs, const uint32_t *x, size_t x_stride, const uint32_t *wt,
+                               size_t ldw, int rows, float *c, size_t ldc);
+
+/* A kernel: its microkernel, its one-token product and its own ways to round (the same bits as
+ * em_bf16_round): pack_panel as em_bf16_pack_panel, round_rows as em_bf16_round_rows,
+ * round_f16_rows as em_bf16_round_f16_rows. */
 typedef struct em_bf16_kernel {
     const char *name;        /* what EVALMESH_CPU_KERNEL names and the forward's log line says */
     bool (*runs_here)(void); /* cpuid: whether this CPU has the instructions */
     em_bf16_microkernel *microkernel;
+    em_bf16_one_token *one_token;
     void (*pack_panel)(em_gemm_panels x, int K, int panel, int tokens, uint32_t *xb);
     void (*round_rows)(float *wt, size_t ldw, int rows, int K);
     void (*round_f16_rows)(const uint8_t *h, size_t row_bytes, int rows, int K, uint32_t *wt);
@@ -120,8 +127,9 @@ size_t em_bf16_row_stride(int K);
 void em_bf16_round_f16_rows(const uint8_t *h, size_t row_bytes, int rows, int K, uint32_t *wt);
 
 /* ct (em_gemm_padded_rows(rows), em_gemm_padded_tokens(T)) with row stride ldc = wt x^T in the
- * order above, xb from em_bf16_pack_panel and wt `rows` rows of pairs (row stride ldw words).
- * Rows past `rows` and tokens past T are to be ignored. */
+ * order above, xb from em_bf16_pack_panel and wt `rows` rows of pairs (row stride ldw words):
+ * through the kernel's microkernel, or its one_token when T is 1. Rows past `rows` and tokens past
+ * T are to be ignored. */
 void em_bf16_tile(const em_bf16_kernel *kernel, const uint32_t *xb, int T, int K,
                   const uint32_t *wt, size_t ldw, int rows, float *ct, size_t ldc);
 

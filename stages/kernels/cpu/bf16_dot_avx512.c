@@ -8,6 +8,8 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
+#include "stages/kernels/cpu/transpose16_avx512.h"
+
 #define AVX512BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
 
 /* P panels (a constant where it is inlined): 12 P accumulators, P panel loads per pair. */
@@ -45,6 +47,69 @@ AVX512BF16 static void microkernel(int pairs, const uint32_t *xb, size_t panel_s
         microkernel_p(1, pairs, xb, panel_stride, w, ct, ldc, first);
     else
         microkernel_p(2, pairs, xb, panel_stride, w, ct, ldc, first);
+}
+
+/* one_token for G groups of 16 rows (rows <= 16 G), a row per lane: per 16 pairs, the 16 rows'
+ * pairs of a group transposed in registers so that pair i of the 16 rows is one vector, met by the
+ * token's pair i broadcast in one VDPBF16PS: the microkernel's step with the lanes' roles
+ * exchanged, so the same chain. G independent chains keep the units busy. */
+AVX512BF16 static inline __attribute__((always_inline)) void
+one_token_groups(int G, int pairs, const uint32_t *x, size_t x_stride, const uint32_t *wt,
+                 size_t ldw, int rows, float *c, size_t ldc) {
+    const uint32_t *row[4][16];
+    for (int g = 0; g < G; g++)
+        for (int r = 0; r < 16; r++)
+            row[g][r] = wt + (size_t)(16 * g + r < rows ? 16 * g + r : rows - 1) * ldw;
+    __m512 acc[4];
+    for (int g = 0; g < G; g++) acc[g] = _mm512_setzero_ps();
+    for (int i0 = 0; i0 < pairs; i0 += 16) {
+        int n = pairs - i0 < 16 ? pairs - i0 : 16;
+        __mmask16 live = (__mmask16)((1u << n) - 1u);
+        for (int g = 0; g < G; g++) {
+            __m512 v[16];
+            for (int r = 0; r < 16; r++)
+                v[r] = _mm512_castsi512_ps(_mm512_maskz_loadu_epi32(live, row[g][r] + i0));
+            em_transpose16_avx512(v);
+            if (n == 16) { /* v indexed by constants: it stays in registers */
+#pragma GCC unroll 16
+                for (int i = 0; i < 16; i++)
+                    acc[g] = _mm512_dpbf16_ps(
+                        acc[g], (__m512bh)_mm512_castps_si512(v[i]),
+                        (__m512bh)_mm512_set1_epi32((int)x[(size_t)(i0 + i) * x_stride]));
+            } else { /* the last pairs: v through memory */
+                uint32_t tail[16][16];
+#pragma GCC unroll 16
+                for (int i = 0; i < 16; i++) _mm512_storeu_ps(tail[i], v[i]);
+                for (int i = 0; i < n; i++)
+                    acc[g] = _mm512_dpbf16_ps(
+                        acc[g], (__m512bh)_mm512_loadu_si512(tail[i]),
+                        (__m512bh)_mm512_set1_epi32((int)x[(size_t)(i0 + i) * x_stride]));
+            }
+        }
+    }
+    for (int g = 0; g < G; g++) {
+        float sums[16];
+        _mm512_storeu_ps(sums, acc[g]);
+        for (int r = 0; r < 16 && 16 * g + r < rows; r++) c[(size_t)(16 * g + r) * ldc] = sums[r];
+    }
+}
+
+/* The rows in passes of up to 4 groups of 16. */
+AVX512BF16 static void one_token(int pairs, const uint32_t *x, size_t x_stride, const uint32_t *wt,
+                                 size_t ldw, int rows, float *c, size_t ldc) {
+    for (int r0 = 0; r0 < rows; r0 += 64) {
+        int n = rows - r0 < 64 ? rows - r0 : 64, G = (n + 15) / 16;
+        const uint32_t *wg = wt + (size_t)r0 * ldw;
+        float *cg = c + (size_t)r0 * ldc;
+        if (G == 4)
+            one_token_groups(4, pairs, x, x_stride, wg, ldw, n, cg, ldc);
+        else if (G == 3)
+            one_token_groups(3, pairs, x, x_stride, wg, ldw, n, cg, ldc);
+        else if (G == 2)
+            one_token_groups(2, pairs, x, x_stride, wg, ldw, n, cg, ldc);
+        else
+            one_token_groups(1, pairs, x, x_stride, wg, ldw, n, cg, ldc);
+    }
 }
 
 /* em_bf16_pack_panel: per pair, the two columns' 16 tokens rounded, then interleaved. */
@@ -128,6 +193,7 @@ const em_bf16_kernel em_bf16_kernel_avx512bf16 = {
     .name = "avx512bf16",
     .runs_here = runs_here,
     .microkernel = microkernel,
+    .one_token = one_token,
     .pack_panel = pack_panel,
     .round_rows = round_rows,
     .round_f16_rows = round_f16_rows,
