@@ -2,7 +2,9 @@
  * tokens in 24 zmm accumulators (one panel: 12), a lane per token. Per pair of columns, two panel
  * loads (16 tokens' pairs each) and 12 broadcasts of a row's pair feed 24 VDPBF16PS, each of which
  * adds the lane's odd product and then its even product with one rounding each, denormals flushed:
- * the C kernel's chain. The roundings to BF16 are VCVTNE2PS2BF16's, em_bf16_round's bits. */
+ * the C kernel's chain. One token (one_token) takes 16 weight rows across the lanes instead, the
+ * same VDPBF16PS with the token's pair broadcast. The roundings to BF16 are VCVTNE2PS2BF16's,
+ * em_bf16_round's bits. */
 #include "stages/kernels/cpu/bf16_dot.h"
 
 #if defined(__x86_64__)
