@@ -3,10 +3,10 @@
  * (Q4_1, Q8_0, F16 with AVX-512 VBMI), random blocks (every quant byte, random fp16 scales and
  * minima) or halves (random, and zeros of both signs, subnormals and the largest) give, bit for
  * bit, the chain acc = fmaf(x[k], w[k], acc) over k in order from 0 with w the row as
- * em_rows_to_float converts it: for row counts that are not multiples of the 16-row groups or of
- * the passes of 4 groups, widths of 1 to 48 blocks (F16: 1 to 600 values, ragged 16-value steps
- * too), x read at a stride and the results written at one. A CPU without the instructions has no
- * kernel: the test says so and checks that every type then has none. */
+ * em_rows_to_float converts it: for row counts that are not multiples of the 16-row groups (and
+ * several groups, each prefetching the next), widths of 1 to 48 blocks (F16: 1 to 600 values,
+ * ragged 16-value steps too), x read at a stride and the results written at one. A CPU without the
+ * instructions has no kernel: the test says so and checks that every type then has none. */
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>

@@ -9,7 +9,7 @@
  * Q8_0: the signed byte, (float)q * d), and each value k meets x[k] in the chain
  * acc = fma(x[k], w[k], acc) in k order from 0: the conversion to floats and em_gemm_few_tokens's
  * chains without the floats written, transposed and read back. F16 rows are read 16 halves of 16
- * rows at a time, converted and transposed in registers (f16_row_groups). */
+ * rows at a time, converted and transposed in registers (f16_rows). */
 #include "stages/kernels/cpu/one_token_quantized.h"
 
 #include <pthread.h>
@@ -78,161 +78,124 @@ VBMI static inline __m512 row_halves(const uint8_t *const blk[ROWS], int at) {
     return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)h));
 }
 
-/* The lines of the rows a pass after this one (PREFETCH_PASSES on), fetched into L2 a share at a
- * time while this pass computes: each of a pass's 64 rows is its own short stream, too many for
- * the hardware's prefetchers. One sequence, tokens/s without and with: SmolLM2 F16 37 and 69 (two
- * passes ahead 61), SmolLM2 Q4_1 55 and 100, the 110M model in Q8_0 63 and 119. */
-#define PREFETCH_PASSES 1
+/* The rows are taken 16 at a time, a row per lane, all of K for one group before the next: a
+ * group's 16 rows are 16 short streams, and the lines of the next group's rows are fetched into L2
+ * a share at a time while this group computes (each row is too short a stream for the hardware's
+ * prefetchers to find in time). One sequence, tokens/s in alternating runs (AMD EPYC, 2 threads):
+ * without the prefetches SmolLM2 F16 37, SmolLM2 Q4_1 55, the 110M model in Q8_0 63; with them
+ * and 4 groups at a time (4 independent chains, 64 streams) 70, 93 and 113; one group at a time
+ * (its chain waits on each fma, but 16 streams) 83, 102 and 117. */
 
-/* c[j * ldc] for the rows w .. w + (rows - 1) row_bytes (rows <= 16 G) of Q4_1 (q4_1) or Q8_0,
- * G groups of 16 at once: each group's chain waits for its previous fma, so G independent chains
- * keep the fma units busy. */
-VBMI static inline __attribute__((always_inline)) void
-row_groups(bool q4_1, int G, int K, const float *x, size_t x_stride, const uint8_t *w,
-           size_t row_bytes, int rows, float *c, size_t ldc) {
-    const uint8_t *blk[4][ROWS];
-    for (int g = 0; g < G; g++)
-        for (int r = 0; r < ROWS; r++) {
-            int row = ROWS * g + r < rows ? ROWS * g + r : rows - 1;
-            blk[g][r] = w + (size_t)row * row_bytes;
-        }
+/* The prefetches of the group after the one at w (its rows row_bytes apart): `lines` lines from
+ * `next`, per_step of them before each of the group's `steps` steps. */
+typedef struct next_group {
+    const char *next;
+    size_t lines, per_step, line;
+} next_group;
+
+static inline next_group next_group_of(const uint8_t *w, size_t row_bytes, int steps) {
+    size_t lines = (size_t)ROWS * row_bytes / 64;
+    return (next_group){(const char *)w + (size_t)ROWS * row_bytes, lines,
+                        (lines + (size_t)steps - 1) / (size_t)steps, 0};
+}
+
+static inline void prefetch_step(next_group *p) {
+    for (size_t l = 0; l < p->per_step && p->line < p->lines; l++, p->line++)
+        _mm_prefetch(p->next + 64 * p->line, _MM_HINT_T1);
+}
+
+/* The 16 results of a group (rows <= 16 of them live) to c[j * ldc]. */
+VBMI static inline void store_group(__m512 acc, int rows, float *c, size_t ldc) {
+    float sums[ROWS];
+    _mm512_storeu_ps(sums, acc);
+    for (int r = 0; r < ROWS && r < rows; r++) c[(size_t)r * ldc] = sums[r];
+}
+
+/* c[j * ldc] for the rows w .. w + (rows - 1) row_bytes (rows <= 16) of Q4_1 (q4_1) or Q8_0. */
+VBMI static inline __attribute__((always_inline)) void row_group(bool q4_1, int K, const float *x,
+                                                                 size_t x_stride, const uint8_t *w,
+                                                                 size_t row_bytes, int rows,
+                                                                 float *c, size_t ldc) {
+    const uint8_t *blk[ROWS];
+    for (int r = 0; r < ROWS; r++) blk[r] = w + (size_t)(r < rows ? r : rows - 1) * row_bytes;
     const int block_bytes = q4_1 ? 20 : 34;
-    const char *next = (const char *)w + (size_t)PREFETCH_PASSES * 4 * ROWS * row_bytes;
-    size_t lines = (size_t)G * ROWS * row_bytes / 64, steps = (size_t)(K + 31) / 32;
-    size_t per_step = (lines + steps - 1) / steps, line = 0;
-    __m512 acc[4];
-    for (int g = 0; g < G; g++) acc[g] = _mm512_setzero_ps();
+    next_group ahead = next_group_of(w, row_bytes, (K + 31) / 32);
+    __m512 acc = _mm512_setzero_ps();
     for (int k0 = 0; k0 < K; k0 += 32) {
-        for (size_t l = 0; l < per_step && line < lines; l++, line++)
-            _mm_prefetch(next + 64 * line, _MM_HINT_T1);
-        __m512 d[4], m[4];
-        __m512i by[4][4];
-        for (int g = 0; g < G; g++) {
-            d[g] = row_halves(blk[g], 0);
-            m[g] = q4_1 ? row_halves(blk[g], 2) : _mm512_setzero_ps();
-        }
+        prefetch_step(&ahead);
+        __m512 d = row_halves(blk, 0), m = q4_1 ? row_halves(blk, 2) : _mm512_setzero_ps();
+        __m512i by[4];
         for (int half = 0; half < 2; half++) {
             /* Q4_1: the nibbles of bytes 0 .. 15 (values 0 .. 15 low, 16 .. 31 high); Q8_0: bytes
              * 16 half .. 16 half + 15 */
-            if (!q4_1 || half == 0)
-                for (int g = 0; g < G; g++) byte_columns(blk[g], q4_1 ? 4 : 2 + 16 * half, by[g]);
+            if (!q4_1 || half == 0) byte_columns(blk, q4_1 ? 4 : 2 + 16 * half, by);
             for (int j = 0; j < 16; j++) {
                 __m512 xk = _mm512_set1_ps(x[(size_t)(k0 + 16 * half + j) * x_stride]);
-                for (int g = 0; g < G; g++) {
-                    __m512i q = column_dwords(by[g], j);
-                    __m512 wk;
-                    if (q4_1) {
-                        q = half ? _mm512_srli_epi32(q, 4)
-                                 : _mm512_and_si512(q, _mm512_set1_epi32(15));
-                        wk = _mm512_add_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(q), d[g]), m[g]);
-                    } else {
-                        q = _mm512_srai_epi32(_mm512_slli_epi32(q, 24), 24);
-                        wk = _mm512_mul_ps(_mm512_cvtepi32_ps(q), d[g]);
-                    }
-                    acc[g] = _mm512_fmadd_ps(xk, wk, acc[g]);
+                __m512i q = column_dwords(by, j);
+                __m512 wk;
+                if (q4_1) {
+                    q = half ? _mm512_srli_epi32(q, 4) : _mm512_and_si512(q, _mm512_set1_epi32(15));
+                    wk = _mm512_add_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(q), d), m);
+                } else {
+                    q = _mm512_srai_epi32(_mm512_slli_epi32(q, 24), 24);
+                    wk = _mm512_mul_ps(_mm512_cvtepi32_ps(q), d);
                 }
+                acc = _mm512_fmadd_ps(xk, wk, acc);
             }
         }
-        for (int g = 0; g < G; g++)
-            for (int r = 0; r < ROWS; r++) blk[g][r] += block_bytes;
+        for (int r = 0; r < ROWS; r++) blk[r] += block_bytes;
     }
-    for (int g = 0; g < G; g++) {
-        float sums[ROWS];
-        _mm512_storeu_ps(sums, acc[g]);
-        for (int r = 0; r < ROWS && ROWS * g + r < rows; r++)
-            c[(size_t)(ROWS * g + r) * ldc] = sums[r];
-    }
+    store_group(acc, rows, c, ldc);
 }
 
-/* The rows in passes of up to 4 groups of 16. */
+/* The rows in groups of 16. */
 #define ROWS_KERNEL(name, is_q4_1)                                                                 \
     VBMI static void name(int K, const float *x, size_t x_stride, const uint8_t *w,                \
                           size_t row_bytes, int rows, float *c, size_t ldc) {                      \
-        for (int r0 = 0; r0 < rows; r0 += 4 * ROWS) {                                              \
-            int n = rows - r0 < 4 * ROWS ? rows - r0 : 4 * ROWS, G = (n + ROWS - 1) / ROWS;        \
-            const uint8_t *wg = w + (size_t)r0 * row_bytes;                                        \
-            float *cg = c + (size_t)r0 * ldc;                                                      \
-            if (G == 4)                                                                            \
-                row_groups(is_q4_1, 4, K, x, x_stride, wg, row_bytes, n, cg, ldc);                 \
-            else if (G == 3)                                                                       \
-                row_groups(is_q4_1, 3, K, x, x_stride, wg, row_bytes, n, cg, ldc);                 \
-            else if (G == 2)                                                                       \
-                row_groups(is_q4_1, 2, K, x, x_stride, wg, row_bytes, n, cg, ldc);                 \
-            else                                                                                   \
-                row_groups(is_q4_1, 1, K, x, x_stride, wg, row_bytes, n, cg, ldc);                 \
-        }                                                                                          \
+        for (int r0 = 0; r0 < rows; r0 += ROWS)                                                    \
+            row_group(is_q4_1, K, x, x_stride, w + (size_t)r0 * row_bytes, row_bytes,              \
+                      rows - r0 < ROWS ? rows - r0 : ROWS, c + (size_t)r0 * ldc, ldc);             \
     }
 ROWS_KERNEL(q4_1_rows, true)
 ROWS_KERNEL(q8_0_rows, false)
 
-/* F16 rows: c[j * ldc] for the rows w .. w + (rows - 1) row_bytes (rows <= 16 G), G groups of 16
- * at once. Per 16 values of the 16 rows of a group: the halves as floats (exact, as em_f16_row),
- * transposed in registers so that value k of the 16 rows is one vector, and each k meets x[k] in
- * the group's chain in k order: em_gemm_few_tokens's chains on the converted rows, without the
- * floats written and read back. */
-VBMI static inline __attribute__((always_inline)) void
-f16_row_groups(int G, int K, const float *x, size_t x_stride, const uint8_t *w, size_t row_bytes,
-               int rows, float *c, size_t ldc) {
-    const uint8_t *row[4][ROWS];
-    for (int g = 0; g < G; g++)
-        for (int r = 0; r < ROWS; r++) {
-            int j = ROWS * g + r < rows ? ROWS * g + r : rows - 1;
-            row[g][r] = w + (size_t)j * row_bytes;
-        }
-    const char *next = (const char *)w + (size_t)PREFETCH_PASSES * 4 * ROWS * row_bytes;
-    size_t lines = (size_t)G * ROWS * row_bytes / 64, steps = (size_t)(K + 15) / 16 * (size_t)G;
-    size_t per_step = (lines + steps - 1) / steps, line = 0;
-    __m512 acc[4];
-    for (int g = 0; g < G; g++) acc[g] = _mm512_setzero_ps();
-    for (int k0 = 0; k0 < K; k0 += 16) {
-        int kb = K - k0 < 16 ? K - k0 : 16;
-        __mmask32 cols = (__mmask32)((1u << kb) - 1u); /* the halves of a row's 16 values */
-        for (int g = 0; g < G; g++) {
-            for (size_t l = 0; l < per_step && line < lines; l++, line++)
-                _mm_prefetch(next + 64 * line, _MM_HINT_T1);
+/* F16 rows: c[j * ldc] for the rows of w in groups of 16. Per 16 values of a group's rows: the
+ * halves as floats (exact, as em_f16_row), transposed in registers so that value k of the 16 rows
+ * is one vector, and each k meets x[k] in the group's chain in k order: em_gemm_few_tokens's
+ * chains on the converted rows, without the floats written and read back. */
+VBMI static void f16_rows(int K, const float *x, size_t x_stride, const uint8_t *w,
+                          size_t row_bytes, int rows, float *c, size_t ldc) {
+    for (int r0 = 0; r0 < rows; r0 += ROWS) {
+        int live = rows - r0 < ROWS ? rows - r0 : ROWS;
+        const uint8_t *row[ROWS];
+        for (int r = 0; r < ROWS; r++)
+            row[r] = w + (size_t)(r0 + (r < live ? r : live - 1)) * row_bytes;
+        next_group ahead = next_group_of(w + (size_t)r0 * row_bytes, row_bytes, (K + 15) / 16);
+        __m512 acc = _mm512_setzero_ps();
+        for (int k0 = 0; k0 < K; k0 += 16) {
+            int kb = K - k0 < 16 ? K - k0 : 16;
+            __mmask32 cols = (__mmask32)((1u << kb) - 1u); /* the halves of a row's 16 values */
+            prefetch_step(&ahead);
             __m512 v[ROWS];
             for (int r = 0; r < ROWS; r++)
                 v[r] = _mm512_cvtph_ps(_mm512_castsi512_si256(
-                    _mm512_maskz_loadu_epi16(cols, (const void *)(row[g][r] + 2 * (size_t)k0))));
+                    _mm512_maskz_loadu_epi16(cols, (const void *)(row[r] + 2 * (size_t)k0))));
             em_transpose16_avx512(v);
             if (kb == 16) { /* v indexed by constants: it stays in registers */
 #pragma GCC unroll 16
                 for (int j = 0; j < 16; j++)
-                    acc[g] = _mm512_fmadd_ps(_mm512_set1_ps(x[(size_t)(k0 + j) * x_stride]), v[j],
-                                             acc[g]);
+                    acc =
+                        _mm512_fmadd_ps(_mm512_set1_ps(x[(size_t)(k0 + j) * x_stride]), v[j], acc);
             } else { /* the last values: v through memory */
                 float tail[16][16];
 #pragma GCC unroll 16
                 for (int j = 0; j < 16; j++) _mm512_storeu_ps(tail[j], v[j]);
                 for (int j = 0; j < kb; j++)
-                    acc[g] = _mm512_fmadd_ps(_mm512_set1_ps(x[(size_t)(k0 + j) * x_stride]),
-                                             _mm512_loadu_ps(tail[j]), acc[g]);
+                    acc = _mm512_fmadd_ps(_mm512_set1_ps(x[(size_t)(k0 + j) * x_stride]),
+                                          _mm512_loadu_ps(tail[j]), acc);
             }
         }
-    }
-    for (int g = 0; g < G; g++) {
-        float sums[ROWS];
-        _mm512_storeu_ps(sums, acc[g]);
-        for (int r = 0; r < ROWS && ROWS * g + r < rows; r++)
-            c[(size_t)(ROWS * g + r) * ldc] = sums[r];
-    }
-}
-
-/* The F16 rows in passes of up to 4 groups of 16. */
-VBMI static void f16_rows(int K, const float *x, size_t x_stride, const uint8_t *w,
-                          size_t row_bytes, int rows, float *c, size_t ldc) {
-    for (int r0 = 0; r0 < rows; r0 += 4 * ROWS) {
-        int n = rows - r0 < 4 * ROWS ? rows - r0 : 4 * ROWS, G = (n + ROWS - 1) / ROWS;
-        const uint8_t *wg = w + (size_t)r0 * row_bytes;
-        float *cg = c + (size_t)r0 * ldc;
-        if (G == 4)
-            f16_row_groups(4, K, x, x_stride, wg, row_bytes, n, cg, ldc);
-        else if (G == 3)
-            f16_row_groups(3, K, x, x_stride, wg, row_bytes, n, cg, ldc);
-        else if (G == 2)
-            f16_row_groups(2, K, x, x_stride, wg, row_bytes, n, cg, ldc);
-        else
-            f16_row_groups(1, K, x, x_stride, wg, row_bytes, n, cg, ldc);
+        store_group(acc, live, c + (size_t)r0 * ldc, ldc);
     }
 }
 
