@@ -4,9 +4,10 @@
  * Per 32-value block of the 16 rows, the rows' quant bytes are loaded 4 rows to a vector (vector i
  * holds rows i, 4 + i, 8 + i, 12 + i, a row per 128-bit lane) and regrouped by two vpermi2b and a
  * blend into vectors of 4 byte positions x 16 rows; one vpermb then puts byte position j of the 16
- * rows into the low byte of 16 dwords. Those become the values the row functions of
- * stages/formats give (Q4_1: low nibble j and high nibble j + 16, (float)q * d + m, two roundings;
- * Q8_0: the signed byte, (float)q * d), and each value k meets x[k] in the chain
+ * rows into the low byte of 16 dwords (Q8_0: the high byte). Those become the values the row
+ * functions of stages/formats give (Q4_1: low nibble j and high nibble j + 16 as floats by a
+ * vpermps from the table 0 .. 15, then (float)q * d + m, two roundings; Q8_0: the signed byte by an
+ * arithmetic shift, (float)q * d), and each value k meets x[k] in the chain
  * acc = fma(x[k], w[k], acc) in k order from 0: the conversion to floats and em_gemm_few_tokens's
  * chains without the floats written, transposed and read back. F16 rows are read 16 halves of 16
  * rows at a time, converted and transposed in registers (f16_rows). */
@@ -25,8 +26,8 @@
 #define VBMI __attribute__((target("avx512f,avx512bw,avx512vbmi,f16c")))
 #define ROWS 16
 
-/* Bytes `at` .. at + 15 of each row's block, vector i holding rows i, 4 + i, 8 + i, 12 + i. */
-VBMI static inline __m512i four_rows(const uint8_t *const blk[ROWS], int i, int at) {
+/* Bytes `at` .. at + 15 of each row, vector i holding rows i, 4 + i, 8 + i, 12 + i. */
+VBMI static inline __m512i four_rows(const uint8_t *const blk[ROWS], int i, size_t at) {
     __m512i z = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(blk[i] + at)));
     z = _mm512_inserti32x4(z, _mm_loadu_si128((const __m128i *)(blk[4 + i] + at)), 1);
     z = _mm512_inserti32x4(z, _mm_loadu_si128((const __m128i *)(blk[8 + i] + at)), 2);
@@ -34,9 +35,9 @@ VBMI static inline __m512i four_rows(const uint8_t *const blk[ROWS], int i, int 
 }
 
 /* The byte permutations of byte_columns and column_dwords, made once. */
-static uint8_t pair_index[64];     /* byte 16 jj + r: row r's byte jj within its pair of vectors */
-static uint64_t upper_pair;        /* the bytes taken from the second pair (rows 4 L + 2, + 3) */
-static uint8_t dword_index[4][64]; /* [jj]: byte 16 jj + r to the low byte of dword r */
+static uint8_t pair_index[64]; /* byte 16 jj + r: row r's byte jj within its pair of vectors */
+static uint64_t upper_pair;    /* the bytes taken from the second pair (rows 4 L + 2, + 3) */
+static uint8_t dword_index[2][4][64]; /* [top][jj]: byte 16 jj + r to byte 3 top of dword r */
 static pthread_once_t indexes_once = PTHREAD_ONCE_INIT;
 
 static void make_indexes(void) {
@@ -46,12 +47,14 @@ static void make_indexes(void) {
         if (i >= 2) upper_pair |= 1ull << p;
     }
     for (int jj = 0; jj < 4; jj++)
-        for (int r = 0; r < 16; r++) dword_index[jj][4 * r] = (uint8_t)(16 * jj + r);
+        for (int r = 0; r < 16; r++)
+            for (int top = 0; top < 2; top++)
+                dword_index[top][jj][4 * r + 3 * top] = (uint8_t)(16 * jj + r);
 }
 
 /* by[c] (c < 4): byte positions 4 c .. 4 c + 3 of the 16 rows' 16 bytes from `at`, byte
  * 16 jj + r of by[c] being row r's byte 4 c + jj. */
-VBMI static inline void byte_columns(const uint8_t *const blk[ROWS], int at, __m512i by[4]) {
+VBMI static inline void byte_columns(const uint8_t *const blk[ROWS], size_t at, __m512i by[4]) {
     __m512i z[4];
     for (int i = 0; i < 4; i++) z[i] = four_rows(blk, i, at);
     /* row r = 4 L + i's byte 4 c + jj is z_i's byte 16 L + 4 c + jj: from the pair (z0, z1)
@@ -65,17 +68,23 @@ VBMI static inline void byte_columns(const uint8_t *const blk[ROWS], int at, __m
     }
 }
 
-/* Byte position j of the 16 rows (from byte_columns) in the low byte of 16 dwords. */
-VBMI static inline __m512i column_dwords(const __m512i by[4], int j) {
-    return _mm512_maskz_permutexvar_epi8((__mmask64)0x1111111111111111ull,
-                                         _mm512_loadu_si512(dword_index[j % 4]), by[j / 4]);
+/* Byte position j of the 16 rows (from byte_columns) in the low byte (top: the high byte) of 16
+ * dwords, their other bytes zero. */
+VBMI static inline __m512i column_dwords(const __m512i by[4], int j, bool top) {
+    return _mm512_maskz_permutexvar_epi8(
+        (__mmask64)(top ? 0x8888888888888888ull : 0x1111111111111111ull),
+        _mm512_loadu_si512(dword_index[top][j % 4]), by[j / 4]);
 }
 
-/* The 16 rows' fp16 at byte `at` of their blocks as floats, lane r for row r. */
-VBMI static inline __m512 row_halves(const uint8_t *const blk[ROWS], int at) {
-    uint16_t h[ROWS];
-    for (int r = 0; r < ROWS; r++) memcpy(&h[r], blk[r] + at, 2);
-    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)h));
+/* The 16 rows' two fp16 at byte `at` (the start of a block: Q4_1's d and m; Q8_0's d and its
+ * first two quants) as floats, lane r for row r: one dword a row. */
+VBMI static inline void row_scales(const uint8_t *const blk[ROWS], size_t at, __m512 *first,
+                                   __m512 *second) {
+    uint32_t h[ROWS];
+    for (int r = 0; r < ROWS; r++) memcpy(&h[r], blk[r] + at, 4);
+    __m512i pairs = _mm512_loadu_si512(h);
+    *first = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(pairs));
+    *second = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(pairs, 16)));
 }
 
 /* The rows are taken 16 at a time, a row per lane, all of K for one group before the next: a
@@ -120,30 +129,31 @@ VBMI static inline __attribute__((always_inline)) void row_group(bool q4_1, int 
     for (int r = 0; r < ROWS; r++) blk[r] = w + (size_t)(r < rows ? r : rows - 1) * row_bytes;
     const int block_bytes = q4_1 ? 20 : 34;
     next_group ahead = next_group_of(w, row_bytes, (K + 31) / 32);
+    const __m512 small = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     __m512 acc = _mm512_setzero_ps();
     for (int k0 = 0; k0 < K; k0 += 32) {
         prefetch_step(&ahead);
-        __m512 d = row_halves(blk, 0), m = q4_1 ? row_halves(blk, 2) : _mm512_setzero_ps();
+        size_t block = (size_t)(k0 / 32) * block_bytes; /* the rows' block at this k0 */
+        __m512 d, m;                                    /* m: Q4_1's minima (Q8_0: unused) */
+        row_scales(blk, block, &d, &m);
         __m512i by[4];
         for (int half = 0; half < 2; half++) {
             /* Q4_1: the nibbles of bytes 0 .. 15 (values 0 .. 15 low, 16 .. 31 high); Q8_0: bytes
              * 16 half .. 16 half + 15 */
-            if (!q4_1 || half == 0) byte_columns(blk, q4_1 ? 4 : 2 + 16 * half, by);
+            if (!q4_1 || half == 0) byte_columns(blk, block + (q4_1 ? 4 : 2 + 16 * half), by);
             for (int j = 0; j < 16; j++) {
                 __m512 xk = _mm512_set1_ps(x[(size_t)(k0 + 16 * half + j) * x_stride]);
-                __m512i q = column_dwords(by, j);
+                __m512i q = column_dwords(by, j, !q4_1);
                 __m512 wk;
-                if (q4_1) {
-                    q = half ? _mm512_srli_epi32(q, 4) : _mm512_and_si512(q, _mm512_set1_epi32(15));
-                    wk = _mm512_add_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(q), d), m);
-                } else {
-                    q = _mm512_srai_epi32(_mm512_slli_epi32(q, 24), 24);
-                    wk = _mm512_mul_ps(_mm512_cvtepi32_ps(q), d);
+                if (q4_1) { /* the nibble's float from the table: VPERMPS reads the low 4 bits */
+                    if (half) q = _mm512_srli_epi32(q, 4);
+                    wk = _mm512_add_ps(_mm512_mul_ps(_mm512_permutexvar_ps(q, small), d), m);
+                } else { /* the signed byte from the top of its dword */
+                    wk = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srai_epi32(q, 24)), d);
                 }
                 acc = _mm512_fmadd_ps(xk, wk, acc);
             }
         }
-        for (int r = 0; r < ROWS; r++) blk[r] += block_bytes;
     }
     store_group(acc, rows, c, ldc);
 }
