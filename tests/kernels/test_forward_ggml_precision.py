@@ -1,5 +1,5 @@
 """The CPU forward in precision ggml (stages/kernels/cpu/ggml_dot.h) on evalmesh-mkmodel models of
-every type it covers (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q6_K, Q4_K; the Q4_K_M mix; a tied-head model
+every type it covers (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q6_K, Q4_K, F16; the Q4_K_M mix; a tied-head model
 with Q/K/V biases; a Q5_K model whose matrices it leaves exact), against reference.py's float64 forward whose products
 round their inputs as ggml's quantize_row_q8_1_ref does (in float32, written here from
 ggml-quants.c: d = amax / 127, q = roundf(x / d) rounding halves away from zero, d and
@@ -7,14 +7,18 @@ s = sum(q) * d rounded to fp16 to nearest even) and multiply them with the weigh
 gguf package dequantizes them, in double; Q4_1 and Q5_1 take the weight block's minimum times s,
 as ggml's dot products do; Q6_K and Q4_K read the activations rounded as quantize_row_q8_K_ref
 does (256 values, iscale = -127 / the value of largest magnitude, nearest_int rounding halves to
-even), and Q4_K's minima multiply the exact sums of those quants.
+even), and Q4_K's minima multiply the exact sums of those quants; F16 reads them rounded to fp16
+(to nearest even, as GGML_FP32_TO_FP16).
 Rounding to 8 bits is discontinuous: a value within float32's error of a rounding tie may round
 one way in the C forward (float32) and the other in a float64 reference, and one such value moves
 a token's nll by up to 1e-2 on these random models. So each layer's products round the inputs the
 C forward gave them (forward_driver --dump, the observer of linear_inputs.h), after checking that
 the reference's own inputs agree with those within 1e-5 relative; the output head's input is not
 observed, so the tokens whose head input has a value within 3e-6 relative of a rounding tie (of q,
-of fp16 d or s) are left out of the nll check (at most half of them may be).
+of fp16 d or s) are left out of the nll check (at most half of them may be); an F16 head's input
+rounds to fp16, whose ties are too many to leave out (most rows have a value within 3e-6 of one),
+so its values that near a tie widen that token's tolerance by the nll's derivative times the fp16
+step (first order: the step is 2^-11 of the value).
 Checks: per-token nll within 1e-5 of that reference, argmax equal where clear; the ggml results
 differ from the exact forward's and from the unrounded reference by much more than that (the
 rounding really happened); a model without covered types runs bit for bit as exact; and the
@@ -42,14 +46,14 @@ NLL_TOL = 1e-5
 INPUT_RTOL = 1e-5  # the reference's layer inputs against the C forward's
 TIE_MARGIN = 3e-6  # relative, about 10x the measured input error: closer to a tie is ambiguous
 QK = 32
-COVERED = {"Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q6_K", "Q4_K"}
+COVERED = {"Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q6_K", "Q4_K", "F16"}
 Q8_K_READERS = {"Q6_K", "Q4_K"}  # the K-quants: activations in 256-value Q8_K blocks
 WITH_MIN = {"Q4_1", "Q5_1"}  # blocks {f16 d, f16 m, ...}: m at bytes 2..3
 
 BASE = ["--vocab", "300", "--dim", "256", "--layers", "2", "--heads", "4", "--kv-heads", "2",
         "--ffn", "512"]
 CASES = [(t, BASE + ["--type", t])
-         for t in ("q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q6_k", "q4_k", "q4_k_m", "q5_k")]
+         for t in ("q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q6_k", "q4_k", "q4_k_m", "q5_k", "f16")]
 CASES.append(("q4_0_tied_bias", BASE + ["--type", "q4_0", "--tied", "--qkv-bias"]))
 
 
@@ -118,6 +122,15 @@ def half_tie(f):
     return np.where(f > 0, tie / np.where(f > 0, f, 1.0), np.inf)
 
 
+def round_activations_f16(x):
+    """x (T, K) rounded to fp16 as float64, and (T, K) the fp16 step of each value within
+    TIE_MARGIN (relative) of a tie, which may round the other way in the C forward (0 elsewhere)."""
+    x32 = x.astype(np.float32)
+    xq = x32.astype(np.float16)
+    step = np.abs(np.spacing(xq)).astype(np.float64)
+    return xq.astype(np.float64), np.where(half_tie(x32) < TIE_MARGIN, step, 0.0)
+
+
 SITES = {"attn_q": 0, "attn_k": 0, "attn_v": 0, "attn_output": 1, "ffn_gate": 2, "ffn_up": 2,
          "ffn_down": 3}  # em_linear_site
 
@@ -146,7 +159,12 @@ def ggml_product(tensors, types, minima, observed=None, seen=None):
             given = observed[(int(parts[1]), SITES[parts[2]])].astype(np.float64)
             seen["input"] = max(seen["input"], np.abs(x - given).max() / np.abs(given).max())
             x = given
-        if types[name] in Q8_K_READERS:
+        if types[name] == "F16":  # GGML_FP32_TO_FP16: to nearest even
+            xq, steps = round_activations_f16(x)
+            margin = np.full(x.shape[0], np.inf)
+            if parts[0] != "blk" and seen is not None:
+                seen["head_steps"] = (steps, tensors[name])
+        elif types[name] in Q8_K_READERS:
             xq, margin = round_activations_k(x)
         else:
             xq, d, s, qsum, margin = round_activations(x)
@@ -182,6 +200,14 @@ def check_model(driver, path, label, rng, tmp):
                                                     product=product)
     nll_plain, _, _ = reference.forward(meta, tensors, ids[:-1], ids[1:])
     clear_head = seen["margin"] > TIE_MARGIN
+    allowed = np.full(len(nll), NLL_TOL)
+    if "head_steps" in seen:  # an F16 head: each value near a tie may move by its step
+        steps, w = seen["head_steps"]
+        p = np.exp(logits - logits.max(axis=1, keepdims=True))
+        p /= p.sum(axis=1, keepdims=True)
+        p[np.arange(len(nll)), ids[1:]] -= 1.0  # d nll / d logits
+        allowed += (steps * np.abs(p @ w)).sum(axis=1)  # first order in the steps
+    over = np.abs(nll - nll_ref) - allowed
     diff = np.abs(nll - nll_ref)[clear_head].max()
     moved = np.abs(nll - exact).max()
     plain = np.abs(nll - nll_plain).max()
@@ -189,15 +215,16 @@ def check_model(driver, path, label, rng, tmp):
     clear = clear_head & ((top2[:, 1] - top2[:, 0]) > 1e-3)
     bad_argmax = np.nonzero(clear & (argmax != argmax_ref))[0]
     matrix_types = sorted(set(v for k, v in types.items() if tensors[k].ndim == 2))
-    print("%-15s %-5s inputs within %.1e, %d/%d tokens max |nll - ref| %.2e; |ggml - exact| %.2e, "
-          "|ggml - unrounded ref| %.2e; ppl %.6f (exact %.6f)" %
-          (label, "+".join(matrix_types), seen["input"], clear_head.sum(), len(nll), diff, moved,
-           plain, np.exp(nll.mean()), np.exp(exact.mean())))
+    print("%-15s %-5s inputs within %.1e, %d/%d tokens max |nll - ref| %.2e (allowed %.2e); "
+          "|ggml - exact| %.2e, |ggml - unrounded ref| %.2e; ppl %.6f (exact %.6f)" %
+          (label, "+".join(matrix_types), seen["input"], clear_head.sum(), len(nll), diff,
+           allowed[clear_head].max(), moved, plain, np.exp(nll.mean()), np.exp(exact.mean())))
     check(seen["input"] <= INPUT_RTOL, "%s: layer inputs differ by %g relative" %
           (label, seen["input"]))
     check(2 * clear_head.sum() >= len(nll), "%s: only %d tokens without a head tie" %
           (label, clear_head.sum()))
-    check(diff <= NLL_TOL, "%s: max |nll - ref| = %g > %g" % (label, diff, NLL_TOL))
+    check(over[clear_head].max() <= 0, "%s: max |nll - ref| = %g, more than allowed (%g)" %
+          (label, diff, allowed.max()))
     check(len(bad_argmax) == 0, "%s: argmax differs at %s" % (label, bad_argmax))
     if set(matrix_types) & COVERED:
         check(moved > 10 * NLL_TOL and plain > 10 * NLL_TOL,
@@ -214,7 +241,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         for label, path in made_models(mkmodel, CASES, tmp):
             check_model(driver, path, label, rng, tmp)
-            if label in ("q4_1", "q5_0", "q6_k", "q4_k"):
+            if label in ("q4_1", "q5_0", "q6_k", "q4_k", "f16"):
                 for program in (invariance, batch):
                     p = subprocess.run([program, path, "ggml"], capture_output=True, text=True)
                     out = p.stdout.strip().replace("\n", "; ")

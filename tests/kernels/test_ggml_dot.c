@@ -4,11 +4,13 @@
  * that are not multiples of their tiles (avx2: 2 rows x 8 tokens; avx512vnni: 16 tokens, chunks
  * of 64 blocks, K-quants 16 rows and chunks of 4; avxvnni: chunks of 32 tokens in 1 to 4 groups
  * of 8 or 4, chunks of 32 blocks, K-quants chunks of 16 tokens in 1 or 2 groups, 16 rows and
- * chunks of 4 blocks; amx: 16 rows x 16 tokens, groups of 48 rows), with random quants (every
+ * chunks of 4 blocks; amx: 16 rows x 16 tokens, groups of 48 rows; F16: 16 rows of one token or
+ * 4 x 4, rows of 16 values and 7 more), with random quants (every
  * bit pattern, Q8_0's -128 included) and random fp16 scales; the C kernel agrees with the same
  * products computed in double from the weights as the format's dequantizer gives them and the
  * activations as d * qs (plus, for Q4_1 and Q5_1, ggml's rounded block sum s in place of
- * d * sum(qs)), within 1e-5 relative to the sum of the terms' magnitudes; the activations'
+ * d * sum(qs); for F16, the halves times the activations rounded to fp16), within 1e-5 relative
+ * to the sum of the terms' magnitudes; F16's lanes add as its tree says; the activations'
  * rounding matches quantize_row_q8_1_ref and quantize_row_q8_K_ref on hand-picked blocks; a kernel
  * the CPU lacks is skipped with a message, and a wrong EVALMESH_CPU_KERNEL is refused (exit status
  * 2). */
@@ -49,6 +51,7 @@ static const struct {
     {EM_TENSOR_Q5_1, EM_GGML_DOT_Q5_1, 32, 24, 0, 1},
     {EM_TENSOR_Q6_K, EM_GGML_DOT_Q6_K, 256, 210, 208, 0},
     {EM_TENSOR_Q4_K, EM_GGML_DOT_Q4_K, 256, 144, 0, 1},
+    {EM_TENSOR_F16, EM_GGML_DOT_F16, 1, 2, 0, 0}, /* a "block" is one half */
 };
 #define TYPES (sizeof types / sizeof *types)
 
@@ -62,7 +65,9 @@ static uint8_t *random_rows(size_t i, int rows, int blocks) {
     size_t n = (size_t)rows * blocks * types[i].bytes;
     uint8_t *w = malloc(n);
     for (size_t k = 0; k < n; k++) w[k] = (uint8_t)(random_u32() >> 24);
-    for (size_t b = 0; b < (size_t)rows * blocks; b++) {
+    for (size_t b = 0; types[i].type == EM_TENSOR_F16 && b < (size_t)rows * blocks; b++)
+        put_half(w + 2 * b, 2.0f * random_float()); /* finite halves */
+    for (size_t b = 0; types[i].type != EM_TENSOR_F16 && b < (size_t)rows * blocks; b++) {
         uint8_t *blk = w + b * types[i].bytes;
         put_half(blk + types[i].d_at, 0.02f * random_float());
         if (types[i].has_min) put_half(blk + 2, 0.1f * random_float());
@@ -77,7 +82,8 @@ static float *quantized_activations(int T, int K, em_q8_activations *q) {
     float *xp = calloc(em_gemm_packed_floats(T, K), sizeof(float));
     for (int p = 0; p < em_gemm_panel_count(T); p++) em_gemm_pack_panel(x, (size_t)K, T, K, p, xp);
     CHECK(em_q8_reserve(q, T, K) == NULL);
-    em_q8_quantize(em_gemm_packed(xp, T, K), T, K, 1, q);
+    em_f16_round(em_gemm_packed(xp, T, K), T, K, 1, q);
+    if (K % EM_Q8_BLOCK == 0) em_q8_quantize(em_gemm_packed(xp, T, K), T, K, 1, q);
     if (K % EM_Q8K_BLOCK == 0) {
         CHECK(em_q8_reserve_k_lanes(q, T, K, true, true) == NULL);
         em_q8k_quantize(em_gemm_packed(xp, T, K), T, K, 1, q);
@@ -96,9 +102,14 @@ static void check_against_dequantized(size_t i, const uint8_t *w, int rows, int 
     for (int j = 0; j < rows; j++) {
         for (int tk = 0; tk < q->T; tk++) {
             double sum = 0.0, magnitude = 0.0;
+            for (int k = 0; types[i].type == EM_TENSOR_F16 && k < K; k++) {
+                double term = (double)wf[(size_t)j * K + k] * q->h[(size_t)tk * q->hstride + k];
+                sum += term;
+                magnitude += fabs(term);
+            }
             bool k_form = em_ggml_dot_reads_q8k(types[i].column);
             int values = k_form ? EM_Q8K_BLOCK : EM_Q8_BLOCK;
-            for (int b = 0; b < K / values; b++) {
+            for (int b = 0; types[i].type != EM_TENSOR_F16 && b < K / values; b++) {
                 size_t at = (size_t)b * q->tokens + tk;
                 const uint8_t *blk = w + ((size_t)j * (K / values) + b) * types[i].bytes;
                 double dx = k_form ? q->kd[at] : q->d[at];
@@ -159,12 +170,43 @@ static void check_rounding(void) {
     em_q8_activations_free(&q);
 }
 
+/* The F16 column adds its 16 lanes as a tree, lane l + 8 into lane l first: with a row of ones,
+ * activations 32768 and -32768 in lanes 0 and 8 cancel before 2^-10 in lane 1 joins them, so the
+ * result is 2^-10 (added in order, 32768 + 2^-10 would round the 2^-10 away). One token and 5
+ * (the decoding step's tiles and the others), 1 and 19 rows. */
+static void check_f16_tree_order(const em_ggml_kernel *k) {
+    for (int T = 1; T <= 5; T += 4) {
+        float x[5 * 16] = {0};
+        for (int t = 0; t < T; t++) {
+            x[16 * t] = 32768.0f;
+            x[16 * t + 8] = -32768.0f;
+            x[16 * t + 1] = 1.0f / 1024;
+        }
+        float *xp = calloc(em_gemm_packed_floats(T, 16), sizeof(float));
+        for (int p = 0; p < em_gemm_panel_count(T); p++) em_gemm_pack_panel(x, 16, T, 16, p, xp);
+        em_q8_activations q = {0};
+        CHECK(em_q8_reserve(&q, T, 16) == NULL);
+        em_f16_round(em_gemm_packed(xp, T, 16), T, 16, 1, &q);
+        uint8_t w[19 * 32];
+        for (int i = 0; i < 19 * 16; i++) put_half(w + 2 * i, 1.0f);
+        for (int rows = 1; rows <= 19; rows += 18) {
+            float ct[19 * 8];
+            k->tile[EM_GGML_DOT_F16](w, 32, rows, &q, ct, 8);
+            for (int j = 0; j < rows; j++)
+                for (int t = 0; t < T; t++) CHECK(ct[j * 8 + t] == 1.0f / 1024);
+        }
+        em_q8_activations_free(&q);
+        free(xp);
+    }
+}
+
 int main(void) {
     check_rounding();
     setenv("EVALMESH_CPU_KERNEL", "c", 1);
     const em_ggml_kernel *c = NULL;
     CHECK(em_ggml_kernel_select(&c) == NULL);
     CHECK_STR_EQ(c->name, "c");
+    check_f16_tree_order(c);
     int row_counts[] = {1, 2, 3, 5, 8, 19, 53},
         token_counts[] = {1, 3, 4, 5, 9, 16, 17, 24, 25, 33}, widths[] = {32, 96, 288, 2080};
     const char *others[] = {"amx", "avx512vnni", "avxvnni", "avx2"};
@@ -174,6 +216,7 @@ int main(void) {
         em_status err = em_ggml_kernel_select(&k);
         if (test_kernel_missing(err, others[o])) continue;
         CHECK_STR_EQ(k->name, others[o]);
+        check_f16_tree_order(k);
         int shapes = 0;
         for (size_t i = 0; i < TYPES; i++) {
             for (size_t a = 0; a < sizeof row_counts / sizeof *row_counts; a++) {
@@ -181,6 +224,7 @@ int main(void) {
                     for (size_t e = 0; e < sizeof widths / sizeof *widths; e++) {
                         int rows = row_counts[a], T = token_counts[b];
                         int K = widths[e] * (types[i].values / 32); /* whole blocks */
+                        if (types[i].type == EM_TENSOR_F16) K = widths[e] + 7 * (int)(e % 2);
                         em_q8_activations q = {0};
                         float *x = quantized_activations(T, K, &q);
                         uint8_t *w = random_rows(i, rows, K / types[i].values);

@@ -4,7 +4,8 @@
  * ragged last panel, padding tokens), on random activations of every magnitude with exact halves
  * (x * id = k + 0.5, where roundf and nearest_int part ways), all-zero blocks, one-value blocks,
  * denormals, and values of equal magnitude and opposite signs (Q8_K keeps the first). Also one
- * known block by hand. A CPU without AVX-512 F and BW skips the comparison with a message. */
+ * known block by hand. A CPU without AVX-512 F and BW skips the comparison with a message. The
+ * F16 form (check_f16_form) likewise, F16C against C. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -86,8 +87,65 @@ static void check_known_block(void) {
     em_q8_activations_free(&q);
 }
 
+/* The F16 form (em_f16_round): hand-picked roundings (ties to even, the largest half, overflow to
+ * infinity, the smallest subnormal, a NaN made quiet), then F16C's rounding against C's, bit for
+ * bit, on every magnitude (halves' ties, subnormals, infinities, NaNs with payloads), 37 values a
+ * token (zeros to 48), 1, 5 and 17 tokens (a narrow panel; panels with padding tokens). */
+static void check_f16_form(void) {
+    const float hand[][2] = {
+        {1.0f + 0x1p-11f, 1.0f},             /* a tie: to the even 1 */
+        {1.0f + 0x1.8p-10f, 1.0f + 0x1p-9f}, /* a tie: to the even 1 + 2^-9 */
+        {65519.0f, 65504.0f},                /* below the tie with infinity */
+        {65520.0f, INFINITY},
+        {-0x1p-24f, -0x1p-24f}, /* the smallest subnormal */
+        {0x1p-25f, 0.0f},       /* a tie with 0: to the even 0 */
+        {0x1.8p-24f, 0x1p-23f}, /* a tie between subnormals: to the even 2^-23 */
+    };
+    const int H = (int)(sizeof hand / sizeof *hand);
+    float xp[16];
+    for (int j = 0; j < H; j++) xp[j] = hand[j][0]; /* one token: a narrow panel, x itself */
+    em_q8_activations q = {0};
+    CHECK(em_q8_reserve(&q, 1, H) == NULL);
+    em_f16_round_as(em_gemm_packed(xp, 1, H), 1, H, 1, false, &q);
+    CHECK_INT_EQ(q.hstride, 16);
+    for (int j = 0; j < H; j++) CHECK(memcmp(&q.h[j], &hand[j][1], sizeof(float)) == 0);
+    for (int j = H; j < 16; j++) CHECK(q.h[j] == 0.0f);
+    em_q8_activations_free(&q);
+    if (!em_f16c_runs_here()) {
+        printf("F16C rounding: this CPU has no F16C, skipped\n");
+        return;
+    }
+    const int width = 37;
+    for (int T = 1; T <= 17; T += T < 5 ? 4 : 12) {
+        float *x = malloc((size_t)T * width * sizeof *x);
+        float *packed = calloc(em_gemm_packed_floats(T, width), sizeof *packed);
+        for (int i = 0; i < T * width; i++) {
+            uint32_t bits = random_u32() << 8 | (random_u32() & 0xff);
+            if (i % 5 == 1)
+                bits = (bits & 0x80000000u) | (bits % 31 + 103) << 23 | 0x1000u; /* ties */
+            memcpy(&x[i], &bits, 4);
+        }
+        for (int p = 0; p < em_gemm_panel_count(T); p++)
+            em_gemm_pack_panel(x, width, T, width, p, packed);
+        em_q8_activations c = {0}, v = {0};
+        CHECK(em_q8_reserve(&c, T, width) == NULL);
+        CHECK(em_q8_reserve(&v, T, width) == NULL);
+        em_f16_round_as(em_gemm_packed(packed, T, width), T, width, 2, false, &c);
+        em_f16_round_as(em_gemm_packed(packed, T, width), T, width, 2, true, &v);
+        bool ok = c.tokens == v.tokens &&
+                  memcmp(c.h, v.h, (size_t)c.tokens * c.hstride * sizeof(float)) == 0;
+        CHECK(ok);
+        printf("F16 form, T %2d: F16C rounding %s\n", T, ok ? "bit-identical to C" : "DIFFERENT");
+        em_q8_activations_free(&c);
+        em_q8_activations_free(&v);
+        free(packed);
+        free(x);
+    }
+}
+
 int main(void) {
     check_known_block();
+    check_f16_form();
     if (!em_q8_avx512_runs_here()) {
         printf("AVX-512 rounding: this CPU has no AVX-512 F and BW, skipped\n");
         return test_finish();

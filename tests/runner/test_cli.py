@@ -457,14 +457,18 @@ def test_perplexity_cli():
                   f"sliding only, not {protocol} (whose windows do not overlap)\n",
                   f"--stride with {protocol}: exit {rc}: {err!r}")
         check(not os.path.exists(f"{cwd}/f"), "--stride with chunked made a run directory")
-        # --precision ggml: the demo model's matrices are F16, which ggml runs exact: the same
-        # numbers, recorded as precision ggml
+        # --precision ggml: the demo model's matrices are F16, whose products ggml runs with the
+        # activations rounded to fp16: the same windows, a perplexity a little off exact's,
+        # recorded as precision ggml
         rc, err, ggml = perplexity_metrics(cwd, ["-c", "128", "--precision", "ggml"],
                                            ["--run-dir", f"{cwd}/ggml"])
         with open(f"{cwd}/ggml/results.json") as f:
             recorded = json.load(f)["model"]["precision"]
-        check(rc == 0 and ggml == ref and recorded == "ggml" and
-              ", precision ggml, kernel " in err, f"--precision ggml: exit {rc}: {recorded} {ggml}")
+        moved = ggml and abs(ggml["token_ppl"] / ref["token_ppl"] - 1)
+        check(rc == 0 and recorded == "ggml" and ggml["tokens"] == ref["tokens"] and
+              0 < moved < 1e-3 and ", precision ggml, kernel " in err,
+              f"--precision ggml: exit {rc}: {recorded} {ggml} (exact {ref}), moved {moved}")
+        print(f"--precision ggml: token_ppl {ggml['token_ppl']:.6f}, exact {ref['token_ppl']:.6f}")
         rc, err, res = perplexity_metrics(cwd, ["--precision", "fast"], ["--run-dir", f"{cwd}/fast"])
         check(rc == 2 and "stage 'ppl': option 'precision' must be one of exact, ggml, bf16, got "
               "'fast'" in err, f"--precision fast: exit {rc}: {err!r}")

@@ -123,6 +123,17 @@ static float dot_q4_k(const uint8_t *w, const em_q8_activations *x, int t) {
     return sumf;
 }
 
+/* An F16 row of K values times token t's F16 form: ggml_dot.h's 16 lanes and their tree. */
+static float dot_f16(const uint8_t *w, int K, const em_q8_activations *x, int t) {
+    const float *h = x->h + (size_t)t * x->hstride;
+    float lane[16] = {0};
+    for (int k = 0; k < x->hstride; k++)
+        lane[k % 16] += (k < K ? em_half_at(w + 2 * (size_t)k) : 0.0f) * h[k];
+    for (int half = 8; half >= 1; half /= 2)
+        for (int l = 0; l < half; l++) lane[l] += lane[l + half];
+    return lane[0];
+}
+
 /* The dot product of the column's type. */
 static float dot_of(em_ggml_dot_type type, const uint8_t *w, const em_q8_activations *x, int t) {
     if (type == EM_GGML_DOT_Q6_K) return dot_q6_k(w, x, t);
@@ -146,6 +157,14 @@ C_TILE(q5_1, EM_GGML_DOT_Q5_1)
 C_TILE(q6_k, EM_GGML_DOT_Q6_K)
 C_TILE(q4_k, EM_GGML_DOT_Q4_K)
 
+static void tile_f16(const uint8_t *w, size_t row_bytes, int rows, const em_q8_activations *x,
+                     float *ct, size_t ldc) {
+    for (int j = 0; j < rows; j++)
+        for (int t = 0; t < x->tokens; t++)
+            ct[(size_t)j * ldc + t] =
+                dot_f16(w + (size_t)j * row_bytes, (int)(row_bytes / 2), x, t);
+}
+
 static bool always(void) {
     return true;
 }
@@ -153,7 +172,7 @@ static bool always(void) {
 const em_ggml_kernel em_ggml_kernel_c = {
     .name = "c",
     .runs_here = always,
-    .tile = {tile_q8_0, tile_q4_0, tile_q4_1, tile_q5_0, tile_q5_1, tile_q6_k, tile_q4_k},
+    .tile = {tile_q8_0, tile_q4_0, tile_q4_1, tile_q5_0, tile_q5_1, tile_q6_k, tile_q4_k, tile_f16},
 };
 
 /* The table, best first. */
@@ -195,13 +214,15 @@ int em_ggml_dot_type_of(em_tensor_type type) {
         return EM_GGML_DOT_Q6_K;
     case EM_TENSOR_Q4_K:
         return EM_GGML_DOT_Q4_K;
+    case EM_TENSOR_F16:
+        return EM_GGML_DOT_F16;
     default:
         return -1;
     }
 }
 
 const char *em_ggml_dot_type_names(void) {
-    return "Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q6_K Q4_K";
+    return "Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q6_K Q4_K F16";
 }
 
 em_status em_ggml_kernel_select(const em_ggml_kernel **kernel) {

@@ -17,6 +17,12 @@
  * (lane l: values l, l + 8, l + 16, l + 24 of each, 4-bit quants times 6-bit scales), and before
  * the lanes, per block, sumf -= (dmin * dx) * (float)(sum over j of bsums_j * min_(j/2)), the
  * activation's 16-value sums times the weight's 6-bit minima.
+ * F16 (ggml's F16 weights read fp16 activations, the F16 form of q8_activations.h): the row and
+ * the activations padded with zeros to a multiple of 16 values, 16 lanes, lane l the sum of the
+ * products of values l, l + 16, l + 32, ... in order (each product of two fp16 values is exact in
+ * float), then the lanes added as a tree: lane l += lane l + 8 (l < 8), then l + 4 (l < 4), l + 2,
+ * l + 1, and lane 0 is the result (ggml's own order depends on the instruction set; this one
+ * is fixed).
  * Each step is one IEEE single rounding (the build never fuses them), so every kernel gives the
  * same bits as its plain C version.
  *
@@ -24,14 +30,16 @@
  * features: a 16 x 16 tile of (row, token) block sums per tdpbssd, their float steps on a row's 16
  * tokens at once; the 32-value block types only), `avx512vnni` (AVX-512 F, BW, VL and VNNI
  * with F16C: integer products by vpdpbusd and vpdpwssd, the float steps on 16 (row, token) pairs
- * at once, the 16 tokens of a row; 4 tokens or fewer take avx2's tiles), `avxvnni` (the 256-bit
+ * at once, the 16 tokens of a row; 4 tokens or fewer take avx2's tiles; F16 by FMAs on 16
+ * (row, token) pairs' lanes, ggml_dot_f16_avx512.c), `avxvnni` (the 256-bit
  * VEX AVX-VNNI of CPUs without AVX-512, with AVX2 and F16C: the same design on 8 tokens of a row
  * per vector, K-quants included; 4 tokens or fewer take avx2's tiles), `avx2` (AVX2
  * with F16C: integer products by maddubs, the float steps on 8 (row, token) pairs at once; the
- * K-quants on their 8 lanes per pair), then `c`. A row's empty (NULL) column is the next row's
- * that runs here (the selection fills it in). The environment variable EVALMESH_CPU_KERNEL (amx,
- * avx512vnni, avxvnni, avx2 or c; the GEMM's avx512 and the bf16 precision's avx512bf16, which
- * have no row here, take this table's best) forces one.
+ * K-quants on their 8 lanes per pair; F16 by FMAs on 4 pairs' two 8-lane halves,
+ * ggml_dot_f16_avx2.c, which avxvnni takes too), then `c`. A row's empty (NULL) column is the
+ * next row's that runs here (the selection fills it in). The environment variable
+ * EVALMESH_CPU_KERNEL (amx, avx512vnni, avxvnni, avx2 or c; the GEMM's avx512 and the bf16
+ * precision's avx512bf16, which have no row here, take this table's best) forces one.
  */
 #ifndef EVALMESH_KERNELS_GGML_DOT_H
 #define EVALMESH_KERNELS_GGML_DOT_H
@@ -58,6 +66,7 @@ typedef enum em_ggml_dot_type {
     EM_GGML_DOT_Q5_1,
     EM_GGML_DOT_Q6_K, /* these read the activations' Q8_K form */
     EM_GGML_DOT_Q4_K,
+    EM_GGML_DOT_F16, /* this one reads the F16 form */
     EM_GGML_DOT_TYPES,
 } em_ggml_dot_type;
 
@@ -113,12 +122,14 @@ extern const em_ggml_kernel em_ggml_kernel_amx;
 extern const em_ggml_kernel em_ggml_kernel_avx512vnni;
 extern const em_ggml_kernel em_ggml_kernel_avxvnni;
 extern const em_ggml_kernel em_ggml_kernel_avx2;
+/* The F16 columns of avx512vnni and avx2 (ggml_dot_f16_avx512.c, ggml_dot_f16_avx2.c). */
+em_ggml_tile_fn em_ggml_f16_tile_avx512, em_ggml_f16_tile_avx2;
 #endif
 
 /* The column of a tensor type, or -1 when the mode has no dot product for it (such weights run
- * exact: F32, F16, BF16, the K-quants and the others). */
+ * exact: F32, BF16, the K-quants but Q6_K and Q4_K, and the others). */
 int em_ggml_dot_type_of(em_tensor_type type);
-/* The names of the types the mode covers, for messages ("Q8_0 ... Q6_K Q4_K"). */
+/* The names of the types the mode covers, for messages ("Q8_0 ... Q4_K F16"). */
 const char *em_ggml_dot_type_names(void);
 
 /* The first kernel of the table this CPU runs, or the one EVALMESH_CPU_KERNEL names, its empty

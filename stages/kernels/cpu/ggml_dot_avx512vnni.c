@@ -10,7 +10,8 @@
  * of blocks (a stored float reloads exact). The K-quants' lanes are tokens too: one vector per
  * integer lane l of ggml_dot.h (see below). With 4 tokens or fewer (a decoding step) 12 of 16 lanes
  * would idle: those tiles take lanes of rows instead (ggml_dot_rows_avx512vnni.c; the K-quants' go
- * to the avx2 kernel, whose 8-row tiles have the same bits). */
+ * to the avx2 kernel, whose 8-row tiles have the same bits). Its F16 column is
+ * ggml_dot_f16_avx512.c's. */
 #include "stages/kernels/cpu/ggml_dot.h"
 
 #include "stages/formats/dequantize_rows.h"
@@ -376,6 +377,7 @@ const em_ggml_kernel em_ggml_kernel_avx512vnni = {
     .runs_here = has_avx512vnni,
     .prepare = em_ggml_fill_token_lanes,
     .prepare_k = em_ggml_fill_k_lanes,
-    .tile = {tile_q8_0, tile_q4_0, tile_q4_1, tile_q5_0, tile_q5_1, tile_q6_k, tile_q4_k},
+    .tile = {tile_q8_0, tile_q4_0, tile_q4_1, tile_q5_0, tile_q5_1, tile_q6_k, tile_q4_k,
+             em_ggml_f16_tile_avx512},
 };
 #endif

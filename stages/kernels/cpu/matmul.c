@@ -42,16 +42,20 @@ void em_matmul_quantize(const float *xp, int T, int n_in, int count, const em_te
         return;
     }
     if (!s->ggml) return;
-    bool q8 = false, q4k = false, q6k = false; /* the forms the weights' dot products read */
+    /* the forms the weights' dot products read */
+    bool q8 = false, q4k = false, q6k = false, f16 = false;
     for (int i = 0; i < count; i++) {
         int column = em_ggml_dot_type_of(w[i]->type);
         if (column == EM_GGML_DOT_Q4_K)
             q4k = true;
         else if (column == EM_GGML_DOT_Q6_K)
             q6k = true;
+        else if (column == EM_GGML_DOT_F16)
+            f16 = true;
         else if (column >= 0)
             q8 = true;
     }
+    if (f16) em_f16_round(em_gemm_packed(xp, T, n_in), T, n_in, s->threads, &s->q8);
     if (q8) em_q8_quantize(em_gemm_packed(xp, T, n_in), T, n_in, s->threads, &s->q8);
     if (q8 && s->ggml->prepare) s->ggml->prepare(&s->q8, s->threads);
     if (q4k || q6k) em_q8k_quantize(em_gemm_packed(xp, T, n_in), T, n_in, s->threads, &s->q8);

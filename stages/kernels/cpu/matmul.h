@@ -37,7 +37,8 @@ void em_matmul_pack(const float *x, int T, int n_in, float *xp, const em_scratch
 /* Precision bf16 (s->bf16 set): rounds x packed as xp (T, n_in) to BF16 pairs into s->bf16_x, which
  * every product (em_matmul_tile_rows) then reads instead of xp. Precision ggml (s->ggml set) and
  * any of the count weights w of a type it covers (ggml_dot.h):
- * rounds x packed as xp (T, n_in) to 8 bits into s->q8 (in the forms their dot products read),
+ * rounds x packed as xp (T, n_in) to 8 bits (or fp16, for F16 weights) into s->q8 (in the forms
+ * their dot products read),
  * which the products of those weights
  * (em_matmul_tile_rows) then read instead of xp; otherwise nothing. em_matmul_packed and
  * em_matmul_swiglu_packed call it; a caller of em_matmul_tile_rows calls it once per xp. */

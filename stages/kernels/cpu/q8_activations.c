@@ -36,16 +36,15 @@ static void quantize_block(em_gemm_panels x, int t, int b, em_q8_activations *q)
     q->sum[at] = sum;
 }
 
-static int padded_tokens(int T) {
-    return (T + EM_Q8_TOKEN_STEP - 1) / EM_Q8_TOKEN_STEP * EM_Q8_TOKEN_STEP;
-}
-
 em_status em_q8_reserve(em_q8_activations *q, int T, int K) {
-    size_t n = (size_t)(K / EM_Q8_BLOCK) * (size_t)padded_tokens(T);
-    size_t nk = (size_t)(K / EM_Q8K_BLOCK) * (size_t)padded_tokens(T);
-    size_t groups = (size_t)(padded_tokens(T) + 15) / 16;
+    size_t n = (size_t)(K / EM_Q8_BLOCK) * (size_t)em_q8_padded_tokens(T);
+    size_t nk = (size_t)(K / EM_Q8K_BLOCK) * (size_t)em_q8_padded_tokens(T);
+    size_t groups = (size_t)(em_q8_padded_tokens(T) + 15) / 16;
     size_t lane_bytes = groups * (size_t)(K / EM_Q8_BLOCK) * EM_Q8_LANE_BYTES;
-    if (n <= q->capacity && nk <= q->kcapacity && lane_bytes <= q->lanes_capacity) return NULL;
+    size_t nh = (size_t)em_q8_padded_tokens(T) * (size_t)((K + 15) / 16 * 16);
+    if (n <= q->capacity && nk <= q->kcapacity && lane_bytes <= q->lanes_capacity &&
+        nh <= q->hcapacity)
+        return NULL;
     em_q8_activations_free(q);
     q->qs = malloc(n * EM_Q8_BLOCK);
     q->d = malloc(n * sizeof(float));
@@ -55,7 +54,9 @@ em_status em_q8_reserve(em_q8_activations *q, int T, int K) {
     q->kd = malloc(nk * sizeof(float) + 1);
     q->kbsums = malloc(nk * 16 * sizeof(int16_t) + 1);
     q->lanes = aligned_alloc(64, lane_bytes + 64);
-    if (!q->qs || !q->d || !q->s || !q->sum || !q->kqs || !q->kd || !q->kbsums || !q->lanes) {
+    q->h = aligned_alloc(64, (nh * sizeof(float) + 63) / 64 * 64 + 64);
+    if (!q->qs || !q->d || !q->s || !q->sum || !q->kqs || !q->kd || !q->kbsums || !q->lanes ||
+        !q->h) {
         em_q8_activations_free(q);
         return em_error_new(EM_EXIT_RUNTIME,
                             "out of memory for the 8-bit activations of %d positions", T);
@@ -63,11 +64,12 @@ em_status em_q8_reserve(em_q8_activations *q, int T, int K) {
     q->capacity = n;
     q->kcapacity = nk;
     q->lanes_capacity = lane_bytes;
+    q->hcapacity = nh;
     return NULL;
 }
 
 em_status em_q8_reserve_k_lanes(em_q8_activations *q, int T, int K, bool q4k, bool q6k) {
-    size_t pairs = (size_t)(padded_tokens(T) + 15) / 16 * (size_t)(K / EM_Q8K_BLOCK);
+    size_t pairs = (size_t)(em_q8_padded_tokens(T) + 15) / 16 * (size_t)(K / EM_Q8K_BLOCK);
     bool ok = true;
     if (q4k && pairs > q->k4capacity) {
         free(q->k4lanes);
@@ -150,7 +152,7 @@ static void quantize_blocks(em_gemm_panels x, int T, int K, int blocks, int thre
                             block_fn *quantize, panel_fn *panel, block_fn *zero,
                             em_q8_activations *q) {
     q->T = T;
-    q->tokens = padded_tokens(T);
+    q->tokens = em_q8_padded_tokens(T);
     bool parallel = (int64_t)T * K >= EM_PARALLEL_MIN_ELEMENTS;
 #pragma omp parallel for num_threads(threads) if (parallel)
     for (int b = 0; b < blocks; b++) {
@@ -199,5 +201,6 @@ void em_q8_activations_free(em_q8_activations *q) {
     free(q->d);
     free(q->s);
     free(q->sum);
+    free(q->h);
     *q = (em_q8_activations){0};
 }

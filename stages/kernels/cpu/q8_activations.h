@@ -9,6 +9,9 @@
  * as quantize_row_q8_K_ref does it: max = the x_j of largest |x_j| (the first of equals),
  * iscale = -127 / max, kqs_j = min(127, nearest_int(iscale * x_j)) (halves to even), kd = 1 /
  * iscale as a float, and the sum of each 16 quants (all zero when max is 0).
+ * The dot products of F16 weights read the F16 form instead (em_f16_round, f16_activations.c):
+ * each value rounded to fp16 to nearest even, as ggml's GGML_FP32_TO_FP16 does for F16's
+ * vec_dot_type.
  *
  * On a CPU with AVX-512 (F and BW) the rounding runs 16 tokens at once, or a few tokens (a
  * narrow panel, gemm.h) a block of each at once (q8_activations_avx512.c), the same bits as the C
@@ -52,10 +55,20 @@ typedef struct em_q8_activations {
      * where the kernel asks (ggml_dot_lanes.h); reserved by em_q8_reserve_k_lanes */
     void *k4lanes, *k4bsums, *k6lanes;
     size_t k4capacity, k6capacity; /* (group, block) pairs they hold */
+    /* the F16 form (em_f16_round): (tokens, hstride) x rounded to fp16 as floats, token-major,
+     * hstride = K rounded up to 16, zeros past K and for the padding tokens */
+    int hstride;
+    float *h;
+    size_t hcapacity; /* floats h holds */
 } em_q8_activations;
 
-/* Makes q hold T tokens of K values in both forms (an error, exit status 4, when memory runs
- * out). */
+/* T rounded up to EM_Q8_TOKEN_STEP: the tokens of every form. */
+static inline int em_q8_padded_tokens(int T) {
+    return (T + EM_Q8_TOKEN_STEP - 1) / EM_Q8_TOKEN_STEP * EM_Q8_TOKEN_STEP;
+}
+
+/* Makes q hold T tokens of K values in the 32-value, Q8_K and F16 forms (an error, exit status 4,
+ * when memory runs out). */
 em_status em_q8_reserve(em_q8_activations *q, int T, int K);
 
 /* Makes q's K-quant lanes hold T tokens of K values in Q4_K's form (q4k) and Q6_K's (q6k), for a
@@ -69,6 +82,15 @@ em_status em_q8_reserve_k_lanes(em_q8_activations *q, int T, int K, bool q4k, bo
 void em_q8_quantize(em_gemm_panels x, int T, int K, int threads, em_q8_activations *q);
 /* The same into the Q8_K form, K a multiple of 256. */
 void em_q8k_quantize(em_gemm_panels x, int T, int K, int threads, em_q8_activations *q);
+
+/* Rounds x (T, K), any K, given as GEMM panels, to fp16 into q's F16 form (reserved for at least
+ * T tokens of K values): with F16C where the CPU has it, else in C, the same bits. */
+void em_f16_round(em_gemm_panels x, int T, int K, int threads, em_q8_activations *q);
+/* The same with the C rounding (vector false) or F16C's (vector true, only where
+ * em_f16c_runs_here), which the tests compare. */
+void em_f16_round_as(em_gemm_panels x, int T, int K, int threads, bool vector,
+                     em_q8_activations *q);
+bool em_f16c_runs_here(void);
 
 void em_q8_activations_free(em_q8_activations *q);
 
