@@ -32,8 +32,9 @@ static const char USAGE[] =
     "  -t, --threads N     forward threads (default 1)\n"
     "  --until STR         stop when the generated text holds STR (repeatable)\n"
     "  --precision P       exact (default), ggml (activations rounded to 8 bits before the\n"
-    "                      products of quantized matrices, as llama.cpp's CPU backend) or\n"
-    "                      bf16 (weights and activations rounded to BF16, FP32 sums)\n"
+    "                      products of quantized matrices, to fp16 before F16 ones, as\n"
+    "                      llama.cpp's CPU backend) or bf16 (weights and activations rounded\n"
+    "                      to BF16, FP32 sums)\n"
     "  --ids               print the generated token ids on a second line\n\n"
     "Exit statuses: 0 ok, 2 bad arguments or input (a model the forward cannot run, N not\n"
     "smaller than the context), 4 out of memory for the cache or the activations.\n";
