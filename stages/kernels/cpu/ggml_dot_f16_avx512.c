@@ -19,8 +19,7 @@
 
 #define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,f16c,fma")))
 #define PAIRS 16          /* (row, token) pairs a group accumulates */
-#define PREFETCH_GROUPS 2 /* how far ahead a decoding step fetches rows, in groups (1: the same)   \
-                           */
+#define PREFETCH_GROUPS 2 /* how far ahead a decoding step fetches rows, in groups */
 
 /* Lane i of the result = the tree sum (ggml_dot.h) of acc[i]'s 16 lanes: pairs of vectors are
  * folded half on half, so that every step adds lane l + h to lane l of each pair as the tree
