@@ -61,6 +61,11 @@ pair_groups(const uint8_t *w, size_t row_bytes, int rows, const em_q8_activation
             for (int i = 0; i < PAIRS; i++) lo[i] = hi[i] = _mm256_setzero_ps();
             for (int at = 0; at < x->hstride; at += 16) {
                 for (int r = 0; r < rows_per; r++) {
+                    /* the next group's rows, fetched while the first tokens' pass reads these
+                     * from memory (each 64 bytes once; a prefetch past the end never faults) */
+                    if (t0 == 0 && at % 32 == 0)
+                        _mm_prefetch((const char *)(row[r] + (size_t)rows_per * row_bytes) + 2 * at,
+                                     _MM_HINT_T0);
                     __m256 wlo, whi;
                     row_chunk(row[r], at, K, &wlo, &whi);
                     for (int t = 0; t < tokens_per; t++) {
