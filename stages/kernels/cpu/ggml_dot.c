@@ -95,10 +95,12 @@ static float dot_q6_k(const uint8_t *w, const em_q8_activations *x, int t) {
 
 /* Q4_K block {f16 d, f16 dmin, scales[12], qs[128]}: value 64 i + l (l < 32) is the low nibble of
  * qs[32 i + l], value 64 i + 32 + l its high nibble; sub-block j's scale and min from
- * em_k4_scale_min. */
-static float dot_q4_k(const uint8_t *w, const em_q8_activations *x, int t) {
+ * em_k4_scale_min. Q5_K (five_bits) {f16 d, f16 dmin, scales[12], qh[32], qs[128]}: the same
+ * nibbles plus 16 where bit j of qh[l] is set, for value 32 j + l. */
+static float dot_k4(const uint8_t *w, bool five_bits, const em_q8_activations *x, int t) {
+    const int block_bytes = five_bits ? 176 : 144, qs_at = five_bits ? 48 : 16;
     float sums[8] = {0}, sumf = 0.0f;
-    for (int b = 0; b < x->kblocks; b++, w += 144) {
+    for (int b = 0; b < x->kblocks; b++, w += block_bytes) {
         size_t at = (size_t)b * x->tokens + t;
         const int8_t *y = x->kqs + at * EM_Q8K_BLOCK;
         const int16_t *bsums = x->kbsums + at * 16;
@@ -108,9 +110,10 @@ static float dot_q4_k(const uint8_t *w, const em_q8_activations *x, int t) {
         for (int j = 0; j < 16; j++) sumi += bsums[j] * min[j / 2];
         int32_t lane[8] = {0};
         for (int j = 0; j < 8; j++) {
-            const uint8_t *qs = w + 16 + 32 * (j / 2);
+            const uint8_t *qs = w + qs_at + 32 * (j / 2);
             for (int l = 0; l < 32; l++) {
-                int q = j % 2 ? qs[l] >> 4 : qs[l] & 15;
+                int q =
+                    (j % 2 ? qs[l] >> 4 : qs[l] & 15) + (five_bits ? (w[16 + l] >> j & 1) << 4 : 0);
                 lane[l % 8] += scale[j] * (y[32 * j + l] * q);
             }
         }
@@ -137,7 +140,8 @@ static float dot_f16(const uint8_t *w, int K, const em_q8_activations *x, int t)
 /* The dot product of the column's type. */
 static float dot_of(em_ggml_dot_type type, const uint8_t *w, const em_q8_activations *x, int t) {
     if (type == EM_GGML_DOT_Q6_K) return dot_q6_k(w, x, t);
-    if (type == EM_GGML_DOT_Q4_K) return dot_q4_k(w, x, t);
+    if (type == EM_GGML_DOT_Q4_K || type == EM_GGML_DOT_Q5_K)
+        return dot_k4(w, type == EM_GGML_DOT_Q5_K, x, t);
     return dot(type, w, x, t);
 }
 
@@ -156,6 +160,7 @@ C_TILE(q5_0, EM_GGML_DOT_Q5_0)
 C_TILE(q5_1, EM_GGML_DOT_Q5_1)
 C_TILE(q6_k, EM_GGML_DOT_Q6_K)
 C_TILE(q4_k, EM_GGML_DOT_Q4_K)
+C_TILE(q5_k, EM_GGML_DOT_Q5_K)
 
 static void tile_f16(const uint8_t *w, size_t row_bytes, int rows, const em_q8_activations *x,
                      float *ct, size_t ldc) {
@@ -172,7 +177,8 @@ static bool always(void) {
 const em_ggml_kernel em_ggml_kernel_c = {
     .name = "c",
     .runs_here = always,
-    .tile = {tile_q8_0, tile_q4_0, tile_q4_1, tile_q5_0, tile_q5_1, tile_q6_k, tile_q4_k, tile_f16},
+    .tile = {tile_q8_0, tile_q4_0, tile_q4_1, tile_q5_0, tile_q5_1, tile_q6_k, tile_q4_k, tile_q5_k,
+             tile_f16},
 };
 
 /* The table, best first. */
@@ -214,6 +220,8 @@ int em_ggml_dot_type_of(em_tensor_type type) {
         return EM_GGML_DOT_Q6_K;
     case EM_TENSOR_Q4_K:
         return EM_GGML_DOT_Q4_K;
+    case EM_TENSOR_Q5_K:
+        return EM_GGML_DOT_Q5_K;
     case EM_TENSOR_F16:
         return EM_GGML_DOT_F16;
     default:
@@ -222,7 +230,7 @@ int em_ggml_dot_type_of(em_tensor_type type) {
 }
 
 const char *em_ggml_dot_type_names(void) {
-    return "Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q6_K Q4_K F16";
+    return "Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q6_K Q4_K Q5_K F16";
 }
 
 em_status em_ggml_kernel_select(const em_ggml_kernel **kernel) {

@@ -226,13 +226,13 @@ AVX2_TILE(q4_1, EM_GGML_DOT_Q4_1)
 AVX2_TILE(q5_0, EM_GGML_DOT_Q5_0)
 AVX2_TILE(q5_1, EM_GGML_DOT_Q5_1)
 
-/* The K-quants Q6_K and Q4_K (see ggml_dot.h and ggml_dot.c). Each row's block is unpacked once
- * per chunk of tokens: its 256 quants in 8 vectors of 32 bytes (Q6_K: two 16-value sub-blocks of
- * 6-bit value - 32; Q4_K: one 32-value sub-block of 4-bit values), the bytes of each 16 values
- * interleaved (values l and l + 8 side by side, as the activations are shuffled too), so that
- * maddubs adds exactly two products of integer lane l; madd against {scale, 0} and {0, scale}
- * then takes the even and the odd lanes. The lanes' float steps are those of C, per (row, token)
- * in block order. */
+/* The K-quants Q6_K, Q4_K and Q5_K (see ggml_dot.h and ggml_dot.c). Each row's block is unpacked
+ * once per chunk of tokens: its 256 quants in 8 vectors of 32 bytes (Q6_K: two 16-value sub-blocks
+ * of 6-bit value - 32; Q4_K and Q5_K: one 32-value sub-block of 4- or 5-bit values), the bytes of
+ * each 16 values interleaved (values l and l + 8 side by side, as the activations are shuffled
+ * too), so that maddubs adds exactly two products of integer lane l; madd against {scale, 0} and
+ * {0, scale} then takes the even and the odd lanes. The lanes' float steps are those of C, per
+ * (row, token) in block order. */
 #define KQUANT_CHUNK 32 /* tokens sharing one unpacking of a row's block */
 
 typedef struct kquant_block {
@@ -276,14 +276,23 @@ AVX2 static void unpack_q6k(const uint8_t *w, kquant_block *k) {
     k->d = half_at(w + 208);
 }
 
-AVX2 static void unpack_q4k(const uint8_t *w, kquant_block *k) {
+/* Q4_K, or Q5_K (five_bits: its quants at 48, plus 16 where bit j of qh[l] at 16 is set). */
+AVX2 static void unpack_q4k(const uint8_t *w, bool five_bits, kquant_block *k) {
     const __m256i interleave = _mm256_loadu_si256((const __m256i *)interleave_bytes);
-    const __m256i low = _mm256_set1_epi8(15);
+    const __m256i low = _mm256_set1_epi8(15), one = _mm256_set1_epi8(1);
+    const __m256i qh = five_bits ? _mm256_loadu_si256((const __m256i *)(w + 16)) : one;
     for (int i = 0; i < 4; i++) {
-        __m256i qs = _mm256_loadu_si256((const __m256i *)(w + 16 + 32 * i));
-        k->abs_q[2 * i] = _mm256_shuffle_epi8(_mm256_and_si256(qs, low), interleave);
-        k->abs_q[2 * i + 1] =
-            _mm256_shuffle_epi8(_mm256_and_si256(_mm256_srli_epi16(qs, 4), low), interleave);
+        __m256i qs = _mm256_loadu_si256((const __m256i *)(w + (five_bits ? 48 : 16) + 32 * i));
+        __m256i lo = _mm256_and_si256(qs, low),
+                hi = _mm256_and_si256(_mm256_srli_epi16(qs, 4), low);
+        if (five_bits) { /* bits 2i and 2i + 1 of each qh byte, as 16 */
+            lo = _mm256_or_si256(
+                lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * i), one), 4));
+            hi = _mm256_or_si256(
+                hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * i + 1), one), 4));
+        }
+        k->abs_q[2 * i] = _mm256_shuffle_epi8(lo, interleave);
+        k->abs_q[2 * i + 1] = _mm256_shuffle_epi8(hi, interleave);
     }
     for (int j = 0; j < 8; j++) {
         uint8_t scale, min;
@@ -315,13 +324,13 @@ AVX2 static inline __m256i kquant_lanes(const kquant_block *k, const int8_t *y, 
     return _mm256_set_m128i(_mm_unpackhi_epi32(e, o), _mm_unpacklo_epi32(e, o));
 }
 
-/* A tile of Q6_K or Q4_K rows (is_q4k), in ggml_dot.h's order per (row, token). */
-AVX2 static inline __attribute__((always_inline)) void kquant_tile(bool is_q4k, const uint8_t *w,
-                                                                   size_t row_bytes, int rows,
-                                                                   const em_q8_activations *x,
-                                                                   float *ct, size_t ldc) {
+/* A tile of Q6_K, Q4_K or Q5_K rows (type), in ggml_dot.h's order per (row, token). */
+AVX2 static inline __attribute__((always_inline)) void
+kquant_tile(em_ggml_dot_type type, const uint8_t *w, size_t row_bytes, int rows,
+            const em_q8_activations *x, float *ct, size_t ldc) {
     kquant_block k;
-    int block_bytes = is_q4k ? 144 : 210;
+    const bool is_q4k = type != EM_GGML_DOT_Q6_K, five_bits = type == EM_GGML_DOT_Q5_K;
+    const int block_bytes = type == EM_GGML_DOT_Q6_K ? 210 : five_bits ? 176 : 144;
     for (int c0 = 0; c0 < x->tokens; c0 += KQUANT_CHUNK) {
         int n = x->tokens - c0 < KQUANT_CHUNK ? x->tokens - c0 : KQUANT_CHUNK;
         for (int j = 0; j < rows; j++) {
@@ -334,7 +343,7 @@ AVX2 static inline __attribute__((always_inline)) void kquant_tile(bool is_q4k, 
             for (int b = 0; b < x->kblocks; b++) {
                 const uint8_t *blk = w + (size_t)j * row_bytes + (size_t)b * block_bytes;
                 if (is_q4k)
-                    unpack_q4k(blk, &k);
+                    unpack_q4k(blk, five_bits, &k);
                 else
                     unpack_q6k(blk, &k);
                 for (int t = 0; t < n; t++) {
@@ -362,12 +371,17 @@ AVX2 static inline __attribute__((always_inline)) void kquant_tile(bool is_q4k, 
 
 AVX2 static void tile_q6_k(const uint8_t *w, size_t row_bytes, int rows, const em_q8_activations *x,
                            float *ct, size_t ldc) {
-    kquant_tile(false, w, row_bytes, rows, x, ct, ldc);
+    kquant_tile(EM_GGML_DOT_Q6_K, w, row_bytes, rows, x, ct, ldc);
 }
 
 AVX2 static void tile_q4_k(const uint8_t *w, size_t row_bytes, int rows, const em_q8_activations *x,
                            float *ct, size_t ldc) {
-    kquant_tile(true, w, row_bytes, rows, x, ct, ldc);
+    kquant_tile(EM_GGML_DOT_Q4_K, w, row_bytes, rows, x, ct, ldc);
+}
+
+AVX2 static void tile_q5_k(const uint8_t *w, size_t row_bytes, int rows, const em_q8_activations *x,
+                           float *ct, size_t ldc) {
+    kquant_tile(EM_GGML_DOT_Q5_K, w, row_bytes, rows, x, ct, ldc);
 }
 
 static bool has_avx2(void) {
@@ -378,7 +392,7 @@ static bool has_avx2(void) {
 const em_ggml_kernel em_ggml_kernel_avx2 = {
     .name = "avx2",
     .runs_here = has_avx2,
-    .tile = {tile_q8_0, tile_q4_0, tile_q4_1, tile_q5_0, tile_q5_1, tile_q6_k, tile_q4_k,
+    .tile = {tile_q8_0, tile_q4_0, tile_q4_1, tile_q5_0, tile_q5_1, tile_q6_k, tile_q4_k, tile_q5_k,
              em_ggml_f16_tile_avx2},
 };
 #endif

@@ -113,16 +113,17 @@ VNNI_TILE(q4_1, EM_GGML_DOT_Q4_1)
 VNNI_TILE(q5_0, EM_GGML_DOT_Q5_0)
 VNNI_TILE(q5_1, EM_GGML_DOT_Q5_1)
 
-/* The K-quants Q6_K and Q4_K (ggml_dot.h, ggml_dot.c): a vector per integer lane l, its 16 lanes
- * the tokens. Both the weights' and the activations' sub-blocks are rearranged so that dword l of
- * a sub-block holds its values of lane l: Q4_K's 32-value sub-block values l, l + 8, l + 16,
- * l + 24 as bytes (vpdpbusd sums them exactly; then vpdpwssd adds that times the 6-bit scale into
- * lane l: the sum is below 2^15); Q6_K's 16-value sub-block values l and l + 8 as 16-bit words,
- * the weight's already times its scale (vpdpwssd adds both products into lane l). Q4_K's minima
- * multiply the activations' 16-value sums, paired in dwords as the minima are. The float steps are
- * the C version's per (row, token): sums[l] += d * lane_l per block, Q4_K's sumf -= dmin * summin,
- * at the end sumf += sums[0] ... sums[7]. The activations are rearranged once per product
- * (em_ggml_fill_k_lanes); a batch of rows keeps its sums while chunks of blocks pass. */
+/* The K-quants Q6_K, Q4_K and Q5_K (ggml_dot.h, ggml_dot.c; Q5_K as Q4_K with 5-bit quants): a
+ * vector per integer lane l, its 16 lanes the tokens. Both the weights' and the activations'
+ * sub-blocks are rearranged so that dword l of a sub-block holds its values of lane l: Q4_K's
+ * 32-value sub-block values l, l + 8, l + 16, l + 24 as bytes (vpdpbusd sums them exactly; then
+ * vpdpwssd adds that times the 6-bit scale into lane l: the sum is below 2^15); Q6_K's 16-value
+ * sub-block values l and l + 8 as 16-bit words, the weight's already times its scale (vpdpwssd adds
+ * both products into lane l). Q4_K's minima multiply the activations' 16-value sums, paired in
+ * dwords as the minima are. The float steps are the C version's per (row, token): sums[l] += d *
+ * lane_l per block, Q4_K's sumf -= dmin * summin, at the end sumf += sums[0] ... sums[7]. The
+ * activations are rearranged once per product (em_ggml_fill_k_lanes); a batch of rows keeps its
+ * sums while chunks of blocks pass. */
 #define KBLOCK_CHUNK 4 /* blocks whose rearranged activations a batch of rows reads at once */
 #define ROW_BATCH 48   /* rows sharing a chunk: a whole matmul tile */
 
@@ -194,12 +195,21 @@ VNNI static inline void lane_steps(ksums *s, float dw, __m512 kd, const __m512i 
         s->sums[l] = _mm512_add_ps(s->sums[l], _mm512_mul_ps(d, _mm512_cvtepi32_ps(lane[l])));
 }
 
-/* The quants of one Q4_K block (at blk) rearranged as the activations are: wq (64). */
-VNNI static void unpack_q4k(const uint8_t *blk, uint32_t *wq) {
+/* The quants of one Q4_K block (at blk), or Q5_K's (five_bits: at 48, plus 16 where bit j of
+ * qh[l] at 16 is set), rearranged as the activations are: wq (64). */
+VNNI static void unpack_q4k(const uint8_t *blk, bool five_bits, uint32_t *wq) {
+    const __m256i one = _mm256_set1_epi8(1);
+    const __m256i qh = five_bits ? _mm256_loadu_si256((const __m256i *)(blk + 16)) : one;
     for (int i = 0; i < 4; i++) {
-        __m256i q = _mm256_loadu_si256((const __m256i *)(blk + 16 + 32 * i));
+        __m256i q = _mm256_loadu_si256((const __m256i *)(blk + (five_bits ? 48 : 16) + 32 * i));
         __m256i lo = _mm256_and_si256(q, _mm256_set1_epi8(15)),
                 hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), _mm256_set1_epi8(15));
+        if (five_bits) { /* bits 2i and 2i + 1 of each qh byte, as 16 */
+            lo = _mm256_or_si256(
+                lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * i), one), 4));
+            hi = _mm256_or_si256(
+                hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * i + 1), one), 4));
+        }
         _mm512_storeu_si512(wq + 16 * i,
                             lane_bytes(_mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1)));
     }
@@ -294,11 +304,13 @@ void em_ggml_fill_k_lanes(em_q8_activations *x, bool q4k, bool q6k, int threads)
     }
 }
 
-/* A tile of Q6_K or Q4_K rows (is_q4k). Each block's quants are unpacked once, for the first
- * group of tokens, and kept (M words a block) for the others. */
-VNNI static void kquant_tile(bool is_q4k, const uint8_t *w, size_t row_bytes, int rows,
+/* A tile of Q6_K, Q4_K or Q5_K rows (type: Q5_K is Q4_K with another unpacking). Each block's
+ * quants are unpacked once, for the first group of tokens, and kept (M words a block) for the
+ * others. */
+VNNI static void kquant_tile(em_ggml_dot_type type, const uint8_t *w, size_t row_bytes, int rows,
                              const em_q8_activations *x, float *ct, size_t ldc) {
-    const int M = is_q4k ? 64 : 128, block_bytes = is_q4k ? 144 : 210;
+    const bool is_q4k = type != EM_GGML_DOT_Q6_K, five_bits = type == EM_GGML_DOT_Q5_K;
+    const int M = is_q4k ? 64 : 128, block_bytes = !is_q4k ? 210 : five_bits ? 176 : 144;
     ksums s[ROW_BATCH];
     uint32_t *unpacked = em_xmalloc((size_t)rows * x->kblocks * M * sizeof *unpacked);
     for (int c0 = 0; c0 < x->tokens; c0 += LANES) {
@@ -322,7 +334,7 @@ VNNI static void kquant_tile(bool is_q4k, const uint8_t *w, size_t row_bytes, in
                         __m512 kd = _mm512_maskz_loadu_ps(
                             em_ggml_live_lanes(n), x->kd + (size_t)(b0 + b) * x->tokens + c0);
                         if (is_q4k) {
-                            if (c0 == 0) unpack_q4k(blk, wq);
+                            if (c0 == 0) unpack_q4k(blk, five_bits, wq);
                             q4k_block(blk, wq, yt + M * (b0 + b), ybs + 8 * (b0 + b), kd, &s[r]);
                         } else {
                             if (c0 == 0) unpack_q6k(blk, wq);
@@ -346,7 +358,7 @@ VNNI static void tile_q6_k(const uint8_t *w, size_t row_bytes, int rows, const e
     if (x->tokens <= EM_GGML_ROW_LANE_TOKENS)
         em_ggml_kernel_avx2.tile[EM_GGML_DOT_Q6_K](w, row_bytes, rows, x, ct, ldc);
     else
-        kquant_tile(false, w, row_bytes, rows, x, ct, ldc);
+        kquant_tile(EM_GGML_DOT_Q6_K, w, row_bytes, rows, x, ct, ldc);
 }
 
 VNNI static void tile_q4_k(const uint8_t *w, size_t row_bytes, int rows, const em_q8_activations *x,
@@ -354,7 +366,15 @@ VNNI static void tile_q4_k(const uint8_t *w, size_t row_bytes, int rows, const e
     if (x->tokens <= EM_GGML_ROW_LANE_TOKENS)
         em_ggml_kernel_avx2.tile[EM_GGML_DOT_Q4_K](w, row_bytes, rows, x, ct, ldc);
     else
-        kquant_tile(true, w, row_bytes, rows, x, ct, ldc);
+        kquant_tile(EM_GGML_DOT_Q4_K, w, row_bytes, rows, x, ct, ldc);
+}
+
+VNNI static void tile_q5_k(const uint8_t *w, size_t row_bytes, int rows, const em_q8_activations *x,
+                           float *ct, size_t ldc) {
+    if (x->tokens <= EM_GGML_ROW_LANE_TOKENS)
+        em_ggml_kernel_avx2.tile[EM_GGML_DOT_Q5_K](w, row_bytes, rows, x, ct, ldc);
+    else
+        kquant_tile(EM_GGML_DOT_Q5_K, w, row_bytes, rows, x, ct, ldc);
 }
 
 static bool has_avx512vnni(void) {
@@ -377,7 +397,7 @@ const em_ggml_kernel em_ggml_kernel_avx512vnni = {
     .runs_here = has_avx512vnni,
     .prepare = em_ggml_fill_token_lanes,
     .prepare_k = em_ggml_fill_k_lanes,
-    .tile = {tile_q8_0, tile_q4_0, tile_q4_1, tile_q5_0, tile_q5_1, tile_q6_k, tile_q4_k,
+    .tile = {tile_q8_0, tile_q4_0, tile_q4_1, tile_q5_0, tile_q5_1, tile_q6_k, tile_q4_k, tile_q5_k,
              em_ggml_f16_tile_avx512},
 };
 #endif

@@ -206,16 +206,16 @@ VNNI_TILE(q4_1, EM_GGML_DOT_Q4_1)
 VNNI_TILE(q5_0, EM_GGML_DOT_Q5_0)
 VNNI_TILE(q5_1, EM_GGML_DOT_Q5_1)
 
-/* The K-quants Q6_K and Q4_K (ggml_dot.h, ggml_dot.c), as the avx512vnni row does them: a vector
- * per integer lane l, its 8 lanes the tokens of a group, two groups sharing each row's unpacked
- * block. Both the weights' and the activations' sub-blocks are rearranged so that dword l of a
- * sub-block holds its values of lane l: Q4_K's 32-value sub-block values l, l + 8, l + 16, l + 24
- * as bytes (vpdpbusd sums them exactly; then vpdpwssd adds that times the 6-bit scale into lane l:
- * the sum is below 2^15); Q6_K's 16-value sub-block values l and l + 8 as 16-bit words, the
- * weight's already times its scale (vpdpwssd adds both products into lane l). Q4_K's minima
- * multiply the activations' 16-value sums, paired in dwords as the minima are. The float steps
- * are the C version's per (row, token): sums[l] += d * lane_l per block, Q4_K's sumf -= dmin *
- * summin, at the end sumf += sums[0] ... sums[7]. A batch of rows keeps those sums while chunks
+/* The K-quants Q6_K and Q4_K (ggml_dot.h, ggml_dot.c; Q5_K is avx2's), as the avx512vnni row does
+ * them: a vector per integer lane l, its 8 lanes the tokens of a group, two groups sharing each
+ * row's unpacked block. Both the weights' and the activations' sub-blocks are rearranged so that
+ * dword l of a sub-block holds its values of lane l: Q4_K's 32-value sub-block values l, l + 8, l +
+ * 16, l + 24 as bytes (vpdpbusd sums them exactly; then vpdpwssd adds that times the 6-bit scale
+ * into lane l: the sum is below 2^15); Q6_K's 16-value sub-block values l and l + 8 as 16-bit
+ * words, the weight's already times its scale (vpdpwssd adds both products into lane l). Q4_K's
+ * minima multiply the activations' 16-value sums, paired in dwords as the minima are. The float
+ * steps are the C version's per (row, token): sums[l] += d * lane_l per block, Q4_K's sumf -= dmin
+ * * summin, at the end sumf += sums[0] ... sums[7]. A batch of rows keeps those sums while chunks
  * of blocks pass. */
 #define KGROUPS 2      /* groups of 8 tokens sharing a row's unpacked block */
 #define KBLOCK_CHUNK 4 /* blocks whose rearranged activations are on the stack at once */
