@@ -28,15 +28,6 @@ EM_CLONED_ROW(em_q2_k_row) {
     }
 }
 
-/* Q3_K's 16 six-bit scales from its 12 bytes: low nibbles from bytes 0..7 (scale i in byte i%8,
- * low nibble for i < 8), high two bits from bytes 8..11 (scale i: byte 8 + i%4, bits 2*(i/4)). */
-static void q3_k_scales(const uint8_t *s, int8_t out[16]) {
-    for (int i = 0; i < 16; i++) {
-        int lo = (s[i % 8] >> (4 * (i / 8))) & 0x0f, hi = (s[8 + i % 4] >> (2 * (i / 4))) & 3;
-        out[i] = (int8_t)((lo | hi << 4) - 32);
-    }
-}
-
 /* Q3_K (110 bytes): hmask[32], qs[64], scales[12], f16 d. Value = d*scale * (q - 4 when its
  * hmask bit is clear), with q two bits of qs laid out as in Q2_K and the hmask bit of value
  * 32*k + l being bit k of hmask[l]. */
@@ -45,7 +36,7 @@ EM_CLONED_ROW(em_q3_k_row) {
         const uint8_t *block = (const uint8_t *)src + b * 110, *hm = block, *q = block + 32;
         float d = em_half_at(block + 108), *y = dst + b * QK_K;
         int8_t scales[16];
-        q3_k_scales(block + 96, scales);
+        em_k3_scales(block + 96, scales);
         int is = 0;
         uint8_t m = 1;
         for (int half = 0; half < 2; half++, q += 32) {

@@ -55,6 +55,16 @@ static inline float em_half_at(const uint8_t *p) {
     return em_f16_to_f32(h);
 }
 
+/* Q3_K's 16 six-bit scales, less 32, from its 12 bytes: low nibbles from bytes 0..7 (scale i in
+ * byte i%8, low nibble for i < 8), high two bits from bytes 8..11 (scale i: byte 8 + i%4, bits
+ * 2*(i/4)); the CPU forward's ggml-precision dot products read them too. */
+static inline void em_k3_scales(const uint8_t *s, int8_t out[16]) {
+    for (int i = 0; i < 16; i++) {
+        int lo = (s[i % 8] >> (4 * (i / 8))) & 0x0f, hi = (s[8 + i % 4] >> (2 * (i / 4))) & 3;
+        out[i] = (int8_t)((lo | hi << 4) - 32);
+    }
+}
+
 /* The 6-bit scale and min of sub-block j of Q4_K/Q5_K from their 12 bytes (ggml's
  * get_scale_min_k4); the CPU forward's ggml-precision dot products read them too. */
 static inline void em_k4_scale_min(int j, const uint8_t *q, uint8_t *sc, uint8_t *m) {

@@ -52,6 +52,7 @@ static const struct {
     {EM_TENSOR_Q6_K, EM_GGML_DOT_Q6_K, 256, 210, 208, 0},
     {EM_TENSOR_Q4_K, EM_GGML_DOT_Q4_K, 256, 144, 0, 1},
     {EM_TENSOR_Q5_K, EM_GGML_DOT_Q5_K, 256, 176, 0, 1},
+    {EM_TENSOR_Q3_K, EM_GGML_DOT_Q3_K, 256, 110, 108, 0},
     {EM_TENSOR_F16, EM_GGML_DOT_F16, 1, 2, 0, 0}, /* a "block" is one half */
 };
 #define TYPES (sizeof types / sizeof *types)

@@ -73,19 +73,34 @@ static void unpack_q6_k(const uint8_t *w, int8_t a[256]) {
     }
 }
 
-static float dot_q6_k(const uint8_t *w, const em_q8_activations *x, int t) {
+/* Q3_K block {hmask[32], qs[64], scales[12], f16 d}: value 128 h + 32 k + l (h < 2, k < 4,
+ * l < 32) is bits 2 k, 2 k + 1 of qs[32 h + l], less 4 where bit 4 h + k of hmask[l] is clear. */
+static void unpack_q3_k(const uint8_t *w, int8_t a[256]) {
+    for (int h = 0; h < 2; h++)
+        for (int k = 0; k < 4; k++)
+            for (int l = 0; l < 32; l++)
+                a[128 * h + 32 * k + l] = (int8_t)(((w[32 + 32 * h + l] >> (2 * k)) & 3) -
+                                                   ((w[l] >> (4 * h + k)) & 1 ? 0 : 4));
+}
+
+/* Q6_K, or Q3_K (three_bits): 16 sub-blocks of 16 with signed scales, ggml_dot.h's 8 lanes. */
+static float dot_k16(const uint8_t *w, bool three_bits, const em_q8_activations *x, int t) {
     float sums[8] = {0};
-    for (int b = 0; b < x->kblocks; b++, w += 210) {
+    for (int b = 0; b < x->kblocks; b++, w += three_bits ? 110 : 210) {
         size_t at = (size_t)b * x->tokens + t;
         const int8_t *y = x->kqs + at * EM_Q8K_BLOCK;
-        int8_t a[256];
-        unpack_q6_k(w, a);
-        int32_t lane[8] = {0};
-        for (int j = 0; j < 16; j++) {
-            int scale = (int8_t)w[192 + j];
-            for (int l = 0; l < 16; l++) lane[l % 8] += scale * (y[16 * j + l] * a[16 * j + l]);
+        int8_t a[256], scale[16];
+        if (three_bits) {
+            unpack_q3_k(w, a);
+            em_k3_scales(w + 96, scale);
+        } else {
+            unpack_q6_k(w, a);
+            memcpy(scale, w + 192, 16);
         }
-        float d = em_half_at(w + 208) * x->kd[at];
+        int32_t lane[8] = {0};
+        for (int j = 0; j < 16; j++)
+            for (int l = 0; l < 16; l++) lane[l % 8] += scale[j] * (y[16 * j + l] * a[16 * j + l]);
+        float d = em_half_at(w + (three_bits ? 108 : 208)) * x->kd[at];
         for (int l = 0; l < 8; l++) sums[l] += d * (float)lane[l];
     }
     float sumf = 0.0f;
@@ -139,7 +154,8 @@ static float dot_f16(const uint8_t *w, int K, const em_q8_activations *x, int t)
 
 /* The dot product of the column's type. */
 static float dot_of(em_ggml_dot_type type, const uint8_t *w, const em_q8_activations *x, int t) {
-    if (type == EM_GGML_DOT_Q6_K) return dot_q6_k(w, x, t);
+    if (type == EM_GGML_DOT_Q6_K || type == EM_GGML_DOT_Q3_K)
+        return dot_k16(w, type == EM_GGML_DOT_Q3_K, x, t);
     if (type == EM_GGML_DOT_Q4_K || type == EM_GGML_DOT_Q5_K)
         return dot_k4(w, type == EM_GGML_DOT_Q5_K, x, t);
     return dot(type, w, x, t);
@@ -161,6 +177,7 @@ C_TILE(q5_1, EM_GGML_DOT_Q5_1)
 C_TILE(q6_k, EM_GGML_DOT_Q6_K)
 C_TILE(q4_k, EM_GGML_DOT_Q4_K)
 C_TILE(q5_k, EM_GGML_DOT_Q5_K)
+C_TILE(q3_k, EM_GGML_DOT_Q3_K)
 
 static void tile_f16(const uint8_t *w, size_t row_bytes, int rows, const em_q8_activations *x,
                      float *ct, size_t ldc) {
@@ -178,7 +195,7 @@ const em_ggml_kernel em_ggml_kernel_c = {
     .name = "c",
     .runs_here = always,
     .tile = {tile_q8_0, tile_q4_0, tile_q4_1, tile_q5_0, tile_q5_1, tile_q6_k, tile_q4_k, tile_q5_k,
-             tile_f16},
+             tile_q3_k, tile_f16},
 };
 
 /* The table, best first. */
@@ -222,6 +239,8 @@ int em_ggml_dot_type_of(em_tensor_type type) {
         return EM_GGML_DOT_Q4_K;
     case EM_TENSOR_Q5_K:
         return EM_GGML_DOT_Q5_K;
+    case EM_TENSOR_Q3_K:
+        return EM_GGML_DOT_Q3_K;
     case EM_TENSOR_F16:
         return EM_GGML_DOT_F16;
     default:
@@ -230,7 +249,7 @@ int em_ggml_dot_type_of(em_tensor_type type) {
 }
 
 const char *em_ggml_dot_type_names(void) {
-    return "Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q6_K Q4_K Q5_K F16";
+    return "Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q6_K Q4_K Q5_K Q3_K F16";
 }
 
 em_status em_ggml_kernel_select(const em_ggml_kernel **kernel) {

@@ -226,13 +226,13 @@ AVX2_TILE(q4_1, EM_GGML_DOT_Q4_1)
 AVX2_TILE(q5_0, EM_GGML_DOT_Q5_0)
 AVX2_TILE(q5_1, EM_GGML_DOT_Q5_1)
 
-/* The K-quants Q6_K, Q4_K and Q5_K (see ggml_dot.h and ggml_dot.c). Each row's block is unpacked
- * once per chunk of tokens: its 256 quants in 8 vectors of 32 bytes (Q6_K: two 16-value sub-blocks
- * of 6-bit value - 32; Q4_K and Q5_K: one 32-value sub-block of 4- or 5-bit values), the bytes of
- * each 16 values interleaved (values l and l + 8 side by side, as the activations are shuffled
- * too), so that maddubs adds exactly two products of integer lane l; madd against {scale, 0} and
- * {0, scale} then takes the even and the odd lanes. The lanes' float steps are those of C, per
- * (row, token) in block order. */
+/* The K-quants Q6_K, Q3_K, Q4_K and Q5_K (see ggml_dot.h and ggml_dot.c). Each row's block is
+ * unpacked once per chunk of tokens: its 256 quants in 8 vectors of 32 bytes (Q6_K: two 16-value
+ * sub-blocks of 6-bit value - 32; Q4_K and Q5_K: one 32-value sub-block of 4- or 5-bit values), the
+ * bytes of each 16 values interleaved (values l and l + 8 side by side, as the activations are
+ * shuffled too), so that maddubs adds exactly two products of integer lane l; madd against {scale,
+ * 0} and {0, scale} then takes the even and the odd lanes. The lanes' float steps are those of C,
+ * per (row, token) in block order. */
 #define KQUANT_CHUNK 32 /* tokens sharing one unpacking of a row's block */
 
 typedef struct kquant_block {
@@ -274,6 +274,35 @@ AVX2 static void unpack_q6k(const uint8_t *w, kquant_block *k) {
             _mm256_set_m128i(_mm_set1_epi32((int)(s1 << 16)), _mm_set1_epi32((int)(s0 << 16)));
     }
     k->d = half_at(w + 208);
+}
+
+/* Q3_K: as Q6_K's, the quants 2 bits of qs (at 32) less 4 where the hmask bit (at 0) is clear,
+ * the scales em_k3_scales's, d at 108. */
+AVX2 static void unpack_q3k(const uint8_t *w, kquant_block *k) {
+    const __m256i interleave = _mm256_loadu_si256((const __m256i *)interleave_bytes);
+    const __m256i three = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
+    const __m256i hm = _mm256_loadu_si256((const __m256i *)w);
+    for (int h = 0; h < 2; h++) {
+        __m256i qs = _mm256_loadu_si256((const __m256i *)(w + 32 + 32 * h));
+        for (int i = 0; i < 4; i++) { /* values 128 h + 32 i + l: sub-blocks 8 h + 2 i, + 1 */
+            __m256i lo = _mm256_and_si256(_mm256_srli_epi16(qs, 2 * i), three);
+            __m256i high = _mm256_and_si256(_mm256_srli_epi16(hm, 4 * h + i), one);
+            __m256i q = _mm256_sub_epi8(_mm256_or_si256(lo, _mm256_slli_epi16(high, 2)),
+                                        _mm256_set1_epi8(4));
+            q = _mm256_shuffle_epi8(q, interleave);
+            k->q[4 * h + i] = q;
+            k->abs_q[4 * h + i] = _mm256_abs_epi8(q);
+        }
+    }
+    int8_t scale[16];
+    em_k3_scales(w + 96, scale);
+    for (int v = 0; v < 8; v++) {
+        uint32_t s0 = (uint32_t)scale[2 * v] & 0xffff, s1 = (uint32_t)scale[2 * v + 1] & 0xffff;
+        k->even[v] = _mm256_set_m128i(_mm_set1_epi32((int)s1), _mm_set1_epi32((int)s0));
+        k->odd[v] =
+            _mm256_set_m128i(_mm_set1_epi32((int)(s1 << 16)), _mm_set1_epi32((int)(s0 << 16)));
+    }
+    k->d = half_at(w + 108);
 }
 
 /* Q4_K, or Q5_K (five_bits: its quants at 48, plus 16 where bit j of qh[l] at 16 is set). */
@@ -324,13 +353,17 @@ AVX2 static inline __m256i kquant_lanes(const kquant_block *k, const int8_t *y, 
     return _mm256_set_m128i(_mm_unpackhi_epi32(e, o), _mm_unpacklo_epi32(e, o));
 }
 
-/* A tile of Q6_K, Q4_K or Q5_K rows (type), in ggml_dot.h's order per (row, token). */
+/* A tile of Q6_K, Q3_K, Q4_K or Q5_K rows (type), in ggml_dot.h's order per (row, token). */
 AVX2 static inline __attribute__((always_inline)) void
 kquant_tile(em_ggml_dot_type type, const uint8_t *w, size_t row_bytes, int rows,
             const em_q8_activations *x, float *ct, size_t ldc) {
     kquant_block k;
-    const bool is_q4k = type != EM_GGML_DOT_Q6_K, five_bits = type == EM_GGML_DOT_Q5_K;
-    const int block_bytes = type == EM_GGML_DOT_Q6_K ? 210 : five_bits ? 176 : 144;
+    const bool is_q4k = type == EM_GGML_DOT_Q4_K || type == EM_GGML_DOT_Q5_K,
+               five_bits = type == EM_GGML_DOT_Q5_K;
+    const int block_bytes = type == EM_GGML_DOT_Q6_K   ? 210
+                            : type == EM_GGML_DOT_Q3_K ? 110
+                            : five_bits                ? 176
+                                                       : 144;
     for (int c0 = 0; c0 < x->tokens; c0 += KQUANT_CHUNK) {
         int n = x->tokens - c0 < KQUANT_CHUNK ? x->tokens - c0 : KQUANT_CHUNK;
         for (int j = 0; j < rows; j++) {
@@ -344,6 +377,8 @@ kquant_tile(em_ggml_dot_type type, const uint8_t *w, size_t row_bytes, int rows,
                 const uint8_t *blk = w + (size_t)j * row_bytes + (size_t)b * block_bytes;
                 if (is_q4k)
                     unpack_q4k(blk, five_bits, &k);
+                else if (type == EM_GGML_DOT_Q3_K)
+                    unpack_q3k(blk, &k);
                 else
                     unpack_q6k(blk, &k);
                 for (int t = 0; t < n; t++) {
@@ -379,6 +414,11 @@ AVX2 static void tile_q4_k(const uint8_t *w, size_t row_bytes, int rows, const e
     kquant_tile(EM_GGML_DOT_Q4_K, w, row_bytes, rows, x, ct, ldc);
 }
 
+AVX2 static void tile_q3_k(const uint8_t *w, size_t row_bytes, int rows, const em_q8_activations *x,
+                           float *ct, size_t ldc) {
+    kquant_tile(EM_GGML_DOT_Q3_K, w, row_bytes, rows, x, ct, ldc);
+}
+
 AVX2 static void tile_q5_k(const uint8_t *w, size_t row_bytes, int rows, const em_q8_activations *x,
                            float *ct, size_t ldc) {
     kquant_tile(EM_GGML_DOT_Q5_K, w, row_bytes, rows, x, ct, ldc);
@@ -393,6 +433,6 @@ const em_ggml_kernel em_ggml_kernel_avx2 = {
     .name = "avx2",
     .runs_here = has_avx2,
     .tile = {tile_q8_0, tile_q4_0, tile_q4_1, tile_q5_0, tile_q5_1, tile_q6_k, tile_q4_k, tile_q5_k,
-             em_ggml_f16_tile_avx2},
+             tile_q3_k, em_ggml_f16_tile_avx2},
 };
 #endif

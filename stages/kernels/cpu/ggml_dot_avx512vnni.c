@@ -113,7 +113,8 @@ VNNI_TILE(q4_1, EM_GGML_DOT_Q4_1)
 VNNI_TILE(q5_0, EM_GGML_DOT_Q5_0)
 VNNI_TILE(q5_1, EM_GGML_DOT_Q5_1)
 
-/* The K-quants Q6_K, Q4_K and Q5_K (ggml_dot.h, ggml_dot.c; Q5_K as Q4_K with 5-bit quants): a
+/* The K-quants Q6_K, Q3_K, Q4_K and Q5_K (ggml_dot.h, ggml_dot.c; Q3_K as Q6_K with 3-bit
+ * quants, Q5_K as Q4_K with 5-bit quants): a
  * vector per integer lane l, its 16 lanes the tokens. Both the weights' and the activations'
  * sub-blocks are rearranged so that dword l of a sub-block holds its values of lane l: Q4_K's
  * 32-value sub-block values l, l + 8, l + 16, l + 24 as bytes (vpdpbusd sums them exactly; then
@@ -267,17 +268,40 @@ VNNI static void unpack_q6k(const uint8_t *blk, uint32_t *wq) {
     }
 }
 
-/* One Q6_K block (at blk, its quants unpacked in wq) of a row against the rearranged activations
- * yt (128). */
-VNNI static void q6k_block(const uint8_t *blk, const uint32_t *wq, const __m512i *yt, __m512 kd,
-                           ksums *s) {
+/* The same for one Q3_K block: its quants 2 bits of qs (at 32) less 4 where the hmask bit (at 0)
+ * is clear, times em_k3_scales's scales. */
+VNNI static void unpack_q3k(const uint8_t *blk, uint32_t *wq) {
+    const __m256i three = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
+    const __m256i hm = _mm256_loadu_si256((const __m256i *)blk);
+    int8_t scale[16];
+    em_k3_scales(blk + 96, scale);
+    for (int h = 0; h < 2; h++) {
+        __m256i qs = _mm256_loadu_si256((const __m256i *)(blk + 32 + 32 * h));
+        for (int k = 0; k < 4; k++) { /* values 128 h + 32 k + l: sub-blocks j and j + 1 */
+            int j = 8 * h + 2 * k;
+            __m256i lo = _mm256_and_si256(_mm256_srli_epi16(qs, 2 * k), three);
+            __m256i high = _mm256_and_si256(_mm256_srli_epi16(hm, 4 * h + k), one);
+            __m256i q = _mm256_sub_epi8(_mm256_or_si256(lo, _mm256_slli_epi16(high, 2)),
+                                        _mm256_set1_epi8(4));
+            __m512i sc =
+                _mm512_inserti64x4(_mm512_set1_epi16(scale[j]), _mm256_set1_epi16(scale[j + 1]), 1);
+            __m512i scaled = _mm512_mullo_epi16(_mm512_cvtepi8_epi16(q), sc); /* |.| <= 128 */
+            _mm512_storeu_si512(wq + 8 * j, lane_words(scaled));
+        }
+    }
+}
+
+/* One Q6_K block (at blk, its quants unpacked in wq), or Q3_K's (its d at 108, not 208), of a row
+ * against the rearranged activations yt (128). */
+VNNI static void q6k_block(const uint8_t *blk, int d_at, const uint32_t *wq, const __m512i *yt,
+                           __m512 kd, ksums *s) {
     __m512i lane[8];
     for (int l = 0; l < 8; l++) lane[l] = _mm512_setzero_si512();
     for (int j = 0; j < 16; j++)
         for (int l = 0; l < 8; l++)
             lane[l] =
                 _mm512_dpwssd_epi32(lane[l], _mm512_set1_epi32((int)wq[8 * j + l]), yt[8 * j + l]);
-    lane_steps(s, em_ggml_half_at(blk + 208), kd, lane);
+    lane_steps(s, em_ggml_half_at(blk + d_at), kd, lane);
 }
 
 /* The K-quant lanes of the group of tokens from c0 (see em_ggml_fill_k_lanes): its M vectors a
@@ -304,13 +328,18 @@ void em_ggml_fill_k_lanes(em_q8_activations *x, bool q4k, bool q6k, int threads)
     }
 }
 
-/* A tile of Q6_K, Q4_K or Q5_K rows (type: Q5_K is Q4_K with another unpacking). Each block's
+/* A tile of Q6_K, Q3_K, Q4_K or Q5_K rows (type: Q3_K is Q6_K with another unpacking, Q5_K
+ * Q4_K). Each block's
  * quants are unpacked once, for the first group of tokens, and kept (M words a block) for the
  * others. */
 VNNI static void kquant_tile(em_ggml_dot_type type, const uint8_t *w, size_t row_bytes, int rows,
                              const em_q8_activations *x, float *ct, size_t ldc) {
-    const bool is_q4k = type != EM_GGML_DOT_Q6_K, five_bits = type == EM_GGML_DOT_Q5_K;
-    const int M = is_q4k ? 64 : 128, block_bytes = !is_q4k ? 210 : five_bits ? 176 : 144;
+    const bool is_q4k = type == EM_GGML_DOT_Q4_K || type == EM_GGML_DOT_Q5_K,
+               five_bits = type == EM_GGML_DOT_Q5_K, three_bits = type == EM_GGML_DOT_Q3_K;
+    const int M = is_q4k ? 64 : 128, block_bytes = three_bits  ? 110
+                                                   : !is_q4k   ? 210
+                                                   : five_bits ? 176
+                                                               : 144;
     ksums s[ROW_BATCH];
     uint32_t *unpacked = em_xmalloc((size_t)rows * x->kblocks * M * sizeof *unpacked);
     for (int c0 = 0; c0 < x->tokens; c0 += LANES) {
@@ -337,8 +366,12 @@ VNNI static void kquant_tile(em_ggml_dot_type type, const uint8_t *w, size_t row
                             if (c0 == 0) unpack_q4k(blk, five_bits, wq);
                             q4k_block(blk, wq, yt + M * (b0 + b), ybs + 8 * (b0 + b), kd, &s[r]);
                         } else {
-                            if (c0 == 0) unpack_q6k(blk, wq);
-                            q6k_block(blk, wq, yt + M * (b0 + b), kd, &s[r]);
+                            if (c0 == 0 && three_bits)
+                                unpack_q3k(blk, wq);
+                            else if (c0 == 0)
+                                unpack_q6k(blk, wq);
+                            q6k_block(blk, three_bits ? 108 : 208, wq, yt + M * (b0 + b), kd,
+                                      &s[r]);
                         }
                     }
                 }
@@ -367,6 +400,14 @@ VNNI static void tile_q4_k(const uint8_t *w, size_t row_bytes, int rows, const e
         em_ggml_kernel_avx2.tile[EM_GGML_DOT_Q4_K](w, row_bytes, rows, x, ct, ldc);
     else
         kquant_tile(EM_GGML_DOT_Q4_K, w, row_bytes, rows, x, ct, ldc);
+}
+
+VNNI static void tile_q3_k(const uint8_t *w, size_t row_bytes, int rows, const em_q8_activations *x,
+                           float *ct, size_t ldc) {
+    if (x->tokens <= EM_GGML_ROW_LANE_TOKENS)
+        em_ggml_kernel_avx2.tile[EM_GGML_DOT_Q3_K](w, row_bytes, rows, x, ct, ldc);
+    else
+        kquant_tile(EM_GGML_DOT_Q3_K, w, row_bytes, rows, x, ct, ldc);
 }
 
 VNNI static void tile_q5_k(const uint8_t *w, size_t row_bytes, int rows, const em_q8_activations *x,
@@ -398,6 +439,6 @@ const em_ggml_kernel em_ggml_kernel_avx512vnni = {
     .prepare = em_ggml_fill_token_lanes,
     .prepare_k = em_ggml_fill_k_lanes,
     .tile = {tile_q8_0, tile_q4_0, tile_q4_1, tile_q5_0, tile_q5_1, tile_q6_k, tile_q4_k, tile_q5_k,
-             em_ggml_f16_tile_avx512},
+             tile_q3_k, em_ggml_f16_tile_avx512},
 };
 #endif

@@ -48,8 +48,8 @@ void em_matmul_quantize(const float *xp, int T, int n_in, int count, const em_te
         int column = em_ggml_dot_type_of(w[i]->type);
         if (column == EM_GGML_DOT_Q4_K || column == EM_GGML_DOT_Q5_K)
             q4k = true; /* Q5_K's dot products read Q4_K's lanes */
-        else if (column == EM_GGML_DOT_Q6_K)
-            q6k = true;
+        else if (column == EM_GGML_DOT_Q6_K || column == EM_GGML_DOT_Q3_K)
+            q6k = true; /* Q3_K's read Q6_K's lanes */
         else if (column == EM_GGML_DOT_F16)
             f16 = true;
         else if (column >= 0)
