@@ -42,17 +42,18 @@ static const struct {
     em_ggml_dot_type column;
     int values, bytes; /* per block */
     int d_at;          /* where its fp16 scale is */
-    int has_min;       /* a second fp16 at byte 2 (Q4_K: the minima's scale) */
+    int min_at; /* where a second fp16 is (the minimum, or the K-quants' minima's scale), or 0 */
 } types[] = {
     {EM_TENSOR_Q8_0, EM_GGML_DOT_Q8_0, 32, 34, 0, 0},
     {EM_TENSOR_Q4_0, EM_GGML_DOT_Q4_0, 32, 18, 0, 0},
-    {EM_TENSOR_Q4_1, EM_GGML_DOT_Q4_1, 32, 20, 0, 1},
+    {EM_TENSOR_Q4_1, EM_GGML_DOT_Q4_1, 32, 20, 0, 2},
     {EM_TENSOR_Q5_0, EM_GGML_DOT_Q5_0, 32, 22, 0, 0},
-    {EM_TENSOR_Q5_1, EM_GGML_DOT_Q5_1, 32, 24, 0, 1},
+    {EM_TENSOR_Q5_1, EM_GGML_DOT_Q5_1, 32, 24, 0, 2},
     {EM_TENSOR_Q6_K, EM_GGML_DOT_Q6_K, 256, 210, 208, 0},
-    {EM_TENSOR_Q4_K, EM_GGML_DOT_Q4_K, 256, 144, 0, 1},
-    {EM_TENSOR_Q5_K, EM_GGML_DOT_Q5_K, 256, 176, 0, 1},
+    {EM_TENSOR_Q4_K, EM_GGML_DOT_Q4_K, 256, 144, 0, 2},
+    {EM_TENSOR_Q5_K, EM_GGML_DOT_Q5_K, 256, 176, 0, 2},
     {EM_TENSOR_Q3_K, EM_GGML_DOT_Q3_K, 256, 110, 108, 0},
+    {EM_TENSOR_Q2_K, EM_GGML_DOT_Q2_K, 256, 84, 80, 82},
     {EM_TENSOR_F16, EM_GGML_DOT_F16, 1, 2, 0, 0}, /* a "block" is one half */
 };
 #define TYPES (sizeof types / sizeof *types)
@@ -72,7 +73,7 @@ static uint8_t *random_rows(size_t i, int rows, int blocks) {
     for (size_t b = 0; types[i].type != EM_TENSOR_F16 && b < (size_t)rows * blocks; b++) {
         uint8_t *blk = w + b * types[i].bytes;
         put_half(blk + types[i].d_at, 0.02f * random_float());
-        if (types[i].has_min) put_half(blk + 2, 0.1f * random_float());
+        if (types[i].min_at) put_half(blk + types[i].min_at, 0.1f * random_float());
     }
     return w;
 }
@@ -121,7 +122,7 @@ static void check_against_dequantized(size_t i, const uint8_t *w, int rows, int 
                     sum += term;
                     magnitude += fabs(term);
                 }
-                if (types[i].has_min && !k_form) { /* ggml uses m * s for m * dx * sum(qs) */
+                if (types[i].min_at && !k_form) { /* ggml uses m * s for m * dx * sum(qs) */
                     uint16_t h;
                     memcpy(&h, blk + 2, 2);
                     double m = em_f16_to_f32(h);
@@ -129,7 +130,7 @@ static void check_against_dequantized(size_t i, const uint8_t *w, int rows, int 
                 }
             }
             double got = ct[(size_t)j * ldc + tk];
-            if (fabs(got - sum) > 1e-5 * (magnitude + 1e-30) && bad++ < 3)
+            if (!(fabs(got - sum) <= 1e-5 * (magnitude + 1e-30)) && bad++ < 3) /* NaN too */
                 fprintf(stderr, "type %d row %d token %d: c %.9g, double %.9g\n",
                         (int)types[i].type, j, tk, got, sum);
         }

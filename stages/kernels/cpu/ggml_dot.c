@@ -83,6 +83,29 @@ static void unpack_q3_k(const uint8_t *w, int8_t a[256]) {
                                                    ((w[l] >> (4 * h + k)) & 1 ? 0 : 4));
 }
 
+/* Q2_K block {scales[16], qs[64], f16 d, f16 dmin}: value 128 h + 32 k + l (h < 2, k < 4, l < 32)
+ * is bits 2 k, 2 k + 1 of qs[32 h + l]; sub-block j (16 values) has scale scales[j] & 15 and
+ * minimum scales[j] >> 4. ggml_vec_dot_q2_K_q8_K_generic: per block, the exact sums isum (of
+ * scale times quant times activation) and summs (of the activation's 16-value sums times the
+ * minima), then sumf += dall * isum - dmin * summs. */
+static float dot_q2_k(const uint8_t *w, const em_q8_activations *x, int t) {
+    float sumf = 0.0f;
+    for (int b = 0; b < x->kblocks; b++, w += 84) {
+        size_t at = (size_t)b * x->tokens + t;
+        const int8_t *y = x->kqs + at * EM_Q8K_BLOCK;
+        const int16_t *bsums = x->kbsums + at * 16;
+        int summs = 0, isum = 0;
+        for (int j = 0; j < 16; j++) summs += bsums[j] * (w[j] >> 4);
+        for (int v = 0; v < 256; v++) {
+            int q = (w[16 + 32 * (v / 128) + v % 32] >> (2 * (v / 32 % 4))) & 3;
+            isum += (w[v / 16] & 15) * (y[v] * q);
+        }
+        float dall = x->kd[at] * em_half_at(w + 80), dmin = x->kd[at] * em_half_at(w + 82);
+        sumf += dall * (float)isum - dmin * (float)summs;
+    }
+    return sumf;
+}
+
 /* Q6_K, or Q3_K (three_bits): 16 sub-blocks of 16 with signed scales, ggml_dot.h's 8 lanes. */
 static float dot_k16(const uint8_t *w, bool three_bits, const em_q8_activations *x, int t) {
     float sums[8] = {0};
@@ -154,6 +177,7 @@ static float dot_f16(const uint8_t *w, int K, const em_q8_activations *x, int t)
 
 /* The dot product of the column's type. */
 static float dot_of(em_ggml_dot_type type, const uint8_t *w, const em_q8_activations *x, int t) {
+    if (type == EM_GGML_DOT_Q2_K) return dot_q2_k(w, x, t);
     if (type == EM_GGML_DOT_Q6_K || type == EM_GGML_DOT_Q3_K)
         return dot_k16(w, type == EM_GGML_DOT_Q3_K, x, t);
     if (type == EM_GGML_DOT_Q4_K || type == EM_GGML_DOT_Q5_K)
@@ -178,6 +202,7 @@ C_TILE(q6_k, EM_GGML_DOT_Q6_K)
 C_TILE(q4_k, EM_GGML_DOT_Q4_K)
 C_TILE(q5_k, EM_GGML_DOT_Q5_K)
 C_TILE(q3_k, EM_GGML_DOT_Q3_K)
+C_TILE(q2_k, EM_GGML_DOT_Q2_K)
 
 static void tile_f16(const uint8_t *w, size_t row_bytes, int rows, const em_q8_activations *x,
                      float *ct, size_t ldc) {
@@ -195,7 +220,7 @@ const em_ggml_kernel em_ggml_kernel_c = {
     .name = "c",
     .runs_here = always,
     .tile = {tile_q8_0, tile_q4_0, tile_q4_1, tile_q5_0, tile_q5_1, tile_q6_k, tile_q4_k, tile_q5_k,
-             tile_q3_k, tile_f16},
+             tile_q3_k, tile_q2_k, tile_f16},
 };
 
 /* The table, best first. */
@@ -241,6 +266,8 @@ int em_ggml_dot_type_of(em_tensor_type type) {
         return EM_GGML_DOT_Q5_K;
     case EM_TENSOR_Q3_K:
         return EM_GGML_DOT_Q3_K;
+    case EM_TENSOR_Q2_K:
+        return EM_GGML_DOT_Q2_K;
     case EM_TENSOR_F16:
         return EM_GGML_DOT_F16;
     default:
@@ -249,7 +276,7 @@ int em_ggml_dot_type_of(em_tensor_type type) {
 }
 
 const char *em_ggml_dot_type_names(void) {
-    return "Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q6_K Q4_K Q5_K Q3_K F16";
+    return "Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q6_K Q4_K Q5_K Q3_K Q2_K F16";
 }
 
 em_status em_ggml_kernel_select(const em_ggml_kernel **kernel) {

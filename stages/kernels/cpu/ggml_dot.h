@@ -19,7 +19,11 @@
  * activation's 16-value sums times the weight's 6-bit minima. Q5_K
  * (ggml_vec_dot_q5_K_q8_K_generic) is Q4_K with 5-bit quants: the nibble plus 16 where the
  * value's bit of qh is set. Q3_K (ggml_vec_dot_q3_K_q8_K_generic) is Q6_K's form with 3-bit
- * quants (2 bits, less 4 where the value's hmask bit is clear) and 6-bit scales less 32.
+ * quants (2 bits, less 4 where the value's hmask bit is clear) and 6-bit scales less 32. Q2_K
+ * (ggml_vec_dot_q2_K_q8_K_generic) has no lanes: per block the exact sums isum (4-bit scale times
+ * 2-bit quant times activation) and summs (the activation's 16-value sums times the 4-bit
+ * minima), then sumf += dall * (float)isum - dmin * (float)summs, dall and dmin the weight's
+ * fp16 scales times dx.
  * F16 (ggml's F16 weights read fp16 activations, the F16 form of q8_activations.h): the row and
  * the activations padded with zeros to a multiple of 16 values, 16 lanes, lane l the sum of the
  * products of values l, l + 16, l + 32, ... in order (each product of two fp16 values is exact in
@@ -71,6 +75,7 @@ typedef enum em_ggml_dot_type {
     EM_GGML_DOT_Q4_K,
     EM_GGML_DOT_Q5_K,
     EM_GGML_DOT_Q3_K,
+    EM_GGML_DOT_Q2_K,
     EM_GGML_DOT_F16, /* this one reads the F16 form */
     EM_GGML_DOT_TYPES,
 } em_ggml_dot_type;
@@ -111,15 +116,15 @@ typedef struct em_ggml_kernel {
      * amx and avx512vnni transpose its tokens into lanes once (ggml_dot_lanes.h) */
     void (*prepare)(em_q8_activations *x, int threads);
     /* the same after each em_q8k_quantize, for the products of Q4_K or Q5_K weights (q4k) or
-     * Q6_K or Q3_K (q6k) to come: avx512vnni's K-quant tiles (amx's too) rearrange its tokens into
-     * lanes once */
+     * Q6_K or Q3_K (q6k), or Q2_K (both) to come: avx512vnni's K-quant tiles (amx's too) rearrange
+     * its tokens into lanes once */
     void (*prepare_k)(em_q8_activations *x, bool q4k, bool q6k, int threads);
 } em_ggml_kernel;
 
 /* Whether the column's dot products read the activations' Q8_K form (else the 32-value one). */
 static inline bool em_ggml_dot_reads_q8k(int column) {
     return column == EM_GGML_DOT_Q6_K || column == EM_GGML_DOT_Q4_K || column == EM_GGML_DOT_Q5_K ||
-           column == EM_GGML_DOT_Q3_K;
+           column == EM_GGML_DOT_Q3_K || column == EM_GGML_DOT_Q2_K;
 }
 
 /* The plain C kernel: the definition the others match. */
@@ -134,7 +139,7 @@ em_ggml_tile_fn em_ggml_f16_tile_avx512, em_ggml_f16_tile_avx2;
 #endif
 
 /* The column of a tensor type, or -1 when the mode has no dot product for it (such weights run
- * exact: F32, BF16, Q2_K, the IQ types and the others). */
+ * exact: F32, BF16, the IQ types and the others). */
 int em_ggml_dot_type_of(em_tensor_type type);
 /* The names of the types the mode covers, for messages ("Q8_0 ... Q5_K F16"). */
 const char *em_ggml_dot_type_names(void);

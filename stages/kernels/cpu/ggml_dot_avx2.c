@@ -226,7 +226,7 @@ AVX2_TILE(q4_1, EM_GGML_DOT_Q4_1)
 AVX2_TILE(q5_0, EM_GGML_DOT_Q5_0)
 AVX2_TILE(q5_1, EM_GGML_DOT_Q5_1)
 
-/* The K-quants Q6_K, Q3_K, Q4_K and Q5_K (see ggml_dot.h and ggml_dot.c). Each row's block is
+/* The K-quants Q6_K, Q3_K, Q4_K, Q5_K and Q2_K (see ggml_dot.h and ggml_dot.c). Each row's block is
  * unpacked once per chunk of tokens: its 256 quants in 8 vectors of 32 bytes (Q6_K: two 16-value
  * sub-blocks of 6-bit value - 32; Q4_K and Q5_K: one 32-value sub-block of 4- or 5-bit values), the
  * bytes of each 16 values interleaved (values l and l + 8 side by side, as the activations are
@@ -239,7 +239,7 @@ typedef struct kquant_block {
     __m256i abs_q[8], q[8];  /* |quant| and quant (Q6_K, for the signs); Q4_K: abs_q only */
     __m256i even[8], odd[8]; /* {scale, 0} and {0, scale} per 32-bit lane, per vector's halves */
     float d, dmin;           /* the block's fp16 scale (and Q4_K's fp16 scale of the minima) */
-    int min[8];              /* Q4_K: the sub-blocks' 6-bit minima */
+    int min[16];             /* Q4_K: the sub-blocks' 6-bit minima (8); Q2_K: 4-bit ones (16) */
 } kquant_block;
 
 static const int8_t interleave_bytes[32] = {0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15,
@@ -305,6 +305,28 @@ AVX2 static void unpack_q3k(const uint8_t *w, kquant_block *k) {
     k->d = half_at(w + 108);
 }
 
+/* Q2_K: unsigned 2-bit quants of qs (at 16) laid out as Q3_K's, 4-bit scales and minima
+ * (scales at 0), d at 80 and dmin at 82. */
+AVX2 static void unpack_q2k(const uint8_t *w, kquant_block *k) {
+    const __m256i interleave = _mm256_loadu_si256((const __m256i *)interleave_bytes);
+    const __m256i three = _mm256_set1_epi8(3);
+    for (int h = 0; h < 2; h++) {
+        __m256i qs = _mm256_loadu_si256((const __m256i *)(w + 16 + 32 * h));
+        for (int i = 0; i < 4; i++) /* values 128 h + 32 i + l: sub-blocks 8 h + 2 i, + 1 */
+            k->abs_q[4 * h + i] = _mm256_shuffle_epi8(
+                _mm256_and_si256(_mm256_srli_epi16(qs, 2 * i), three), interleave);
+    }
+    for (int v = 0; v < 8; v++) {
+        uint32_t s0 = w[2 * v] & 15u, s1 = w[2 * v + 1] & 15u;
+        k->even[v] = _mm256_set_m128i(_mm_set1_epi32((int)s1), _mm_set1_epi32((int)s0));
+        k->odd[v] =
+            _mm256_set_m128i(_mm_set1_epi32((int)(s1 << 16)), _mm_set1_epi32((int)(s0 << 16)));
+    }
+    for (int j = 0; j < 16; j++) k->min[j] = w[j] >> 4;
+    k->d = half_at(w + 80);
+    k->dmin = half_at(w + 82);
+}
+
 /* Q4_K, or Q5_K (five_bits: its quants at 48, plus 16 where bit j of qh[l] at 16 is set). */
 AVX2 static void unpack_q4k(const uint8_t *w, bool five_bits, kquant_block *k) {
     const __m256i interleave = _mm256_loadu_si256((const __m256i *)interleave_bytes);
@@ -353,15 +375,17 @@ AVX2 static inline __m256i kquant_lanes(const kquant_block *k, const int8_t *y, 
     return _mm256_set_m128i(_mm_unpackhi_epi32(e, o), _mm_unpacklo_epi32(e, o));
 }
 
-/* A tile of Q6_K, Q3_K, Q4_K or Q5_K rows (type), in ggml_dot.h's order per (row, token). */
+/* A tile of Q6_K, Q3_K, Q4_K, Q5_K or Q2_K rows (type), in ggml_dot.h's order per (row, token). */
 AVX2 static inline __attribute__((always_inline)) void
 kquant_tile(em_ggml_dot_type type, const uint8_t *w, size_t row_bytes, int rows,
             const em_q8_activations *x, float *ct, size_t ldc) {
     kquant_block k;
     const bool is_q4k = type == EM_GGML_DOT_Q4_K || type == EM_GGML_DOT_Q5_K,
                five_bits = type == EM_GGML_DOT_Q5_K;
+    const bool is_q2k = type == EM_GGML_DOT_Q2_K; /* unsigned, no lanes: one sum a block */
     const int block_bytes = type == EM_GGML_DOT_Q6_K   ? 210
                             : type == EM_GGML_DOT_Q3_K ? 110
+                            : is_q2k                   ? 84
                             : five_bits                ? 176
                                                        : 144;
     for (int c0 = 0; c0 < x->tokens; c0 += KQUANT_CHUNK) {
@@ -379,11 +403,24 @@ kquant_tile(em_ggml_dot_type type, const uint8_t *w, size_t row_bytes, int rows,
                     unpack_q4k(blk, five_bits, &k);
                 else if (type == EM_GGML_DOT_Q3_K)
                     unpack_q3k(blk, &k);
+                else if (is_q2k)
+                    unpack_q2k(blk, &k);
                 else
                     unpack_q6k(blk, &k);
                 for (int t = 0; t < n; t++) {
                     size_t at = (size_t)b * x->tokens + c0 + t;
-                    __m256i lanes = kquant_lanes(&k, x->kqs + at * EM_Q8K_BLOCK, !is_q4k);
+                    __m256i lanes =
+                        kquant_lanes(&k, x->kqs + at * EM_Q8K_BLOCK, !is_q4k && !is_q2k);
+                    if (is_q2k) {
+                        const int16_t *bsums = x->kbsums + at * 16;
+                        int summs = 0, isum = 0, lane[8];
+                        for (int i = 0; i < 16; i++) summs += bsums[i] * k.min[i];
+                        _mm256_storeu_si256((__m256i *)lane, lanes);
+                        for (int l = 0; l < 8; l++) isum += lane[l];
+                        float dall = x->kd[at] * k.d, dmin = x->kd[at] * k.dmin;
+                        sumf[t] += dall * (float)isum - dmin * (float)summs;
+                        continue;
+                    }
                     __m256 d = _mm256_set1_ps(k.d * x->kd[at]);
                     sums[t] = _mm256_add_ps(sums[t], _mm256_mul_ps(d, _mm256_cvtepi32_ps(lanes)));
                     if (is_q4k) {
@@ -414,6 +451,11 @@ AVX2 static void tile_q4_k(const uint8_t *w, size_t row_bytes, int rows, const e
     kquant_tile(EM_GGML_DOT_Q4_K, w, row_bytes, rows, x, ct, ldc);
 }
 
+AVX2 static void tile_q2_k(const uint8_t *w, size_t row_bytes, int rows, const em_q8_activations *x,
+                           float *ct, size_t ldc) {
+    kquant_tile(EM_GGML_DOT_Q2_K, w, row_bytes, rows, x, ct, ldc);
+}
+
 AVX2 static void tile_q3_k(const uint8_t *w, size_t row_bytes, int rows, const em_q8_activations *x,
                            float *ct, size_t ldc) {
     kquant_tile(EM_GGML_DOT_Q3_K, w, row_bytes, rows, x, ct, ldc);
@@ -433,6 +475,6 @@ const em_ggml_kernel em_ggml_kernel_avx2 = {
     .name = "avx2",
     .runs_here = has_avx2,
     .tile = {tile_q8_0, tile_q4_0, tile_q4_1, tile_q5_0, tile_q5_1, tile_q6_k, tile_q4_k, tile_q5_k,
-             tile_q3_k, em_ggml_f16_tile_avx2},
+             tile_q3_k, tile_q2_k, em_ggml_f16_tile_avx2},
 };
 #endif

@@ -291,6 +291,44 @@ VNNI static void unpack_q3k(const uint8_t *blk, uint32_t *wq) {
     }
 }
 
+/* The same for one Q2_K block: its unsigned 2-bit quants (qs at 16, laid out as Q3_K's) times
+ * the 4-bit scales (the low nibbles of bytes 0..15). */
+VNNI static void unpack_q2k(const uint8_t *blk, uint32_t *wq) {
+    const __m256i three = _mm256_set1_epi8(3);
+    for (int h = 0; h < 2; h++) {
+        __m256i qs = _mm256_loadu_si256((const __m256i *)(blk + 16 + 32 * h));
+        for (int k = 0; k < 4; k++) { /* values 128 h + 32 k + l: sub-blocks j and j + 1 */
+            int j = 8 * h + 2 * k;
+            __m256i q = _mm256_and_si256(_mm256_srli_epi16(qs, 2 * k), three);
+            __m512i sc = _mm512_inserti64x4(_mm512_set1_epi16(blk[j] & 15),
+                                            _mm256_set1_epi16(blk[j + 1] & 15), 1);
+            __m512i scaled = _mm512_mullo_epi16(_mm512_cvtepu8_epi16(q), sc); /* <= 45 */
+            _mm512_storeu_si512(wq + 8 * j, lane_words(scaled));
+        }
+    }
+}
+
+/* One Q2_K block (at blk, unpacked in wq) against Q6_K's activation lanes yt (128) and Q4_K's
+ * 16-value sums ybs (8): sumf += dall * isum - dmin * summs. */
+VNNI static void q2k_block(const uint8_t *blk, const uint32_t *wq, const __m512i *yt,
+                           const __m512i *ybs, __m512 kd, ksums *s) {
+    __m512i lane[8], summs = _mm512_setzero_si512(); /* 8 chains, added exactly at the end */
+    for (int l = 0; l < 8; l++) lane[l] = _mm512_setzero_si512();
+    for (int j = 0; j < 16; j++)
+        for (int l = 0; l < 8; l++)
+            lane[l] =
+                _mm512_dpwssd_epi32(lane[l], _mm512_set1_epi32((int)wq[8 * j + l]), yt[8 * j + l]);
+    __m512i isum = lane[0];
+    for (int l = 1; l < 8; l++) isum = _mm512_add_epi32(isum, lane[l]);
+    for (int i = 0; i < 8; i++)
+        summs = _mm512_dpwssd_epi32(
+            summs, ybs[i], _mm512_set1_epi32((blk[2 * i] >> 4) | (blk[2 * i + 1] >> 4) << 16));
+    __m512 dall = _mm512_mul_ps(kd, _mm512_set1_ps(em_ggml_half_at(blk + 80))),
+           dmin = _mm512_mul_ps(kd, _mm512_set1_ps(em_ggml_half_at(blk + 82)));
+    s->sumf = _mm512_add_ps(s->sumf, _mm512_sub_ps(_mm512_mul_ps(dall, _mm512_cvtepi32_ps(isum)),
+                                                   _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(summs))));
+}
+
 /* One Q6_K block (at blk, its quants unpacked in wq), or Q3_K's (its d at 108, not 208), of a row
  * against the rearranged activations yt (128). */
 VNNI static void q6k_block(const uint8_t *blk, int d_at, const uint32_t *wq, const __m512i *yt,
@@ -328,15 +366,17 @@ void em_ggml_fill_k_lanes(em_q8_activations *x, bool q4k, bool q6k, int threads)
     }
 }
 
-/* A tile of Q6_K, Q3_K, Q4_K or Q5_K rows (type: Q3_K is Q6_K with another unpacking, Q5_K
- * Q4_K). Each block's
+/* A tile of Q6_K, Q3_K, Q4_K, Q5_K or Q2_K rows (type: Q3_K is Q6_K with another unpacking, Q5_K
+ * Q4_K; Q2_K reads Q6_K's lanes and Q4_K's 16-value sums). Each block's
  * quants are unpacked once, for the first group of tokens, and kept (M words a block) for the
  * others. */
 VNNI static void kquant_tile(em_ggml_dot_type type, const uint8_t *w, size_t row_bytes, int rows,
                              const em_q8_activations *x, float *ct, size_t ldc) {
     const bool is_q4k = type == EM_GGML_DOT_Q4_K || type == EM_GGML_DOT_Q5_K,
-               five_bits = type == EM_GGML_DOT_Q5_K, three_bits = type == EM_GGML_DOT_Q3_K;
+               five_bits = type == EM_GGML_DOT_Q5_K, three_bits = type == EM_GGML_DOT_Q3_K,
+               is_q2k = type == EM_GGML_DOT_Q2_K;
     const int M = is_q4k ? 64 : 128, block_bytes = three_bits  ? 110
+                                                   : is_q2k    ? 84
                                                    : !is_q4k   ? 210
                                                    : five_bits ? 176
                                                                : 144;
@@ -351,7 +391,7 @@ VNNI static void kquant_tile(em_ggml_dot_type type, const uint8_t *w, size_t row
                 s[r].sumf = _mm512_setzero_ps();
             }
             const __m512i *yt = is_q4k ? k4_lanes_at(x, c0) : k6_lanes_at(x, c0),
-                          *ybs = is_q4k ? k4_bsums_at(x, c0) : NULL;
+                          *ybs = is_q4k || is_q2k ? k4_bsums_at(x, c0) : NULL;
             for (int b0 = 0; b0 < x->kblocks; b0 += KBLOCK_CHUNK) {
                 int nb = x->kblocks - b0 < KBLOCK_CHUNK ? x->kblocks - b0 : KBLOCK_CHUNK;
                 for (int r = 0; r < batch; r++) {
@@ -362,7 +402,10 @@ VNNI static void kquant_tile(em_ggml_dot_type type, const uint8_t *w, size_t row
                             unpacked + ((size_t)(r0 + r) * x->kblocks + (size_t)(b0 + b)) * M;
                         __m512 kd = _mm512_maskz_loadu_ps(
                             em_ggml_live_lanes(n), x->kd + (size_t)(b0 + b) * x->tokens + c0);
-                        if (is_q4k) {
+                        if (is_q2k) {
+                            if (c0 == 0) unpack_q2k(blk, wq);
+                            q2k_block(blk, wq, yt + M * (b0 + b), ybs + 8 * (b0 + b), kd, &s[r]);
+                        } else if (is_q4k) {
                             if (c0 == 0) unpack_q4k(blk, five_bits, wq);
                             q4k_block(blk, wq, yt + M * (b0 + b), ybs + 8 * (b0 + b), kd, &s[r]);
                         } else {
@@ -402,6 +445,14 @@ VNNI static void tile_q4_k(const uint8_t *w, size_t row_bytes, int rows, const e
         kquant_tile(EM_GGML_DOT_Q4_K, w, row_bytes, rows, x, ct, ldc);
 }
 
+VNNI static void tile_q2_k(const uint8_t *w, size_t row_bytes, int rows, const em_q8_activations *x,
+                           float *ct, size_t ldc) {
+    if (x->tokens <= EM_GGML_ROW_LANE_TOKENS)
+        em_ggml_kernel_avx2.tile[EM_GGML_DOT_Q2_K](w, row_bytes, rows, x, ct, ldc);
+    else
+        kquant_tile(EM_GGML_DOT_Q2_K, w, row_bytes, rows, x, ct, ldc);
+}
+
 VNNI static void tile_q3_k(const uint8_t *w, size_t row_bytes, int rows, const em_q8_activations *x,
                            float *ct, size_t ldc) {
     if (x->tokens <= EM_GGML_ROW_LANE_TOKENS)
@@ -439,6 +490,6 @@ const em_ggml_kernel em_ggml_kernel_avx512vnni = {
     .prepare = em_ggml_fill_token_lanes,
     .prepare_k = em_ggml_fill_k_lanes,
     .tile = {tile_q8_0, tile_q4_0, tile_q4_1, tile_q5_0, tile_q5_1, tile_q6_k, tile_q4_k, tile_q5_k,
-             tile_q3_k, em_ggml_f16_tile_avx512},
+             tile_q3_k, tile_q2_k, em_ggml_f16_tile_avx512},
 };
 #endif

@@ -252,11 +252,12 @@ static em_status reserve(em_llama_forward *f, int T, int longest) {
     if (!err && f->scratch.ggml)
         err = em_q8_reserve(&f->scratch.q8, T, (int)(widest > QD ? widest : QD));
     if (!err && f->scratch.ggml && f->scratch.ggml->prepare_k)
-        err = em_q8_reserve_k_lanes(&f->scratch.q8, T, (int)(widest > QD ? widest : QD),
-                                    has_weights_of(f->model, EM_TENSOR_Q4_K) ||
-                                        has_weights_of(f->model, EM_TENSOR_Q5_K), /* Q4_K's */
-                                    has_weights_of(f->model, EM_TENSOR_Q6_K) ||
-                                        has_weights_of(f->model, EM_TENSOR_Q3_K)); /* Q6_K's */
+        err = em_q8_reserve_k_lanes(
+            &f->scratch.q8, T, (int)(widest > QD ? widest : QD),
+            has_weights_of(f->model, EM_TENSOR_Q4_K) || has_weights_of(f->model, EM_TENSOR_Q5_K) ||
+                has_weights_of(f->model, EM_TENSOR_Q2_K), /* Q4_K's */
+            has_weights_of(f->model, EM_TENSOR_Q6_K) || has_weights_of(f->model, EM_TENSOR_Q3_K) ||
+                has_weights_of(f->model, EM_TENSOR_Q2_K)); /* Q6_K's */
     if (!err && f->scratch.bf16)
         err = em_scratch_reserve_bf16(&f->scratch,
                                       em_bf16_packed_words(T, (int)(widest > QD ? widest : QD)));

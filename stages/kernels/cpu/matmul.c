@@ -50,6 +50,8 @@ void em_matmul_quantize(const float *xp, int T, int n_in, int count, const em_te
             q4k = true; /* Q5_K's dot products read Q4_K's lanes */
         else if (column == EM_GGML_DOT_Q6_K || column == EM_GGML_DOT_Q3_K)
             q6k = true; /* Q3_K's read Q6_K's lanes */
+        else if (column == EM_GGML_DOT_Q2_K)
+            q4k = q6k = true; /* Q6_K's lanes and Q4_K's 16-value sums */
         else if (column == EM_GGML_DOT_F16)
             f16 = true;
         else if (column >= 0)
