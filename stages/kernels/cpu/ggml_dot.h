@@ -121,6 +121,12 @@ typedef struct em_ggml_kernel {
     void (*prepare_k)(em_q8_activations *x, bool q4k, bool q6k, int threads);
 } em_ggml_kernel;
 
+/* The K-quant columns, for kernels that define one tile function per K-quant: X(name, column). */
+#define EM_GGML_KQUANTS(X)                                                                         \
+    X(q6_k, EM_GGML_DOT_Q6_K)                                                                      \
+    X(q4_k, EM_GGML_DOT_Q4_K)                                                                      \
+    X(q5_k, EM_GGML_DOT_Q5_K) X(q3_k, EM_GGML_DOT_Q3_K) X(q2_k, EM_GGML_DOT_Q2_K)
+
 /* Whether the column's dot products read the activations' Q8_K form (else the 32-value one). */
 static inline bool em_ggml_dot_reads_q8k(int column) {
     return column == EM_GGML_DOT_Q6_K || column == EM_GGML_DOT_Q4_K || column == EM_GGML_DOT_Q5_K ||

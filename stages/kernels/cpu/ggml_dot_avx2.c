@@ -245,6 +245,17 @@ typedef struct kquant_block {
 static const int8_t interleave_bytes[32] = {0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15,
                                             0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15};
 
+/* The 16 sub-blocks' scales (of 16 values) as k->even and k->odd: vector v's halves hold
+ * sub-blocks 2v and 2v + 1, each scale a 16-bit lane, low (even) or high (odd) in its 32 bits. */
+AVX2 static void sub_block_scales(const int8_t scale[16], kquant_block *k) {
+    for (int v = 0; v < 8; v++) {
+        uint32_t s0 = (uint32_t)scale[2 * v] & 0xffff, s1 = (uint32_t)scale[2 * v + 1] & 0xffff;
+        k->even[v] = _mm256_set_m128i(_mm_set1_epi32((int)s1), _mm_set1_epi32((int)s0));
+        k->odd[v] =
+            _mm256_set_m128i(_mm_set1_epi32((int)(s1 << 16)), _mm_set1_epi32((int)(s0 << 16)));
+    }
+}
+
 AVX2 static void unpack_q6k(const uint8_t *w, kquant_block *k) {
     const __m256i low = _mm256_set1_epi8(15), two = _mm256_set1_epi8(0x30);
     const __m256i interleave = _mm256_loadu_si256((const __m256i *)interleave_bytes);
@@ -265,14 +276,9 @@ AVX2 static void unpack_q6k(const uint8_t *w, kquant_block *k) {
             k->abs_q[4 * h + i] = _mm256_abs_epi8(q);
         }
     }
-    for (int v = 0; v < 8; v++) {
-        /* each scale as a 16-bit lane, low (even) or high (odd) in its 32 bits; shifted unsigned */
-        uint32_t s0 = (uint32_t)(int8_t)w[192 + 2 * v] & 0xffff,
-                 s1 = (uint32_t)(int8_t)w[192 + 2 * v + 1] & 0xffff;
-        k->even[v] = _mm256_set_m128i(_mm_set1_epi32((int)s1), _mm_set1_epi32((int)s0));
-        k->odd[v] =
-            _mm256_set_m128i(_mm_set1_epi32((int)(s1 << 16)), _mm_set1_epi32((int)(s0 << 16)));
-    }
+    int8_t scale[16];
+    memcpy(scale, w + 192, 16);
+    sub_block_scales(scale, k);
     k->d = half_at(w + 208);
 }
 
@@ -296,12 +302,7 @@ AVX2 static void unpack_q3k(const uint8_t *w, kquant_block *k) {
     }
     int8_t scale[16];
     em_k3_scales(w + 96, scale);
-    for (int v = 0; v < 8; v++) {
-        uint32_t s0 = (uint32_t)scale[2 * v] & 0xffff, s1 = (uint32_t)scale[2 * v + 1] & 0xffff;
-        k->even[v] = _mm256_set_m128i(_mm_set1_epi32((int)s1), _mm_set1_epi32((int)s0));
-        k->odd[v] =
-            _mm256_set_m128i(_mm_set1_epi32((int)(s1 << 16)), _mm_set1_epi32((int)(s0 << 16)));
-    }
+    sub_block_scales(scale, k);
     k->d = half_at(w + 108);
 }
 
@@ -316,13 +317,12 @@ AVX2 static void unpack_q2k(const uint8_t *w, kquant_block *k) {
             k->abs_q[4 * h + i] = _mm256_shuffle_epi8(
                 _mm256_and_si256(_mm256_srli_epi16(qs, 2 * i), three), interleave);
     }
-    for (int v = 0; v < 8; v++) {
-        uint32_t s0 = w[2 * v] & 15u, s1 = w[2 * v + 1] & 15u;
-        k->even[v] = _mm256_set_m128i(_mm_set1_epi32((int)s1), _mm_set1_epi32((int)s0));
-        k->odd[v] =
-            _mm256_set_m128i(_mm_set1_epi32((int)(s1 << 16)), _mm_set1_epi32((int)(s0 << 16)));
+    int8_t scale[16];
+    for (int j = 0; j < 16; j++) {
+        scale[j] = (int8_t)(w[j] & 15);
+        k->min[j] = w[j] >> 4;
     }
-    for (int j = 0; j < 16; j++) k->min[j] = w[j] >> 4;
+    sub_block_scales(scale, k);
     k->d = half_at(w + 80);
     k->dmin = half_at(w + 82);
 }
@@ -441,30 +441,12 @@ kquant_tile(em_ggml_dot_type type, const uint8_t *w, size_t row_bytes, int rows,
     }
 }
 
-AVX2 static void tile_q6_k(const uint8_t *w, size_t row_bytes, int rows, const em_q8_activations *x,
-                           float *ct, size_t ldc) {
-    kquant_tile(EM_GGML_DOT_Q6_K, w, row_bytes, rows, x, ct, ldc);
-}
-
-AVX2 static void tile_q4_k(const uint8_t *w, size_t row_bytes, int rows, const em_q8_activations *x,
-                           float *ct, size_t ldc) {
-    kquant_tile(EM_GGML_DOT_Q4_K, w, row_bytes, rows, x, ct, ldc);
-}
-
-AVX2 static void tile_q2_k(const uint8_t *w, size_t row_bytes, int rows, const em_q8_activations *x,
-                           float *ct, size_t ldc) {
-    kquant_tile(EM_GGML_DOT_Q2_K, w, row_bytes, rows, x, ct, ldc);
-}
-
-AVX2 static void tile_q3_k(const uint8_t *w, size_t row_bytes, int rows, const em_q8_activations *x,
-                           float *ct, size_t ldc) {
-    kquant_tile(EM_GGML_DOT_Q3_K, w, row_bytes, rows, x, ct, ldc);
-}
-
-AVX2 static void tile_q5_k(const uint8_t *w, size_t row_bytes, int rows, const em_q8_activations *x,
-                           float *ct, size_t ldc) {
-    kquant_tile(EM_GGML_DOT_Q5_K, w, row_bytes, rows, x, ct, ldc);
-}
+#define KQUANT_TILE(name, column)                                                                  \
+    AVX2 static void tile_##name(const uint8_t *w, size_t row_bytes, int rows,                     \
+                                 const em_q8_activations *x, float *ct, size_t ldc) {              \
+        kquant_tile(column, w, row_bytes, rows, x, ct, ldc);                                       \
+    }
+EM_GGML_KQUANTS(KQUANT_TILE)
 
 static bool has_avx2(void) {
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&

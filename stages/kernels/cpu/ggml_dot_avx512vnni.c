@@ -429,45 +429,16 @@ VNNI static void kquant_tile(em_ggml_dot_type type, const uint8_t *w, size_t row
     free(unpacked);
 }
 
-VNNI static void tile_q6_k(const uint8_t *w, size_t row_bytes, int rows, const em_q8_activations *x,
-                           float *ct, size_t ldc) {
-    if (x->tokens <= EM_GGML_ROW_LANE_TOKENS)
-        em_ggml_kernel_avx2.tile[EM_GGML_DOT_Q6_K](w, row_bytes, rows, x, ct, ldc);
-    else
-        kquant_tile(EM_GGML_DOT_Q6_K, w, row_bytes, rows, x, ct, ldc);
-}
-
-VNNI static void tile_q4_k(const uint8_t *w, size_t row_bytes, int rows, const em_q8_activations *x,
-                           float *ct, size_t ldc) {
-    if (x->tokens <= EM_GGML_ROW_LANE_TOKENS)
-        em_ggml_kernel_avx2.tile[EM_GGML_DOT_Q4_K](w, row_bytes, rows, x, ct, ldc);
-    else
-        kquant_tile(EM_GGML_DOT_Q4_K, w, row_bytes, rows, x, ct, ldc);
-}
-
-VNNI static void tile_q2_k(const uint8_t *w, size_t row_bytes, int rows, const em_q8_activations *x,
-                           float *ct, size_t ldc) {
-    if (x->tokens <= EM_GGML_ROW_LANE_TOKENS)
-        em_ggml_kernel_avx2.tile[EM_GGML_DOT_Q2_K](w, row_bytes, rows, x, ct, ldc);
-    else
-        kquant_tile(EM_GGML_DOT_Q2_K, w, row_bytes, rows, x, ct, ldc);
-}
-
-VNNI static void tile_q3_k(const uint8_t *w, size_t row_bytes, int rows, const em_q8_activations *x,
-                           float *ct, size_t ldc) {
-    if (x->tokens <= EM_GGML_ROW_LANE_TOKENS)
-        em_ggml_kernel_avx2.tile[EM_GGML_DOT_Q3_K](w, row_bytes, rows, x, ct, ldc);
-    else
-        kquant_tile(EM_GGML_DOT_Q3_K, w, row_bytes, rows, x, ct, ldc);
-}
-
-VNNI static void tile_q5_k(const uint8_t *w, size_t row_bytes, int rows, const em_q8_activations *x,
-                           float *ct, size_t ldc) {
-    if (x->tokens <= EM_GGML_ROW_LANE_TOKENS)
-        em_ggml_kernel_avx2.tile[EM_GGML_DOT_Q5_K](w, row_bytes, rows, x, ct, ldc);
-    else
-        kquant_tile(EM_GGML_DOT_Q5_K, w, row_bytes, rows, x, ct, ldc);
-}
+/* A K-quant's tiles: 4 tokens or fewer take avx2's (rows across its lanes), the rest these. */
+#define KQUANT_TILE(name, column)                                                                  \
+    VNNI static void tile_##name(const uint8_t *w, size_t row_bytes, int rows,                     \
+                                 const em_q8_activations *x, float *ct, size_t ldc) {              \
+        if (x->tokens <= EM_GGML_ROW_LANE_TOKENS)                                                  \
+            em_ggml_kernel_avx2.tile[column](w, row_bytes, rows, x, ct, ldc);                      \
+        else                                                                                       \
+            kquant_tile(column, w, row_bytes, rows, x, ct, ldc);                                   \
+    }
+EM_GGML_KQUANTS(KQUANT_TILE)
 
 static bool has_avx512vnni(void) {
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
