@@ -85,6 +85,7 @@ static float *quantized_activations(int T, int K, em_q8_activations *q) {
     float *xp = calloc(em_gemm_packed_floats(T, K), sizeof(float));
     for (int p = 0; p < em_gemm_panel_count(T); p++) em_gemm_pack_panel(x, (size_t)K, T, K, p, xp);
     CHECK(em_q8_reserve(q, T, K) == NULL);
+    CHECK(em_q8_reserve_f16(q, T, K) == NULL);
     em_f16_round(em_gemm_packed(xp, T, K), T, K, 1, q);
     if (K % EM_Q8_BLOCK == 0) em_q8_quantize(em_gemm_packed(xp, T, K), T, K, 1, q);
     if (K % EM_Q8K_BLOCK == 0) {
@@ -188,7 +189,7 @@ static void check_f16_tree_order(const em_ggml_kernel *k) {
         float *xp = calloc(em_gemm_packed_floats(T, 16), sizeof(float));
         for (int p = 0; p < em_gemm_panel_count(T); p++) em_gemm_pack_panel(x, 16, T, 16, p, xp);
         em_q8_activations q = {0};
-        CHECK(em_q8_reserve(&q, T, 16) == NULL);
+        CHECK(em_q8_reserve_f16(&q, T, 16) == NULL);
         em_f16_round(em_gemm_packed(xp, T, 16), T, 16, 1, &q);
         uint8_t w[19 * 32];
         for (int i = 0; i < 19 * 16; i++) put_half(w + 2 * i, 1.0f);

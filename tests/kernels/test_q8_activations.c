@@ -105,7 +105,7 @@ static void check_f16_form(void) {
     float xp[16];
     for (int j = 0; j < H; j++) xp[j] = hand[j][0]; /* one token: a narrow panel, x itself */
     em_q8_activations q = {0};
-    CHECK(em_q8_reserve(&q, 1, H) == NULL);
+    CHECK(em_q8_reserve_f16(&q, 1, H) == NULL);
     em_f16_round_as(em_gemm_packed(xp, 1, H), 1, H, 1, false, &q);
     CHECK_INT_EQ(q.hstride, 16);
     for (int j = 0; j < H; j++) CHECK(memcmp(&q.h[j], &hand[j][1], sizeof(float)) == 0);
@@ -128,8 +128,8 @@ static void check_f16_form(void) {
         for (int p = 0; p < em_gemm_panel_count(T); p++)
             em_gemm_pack_panel(x, width, T, width, p, packed);
         em_q8_activations c = {0}, v = {0};
-        CHECK(em_q8_reserve(&c, T, width) == NULL);
-        CHECK(em_q8_reserve(&v, T, width) == NULL);
+        CHECK(em_q8_reserve_f16(&c, T, width) == NULL);
+        CHECK(em_q8_reserve_f16(&v, T, width) == NULL);
         em_f16_round_as(em_gemm_packed(packed, T, width), T, width, 2, false, &c);
         em_f16_round_as(em_gemm_packed(packed, T, width), T, width, 2, true, &v);
         bool ok = c.tokens == v.tokens &&

@@ -258,6 +258,8 @@ static em_status reserve(em_llama_forward *f, int T, int longest) {
                 has_weights_of(f->model, EM_TENSOR_Q2_K), /* Q4_K's */
             has_weights_of(f->model, EM_TENSOR_Q6_K) || has_weights_of(f->model, EM_TENSOR_Q3_K) ||
                 has_weights_of(f->model, EM_TENSOR_Q2_K)); /* Q6_K's */
+    if (!err && f->scratch.ggml && has_weights_of(f->model, EM_TENSOR_F16))
+        err = em_q8_reserve_f16(&f->scratch.q8, T, (int)(widest > QD ? widest : QD));
     if (!err && f->scratch.bf16)
         err = em_scratch_reserve_bf16(&f->scratch,
                                       em_bf16_packed_words(T, (int)(widest > QD ? widest : QD)));

@@ -41,10 +41,7 @@ em_status em_q8_reserve(em_q8_activations *q, int T, int K) {
     size_t nk = (size_t)(K / EM_Q8K_BLOCK) * (size_t)em_q8_padded_tokens(T);
     size_t groups = (size_t)(em_q8_padded_tokens(T) + 15) / 16;
     size_t lane_bytes = groups * (size_t)(K / EM_Q8_BLOCK) * EM_Q8_LANE_BYTES;
-    size_t nh = (size_t)em_q8_padded_tokens(T) * (size_t)((K + 15) / 16 * 16);
-    if (n <= q->capacity && nk <= q->kcapacity && lane_bytes <= q->lanes_capacity &&
-        nh <= q->hcapacity)
-        return NULL;
+    if (n <= q->capacity && nk <= q->kcapacity && lane_bytes <= q->lanes_capacity) return NULL;
     em_q8_activations_free(q);
     q->qs = malloc(n * EM_Q8_BLOCK);
     q->d = malloc(n * sizeof(float));
@@ -54,9 +51,7 @@ em_status em_q8_reserve(em_q8_activations *q, int T, int K) {
     q->kd = malloc(nk * sizeof(float) + 1);
     q->kbsums = malloc(nk * 16 * sizeof(int16_t) + 1);
     q->lanes = aligned_alloc(64, lane_bytes + 64);
-    q->h = aligned_alloc(64, (nh * sizeof(float) + 63) / 64 * 64 + 64);
-    if (!q->qs || !q->d || !q->s || !q->sum || !q->kqs || !q->kd || !q->kbsums || !q->lanes ||
-        !q->h) {
+    if (!q->qs || !q->d || !q->s || !q->sum || !q->kqs || !q->kd || !q->kbsums || !q->lanes) {
         em_q8_activations_free(q);
         return em_error_new(EM_EXIT_RUNTIME,
                             "out of memory for the 8-bit activations of %d positions", T);
@@ -64,6 +59,19 @@ em_status em_q8_reserve(em_q8_activations *q, int T, int K) {
     q->capacity = n;
     q->kcapacity = nk;
     q->lanes_capacity = lane_bytes;
+    return NULL;
+}
+
+em_status em_q8_reserve_f16(em_q8_activations *q, int T, int K) {
+    size_t nh = (size_t)em_q8_padded_tokens(T) * (size_t)((K + 15) / 16 * 16);
+    if (nh <= q->hcapacity) return NULL;
+    free(q->h);
+    q->h = aligned_alloc(64, (nh * sizeof(float) + 63) / 64 * 64 + 64);
+    if (!q->h) {
+        em_q8_activations_free(q);
+        return em_error_new(EM_EXIT_RUNTIME,
+                            "out of memory for the fp16 activations of %d positions", T);
+    }
     q->hcapacity = nh;
     return NULL;
 }

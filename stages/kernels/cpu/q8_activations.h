@@ -66,8 +66,8 @@ static inline int em_q8_padded_tokens(int T) {
     return (T + EM_Q8_TOKEN_STEP - 1) / EM_Q8_TOKEN_STEP * EM_Q8_TOKEN_STEP;
 }
 
-/* Makes q hold T tokens of K values in the 32-value, Q8_K and F16 forms (an error, exit status 4,
- * when memory runs out). */
+/* Makes q hold T tokens of K values in the 32-value and Q8_K forms (an error, exit status 4, when
+ * memory runs out). */
 em_status em_q8_reserve(em_q8_activations *q, int T, int K);
 
 /* Makes q's K-quant lanes hold T tokens of K values in Q4_K's form (q4k) and Q6_K's (q6k), for a
@@ -81,6 +81,11 @@ em_status em_q8_reserve_k_lanes(em_q8_activations *q, int T, int K, bool q4k, bo
 void em_q8_quantize(em_gemm_panels x, int T, int K, int threads, em_q8_activations *q);
 /* The same into the Q8_K form, K a multiple of 256. */
 void em_q8k_quantize(em_gemm_panels x, int T, int K, int threads, em_q8_activations *q);
+
+/* Makes q's F16 form hold T tokens of K values, for a model with F16 weights (its T x K floats
+ * are 4 times the 8-bit forms: only when needed); an error, exit status 4, when memory runs
+ * out. */
+em_status em_q8_reserve_f16(em_q8_activations *q, int T, int K);
 
 /* Rounds x (T, K), any K, given as GEMM panels, to fp16 into q's F16 form (reserved for at least
  * T tokens of K values): with F16C where the CPU has it, else in C, the same bits. */
