@@ -116,17 +116,14 @@ EM_CLONED_ROW(em_q6_k_row) {
 }
 
 /* IQ4_XS (136 bytes): f16 d, u16 scales_h, scales_l[4], qs[128]. Sub-block ib of 32 values has
- * the 6-bit scale ls = nibble ib%2 of scales_l[ib/2] | bits 2*ib.. of scales_h << 4, and its 16
- * bytes of qs as in IQ4_NL; value = d*(ls - 32) * em_iq4nl_values[nibble]. */
+ * the scale em_iq4_xs_scale and its 16 bytes of qs as in IQ4_NL; value = d * scale *
+ * em_iq4nl_values[nibble]. */
 EM_CLONED_ROW(em_iq4_xs_row) {
     for (int64_t b = 0; b < n / QK_K; b++) {
         const uint8_t *block = (const uint8_t *)src + b * 136, *qs = block + 8;
         float d = em_half_at(block), *y = dst + b * QK_K;
-        unsigned scales_h = (unsigned)block[2] | (unsigned)block[3] << 8;
         for (int ib = 0; ib < 8; ib++, qs += 16, y += 32) {
-            int ls = ((block[4 + ib / 2] >> (4 * (ib % 2))) & 0x0f) |
-                     (int)((scales_h >> (2 * ib)) & 3) << 4;
-            float dl = d * (float)(ls - 32);
+            float dl = d * (float)em_iq4_xs_scale(block, ib);
             for (int j = 0; j < 16; j++) {
                 y[j] = dl * (float)em_iq4nl_values[qs[j] & 0x0f];
                 y[j + 16] = dl * (float)em_iq4nl_values[qs[j] >> 4];

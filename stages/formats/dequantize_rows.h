@@ -80,6 +80,15 @@ static inline void em_k4_scale_min(int j, const uint8_t *q, uint8_t *sc, uint8_t
 /* The non-linear 4-bit values of IQ4_NL and IQ4_XS (ggml's kvalues_iq4nl). */
 extern const int8_t em_iq4nl_values[16];
 
+/* The scale of sub-block j (32 values) of an IQ4_XS block {f16 d, u16 scales_h, scales_l[4],
+ * qs[128]}: nibble j % 2 of scales_l[j / 2] | bits 2 j, 2 j + 1 of scales_h << 4, less 32; the
+ * CPU forward's ggml-precision dot products read them too. */
+static inline int em_iq4_xs_scale(const uint8_t *block, int j) {
+    unsigned scales_h = (unsigned)block[2] | (unsigned)block[3] << 8;
+    return (int)(((block[4 + j / 2] >> (4 * (j % 2))) & 15) | ((scales_h >> (2 * j)) & 3) << 4) -
+           32;
+}
+
 /* ggml's ksigns_iq2xs[i]: the 7 bits of i and an eighth that makes the count of ones even; bit j
  * set negates coordinate j of a grid point. Shared by the IQ2 and IQ3 types. */
 static inline unsigned em_iq_signs(unsigned i) {

@@ -28,7 +28,8 @@ check(any(l.split()[1] == "pmix" and "4." in l for l in lines), "pmix line")
 check(lines[-1] == "0 failed, " + lines[-1].split(", ")[1], "summary line")
 # the CPU forward's kernel for each precision (gemm_microkernel.h, ggml_dot.h, bf16_dot.h)
 check(any(re.fullmatch(r"info  cpu kernels  exact: gemm (avx512|avx2|c); ggml: "
-                       r"(amx|avx512vnni|avxvnni|avx2|c) \(Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q6_K Q4_K Q5_K Q3_K Q2_K F16\); "
+                       r"(amx|avx512vnni|avxvnni|avx2|c) "
+                       r"\(Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q6_K Q4_K Q5_K Q3_K Q2_K F16 IQ4_NL IQ4_XS\); "
                        r"bf16: (avx512bf16|c)", l)
           for l in lines), "cpu kernels line")
 p = subprocess.run([BIN, "check-env"], capture_output=True, text=True, timeout=120,

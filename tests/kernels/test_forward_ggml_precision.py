@@ -1,15 +1,16 @@
 """The CPU forward in precision ggml (stages/kernels/cpu/ggml_dot.h) on evalmesh-mkmodel models of
-every type it covers (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, the K-quants Q2_K to Q6_K, F16; the Q4_K_M
-and Q5_K_M mixes; a tied-head model with Q/K/V biases; an IQ4_NL model whose matrices it leaves
-exact), against reference.py's float64 forward whose products
+every type it covers (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, the K-quants Q2_K to Q6_K, IQ4_NL, IQ4_XS,
+F16; the Q4_K_M and Q5_K_M mixes; a tied-head model with Q/K/V biases; a TQ2_0 model whose
+matrices it leaves exact), against reference.py's float64 forward whose products
 round their inputs as ggml's quantize_row_q8_1_ref does (in float32, written here from
 ggml-quants.c: d = amax / 127, q = roundf(x / d) rounding halves away from zero, d and
 s = sum(q) * d rounded to fp16 to nearest even) and multiply them with the weights as the PyPI
 gguf package dequantizes them, in double; Q4_1 and Q5_1 take the weight block's minimum times s,
 as ggml's dot products do; the K-quants read the activations rounded as quantize_row_q8_K_ref
 does (256 values, iscale = -127 / the value of largest magnitude, nearest_int rounding halves to
-even), and Q4_K's and Q5_K's minima multiply the exact sums of those quants; F16 reads them rounded to fp16
-(to nearest even, as GGML_FP32_TO_FP16).
+even), and Q4_K's and Q5_K's minima multiply the exact sums of those quants; IQ4_NL reads the
+32-value rounding and IQ4_XS the Q8_K one; F16 reads them rounded to fp16 (to nearest even, as
+GGML_FP32_TO_FP16).
 Rounding to 8 bits is discontinuous: a value within float32's error of a rounding tie may round
 one way in the C forward (float32) and the other in a float64 reference, and one such value moves
 a token's nll by up to 1e-2 on these random models. So each layer's products round the inputs the
@@ -47,15 +48,16 @@ NLL_TOL = 1e-5
 INPUT_RTOL = 1e-5  # the reference's layer inputs against the C forward's
 TIE_MARGIN = 3e-6  # relative, about 10x the measured input error: closer to a tie is ambiguous
 QK = 32
-COVERED = {"Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q6_K", "Q4_K", "Q5_K", "Q3_K", "Q2_K", "F16"}
-Q8_K_READERS = {"Q6_K", "Q4_K", "Q5_K", "Q3_K", "Q2_K"}  # the K-quants: activations in 256-value Q8_K blocks
+COVERED = {"Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q6_K", "Q4_K", "Q5_K", "Q3_K", "Q2_K",
+           "IQ4_NL", "IQ4_XS", "F16"}
+Q8_K_READERS = {"Q6_K", "Q4_K", "Q5_K", "Q3_K", "Q2_K", "IQ4_XS"}  # activations in Q8_K blocks
 WITH_MIN = {"Q4_1", "Q5_1"}  # blocks {f16 d, f16 m, ...}: m at bytes 2..3
 
 BASE = ["--vocab", "300", "--dim", "256", "--layers", "2", "--heads", "4", "--kv-heads", "2",
         "--ffn", "512"]
 CASES = [(t, BASE + ["--type", t])
          for t in ("q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q6_k", "q4_k", "q4_k_m", "q5_k",
-                   "q5_k_m", "q3_k", "q2_k", "iq4_nl", "f16")]
+                   "q5_k_m", "q3_k", "q2_k", "iq4_nl", "iq4_xs", "tq2_0", "f16")]
 CASES.append(("q4_0_tied_bias", BASE + ["--type", "q4_0", "--tied", "--qkv-bias"]))
 
 
@@ -243,7 +245,8 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         for label, path in made_models(mkmodel, CASES, tmp):
             check_model(driver, path, label, rng, tmp)
-            if label in ("q4_1", "q5_0", "q6_k", "q4_k", "q5_k", "q3_k", "q2_k", "f16"):
+            if label in ("q4_1", "q5_0", "q6_k", "q4_k", "q5_k", "q3_k", "q2_k", "iq4_nl",
+                         "iq4_xs", "f16"):
                 for program in (invariance, batch):
                     p = subprocess.run([program, path, "ggml"], capture_output=True, text=True)
                     out = p.stdout.strip().replace("\n", "; ")

@@ -55,6 +55,8 @@ static const struct {
     {EM_TENSOR_Q3_K, EM_GGML_DOT_Q3_K, 256, 110, 108, 0},
     {EM_TENSOR_Q2_K, EM_GGML_DOT_Q2_K, 256, 84, 80, 82},
     {EM_TENSOR_F16, EM_GGML_DOT_F16, 1, 2, 0, 0}, /* a "block" is one half */
+    {EM_TENSOR_IQ4_NL, EM_GGML_DOT_IQ4_NL, 32, 18, 0, 0},
+    {EM_TENSOR_IQ4_XS, EM_GGML_DOT_IQ4_XS, 256, 136, 0, 0},
 };
 #define TYPES (sizeof types / sizeof *types)
 

@@ -24,6 +24,12 @@ static int block_sumi(em_ggml_dot_type type, const uint8_t *w, const int8_t *y) 
         for (int j = 0; j < 32; j++) sumi += (int8_t)w[L.qs + j] * y[j];
         return sumi;
     }
+    if (L.non_linear) {
+        for (int j = 0; j < 16; j++)
+            sumi += em_iq4nl_values[w[L.qs + j] & 15] * y[j] +
+                    em_iq4nl_values[w[L.qs + j] >> 4] * y[j + 16];
+        return sumi;
+    }
     uint32_t qh = L.qh ? u32_at(w + L.qh) : 0;
     for (int j = 0; j < 16; j++) {
         int lo = (w[L.qs + j] & 15) | (int)((qh >> j) & 1) << 4;
@@ -49,6 +55,7 @@ static float dot(em_ggml_dot_type type, const uint8_t *w, const em_q8_activation
             sumf += sumi * dw * dx;
             break;
         case EM_GGML_DOT_Q5_0:
+        case EM_GGML_DOT_IQ4_NL:
             sumf += (dw * dx) * sumi;
             break;
         default:
@@ -164,6 +171,28 @@ static float dot_k4(const uint8_t *w, bool five_bits, const em_q8_activations *x
     return sumf;
 }
 
+/* IQ4_XS block {f16 d, uint16 scales_h, scales_l[4], qs[128]}: sub-block j (32 values) has the
+ * scale em_iq4_xs_scale; its value l < 16 is em_iq4nl_values of the low nibble of qs[16 j + l],
+ * value 16 + l of the high one. ggml_vec_dot_iq4_xs_q8_K_generic's order: per sub-block,
+ * sumf += (d4d8 * scale) * sumi. */
+static float dot_iq4_xs(const uint8_t *w, const em_q8_activations *x, int t) {
+    float sumf = 0.0f;
+    for (int b = 0; b < x->kblocks; b++, w += 136) {
+        size_t at = (size_t)b * x->tokens + t;
+        const int8_t *y = x->kqs + at * EM_Q8K_BLOCK;
+        float d4d8 = em_half_at(w) * x->kd[at];
+        for (int j = 0; j < 8; j++) {
+            const uint8_t *qs = w + 8 + 16 * j;
+            int sumi = 0;
+            for (int l = 0; l < 16; l++)
+                sumi += y[32 * j + l] * em_iq4nl_values[qs[l] & 15] +
+                        y[32 * j + 16 + l] * em_iq4nl_values[qs[l] >> 4];
+            sumf += (d4d8 * (float)em_iq4_xs_scale(w, j)) * (float)sumi;
+        }
+    }
+    return sumf;
+}
+
 /* An F16 row of K values times token t's F16 form: ggml_dot.h's 16 lanes and their tree. */
 static float dot_f16(const uint8_t *w, int K, const em_q8_activations *x, int t) {
     const float *h = x->h + (size_t)t * x->hstride;
@@ -178,6 +207,7 @@ static float dot_f16(const uint8_t *w, int K, const em_q8_activations *x, int t)
 /* The dot product of the column's type. */
 static float dot_of(em_ggml_dot_type type, const uint8_t *w, const em_q8_activations *x, int t) {
     if (type == EM_GGML_DOT_Q2_K) return dot_q2_k(w, x, t);
+    if (type == EM_GGML_DOT_IQ4_XS) return dot_iq4_xs(w, x, t);
     if (type == EM_GGML_DOT_Q6_K || type == EM_GGML_DOT_Q3_K)
         return dot_k16(w, type == EM_GGML_DOT_Q3_K, x, t);
     if (type == EM_GGML_DOT_Q4_K || type == EM_GGML_DOT_Q5_K)
@@ -203,6 +233,8 @@ C_TILE(q4_k, EM_GGML_DOT_Q4_K)
 C_TILE(q5_k, EM_GGML_DOT_Q5_K)
 C_TILE(q3_k, EM_GGML_DOT_Q3_K)
 C_TILE(q2_k, EM_GGML_DOT_Q2_K)
+C_TILE(iq4_nl, EM_GGML_DOT_IQ4_NL)
+C_TILE(iq4_xs, EM_GGML_DOT_IQ4_XS)
 
 static void tile_f16(const uint8_t *w, size_t row_bytes, int rows, const em_q8_activations *x,
                      float *ct, size_t ldc) {
@@ -220,7 +252,7 @@ const em_ggml_kernel em_ggml_kernel_c = {
     .name = "c",
     .runs_here = always,
     .tile = {tile_q8_0, tile_q4_0, tile_q4_1, tile_q5_0, tile_q5_1, tile_q6_k, tile_q4_k, tile_q5_k,
-             tile_q3_k, tile_q2_k, tile_f16},
+             tile_q3_k, tile_q2_k, tile_f16, tile_iq4_nl, tile_iq4_xs},
 };
 
 /* The table, best first. */
@@ -270,19 +302,22 @@ int em_ggml_dot_type_of(em_tensor_type type) {
         return EM_GGML_DOT_Q2_K;
     case EM_TENSOR_F16:
         return EM_GGML_DOT_F16;
+    case EM_TENSOR_IQ4_NL:
+        return EM_GGML_DOT_IQ4_NL;
+    case EM_TENSOR_IQ4_XS:
+        return EM_GGML_DOT_IQ4_XS;
     default:
         return -1;
     }
 }
 
 const char *em_ggml_dot_type_names(void) {
-    return "Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q6_K Q4_K Q5_K Q3_K Q2_K F16";
+    return "Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q6_K Q4_K Q5_K Q3_K Q2_K F16 IQ4_NL IQ4_XS";
 }
 
 em_status em_ggml_kernel_select(const em_ggml_kernel **kernel) {
     const char *wanted = getenv("EVALMESH_CPU_KERNEL");
-    /* unset, or the GEMM's avx512, which has no row here: this table's best */
-    /* the GEMM's and the bf16 precision's names that have no row here: the best */
+    /* unset, or the GEMM's and the bf16 precision's names that have no row here: the best */
     bool best =
         !wanted || !*wanted || strcmp(wanted, "avx512") == 0 || strcmp(wanted, "avx512bf16") == 0;
     *kernel = NULL;

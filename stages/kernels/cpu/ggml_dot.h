@@ -24,6 +24,11 @@
  * 2-bit quant times activation) and summs (the activation's 16-value sums times the 4-bit
  * minima), then sumf += dall * (float)isum - dmin * (float)summs, dall and dmin the weight's
  * fp16 scales times dx.
+ * IQ4_NL (ggml_vec_dot_iq4_nl_q8_0_generic) is Q5_0's step on Q8_0 activations with quants that
+ * are the non-linear values em_iq4nl_values of the nibbles (laid out as Q4_0's). IQ4_XS
+ * (ggml_vec_dot_iq4_xs_q8_K_generic) reads the Q8_K form: per 256-value block, per 32-value
+ * sub-block j in order, sumf += (d4d8 * (float)(ls_j - 32)) * (float)sumi_j, d4d8 = dw * dx, ls_j
+ * the sub-block's 6-bit scale and sumi_j its exact sum of IQ4_NL values times activations.
  * F16 (ggml's F16 weights read fp16 activations, the F16 form of q8_activations.h): the row and
  * the activations padded with zeros to a multiple of 16 values, 16 lanes, lane l the sum of the
  * products of values l, l + 16, l + 32, ... in order (each product of two fp16 values is exact in
@@ -43,8 +48,9 @@
  * per vector, K-quants included; 4 tokens or fewer take avx2's tiles), `avx2` (AVX2
  * with F16C: integer products by maddubs, the float steps on 8 (row, token) pairs at once; the
  * K-quants on their 8 lanes per pair; F16 by FMAs on 4 pairs' two 8-lane halves,
- * ggml_dot_f16_avx2.c, which avxvnni takes too), then `c`. A row's empty (NULL) column is the
- * next row's that runs here (the selection fills it in). The environment variable
+ * ggml_dot_f16_avx2.c, which avxvnni takes too), then `c`. IQ4_NL and IQ4_XS have tiles in
+ * avx512vnni, avx2 and c; amx takes avx512vnni's and avxvnni avx2's. A row's empty (NULL) column is
+ * the next row's that runs here (the selection fills it in). The environment variable
  * EVALMESH_CPU_KERNEL (amx, avx512vnni, avxvnni, avx2 or c; the GEMM's avx512 and the bf16
  * precision's avx512bf16, which have no row here, take this table's best) forces one.
  */
@@ -77,24 +83,31 @@ typedef enum em_ggml_dot_type {
     EM_GGML_DOT_Q3_K,
     EM_GGML_DOT_Q2_K,
     EM_GGML_DOT_F16, /* this one reads the F16 form */
+    EM_GGML_DOT_IQ4_NL,
+    EM_GGML_DOT_IQ4_XS, /* the Q8_K form */
     EM_GGML_DOT_TYPES,
 } em_ggml_dot_type;
 
-/* Where a weight type's block keeps its parts (bytes from the block's start; 0: absent): fp16
- * scale d at 0, fp16 minimum m at 2 (Q4_1, Q5_1), the 32 fifth bits qh (Q5_0, Q5_1), the quants
- * qs (bytes for Q8_0; nibbles for the others: value j in the low nibble of byte j for j < 16, in
- * the high nibble of byte j - 16 otherwise), and the offset subtracted from the quants. */
+/* Where a 32-value weight type's block keeps its parts (bytes from the block's start; 0: absent):
+ * fp16 scale d at 0, fp16 minimum m at 2 (Q4_1, Q5_1), the 32 fifth bits qh (Q5_0, Q5_1), the
+ * quants qs (bytes for Q8_0; nibbles for the others: value j in the low nibble of byte j for
+ * j < 16, in the high nibble of byte j - 16 otherwise), the offset subtracted from the quants, and
+ * whether the nibbles stand for em_iq4nl_values (IQ4_NL). */
 typedef struct em_ggml_block_layout {
     int bytes, m, qh, qs, offset;
+    bool non_linear;
 } em_ggml_block_layout;
 static inline em_ggml_block_layout em_ggml_block_layout_of(em_ggml_dot_type type) {
-    em_ggml_block_layout L = {0, 0, 0, 0, 0}; /* inline: a kernel's per-type code folds it */
+    em_ggml_block_layout L = {0, 0, 0, 0, 0, false}; /* inline: a kernel's per-type code folds it */
     switch (type) {
     case EM_GGML_DOT_Q8_0:
         L.bytes = 34, L.qs = 2;
         break;
     case EM_GGML_DOT_Q4_0:
         L.bytes = 18, L.qs = 2, L.offset = 8;
+        break;
+    case EM_GGML_DOT_IQ4_NL:
+        L.bytes = 18, L.qs = 2, L.non_linear = true;
         break;
     case EM_GGML_DOT_Q4_1:
         L.bytes = 20, L.m = 2, L.qs = 4;
@@ -115,9 +128,9 @@ typedef struct em_ggml_kernel {
     /* NULL, or what its tiles need done to x after each em_q8_quantize (the 32-value form):
      * amx and avx512vnni transpose its tokens into lanes once (ggml_dot_lanes.h) */
     void (*prepare)(em_q8_activations *x, int threads);
-    /* the same after each em_q8k_quantize, for the products of Q4_K or Q5_K weights (q4k) or
-     * Q6_K or Q3_K (q6k), or Q2_K (both) to come: avx512vnni's K-quant tiles (amx's too) rearrange
-     * its tokens into lanes once */
+    /* the same after each em_q8k_quantize, for the products of Q4_K, Q5_K or IQ4_XS weights (q4k)
+     * or Q6_K or Q3_K (q6k), or Q2_K (both: em_ggml_dot_reads) to come: avx512vnni's K-quant tiles
+     * (amx's too) rearrange its tokens into lanes once */
     void (*prepare_k)(em_q8_activations *x, bool q4k, bool q6k, int threads);
 } em_ggml_kernel;
 
@@ -127,10 +140,40 @@ typedef struct em_ggml_kernel {
     X(q4_k, EM_GGML_DOT_Q4_K)                                                                      \
     X(q5_k, EM_GGML_DOT_Q5_K) X(q3_k, EM_GGML_DOT_Q3_K) X(q2_k, EM_GGML_DOT_Q2_K)
 
-/* Whether the column's dot products read the activations' Q8_K form (else the 32-value one). */
+/* Whether the 32-value type's quants are signed bytes (Q8_0's, IQ4_NL's values), else unsigned. */
+static inline bool em_ggml_signed_quants(em_ggml_dot_type type) {
+    return type == EM_GGML_DOT_Q8_0 || type == EM_GGML_DOT_IQ4_NL;
+}
+
+/* The forms of the activations (q8_activations.h) a column's dot products read: the 32-value
+ * form, the Q8_K form with the lanes (prepare_k) of Q4_K or of Q6_K, the F16 form. */
+enum {
+    EM_GGML_READS_Q8 = 1,
+    EM_GGML_READS_Q4K_LANES = 2, /* and the Q8_K form */
+    EM_GGML_READS_Q6K_LANES = 4, /* and the Q8_K form */
+    EM_GGML_READS_F16 = 8,
+};
+static inline unsigned em_ggml_dot_reads(int column) {
+    switch (column) {
+    case EM_GGML_DOT_Q4_K:
+    case EM_GGML_DOT_Q5_K:   /* Q4_K's lanes */
+    case EM_GGML_DOT_IQ4_XS: /* Q4_K's lanes and 16-value sums */
+        return EM_GGML_READS_Q4K_LANES;
+    case EM_GGML_DOT_Q6_K:
+    case EM_GGML_DOT_Q3_K: /* Q6_K's lanes */
+        return EM_GGML_READS_Q6K_LANES;
+    case EM_GGML_DOT_Q2_K: /* Q6_K's lanes and Q4_K's 16-value sums */
+        return EM_GGML_READS_Q4K_LANES | EM_GGML_READS_Q6K_LANES;
+    case EM_GGML_DOT_F16:
+        return EM_GGML_READS_F16;
+    default:
+        return EM_GGML_READS_Q8;
+    }
+}
+
+/* Whether the column's dot products read the activations' Q8_K form (else the 32-value or F16). */
 static inline bool em_ggml_dot_reads_q8k(int column) {
-    return column == EM_GGML_DOT_Q6_K || column == EM_GGML_DOT_Q4_K || column == EM_GGML_DOT_Q5_K ||
-           column == EM_GGML_DOT_Q3_K || column == EM_GGML_DOT_Q2_K;
+    return (em_ggml_dot_reads(column) & (EM_GGML_READS_Q4K_LANES | EM_GGML_READS_Q6K_LANES)) != 0;
 }
 
 /* The plain C kernel: the definition the others match. */
@@ -145,7 +188,7 @@ em_ggml_tile_fn em_ggml_f16_tile_avx512, em_ggml_f16_tile_avx2;
 #endif
 
 /* The column of a tensor type, or -1 when the mode has no dot product for it (such weights run
- * exact: F32, BF16, the IQ types and the others). */
+ * exact: F32, BF16, the IQ types but IQ4_NL and IQ4_XS, and the others). */
 int em_ggml_dot_type_of(em_tensor_type type);
 /* The names of the types the mode covers, for messages ("Q8_0 ... Q5_K F16"). */
 const char *em_ggml_dot_type_names(void);

@@ -25,6 +25,12 @@ AVX2 static inline __m256i nibbles(const uint8_t *qs) {
     return _mm256_and_si256(both, _mm256_set1_epi8(15));
 }
 
+/* IQ4_NL's values of the 32 nibbles n (0..15): signed bytes. */
+AVX2 static inline __m256i non_linear(__m256i n) {
+    __m128i table = _mm_loadu_si128((const __m128i *)em_iq4nl_values);
+    return _mm256_shuffle_epi8(_mm256_set_m128i(table, table), n);
+}
+
 /* 0x10 in byte j where bit j of the 32 bits at qh is set (the fifth bit of Q5 quant j). */
 AVX2 static inline __m256i fifth_bits(const uint8_t *qh) {
     uint32_t bits;
@@ -103,6 +109,7 @@ AVX2 static inline __attribute__((always_inline)) void tile_2xG(em_ggml_dot_type
             } else {
                 q[r] = nibbles(blk + L.qs);
                 if (L.qh) q[r] = _mm256_or_si256(q[r], fifth_bits(blk + L.qh));
+                if (L.non_linear) q[r] = non_linear(q[r]);
             }
         }
         const uint8_t *blk0 = w[0] + (size_t)b * L.bytes, *blk1 = w[1] + (size_t)b * L.bytes;
@@ -118,7 +125,7 @@ AVX2 static inline __attribute__((always_inline)) void tile_2xG(em_ggml_dot_type
                 __m256i y = _mm256_loadu_si256((const __m256i *)(x->qs + (at + i) * EM_Q8_BLOCK));
                 for (int r = 0; r < 2; r++) {
                     p[r * 4 + i] =
-                        type == EM_GGML_DOT_Q8_0 ? dot_signed(q[r], y) : dot_unsigned(q[r], y);
+                        em_ggml_signed_quants(type) ? dot_signed(q[r], y) : dot_unsigned(q[r], y);
                 }
             }
             __m256i sumi = sums8(p);
@@ -165,6 +172,8 @@ AVX2 static inline __attribute__((always_inline)) void tile_8x1(em_ggml_dot_type
             if (L.m) memcpy(&m16[r], blk + L.m, 2);
             if (type == EM_GGML_DOT_Q8_0) {
                 p[r] = dot_signed(_mm256_loadu_si256((const __m256i *)(blk + 2)), y);
+            } else if (L.non_linear) {
+                p[r] = dot_signed(non_linear(nibbles(blk + L.qs)), y);
             } else {
                 __m256i q = nibbles(blk + L.qs);
                 if (L.qh) q = _mm256_or_si256(q, fifth_bits(blk + L.qh));
@@ -225,6 +234,7 @@ AVX2_TILE(q4_0, EM_GGML_DOT_Q4_0)
 AVX2_TILE(q4_1, EM_GGML_DOT_Q4_1)
 AVX2_TILE(q5_0, EM_GGML_DOT_Q5_0)
 AVX2_TILE(q5_1, EM_GGML_DOT_Q5_1)
+AVX2_TILE(iq4_nl, EM_GGML_DOT_IQ4_NL)
 
 /* The K-quants Q6_K, Q3_K, Q4_K, Q5_K and Q2_K (see ggml_dot.h and ggml_dot.c). Each row's block is
  * unpacked once per chunk of tokens: its 256 quants in 8 vectors of 32 bytes (Q6_K: two 16-value
@@ -448,6 +458,44 @@ kquant_tile(em_ggml_dot_type type, const uint8_t *w, size_t row_bytes, int rows,
     }
 EM_GGML_KQUANTS(KQUANT_TILE)
 
+/* IQ4_XS (ggml_dot.c's dot_iq4_xs): per row and block, the 8 sub-blocks' signed values unpacked
+ * once per chunk of tokens (a vector each); per token, maddubs and madd give each sub-block's
+ * partial sums, sums8 the 8 exact sub-block sums, and the float steps run in C's order. */
+AVX2 static void tile_iq4_xs(const uint8_t *w, size_t row_bytes, int rows,
+                             const em_q8_activations *x, float *ct, size_t ldc) {
+    for (int c0 = 0; c0 < x->tokens; c0 += KQUANT_CHUNK) {
+        int n = x->tokens - c0 < KQUANT_CHUNK ? x->tokens - c0 : KQUANT_CHUNK;
+        for (int j = 0; j < rows; j++) {
+            float sumf[KQUANT_CHUNK] = {0};
+            for (int b = 0; b < x->kblocks; b++) {
+                const uint8_t *blk = w + (size_t)j * row_bytes + (size_t)b * 136;
+                __m256i q[8], abs_q[8];
+                float scale[8];
+                for (int v = 0; v < 8; v++) {
+                    q[v] = non_linear(nibbles(blk + 8 + 16 * v));
+                    abs_q[v] = _mm256_abs_epi8(q[v]);
+                    scale[v] = (float)em_iq4_xs_scale(blk, v);
+                }
+                float dw = half_at(blk);
+                for (int t = 0; t < n; t++) {
+                    size_t at = (size_t)b * x->tokens + c0 + t;
+                    const int8_t *y = x->kqs + at * EM_Q8K_BLOCK;
+                    __m256i p[8];
+                    for (int v = 0; v < 8; v++) {
+                        __m256i yv = _mm256_loadu_si256((const __m256i *)(y + 32 * v));
+                        p[v] = dot_unsigned(abs_q[v], _mm256_sign_epi8(yv, q[v]));
+                    }
+                    int sumi[8];
+                    _mm256_storeu_si256((__m256i *)sumi, sums8(p));
+                    float d4d8 = dw * x->kd[at];
+                    for (int v = 0; v < 8; v++) sumf[t] += (d4d8 * scale[v]) * (float)sumi[v];
+                }
+            }
+            for (int t = 0; t < n; t++) ct[(size_t)j * ldc + c0 + t] = sumf[t];
+        }
+    }
+}
+
 static bool has_avx2(void) {
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
            __builtin_cpu_supports("f16c");
@@ -457,6 +505,6 @@ const em_ggml_kernel em_ggml_kernel_avx2 = {
     .name = "avx2",
     .runs_here = has_avx2,
     .tile = {tile_q8_0, tile_q4_0, tile_q4_1, tile_q5_0, tile_q5_1, tile_q6_k, tile_q4_k, tile_q5_k,
-             tile_q3_k, tile_q2_k, em_ggml_f16_tile_avx2},
+             tile_q3_k, tile_q2_k, em_ggml_f16_tile_avx2, tile_iq4_nl, tile_iq4_xs},
 };
 #endif

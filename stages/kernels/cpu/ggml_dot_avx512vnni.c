@@ -35,15 +35,16 @@ row_chunk(em_ggml_dot_type type, const uint8_t *w, const em_q8_activations *x, i
           int b0, int nb, const __m512i *yt, float *out) {
     const em_ggml_block_layout L = em_ggml_block_layout_of(type);
     const __mmask16 live = em_ggml_live_lanes(n);
-    /* the offset subtracted from each unsigned quant: 128 (Q8_0 as shifted), 8, 16 or none */
-    const int offset = type == EM_GGML_DOT_Q8_0 ? 128 : L.offset;
+    /* the offset subtracted from each unsigned quant: 128 (signed quants as shifted), 8, 16 or
+     * none */
+    const int offset = em_ggml_signed_quants(type) ? 128 : L.offset;
     const int offset_shift = offset ? __builtin_ctz((unsigned)offset) : 0;
     __m512 acc = b0 ? _mm512_maskz_loadu_ps(live, out) : _mm512_setzero_ps();
     for (int b = 0; b < nb; b++) {
         const uint8_t *blk = w + (size_t)(b0 + b) * L.bytes;
         uint32_t q[8];
         __m256i quants = em_ggml_block_quants(type, blk);
-        if (type == EM_GGML_DOT_Q8_0)
+        if (em_ggml_signed_quants(type))
             quants = _mm256_xor_si256(quants, _mm256_set1_epi8((char)0x80));
         _mm256_storeu_si256((__m256i *)q, quants);
         __m512i sumi = _mm512_setzero_si512();
@@ -112,6 +113,7 @@ VNNI_TILE(q4_0, EM_GGML_DOT_Q4_0)
 VNNI_TILE(q4_1, EM_GGML_DOT_Q4_1)
 VNNI_TILE(q5_0, EM_GGML_DOT_Q5_0)
 VNNI_TILE(q5_1, EM_GGML_DOT_Q5_1)
+VNNI_TILE(iq4_nl, EM_GGML_DOT_IQ4_NL)
 
 /* The K-quants Q6_K, Q3_K, Q4_K and Q5_K (ggml_dot.h, ggml_dot.c; Q3_K as Q6_K with 3-bit
  * quants, Q5_K as Q4_K with 5-bit quants): a
@@ -342,6 +344,34 @@ VNNI static void q6k_block(const uint8_t *blk, int d_at, const uint32_t *wq, con
     lane_steps(s, em_ggml_half_at(blk + d_at), kd, lane);
 }
 
+/* The values of one IQ4_XS block (at blk) plus 128 (unsigned), rearranged as the activations
+ * are for Q4_K: wq (64). */
+VNNI static void unpack_iq4xs(const uint8_t *blk, uint32_t *wq) {
+    for (int i = 0; i < 4; i++) { /* sub-blocks 2 i and 2 i + 1 */
+        const uint8_t *qs = blk + 8 + 32 * i;
+        __m512i z =
+            _mm512_inserti64x4(_mm512_castsi256_si512(em_ggml_iq4_values(em_ggml_nibbles(qs))),
+                               em_ggml_iq4_values(em_ggml_nibbles(qs + 16)), 1);
+        z = _mm512_xor_si512(z, _mm512_set1_epi8((char)0x80));
+        _mm512_storeu_si512(wq + 16 * i, lane_bytes(z));
+    }
+}
+
+/* One IQ4_XS block (at blk, unpacked in wq) against Q4_K's activation lanes yt (64) and 16-value
+ * sums ybs (8): per sub-block j, its exact sum (less 128 times the activations' sum over it, for
+ * the values' shift), then sumf += (d4d8 * (scale_j - 32)) * sumi_j in order. */
+VNNI static void iq4xs_block(const uint8_t *blk, const uint32_t *wq, const __m512i *yt,
+                             const __m512i *ybs, __m512 kd, ksums *s) {
+    __m512 d4d8 = _mm512_mul_ps(_mm512_set1_ps(em_ggml_half_at(blk)), kd);
+    for (int j = 0; j < 8; j++) {
+        __m512i sumi = _mm512_dpwssd_epi32(_mm512_setzero_si512(), ybs[j], _mm512_set1_epi16(-128));
+        for (int l = 0; l < 8; l++)
+            sumi = _mm512_dpbusd_epi32(sumi, _mm512_set1_epi32((int)wq[8 * j + l]), yt[8 * j + l]);
+        __m512 d = _mm512_mul_ps(d4d8, _mm512_set1_ps((float)em_iq4_xs_scale(blk, j)));
+        s->sumf = _mm512_add_ps(s->sumf, _mm512_mul_ps(d, _mm512_cvtepi32_ps(sumi)));
+    }
+}
+
 /* The K-quant lanes of the group of tokens from c0 (see em_ggml_fill_k_lanes): its M vectors a
  * block (Q4_K: 64 and ybs 8; Q6_K: 128). */
 static __m512i *k4_lanes_at(const em_q8_activations *x, int c0) {
@@ -366,17 +396,20 @@ void em_ggml_fill_k_lanes(em_q8_activations *x, bool q4k, bool q6k, int threads)
     }
 }
 
-/* A tile of Q6_K, Q3_K, Q4_K, Q5_K or Q2_K rows (type: Q3_K is Q6_K with another unpacking, Q5_K
- * Q4_K; Q2_K reads Q6_K's lanes and Q4_K's 16-value sums). Each block's
+/* A tile of Q6_K, Q3_K, Q4_K, Q5_K, Q2_K or IQ4_XS rows (type: Q3_K is Q6_K with another
+ * unpacking, Q5_K Q4_K; Q2_K reads Q6_K's lanes and Q4_K's 16-value sums, IQ4_XS Q4_K's lanes and
+ * sums). Each block's
  * quants are unpacked once, for the first group of tokens, and kept (M words a block) for the
  * others. */
 VNNI static void kquant_tile(em_ggml_dot_type type, const uint8_t *w, size_t row_bytes, int rows,
                              const em_q8_activations *x, float *ct, size_t ldc) {
-    const bool is_q4k = type == EM_GGML_DOT_Q4_K || type == EM_GGML_DOT_Q5_K,
+    const bool is_iq4xs = type == EM_GGML_DOT_IQ4_XS,
+               is_q4k = type == EM_GGML_DOT_Q4_K || type == EM_GGML_DOT_Q5_K || is_iq4xs,
                five_bits = type == EM_GGML_DOT_Q5_K, three_bits = type == EM_GGML_DOT_Q3_K,
                is_q2k = type == EM_GGML_DOT_Q2_K;
     const int M = is_q4k ? 64 : 128, block_bytes = three_bits  ? 110
                                                    : is_q2k    ? 84
+                                                   : is_iq4xs  ? 136
                                                    : !is_q4k   ? 210
                                                    : five_bits ? 176
                                                                : 144;
@@ -402,7 +435,10 @@ VNNI static void kquant_tile(em_ggml_dot_type type, const uint8_t *w, size_t row
                             unpacked + ((size_t)(r0 + r) * x->kblocks + (size_t)(b0 + b)) * M;
                         __m512 kd = _mm512_maskz_loadu_ps(
                             em_ggml_live_lanes(n), x->kd + (size_t)(b0 + b) * x->tokens + c0);
-                        if (is_q2k) {
+                        if (is_iq4xs) {
+                            if (c0 == 0) unpack_iq4xs(blk, wq);
+                            iq4xs_block(blk, wq, yt + M * (b0 + b), ybs + 8 * (b0 + b), kd, &s[r]);
+                        } else if (is_q2k) {
                             if (c0 == 0) unpack_q2k(blk, wq);
                             q2k_block(blk, wq, yt + M * (b0 + b), ybs + 8 * (b0 + b), kd, &s[r]);
                         } else if (is_q4k) {
@@ -439,6 +475,7 @@ VNNI static void kquant_tile(em_ggml_dot_type type, const uint8_t *w, size_t row
             kquant_tile(column, w, row_bytes, rows, x, ct, ldc);                                   \
     }
 EM_GGML_KQUANTS(KQUANT_TILE)
+KQUANT_TILE(iq4_xs, EM_GGML_DOT_IQ4_XS)
 
 static bool has_avx512vnni(void) {
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
@@ -461,6 +498,6 @@ const em_ggml_kernel em_ggml_kernel_avx512vnni = {
     .prepare = em_ggml_fill_token_lanes,
     .prepare_k = em_ggml_fill_k_lanes,
     .tile = {tile_q8_0, tile_q4_0, tile_q4_1, tile_q5_0, tile_q5_1, tile_q6_k, tile_q4_k, tile_q5_k,
-             tile_q3_k, tile_q2_k, em_ggml_f16_tile_avx512},
+             tile_q3_k, tile_q2_k, em_ggml_f16_tile_avx512, tile_iq4_nl, tile_iq4_xs},
 };
 #endif

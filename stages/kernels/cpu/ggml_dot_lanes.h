@@ -8,6 +8,7 @@
 #include <immintrin.h>
 #include <string.h>
 
+#include "stages/formats/dequantize_rows.h"
 #include "stages/kernels/cpu/ggml_dot.h"
 
 #define EM_GGML_LANES 16 /* tokens per vector */
@@ -49,21 +50,35 @@ void em_ggml_fill_token_lanes(em_q8_activations *x, int threads);
  * Q6_K perplexity run. */
 void em_ggml_fill_k_lanes(em_q8_activations *x, bool q4k, bool q6k, int threads);
 
+/* The 32 nibbles of the 16 bytes at qs as bytes: value j < 16 the low nibble of byte j, value
+ * 16 + j its high nibble. */
+__attribute__((target(EM_GGML_LANES_TARGET))) static inline __m256i
+em_ggml_nibbles(const uint8_t *qs) {
+    __m128i b = _mm_loadu_si128((const __m128i *)qs);
+    return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(b, 4), b), _mm256_set1_epi8(15));
+}
+
+/* IQ4_NL's values (signed bytes, em_iq4nl_values) of 32 nibbles n. */
+__attribute__((target(EM_GGML_LANES_TARGET))) static inline __m256i em_ggml_iq4_values(__m256i n) {
+    __m128i table = _mm_loadu_si128((const __m128i *)em_iq4nl_values);
+    return _mm256_shuffle_epi8(_mm256_set_m128i(table, table), n);
+}
+
 /* The 32 quants of a block (a type of em_ggml_block_layout_of) as bytes, value j in byte j: Q8_0's
- * as stored, the others' nibbles with their fifth bits, the stored offset still in. */
+ * as stored, IQ4_NL's values of its nibbles (signed), the others' nibbles with their fifth bits,
+ * the stored offset still in. */
 __attribute__((target(EM_GGML_LANES_TARGET))) static inline __m256i
 em_ggml_block_quants(em_ggml_dot_type type, const uint8_t *blk) {
     const em_ggml_block_layout L = em_ggml_block_layout_of(type);
     if (type == EM_GGML_DOT_Q8_0) return _mm256_loadu_si256((const __m256i *)(blk + L.qs));
-    __m128i b = _mm_loadu_si128((const __m128i *)(blk + L.qs));
-    __m256i q = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(b, 4), b), _mm256_set1_epi8(15));
+    __m256i q = em_ggml_nibbles(blk + L.qs);
     if (L.qh) {
         uint32_t bits;
         memcpy(&bits, blk + L.qh, 4);
         /* byte j: bit j of the 32 as 0x10 */
         q = _mm256_or_si256(q, _mm256_maskz_mov_epi8((__mmask32)bits, _mm256_set1_epi8(0x10)));
     }
-    return q;
+    return L.non_linear ? em_ggml_iq4_values(q) : q;
 }
 
 /* The 32-value block types' tiles of 4 tokens or fewer on AVX512-VNNI, lanes being rows

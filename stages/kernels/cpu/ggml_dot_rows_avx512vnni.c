@@ -1,5 +1,6 @@
 /* The `ggml` precision's dot products of a few tokens (T <= 4: a decoding step, or a few sequences
- * decoded together) on AVX512-VNNI (see ggml_dot.h), for the 32-value block types. The 16 lanes
+ * decoded together) on AVX512-VNNI (see ggml_dot.h), for the 32-value block types (IQ4_NL's
+ * values looked up from its nibbles). The 16 lanes
  * of a vector are 16 weight rows, so no lane idles when T is 1 (the token-lane kernels would leave
  * 15 of 16 idle).
  *
@@ -60,8 +61,9 @@ row_group(em_ggml_dot_type type, const uint8_t *w, size_t row_bytes, int rows,
           const em_q8_activations *x, float *ct, size_t ldc) {
     const em_ggml_block_layout L = em_ggml_block_layout_of(type);
     const bool with_min = type == EM_GGML_DOT_Q4_1 || type == EM_GGML_DOT_Q5_1;
-    /* the offset subtracted from each unsigned quant: 128 (Q8_0 as shifted), 8, 16 or none */
-    const int offset = type == EM_GGML_DOT_Q8_0 ? 128 : L.offset;
+    /* the offset subtracted from each unsigned quant: 128 (signed quants as shifted), 8, 16 or
+     * none */
+    const int offset = em_ggml_signed_quants(type) ? 128 : L.offset;
     const int T = x->T;
     __m512 acc[4];
     for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_ps();
@@ -95,6 +97,13 @@ row_group(em_ggml_dot_type type, const uint8_t *w, size_t row_bytes, int rows,
                         _mm512_mask_add_epi8(lo[i], fifth_bits(blk, i, L.qh, false), lo[i], fifth);
                     hi[i] =
                         _mm512_mask_add_epi8(hi[i], fifth_bits(blk, i, L.qh, true), hi[i], fifth);
+                }
+                if (L.non_linear) { /* IQ4_NL's values, shifted as Q8_0's */
+                    const __m512i table = _mm512_broadcast_i32x4(
+                                      _mm_loadu_si128((const __m128i *)em_iq4nl_values)),
+                                  sign = _mm512_set1_epi8((char)0x80);
+                    lo[i] = _mm512_xor_si512(_mm512_shuffle_epi8(table, lo[i]), sign);
+                    hi[i] = _mm512_xor_si512(_mm512_shuffle_epi8(table, hi[i]), sign);
                 }
             }
         }
@@ -149,8 +158,11 @@ ROWS_TILE(q4_0, EM_GGML_DOT_Q4_0)
 ROWS_TILE(q4_1, EM_GGML_DOT_Q4_1)
 ROWS_TILE(q5_0, EM_GGML_DOT_Q5_0)
 ROWS_TILE(q5_1, EM_GGML_DOT_Q5_1)
+ROWS_TILE(iq4_nl, EM_GGML_DOT_IQ4_NL)
 
 em_ggml_tile_fn *const em_ggml_rows_avx512vnni[EM_GGML_DOT_TYPES] = {
-    rows_q8_0, rows_q4_0, rows_q4_1, rows_q5_0, rows_q5_1, NULL, NULL,
+    [EM_GGML_DOT_Q8_0] = rows_q8_0, [EM_GGML_DOT_Q4_0] = rows_q4_0,
+    [EM_GGML_DOT_Q4_1] = rows_q4_1, [EM_GGML_DOT_Q5_0] = rows_q5_0,
+    [EM_GGML_DOT_Q5_1] = rows_q5_1, [EM_GGML_DOT_IQ4_NL] = rows_iq4_nl,
 };
 #endif

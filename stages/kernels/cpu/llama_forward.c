@@ -222,11 +222,15 @@ static float *alloc_floats(size_t floats, size_t *bytes) {
     return malloc(floats * sizeof(float));
 }
 
-/* Whether the model has weights of type `type`. */
-static bool has_weights_of(const em_model *m, em_tensor_type type) {
-    for (uint64_t i = 0; i < m->tensor_count; i++)
-        if (m->tensors[i].type == type) return true;
-    return false;
+/* The activation forms (ggml_dot.h's EM_GGML_READS_*) the model's weights' dot products read in
+ * precision ggml. */
+static unsigned ggml_forms_read(const em_model *m) {
+    unsigned reads = 0;
+    for (uint64_t i = 0; i < m->tensor_count; i++) {
+        int column = em_ggml_dot_type_of(m->tensors[i].type);
+        if (column >= 0) reads |= em_ggml_dot_reads(column);
+    }
+    return reads;
 }
 
 /* Makes the activations and scratch hold T rows, windows of at most `longest` positions. */
@@ -251,14 +255,12 @@ static em_status reserve(em_llama_forward *f, int T, int longest) {
     size_t widest = D > F ? D : F; /* the widest input of a product */
     if (!err && f->scratch.ggml)
         err = em_q8_reserve(&f->scratch.q8, T, (int)(widest > QD ? widest : QD));
+    unsigned reads = f->scratch.ggml ? ggml_forms_read(f->model) : 0;
     if (!err && f->scratch.ggml && f->scratch.ggml->prepare_k)
-        err = em_q8_reserve_k_lanes(
-            &f->scratch.q8, T, (int)(widest > QD ? widest : QD),
-            has_weights_of(f->model, EM_TENSOR_Q4_K) || has_weights_of(f->model, EM_TENSOR_Q5_K) ||
-                has_weights_of(f->model, EM_TENSOR_Q2_K), /* Q4_K's */
-            has_weights_of(f->model, EM_TENSOR_Q6_K) || has_weights_of(f->model, EM_TENSOR_Q3_K) ||
-                has_weights_of(f->model, EM_TENSOR_Q2_K)); /* Q6_K's */
-    if (!err && f->scratch.ggml && has_weights_of(f->model, EM_TENSOR_F16))
+        err =
+            em_q8_reserve_k_lanes(&f->scratch.q8, T, (int)(widest > QD ? widest : QD),
+                                  reads & EM_GGML_READS_Q4K_LANES, reads & EM_GGML_READS_Q6K_LANES);
+    if (!err && (reads & EM_GGML_READS_F16))
         err = em_q8_reserve_f16(&f->scratch.q8, T, (int)(widest > QD ? widest : QD));
     if (!err && f->scratch.bf16)
         err = em_scratch_reserve_bf16(&f->scratch,

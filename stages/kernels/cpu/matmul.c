@@ -43,20 +43,13 @@ void em_matmul_quantize(const float *xp, int T, int n_in, int count, const em_te
     }
     if (!s->ggml) return;
     /* the forms the weights' dot products read */
-    bool q8 = false, q4k = false, q6k = false, f16 = false;
+    unsigned reads = 0;
     for (int i = 0; i < count; i++) {
         int column = em_ggml_dot_type_of(w[i]->type);
-        if (column == EM_GGML_DOT_Q4_K || column == EM_GGML_DOT_Q5_K)
-            q4k = true; /* Q5_K's dot products read Q4_K's lanes */
-        else if (column == EM_GGML_DOT_Q6_K || column == EM_GGML_DOT_Q3_K)
-            q6k = true; /* Q3_K's read Q6_K's lanes */
-        else if (column == EM_GGML_DOT_Q2_K)
-            q4k = q6k = true; /* Q6_K's lanes and Q4_K's 16-value sums */
-        else if (column == EM_GGML_DOT_F16)
-            f16 = true;
-        else if (column >= 0)
-            q8 = true;
+        if (column >= 0) reads |= em_ggml_dot_reads(column);
     }
+    bool q8 = reads & EM_GGML_READS_Q8, q4k = reads & EM_GGML_READS_Q4K_LANES,
+         q6k = reads & EM_GGML_READS_Q6K_LANES, f16 = reads & EM_GGML_READS_F16;
     if (f16) em_f16_round(em_gemm_packed(xp, T, n_in), T, n_in, s->threads, &s->q8);
     if (q8) em_q8_quantize(em_gemm_packed(xp, T, n_in), T, n_in, s->threads, &s->q8);
     if (q8 && s->ggml->prepare) s->ggml->prepare(&s->q8, s->threads);

@@ -4,8 +4,9 @@
  *     amax = max |x_j|,  d = amax / 127,  id = d ? 1 / d : 0,  qs_j = roundf(x_j * id),
  *     the block's scale is fp16(d) and its Q8_1 sum s = fp16(float(sum of qs) * d),
  * with fp16() rounding to nearest even. One quantization serves every weight type: the Q8_0 dot
- * products (Q4_0, Q5_0, Q8_0 weights) read d and qs, the Q8_1 ones (Q4_1, Q5_1) s as well.
- * The K-quants' dot products (Q2_K to Q6_K) read the Q8_K form instead, blocks of 256
+ * products (Q4_0, Q5_0, Q8_0, IQ4_NL weights) read d and qs, the Q8_1 ones (Q4_1, Q5_1) s as
+ * well.
+ * The K-quants' dot products (Q2_K to Q6_K) and IQ4_XS's read the Q8_K form instead, blocks of 256
  * values rounded as quantize_row_q8_K_ref does it: max = the x_j of largest |x_j| (the first of
  * equals), iscale = -127 / max, kqs_j = min(127, nearest_int(iscale * x_j)) (halves to even), kd =
  * 1 / iscale as a float, and the sum of each 16 quants (all zero when max is 0). The dot products
