@@ -50,7 +50,7 @@ static const char usage[] =
     "  --chunks N          score only the first N chunks or windows (default: all)\n"
     "  -t, --threads N     forward threads per rank (default: cores / ranks on the node)\n"
     "  --precision P       exact (default), ggml (activations rounded to 8 bits before the\n"
-    "                      products of Q8_0/Q4_0/Q4_1/Q5_0/Q5_1, Q2_K..Q6_K and IQ4_NL/XS,\n"
+    "                      products of Q8_0/Q4_0/Q4_1/Q5_0/Q5_1, Q2_K..Q6_K and IQ matrices,\n"
     "                      to fp16 before those of F16 ones, as llama.cpp's CPU backend) or\n"
     "                      bf16 (weights and activations of every product rounded to BF16,\n"
     "                      FP32 sums); the forward's `precision`;\n"

@@ -41,7 +41,7 @@ static const struct {
     em_tensor_type type;
     em_ggml_dot_type column;
     int values, bytes; /* per block */
-    int d_at;          /* where its fp16 scale is */
+    int d_at;          /* where its fp16 scale is (-1: IQ1_M's) */
     int min_at; /* where a second fp16 is (the minimum, or the K-quants' minima's scale), or 0 */
 } types[] = {
     {EM_TENSOR_Q8_0, EM_GGML_DOT_Q8_0, 32, 34, 0, 0},
@@ -57,6 +57,13 @@ static const struct {
     {EM_TENSOR_F16, EM_GGML_DOT_F16, 1, 2, 0, 0}, /* a "block" is one half */
     {EM_TENSOR_IQ4_NL, EM_GGML_DOT_IQ4_NL, 32, 18, 0, 0},
     {EM_TENSOR_IQ4_XS, EM_GGML_DOT_IQ4_XS, 256, 136, 0, 0},
+    {EM_TENSOR_IQ2_XXS, EM_GGML_DOT_IQ2_XXS, 256, 66, 0, 0},
+    {EM_TENSOR_IQ2_XS, EM_GGML_DOT_IQ2_XS, 256, 74, 0, 0},
+    {EM_TENSOR_IQ2_S, EM_GGML_DOT_IQ2_S, 256, 82, 0, 0},
+    {EM_TENSOR_IQ3_XXS, EM_GGML_DOT_IQ3_XXS, 256, 98, 0, 0},
+    {EM_TENSOR_IQ3_S, EM_GGML_DOT_IQ3_S, 256, 110, 0, 0},
+    {EM_TENSOR_IQ1_S, EM_GGML_DOT_IQ1_S, 256, 50, 0, 0},
+    {EM_TENSOR_IQ1_M, EM_GGML_DOT_IQ1_M, 256, 56, -1, 0}, /* its fp16 d in 4 scale nibbles */
 };
 #define TYPES (sizeof types / sizeof *types)
 
@@ -74,6 +81,12 @@ static uint8_t *random_rows(size_t i, int rows, int blocks) {
         put_half(w + 2 * b, 2.0f * random_float()); /* finite halves */
     for (size_t b = 0; types[i].type != EM_TENSOR_F16 && b < (size_t)rows * blocks; b++) {
         uint8_t *blk = w + b * types[i].bytes;
+        if (types[i].d_at < 0) { /* IQ1_M: d's nibble k in the top of scale word k (bytes 48..) */
+            uint16_t d = em_f32_to_f16(0.02f * random_float());
+            for (int k = 0; k < 4; k++)
+                blk[49 + 2 * k] = (uint8_t)((blk[49 + 2 * k] & 15) | ((d >> (4 * k)) & 15) << 4);
+            continue;
+        }
         put_half(blk + types[i].d_at, 0.02f * random_float());
         if (types[i].min_at) put_half(blk + types[i].min_at, 0.1f * random_float());
     }

@@ -21,16 +21,42 @@ static float *random_floats(size_t count, uint32_t seed) {
     return v;
 }
 
-/* W (n rows of n values) in `type`, written by the type's own quantizer (ggml_types.h). */
+/* Random blocks of a lattice IQ type (which evalmesh does not quantize to; any bytes are a valid
+ * block), their fp16 scale 2^-10: at byte 0, or IQ1_M's in its scale words' top nibbles. */
+static bool random_lattice_blocks(em_tensor_type type, uint8_t *data, size_t bytes) {
+    const em_ggml_type_info *info = em_ggml_type_info_get(type);
+    int column = em_ggml_dot_type_of(type);
+    if (column < EM_GGML_DOT_IQ2_XXS || column > EM_GGML_DOT_IQ1_M) return false;
+    uint32_t seed = 5;
+    for (size_t i = 0; i < bytes; i++)
+        data[i] = (uint8_t)((seed = seed * 1664525u + 1013904223u) >> 24);
+    const uint16_t d = 0x1400;
+    for (size_t b = 0; b < bytes / info->block_bytes; b++) {
+        uint8_t *blk = data + b * info->block_bytes;
+        if (type == EM_TENSOR_IQ1_M) {
+            for (int k = 0; k < 4; k++)
+                blk[49 + 2 * k] = (uint8_t)((blk[49 + 2 * k] & 15) | ((d >> (4 * k)) & 15) << 4);
+        } else {
+            blk[0] = d & 255, blk[1] = d >> 8;
+        }
+    }
+    return true;
+}
+
+/* W (n rows of n values) in `type`, written by the type's own quantizer (ggml_types.h), or random
+ * blocks of a lattice IQ type. */
 static em_status make_weight(em_tensor_type type, int n, em_tensor *w) {
     const em_ggml_type_info *info = em_ggml_type_info_get(type);
-    if (!info || !info->from_float)
+    size_t row_bytes = em_tensor_type_row_bytes(type, n);
+    uint8_t *data = malloc(row_bytes * n);
+    if (!info || (!info->from_float && !random_lattice_blocks(type, data, row_bytes * n))) {
+        free(data);
         return em_error_new(EM_EXIT_BAD_INPUT, "gemm peak: no quantizer for %s",
                             em_tensor_type_name(type));
-    size_t row_bytes = em_tensor_type_row_bytes(type, n);
-    float *values = random_floats((size_t)n * n, 7);
-    uint8_t *data = malloc(row_bytes * n);
-    for (int r = 0; r < n; r++) info->from_float(values + (size_t)r * n, n, data + row_bytes * r);
+    }
+    float *values = info->from_float ? random_floats((size_t)n * n, 7) : NULL;
+    for (int r = 0; values && r < n; r++)
+        info->from_float(values + (size_t)r * n, n, data + row_bytes * r);
     free(values);
     *w = (em_tensor){.name = "gemm_peak.weight",
                      .type = type,

@@ -9,6 +9,7 @@
 #include "stages/formats/dequantize_rows.h"
 #include "stages/formats/half.h"
 #include "stages/kernels/cpu/gemm_microkernel.h"
+#include "stages/kernels/cpu/ggml_dot_iq.h"
 
 static uint32_t u32_at(const uint8_t *p) {
     uint32_t u;
@@ -193,6 +194,23 @@ static float dot_iq4_xs(const uint8_t *w, const em_q8_activations *x, int t) {
     return sumf;
 }
 
+/* A lattice IQ type's row (ggml_dot_iq.h). */
+static float dot_lattice(em_ggml_dot_type type, const uint8_t *w, const em_q8_activations *x,
+                         int t) {
+    float sumf = 0.0f;
+    for (int b = 0; b < x->kblocks; b++, w += em_iq_block_bytes(type)) {
+        size_t at = (size_t)b * x->tokens + t;
+        const int8_t *y = x->kqs + at * EM_Q8K_BLOCK;
+        em_iq_decoded v;
+        em_iq_decode(type, w, &v);
+        int32_t sum = 0, delta_sum = 0;
+        for (int j = 0; j < 256; j++) sum += v.w[j] * y[j];
+        for (int j = 0; em_iq_has_delta(type) && j < 256; j++) delta_sum += v.delta[j] * y[j];
+        sumf = em_iq_step(type, sumf, em_iq_block_scale(type, w), x->kd[at], sum, delta_sum);
+    }
+    return em_iq_factor(type) * sumf;
+}
+
 /* An F16 row of K values times token t's F16 form: ggml_dot.h's 16 lanes and their tree. */
 static float dot_f16(const uint8_t *w, int K, const em_q8_activations *x, int t) {
     const float *h = x->h + (size_t)t * x->hstride;
@@ -208,6 +226,7 @@ static float dot_f16(const uint8_t *w, int K, const em_q8_activations *x, int t)
 static float dot_of(em_ggml_dot_type type, const uint8_t *w, const em_q8_activations *x, int t) {
     if (type == EM_GGML_DOT_Q2_K) return dot_q2_k(w, x, t);
     if (type == EM_GGML_DOT_IQ4_XS) return dot_iq4_xs(w, x, t);
+    if (em_ggml_dot_is_lattice(type)) return dot_lattice(type, w, x, t);
     if (type == EM_GGML_DOT_Q6_K || type == EM_GGML_DOT_Q3_K)
         return dot_k16(w, type == EM_GGML_DOT_Q3_K, x, t);
     if (type == EM_GGML_DOT_Q4_K || type == EM_GGML_DOT_Q5_K)
@@ -235,6 +254,13 @@ C_TILE(q3_k, EM_GGML_DOT_Q3_K)
 C_TILE(q2_k, EM_GGML_DOT_Q2_K)
 C_TILE(iq4_nl, EM_GGML_DOT_IQ4_NL)
 C_TILE(iq4_xs, EM_GGML_DOT_IQ4_XS)
+C_TILE(iq2_xxs, EM_GGML_DOT_IQ2_XXS)
+C_TILE(iq2_xs, EM_GGML_DOT_IQ2_XS)
+C_TILE(iq2_s, EM_GGML_DOT_IQ2_S)
+C_TILE(iq3_xxs, EM_GGML_DOT_IQ3_XXS)
+C_TILE(iq3_s, EM_GGML_DOT_IQ3_S)
+C_TILE(iq1_s, EM_GGML_DOT_IQ1_S)
+C_TILE(iq1_m, EM_GGML_DOT_IQ1_M)
 
 static void tile_f16(const uint8_t *w, size_t row_bytes, int rows, const em_q8_activations *x,
                      float *ct, size_t ldc) {
@@ -251,8 +277,10 @@ static bool always(void) {
 const em_ggml_kernel em_ggml_kernel_c = {
     .name = "c",
     .runs_here = always,
-    .tile = {tile_q8_0, tile_q4_0, tile_q4_1, tile_q5_0, tile_q5_1, tile_q6_k, tile_q4_k, tile_q5_k,
-             tile_q3_k, tile_q2_k, tile_f16, tile_iq4_nl, tile_iq4_xs},
+    .tile = {tile_q8_0,  tile_q4_0,    tile_q4_1,   tile_q5_0,    tile_q5_1,
+             tile_q6_k,  tile_q4_k,    tile_q5_k,   tile_q3_k,    tile_q2_k,
+             tile_f16,   tile_iq4_nl,  tile_iq4_xs, tile_iq2_xxs, tile_iq2_xs,
+             tile_iq2_s, tile_iq3_xxs, tile_iq3_s,  tile_iq1_s,   tile_iq1_m},
 };
 
 /* The table, best first. */
@@ -306,13 +334,29 @@ int em_ggml_dot_type_of(em_tensor_type type) {
         return EM_GGML_DOT_IQ4_NL;
     case EM_TENSOR_IQ4_XS:
         return EM_GGML_DOT_IQ4_XS;
+    case EM_TENSOR_IQ2_XXS:
+        return EM_GGML_DOT_IQ2_XXS;
+    case EM_TENSOR_IQ2_XS:
+        return EM_GGML_DOT_IQ2_XS;
+    case EM_TENSOR_IQ2_S:
+        return EM_GGML_DOT_IQ2_S;
+    case EM_TENSOR_IQ3_XXS:
+        return EM_GGML_DOT_IQ3_XXS;
+    case EM_TENSOR_IQ3_S:
+        return EM_GGML_DOT_IQ3_S;
+    case EM_TENSOR_IQ1_S:
+        return EM_GGML_DOT_IQ1_S;
+    case EM_TENSOR_IQ1_M:
+        return EM_GGML_DOT_IQ1_M;
     default:
         return -1;
     }
 }
 
 const char *em_ggml_dot_type_names(void) {
-    return "Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q6_K Q4_K Q5_K Q3_K Q2_K F16 IQ4_NL IQ4_XS";
+    return "Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q6_K Q4_K Q5_K Q3_K Q2_K F16 IQ4_NL IQ4_XS IQ2_XXS IQ2_XS "
+           "IQ2_S "
+           "IQ3_XXS IQ3_S IQ1_S IQ1_M";
 }
 
 em_status em_ggml_kernel_select(const em_ggml_kernel **kernel) {

@@ -28,7 +28,10 @@
  * are the non-linear values em_iq4nl_values of the nibbles (laid out as Q4_0's). IQ4_XS
  * (ggml_vec_dot_iq4_xs_q8_K_generic) reads the Q8_K form: per 256-value block, per 32-value
  * sub-block j in order, sumf += (d4d8 * (float)(ls_j - 32)) * (float)sumi_j, d4d8 = dw * dx, ls_j
- * the sub-block's 6-bit scale and sumi_j its exact sum of IQ4_NL values times activations.
+ * the sub-block's 6-bit scale and sumi_j its exact sum of IQ4_NL values times activations. The
+ * lattice IQ types (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M) read the Q8_K form:
+ * per block an exact integer sum, sumf += (d * dx) * sum (IQ1: * (sum + 0.125 * delta_sum)), and
+ * at the end ggml's factor times sumf (ggml_dot_iq.h).
  * F16 (ggml's F16 weights read fp16 activations, the F16 form of q8_activations.h): the row and
  * the activations padded with zeros to a multiple of 16 values, 16 lanes, lane l the sum of the
  * products of values l, l + 16, l + 32, ... in order (each product of two fp16 values is exact in
@@ -48,7 +51,7 @@
  * per vector, K-quants included; 4 tokens or fewer take avx2's tiles), `avx2` (AVX2
  * with F16C: integer products by maddubs, the float steps on 8 (row, token) pairs at once; the
  * K-quants on their 8 lanes per pair; F16 by FMAs on 4 pairs' two 8-lane halves,
- * ggml_dot_f16_avx2.c, which avxvnni takes too), then `c`. IQ4_NL and IQ4_XS have tiles in
+ * ggml_dot_f16_avx2.c, which avxvnni takes too), then `c`. The IQ types have tiles in
  * avx512vnni, avx2 and c; amx takes avx512vnni's and avxvnni avx2's. A row's empty (NULL) column is
  * the next row's that runs here (the selection fills it in). The environment variable
  * EVALMESH_CPU_KERNEL (amx, avx512vnni, avxvnni, avx2 or c; the GEMM's avx512 and the bf16
@@ -84,7 +87,14 @@ typedef enum em_ggml_dot_type {
     EM_GGML_DOT_Q2_K,
     EM_GGML_DOT_F16, /* this one reads the F16 form */
     EM_GGML_DOT_IQ4_NL,
-    EM_GGML_DOT_IQ4_XS, /* the Q8_K form */
+    EM_GGML_DOT_IQ4_XS,  /* the Q8_K form */
+    EM_GGML_DOT_IQ2_XXS, /* the lattice IQ types (ggml_dot_iq.h): the Q8_K form */
+    EM_GGML_DOT_IQ2_XS,
+    EM_GGML_DOT_IQ2_S,
+    EM_GGML_DOT_IQ3_XXS,
+    EM_GGML_DOT_IQ3_S,
+    EM_GGML_DOT_IQ1_S,
+    EM_GGML_DOT_IQ1_M,
     EM_GGML_DOT_TYPES,
 } em_ggml_dot_type;
 
@@ -161,6 +171,13 @@ static inline unsigned em_ggml_dot_reads(int column) {
         return EM_GGML_READS_Q4K_LANES;
     case EM_GGML_DOT_Q6_K:
     case EM_GGML_DOT_Q3_K: /* Q6_K's lanes */
+    case EM_GGML_DOT_IQ2_XXS:
+    case EM_GGML_DOT_IQ2_XS:
+    case EM_GGML_DOT_IQ2_S:
+    case EM_GGML_DOT_IQ3_XXS:
+    case EM_GGML_DOT_IQ3_S:
+    case EM_GGML_DOT_IQ1_S:
+    case EM_GGML_DOT_IQ1_M: /* the lattice types' words read Q6_K's lanes */
         return EM_GGML_READS_Q6K_LANES;
     case EM_GGML_DOT_Q2_K: /* Q6_K's lanes and Q4_K's 16-value sums */
         return EM_GGML_READS_Q4K_LANES | EM_GGML_READS_Q6K_LANES;
@@ -188,7 +205,7 @@ em_ggml_tile_fn em_ggml_f16_tile_avx512, em_ggml_f16_tile_avx2;
 #endif
 
 /* The column of a tensor type, or -1 when the mode has no dot product for it (such weights run
- * exact: F32, BF16, the IQ types but IQ4_NL and IQ4_XS, and the others). */
+ * exact: F32, BF16, TQ1_0, TQ2_0, MXFP4, NVFP4, torchao's). */
 int em_ggml_dot_type_of(em_tensor_type type);
 /* The names of the types the mode covers, for messages ("Q8_0 ... Q5_K F16"). */
 const char *em_ggml_dot_type_names(void);

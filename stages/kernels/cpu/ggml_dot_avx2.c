@@ -10,6 +10,7 @@
 #include "stages/kernels/cpu/ggml_dot.h"
 
 #include "stages/formats/dequantize_rows.h"
+#include "stages/kernels/cpu/ggml_dot_iq.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -496,6 +497,65 @@ AVX2 static void tile_iq4_xs(const uint8_t *w, size_t row_bytes, int rows,
     }
 }
 
+/* The exact sum of 256 words w (16 vectors) times the activations y (256 bytes). */
+AVX2 static inline int32_t word_sum(const __m256i w[16], const int8_t *y) {
+    __m256i acc = _mm256_setzero_si256();
+    for (int v = 0; v < 16; v++) {
+        __m256i yv = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(y + 16 * v)));
+        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(w[v], yv));
+    }
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+    return _mm_cvtsi128_si32(_mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1)));
+}
+
+/* The lattice IQ types (ggml_dot_iq.h): per row and block the values decoded once per chunk of
+ * tokens into words, per token their exact sums by madd, and C's float steps and factor. */
+AVX2 static inline __attribute__((always_inline)) void
+lattice_tile(em_ggml_dot_type type, const uint8_t *w, size_t row_bytes, int rows,
+             const em_q8_activations *x, float *ct, size_t ldc) {
+    const int block_bytes = em_iq_block_bytes(type);
+    for (int c0 = 0; c0 < x->tokens; c0 += KQUANT_CHUNK) {
+        int n = x->tokens - c0 < KQUANT_CHUNK ? x->tokens - c0 : KQUANT_CHUNK;
+        for (int j = 0; j < rows; j++) {
+            float sumf[KQUANT_CHUNK] = {0};
+            for (int b = 0; b < x->kblocks; b++) {
+                const uint8_t *blk = w + (size_t)j * row_bytes + (size_t)b * block_bytes;
+                em_iq_decoded v;
+                em_iq_decode(type, blk, &v);
+                __m256i words[16], delta[16];
+                for (int i = 0; i < 16; i++) {
+                    words[i] = _mm256_loadu_si256((const __m256i *)(v.w + 16 * i));
+                    if (em_iq_has_delta(type))
+                        delta[i] = _mm256_loadu_si256((const __m256i *)(v.delta + 16 * i));
+                }
+                float d = em_iq_block_scale(type, blk);
+                for (int t = 0; t < n; t++) {
+                    size_t at = (size_t)b * x->tokens + c0 + t;
+                    const int8_t *y = x->kqs + at * EM_Q8K_BLOCK;
+                    int32_t delta_sum = em_iq_has_delta(type) ? word_sum(delta, y) : 0;
+                    sumf[t] =
+                        em_iq_step(type, sumf[t], d, x->kd[at], word_sum(words, y), delta_sum);
+                }
+            }
+            for (int t = 0; t < n; t++) ct[(size_t)j * ldc + c0 + t] = em_iq_factor(type) * sumf[t];
+        }
+    }
+}
+
+#define LATTICE_TILE(name, column)                                                                 \
+    AVX2 static void tile_##name(const uint8_t *w, size_t row_bytes, int rows,                     \
+                                 const em_q8_activations *x, float *ct, size_t ldc) {              \
+        lattice_tile(column, w, row_bytes, rows, x, ct, ldc);                                      \
+    }
+LATTICE_TILE(iq2_xxs, EM_GGML_DOT_IQ2_XXS)
+LATTICE_TILE(iq2_xs, EM_GGML_DOT_IQ2_XS)
+LATTICE_TILE(iq2_s, EM_GGML_DOT_IQ2_S)
+LATTICE_TILE(iq3_xxs, EM_GGML_DOT_IQ3_XXS)
+LATTICE_TILE(iq3_s, EM_GGML_DOT_IQ3_S)
+LATTICE_TILE(iq1_s, EM_GGML_DOT_IQ1_S)
+LATTICE_TILE(iq1_m, EM_GGML_DOT_IQ1_M)
+
 static bool has_avx2(void) {
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
            __builtin_cpu_supports("f16c");
@@ -504,7 +564,25 @@ static bool has_avx2(void) {
 const em_ggml_kernel em_ggml_kernel_avx2 = {
     .name = "avx2",
     .runs_here = has_avx2,
-    .tile = {tile_q8_0, tile_q4_0, tile_q4_1, tile_q5_0, tile_q5_1, tile_q6_k, tile_q4_k, tile_q5_k,
-             tile_q3_k, tile_q2_k, em_ggml_f16_tile_avx2, tile_iq4_nl, tile_iq4_xs},
+    .tile = {tile_q8_0,
+             tile_q4_0,
+             tile_q4_1,
+             tile_q5_0,
+             tile_q5_1,
+             tile_q6_k,
+             tile_q4_k,
+             tile_q5_k,
+             tile_q3_k,
+             tile_q2_k,
+             em_ggml_f16_tile_avx2,
+             tile_iq4_nl,
+             tile_iq4_xs,
+             tile_iq2_xxs,
+             tile_iq2_xs,
+             tile_iq2_s,
+             tile_iq3_xxs,
+             tile_iq3_s,
+             tile_iq1_s,
+             tile_iq1_m},
 };
 #endif

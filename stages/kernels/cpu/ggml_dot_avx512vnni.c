@@ -15,6 +15,7 @@
 #include "stages/kernels/cpu/ggml_dot.h"
 
 #include "stages/formats/dequantize_rows.h"
+#include "stages/kernels/cpu/ggml_dot_iq.h"
 #include "stages/kernels/cpu/ggml_dot_lanes.h"
 #include "stages/kernels/cpu/scratch.h"
 #include "util/error.h"
@@ -372,6 +373,42 @@ VNNI static void iq4xs_block(const uint8_t *blk, const uint32_t *wq, const __m51
     }
 }
 
+/* A lattice IQ block (at blk) decoded (ggml_dot_iq.h) and rearranged as Q6_K's words are: wq
+ * (128), and the IQ1 delta words at wq + 128. */
+VNNI static void unpack_lattice(em_ggml_dot_type type, const uint8_t *blk, uint32_t *wq) {
+    em_iq_decoded v;
+    em_iq_decode(type, blk, &v);
+    for (int j = 0; j < 16; j += 2) { /* 16-value sub-blocks j and j + 1 */
+        _mm512_storeu_si512(wq + 8 * j, lane_words(_mm512_loadu_si512(v.w + 16 * j)));
+        if (em_iq_has_delta(type))
+            _mm512_storeu_si512(wq + 128 + 8 * j, lane_words(_mm512_loadu_si512(v.delta + 16 * j)));
+    }
+}
+
+/* The exact sum of 128 rearranged weight words wq times Q6_K's activation lanes yt (128). */
+VNNI static inline __m512i word_sum(const uint32_t *wq, const __m512i *yt) {
+    __m512i lane[8];
+    for (int l = 0; l < 8; l++) lane[l] = _mm512_setzero_si512();
+    for (int j = 0; j < 16; j++)
+        for (int l = 0; l < 8; l++)
+            lane[l] =
+                _mm512_dpwssd_epi32(lane[l], _mm512_set1_epi32((int)wq[8 * j + l]), yt[8 * j + l]);
+    __m512i sum = lane[0];
+    for (int l = 1; l < 8; l++) sum = _mm512_add_epi32(sum, lane[l]);
+    return sum;
+}
+
+/* One lattice IQ block (at blk, unpacked in wq) against Q6_K's lanes yt: em_iq_step. */
+VNNI static void lattice_block(em_ggml_dot_type type, const uint8_t *blk, const uint32_t *wq,
+                               const __m512i *yt, __m512 kd, ksums *s) {
+    __m512 d = _mm512_mul_ps(_mm512_set1_ps(em_iq_block_scale(type, blk)), kd);
+    __m512 sum = _mm512_cvtepi32_ps(word_sum(wq, yt));
+    if (em_iq_has_delta(type))
+        sum = _mm512_add_ps(
+            sum, _mm512_mul_ps(_mm512_set1_ps(0.125f), _mm512_cvtepi32_ps(word_sum(wq + 128, yt))));
+    s->sumf = _mm512_add_ps(s->sumf, _mm512_mul_ps(d, sum));
+}
+
 /* The K-quant lanes of the group of tokens from c0 (see em_ggml_fill_k_lanes): its M vectors a
  * block (Q4_K: 64 and ybs 8; Q6_K: 128). */
 static __m512i *k4_lanes_at(const em_q8_activations *x, int c0) {
@@ -396,9 +433,10 @@ void em_ggml_fill_k_lanes(em_q8_activations *x, bool q4k, bool q6k, int threads)
     }
 }
 
-/* A tile of Q6_K, Q3_K, Q4_K, Q5_K, Q2_K or IQ4_XS rows (type: Q3_K is Q6_K with another
- * unpacking, Q5_K Q4_K; Q2_K reads Q6_K's lanes and Q4_K's 16-value sums, IQ4_XS Q4_K's lanes and
- * sums). Each block's
+/* A tile of Q6_K, Q3_K, Q4_K, Q5_K, Q2_K, IQ4_XS or lattice IQ rows (type: Q3_K is Q6_K with
+ * another unpacking, Q5_K Q4_K; Q2_K reads Q6_K's lanes and Q4_K's 16-value sums, IQ4_XS Q4_K's
+ * lanes and sums, the lattice types Q6_K's lanes, and their sums take their factor at the end).
+ * Each block's
  * quants are unpacked once, for the first group of tokens, and kept (M words a block) for the
  * others. */
 VNNI static void kquant_tile(em_ggml_dot_type type, const uint8_t *w, size_t row_bytes, int rows,
@@ -406,15 +444,18 @@ VNNI static void kquant_tile(em_ggml_dot_type type, const uint8_t *w, size_t row
     const bool is_iq4xs = type == EM_GGML_DOT_IQ4_XS,
                is_q4k = type == EM_GGML_DOT_Q4_K || type == EM_GGML_DOT_Q5_K || is_iq4xs,
                five_bits = type == EM_GGML_DOT_Q5_K, three_bits = type == EM_GGML_DOT_Q3_K,
-               is_q2k = type == EM_GGML_DOT_Q2_K;
-    const int M = is_q4k ? 64 : 128, block_bytes = three_bits  ? 110
-                                                   : is_q2k    ? 84
-                                                   : is_iq4xs  ? 136
-                                                   : !is_q4k   ? 210
-                                                   : five_bits ? 176
-                                                               : 144;
+               is_q2k = type == EM_GGML_DOT_Q2_K, is_lattice = em_ggml_dot_is_lattice(type);
+    /* M: activation vectors a block; Mw: unpacked weight dwords a block */
+    const int M = is_q4k ? 64 : 128, Mw = em_iq_has_delta(type) ? 256 : M;
+    const int block_bytes = is_lattice   ? em_iq_block_bytes(type)
+                            : three_bits ? 110
+                            : is_q2k     ? 84
+                            : is_iq4xs   ? 136
+                            : !is_q4k    ? 210
+                            : five_bits  ? 176
+                                         : 144;
     ksums s[ROW_BATCH];
-    uint32_t *unpacked = em_xmalloc((size_t)rows * x->kblocks * M * sizeof *unpacked);
+    uint32_t *unpacked = em_xmalloc((size_t)rows * x->kblocks * Mw * sizeof *unpacked);
     for (int c0 = 0; c0 < x->tokens; c0 += LANES) {
         int n = x->tokens - c0 < LANES ? x->tokens - c0 : LANES;
         for (int r0 = 0; r0 < rows; r0 += ROW_BATCH) {
@@ -432,10 +473,13 @@ VNNI static void kquant_tile(em_ggml_dot_type type, const uint8_t *w, size_t row
                         const uint8_t *blk =
                             w + (size_t)(r0 + r) * row_bytes + (size_t)(b0 + b) * block_bytes;
                         uint32_t *wq =
-                            unpacked + ((size_t)(r0 + r) * x->kblocks + (size_t)(b0 + b)) * M;
+                            unpacked + ((size_t)(r0 + r) * x->kblocks + (size_t)(b0 + b)) * Mw;
                         __m512 kd = _mm512_maskz_loadu_ps(
                             em_ggml_live_lanes(n), x->kd + (size_t)(b0 + b) * x->tokens + c0);
-                        if (is_iq4xs) {
+                        if (is_lattice) {
+                            if (c0 == 0) unpack_lattice(type, blk, wq);
+                            lattice_block(type, blk, wq, yt + M * (b0 + b), kd, &s[r]);
+                        } else if (is_iq4xs) {
                             if (c0 == 0) unpack_iq4xs(blk, wq);
                             iq4xs_block(blk, wq, yt + M * (b0 + b), ybs + 8 * (b0 + b), kd, &s[r]);
                         } else if (is_q2k) {
@@ -457,6 +501,8 @@ VNNI static void kquant_tile(em_ggml_dot_type type, const uint8_t *w, size_t row
             }
             for (int r = 0; r < batch; r++) {
                 for (int l = 0; l < 8; l++) s[r].sumf = _mm512_add_ps(s[r].sumf, s[r].sums[l]);
+                if (is_lattice)
+                    s[r].sumf = _mm512_mul_ps(_mm512_set1_ps(em_iq_factor(type)), s[r].sumf);
                 _mm512_mask_storeu_ps(ct + (size_t)(r0 + r) * ldc + c0, em_ggml_live_lanes(n),
                                       s[r].sumf);
             }
@@ -476,6 +522,13 @@ VNNI static void kquant_tile(em_ggml_dot_type type, const uint8_t *w, size_t row
     }
 EM_GGML_KQUANTS(KQUANT_TILE)
 KQUANT_TILE(iq4_xs, EM_GGML_DOT_IQ4_XS)
+KQUANT_TILE(iq2_xxs, EM_GGML_DOT_IQ2_XXS)
+KQUANT_TILE(iq2_xs, EM_GGML_DOT_IQ2_XS)
+KQUANT_TILE(iq2_s, EM_GGML_DOT_IQ2_S)
+KQUANT_TILE(iq3_xxs, EM_GGML_DOT_IQ3_XXS)
+KQUANT_TILE(iq3_s, EM_GGML_DOT_IQ3_S)
+KQUANT_TILE(iq1_s, EM_GGML_DOT_IQ1_S)
+KQUANT_TILE(iq1_m, EM_GGML_DOT_IQ1_M)
 
 static bool has_avx512vnni(void) {
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
@@ -497,7 +550,25 @@ const em_ggml_kernel em_ggml_kernel_avx512vnni = {
     .runs_here = has_avx512vnni,
     .prepare = em_ggml_fill_token_lanes,
     .prepare_k = em_ggml_fill_k_lanes,
-    .tile = {tile_q8_0, tile_q4_0, tile_q4_1, tile_q5_0, tile_q5_1, tile_q6_k, tile_q4_k, tile_q5_k,
-             tile_q3_k, tile_q2_k, em_ggml_f16_tile_avx512, tile_iq4_nl, tile_iq4_xs},
+    .tile = {tile_q8_0,
+             tile_q4_0,
+             tile_q4_1,
+             tile_q5_0,
+             tile_q5_1,
+             tile_q6_k,
+             tile_q4_k,
+             tile_q5_k,
+             tile_q3_k,
+             tile_q2_k,
+             em_ggml_f16_tile_avx512,
+             tile_iq4_nl,
+             tile_iq4_xs,
+             tile_iq2_xxs,
+             tile_iq2_xs,
+             tile_iq2_s,
+             tile_iq3_xxs,
+             tile_iq3_s,
+             tile_iq1_s,
+             tile_iq1_m},
 };
 #endif

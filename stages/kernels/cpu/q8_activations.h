@@ -6,12 +6,13 @@
  * with fp16() rounding to nearest even. One quantization serves every weight type: the Q8_0 dot
  * products (Q4_0, Q5_0, Q8_0, IQ4_NL weights) read d and qs, the Q8_1 ones (Q4_1, Q5_1) s as
  * well.
- * The K-quants' dot products (Q2_K to Q6_K) and IQ4_XS's read the Q8_K form instead, blocks of 256
- * values rounded as quantize_row_q8_K_ref does it: max = the x_j of largest |x_j| (the first of
- * equals), iscale = -127 / max, kqs_j = min(127, nearest_int(iscale * x_j)) (halves to even), kd =
- * 1 / iscale as a float, and the sum of each 16 quants (all zero when max is 0). The dot products
- * of F16 weights read the F16 form instead (em_f16_round, f16_activations.c): each value rounded to
- * fp16 to nearest even, as ggml's GGML_FP32_TO_FP16 does for F16's vec_dot_type.
+ * The K-quants' dot products (Q2_K to Q6_K) and the IQ types' but IQ4_NL's read the Q8_K form
+ * instead, blocks of 256 values rounded as quantize_row_q8_K_ref does it: max = the x_j of largest
+ * |x_j| (the first of equals), iscale = -127 / max, kqs_j = min(127, nearest_int(iscale * x_j))
+ * (halves to even), kd = 1 / iscale as a float, and the sum of each 16 quants (all zero when max is
+ * 0). The dot products of F16 weights read the F16 form instead (em_f16_round, f16_activations.c):
+ * each value rounded to fp16 to nearest even, as ggml's GGML_FP32_TO_FP16 does for F16's
+ * vec_dot_type.
  *
  * On a CPU with AVX-512 (F and BW) the rounding runs 16 tokens at once, or a few tokens (a
  * narrow panel, gemm.h) a block of each at once (q8_activations_avx512.c), the same bits as the C
