@@ -311,18 +311,24 @@ VNNI static void unpack_q2k(const uint8_t *blk, uint32_t *wq) {
     }
 }
 
-/* One Q2_K block (at blk, unpacked in wq) against Q6_K's activation lanes yt (128) and Q4_K's
- * 16-value sums ybs (8): sumf += dall * isum - dmin * summs. */
-VNNI static void q2k_block(const uint8_t *blk, const uint32_t *wq, const __m512i *yt,
-                           const __m512i *ybs, __m512 kd, ksums *s) {
-    __m512i lane[8], summs = _mm512_setzero_si512(); /* 8 chains, added exactly at the end */
+/* The exact sum of 128 rearranged weight words wq times Q6_K's activation lanes yt (128). */
+VNNI static inline __m512i word_sum(const uint32_t *wq, const __m512i *yt) {
+    __m512i lane[8];
     for (int l = 0; l < 8; l++) lane[l] = _mm512_setzero_si512();
     for (int j = 0; j < 16; j++)
         for (int l = 0; l < 8; l++)
             lane[l] =
                 _mm512_dpwssd_epi32(lane[l], _mm512_set1_epi32((int)wq[8 * j + l]), yt[8 * j + l]);
-    __m512i isum = lane[0];
-    for (int l = 1; l < 8; l++) isum = _mm512_add_epi32(isum, lane[l]);
+    __m512i sum = lane[0];
+    for (int l = 1; l < 8; l++) sum = _mm512_add_epi32(sum, lane[l]);
+    return sum;
+}
+
+/* One Q2_K block (at blk, unpacked in wq) against Q6_K's activation lanes yt (128) and Q4_K's
+ * 16-value sums ybs (8): sumf += dall * isum - dmin * summs. */
+VNNI static void q2k_block(const uint8_t *blk, const uint32_t *wq, const __m512i *yt,
+                           const __m512i *ybs, __m512 kd, ksums *s) {
+    __m512i isum = word_sum(wq, yt), summs = _mm512_setzero_si512();
     for (int i = 0; i < 8; i++)
         summs = _mm512_dpwssd_epi32(
             summs, ybs[i], _mm512_set1_epi32((blk[2 * i] >> 4) | (blk[2 * i + 1] >> 4) << 16));
@@ -385,19 +391,6 @@ VNNI static void unpack_lattice(em_ggml_dot_type type, const uint8_t *blk, uint3
     }
 }
 
-/* The exact sum of 128 rearranged weight words wq times Q6_K's activation lanes yt (128). */
-VNNI static inline __m512i word_sum(const uint32_t *wq, const __m512i *yt) {
-    __m512i lane[8];
-    for (int l = 0; l < 8; l++) lane[l] = _mm512_setzero_si512();
-    for (int j = 0; j < 16; j++)
-        for (int l = 0; l < 8; l++)
-            lane[l] =
-                _mm512_dpwssd_epi32(lane[l], _mm512_set1_epi32((int)wq[8 * j + l]), yt[8 * j + l]);
-    __m512i sum = lane[0];
-    for (int l = 1; l < 8; l++) sum = _mm512_add_epi32(sum, lane[l]);
-    return sum;
-}
-
 /* One lattice IQ block (at blk, unpacked in wq) against Q6_K's lanes yt: em_iq_step. */
 VNNI static void lattice_block(em_ggml_dot_type type, const uint8_t *blk, const uint32_t *wq,
                                const __m512i *yt, __m512 kd, ksums *s) {
@@ -436,9 +429,8 @@ void em_ggml_fill_k_lanes(em_q8_activations *x, bool q4k, bool q6k, int threads)
 /* A tile of Q6_K, Q3_K, Q4_K, Q5_K, Q2_K, IQ4_XS or lattice IQ rows (type: Q3_K is Q6_K with
  * another unpacking, Q5_K Q4_K; Q2_K reads Q6_K's lanes and Q4_K's 16-value sums, IQ4_XS Q4_K's
  * lanes and sums, the lattice types Q6_K's lanes, and their sums take their factor at the end).
- * Each block's
- * quants are unpacked once, for the first group of tokens, and kept (M words a block) for the
- * others. */
+ * Each block's quants are unpacked once, for the first group of tokens, and kept (Mw words a
+ * block) for the others. */
 VNNI static void kquant_tile(em_ggml_dot_type type, const uint8_t *w, size_t row_bytes, int rows,
                              const em_q8_activations *x, float *ct, size_t ldc) {
     const bool is_iq4xs = type == EM_GGML_DOT_IQ4_XS,
