@@ -254,13 +254,7 @@ C_TILE(q3_k, EM_GGML_DOT_Q3_K)
 C_TILE(q2_k, EM_GGML_DOT_Q2_K)
 C_TILE(iq4_nl, EM_GGML_DOT_IQ4_NL)
 C_TILE(iq4_xs, EM_GGML_DOT_IQ4_XS)
-C_TILE(iq2_xxs, EM_GGML_DOT_IQ2_XXS)
-C_TILE(iq2_xs, EM_GGML_DOT_IQ2_XS)
-C_TILE(iq2_s, EM_GGML_DOT_IQ2_S)
-C_TILE(iq3_xxs, EM_GGML_DOT_IQ3_XXS)
-C_TILE(iq3_s, EM_GGML_DOT_IQ3_S)
-C_TILE(iq1_s, EM_GGML_DOT_IQ1_S)
-C_TILE(iq1_m, EM_GGML_DOT_IQ1_M)
+EM_GGML_LATTICE(C_TILE)
 
 static void tile_f16(const uint8_t *w, size_t row_bytes, int rows, const em_q8_activations *x,
                      float *ct, size_t ldc) {
@@ -277,10 +271,9 @@ static bool always(void) {
 const em_ggml_kernel em_ggml_kernel_c = {
     .name = "c",
     .runs_here = always,
-    .tile = {tile_q8_0,  tile_q4_0,    tile_q4_1,   tile_q5_0,    tile_q5_1,
-             tile_q6_k,  tile_q4_k,    tile_q5_k,   tile_q3_k,    tile_q2_k,
-             tile_f16,   tile_iq4_nl,  tile_iq4_xs, tile_iq2_xxs, tile_iq2_xs,
-             tile_iq2_s, tile_iq3_xxs, tile_iq3_s,  tile_iq1_s,   tile_iq1_m},
+    .tile = {tile_q8_0, tile_q4_0, tile_q4_1, tile_q5_0, tile_q5_1, tile_q6_k, tile_q4_k, tile_q5_k,
+             tile_q3_k, tile_q2_k, tile_f16, tile_iq4_nl, tile_iq4_xs,
+             EM_GGML_LATTICE(EM_GGML_TILE_ENTRY)},
 };
 
 /* The table, best first. */

@@ -150,6 +150,16 @@ typedef struct em_ggml_kernel {
     X(q4_k, EM_GGML_DOT_Q4_K)                                                                      \
     X(q5_k, EM_GGML_DOT_Q5_K) X(q3_k, EM_GGML_DOT_Q3_K) X(q2_k, EM_GGML_DOT_Q2_K)
 
+/* The lattice IQ columns (ggml_dot_iq.h), likewise. */
+#define EM_GGML_LATTICE(X)                                                                         \
+    X(iq2_xxs, EM_GGML_DOT_IQ2_XXS)                                                                \
+    X(iq2_xs, EM_GGML_DOT_IQ2_XS)                                                                  \
+    X(iq2_s, EM_GGML_DOT_IQ2_S)                                                                    \
+    X(iq3_xxs, EM_GGML_DOT_IQ3_XXS)                                                                \
+    X(iq3_s, EM_GGML_DOT_IQ3_S) X(iq1_s, EM_GGML_DOT_IQ1_S) X(iq1_m, EM_GGML_DOT_IQ1_M)
+/* A kernel row's entry for tile_<name> in its column, for .tile = {..., EM_GGML_LATTICE(...)}. */
+#define EM_GGML_TILE_ENTRY(name, column) [column] = tile_##name,
+
 /* Whether the 32-value type's quants are signed bytes (Q8_0's, IQ4_NL's values), else unsigned. */
 static inline bool em_ggml_signed_quants(em_ggml_dot_type type) {
     return type == EM_GGML_DOT_Q8_0 || type == EM_GGML_DOT_IQ4_NL;

@@ -548,13 +548,7 @@ lattice_tile(em_ggml_dot_type type, const uint8_t *w, size_t row_bytes, int rows
                                  const em_q8_activations *x, float *ct, size_t ldc) {              \
         lattice_tile(column, w, row_bytes, rows, x, ct, ldc);                                      \
     }
-LATTICE_TILE(iq2_xxs, EM_GGML_DOT_IQ2_XXS)
-LATTICE_TILE(iq2_xs, EM_GGML_DOT_IQ2_XS)
-LATTICE_TILE(iq2_s, EM_GGML_DOT_IQ2_S)
-LATTICE_TILE(iq3_xxs, EM_GGML_DOT_IQ3_XXS)
-LATTICE_TILE(iq3_s, EM_GGML_DOT_IQ3_S)
-LATTICE_TILE(iq1_s, EM_GGML_DOT_IQ1_S)
-LATTICE_TILE(iq1_m, EM_GGML_DOT_IQ1_M)
+EM_GGML_LATTICE(LATTICE_TILE)
 
 static bool has_avx2(void) {
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
@@ -564,25 +558,8 @@ static bool has_avx2(void) {
 const em_ggml_kernel em_ggml_kernel_avx2 = {
     .name = "avx2",
     .runs_here = has_avx2,
-    .tile = {tile_q8_0,
-             tile_q4_0,
-             tile_q4_1,
-             tile_q5_0,
-             tile_q5_1,
-             tile_q6_k,
-             tile_q4_k,
-             tile_q5_k,
-             tile_q3_k,
-             tile_q2_k,
-             em_ggml_f16_tile_avx2,
-             tile_iq4_nl,
-             tile_iq4_xs,
-             tile_iq2_xxs,
-             tile_iq2_xs,
-             tile_iq2_s,
-             tile_iq3_xxs,
-             tile_iq3_s,
-             tile_iq1_s,
-             tile_iq1_m},
+    .tile = {tile_q8_0, tile_q4_0, tile_q4_1, tile_q5_0, tile_q5_1, tile_q6_k, tile_q4_k, tile_q5_k,
+             tile_q3_k, tile_q2_k, em_ggml_f16_tile_avx2, tile_iq4_nl, tile_iq4_xs,
+             EM_GGML_LATTICE(EM_GGML_TILE_ENTRY)},
 };
 #endif

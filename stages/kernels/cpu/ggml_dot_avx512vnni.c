@@ -514,13 +514,7 @@ VNNI static void kquant_tile(em_ggml_dot_type type, const uint8_t *w, size_t row
     }
 EM_GGML_KQUANTS(KQUANT_TILE)
 KQUANT_TILE(iq4_xs, EM_GGML_DOT_IQ4_XS)
-KQUANT_TILE(iq2_xxs, EM_GGML_DOT_IQ2_XXS)
-KQUANT_TILE(iq2_xs, EM_GGML_DOT_IQ2_XS)
-KQUANT_TILE(iq2_s, EM_GGML_DOT_IQ2_S)
-KQUANT_TILE(iq3_xxs, EM_GGML_DOT_IQ3_XXS)
-KQUANT_TILE(iq3_s, EM_GGML_DOT_IQ3_S)
-KQUANT_TILE(iq1_s, EM_GGML_DOT_IQ1_S)
-KQUANT_TILE(iq1_m, EM_GGML_DOT_IQ1_M)
+EM_GGML_LATTICE(KQUANT_TILE)
 
 static bool has_avx512vnni(void) {
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
@@ -542,25 +536,8 @@ const em_ggml_kernel em_ggml_kernel_avx512vnni = {
     .runs_here = has_avx512vnni,
     .prepare = em_ggml_fill_token_lanes,
     .prepare_k = em_ggml_fill_k_lanes,
-    .tile = {tile_q8_0,
-             tile_q4_0,
-             tile_q4_1,
-             tile_q5_0,
-             tile_q5_1,
-             tile_q6_k,
-             tile_q4_k,
-             tile_q5_k,
-             tile_q3_k,
-             tile_q2_k,
-             em_ggml_f16_tile_avx512,
-             tile_iq4_nl,
-             tile_iq4_xs,
-             tile_iq2_xxs,
-             tile_iq2_xs,
-             tile_iq2_s,
-             tile_iq3_xxs,
-             tile_iq3_s,
-             tile_iq1_s,
-             tile_iq1_m},
+    .tile = {tile_q8_0, tile_q4_0, tile_q4_1, tile_q5_0, tile_q5_1, tile_q6_k, tile_q4_k, tile_q5_k,
+             tile_q3_k, tile_q2_k, em_ggml_f16_tile_avx512, tile_iq4_nl, tile_iq4_xs,
+             EM_GGML_LATTICE(EM_GGML_TILE_ENTRY)},
 };
 #endif
