@@ -6,7 +6,8 @@
  * each, so each lane gets the C result's bits. The tile's rows pass over chunks of 32 tokens,
  * whose activations stay in cache. A last odd row goes to the C kernel. One token alone (a
  * decoding step) takes 8 rows per pass instead, the lanes being the rows: the same steps, the same
- * bits, four times the useful lanes. */
+ * bits, four times the useful lanes. IQ4_NL is these tiles with signed quants looked up from its
+ * nibbles; the K-quants, IQ4_XS and the lattice IQ types have their own tiles (below). */
 #include "stages/kernels/cpu/ggml_dot.h"
 
 #include "stages/formats/dequantize_rows.h"

@@ -3,14 +3,15 @@
  * row's prepare, em_ggml_fill_token_lanes: vector k of a block holds dword k, activation values 4k
  * .. 4k + 3, of each token), so that a weight block's integer products are 8 vpdpbusd of its
  * unpacked quants' dword k, broadcast, against vector k: unsigned quants times signed activations,
- * 4 products per lane and step, exact 32-bit sums. Signed Q8_0 quants are offset to unsigned (q +
- * 128) and, like Q4_0's and Q5_0's stored offsets, corrected by offset * sum(activations). The
- * block's float steps then run on the 16 (row, token) lanes in the order of the C version, one IEEE
- * rounding each, so each lane gets the C result's bits; a row's sums pass through ct between chunks
- * of blocks (a stored float reloads exact). The K-quants' lanes are tokens too: one vector per
- * integer lane l of ggml_dot.h (see below). With 4 tokens or fewer (a decoding step) 12 of 16 lanes
- * would idle: those tiles take lanes of rows instead (ggml_dot_rows_avx512vnni.c; the K-quants' go
- * to the avx2 kernel, whose 8-row tiles have the same bits). Its F16 column is
+ * 4 products per lane and step, exact 32-bit sums. Signed Q8_0 and IQ4_NL quants are offset to
+ * unsigned (q + 128) and, like Q4_0's and Q5_0's stored offsets, corrected by offset *
+ * sum(activations). The block's float steps then run on the 16 (row, token) lanes in the order of
+ * the C version, one IEEE rounding each, so each lane gets the C result's bits; a row's sums pass
+ * through ct between chunks of blocks (a stored float reloads exact). The K-quants' lanes are
+ * tokens too: one vector per integer lane l of ggml_dot.h (see below); IQ4_XS reads Q4_K's lanes,
+ * the lattice IQ types Q6_K's. With 4 tokens or fewer (a decoding step) 12 of 16 lanes would idle:
+ * those tiles take lanes of rows instead (ggml_dot_rows_avx512vnni.c; the 256-value types' go to
+ * the avx2 kernel, whose 8-row tiles have the same bits). Its F16 column is
  * ggml_dot_f16_avx512.c's. */
 #include "stages/kernels/cpu/ggml_dot.h"
 
