@@ -139,8 +139,8 @@ typedef struct em_ggml_kernel {
      * amx and avx512vnni transpose its tokens into lanes once (ggml_dot_lanes.h) */
     void (*prepare)(em_q8_activations *x, int threads);
     /* the same after each em_q8k_quantize, for the products of Q4_K, Q5_K or IQ4_XS weights (q4k)
-     * or Q6_K or Q3_K (q6k), or Q2_K (both: em_ggml_dot_reads) to come: avx512vnni's K-quant tiles
-     * (amx's too) rearrange its tokens into lanes once */
+     * or Q6_K, Q3_K or the lattice IQ types (q6k), or Q2_K (both: em_ggml_dot_reads) to come:
+     * avx512vnni's 256-value tiles (amx's too) rearrange its tokens into lanes once */
     void (*prepare_k)(em_q8_activations *x, bool q4k, bool q6k, int threads);
 } em_ggml_kernel;
 
