@@ -7,7 +7,9 @@
  * unsigned (q + 128) and, like Q4_0's and Q5_0's stored offsets, corrected by offset *
  * sum(activations). The block's float steps then run on the 16 (row, token) lanes in the order of
  * the C version, one IEEE rounding each, so each lane gets the C result's bits; a row's sums pass
- * through ct between chunks of blocks (a stored float reloads exact). The K-quants' lanes are
+ * through ct between chunks of blocks (a stored float reloads exact). Rows go in groups of 8 (the
+ * K-quants' in pairs), so that one load of an activation vector serves each row's vpdpbusd: one
+ * row alone spends a 64-byte load and a broadcast on each. The K-quants' lanes are
  * tokens too: one vector per integer lane l of ggml_dot.h (see below); IQ4_XS reads Q4_K's lanes,
  * the lattice IQ types Q6_K's. With 4 tokens or fewer (a decoding step) 12 of 16 lanes would idle:
  * those tiles take lanes of rows instead (ggml_dot_rows_avx512vnni.c; the 256-value types' go to
@@ -29,52 +31,71 @@
 #define VNNI __attribute__((target(EM_GGML_LANES_TARGET)))
 #define LANES EM_GGML_LANES
 #define BLOCK_CHUNK 64 /* blocks a row runs before its sums pass through ct */
+#define ROW_GROUP 8    /* rows whose blocks share each load of an activation vector */
+#define PAIR 2         /* the same for the K-quants and lattice types: 8 lane sums a row */
 
-/* Row w's blocks b0 .. b0 + nb - 1 times the group's transposed activations yt, the sums of
- * earlier chunks (b0 > 0) read from out[0 .. n - 1] and the row's sums there after. */
+/* Blocks b0 .. b0 + nb - 1 of `rows` rows (1 or ROW_GROUP; row r at w + r row_bytes) times the
+ * group's transposed activations yt, each vector of yt loaded once for all the rows; the sums of
+ * earlier chunks (b0 > 0) read from out + r ldc [0 .. n - 1] and the rows' sums there after. */
 VNNI static inline __attribute__((always_inline)) void
-row_chunk(em_ggml_dot_type type, const uint8_t *w, const em_q8_activations *x, int c0, int n,
-          int b0, int nb, const __m512i *yt, float *out) {
+rows_chunk(em_ggml_dot_type type, int rows, const uint8_t *w, size_t row_bytes,
+           const em_q8_activations *x, int c0, int n, int b0, int nb, const __m512i *yt, float *out,
+           size_t ldc) {
     const em_ggml_block_layout L = em_ggml_block_layout_of(type);
     const __mmask16 live = em_ggml_live_lanes(n);
     /* the offset subtracted from each unsigned quant: 128 (signed quants as shifted), 8, 16 or
      * none */
     const int offset = em_ggml_signed_quants(type) ? 128 : L.offset;
     const int offset_shift = offset ? __builtin_ctz((unsigned)offset) : 0;
-    __m512 acc = b0 ? _mm512_maskz_loadu_ps(live, out) : _mm512_setzero_ps();
+    __m512 acc[ROW_GROUP];
+    for (int r = 0; r < rows; r++)
+        acc[r] = b0 ? _mm512_maskz_loadu_ps(live, out + r * ldc) : _mm512_setzero_ps();
     for (int b = 0; b < nb; b++) {
-        const uint8_t *blk = w + (size_t)(b0 + b) * L.bytes;
-        uint32_t q[8];
-        __m256i quants = em_ggml_block_quants(type, blk);
-        if (em_ggml_signed_quants(type))
-            quants = _mm256_xor_si256(quants, _mm256_set1_epi8((char)0x80));
-        _mm256_storeu_si256((__m256i *)q, quants);
-        __m512i sumi = _mm512_setzero_si512();
-        for (int k = 0; k < 8; k++)
-            sumi = _mm512_dpbusd_epi32(sumi, _mm512_set1_epi32((int)q[k]), yt[8 * b + k]);
+        const uint8_t *blk[ROW_GROUP];
+        uint32_t q[ROW_GROUP][8];
+        __m512i sumi[ROW_GROUP];
+        for (int r = 0; r < rows; r++) {
+            blk[r] = w + r * row_bytes + (size_t)(b0 + b) * L.bytes;
+            __m256i quants = em_ggml_block_quants(type, blk[r]);
+            if (em_ggml_signed_quants(type))
+                quants = _mm256_xor_si256(quants, _mm256_set1_epi8((char)0x80));
+            _mm256_storeu_si256((__m256i *)q[r], quants);
+            /* broadcast from memory (a load each), not by shuffles of the register: those
+             * compete with vpdpbusd for the vector ports */
+            __asm__("" : "+m"(q[r]));
+            sumi[r] = _mm512_setzero_si512();
+        }
+        for (int k = 0; k < 8; k++) {
+            __m512i y = yt[8 * b + k];
+            __asm__("" : "+v"(y)); /* one load for all the rows, not a memory operand each */
+            for (int r = 0; r < rows; r++)
+                sumi[r] = _mm512_dpbusd_epi32(sumi[r], _mm512_set1_epi32((int)q[r][k]), y);
+        }
         size_t at = (size_t)(b0 + b) * x->tokens + c0;
-        if (offset)
-            sumi = _mm512_sub_epi32(
-                sumi, _mm512_slli_epi32(_mm512_maskz_loadu_epi32(live, x->sum + at), offset_shift));
-        __m512 fsum = _mm512_cvtepi32_ps(sumi);
-        __m512 dw = _mm512_set1_ps(em_ggml_half_at(blk)),
-               dx = _mm512_maskz_loadu_ps(live, x->d + at);
-        __m512 step;
-        if (type == EM_GGML_DOT_Q8_0) {
-            step = _mm512_mul_ps(fsum, _mm512_mul_ps(dw, dx));
-        } else if (type == EM_GGML_DOT_Q4_0) {
-            step = _mm512_mul_ps(_mm512_mul_ps(fsum, dw), dx);
-        } else {
-            step = _mm512_mul_ps(_mm512_mul_ps(dw, dx), fsum);
+        __m512 dx = _mm512_maskz_loadu_ps(live, x->d + at);
+        __m512i offsets =
+            offset ? _mm512_slli_epi32(_mm512_maskz_loadu_epi32(live, x->sum + at), offset_shift)
+                   : _mm512_setzero_si512();
+        for (int r = 0; r < rows; r++) {
+            __m512 fsum = _mm512_cvtepi32_ps(_mm512_sub_epi32(sumi[r], offsets));
+            __m512 dw = _mm512_set1_ps(em_ggml_half_at(blk[r]));
+            __m512 step;
+            if (type == EM_GGML_DOT_Q8_0) {
+                step = _mm512_mul_ps(fsum, _mm512_mul_ps(dw, dx));
+            } else if (type == EM_GGML_DOT_Q4_0) {
+                step = _mm512_mul_ps(_mm512_mul_ps(fsum, dw), dx);
+            } else {
+                step = _mm512_mul_ps(_mm512_mul_ps(dw, dx), fsum);
+            }
+            if (type == EM_GGML_DOT_Q4_1 || type == EM_GGML_DOT_Q5_1) {
+                __m512 mw = _mm512_set1_ps(em_ggml_half_at(blk[r] + L.m)),
+                       sx = _mm512_maskz_loadu_ps(live, x->s + at);
+                step = _mm512_add_ps(step, _mm512_mul_ps(mw, sx));
+            }
+            acc[r] = _mm512_add_ps(acc[r], step);
         }
-        if (type == EM_GGML_DOT_Q4_1 || type == EM_GGML_DOT_Q5_1) {
-            __m512 mw = _mm512_set1_ps(em_ggml_half_at(blk + L.m)),
-                   sx = _mm512_maskz_loadu_ps(live, x->s + at);
-            step = _mm512_add_ps(step, _mm512_mul_ps(mw, sx));
-        }
-        acc = _mm512_add_ps(acc, step);
     }
-    _mm512_mask_storeu_ps(out, live, acc);
+    for (int r = 0; r < rows; r++) _mm512_mask_storeu_ps(out + r * ldc, live, acc[r]);
 }
 
 /* The token lanes (em_ggml_lanes_at) of group g: one gather per vector. */
@@ -104,9 +125,13 @@ VNNI static void fill_group(em_q8_activations *x, int g) {
             for (int b0 = 0; b0 < x->blocks; b0 += BLOCK_CHUNK) {                                  \
                 int nb = x->blocks - b0 < BLOCK_CHUNK ? x->blocks - b0 : BLOCK_CHUNK;              \
                 const __m512i *yt = em_ggml_lanes_at(x, c0, b0);                                   \
-                for (int j = 0; j < rows; j++)                                                     \
-                    row_chunk(type, w + (size_t)j * row_bytes, x, c0, n, b0, nb, yt,               \
-                              ct + (size_t)j * ldc + c0);                                          \
+                int j = 0;                                                                         \
+                for (; j + ROW_GROUP <= rows; j += ROW_GROUP)                                      \
+                    rows_chunk(type, ROW_GROUP, w + (size_t)j * row_bytes, row_bytes, x, c0, n,    \
+                               b0, nb, yt, ct + (size_t)j * ldc + c0, ldc);                        \
+                for (; j < rows; j++)                                                              \
+                    rows_chunk(type, 1, w + (size_t)j * row_bytes, row_bytes, x, c0, n, b0, nb,    \
+                               yt, ct + (size_t)j * ldc + c0, ldc);                                \
             }                                                                                      \
         }                                                                                          \
     }
@@ -220,30 +245,42 @@ VNNI static void unpack_q4k(const uint8_t *blk, bool five_bits, uint32_t *wq) {
     }
 }
 
-/* One Q4_K block (at blk, its quants unpacked in wq) of a row against the rearranged activations
- * yt (64) and ybs (8). */
-VNNI static void q4k_block(const uint8_t *blk, const uint32_t *wq, const __m512i *yt,
-                           const __m512i *ybs, __m512 kd, ksums *s) {
-    uint8_t scale[8], min[8];
-    for (int j = 0; j < 8; j++) em_k4_scale_min(j, blk + 4, &scale[j], &min[j]);
-    __m512i lane[8];
-    for (int l = 0; l < 8; l++) lane[l] = _mm512_setzero_si512();
+/* One Q4_K block of `rows` rows (row r's at blk[r], its quants unpacked in wq[r])
+ * against the rearranged activations yt (64) and ybs (8), each vector of yt loaded once for all
+ * the rows. */
+VNNI static inline __attribute__((always_inline)) void
+q4k_blocks(int rows, const uint8_t *const blk[ROW_GROUP], const uint32_t *const wq[ROW_GROUP],
+           const __m512i *yt, const __m512i *ybs, __m512 kd, ksums *s) {
+    uint8_t scale[ROW_GROUP][8], min[ROW_GROUP][8];
+    __m512i lane[ROW_GROUP][8];
+    for (int r = 0; r < rows; r++) {
+        for (int j = 0; j < 8; j++) em_k4_scale_min(j, blk[r] + 4, &scale[r][j], &min[r][j]);
+        for (int l = 0; l < 8; l++) lane[r][l] = _mm512_setzero_si512();
+    }
 #pragma GCC unroll 8
     for (int j = 0; j < 8; j++) {
-        __m512i sc = _mm512_set1_epi32(scale[j]);
+        __m512i sc[ROW_GROUP];
+        for (int r = 0; r < rows; r++) sc[r] = _mm512_set1_epi32(scale[r][j]);
 #pragma GCC unroll 8
         for (int l = 0; l < 8; l++) {
-            __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(),
-                                            _mm512_set1_epi32((int)wq[8 * j + l]), yt[8 * j + l]);
-            lane[l] = _mm512_dpwssd_epi32(lane[l], p, sc);
+            __m512i y = yt[8 * j + l];
+            __asm__("" : "+v"(y)); /* one load for all the rows, not a memory operand each */
+#pragma GCC unroll 2
+            for (int r = 0; r < rows; r++) {
+                __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(),
+                                                _mm512_set1_epi32((int)wq[r][8 * j + l]), y);
+                lane[r][l] = _mm512_dpwssd_epi32(lane[r][l], p, sc[r]);
+            }
         }
     }
-    __m512i summin = _mm512_setzero_si512();
-    for (int i = 0; i < 8; i++)
-        summin = _mm512_dpwssd_epi32(summin, ybs[i], _mm512_set1_epi32(min[i] * 0x10001));
-    lane_steps(s, em_ggml_half_at(blk), kd, lane);
-    __m512 dmin = _mm512_mul_ps(_mm512_set1_ps(em_ggml_half_at(blk + 2)), kd);
-    s->sumf = _mm512_sub_ps(s->sumf, _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(summin)));
+    for (int r = 0; r < rows; r++) {
+        __m512i summin = _mm512_setzero_si512();
+        for (int i = 0; i < 8; i++)
+            summin = _mm512_dpwssd_epi32(summin, ybs[i], _mm512_set1_epi32(min[r][i] * 0x10001));
+        lane_steps(&s[r], em_ggml_half_at(blk[r]), kd, lane[r]);
+        __m512 dmin = _mm512_mul_ps(_mm512_set1_ps(em_ggml_half_at(blk[r] + 2)), kd);
+        s[r].sumf = _mm512_sub_ps(s[r].sumf, _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(summin)));
+    }
 }
 
 /* The quants of one Q6_K block (at blk), times their scales, rearranged as the activations are:
@@ -312,44 +349,66 @@ VNNI static void unpack_q2k(const uint8_t *blk, uint32_t *wq) {
     }
 }
 
-/* The exact sum of 128 rearranged weight words wq times Q6_K's activation lanes yt (128). */
-VNNI static inline __m512i word_sum(const uint32_t *wq, const __m512i *yt) {
-    __m512i lane[8];
-    for (int l = 0; l < 8; l++) lane[l] = _mm512_setzero_si512();
+/* The 8 exact lane sums lane[r] of 128 rearranged weight words wq[r] of each of `rows` rows (1
+ * to PAIR) times Q6_K's activation lanes yt (128), each vector of yt loaded once for all the
+ * rows. */
+VNNI static inline __attribute__((always_inline)) void
+word_lanes(int rows, const uint32_t *const wq[ROW_GROUP], const __m512i *yt,
+           __m512i lane[ROW_GROUP][8]) {
+    for (int r = 0; r < rows; r++)
+        for (int l = 0; l < 8; l++) lane[r][l] = _mm512_setzero_si512();
+#pragma GCC unroll 1
     for (int j = 0; j < 16; j++)
-        for (int l = 0; l < 8; l++)
-            lane[l] =
-                _mm512_dpwssd_epi32(lane[l], _mm512_set1_epi32((int)wq[8 * j + l]), yt[8 * j + l]);
+#pragma GCC unroll 8
+        for (int l = 0; l < 8; l++) {
+            __m512i y = yt[8 * j + l];
+            __asm__("" : "+v"(y)); /* one load for all the rows, not a memory operand each */
+#pragma GCC unroll 2
+            for (int r = 0; r < rows; r++)
+                lane[r][l] =
+                    _mm512_dpwssd_epi32(lane[r][l], _mm512_set1_epi32((int)wq[r][8 * j + l]), y);
+        }
+}
+
+/* The sum of a row's 8 lane sums. */
+VNNI static inline __m512i lane_total(const __m512i lane[8]) {
     __m512i sum = lane[0];
     for (int l = 1; l < 8; l++) sum = _mm512_add_epi32(sum, lane[l]);
     return sum;
 }
 
-/* One Q2_K block (at blk, unpacked in wq) against Q6_K's activation lanes yt (128) and Q4_K's
- * 16-value sums ybs (8): sumf += dall * isum - dmin * summs. */
-VNNI static void q2k_block(const uint8_t *blk, const uint32_t *wq, const __m512i *yt,
-                           const __m512i *ybs, __m512 kd, ksums *s) {
-    __m512i isum = word_sum(wq, yt), summs = _mm512_setzero_si512();
-    for (int i = 0; i < 8; i++)
-        summs = _mm512_dpwssd_epi32(
-            summs, ybs[i], _mm512_set1_epi32((blk[2 * i] >> 4) | (blk[2 * i + 1] >> 4) << 16));
-    __m512 dall = _mm512_mul_ps(kd, _mm512_set1_ps(em_ggml_half_at(blk + 80))),
-           dmin = _mm512_mul_ps(kd, _mm512_set1_ps(em_ggml_half_at(blk + 82)));
-    s->sumf = _mm512_add_ps(s->sumf, _mm512_sub_ps(_mm512_mul_ps(dall, _mm512_cvtepi32_ps(isum)),
-                                                   _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(summs))));
+/* One Q2_K block of `rows` rows (at blk[r], unpacked in wq[r]) against Q6_K's activation lanes yt
+ * (128) and Q4_K's 16-value sums ybs (8): sumf += dall * isum - dmin * summs. */
+VNNI static inline __attribute__((always_inline)) void
+q2k_blocks(int rows, const uint8_t *const blk[ROW_GROUP], const uint32_t *const wq[ROW_GROUP],
+           const __m512i *yt, const __m512i *ybs, __m512 kd, ksums *s) {
+    __m512i lane[ROW_GROUP][8], summs[ROW_GROUP];
+    for (int r = 0; r < rows; r++) {
+        summs[r] = _mm512_setzero_si512();
+        for (int i = 0; i < 8; i++)
+            summs[r] = _mm512_dpwssd_epi32(
+                summs[r], ybs[i],
+                _mm512_set1_epi32((blk[r][2 * i] >> 4) | (blk[r][2 * i + 1] >> 4) << 16));
+    }
+    word_lanes(rows, wq, yt, lane);
+    for (int r = 0; r < rows; r++) {
+        __m512i isum = lane_total(lane[r]);
+        __m512 dall = _mm512_mul_ps(kd, _mm512_set1_ps(em_ggml_half_at(blk[r] + 80))),
+               dmin = _mm512_mul_ps(kd, _mm512_set1_ps(em_ggml_half_at(blk[r] + 82)));
+        s[r].sumf = _mm512_add_ps(s[r].sumf,
+                                  _mm512_sub_ps(_mm512_mul_ps(dall, _mm512_cvtepi32_ps(isum)),
+                                                _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(summs[r]))));
+    }
 }
 
-/* One Q6_K block (at blk, its quants unpacked in wq), or Q3_K's (its d at 108, not 208), of a row
- * against the rearranged activations yt (128). */
-VNNI static void q6k_block(const uint8_t *blk, int d_at, const uint32_t *wq, const __m512i *yt,
-                           __m512 kd, ksums *s) {
-    __m512i lane[8];
-    for (int l = 0; l < 8; l++) lane[l] = _mm512_setzero_si512();
-    for (int j = 0; j < 16; j++)
-        for (int l = 0; l < 8; l++)
-            lane[l] =
-                _mm512_dpwssd_epi32(lane[l], _mm512_set1_epi32((int)wq[8 * j + l]), yt[8 * j + l]);
-    lane_steps(s, em_ggml_half_at(blk + d_at), kd, lane);
+/* One Q6_K block of `rows` rows (at blk[r], its quants unpacked in wq[r]), or Q3_K's (its d at
+ * 108, not 208), against the rearranged activations yt (128). */
+VNNI static inline __attribute__((always_inline)) void
+q6k_blocks(int rows, const uint8_t *const blk[ROW_GROUP], int d_at,
+           const uint32_t *const wq[ROW_GROUP], const __m512i *yt, __m512 kd, ksums *s) {
+    __m512i lane[ROW_GROUP][8];
+    word_lanes(rows, wq, yt, lane);
+    for (int r = 0; r < rows; r++) lane_steps(&s[r], em_ggml_half_at(blk[r] + d_at), kd, lane[r]);
 }
 
 /* The values of one IQ4_XS block (at blk) plus 128 (unsigned), rearranged as the activations
@@ -365,18 +424,29 @@ VNNI static void unpack_iq4xs(const uint8_t *blk, uint32_t *wq) {
     }
 }
 
-/* One IQ4_XS block (at blk, unpacked in wq) against Q4_K's activation lanes yt (64) and 16-value
- * sums ybs (8): per sub-block j, its exact sum (less 128 times the activations' sum over it, for
- * the values' shift), then sumf += (d4d8 * (scale_j - 32)) * sumi_j in order. */
-VNNI static void iq4xs_block(const uint8_t *blk, const uint32_t *wq, const __m512i *yt,
-                             const __m512i *ybs, __m512 kd, ksums *s) {
-    __m512 d4d8 = _mm512_mul_ps(_mm512_set1_ps(em_ggml_half_at(blk)), kd);
+/* One IQ4_XS block of `rows` rows (at blk[r], unpacked in wq[r]) against Q4_K's activation lanes
+ * yt (64) and 16-value sums ybs (8): per sub-block j, its exact sum (less 128 times the
+ * activations' sum over it, for the values' shift), then sumf += (d4d8 * (scale_j - 32)) * sumi_j
+ * in order. */
+VNNI static inline __attribute__((always_inline)) void
+iq4xs_blocks(int rows, const uint8_t *const blk[ROW_GROUP], const uint32_t *const wq[ROW_GROUP],
+             const __m512i *yt, const __m512i *ybs, __m512 kd, ksums *s) {
+    __m512 d4d8[ROW_GROUP];
+    for (int r = 0; r < rows; r++)
+        d4d8[r] = _mm512_mul_ps(_mm512_set1_ps(em_ggml_half_at(blk[r])), kd);
     for (int j = 0; j < 8; j++) {
-        __m512i sumi = _mm512_dpwssd_epi32(_mm512_setzero_si512(), ybs[j], _mm512_set1_epi16(-128));
-        for (int l = 0; l < 8; l++)
-            sumi = _mm512_dpbusd_epi32(sumi, _mm512_set1_epi32((int)wq[8 * j + l]), yt[8 * j + l]);
-        __m512 d = _mm512_mul_ps(d4d8, _mm512_set1_ps((float)em_iq4_xs_scale(blk, j)));
-        s->sumf = _mm512_add_ps(s->sumf, _mm512_mul_ps(d, _mm512_cvtepi32_ps(sumi)));
+        __m512i sumi[ROW_GROUP];
+        for (int r = 0; r < rows; r++)
+            sumi[r] = _mm512_dpwssd_epi32(_mm512_setzero_si512(), ybs[j], _mm512_set1_epi16(-128));
+        for (int l = 0; l < 8; l++) {
+            __m512i y = yt[8 * j + l];
+            for (int r = 0; r < rows; r++)
+                sumi[r] = _mm512_dpbusd_epi32(sumi[r], _mm512_set1_epi32((int)wq[r][8 * j + l]), y);
+        }
+        for (int r = 0; r < rows; r++) {
+            __m512 d = _mm512_mul_ps(d4d8[r], _mm512_set1_ps((float)em_iq4_xs_scale(blk[r], j)));
+            s[r].sumf = _mm512_add_ps(s[r].sumf, _mm512_mul_ps(d, _mm512_cvtepi32_ps(sumi[r])));
+        }
     }
 }
 
@@ -392,15 +462,26 @@ VNNI static void unpack_lattice(em_ggml_dot_type type, const uint8_t *blk, uint3
     }
 }
 
-/* One lattice IQ block (at blk, unpacked in wq) against Q6_K's lanes yt: em_iq_step. */
-VNNI static void lattice_block(em_ggml_dot_type type, const uint8_t *blk, const uint32_t *wq,
-                               const __m512i *yt, __m512 kd, ksums *s) {
-    __m512 d = _mm512_mul_ps(_mm512_set1_ps(em_iq_block_scale(type, blk)), kd);
-    __m512 sum = _mm512_cvtepi32_ps(word_sum(wq, yt));
-    if (em_iq_has_delta(type))
-        sum = _mm512_add_ps(
-            sum, _mm512_mul_ps(_mm512_set1_ps(0.125f), _mm512_cvtepi32_ps(word_sum(wq + 128, yt))));
-    s->sumf = _mm512_add_ps(s->sumf, _mm512_mul_ps(d, sum));
+/* One lattice IQ block of `rows` rows (at blk[r], unpacked in wq[r]) against Q6_K's lanes yt:
+ * em_iq_step. */
+VNNI static inline __attribute__((always_inline)) void
+lattice_blocks(em_ggml_dot_type type, int rows, const uint8_t *const blk[ROW_GROUP],
+               const uint32_t *const wq[ROW_GROUP], const __m512i *yt, __m512 kd, ksums *s) {
+    __m512i lane[ROW_GROUP][8], delta_lane[ROW_GROUP][8];
+    word_lanes(rows, wq, yt, lane);
+    if (em_iq_has_delta(type)) {
+        const uint32_t *delta[ROW_GROUP];
+        for (int r = 0; r < rows; r++) delta[r] = wq[r] + 128;
+        word_lanes(rows, delta, yt, delta_lane);
+    }
+    for (int r = 0; r < rows; r++) {
+        __m512 d = _mm512_mul_ps(_mm512_set1_ps(em_iq_block_scale(type, blk[r])), kd);
+        __m512 sum = _mm512_cvtepi32_ps(lane_total(lane[r]));
+        if (em_iq_has_delta(type))
+            sum = _mm512_add_ps(sum, _mm512_mul_ps(_mm512_set1_ps(0.125f),
+                                                   _mm512_cvtepi32_ps(lane_total(delta_lane[r]))));
+        s[r].sumf = _mm512_add_ps(s[r].sumf, _mm512_mul_ps(d, sum));
+    }
 }
 
 /* The K-quant lanes of the group of tokens from c0 (see em_ggml_fill_k_lanes): its M vectors a
@@ -427,26 +508,70 @@ void em_ggml_fill_k_lanes(em_q8_activations *x, bool q4k, bool q6k, int threads)
     }
 }
 
+/* The quants of one block of a tile's type (at blk), unpacked into wq for kquant_blocks. */
+VNNI static inline __attribute__((always_inline)) void
+unpack_kquant(em_ggml_dot_type type, const uint8_t *blk, uint32_t *wq) {
+    if (em_ggml_dot_is_lattice(type))
+        unpack_lattice(type, blk, wq);
+    else if (type == EM_GGML_DOT_IQ4_XS)
+        unpack_iq4xs(blk, wq);
+    else if (type == EM_GGML_DOT_Q2_K)
+        unpack_q2k(blk, wq);
+    else if (type == EM_GGML_DOT_Q4_K || type == EM_GGML_DOT_Q5_K)
+        unpack_q4k(blk, type == EM_GGML_DOT_Q5_K, wq);
+    else if (type == EM_GGML_DOT_Q3_K)
+        unpack_q3k(blk, wq);
+    else
+        unpack_q6k(blk, wq);
+}
+
+/* One block of `rows` rows of a tile's type against the activations' lanes of that block (yt)
+ * and, for the types that read them, its 16-value sums (ybs). */
+VNNI static inline __attribute__((always_inline)) void
+kquant_blocks(em_ggml_dot_type type, int rows, const uint8_t *const blk[ROW_GROUP],
+              const uint32_t *const wq[ROW_GROUP], const __m512i *yt, const __m512i *ybs, __m512 kd,
+              ksums *s) {
+    if (em_ggml_dot_is_lattice(type))
+        lattice_blocks(type, rows, blk, wq, yt, kd, s);
+    else if (type == EM_GGML_DOT_IQ4_XS)
+        iq4xs_blocks(rows, blk, wq, yt, ybs, kd, s);
+    else if (type == EM_GGML_DOT_Q2_K)
+        q2k_blocks(rows, blk, wq, yt, ybs, kd, s);
+    else if (type == EM_GGML_DOT_Q4_K || type == EM_GGML_DOT_Q5_K)
+        q4k_blocks(rows, blk, wq, yt, ybs, kd, s);
+    else
+        q6k_blocks(rows, blk, type == EM_GGML_DOT_Q3_K ? 108 : 208, wq, yt, kd, s);
+}
+
 /* A tile of Q6_K, Q3_K, Q4_K, Q5_K, Q2_K, IQ4_XS or lattice IQ rows (type: Q3_K is Q6_K with
  * another unpacking, Q5_K Q4_K; Q2_K reads Q6_K's lanes and Q4_K's 16-value sums, IQ4_XS Q4_K's
  * lanes and sums, the lattice types Q6_K's lanes, and their sums take their factor at the end).
  * Each block's quants are unpacked once, for the first group of tokens, and kept (Mw words a
- * block) for the others. */
-VNNI static void kquant_tile(em_ggml_dot_type type, const uint8_t *w, size_t row_bytes, int rows,
-                             const em_q8_activations *x, float *ct, size_t ldc) {
-    const bool is_iq4xs = type == EM_GGML_DOT_IQ4_XS,
-               is_q4k = type == EM_GGML_DOT_Q4_K || type == EM_GGML_DOT_Q5_K || is_iq4xs,
-               five_bits = type == EM_GGML_DOT_Q5_K, three_bits = type == EM_GGML_DOT_Q3_K,
-               is_q2k = type == EM_GGML_DOT_Q2_K, is_lattice = em_ggml_dot_is_lattice(type);
+ * block) for the others. Rows go in pairs (IQ4_XS's, one sum a row, in groups of 8), so that
+ * each activation vector loaded serves two rows' products: one load of 64 bytes and two
+ * broadcasts a pair of products, where one row alone takes a load and a broadcast for each. */
+VNNI static inline __attribute__((always_inline)) void
+kquant_tile(em_ggml_dot_type type, const uint8_t *w, size_t row_bytes, int rows,
+            const em_q8_activations *x, float *ct, size_t ldc) {
+    const bool is_q4k = type == EM_GGML_DOT_Q4_K || type == EM_GGML_DOT_Q5_K ||
+                        type == EM_GGML_DOT_IQ4_XS,
+               reads_bsums = is_q4k || type == EM_GGML_DOT_Q2_K;
     /* M: activation vectors a block; Mw: unpacked weight dwords a block */
     const int M = is_q4k ? 64 : 128, Mw = em_iq_has_delta(type) ? 256 : M;
-    const int block_bytes = is_lattice   ? em_iq_block_bytes(type)
-                            : three_bits ? 110
-                            : is_q2k     ? 84
-                            : is_iq4xs   ? 136
-                            : !is_q4k    ? 210
-                            : five_bits  ? 176
-                                         : 144;
+    const size_t block_bytes = em_ggml_dot_is_lattice(type) ? em_iq_block_bytes(type)
+                               : type == EM_GGML_DOT_Q3_K   ? 110
+                               : type == EM_GGML_DOT_Q2_K   ? 84
+                               : type == EM_GGML_DOT_IQ4_XS ? 136
+                               : type == EM_GGML_DOT_Q6_K   ? 210
+                               : type == EM_GGML_DOT_Q5_K   ? 176
+                                                            : 144;
+    /* Q4_K's and Q5_K's rows go one at a time: their two instructions a product (vpdpbusd, then
+     * vpdpwssd by the scale) for two rows need more vector registers than there are, and GCC's
+     * copies and spills made pairs slower than single rows (Q4_K's square product 205 against 316
+     * GFLOP/s) */
+    const int group = type == EM_GGML_DOT_Q4_K || type == EM_GGML_DOT_Q5_K ? 1
+                      : type == EM_GGML_DOT_IQ4_XS                         ? ROW_GROUP
+                                                                           : PAIR;
     ksums s[ROW_BATCH];
     uint32_t *unpacked = em_xmalloc((size_t)rows * x->kblocks * Mw * sizeof *unpacked);
     for (int c0 = 0; c0 < x->tokens; c0 += LANES) {
@@ -458,43 +583,37 @@ VNNI static void kquant_tile(em_ggml_dot_type type, const uint8_t *w, size_t row
                 s[r].sumf = _mm512_setzero_ps();
             }
             const __m512i *yt = is_q4k ? k4_lanes_at(x, c0) : k6_lanes_at(x, c0),
-                          *ybs = is_q4k || is_q2k ? k4_bsums_at(x, c0) : NULL;
+                          *ybs = reads_bsums ? k4_bsums_at(x, c0) : NULL;
             for (int b0 = 0; b0 < x->kblocks; b0 += KBLOCK_CHUNK) {
                 int nb = x->kblocks - b0 < KBLOCK_CHUNK ? x->kblocks - b0 : KBLOCK_CHUNK;
-                for (int r = 0; r < batch; r++) {
+                for (int r = 0; r < batch; r += group) {
+                    int pair = batch - r < group ? batch - r : group;
                     for (int b = 0; b < nb; b++) {
-                        const uint8_t *blk =
-                            w + (size_t)(r0 + r) * row_bytes + (size_t)(b0 + b) * block_bytes;
-                        uint32_t *wq =
-                            unpacked + ((size_t)(r0 + r) * x->kblocks + (size_t)(b0 + b)) * Mw;
+                        const uint8_t *blk[ROW_GROUP];
+                        const uint32_t *wq[ROW_GROUP];
+                        for (int i = 0; i < pair; i++) {
+                            size_t row = (size_t)(r0 + r + i), block = (size_t)(b0 + b);
+                            uint32_t *u = unpacked + (row * x->kblocks + block) * Mw;
+                            blk[i] = w + row * row_bytes + block * block_bytes;
+                            if (c0 == 0) unpack_kquant(type, blk[i], u);
+                            wq[i] = u;
+                        }
                         __m512 kd = _mm512_maskz_loadu_ps(
                             em_ggml_live_lanes(n), x->kd + (size_t)(b0 + b) * x->tokens + c0);
-                        if (is_lattice) {
-                            if (c0 == 0) unpack_lattice(type, blk, wq);
-                            lattice_block(type, blk, wq, yt + M * (b0 + b), kd, &s[r]);
-                        } else if (is_iq4xs) {
-                            if (c0 == 0) unpack_iq4xs(blk, wq);
-                            iq4xs_block(blk, wq, yt + M * (b0 + b), ybs + 8 * (b0 + b), kd, &s[r]);
-                        } else if (is_q2k) {
-                            if (c0 == 0) unpack_q2k(blk, wq);
-                            q2k_block(blk, wq, yt + M * (b0 + b), ybs + 8 * (b0 + b), kd, &s[r]);
-                        } else if (is_q4k) {
-                            if (c0 == 0) unpack_q4k(blk, five_bits, wq);
-                            q4k_block(blk, wq, yt + M * (b0 + b), ybs + 8 * (b0 + b), kd, &s[r]);
-                        } else {
-                            if (c0 == 0 && three_bits)
-                                unpack_q3k(blk, wq);
-                            else if (c0 == 0)
-                                unpack_q6k(blk, wq);
-                            q6k_block(blk, three_bits ? 108 : 208, wq, yt + M * (b0 + b), kd,
-                                      &s[r]);
-                        }
+                        const __m512i *block_yt = yt + (size_t)M * (b0 + b),
+                                      *block_ybs = ybs ? ybs + 8 * (b0 + b) : NULL;
+                        if (pair == group)
+                            kquant_blocks(type, group, blk, wq, block_yt, block_ybs, kd, &s[r]);
+                        else /* the tile's last rows, one at a time */
+                            for (int i = 0; i < pair; i++)
+                                kquant_blocks(type, 1, blk + i, wq + i, block_yt, block_ybs, kd,
+                                              &s[r + i]);
                     }
                 }
             }
             for (int r = 0; r < batch; r++) {
                 for (int l = 0; l < 8; l++) s[r].sumf = _mm512_add_ps(s[r].sumf, s[r].sums[l]);
-                if (is_lattice)
+                if (em_ggml_dot_is_lattice(type))
                     s[r].sumf = _mm512_mul_ps(_mm512_set1_ps(em_iq_factor(type)), s[r].sumf);
                 _mm512_mask_storeu_ps(ct + (size_t)(r0 + r) * ldc + c0, em_ggml_live_lanes(n),
                                       s[r].sumf);
