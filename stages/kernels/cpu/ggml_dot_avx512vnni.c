@@ -67,7 +67,8 @@ rows_chunk(em_ggml_dot_type type, int rows, const uint8_t *w, size_t row_bytes,
         }
         for (int k = 0; k < 8; k++) {
             __m512i y = yt[8 * b + k];
-            __asm__("" : "+v"(y)); /* one load for all the rows, not a memory operand each */
+            if (rows > 1) /* one load for all the rows, not a memory operand each */
+                __asm__("" : "+v"(y));
             for (int r = 0; r < rows; r++)
                 sumi[r] = _mm512_dpbusd_epi32(sumi[r], _mm512_set1_epi32((int)q[r][k]), y);
         }
@@ -264,7 +265,8 @@ q4k_blocks(int rows, const uint8_t *const blk[ROW_GROUP], const uint32_t *const 
 #pragma GCC unroll 8
         for (int l = 0; l < 8; l++) {
             __m512i y = yt[8 * j + l];
-            __asm__("" : "+v"(y)); /* one load for all the rows, not a memory operand each */
+            if (rows > 1) /* one load for all the rows, not a memory operand each */
+                __asm__("" : "+v"(y));
 #pragma GCC unroll 2
             for (int r = 0; r < rows; r++) {
                 __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(),
@@ -362,7 +364,8 @@ word_lanes(int rows, const uint32_t *const wq[ROW_GROUP], const __m512i *yt,
 #pragma GCC unroll 8
         for (int l = 0; l < 8; l++) {
             __m512i y = yt[8 * j + l];
-            __asm__("" : "+v"(y)); /* one load for all the rows, not a memory operand each */
+            if (rows > 1) /* one load for all the rows, not a memory operand each */
+                __asm__("" : "+v"(y));
 #pragma GCC unroll 2
             for (int r = 0; r < rows; r++)
                 lane[r][l] =
