@@ -92,14 +92,7 @@ rows_chunk(em_ggml_dot_type type, int m, const em_q8_activations *x, int c0, int
             sx = _mm512_maskz_loadu_ps(live, x->s + at);
         for (int r = 0; r < m; r++) {
             __m512 fsum = _mm512_cvtepi32_ps(_mm512_load_si512(sums[r]));
-            __m512 dw = _mm512_set1_ps(dm[b][r][0]), step;
-            if (type == EM_GGML_DOT_Q8_0) {
-                step = _mm512_mul_ps(fsum, _mm512_mul_ps(dw, dx));
-            } else if (type == EM_GGML_DOT_Q4_0) {
-                step = _mm512_mul_ps(_mm512_mul_ps(fsum, dw), dx);
-            } else {
-                step = _mm512_mul_ps(_mm512_mul_ps(dw, dx), fsum);
-            }
+            __m512 step = em_ggml_block_step(type, fsum, _mm512_set1_ps(dm[b][r][0]), dx);
             if (type == EM_GGML_DOT_Q4_1 || type == EM_GGML_DOT_Q5_1)
                 step = _mm512_add_ps(step, _mm512_mul_ps(_mm512_set1_ps(dm[b][r][1]), sx));
             acc[r] = _mm512_add_ps(acc[r], step);

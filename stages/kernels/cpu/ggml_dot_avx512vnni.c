@@ -79,15 +79,8 @@ rows_chunk(em_ggml_dot_type type, int rows, const uint8_t *w, size_t row_bytes,
                    : _mm512_setzero_si512();
         for (int r = 0; r < rows; r++) {
             __m512 fsum = _mm512_cvtepi32_ps(_mm512_sub_epi32(sumi[r], offsets));
-            __m512 dw = _mm512_set1_ps(em_ggml_half_at(blk[r]));
-            __m512 step;
-            if (type == EM_GGML_DOT_Q8_0) {
-                step = _mm512_mul_ps(fsum, _mm512_mul_ps(dw, dx));
-            } else if (type == EM_GGML_DOT_Q4_0) {
-                step = _mm512_mul_ps(_mm512_mul_ps(fsum, dw), dx);
-            } else {
-                step = _mm512_mul_ps(_mm512_mul_ps(dw, dx), fsum);
-            }
+            __m512 step =
+                em_ggml_block_step(type, fsum, _mm512_set1_ps(em_ggml_half_at(blk[r])), dx);
             if (type == EM_GGML_DOT_Q4_1 || type == EM_GGML_DOT_Q5_1) {
                 __m512 mw = _mm512_set1_ps(em_ggml_half_at(blk[r] + L.m)),
                        sx = _mm512_maskz_loadu_ps(live, x->s + at);

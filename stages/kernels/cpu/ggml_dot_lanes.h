@@ -25,6 +25,16 @@ em_ggml_half_at(const uint8_t *p) {
     return _cvtsh_ss(h);
 }
 
+/* A 32-value block's float step before any minimum, in the order of ggml's reference dot product
+ * of its type, one IEEE rounding each: sumi * (dw * dx) for Q8_0, (sumi * dw) * dx for Q4_0 and
+ * (dw * dx) * sumi for the others (fsum: the exact integer sum as a float). */
+__attribute__((target(EM_GGML_LANES_TARGET))) static inline __m512
+em_ggml_block_step(em_ggml_dot_type type, __m512 fsum, __m512 dw, __m512 dx) {
+    if (type == EM_GGML_DOT_Q8_0) return _mm512_mul_ps(fsum, _mm512_mul_ps(dw, dx));
+    if (type == EM_GGML_DOT_Q4_0) return _mm512_mul_ps(_mm512_mul_ps(fsum, dw), dx);
+    return _mm512_mul_ps(_mm512_mul_ps(dw, dx), fsum);
+}
+
 /* The lanes live in a group of n tokens (n <= 16). */
 static inline __mmask16 em_ggml_live_lanes(int n) {
     return (__mmask16)((1u << n) - 1u);

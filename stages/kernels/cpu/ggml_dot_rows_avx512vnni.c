@@ -126,14 +126,7 @@ row_group(em_ggml_dot_type type, const uint8_t *w, size_t row_bytes, int rows,
             __m512i sumi = row_sums(p);
             if (offset) sumi = _mm512_sub_epi32(sumi, _mm512_set1_epi32(offset * x->sum[at]));
             __m512 fsum = _mm512_cvtepi32_ps(sumi), dx = _mm512_set1_ps(x->d[at]);
-            __m512 step;
-            if (type == EM_GGML_DOT_Q8_0) {
-                step = _mm512_mul_ps(fsum, _mm512_mul_ps(dw, dx));
-            } else if (type == EM_GGML_DOT_Q4_0) {
-                step = _mm512_mul_ps(_mm512_mul_ps(fsum, dw), dx);
-            } else {
-                step = _mm512_mul_ps(_mm512_mul_ps(dw, dx), fsum);
-            }
+            __m512 step = em_ggml_block_step(type, fsum, dw, dx);
             if (with_min) step = _mm512_add_ps(step, _mm512_mul_ps(mw, _mm512_set1_ps(x->s[at])));
             acc[t] = _mm512_add_ps(acc[t], step);
         }
