@@ -34,6 +34,16 @@
 #define ROW_GROUP 8    /* rows whose blocks share each load of an activation vector */
 #define PAIR 2         /* the same for the K-quants and lattice types: 8 lane sums a row */
 
+/* The activation vector *v for `rows` rows' products: held in a register, loaded once, where
+ * several rows use it (GCC would otherwise make it a memory operand of each product); one row
+ * takes it as its product's memory operand. */
+VNNI static inline __attribute__((always_inline)) __m512i shared_vector(int rows,
+                                                                        const __m512i *v) {
+    __m512i y = *v;
+    if (rows > 1) __asm__("" : "+v"(y));
+    return y;
+}
+
 /* Blocks b0 .. b0 + nb - 1 of `rows` rows (1 or ROW_GROUP; row r at w + r row_bytes) times the
  * group's transposed activations yt, each vector of yt loaded once for all the rows; the sums of
  * earlier chunks (b0 > 0) read from out + r ldc [0 .. n - 1] and the rows' sums there after. */
@@ -66,9 +76,7 @@ rows_chunk(em_ggml_dot_type type, int rows, const uint8_t *w, size_t row_bytes,
             sumi[r] = _mm512_setzero_si512();
         }
         for (int k = 0; k < 8; k++) {
-            __m512i y = yt[8 * b + k];
-            if (rows > 1) /* one load for all the rows, not a memory operand each */
-                __asm__("" : "+v"(y));
+            __m512i y = shared_vector(rows, &yt[8 * b + k]);
             for (int r = 0; r < rows; r++)
                 sumi[r] = _mm512_dpbusd_epi32(sumi[r], _mm512_set1_epi32((int)q[r][k]), y);
         }
@@ -257,9 +265,7 @@ q4k_blocks(int rows, const uint8_t *const blk[ROW_GROUP], const uint32_t *const 
         for (int r = 0; r < rows; r++) sc[r] = _mm512_set1_epi32(scale[r][j]);
 #pragma GCC unroll 8
         for (int l = 0; l < 8; l++) {
-            __m512i y = yt[8 * j + l];
-            if (rows > 1) /* one load for all the rows, not a memory operand each */
-                __asm__("" : "+v"(y));
+            __m512i y = shared_vector(rows, &yt[8 * j + l]);
 #pragma GCC unroll 2
             for (int r = 0; r < rows; r++) {
                 __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(),
@@ -356,9 +362,7 @@ word_lanes(int rows, const uint32_t *const wq[ROW_GROUP], const __m512i *yt,
     for (int j = 0; j < 16; j++)
 #pragma GCC unroll 8
         for (int l = 0; l < 8; l++) {
-            __m512i y = yt[8 * j + l];
-            if (rows > 1) /* one load for all the rows, not a memory operand each */
-                __asm__("" : "+v"(y));
+            __m512i y = shared_vector(rows, &yt[8 * j + l]);
 #pragma GCC unroll 2
             for (int r = 0; r < rows; r++)
                 lane[r][l] =
