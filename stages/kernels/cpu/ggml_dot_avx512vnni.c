@@ -7,9 +7,10 @@
  * unsigned (q + 128) and, like Q4_0's and Q5_0's stored offsets, corrected by offset *
  * sum(activations). The block's float steps then run on the 16 (row, token) lanes in the order of
  * the C version, one IEEE rounding each, so each lane gets the C result's bits; a row's sums pass
- * through ct between chunks of blocks (a stored float reloads exact). Rows go in groups of 8 (the
- * K-quants' in pairs), so that one load of an activation vector serves each row's vpdpbusd: one
- * row alone spends a 64-byte load and a broadcast on each. The K-quants' lanes are
+ * through ct between chunks of blocks (a stored float reloads exact). Rows go in groups of 8
+ * (IQ4_XS's too; the other K-quants' and the lattice types' in pairs, Q4_K's and Q5_K's alone:
+ * see kquant_tile), so that one load of an activation vector serves each row's product: one row
+ * alone spends a 64-byte load and a broadcast on each. The K-quants' lanes are
  * tokens too: one vector per integer lane l of ggml_dot.h (see below); IQ4_XS reads Q4_K's lanes,
  * the lattice IQ types Q6_K's. With 4 tokens or fewer (a decoding step) 12 of 16 lanes would idle:
  * those tiles take lanes of rows instead (ggml_dot_rows_avx512vnni.c; the 256-value types' go to
