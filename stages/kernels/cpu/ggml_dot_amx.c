@@ -1,9 +1,10 @@
 /* The `ggml` precision's AMX kernel (see ggml_dot.h) for the 32-value block types (Q8_0, Q4_0,
  * Q4_1, Q5_0, Q5_1; the K-quants' columns are empty: the next row that runs here takes them). Per
  * weight block and 16 rows x 16 tokens: an A tile of the 16 rows' 32 quants as signed bytes (the
- * nibbles unpacked, the stored offset subtracted; rows past the last are zeros), a B tile of the
- * 16 tokens' 32 activations (ggml_dot_lanes.h: 8 rows of 16 tokens' 4 bytes), and tdpbssd gives
- * the 16 x 16 exact integer block sums. Each row's block step then runs on its 16 token lanes in
+ * nibbles unpacked, the stored offset subtracted; rows past the last are zeros; a group of 16 Q8_0
+ * rows is read from the weights as they are), a B tile of the 16 tokens' 32 activations
+ * (ggml_dot_lanes.h: 8 rows of 16 tokens' 4 bytes), and tdpbssd gives the 16 x 16 exact integer
+ * block sums. Each row's block step then runs on its 16 token lanes in
  * the order of the C version, one IEEE rounding each, so each lane gets the C result's bits; the
  * rows' sums pass through ct between chunks of blocks. With 4 tokens or fewer (a decoding step)
  * the avx512vnni kernel's tiles run instead (they hand them on to avx2's). Linux grants a process
@@ -22,8 +23,9 @@
 #include "stages/kernels/cpu/matmul.h"
 
 #define AMX __attribute__((target("amx-tile,amx-int8," EM_GGML_LANES_TARGET)))
-#define BLOCK_CHUNK 64                          /* blocks whose A tiles are unpacked at once */
-#define ROWS 16                                 /* rows per A tile */
+#define BLOCK_CHUNK 64  /* blocks whose A tiles are unpacked at once */
+#define ROWS 16         /* rows per A tile */
+#define PREFETCH_ROWS 2 /* rows ahead whose chunk unpack_rows prefetches (2: 4 and 8 no faster) */
 #define ROW_GROUPS (EM_MATMUL_TILE_ROWS / ROWS) /* A tiles of a tile's rows */
 #define ARCH_REQ_XCOMP_PERM 0x1023
 #define XFEATURE_XTILEDATA 18
@@ -47,41 +49,62 @@ typedef struct __attribute__((aligned(64))) tile_config {
     uint8_t rows[16];
 } tile_config;
 
+/* Q8_0's A tiles are its weights as they are: a whole group's 16 rows of a block are 32 bytes each,
+ * row_bytes apart, as tileloadd reads them; only a group of fewer rows is copied (zeros past the
+ * last row). Copying them too took half the time of a Q8_0 tile in a 16-sequence decoding step,
+ * where each block meets only one group of tokens. */
+static inline bool reads_weights(em_ggml_dot_type type, int m) {
+    return type == EM_GGML_DOT_Q8_0 && m == ROWS;
+}
+
 /* The A tiles of rows w .. w + (m - 1) row_bytes, their blocks b0 .. b0 + nb - 1: a[b] the 16
- * rows' 32 quants of block b0 + b as signed bytes, rows past m zeros; dm[b][r] the block's scale
- * and minimum (0 where the type has none) as floats. */
+ * rows' 32 quants of block b0 + b as signed bytes, rows past m zeros (not where the tiles read the
+ * weights); dm[b][r] the block's scale and minimum (0 where the type has none) as floats. */
 AMX static inline __attribute__((always_inline)) void
 unpack_rows(em_ggml_dot_type type, const uint8_t *w, size_t row_bytes, int m, int b0, int nb,
             int8_t (*a)[ROWS][32], float (*dm)[ROWS][2]) {
     const em_ggml_block_layout L = em_ggml_block_layout_of(type);
     const bool has_min = type == EM_GGML_DOT_Q4_1 || type == EM_GGML_DOT_Q5_1;
-    for (int b = 0; b < nb; b++) {
-        for (int r = 0; r < m; r++) {
+    const size_t chunk_lines = ((size_t)nb * L.bytes + 63) / 64 + 1;
+    for (int r = 0; r < m; r++) { /* each row's blocks in order */
+        /* the chunk of the row PREFETCH_ROWS on into L1: the hardware's prefetcher stops at each
+         * 4 KiB page, so a row's first lines came at memory latency (a prefetch past the matrix
+         * never faults) */
+        const char *next =
+            (const char *)(w + (size_t)(r + PREFETCH_ROWS) * row_bytes + (size_t)b0 * L.bytes);
+        for (size_t l = 0; l < chunk_lines; l++) _mm_prefetch(next + 64 * l, _MM_HINT_T0);
+        for (int b = 0; b < nb; b++) {
             const uint8_t *blk = w + (size_t)r * row_bytes + (size_t)(b0 + b) * L.bytes;
-            __m256i q = em_ggml_block_quants(type, blk);
-            if (L.offset) q = _mm256_sub_epi8(q, _mm256_set1_epi8((char)L.offset));
-            _mm256_store_si256((__m256i *)a[b][r], q);
+            if (!reads_weights(type, m)) {
+                __m256i q = em_ggml_block_quants(type, blk);
+                if (L.offset) q = _mm256_sub_epi8(q, _mm256_set1_epi8((char)L.offset));
+                _mm256_store_si256((__m256i *)a[b][r], q);
+            }
             dm[b][r][0] = em_ggml_half_at(blk);
             dm[b][r][1] = has_min ? em_ggml_half_at(blk + L.m) : 0.0f;
         }
-        if (m < ROWS) memset(a[b][m], 0, (size_t)(ROWS - m) * 32);
     }
+    for (int b = 0; b < nb && m < ROWS; b++) memset(a[b][m], 0, (size_t)(ROWS - m) * 32);
 }
 
-/* m rows (their A tiles a and block scales dm from unpack_rows), their blocks b0 .. b0 + nb - 1,
- * times the group's B tiles yt, the sums of earlier chunks (b0 > 0) read from out (row r at out
- * + r ldc, tokens 0 .. n - 1) and the rows' sums there after. */
+/* m rows (at w, row_bytes apart; their A tiles a and block scales dm from unpack_rows), their
+ * blocks b0 .. b0 + nb - 1, times the group's B tiles yt, the sums of earlier chunks (b0 > 0) read
+ * from out (row r at out + r ldc, tokens 0 .. n - 1) and the rows' sums there after. */
 AMX static inline __attribute__((always_inline)) void
-rows_chunk(em_ggml_dot_type type, int m, const em_q8_activations *x, int c0, int n, int b0, int nb,
-           const int8_t (*a)[ROWS][32], const float (*dm)[ROWS][2], const __m512i *yt, float *out,
-           size_t ldc) {
+rows_chunk(em_ggml_dot_type type, int m, const uint8_t *w, size_t row_bytes,
+           const em_q8_activations *x, int c0, int n, int b0, int nb, const int8_t (*a)[ROWS][32],
+           const float (*dm)[ROWS][2], const __m512i *yt, float *out, size_t ldc) {
+    const em_ggml_block_layout L = em_ggml_block_layout_of(type);
     const __mmask16 live = em_ggml_live_lanes(n);
     __m512 acc[ROWS];
     for (int r = 0; r < m; r++)
         acc[r] = b0 ? _mm512_maskz_loadu_ps(live, out + (size_t)r * ldc) : _mm512_setzero_ps();
     int32_t sums[ROWS][16] __attribute__((aligned(64)));
     for (int b = 0; b < nb; b++) {
-        _tile_loadd(TILE_A, a[b], 32);
+        if (reads_weights(type, m))
+            _tile_loadd(TILE_A, w + (size_t)(b0 + b) * L.bytes + L.qs, row_bytes);
+        else
+            _tile_loadd(TILE_A, a[b], 32);
         _tile_loadd(TILE_B, yt + 8 * b, 64);
         _tile_zero(TILE_C);
         _tile_dpbssd(TILE_C, TILE_A, TILE_B);
@@ -115,8 +138,8 @@ row_groups(em_ggml_dot_type type, const uint8_t *w, size_t row_bytes, int rows,
             int n = x->tokens - c0 < EM_GGML_LANES ? x->tokens - c0 : EM_GGML_LANES;
             const __m512i *yt = em_ggml_lanes_at(x, c0, b0);
             for (int r0 = 0, g = 0; r0 < rows; r0 += ROWS, g++)
-                rows_chunk(type, rows - r0 < ROWS ? rows - r0 : ROWS, x, c0, n, b0, nb,
-                           (const int8_t(*)[ROWS][32])unpacked[g],
+                rows_chunk(type, rows - r0 < ROWS ? rows - r0 : ROWS, w + (size_t)r0 * row_bytes,
+                           row_bytes, x, c0, n, b0, nb, (const int8_t(*)[ROWS][32])unpacked[g],
                            (const float(*)[ROWS][2])block_scales[g], yt, ct + (size_t)r0 * ldc + c0,
                            ldc);
         }
