@@ -145,15 +145,16 @@ VNNI_TILE(q5_0, EM_GGML_DOT_Q5_0)
 VNNI_TILE(q5_1, EM_GGML_DOT_Q5_1)
 VNNI_TILE(iq4_nl, EM_GGML_DOT_IQ4_NL)
 
-/* The K-quants Q6_K, Q3_K, Q4_K and Q5_K (ggml_dot.h, ggml_dot.c; Q3_K as Q6_K with 3-bit
- * quants, Q5_K as Q4_K with 5-bit quants): a
- * vector per integer lane l, its 16 lanes the tokens. Both the weights' and the activations'
- * sub-blocks are rearranged so that dword l of a sub-block holds its values of lane l: Q4_K's
- * 32-value sub-block values l, l + 8, l + 16, l + 24 as bytes (vpdpbusd sums them exactly; then
- * vpdpwssd adds that times the 6-bit scale into lane l: the sum is below 2^15); Q6_K's 16-value
- * sub-block values l and l + 8 as 16-bit words, the weight's already times its scale (vpdpwssd adds
- * both products into lane l). Q4_K's minima multiply the activations' 16-value sums, paired in
- * dwords as the minima are. The float steps are the C version's per (row, token): sums[l] += d *
+/* The K-quants Q6_K, Q3_K, Q4_K and Q5_K (ggml_dot.h, ggml_dot.c; Q3_K as Q6_K with 3-bit quants,
+ * Q5_K as Q4_K with 5-bit quants): a vector per integer lane l, its 16 lanes the tokens. Both the
+ * weights' and the activations' sub-blocks are rearranged so that dword l of a sub-block holds its
+ * values of lane l: Q4_K's 32-value sub-block values l, l + 8, l + 16, l + 24 as bytes (vpmaddubsw
+ * sums them in pairs, each pair's sum below 2^13 in magnitude; then vpdpwssd adds both pairs times
+ * the 6-bit scale into lane l; vpdpbusd into a zeroed register, then vpdpwssd, cost GCC a register
+ * copy of the zero for each product: 302 against 330 GFLOP/s on the Xeon); Q6_K's 16-value
+ * sub-block values l and l + 8 as 16-bit words, the weight's already times its scale (vpdpwssd
+ * adds both products into lane l). Q4_K's minima multiply the activations' 16-value sums, paired
+ * in dwords as the minima are. The float steps are the C version's per (row, token): sums[l] += d *
  * lane_l per block, Q4_K's sumf -= dmin * summin, at the end sumf += sums[0] ... sums[7]. The
  * activations are rearranged once per product (em_ggml_fill_k_lanes); a batch of rows keeps its
  * sums while chunks of blocks pass. */
@@ -229,8 +230,17 @@ VNNI static inline void lane_steps(ksums *s, float dw, __m512 kd, const __m512i 
 }
 
 /* The quants of one Q4_K block (at blk), or Q5_K's (five_bits: at 48, plus 16 where bit j of
- * qh[l] at 16 is set), rearranged as the activations are: wq (64). */
+ * qh[l] at 16 is set), rearranged as the activations are: wq (64); then sub-block j's 6-bit scale
+ * and minimum as a pair of equal words, wq[64 + j] and wq[72 + j] (vpdpwssd's broadcast operands),
+ * taken out of their packed bits once, not again for every group of tokens. */
+#define Q4K_WORDS 80
 VNNI static void unpack_q4k(const uint8_t *blk, bool five_bits, uint32_t *wq) {
+    for (int j = 0; j < 8; j++) {
+        uint8_t scale, min;
+        em_k4_scale_min(j, blk + 4, &scale, &min);
+        wq[64 + j] = scale * 0x10001u;
+        wq[72 + j] = min * 0x10001u;
+    }
     const __m256i one = _mm256_set1_epi8(1);
     const __m256i qh = five_bits ? _mm256_loadu_si256((const __m256i *)(blk + 16)) : one;
     for (int i = 0; i < 4; i++) {
@@ -254,23 +264,19 @@ VNNI static void unpack_q4k(const uint8_t *blk, bool five_bits, uint32_t *wq) {
 VNNI static inline __attribute__((always_inline)) void
 q4k_blocks(int rows, const uint8_t *const blk[ROW_GROUP], const uint32_t *const wq[ROW_GROUP],
            const __m512i *yt, const __m512i *ybs, __m512 kd, ksums *s) {
-    uint8_t scale[ROW_GROUP][8], min[ROW_GROUP][8];
     __m512i lane[ROW_GROUP][8];
-    for (int r = 0; r < rows; r++) {
-        for (int j = 0; j < 8; j++) em_k4_scale_min(j, blk[r] + 4, &scale[r][j], &min[r][j]);
+    for (int r = 0; r < rows; r++)
         for (int l = 0; l < 8; l++) lane[r][l] = _mm512_setzero_si512();
-    }
 #pragma GCC unroll 8
     for (int j = 0; j < 8; j++) {
         __m512i sc[ROW_GROUP];
-        for (int r = 0; r < rows; r++) sc[r] = _mm512_set1_epi32(scale[r][j]);
+        for (int r = 0; r < rows; r++) sc[r] = _mm512_set1_epi32((int)wq[r][64 + j]);
 #pragma GCC unroll 8
         for (int l = 0; l < 8; l++) {
             __m512i y = shared_vector(rows, &yt[8 * j + l]);
 #pragma GCC unroll 2
             for (int r = 0; r < rows; r++) {
-                __m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(),
-                                                _mm512_set1_epi32((int)wq[r][8 * j + l]), y);
+                __m512i p = _mm512_maddubs_epi16(_mm512_set1_epi32((int)wq[r][8 * j + l]), y);
                 lane[r][l] = _mm512_dpwssd_epi32(lane[r][l], p, sc[r]);
             }
         }
@@ -278,7 +284,7 @@ q4k_blocks(int rows, const uint8_t *const blk[ROW_GROUP], const uint32_t *const 
     for (int r = 0; r < rows; r++) {
         __m512i summin = _mm512_setzero_si512();
         for (int i = 0; i < 8; i++)
-            summin = _mm512_dpwssd_epi32(summin, ybs[i], _mm512_set1_epi32(min[r][i] * 0x10001));
+            summin = _mm512_dpwssd_epi32(summin, ybs[i], _mm512_set1_epi32((int)wq[r][72 + i]));
         lane_steps(&s[r], em_ggml_half_at(blk[r]), kd, lane[r]);
         __m512 dmin = _mm512_mul_ps(_mm512_set1_ps(em_ggml_half_at(blk[r] + 2)), kd);
         s[r].sumf = _mm512_sub_ps(s[r].sumf, _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(summin)));
@@ -558,7 +564,10 @@ kquant_tile(em_ggml_dot_type type, const uint8_t *w, size_t row_bytes, int rows,
                         type == EM_GGML_DOT_IQ4_XS,
                reads_bsums = is_q4k || type == EM_GGML_DOT_Q2_K;
     /* M: activation vectors a block; Mw: unpacked weight dwords a block */
-    const int M = is_q4k ? 64 : 128, Mw = em_iq_has_delta(type) ? 256 : M;
+    const int M = is_q4k ? 64 : 128, Mw = em_iq_has_delta(type) ? 256
+                                          : type == EM_GGML_DOT_Q4_K || type == EM_GGML_DOT_Q5_K
+                                              ? Q4K_WORDS
+                                              : M;
     const size_t block_bytes = em_ggml_dot_is_lattice(type) ? em_iq_block_bytes(type)
                                : type == EM_GGML_DOT_Q3_K   ? 110
                                : type == EM_GGML_DOT_Q2_K   ? 84
@@ -566,10 +575,10 @@ kquant_tile(em_ggml_dot_type type, const uint8_t *w, size_t row_bytes, int rows,
                                : type == EM_GGML_DOT_Q6_K   ? 210
                                : type == EM_GGML_DOT_Q5_K   ? 176
                                                             : 144;
-    /* Q4_K's and Q5_K's rows go one at a time: their two instructions a product (vpdpbusd, then
+    /* Q4_K's and Q5_K's rows go one at a time: their two instructions a product (vpmaddubsw, then
      * vpdpwssd by the scale) for two rows need more vector registers than there are, and GCC's
-     * copies and spills made pairs slower than single rows (Q4_K's square product 205 against 316
-     * GFLOP/s) */
+     * spills made pairs slower than single rows (Q4_K's square product 246 against 330 GFLOP/s on
+     * the Xeon; 205 against 316 with vpdpbusd on the AMD EPYC) */
     const int group = type == EM_GGML_DOT_Q4_K || type == EM_GGML_DOT_Q5_K ? 1
                       : type == EM_GGML_DOT_IQ4_XS                         ? ROW_GROUP
                                                                            : PAIR;
