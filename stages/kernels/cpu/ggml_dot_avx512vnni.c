@@ -45,6 +45,13 @@ VNNI static inline __attribute__((always_inline)) __m512i shared_vector(int rows
     return y;
 }
 
+/* acc += vpdpwssd(a, b), acc updated in its register: with the intrinsic GCC gave word_lanes'
+ * product a fresh register and copied it back to the lane's, two register copies a product. */
+VNNI static inline __attribute__((always_inline)) void dpwssd_into(__m512i *acc, __m512i a,
+                                                                   __m512i b) {
+    __asm__("vpdpwssd %2, %1, %0" : "+v"(*acc) : "v"(a), "v"(b));
+}
+
 /* Blocks b0 .. b0 + nb - 1 of `rows` rows (1 or ROW_GROUP; row r at w + r row_bytes) times the
  * group's transposed activations yt, each vector of yt loaded once for all the rows; the sums of
  * earlier chunks (b0 > 0) read from out + r ldc [0 .. n - 1] and the rows' sums there after. */
@@ -277,7 +284,7 @@ q4k_blocks(int rows, const uint8_t *const blk[ROW_GROUP], const uint32_t *const 
 #pragma GCC unroll 2
             for (int r = 0; r < rows; r++) {
                 __m512i p = _mm512_maddubs_epi16(_mm512_set1_epi32((int)wq[r][8 * j + l]), y);
-                lane[r][l] = _mm512_dpwssd_epi32(lane[r][l], p, sc[r]);
+                dpwssd_into(&lane[r][l], p, sc[r]);
             }
         }
     }
@@ -372,8 +379,7 @@ word_lanes(int rows, const uint32_t *const wq[ROW_GROUP], const __m512i *yt,
             __m512i y = shared_vector(rows, &yt[8 * j + l]);
 #pragma GCC unroll 2
             for (int r = 0; r < rows; r++)
-                lane[r][l] =
-                    _mm512_dpwssd_epi32(lane[r][l], _mm512_set1_epi32((int)wq[r][8 * j + l]), y);
+                dpwssd_into(&lane[r][l], _mm512_set1_epi32((int)wq[r][8 * j + l]), y);
         }
 }
 
