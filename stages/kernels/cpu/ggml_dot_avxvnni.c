@@ -274,9 +274,17 @@ typedef struct ksums {
     __m256 sums[KGROUPS][8], sumf[KGROUPS];
 } ksums;
 
-/* Lane l's sum of a block over the sub-blocks j (weights wq[8 j + l], scales sc[j] as the words
- * (scale, 0) for Q4_K) against group g's rearranged activations yt[g], then its float step
- * sums[l] += (dw * kd) * (float)lane_l, for the G groups. */
+/* acc += vpdpwssd(a, b) in acc's register, VEX-encoded (AVX-VNNI): the intrinsic made GCC copy
+ * the lane to a fresh register and back around each product. */
+AVXVNNI static inline __attribute__((always_inline)) void dpwssd_into(__m256i *acc, __m256i a,
+                                                                      __m256i b) {
+    __asm__("%{vex%} vpdpwssd %2, %1, %0" : "+x"(*acc) : "x"(a), "x"(b));
+}
+
+/* Lane l's sum of a block over the sub-blocks j (weights wq[8 j + l], scales sc[j] as two equal
+ * words for Q4_K: vpmaddubsw's two pair sums of a dword, each below 2^13, times the scale) against
+ * group g's rearranged activations yt[g], then its float step sums[l] += (dw * kd) * (float)lane_l,
+ * for the G groups. */
 AVXVNNI static inline __attribute__((always_inline)) void
 kquant_lanes(bool is_q4k, int G, const uint32_t *wq, const uint8_t *sc, float dw,
              const __m256i *const yt[KGROUPS], const __m256 kd[KGROUPS], ksums *s) {
@@ -289,15 +297,11 @@ kquant_lanes(bool is_q4k, int G, const uint32_t *wq, const uint8_t *sc, float dw
         for (int j = 0; j < subblocks; j++) {
             __m256i w = _mm256_set1_epi32((int)wq[8 * j + l]);
             if (is_q4k) {
-                __m256i scale = _mm256_set1_epi32(sc[j]);
-                for (int g = 0; g < G; g++) {
-                    __m256i p =
-                        _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), w, yt[g][8 * j + l]);
-                    lane[g] = _mm256_dpwssd_avx_epi32(lane[g], p, scale);
-                }
-            } else {
+                __m256i scale = _mm256_set1_epi16(sc[j]);
                 for (int g = 0; g < G; g++)
-                    lane[g] = _mm256_dpwssd_avx_epi32(lane[g], w, yt[g][8 * j + l]);
+                    dpwssd_into(&lane[g], _mm256_maddubs_epi16(w, yt[g][8 * j + l]), scale);
+            } else {
+                for (int g = 0; g < G; g++) dpwssd_into(&lane[g], w, yt[g][8 * j + l]);
             }
         }
         for (int g = 0; g < G; g++)
