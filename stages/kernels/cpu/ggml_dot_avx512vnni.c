@@ -8,14 +8,13 @@
  * sum(activations). The block's float steps then run on the 16 (row, token) lanes in the order of
  * the C version, one IEEE rounding each, so each lane gets the C result's bits; a row's sums pass
  * through ct between chunks of blocks (a stored float reloads exact). Rows go in groups of 8
- * (IQ4_XS's too; the other K-quants' and the lattice types' in pairs, Q4_K's and Q5_K's alone:
- * see kquant_tile), so that one load of an activation vector serves each row's product: one row
- * alone spends a 64-byte load and a broadcast on each. The K-quants' lanes are
- * tokens too: one vector per integer lane l of ggml_dot.h (see below); IQ4_XS reads Q4_K's lanes,
- * the lattice IQ types Q6_K's. With 4 tokens or fewer (a decoding step) 12 of 16 lanes would idle:
- * those tiles take lanes of rows instead (ggml_dot_rows_avx512vnni.c; the 256-value types' go to
- * the avx2 kernel, whose 8-row tiles have the same bits). Its F16 column is
- * ggml_dot_f16_avx512.c's. */
+ * (IQ4_XS's, Q2_K's and the lattice types' too; Q6_K's and Q3_K's in pairs, Q4_K's and Q5_K's
+ * alone: see kquant_tile), so that one load of an activation vector serves each row's product: one
+ * row alone spends a 64-byte load and a broadcast on each. The K-quants' lanes are tokens too: one
+ * vector per integer lane l of ggml_dot.h (see below); IQ4_XS reads Q4_K's lanes, the lattice IQ
+ * types Q6_K's. With 4 tokens or fewer (a decoding step) 12 of 16 lanes would idle: those tiles
+ * take lanes of rows instead (ggml_dot_rows_avx512vnni.c; the 256-value types' go to the avx2
+ * kernel, whose 8-row tiles have the same bits). Its F16 column is ggml_dot_f16_avx512.c's. */
 #include "stages/kernels/cpu/ggml_dot.h"
 
 #include "stages/formats/dequantize_rows.h"
@@ -33,7 +32,7 @@
 #define LANES EM_GGML_LANES
 #define BLOCK_CHUNK 64 /* blocks a row runs before its sums pass through ct */
 #define ROW_GROUP 8    /* rows whose blocks share each load of an activation vector */
-#define PAIR 2         /* the same for the K-quants and lattice types: 8 lane sums a row */
+#define PAIR 2         /* the same for Q6_K and Q3_K: 8 lane sums a row */
 
 /* The activation vector *v for `rows` rows' products: held in a register, loaded once, where
  * several rows use it (GCC would otherwise make it a memory operand of each product); one row
@@ -383,11 +382,26 @@ word_lanes(int rows, const uint32_t *const wq[ROW_GROUP], const __m512i *yt,
         }
 }
 
-/* The sum of a row's 8 lane sums. */
-VNNI static inline __m512i lane_total(const __m512i lane[8]) {
-    __m512i sum = lane[0];
-    for (int l = 1; l < 8; l++) sum = _mm512_add_epi32(sum, lane[l]);
-    return sum;
+/* The exact sum over all 256 values, total[r], of 128 rearranged weight words wq[r] of each of
+ * `rows` rows (1 to ROW_GROUP) times Q6_K's activation lanes yt (128): for the types whose float
+ * step takes a block's whole sum (Q2_K, the lattice types), not its 8 lanes. Two accumulators a
+ * row (even and odd l: two dependency chains), so 8 rows fit the registers and share each load of
+ * yt: 9 loads for 8 products, where pairs of rows keeping 8 lanes each took 3 for 2. */
+VNNI static inline __attribute__((always_inline)) void
+word_totals(int rows, const uint32_t *const wq[ROW_GROUP], const __m512i *yt,
+            __m512i total[ROW_GROUP]) {
+    __m512i acc[ROW_GROUP][2];
+    for (int r = 0; r < rows; r++) acc[r][0] = acc[r][1] = _mm512_setzero_si512();
+#pragma GCC unroll 1
+    for (int j = 0; j < 16; j++)
+#pragma GCC unroll 8
+        for (int l = 0; l < 8; l++) {
+            __m512i y = shared_vector(rows, &yt[8 * j + l]);
+#pragma GCC unroll 8
+            for (int r = 0; r < rows; r++)
+                dpwssd_into(&acc[r][l % 2], _mm512_set1_epi32((int)wq[r][8 * j + l]), y);
+        }
+    for (int r = 0; r < rows; r++) total[r] = _mm512_add_epi32(acc[r][0], acc[r][1]);
 }
 
 /* One Q2_K block of `rows` rows (at blk[r], unpacked in wq[r]) against Q6_K's activation lanes yt
@@ -395,7 +409,7 @@ VNNI static inline __m512i lane_total(const __m512i lane[8]) {
 VNNI static inline __attribute__((always_inline)) void
 q2k_blocks(int rows, const uint8_t *const blk[ROW_GROUP], const uint32_t *const wq[ROW_GROUP],
            const __m512i *yt, const __m512i *ybs, __m512 kd, ksums *s) {
-    __m512i lane[ROW_GROUP][8], summs[ROW_GROUP];
+    __m512i total[ROW_GROUP], summs[ROW_GROUP];
     for (int r = 0; r < rows; r++) {
         summs[r] = _mm512_setzero_si512();
         for (int i = 0; i < 8; i++)
@@ -403,9 +417,9 @@ q2k_blocks(int rows, const uint8_t *const blk[ROW_GROUP], const uint32_t *const 
                 summs[r], ybs[i],
                 _mm512_set1_epi32((blk[r][2 * i] >> 4) | (blk[r][2 * i + 1] >> 4) << 16));
     }
-    word_lanes(rows, wq, yt, lane);
+    word_totals(rows, wq, yt, total);
     for (int r = 0; r < rows; r++) {
-        __m512i isum = lane_total(lane[r]);
+        __m512i isum = total[r];
         __m512 dall = _mm512_mul_ps(kd, _mm512_set1_ps(em_ggml_half_at(blk[r] + 80))),
                dmin = _mm512_mul_ps(kd, _mm512_set1_ps(em_ggml_half_at(blk[r] + 82)));
         s[r].sumf = _mm512_add_ps(s[r].sumf,
@@ -480,19 +494,19 @@ VNNI static void unpack_lattice(em_ggml_dot_type type, const uint8_t *blk, uint3
 VNNI static inline __attribute__((always_inline)) void
 lattice_blocks(em_ggml_dot_type type, int rows, const uint8_t *const blk[ROW_GROUP],
                const uint32_t *const wq[ROW_GROUP], const __m512i *yt, __m512 kd, ksums *s) {
-    __m512i lane[ROW_GROUP][8], delta_lane[ROW_GROUP][8];
-    word_lanes(rows, wq, yt, lane);
+    __m512i total[ROW_GROUP], delta_total[ROW_GROUP];
+    word_totals(rows, wq, yt, total);
     if (em_iq_has_delta(type)) {
         const uint32_t *delta[ROW_GROUP];
         for (int r = 0; r < rows; r++) delta[r] = wq[r] + 128;
-        word_lanes(rows, delta, yt, delta_lane);
+        word_totals(rows, delta, yt, delta_total);
     }
     for (int r = 0; r < rows; r++) {
         __m512 d = _mm512_mul_ps(_mm512_set1_ps(em_iq_block_scale(type, blk[r])), kd);
-        __m512 sum = _mm512_cvtepi32_ps(lane_total(lane[r]));
+        __m512 sum = _mm512_cvtepi32_ps(total[r]);
         if (em_iq_has_delta(type))
-            sum = _mm512_add_ps(sum, _mm512_mul_ps(_mm512_set1_ps(0.125f),
-                                                   _mm512_cvtepi32_ps(lane_total(delta_lane[r]))));
+            sum = _mm512_add_ps(
+                sum, _mm512_mul_ps(_mm512_set1_ps(0.125f), _mm512_cvtepi32_ps(delta_total[r])));
         s[r].sumf = _mm512_add_ps(s[r].sumf, _mm512_mul_ps(d, sum));
     }
 }
@@ -560,9 +574,10 @@ kquant_blocks(em_ggml_dot_type type, int rows, const uint8_t *const blk[ROW_GROU
  * another unpacking, Q5_K Q4_K; Q2_K reads Q6_K's lanes and Q4_K's 16-value sums, IQ4_XS Q4_K's
  * lanes and sums, the lattice types Q6_K's lanes, and their sums take their factor at the end).
  * Each block's quants are unpacked once, for the first group of tokens, and kept (Mw words a
- * block) for the others. Rows go in pairs (IQ4_XS's, one sum a row, in groups of 8), so that
- * each activation vector loaded serves two rows' products: one load of 64 bytes and two
- * broadcasts a pair of products, where one row alone takes a load and a broadcast for each. */
+ * block) for the others. Rows go in pairs (Q6_K's and Q3_K's, 8 lane sums a row) or in groups of
+ * 8 (IQ4_XS's, Q2_K's and the lattice types', one sum a row), so that each activation vector
+ * loaded serves two or eight rows' products, where one row alone takes a load of 64 bytes and a
+ * broadcast for each. */
 VNNI static inline __attribute__((always_inline)) void
 kquant_tile(em_ggml_dot_type type, const uint8_t *w, size_t row_bytes, int rows,
             const em_q8_activations *x, float *ct, size_t ldc) {
@@ -585,9 +600,11 @@ kquant_tile(em_ggml_dot_type type, const uint8_t *w, size_t row_bytes, int rows,
      * vpdpwssd by the scale) for two rows need more vector registers than there are, and GCC's
      * spills made pairs slower than single rows (Q4_K's square product 246 against 330 GFLOP/s on
      * the Xeon; 205 against 316 with vpdpbusd on the AMD EPYC) */
-    const int group = type == EM_GGML_DOT_Q4_K || type == EM_GGML_DOT_Q5_K ? 1
-                      : type == EM_GGML_DOT_IQ4_XS                         ? ROW_GROUP
-                                                                           : PAIR;
+    const int group =
+        type == EM_GGML_DOT_Q4_K || type == EM_GGML_DOT_Q5_K ? 1
+        : type == EM_GGML_DOT_IQ4_XS || type == EM_GGML_DOT_Q2_K || em_ggml_dot_is_lattice(type)
+            ? ROW_GROUP
+            : PAIR;
     ksums s[ROW_BATCH];
     uint32_t *unpacked = em_xmalloc((size_t)rows * x->kblocks * Mw * sizeof *unpacked);
     for (int c0 = 0; c0 < x->tokens; c0 += LANES) {
