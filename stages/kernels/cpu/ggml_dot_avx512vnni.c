@@ -44,7 +44,7 @@ VNNI static inline __attribute__((always_inline)) __m512i shared_vector(int rows
     return y;
 }
 
-/* acc += vpdpwssd(a, b), acc updated in its register: with the intrinsic GCC gave word_lanes'
+/* acc += vpdpwssd(a, b), acc updated in its register: with the intrinsic GCC gave word_sums'
  * product a fresh register and copied it back to the lane's, two register copies a product. */
 VNNI static inline __attribute__((always_inline)) void dpwssd_into(__m512i *acc, __m512i a,
                                                                    __m512i b) {
@@ -363,45 +363,36 @@ VNNI static void unpack_q2k(const uint8_t *blk, uint32_t *wq) {
     }
 }
 
-/* The 8 exact lane sums lane[r] of 128 rearranged weight words wq[r] of each of `rows` rows (1
- * to PAIR) times Q6_K's activation lanes yt (128), each vector of yt loaded once for all the
- * rows. */
+/* Exact sums of 128 rearranged weight words wq[r] of each of `rows` rows times Q6_K's activation
+ * lanes yt (128), each vector of yt loaded once for all the rows, in `kept` accumulators a row:
+ * sums[r][l % kept]. kept 8: the 8 lane sums of ggml_dot.h, for the types whose float step takes
+ * each lane (Q6_K, Q3_K; rows 1 to PAIR). kept 2: two partial sums (even and odd l, two
+ * dependency chains) for those whose step takes a block's whole sum (Q2_K, the lattice types), so
+ * 8 rows fit the registers and share each load of yt: 9 loads for 8 products, where pairs of rows
+ * keeping 8 lanes each took 3 for 2. */
 VNNI static inline __attribute__((always_inline)) void
-word_lanes(int rows, const uint32_t *const wq[ROW_GROUP], const __m512i *yt,
-           __m512i lane[ROW_GROUP][8]) {
+word_sums(int rows, int kept, const uint32_t *const wq[ROW_GROUP], const __m512i *yt,
+          __m512i sums[ROW_GROUP][8]) {
     for (int r = 0; r < rows; r++)
-        for (int l = 0; l < 8; l++) lane[r][l] = _mm512_setzero_si512();
+        for (int l = 0; l < kept; l++) sums[r][l] = _mm512_setzero_si512();
 #pragma GCC unroll 1
     for (int j = 0; j < 16; j++)
 #pragma GCC unroll 8
         for (int l = 0; l < 8; l++) {
             __m512i y = shared_vector(rows, &yt[8 * j + l]);
-#pragma GCC unroll 2
+#pragma GCC unroll 8
             for (int r = 0; r < rows; r++)
-                dpwssd_into(&lane[r][l], _mm512_set1_epi32((int)wq[r][8 * j + l]), y);
+                dpwssd_into(&sums[r][l % kept], _mm512_set1_epi32((int)wq[r][8 * j + l]), y);
         }
 }
 
-/* The exact sum over all 256 values, total[r], of 128 rearranged weight words wq[r] of each of
- * `rows` rows (1 to ROW_GROUP) times Q6_K's activation lanes yt (128): for the types whose float
- * step takes a block's whole sum (Q2_K, the lattice types), not its 8 lanes. Two accumulators a
- * row (even and odd l: two dependency chains), so 8 rows fit the registers and share each load of
- * yt: 9 loads for 8 products, where pairs of rows keeping 8 lanes each took 3 for 2. */
+/* A block's exact sum total[r] for each of `rows` rows (1 to ROW_GROUP): word_sums kept in 2. */
 VNNI static inline __attribute__((always_inline)) void
 word_totals(int rows, const uint32_t *const wq[ROW_GROUP], const __m512i *yt,
             __m512i total[ROW_GROUP]) {
-    __m512i acc[ROW_GROUP][2];
-    for (int r = 0; r < rows; r++) acc[r][0] = acc[r][1] = _mm512_setzero_si512();
-#pragma GCC unroll 1
-    for (int j = 0; j < 16; j++)
-#pragma GCC unroll 8
-        for (int l = 0; l < 8; l++) {
-            __m512i y = shared_vector(rows, &yt[8 * j + l]);
-#pragma GCC unroll 8
-            for (int r = 0; r < rows; r++)
-                dpwssd_into(&acc[r][l % 2], _mm512_set1_epi32((int)wq[r][8 * j + l]), y);
-        }
-    for (int r = 0; r < rows; r++) total[r] = _mm512_add_epi32(acc[r][0], acc[r][1]);
+    __m512i sums[ROW_GROUP][8];
+    word_sums(rows, 2, wq, yt, sums);
+    for (int r = 0; r < rows; r++) total[r] = _mm512_add_epi32(sums[r][0], sums[r][1]);
 }
 
 /* One Q2_K block of `rows` rows (at blk[r], unpacked in wq[r]) against Q6_K's activation lanes yt
@@ -434,7 +425,7 @@ VNNI static inline __attribute__((always_inline)) void
 q6k_blocks(int rows, const uint8_t *const blk[ROW_GROUP], int d_at,
            const uint32_t *const wq[ROW_GROUP], const __m512i *yt, __m512 kd, ksums *s) {
     __m512i lane[ROW_GROUP][8];
-    word_lanes(rows, wq, yt, lane);
+    word_sums(rows, 8, wq, yt, lane);
     for (int r = 0; r < rows; r++) lane_steps(&s[r], em_ggml_half_at(blk[r] + d_at), kd, lane[r]);
 }
 
