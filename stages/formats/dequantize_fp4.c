@@ -3,13 +3,7 @@
  * small integers (mxfp4_values) and pairs with a halved scale: value = code value * scale. */
 #include "stages/formats/dequantize_rows.h"
 
-static const int8_t mxfp4_values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
-
-/* An E8M0 exponent e as 2^(e - 128), the halved 2^(e - 127), built bit by bit (e < 2 gives the
- * subnormals 2^-128 and 2^-127). */
-static float e8m0_half(uint8_t e) {
-    return em_f32_from_bits(e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23);
-}
+const int8_t em_mxfp4_values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
 
 /* An unsigned E4M3 scale byte (4 exponent bits, bias 7, 3 mantissa bits; the top bit ignored;
  * 0x7F, E4M3's NaN, is 0), halved. */
@@ -26,10 +20,10 @@ static float ue4m3_half(uint8_t x) {
 void em_mxfp4_row(const void *src, float *dst, int64_t n) {
     for (int64_t b = 0; b < n / 32; b++) {
         const uint8_t *block = (const uint8_t *)src + b * 17, *qs = block + 1;
-        float d = e8m0_half(block[0]), *y = dst + b * 32;
+        float d = em_e8m0_half(block[0]), *y = dst + b * 32;
         for (int j = 0; j < 16; j++) {
-            y[j] = (float)mxfp4_values[qs[j] & 0x0f] * d;
-            y[j + 16] = (float)mxfp4_values[qs[j] >> 4] * d;
+            y[j] = (float)em_mxfp4_values[qs[j] & 0x0f] * d;
+            y[j + 16] = (float)em_mxfp4_values[qs[j] >> 4] * d;
         }
     }
 }
@@ -43,8 +37,8 @@ void em_nvfp4_row(const void *src, float *dst, int64_t n) {
             const uint8_t *qs = block + 4 + 8 * s;
             float d = ue4m3_half(block[s]), *y = dst + b * 64 + 16 * s;
             for (int j = 0; j < 8; j++) {
-                y[j] = (float)mxfp4_values[qs[j] & 0x0f] * d;
-                y[j + 8] = (float)mxfp4_values[qs[j] >> 4] * d;
+                y[j] = (float)em_mxfp4_values[qs[j] & 0x0f] * d;
+                y[j + 8] = (float)em_mxfp4_values[qs[j] >> 4] * d;
             }
         }
     }

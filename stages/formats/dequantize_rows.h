@@ -79,6 +79,19 @@ static inline void em_k4_scale_min(int j, const uint8_t *q, uint8_t *sc, uint8_t
 
 /* The non-linear 4-bit values of IQ4_NL and IQ4_XS (ggml's kvalues_iq4nl). */
 extern const int8_t em_iq4nl_values[16];
+/* MXFP4's and NVFP4's E2M1 codes doubled as small integers (ggml's kvalues_mxfp4). */
+extern const int8_t em_mxfp4_values[16];
+
+/* An E8M0 exponent e as 2^(e - 128), the halved 2^(e - 127) that multiplies em_mxfp4_values, built
+ * bit by bit as ggml's GGML_E8M0_TO_FP32_HALF (e < 2 gives the subnormals 2^-128 and 2^-127). */
+static inline float em_e8m0_half(uint8_t e) {
+    return em_f32_from_bits(e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23);
+}
+
+/* A ternary block's 256 values (-1, 0 or 1; TQ2_0's code 3 gives 2, as ggml's dequantizer and dot
+ * product read it) in value order, without the scale: TQ1_0's 54 bytes, TQ2_0's 66. */
+void em_tq1_0_values(const uint8_t *block, int8_t v[256]);
+void em_tq2_0_values(const uint8_t *block, int8_t v[256]);
 
 /* The scale of sub-block j (32 values) of an IQ4_XS block {f16 d, u16 scales_h, scales_l[4],
  * qs[128]}: nibble j % 2 of scales_l[j / 2] | bits 2 j, 2 j + 1 of scales_h << 4, less 32; the
