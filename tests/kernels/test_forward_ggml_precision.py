@@ -1,16 +1,16 @@
 """The CPU forward in precision ggml (stages/kernels/cpu/ggml_dot.h) on evalmesh-mkmodel models of
 every type it covers (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, the K-quants Q2_K to Q6_K, IQ4_NL, IQ4_XS,
-F16; the Q4_K_M and Q5_K_M mixes; a tied-head model with Q/K/V biases; a TQ2_0 model whose
-matrices it leaves exact) and on models of random blocks of each lattice IQ type (IQ2_XXS to
-IQ1_M, which evalmesh does not quantize to), against reference.py's float64 forward whose products
+TQ2_0, F16; the Q4_K_M and Q5_K_M mixes; a tied-head model with Q/K/V biases) and on models of
+random blocks of each lattice IQ type (IQ2_XXS to IQ1_M), TQ1_0 and MXFP4 (which evalmesh does not
+quantize to), and of NVFP4, whose matrices the mode leaves exact, against reference.py's float64 forward whose products
 round their inputs as ggml's quantize_row_q8_1_ref does (in float32, written here from
 ggml-quants.c: d = amax / 127, q = roundf(x / d) rounding halves away from zero, d and
 s = sum(q) * d rounded to fp16 to nearest even) and multiply them with the weights as the PyPI
 gguf package dequantizes them, in double; Q4_1 and Q5_1 take the weight block's minimum times s,
 as ggml's dot products do; the K-quants read the activations rounded as quantize_row_q8_K_ref
 does (256 values, iscale = -127 / the value of largest magnitude, nearest_int rounding halves to
-even), and Q4_K's and Q5_K's minima multiply the exact sums of those quants; IQ4_NL reads the
-32-value rounding and IQ4_XS and the lattice types the Q8_K one (their sub-block scales and the
+even), and Q4_K's and Q5_K's minima multiply the exact sums of those quants; IQ4_NL and MXFP4
+read the 32-value rounding and IQ4_XS, the lattice types and TQ1_0 and TQ2_0 the Q8_K one (their sub-block scales and the
 IQ1 deltas are in gguf's dequantized weights); F16 reads them rounded to fp16 (to nearest even, as
 GGML_FP32_TO_FP16).
 Rounding to 8 bits is discontinuous: a value within float32's error of a rounding tie may round
@@ -52,9 +52,11 @@ INPUT_RTOL = 1e-5  # the reference's layer inputs against the C forward's
 TIE_MARGIN = 3e-6  # relative, about 10x the measured input error: closer to a tie is ambiguous
 QK = 32
 LATTICE = ["IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ3_XXS", "IQ3_S", "IQ1_S", "IQ1_M"]
+TERNARY = ["TQ1_0", "TQ2_0"]
 COVERED = {"Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q6_K", "Q4_K", "Q5_K", "Q3_K", "Q2_K",
-           "IQ4_NL", "IQ4_XS", "F16"} | set(LATTICE)
-Q8_K_READERS = {"Q6_K", "Q4_K", "Q5_K", "Q3_K", "Q2_K", "IQ4_XS"} | set(LATTICE)  # Q8_K blocks
+           "IQ4_NL", "IQ4_XS", "MXFP4", "F16"} | set(LATTICE) | set(TERNARY)
+Q8_K_READERS = ({"Q6_K", "Q4_K", "Q5_K", "Q3_K", "Q2_K", "IQ4_XS"} | set(LATTICE) |
+                set(TERNARY))  # Q8_K blocks
 WITH_MIN = {"Q4_1", "Q5_1"}  # blocks {f16 d, f16 m, ...}: m at bytes 2..3
 
 BASE = ["--vocab", "300", "--dim", "256", "--layers", "2", "--heads", "4", "--kv-heads", "2",
@@ -250,7 +252,7 @@ def main():
         for label, path in made_models(mkmodel, CASES, tmp):
             check_model(driver, path, label, rng, tmp)
             if label in ("q4_1", "q5_0", "q6_k", "q4_k", "q5_k", "q3_k", "q2_k", "iq4_nl",
-                         "iq4_xs", "f16"):
+                         "iq4_xs", "tq2_0", "f16"):
                 for program in (invariance, batch):
                     p = subprocess.run([program, path, "ggml"], capture_output=True, text=True)
                     out = p.stdout.strip().replace("\n", "; ")
@@ -260,11 +262,14 @@ def main():
         base = os.path.join(tmp, "f32.gguf")
         p = subprocess.run([mkmodel] + BASE + ["--out", base], capture_output=True, text=True)
         check(p.returncode == 0, "mkmodel: %s" % p.stderr.strip())
-        for type_name in LATTICE:
+        for type_name in LATTICE + ["TQ1_0", "MXFP4", "NVFP4"]:
             label, path = "random " + type_name.lower(), os.path.join(tmp, type_name + ".gguf")
-            with_random_matrices(base, path, type_name, rng)
+            # TQ1_0's values are -1, 0 and 1: a scale of 2^-5, not 2^-12, for a forward that
+            # the 8-bit rounding visibly moves
+            with_random_matrices(base, path, type_name, rng,
+                                 f16=0x2800 if type_name == "TQ1_0" else 0x0C00)
             check_model(driver, path, label, rng, tmp)
-            if type_name in ("IQ2_XXS", "IQ1_M"):
+            if type_name in ("IQ2_XXS", "IQ1_M", "TQ1_0", "MXFP4"):
                 p = subprocess.run([invariance, path, "ggml"], capture_output=True, text=True)
                 print("forward_invariance ggml on %s: %s" %
                       (label, p.stdout.strip().replace("\n", "; ")))

@@ -48,10 +48,10 @@ RANDOM_TYPES = ["IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ3_XXS", "IQ3_S", "IQ1_S", "IQ1_
                 "MXFP4", "NVFP4"]
 
 
-def with_random_matrices(src, dst, type_name, rng):
+def with_random_matrices(src, dst, type_name, rng, f16=0x0C00):
     """Copies the GGUF file src (but its tokenizer) to dst with every matrix replaced by random blocks of type_name
-    whose scales are small (f16 2^-12, E8M0 2^-9, UE4M3 2^-7), so that the forward stays in a
-    sane range."""
+    whose scales are small (f16 2^-12 unless given, E8M0 2^-9, UE4M3 2^-7), so that the forward
+    stays in a sane range."""
     qtype = GGMLQuantizationType[type_name]
     block, size = GGML_QUANT_SIZES[qtype]
     r = gguf.GGUFReader(src)
@@ -65,7 +65,7 @@ def with_random_matrices(src, dst, type_name, rng):
         shape = [int(d) for d in t.shape]  # innermost first
         if len(shape) == 2:
             n_out, n_in = shape[1], shape[0]
-            raw = random_blocks(type_name, n_out * n_in // block, size, rng, [0x0C00],
+            raw = random_blocks(type_name, n_out * n_in // block, size, rng, [f16],
                                 [119], [0x08])
             w.add_tensor(t.name, raw.reshape(n_out, -1), raw_dtype=qtype)  # bytes (n_out, row)
         else:

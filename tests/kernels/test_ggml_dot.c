@@ -6,7 +6,8 @@
  * of 8 or 4, chunks of 32 blocks, K-quants chunks of 16 tokens in 1 or 2 groups, 16 rows and
  * chunks of 4 blocks; amx: 16 rows x 16 tokens, groups of 48 rows; F16: 16 rows of one token or
  * 4 x 4, rows of 16 values and 7 more), with random quants (every
- * bit pattern, Q8_0's -128 included) and random fp16 scales; the C kernel agrees with the same
+ * bit pattern, Q8_0's -128 included) and random fp16 scales (MXFP4: E8M0 exponents, subnormal
+ * scales included); the C kernel agrees with the same
  * products computed in double from the weights as the format's dequantizer gives them and the
  * activations as d * qs (plus, for Q4_1 and Q5_1, ggml's rounded block sum s in place of
  * d * sum(qs); for F16, the halves times the activations rounded to fp16), within 1e-5 relative
@@ -41,7 +42,7 @@ static const struct {
     em_tensor_type type;
     em_ggml_dot_type column;
     int values, bytes; /* per block */
-    int d_at;          /* where its fp16 scale is (-1: IQ1_M's) */
+    int d_at;          /* where its fp16 scale is (-1: IQ1_M's; -2: MXFP4's E8M0 byte at 0) */
     int min_at; /* where a second fp16 is (the minimum, or the K-quants' minima's scale), or 0 */
 } types[] = {
     {EM_TENSOR_Q8_0, EM_GGML_DOT_Q8_0, 32, 34, 0, 0},
@@ -64,6 +65,9 @@ static const struct {
     {EM_TENSOR_IQ3_S, EM_GGML_DOT_IQ3_S, 256, 110, 0, 0},
     {EM_TENSOR_IQ1_S, EM_GGML_DOT_IQ1_S, 256, 50, 0, 0},
     {EM_TENSOR_IQ1_M, EM_GGML_DOT_IQ1_M, 256, 56, -1, 0}, /* its fp16 d in 4 scale nibbles */
+    {EM_TENSOR_TQ1_0, EM_GGML_DOT_TQ1_0, 256, 54, 52, 0},
+    {EM_TENSOR_TQ2_0, EM_GGML_DOT_TQ2_0, 256, 66, 64, 0},
+    {EM_TENSOR_MXFP4, EM_GGML_DOT_MXFP4, 32, 17, -2, 0},
 };
 #define TYPES (sizeof types / sizeof *types)
 
@@ -72,7 +76,8 @@ static void put_half(uint8_t *p, float f) {
     memcpy(p, &h, 2);
 }
 
-/* rows x blocks random blocks of type i: random bytes, then fp16 scale (and minimum) in range */
+/* rows x blocks random blocks of type i: random bytes, then fp16 scale (and minimum) in range;
+ * MXFP4's exponent 2^-128 to 2^2, the subnormal scales (0, 1) included */
 static uint8_t *random_rows(size_t i, int rows, int blocks) {
     size_t n = (size_t)rows * blocks * types[i].bytes;
     uint8_t *w = malloc(n);
@@ -81,6 +86,11 @@ static uint8_t *random_rows(size_t i, int rows, int blocks) {
         put_half(w + 2 * b, 2.0f * random_float()); /* finite halves */
     for (size_t b = 0; types[i].type != EM_TENSOR_F16 && b < (size_t)rows * blocks; b++) {
         uint8_t *blk = w + b * types[i].bytes;
+        if (types[i].d_at == -2) {
+            int r = (int)(random_u32() >> 28);
+            blk[0] = (uint8_t)(r < 3 ? r : 115 + r);
+            continue;
+        }
         if (types[i].d_at < 0) { /* IQ1_M: d's nibble k in the top of scale word k (bytes 48..) */
             uint16_t d = em_f32_to_f16(0.02f * random_float());
             for (int k = 0; k < 4; k++)

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "stages/kernels/cpu/ggml_dot.h"
+#include "stages/kernels/cpu/ggml_dot_iq.h"
 #include "stages/kernels/cpu/matmul.h"
 #include "stages/kernels/cpu/scratch.h"
 #include "util/clock.h"
@@ -21,12 +22,13 @@ static float *random_floats(size_t count, uint32_t seed) {
     return v;
 }
 
-/* Random blocks of a lattice IQ type (which evalmesh does not quantize to; any bytes are a valid
- * block), their fp16 scale 2^-10: at byte 0, or IQ1_M's in its scale words' top nibbles. */
-static bool random_lattice_blocks(em_tensor_type type, uint8_t *data, size_t bytes) {
+/* Random blocks of a type evalmesh does not quantize to (the lattice IQ types, TQ1_0, MXFP4; any
+ * bytes are a valid block), their scale 2^-10: an fp16 at byte 0, IQ1_M's in its scale words' top
+ * nibbles, TQ1_0's at byte 52, MXFP4's E8M0 exponent at byte 0. */
+static bool random_blocks(em_tensor_type type, uint8_t *data, size_t bytes) {
     const em_ggml_type_info *info = em_ggml_type_info_get(type);
     int column = em_ggml_dot_type_of(type);
-    if (column < EM_GGML_DOT_IQ2_XXS || column > EM_GGML_DOT_IQ1_M) return false;
+    if (!em_ggml_dot_is_decoded(column) && type != EM_TENSOR_MXFP4) return false;
     uint32_t seed = 5;
     for (size_t i = 0; i < bytes; i++)
         data[i] = (uint8_t)((seed = seed * 1664525u + 1013904223u) >> 24);
@@ -36,6 +38,10 @@ static bool random_lattice_blocks(em_tensor_type type, uint8_t *data, size_t byt
         if (type == EM_TENSOR_IQ1_M) {
             for (int k = 0; k < 4; k++)
                 blk[49 + 2 * k] = (uint8_t)((blk[49 + 2 * k] & 15) | ((d >> (4 * k)) & 15) << 4);
+        } else if (type == EM_TENSOR_MXFP4) {
+            blk[0] = 118; /* 2^(118 - 128) */
+        } else if (type == EM_TENSOR_TQ1_0) {
+            blk[52] = d & 255, blk[53] = d >> 8;
         } else {
             blk[0] = d & 255, blk[1] = d >> 8;
         }
@@ -44,12 +50,12 @@ static bool random_lattice_blocks(em_tensor_type type, uint8_t *data, size_t byt
 }
 
 /* W (n rows of n values) in `type`, written by the type's own quantizer (ggml_types.h), or random
- * blocks of a lattice IQ type. */
+ * blocks where it has none. */
 static em_status make_weight(em_tensor_type type, int n, em_tensor *w) {
     const em_ggml_type_info *info = em_ggml_type_info_get(type);
     size_t row_bytes = em_tensor_type_row_bytes(type, n);
     uint8_t *data = malloc(row_bytes * n);
-    if (!info || (!info->from_float && !random_lattice_blocks(type, data, row_bytes * n))) {
+    if (!info || (!info->from_float && !random_blocks(type, data, row_bytes * n))) {
         free(data);
         return em_error_new(EM_EXIT_BAD_INPUT, "gemm peak: no quantizer for %s",
                             em_tensor_type_name(type));

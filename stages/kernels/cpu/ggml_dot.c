@@ -25,10 +25,9 @@ static int block_sumi(em_ggml_dot_type type, const uint8_t *w, const int8_t *y) 
         for (int j = 0; j < 32; j++) sumi += (int8_t)w[L.qs + j] * y[j];
         return sumi;
     }
-    if (L.non_linear) {
+    if (L.values) {
         for (int j = 0; j < 16; j++)
-            sumi += em_iq4nl_values[w[L.qs + j] & 15] * y[j] +
-                    em_iq4nl_values[w[L.qs + j] >> 4] * y[j + 16];
+            sumi += L.values[w[L.qs + j] & 15] * y[j] + L.values[w[L.qs + j] >> 4] * y[j + 16];
         return sumi;
     }
     uint32_t qh = L.qh ? u32_at(w + L.qh) : 0;
@@ -47,7 +46,7 @@ static float dot(em_ggml_dot_type type, const uint8_t *w, const em_q8_activation
     for (int b = 0; b < x->blocks; b++, w += L.bytes) {
         size_t at = (size_t)b * x->tokens + t;
         float sumi = (float)block_sumi(type, w, x->qs + at * EM_Q8_BLOCK);
-        float dw = em_half_at(w), dx = x->d[at];
+        float dw = L.e8m0 ? em_e8m0_half(w[0]) : em_half_at(w), dx = x->d[at];
         switch (type) {
         case EM_GGML_DOT_Q8_0:
             sumf += sumi * (dw * dx);
@@ -57,6 +56,7 @@ static float dot(em_ggml_dot_type type, const uint8_t *w, const em_q8_activation
             break;
         case EM_GGML_DOT_Q5_0:
         case EM_GGML_DOT_IQ4_NL:
+        case EM_GGML_DOT_MXFP4:
             sumf += (dw * dx) * sumi;
             break;
         default:
@@ -194,8 +194,8 @@ static float dot_iq4_xs(const uint8_t *w, const em_q8_activations *x, int t) {
     return sumf;
 }
 
-/* A lattice IQ type's row (ggml_dot_iq.h). */
-static float dot_lattice(em_ggml_dot_type type, const uint8_t *w, const em_q8_activations *x,
+/* A row of a type decoded to integers (ggml_dot_iq.h). */
+static float dot_decoded(em_ggml_dot_type type, const uint8_t *w, const em_q8_activations *x,
                          int t) {
     float sumf = 0.0f;
     for (int b = 0; b < x->kblocks; b++, w += em_iq_block_bytes(type)) {
@@ -226,7 +226,7 @@ static float dot_f16(const uint8_t *w, int K, const em_q8_activations *x, int t)
 static float dot_of(em_ggml_dot_type type, const uint8_t *w, const em_q8_activations *x, int t) {
     if (type == EM_GGML_DOT_Q2_K) return dot_q2_k(w, x, t);
     if (type == EM_GGML_DOT_IQ4_XS) return dot_iq4_xs(w, x, t);
-    if (em_ggml_dot_is_lattice(type)) return dot_lattice(type, w, x, t);
+    if (em_ggml_dot_is_decoded(type)) return dot_decoded(type, w, x, t);
     if (type == EM_GGML_DOT_Q6_K || type == EM_GGML_DOT_Q3_K)
         return dot_k16(w, type == EM_GGML_DOT_Q3_K, x, t);
     if (type == EM_GGML_DOT_Q4_K || type == EM_GGML_DOT_Q5_K)
@@ -253,8 +253,9 @@ C_TILE(q5_k, EM_GGML_DOT_Q5_K)
 C_TILE(q3_k, EM_GGML_DOT_Q3_K)
 C_TILE(q2_k, EM_GGML_DOT_Q2_K)
 C_TILE(iq4_nl, EM_GGML_DOT_IQ4_NL)
+C_TILE(mxfp4, EM_GGML_DOT_MXFP4)
 C_TILE(iq4_xs, EM_GGML_DOT_IQ4_XS)
-EM_GGML_LATTICE(C_TILE)
+EM_GGML_DECODED_TYPES(C_TILE)
 
 static void tile_f16(const uint8_t *w, size_t row_bytes, int rows, const em_q8_activations *x,
                      float *ct, size_t ldc) {
@@ -273,7 +274,7 @@ const em_ggml_kernel em_ggml_kernel_c = {
     .runs_here = always,
     .tile = {tile_q8_0, tile_q4_0, tile_q4_1, tile_q5_0, tile_q5_1, tile_q6_k, tile_q4_k, tile_q5_k,
              tile_q3_k, tile_q2_k, tile_f16, tile_iq4_nl, tile_iq4_xs,
-             EM_GGML_LATTICE(EM_GGML_TILE_ENTRY)},
+             EM_GGML_DECODED_TYPES(EM_GGML_TILE_ENTRY)[EM_GGML_DOT_MXFP4] = tile_mxfp4},
 };
 
 /* The table, best first. */
@@ -341,6 +342,12 @@ int em_ggml_dot_type_of(em_tensor_type type) {
         return EM_GGML_DOT_IQ1_S;
     case EM_TENSOR_IQ1_M:
         return EM_GGML_DOT_IQ1_M;
+    case EM_TENSOR_TQ1_0:
+        return EM_GGML_DOT_TQ1_0;
+    case EM_TENSOR_TQ2_0:
+        return EM_GGML_DOT_TQ2_0;
+    case EM_TENSOR_MXFP4:
+        return EM_GGML_DOT_MXFP4;
     default:
         return -1;
     }
@@ -348,8 +355,7 @@ int em_ggml_dot_type_of(em_tensor_type type) {
 
 const char *em_ggml_dot_type_names(void) {
     return "Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q6_K Q4_K Q5_K Q3_K Q2_K F16 IQ4_NL IQ4_XS IQ2_XXS IQ2_XS "
-           "IQ2_S "
-           "IQ3_XXS IQ3_S IQ1_S IQ1_M";
+           "IQ2_S IQ3_XXS IQ3_S IQ1_S IQ1_M TQ1_0 TQ2_0 MXFP4";
 }
 
 em_status em_ggml_kernel_select(const em_ggml_kernel **kernel) {

@@ -25,13 +25,16 @@
  * minima), then sumf += dall * (float)isum - dmin * (float)summs, dall and dmin the weight's
  * fp16 scales times dx.
  * IQ4_NL (ggml_vec_dot_iq4_nl_q8_0_generic) is Q5_0's step on Q8_0 activations with quants that
- * are the non-linear values em_iq4nl_values of the nibbles (laid out as Q4_0's). IQ4_XS
- * (ggml_vec_dot_iq4_xs_q8_K_generic) reads the Q8_K form: per 256-value block, per 32-value
+ * are the non-linear values em_iq4nl_values of the nibbles (laid out as Q4_0's); MXFP4
+ * (ggml_vec_dot_mxfp4_q8_0_generic) the same with the values em_mxfp4_values and a scale dw that
+ * is the block's E8M0 exponent halved, 2^(e - 128) (sumf += (dx * dw) * sumi: the same product).
+ * IQ4_XS (ggml_vec_dot_iq4_xs_q8_K_generic) reads the Q8_K form: per 256-value block, per 32-value
  * sub-block j in order, sumf += (d4d8 * (float)(ls_j - 32)) * (float)sumi_j, d4d8 = dw * dx, ls_j
  * the sub-block's 6-bit scale and sumi_j its exact sum of IQ4_NL values times activations. The
- * lattice IQ types (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M) read the Q8_K form:
- * per block an exact integer sum, sumf += (d * dx) * sum (IQ1: * (sum + 0.125 * delta_sum)), and
- * at the end ggml's factor times sumf (ggml_dot_iq.h).
+ * lattice IQ types (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M) and the ternary TQ1_0
+ * and TQ2_0 read the Q8_K form: per block an exact integer sum, sumf += (d * dx) * sum (IQ1:
+ * * (sum + 0.125 * delta_sum); TQ: ggml's sum * (d * dx), the same product), and at the end
+ * ggml's factor times sumf (ggml_dot_iq.h).
  * F16 (ggml's F16 weights read fp16 activations, the F16 form of q8_activations.h): the row and
  * the activations padded with zeros to a multiple of 16 values, 16 lanes, lane l the sum of the
  * products of values l, l + 16, l + 32, ... in order (each product of two fp16 values is exact in
@@ -51,8 +54,9 @@
  * per vector, K-quants included; 4 tokens or fewer take avx2's tiles), `avx2` (AVX2
  * with F16C: integer products by maddubs, the float steps on 8 (row, token) pairs at once; the
  * K-quants on their 8 lanes per pair; F16 by FMAs on 4 pairs' two 8-lane halves,
- * ggml_dot_f16_avx2.c, which avxvnni takes too), then `c`. The IQ types have tiles in
- * avx512vnni, avx2 and c; amx takes avx512vnni's and avxvnni avx2's. A row's empty (NULL) column is
+ * ggml_dot_f16_avx2.c, which avxvnni takes too), then `c`. Every kernel has the 32-value types
+ * (IQ4_NL and MXFP4 included); the other IQ types and TQ1_0 and TQ2_0 have tiles in avx512vnni,
+ * avx2 and c, amx taking avx512vnni's and avxvnni avx2's. A row's empty (NULL) column is
  * the next row's that runs here (the selection fills it in). The environment variable
  * EVALMESH_CPU_KERNEL (amx, avx512vnni, avxvnni, avx2 or c; the GEMM's avx512 and the bf16
  * precision's avx512bf16, which have no row here, take this table's best) forces one.
@@ -65,6 +69,7 @@
 #include <stdint.h>
 
 #include "util/error.h"
+#include "stages/formats/dequantize_rows.h"
 #include "stages/formats/ggml_types.h"
 #include "stages/kernels/cpu/q8_activations.h"
 
@@ -88,27 +93,32 @@ typedef enum em_ggml_dot_type {
     EM_GGML_DOT_F16, /* this one reads the F16 form */
     EM_GGML_DOT_IQ4_NL,
     EM_GGML_DOT_IQ4_XS,  /* the Q8_K form */
-    EM_GGML_DOT_IQ2_XXS, /* the lattice IQ types (ggml_dot_iq.h): the Q8_K form */
+    EM_GGML_DOT_IQ2_XXS, /* the types decoded to integers (ggml_dot_iq.h): the Q8_K form */
     EM_GGML_DOT_IQ2_XS,
     EM_GGML_DOT_IQ2_S,
     EM_GGML_DOT_IQ3_XXS,
     EM_GGML_DOT_IQ3_S,
     EM_GGML_DOT_IQ1_S,
     EM_GGML_DOT_IQ1_M,
+    EM_GGML_DOT_TQ1_0,
+    EM_GGML_DOT_TQ2_0,
+    EM_GGML_DOT_MXFP4, /* the 32-value form */
     EM_GGML_DOT_TYPES,
 } em_ggml_dot_type;
 
 /* Where a 32-value weight type's block keeps its parts (bytes from the block's start; 0: absent):
- * fp16 scale d at 0, fp16 minimum m at 2 (Q4_1, Q5_1), the 32 fifth bits qh (Q5_0, Q5_1), the
- * quants qs (bytes for Q8_0; nibbles for the others: value j in the low nibble of byte j for
- * j < 16, in the high nibble of byte j - 16 otherwise), the offset subtracted from the quants, and
- * whether the nibbles stand for em_iq4nl_values (IQ4_NL). */
+ * scale d at 0 (fp16, or MXFP4's E8M0 exponent byte where e8m0), fp16 minimum m at 2 (Q4_1,
+ * Q5_1), the 32 fifth bits qh (Q5_0, Q5_1), the quants qs (bytes for Q8_0; nibbles for the others:
+ * value j in the low nibble of byte j for j < 16, in the high nibble of byte j - 16 otherwise),
+ * the offset subtracted from the quants, and the signed values the nibbles stand for (IQ4_NL's
+ * em_iq4nl_values, MXFP4's em_mxfp4_values; NULL: the nibbles themselves). */
 typedef struct em_ggml_block_layout {
     int bytes, m, qh, qs, offset;
-    bool non_linear;
+    bool e8m0;
+    const int8_t *values;
 } em_ggml_block_layout;
 static inline em_ggml_block_layout em_ggml_block_layout_of(em_ggml_dot_type type) {
-    em_ggml_block_layout L = {0, 0, 0, 0, 0, false}; /* inline: a kernel's per-type code folds it */
+    em_ggml_block_layout L = {0, 0, 0, 0, 0, false, NULL}; /* inline: a kernel's code folds it */
     switch (type) {
     case EM_GGML_DOT_Q8_0:
         L.bytes = 34, L.qs = 2;
@@ -117,7 +127,10 @@ static inline em_ggml_block_layout em_ggml_block_layout_of(em_ggml_dot_type type
         L.bytes = 18, L.qs = 2, L.offset = 8;
         break;
     case EM_GGML_DOT_IQ4_NL:
-        L.bytes = 18, L.qs = 2, L.non_linear = true;
+        L.bytes = 18, L.qs = 2, L.values = em_iq4nl_values;
+        break;
+    case EM_GGML_DOT_MXFP4:
+        L.bytes = 17, L.qs = 1, L.e8m0 = true, L.values = em_mxfp4_values;
         break;
     case EM_GGML_DOT_Q4_1:
         L.bytes = 20, L.m = 2, L.qs = 4;
@@ -139,7 +152,7 @@ typedef struct em_ggml_kernel {
      * amx and avx512vnni transpose its tokens into lanes once (ggml_dot_lanes.h) */
     void (*prepare)(em_q8_activations *x, int threads);
     /* the same after each em_q8k_quantize, for the products of Q4_K, Q5_K or IQ4_XS weights (q4k)
-     * or Q6_K, Q3_K or the lattice IQ types (q6k), or Q2_K (both: em_ggml_dot_reads) to come:
+     * or Q6_K, Q3_K or the decoded types (q6k), or Q2_K (both: em_ggml_dot_reads) to come:
      * avx512vnni's 256-value tiles (amx's too) rearrange its tokens into lanes once */
     void (*prepare_k)(em_q8_activations *x, bool q4k, bool q6k, int threads);
 } em_ggml_kernel;
@@ -150,19 +163,24 @@ typedef struct em_ggml_kernel {
     X(q4_k, EM_GGML_DOT_Q4_K)                                                                      \
     X(q5_k, EM_GGML_DOT_Q5_K) X(q3_k, EM_GGML_DOT_Q3_K) X(q2_k, EM_GGML_DOT_Q2_K)
 
-/* The lattice IQ columns (ggml_dot_iq.h), likewise. */
-#define EM_GGML_LATTICE(X)                                                                         \
+/* The columns of the types decoded to integers (ggml_dot_iq.h: the lattice IQ types, TQ1_0 and
+ * TQ2_0), likewise. */
+#define EM_GGML_DECODED_TYPES(X)                                                                   \
     X(iq2_xxs, EM_GGML_DOT_IQ2_XXS)                                                                \
     X(iq2_xs, EM_GGML_DOT_IQ2_XS)                                                                  \
     X(iq2_s, EM_GGML_DOT_IQ2_S)                                                                    \
     X(iq3_xxs, EM_GGML_DOT_IQ3_XXS)                                                                \
-    X(iq3_s, EM_GGML_DOT_IQ3_S) X(iq1_s, EM_GGML_DOT_IQ1_S) X(iq1_m, EM_GGML_DOT_IQ1_M)
-/* A kernel row's entry for tile_<name> in its column, for .tile = {..., EM_GGML_LATTICE(...)}. */
+    X(iq3_s, EM_GGML_DOT_IQ3_S)                                                                    \
+    X(iq1_s, EM_GGML_DOT_IQ1_S)                                                                    \
+    X(iq1_m, EM_GGML_DOT_IQ1_M) X(tq1_0, EM_GGML_DOT_TQ1_0) X(tq2_0, EM_GGML_DOT_TQ2_0)
+/* A kernel row's entry for tile_<name> in its column, for .tile = {...,
+ * EM_GGML_DECODED_TYPES(...)}. */
 #define EM_GGML_TILE_ENTRY(name, column) [column] = tile_##name,
 
-/* Whether the 32-value type's quants are signed bytes (Q8_0's, IQ4_NL's values), else unsigned. */
+/* Whether the 32-value type's quants are signed bytes (Q8_0's, IQ4_NL's and MXFP4's values), else
+ * unsigned. */
 static inline bool em_ggml_signed_quants(em_ggml_dot_type type) {
-    return type == EM_GGML_DOT_Q8_0 || type == EM_GGML_DOT_IQ4_NL;
+    return type == EM_GGML_DOT_Q8_0 || em_ggml_block_layout_of(type).values;
 }
 
 /* The forms of the activations (q8_activations.h) a column's dot products read: the 32-value
@@ -187,7 +205,9 @@ static inline unsigned em_ggml_dot_reads(int column) {
     case EM_GGML_DOT_IQ3_XXS:
     case EM_GGML_DOT_IQ3_S:
     case EM_GGML_DOT_IQ1_S:
-    case EM_GGML_DOT_IQ1_M: /* the lattice types' words read Q6_K's lanes */
+    case EM_GGML_DOT_IQ1_M:
+    case EM_GGML_DOT_TQ1_0:
+    case EM_GGML_DOT_TQ2_0: /* the decoded types' words read Q6_K's lanes */
         return EM_GGML_READS_Q6K_LANES;
     case EM_GGML_DOT_Q2_K: /* Q6_K's lanes and Q4_K's 16-value sums */
         return EM_GGML_READS_Q4K_LANES | EM_GGML_READS_Q6K_LANES;
@@ -215,7 +235,7 @@ em_ggml_tile_fn em_ggml_f16_tile_avx512, em_ggml_f16_tile_avx2;
 #endif
 
 /* The column of a tensor type, or -1 when the mode has no dot product for it (such weights run
- * exact: F32, BF16, TQ1_0, TQ2_0, MXFP4, NVFP4, torchao's). */
+ * exact: F32, BF16, NVFP4, torchao's). */
 int em_ggml_dot_type_of(em_tensor_type type);
 /* The names of the types the mode covers, for messages ("Q8_0 ... Q5_K F16"). */
 const char *em_ggml_dot_type_names(void);

@@ -1,5 +1,6 @@
 /* The `ggml` precision's AMX kernel (see ggml_dot.h) for the 32-value block types (Q8_0, Q4_0,
- * Q4_1, Q5_0, Q5_1; the K-quants' columns are empty: the next row that runs here takes them). Per
+ * Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4; the other columns are empty: the next row that runs here takes
+ * them). Per
  * weight block and 16 rows x 16 tokens: an A tile of the 16 rows' 32 quants as signed bytes (the
  * nibbles unpacked, the stored offset subtracted; rows past the last are zeros; a group of 16 Q8_0
  * rows is read from the weights as they are), a B tile of the 16 tokens' 32 activations
@@ -39,7 +40,7 @@
  * every group of 16 tokens (96 KiB, too much for an OpenMP thread's stack) */
 static _Thread_local int8_t unpacked[ROW_GROUPS][BLOCK_CHUNK][ROWS][32]
     __attribute__((aligned(64)));
-/* ... and their blocks' fp16 scale and minimum (Q4_1, Q5_1) as floats, read once with them */
+/* ... and their blocks' scale and minimum (Q4_1, Q5_1) as floats, read once with them */
 static _Thread_local float block_scales[ROW_GROUPS][BLOCK_CHUNK][ROWS][2];
 
 /* ldtilecfg's 64 bytes, palette 1: C 16 rows of 16 int32, A 16 rows of 32 bytes, B 8 rows of 64. */
@@ -82,7 +83,7 @@ unpack_rows(em_ggml_dot_type type, const uint8_t *w, size_t row_bytes, int m, in
                 if (L.offset) q = _mm256_sub_epi8(q, _mm256_set1_epi8((char)L.offset));
                 _mm256_store_si256((__m256i *)a[b][r], q);
             }
-            dm[b][r][0] = em_ggml_half_at(blk);
+            dm[b][r][0] = em_ggml_scale_at(type, blk);
             dm[b][r][1] = has_min ? em_ggml_half_at(blk + L.m) : 0.0f;
         }
     }
@@ -172,6 +173,8 @@ AMX_TILE(q4_0, EM_GGML_DOT_Q4_0)
 AMX_TILE(q4_1, EM_GGML_DOT_Q4_1)
 AMX_TILE(q5_0, EM_GGML_DOT_Q5_0)
 AMX_TILE(q5_1, EM_GGML_DOT_Q5_1)
+AMX_TILE(iq4_nl, EM_GGML_DOT_IQ4_NL)
+AMX_TILE(mxfp4, EM_GGML_DOT_MXFP4)
 
 static bool amx_granted;
 static pthread_once_t amx_asked = PTHREAD_ONCE_INIT;
@@ -194,6 +197,12 @@ const em_ggml_kernel em_ggml_kernel_amx = {
     .runs_here = has_amx,
     .prepare = em_ggml_fill_token_lanes,
     .prepare_k = em_ggml_fill_k_lanes, /* its K-quant columns are avx512vnni's */
-    .tile = {tile_q8_0, tile_q4_0, tile_q4_1, tile_q5_0, tile_q5_1, NULL, NULL},
+    .tile = {[EM_GGML_DOT_Q8_0] = tile_q8_0,
+             [EM_GGML_DOT_Q4_0] = tile_q4_0,
+             [EM_GGML_DOT_Q4_1] = tile_q4_1,
+             [EM_GGML_DOT_Q5_0] = tile_q5_0,
+             [EM_GGML_DOT_Q5_1] = tile_q5_1,
+             [EM_GGML_DOT_IQ4_NL] = tile_iq4_nl,
+             [EM_GGML_DOT_MXFP4] = tile_mxfp4},
 };
 #endif

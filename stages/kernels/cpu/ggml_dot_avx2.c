@@ -6,8 +6,9 @@
  * each, so each lane gets the C result's bits. The tile's rows pass over chunks of 32 tokens,
  * whose activations stay in cache. A last odd row goes to the C kernel. One token alone (a
  * decoding step) takes 8 rows per pass instead, the lanes being the rows: the same steps, the same
- * bits, four times the useful lanes. IQ4_NL is these tiles with signed quants looked up from its
- * nibbles; the K-quants, IQ4_XS and the lattice IQ types have their own tiles (below). */
+ * bits, four times the useful lanes. IQ4_NL and MXFP4 are these tiles with signed quants looked
+ * up from their nibbles (MXFP4's scale an E8M0 exponent); the K-quants, IQ4_XS and the types
+ * decoded to integers (ggml_dot_iq.h) have their own tiles (below). */
 #include "stages/kernels/cpu/ggml_dot.h"
 
 #include "stages/formats/dequantize_rows.h"
@@ -27,9 +28,9 @@ AVX2 static inline __m256i nibbles(const uint8_t *qs) {
     return _mm256_and_si256(both, _mm256_set1_epi8(15));
 }
 
-/* IQ4_NL's values of the 32 nibbles n (0..15): signed bytes. */
-AVX2 static inline __m256i non_linear(__m256i n) {
-    __m128i table = _mm_loadu_si128((const __m128i *)em_iq4nl_values);
+/* The signed bytes values[n] of the 32 nibbles n (0..15): IQ4_NL's or MXFP4's values. */
+AVX2 static inline __m256i nibble_values(const int8_t values[16], __m256i n) {
+    __m128i table = _mm_loadu_si128((const __m128i *)values);
     return _mm256_shuffle_epi8(_mm256_set_m128i(table, table), n);
 }
 
@@ -69,6 +70,11 @@ AVX2 static inline float half_at(const uint8_t *p) {
     uint16_t h;
     memcpy(&h, p, 2);
     return _cvtsh_ss(h);
+}
+
+/* A 32-value block's scale: its fp16 d, or MXFP4's E8M0 exponent halved. */
+AVX2 static inline float scale_at(em_ggml_dot_type type, const uint8_t *blk) {
+    return em_ggml_block_layout_of(type).e8m0 ? em_e8m0_half(blk[0]) : half_at(blk);
 }
 
 /* One block's float step on 8 (row, token) lanes, in the C version's order (ggml_dot.h): fsum
@@ -111,11 +117,12 @@ AVX2 static inline __attribute__((always_inline)) void tile_2xG(em_ggml_dot_type
             } else {
                 q[r] = nibbles(blk + L.qs);
                 if (L.qh) q[r] = _mm256_or_si256(q[r], fifth_bits(blk + L.qh));
-                if (L.non_linear) q[r] = non_linear(q[r]);
+                if (L.values) q[r] = nibble_values(L.values, q[r]);
             }
         }
         const uint8_t *blk0 = w[0] + (size_t)b * L.bytes, *blk1 = w[1] + (size_t)b * L.bytes;
-        __m256 dw = _mm256_set_m128(_mm_set1_ps(half_at(blk1)), _mm_set1_ps(half_at(blk0)));
+        __m256 dw =
+            _mm256_set_m128(_mm_set1_ps(scale_at(type, blk1)), _mm_set1_ps(scale_at(type, blk0)));
         __m256 mw = _mm256_setzero_ps();
         if (type == EM_GGML_DOT_Q4_1 || type == EM_GGML_DOT_Q5_1)
             mw =
@@ -174,8 +181,8 @@ AVX2 static inline __attribute__((always_inline)) void tile_8x1(em_ggml_dot_type
             if (L.m) memcpy(&m16[r], blk + L.m, 2);
             if (type == EM_GGML_DOT_Q8_0) {
                 p[r] = dot_signed(_mm256_loadu_si256((const __m256i *)(blk + 2)), y);
-            } else if (L.non_linear) {
-                p[r] = dot_signed(non_linear(nibbles(blk + L.qs)), y);
+            } else if (L.values) {
+                p[r] = dot_signed(nibble_values(L.values, nibbles(blk + L.qs)), y);
             } else {
                 __m256i q = nibbles(blk + L.qs);
                 if (L.qh) q = _mm256_or_si256(q, fifth_bits(blk + L.qh));
@@ -187,6 +194,11 @@ AVX2 static inline __attribute__((always_inline)) void tile_8x1(em_ggml_dot_type
             sumi = _mm256_sub_epi32(sumi, _mm256_set1_epi32(x->sum[at] * L.offset));
         __m256 fsum = _mm256_cvtepi32_ps(sumi);
         __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)d16));
+        if (L.e8m0) { /* MXFP4: d16[r]'s low byte is the exponent */
+            float e[8];
+            for (int r = 0; r < 8; r++) e[r] = em_e8m0_half((uint8_t)d16[r]);
+            dw = _mm256_loadu_ps(e);
+        }
         __m256 dx = _mm256_set1_ps(x->d[at]);
         __m256 mw = _mm256_setzero_ps(), sx = _mm256_setzero_ps();
         if (type == EM_GGML_DOT_Q4_1 || type == EM_GGML_DOT_Q5_1) {
@@ -237,6 +249,7 @@ AVX2_TILE(q4_1, EM_GGML_DOT_Q4_1)
 AVX2_TILE(q5_0, EM_GGML_DOT_Q5_0)
 AVX2_TILE(q5_1, EM_GGML_DOT_Q5_1)
 AVX2_TILE(iq4_nl, EM_GGML_DOT_IQ4_NL)
+AVX2_TILE(mxfp4, EM_GGML_DOT_MXFP4)
 
 /* The K-quants Q6_K, Q3_K, Q4_K, Q5_K and Q2_K (see ggml_dot.h and ggml_dot.c). Each row's block is
  * unpacked once per chunk of tokens: its 256 quants in 8 vectors of 32 bytes (Q6_K: two 16-value
@@ -474,7 +487,7 @@ AVX2 static void tile_iq4_xs(const uint8_t *w, size_t row_bytes, int rows,
                 __m256i q[8], abs_q[8];
                 float scale[8];
                 for (int v = 0; v < 8; v++) {
-                    q[v] = non_linear(nibbles(blk + 8 + 16 * v));
+                    q[v] = nibble_values(em_iq4nl_values, nibbles(blk + 8 + 16 * v));
                     abs_q[v] = _mm256_abs_epi8(q[v]);
                     scale[v] = (float)em_iq4_xs_scale(blk, v);
                 }
@@ -510,10 +523,11 @@ AVX2 static inline int32_t word_sum(const __m256i w[16], const int8_t *y) {
     return _mm_cvtsi128_si32(_mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1)));
 }
 
-/* The lattice IQ types (ggml_dot_iq.h): per row and block the values decoded once per chunk of
- * tokens into words, per token their exact sums by madd, and C's float steps and factor. */
+/* The types decoded to integers (ggml_dot_iq.h: the lattice IQ types, TQ1_0, TQ2_0): per row and
+ * block the values decoded once per chunk of tokens into words, per token their exact sums by madd,
+ * and C's float steps and factor. */
 AVX2 static inline __attribute__((always_inline)) void
-lattice_tile(em_ggml_dot_type type, const uint8_t *w, size_t row_bytes, int rows,
+decoded_tile(em_ggml_dot_type type, const uint8_t *w, size_t row_bytes, int rows,
              const em_q8_activations *x, float *ct, size_t ldc) {
     const int block_bytes = em_iq_block_bytes(type);
     for (int c0 = 0; c0 < x->tokens; c0 += KQUANT_CHUNK) {
@@ -544,12 +558,12 @@ lattice_tile(em_ggml_dot_type type, const uint8_t *w, size_t row_bytes, int rows
     }
 }
 
-#define LATTICE_TILE(name, column)                                                                 \
+#define DECODED_TILE(name, column)                                                                 \
     AVX2 static void tile_##name(const uint8_t *w, size_t row_bytes, int rows,                     \
                                  const em_q8_activations *x, float *ct, size_t ldc) {              \
-        lattice_tile(column, w, row_bytes, rows, x, ct, ldc);                                      \
+        decoded_tile(column, w, row_bytes, rows, x, ct, ldc);                                      \
     }
-EM_GGML_LATTICE(LATTICE_TILE)
+EM_GGML_DECODED_TYPES(DECODED_TILE)
 
 static bool has_avx2(void) {
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
@@ -561,6 +575,6 @@ const em_ggml_kernel em_ggml_kernel_avx2 = {
     .runs_here = has_avx2,
     .tile = {tile_q8_0, tile_q4_0, tile_q4_1, tile_q5_0, tile_q5_1, tile_q6_k, tile_q4_k, tile_q5_k,
              tile_q3_k, tile_q2_k, em_ggml_f16_tile_avx2, tile_iq4_nl, tile_iq4_xs,
-             EM_GGML_LATTICE(EM_GGML_TILE_ENTRY)},
+             EM_GGML_DECODED_TYPES(EM_GGML_TILE_ENTRY)[EM_GGML_DOT_MXFP4] = tile_mxfp4},
 };
 #endif

@@ -3,8 +3,8 @@
  * row's prepare, em_ggml_fill_token_lanes: vector k of a block holds dword k, activation values 4k
  * .. 4k + 3, of each token), so that a weight block's integer products are 8 vpdpbusd of its
  * unpacked quants' dword k, broadcast, against vector k: unsigned quants times signed activations,
- * 4 products per lane and step, exact 32-bit sums. Signed Q8_0 and IQ4_NL quants are offset to
- * unsigned (q + 128) and, like Q4_0's and Q5_0's stored offsets, corrected by offset *
+ * 4 products per lane and step, exact 32-bit sums. Signed Q8_0, IQ4_NL and MXFP4 quants are offset
+ * to unsigned (q + 128) and, like Q4_0's and Q5_0's stored offsets, corrected by offset *
  * sum(activations). The block's float steps then run on the 16 (row, token) lanes in the order of
  * the C version, one IEEE rounding each, so each lane gets the C result's bits; a row's sums pass
  * through ct between chunks of blocks (a stored float reloads exact). Rows go in groups of 8
@@ -95,7 +95,7 @@ rows_chunk(em_ggml_dot_type type, int rows, const uint8_t *w, size_t row_bytes,
         for (int r = 0; r < rows; r++) {
             __m512 fsum = _mm512_cvtepi32_ps(_mm512_sub_epi32(sumi[r], offsets));
             __m512 step =
-                em_ggml_block_step(type, fsum, _mm512_set1_ps(em_ggml_half_at(blk[r])), dx);
+                em_ggml_block_step(type, fsum, _mm512_set1_ps(em_ggml_scale_at(type, blk[r])), dx);
             if (type == EM_GGML_DOT_Q4_1 || type == EM_GGML_DOT_Q5_1) {
                 __m512 mw = _mm512_set1_ps(em_ggml_half_at(blk[r] + L.m)),
                        sx = _mm512_maskz_loadu_ps(live, x->s + at);
@@ -150,6 +150,7 @@ VNNI_TILE(q4_1, EM_GGML_DOT_Q4_1)
 VNNI_TILE(q5_0, EM_GGML_DOT_Q5_0)
 VNNI_TILE(q5_1, EM_GGML_DOT_Q5_1)
 VNNI_TILE(iq4_nl, EM_GGML_DOT_IQ4_NL)
+VNNI_TILE(mxfp4, EM_GGML_DOT_MXFP4)
 
 /* The K-quants Q6_K, Q3_K, Q4_K and Q5_K (ggml_dot.h, ggml_dot.c; Q3_K as Q6_K with 3-bit quants,
  * Q5_K as Q4_K with 5-bit quants): a vector per integer lane l, its 16 lanes the tokens. Both the
@@ -434,9 +435,9 @@ q6k_blocks(int rows, const uint8_t *const blk[ROW_GROUP], int d_at,
 VNNI static void unpack_iq4xs(const uint8_t *blk, uint32_t *wq) {
     for (int i = 0; i < 4; i++) { /* sub-blocks 2 i and 2 i + 1 */
         const uint8_t *qs = blk + 8 + 32 * i;
-        __m512i z =
-            _mm512_inserti64x4(_mm512_castsi256_si512(em_ggml_iq4_values(em_ggml_nibbles(qs))),
-                               em_ggml_iq4_values(em_ggml_nibbles(qs + 16)), 1);
+        __m512i z = _mm512_inserti64x4(
+            _mm512_castsi256_si512(em_ggml_nibble_values(em_iq4nl_values, em_ggml_nibbles(qs))),
+            em_ggml_nibble_values(em_iq4nl_values, em_ggml_nibbles(qs + 16)), 1);
         z = _mm512_xor_si512(z, _mm512_set1_epi8((char)0x80));
         _mm512_storeu_si512(wq + 16 * i, lane_bytes(z));
     }
@@ -468,9 +469,9 @@ iq4xs_blocks(int rows, const uint8_t *const blk[ROW_GROUP], const uint32_t *cons
     }
 }
 
-/* A lattice IQ block (at blk) decoded (ggml_dot_iq.h) and rearranged as Q6_K's words are: wq
- * (128), and the IQ1 delta words at wq + 128. */
-VNNI static void unpack_lattice(em_ggml_dot_type type, const uint8_t *blk, uint32_t *wq) {
+/* A block of a type decoded to integers (at blk; ggml_dot_iq.h: the lattice IQ types, TQ1_0 and
+ * TQ2_0) rearranged as Q6_K's words are: wq (128), and the IQ1 delta words at wq + 128. */
+VNNI static void unpack_decoded(em_ggml_dot_type type, const uint8_t *blk, uint32_t *wq) {
     em_iq_decoded v;
     em_iq_decode(type, blk, &v);
     for (int j = 0; j < 16; j += 2) { /* 16-value sub-blocks j and j + 1 */
@@ -480,10 +481,10 @@ VNNI static void unpack_lattice(em_ggml_dot_type type, const uint8_t *blk, uint3
     }
 }
 
-/* One lattice IQ block of `rows` rows (at blk[r], unpacked in wq[r]) against Q6_K's lanes yt:
+/* One such block of `rows` rows (at blk[r], unpacked in wq[r]) against Q6_K's lanes yt:
  * em_iq_step. */
 VNNI static inline __attribute__((always_inline)) void
-lattice_blocks(em_ggml_dot_type type, int rows, const uint8_t *const blk[ROW_GROUP],
+decoded_blocks(em_ggml_dot_type type, int rows, const uint8_t *const blk[ROW_GROUP],
                const uint32_t *const wq[ROW_GROUP], const __m512i *yt, __m512 kd, ksums *s) {
     __m512i total[ROW_GROUP], delta_total[ROW_GROUP];
     word_totals(rows, wq, yt, total);
@@ -529,8 +530,8 @@ void em_ggml_fill_k_lanes(em_q8_activations *x, bool q4k, bool q6k, int threads)
 /* The quants of one block of a tile's type (at blk), unpacked into wq for kquant_blocks. */
 VNNI static inline __attribute__((always_inline)) void
 unpack_kquant(em_ggml_dot_type type, const uint8_t *blk, uint32_t *wq) {
-    if (em_ggml_dot_is_lattice(type))
-        unpack_lattice(type, blk, wq);
+    if (em_ggml_dot_is_decoded(type))
+        unpack_decoded(type, blk, wq);
     else if (type == EM_GGML_DOT_IQ4_XS)
         unpack_iq4xs(blk, wq);
     else if (type == EM_GGML_DOT_Q2_K)
@@ -549,8 +550,8 @@ VNNI static inline __attribute__((always_inline)) void
 kquant_blocks(em_ggml_dot_type type, int rows, const uint8_t *const blk[ROW_GROUP],
               const uint32_t *const wq[ROW_GROUP], const __m512i *yt, const __m512i *ybs, __m512 kd,
               ksums *s) {
-    if (em_ggml_dot_is_lattice(type))
-        lattice_blocks(type, rows, blk, wq, yt, kd, s);
+    if (em_ggml_dot_is_decoded(type))
+        decoded_blocks(type, rows, blk, wq, yt, kd, s);
     else if (type == EM_GGML_DOT_IQ4_XS)
         iq4xs_blocks(rows, blk, wq, yt, ybs, kd, s);
     else if (type == EM_GGML_DOT_Q2_K)
@@ -580,7 +581,7 @@ kquant_tile(em_ggml_dot_type type, const uint8_t *w, size_t row_bytes, int rows,
                                           : type == EM_GGML_DOT_Q4_K || type == EM_GGML_DOT_Q5_K
                                               ? Q4K_WORDS
                                               : M;
-    const size_t block_bytes = em_ggml_dot_is_lattice(type) ? em_iq_block_bytes(type)
+    const size_t block_bytes = em_ggml_dot_is_decoded(type) ? em_iq_block_bytes(type)
                                : type == EM_GGML_DOT_Q3_K   ? 110
                                : type == EM_GGML_DOT_Q2_K   ? 84
                                : type == EM_GGML_DOT_IQ4_XS ? 136
@@ -593,7 +594,7 @@ kquant_tile(em_ggml_dot_type type, const uint8_t *w, size_t row_bytes, int rows,
      * the Xeon; 205 against 316 with vpdpbusd on the AMD EPYC) */
     const int group =
         type == EM_GGML_DOT_Q4_K || type == EM_GGML_DOT_Q5_K ? 1
-        : type == EM_GGML_DOT_IQ4_XS || type == EM_GGML_DOT_Q2_K || em_ggml_dot_is_lattice(type)
+        : type == EM_GGML_DOT_IQ4_XS || type == EM_GGML_DOT_Q2_K || em_ggml_dot_is_decoded(type)
             ? ROW_GROUP
             : PAIR;
     ksums s[ROW_BATCH];
@@ -637,7 +638,7 @@ kquant_tile(em_ggml_dot_type type, const uint8_t *w, size_t row_bytes, int rows,
             }
             for (int r = 0; r < batch; r++) {
                 for (int l = 0; l < 8; l++) s[r].sumf = _mm512_add_ps(s[r].sumf, s[r].sums[l]);
-                if (em_ggml_dot_is_lattice(type))
+                if (em_ggml_dot_is_decoded(type))
                     s[r].sumf = _mm512_mul_ps(_mm512_set1_ps(em_iq_factor(type)), s[r].sumf);
                 _mm512_mask_storeu_ps(ct + (size_t)(r0 + r) * ldc + c0, em_ggml_live_lanes(n),
                                       s[r].sumf);
@@ -658,7 +659,7 @@ kquant_tile(em_ggml_dot_type type, const uint8_t *w, size_t row_bytes, int rows,
     }
 EM_GGML_KQUANTS(KQUANT_TILE)
 KQUANT_TILE(iq4_xs, EM_GGML_DOT_IQ4_XS)
-EM_GGML_LATTICE(KQUANT_TILE)
+EM_GGML_DECODED_TYPES(KQUANT_TILE)
 
 static bool has_avx512vnni(void) {
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
@@ -682,6 +683,6 @@ const em_ggml_kernel em_ggml_kernel_avx512vnni = {
     .prepare_k = em_ggml_fill_k_lanes,
     .tile = {tile_q8_0, tile_q4_0, tile_q4_1, tile_q5_0, tile_q5_1, tile_q6_k, tile_q4_k, tile_q5_k,
              tile_q3_k, tile_q2_k, em_ggml_f16_tile_avx512, tile_iq4_nl, tile_iq4_xs,
-             EM_GGML_LATTICE(EM_GGML_TILE_ENTRY)},
+             EM_GGML_DECODED_TYPES(EM_GGML_TILE_ENTRY)[EM_GGML_DOT_MXFP4] = tile_mxfp4},
 };
 #endif

@@ -7,7 +7,8 @@
  * products are 8 vpdpbusd per group of its unpacked quants' dword k, broadcast, against vector k:
  * unsigned quants times signed activations, 4 products per lane and step, exact 32-bit sums; the
  * groups share each block's unpacking and broadcasts (four groups: 151 GFLOP/s on Q8_0 on the
- * Xeon, against 132 with two). Signed Q8_0 quants are offset to unsigned (q + 128) and, like
+ * Xeon, against 132 with two). Signed Q8_0, IQ4_NL and MXFP4 quants are offset to unsigned
+ * (q + 128) and, like
  * Q4_0's and Q5_0's stored offsets, corrected by offset * sum(activations). The block's float
  * steps then run on the 8 (row, token) lanes of each group in the order of the C version, one IEEE
  * rounding each, so each lane gets the C result's bits; a row's sums pass through ct between chunks
@@ -31,6 +32,11 @@ AVXVNNI static inline float half_at(const uint8_t *p) {
     uint16_t h;
     memcpy(&h, p, 2);
     return _cvtsh_ss(h);
+}
+
+/* A 32-value block's scale: its fp16 d, or MXFP4's E8M0 exponent halved. */
+AVXVNNI static inline float scale_at(em_ggml_dot_type type, const uint8_t *blk) {
+    return em_ggml_block_layout_of(type).e8m0 ? em_e8m0_half(blk[0]) : half_at(blk);
 }
 
 /* 8 consecutive dwords or floats at p, or the first 4 and zeros when n is 4 (a group's live
@@ -79,8 +85,9 @@ AVXVNNI static void token_lanes(const em_q8_activations *x, int c0, int n, int b
     }
 }
 
-/* The 32 quants of a block as unsigned bytes, value j in byte j: Q8_0's plus 128, the others'
- * nibbles with their fifth bits, the stored offset still in. */
+/* The 32 quants of a block as unsigned bytes, value j in byte j: Q8_0's and the values of IQ4_NL's
+ * and MXFP4's nibbles plus 128, the others' nibbles with their fifth bits, the stored offset still
+ * in. */
 AVXVNNI static inline __m256i block_quants(em_ggml_dot_type type, const uint8_t *blk) {
     const em_ggml_block_layout L = em_ggml_block_layout_of(type);
     if (type == EM_GGML_DOT_Q8_0)
@@ -99,6 +106,11 @@ AVXVNNI static inline __m256i block_quants(em_ggml_dot_type type, const uint8_t 
         __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit), bit);
         q = _mm256_or_si256(q, _mm256_and_si256(set, _mm256_set1_epi8(0x10)));
     }
+    if (L.values) {
+        __m128i table = _mm_loadu_si128((const __m128i *)L.values);
+        q = _mm256_xor_si256(_mm256_shuffle_epi8(_mm256_set_m128i(table, table), q),
+                             _mm256_set1_epi8((char)0x80));
+    }
     return q;
 }
 
@@ -109,8 +121,9 @@ AVXVNNI static inline __attribute__((always_inline)) void
 row_chunk(em_ggml_dot_type type, int G, const uint8_t *w, const em_q8_activations *x, int c0,
           const int n[GROUPS], int b0, int nb, const __m256i *yt, float *out) {
     const em_ggml_block_layout L = em_ggml_block_layout_of(type);
-    /* the offset subtracted from each unsigned quant: 128 (Q8_0 as shifted), 8, 16 or none */
-    const int offset = type == EM_GGML_DOT_Q8_0 ? 128 : L.offset;
+    /* the offset subtracted from each unsigned quant: 128 (signed quants as shifted), 8, 16 or
+     * none */
+    const int offset = em_ggml_signed_quants(type) ? 128 : L.offset;
     const __m128i offset_shift = _mm_cvtsi32_si128(offset ? __builtin_ctz((unsigned)offset) : 0);
     __m256 acc[GROUPS];
     for (int g = 0; g < G; g++) acc[g] = b0 ? load_ps(out + LANES * g, n[g]) : _mm256_setzero_ps();
@@ -125,7 +138,7 @@ row_chunk(em_ggml_dot_type type, int G, const uint8_t *w, const em_q8_activation
             for (int g = 0; g < G; g++)
                 sumi[g] = _mm256_dpbusd_avx_epi32(sumi[g], qk, yt[BLOCK_CHUNK * 8 * g + 8 * b + k]);
         }
-        __m256 dw = _mm256_set1_ps(half_at(blk));
+        __m256 dw = _mm256_set1_ps(scale_at(type, blk));
         __m256 mw = _mm256_setzero_ps();
         if (type == EM_GGML_DOT_Q4_1 || type == EM_GGML_DOT_Q5_1)
             mw = _mm256_set1_ps(half_at(blk + L.m));
@@ -205,6 +218,8 @@ VNNI_TILE(q4_0, EM_GGML_DOT_Q4_0)
 VNNI_TILE(q4_1, EM_GGML_DOT_Q4_1)
 VNNI_TILE(q5_0, EM_GGML_DOT_Q5_0)
 VNNI_TILE(q5_1, EM_GGML_DOT_Q5_1)
+VNNI_TILE(iq4_nl, EM_GGML_DOT_IQ4_NL)
+VNNI_TILE(mxfp4, EM_GGML_DOT_MXFP4)
 
 /* The K-quants Q6_K and Q4_K (ggml_dot.h, ggml_dot.c; Q5_K is avx2's), as the avx512vnni row does
  * them: a vector per integer lane l, its 8 lanes the tokens of a group, two groups sharing each
@@ -459,6 +474,7 @@ static bool has_avxvnni(void) {
 const em_ggml_kernel em_ggml_kernel_avxvnni = {
     .name = "avxvnni",
     .runs_here = has_avxvnni,
-    .tile = {tile_q8_0, tile_q4_0, tile_q4_1, tile_q5_0, tile_q5_1, tile_q6_k, tile_q4_k},
+    .tile = {tile_q8_0, tile_q4_0, tile_q4_1, tile_q5_0, tile_q5_1, tile_q6_k,
+             tile_q4_k, [EM_GGML_DOT_IQ4_NL] = tile_iq4_nl, [EM_GGML_DOT_MXFP4] = tile_mxfp4},
 };
 #endif

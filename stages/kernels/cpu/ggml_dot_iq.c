@@ -1,4 +1,5 @@
-/* The lattice IQ types' blocks decoded to integers for precision ggml (see ggml_dot_iq.h). */
+/* The lattice IQ types' and the ternary types' blocks decoded to integers for precision ggml (see
+ * ggml_dot_iq.h). */
 #include "stages/kernels/cpu/ggml_dot_iq.h"
 
 #include "stages/formats/dequantize_rows.h"
@@ -48,12 +49,18 @@ int em_iq_block_bytes(em_ggml_dot_type type) {
         return 110;
     case EM_GGML_DOT_IQ1_S:
         return 50;
+    case EM_GGML_DOT_TQ1_0:
+        return 54;
+    case EM_GGML_DOT_TQ2_0:
+        return 66;
     default:
         return 56; /* IQ1_M */
     }
 }
 
 float em_iq_block_scale(em_ggml_dot_type type, const uint8_t *blk) {
+    if (type == EM_GGML_DOT_TQ1_0 || type == EM_GGML_DOT_TQ2_0)
+        return em_half_at(blk + em_iq_block_bytes(type) - 2);
     if (type != EM_GGML_DOT_IQ1_M) return em_half_at(blk);
     unsigned sc[4];
     for (int i = 0; i < 4; i++) sc[i] = u16_at(blk + 48 + 2 * i);
@@ -62,6 +69,12 @@ float em_iq_block_scale(em_ggml_dot_type type, const uint8_t *blk) {
 }
 
 void em_iq_decode(em_ggml_dot_type type, const uint8_t *blk, em_iq_decoded *out) {
+    if (type == EM_GGML_DOT_TQ1_0 || type == EM_GGML_DOT_TQ2_0) {
+        int8_t v[256];
+        (type == EM_GGML_DOT_TQ1_0 ? em_tq1_0_values : em_tq2_0_values)(blk, v);
+        for (int j = 0; j < 256; j++) out->w[j] = v[j];
+        return;
+    }
     for (int ib = 0; ib < 8; ib++) { /* sub-block ib: values 32 ib .. 32 ib + 31 */
         int16_t *w = out->w + 32 * ib, *delta = out->delta + 32 * ib;
         switch (type) {

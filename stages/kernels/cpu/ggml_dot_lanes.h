@@ -1,6 +1,6 @@
 /* What the x86 kernels of the `ggml` precision whose lanes are 16 tokens share (ggml_dot.h:
  * avx512vnni, amx): a group of tokens' activations transposed to token lanes, a block's 32 quants
- * unpacked to bytes, its fp16 scales. Inline, compiled with each caller's target. */
+ * unpacked to bytes, its scales. Inline, compiled with each caller's target. */
 #ifndef EVALMESH_KERNELS_GGML_DOT_LANES_H
 #define EVALMESH_KERNELS_GGML_DOT_LANES_H
 
@@ -23,6 +23,24 @@ em_ggml_half_at(const uint8_t *p) {
     uint16_t h;
     memcpy(&h, p, 2);
     return _cvtsh_ss(h);
+}
+
+/* A 32-value block's scale dw: its fp16 d, or MXFP4's E8M0 exponent halved. */
+__attribute__((target(EM_GGML_LANES_TARGET))) static inline float
+em_ggml_scale_at(em_ggml_dot_type type, const uint8_t *blk) {
+    return em_ggml_block_layout_of(type).e8m0 ? em_e8m0_half(blk[0]) : em_ggml_half_at(blk);
+}
+
+/* The same for 16 blocks at once from dword r of d (the blocks' first 4 bytes): the fp16 in its
+ * low half, or the E8M0 exponent in its low byte as em_e8m0_half builds it. */
+__attribute__((target(EM_GGML_LANES_TARGET))) static inline __m512
+em_ggml_scales_of(em_ggml_dot_type type, __m512i d) {
+    if (!em_ggml_block_layout_of(type).e8m0) return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(d));
+    __m512i e = _mm512_and_si512(d, _mm512_set1_epi32(255));
+    __mmask16 subnormal = _mm512_cmplt_epu32_mask(e, _mm512_set1_epi32(2));
+    __m512i bits = _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23);
+    bits = _mm512_mask_sllv_epi32(bits, subnormal, _mm512_set1_epi32(0x00200000), e);
+    return _mm512_castsi512_ps(bits);
 }
 
 /* A 32-value block's float step before any minimum, in the order of ggml's reference dot product
@@ -68,15 +86,17 @@ em_ggml_nibbles(const uint8_t *qs) {
     return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(b, 4), b), _mm256_set1_epi8(15));
 }
 
-/* IQ4_NL's values (signed bytes, em_iq4nl_values) of 32 nibbles n. */
-__attribute__((target(EM_GGML_LANES_TARGET))) static inline __m256i em_ggml_iq4_values(__m256i n) {
-    __m128i table = _mm_loadu_si128((const __m128i *)em_iq4nl_values);
+/* The signed bytes values[n] of 32 nibbles n (IQ4_NL's em_iq4nl_values, MXFP4's em_mxfp4_values).
+ */
+__attribute__((target(EM_GGML_LANES_TARGET))) static inline __m256i
+em_ggml_nibble_values(const int8_t values[16], __m256i n) {
+    __m128i table = _mm_loadu_si128((const __m128i *)values);
     return _mm256_shuffle_epi8(_mm256_set_m128i(table, table), n);
 }
 
 /* The 32 quants of a block (a type of em_ggml_block_layout_of) as bytes, value j in byte j: Q8_0's
- * as stored, IQ4_NL's values of its nibbles (signed), the others' nibbles with their fifth bits,
- * the stored offset still in. */
+ * as stored, IQ4_NL's and MXFP4's values of their nibbles (signed), the others' nibbles with their
+ * fifth bits, the stored offset still in. */
 __attribute__((target(EM_GGML_LANES_TARGET))) static inline __m256i
 em_ggml_block_quants(em_ggml_dot_type type, const uint8_t *blk) {
     const em_ggml_block_layout L = em_ggml_block_layout_of(type);
@@ -88,7 +108,7 @@ em_ggml_block_quants(em_ggml_dot_type type, const uint8_t *blk) {
         /* byte j: bit j of the 32 as 0x10 */
         q = _mm256_or_si256(q, _mm256_maskz_mov_epi8((__mmask32)bits, _mm256_set1_epi8(0x10)));
     }
-    return L.non_linear ? em_ggml_iq4_values(q) : q;
+    return L.values ? em_ggml_nibble_values(L.values, q) : q;
 }
 
 /* The 32-value block types' tiles of 4 tokens or fewer on AVX512-VNNI, lanes being rows

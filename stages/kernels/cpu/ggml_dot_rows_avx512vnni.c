@@ -1,6 +1,6 @@
 /* The `ggml` precision's dot products of a few tokens (T <= 4: a decoding step, or a few sequences
- * decoded together) on AVX512-VNNI (see ggml_dot.h), for the 32-value block types (IQ4_NL's
- * values looked up from its nibbles). The 16 lanes
+ * decoded together) on AVX512-VNNI (see ggml_dot.h), for the 32-value block types (IQ4_NL's and
+ * MXFP4's values looked up from their nibbles). The 16 lanes
  * of a vector are 16 weight rows, so no lane idles when T is 1 (the token-lane kernels would leave
  * 15 of 16 idle).
  *
@@ -98,20 +98,20 @@ row_group(em_ggml_dot_type type, const uint8_t *w, size_t row_bytes, int rows,
                     hi[i] =
                         _mm512_mask_add_epi8(hi[i], fifth_bits(blk, i, L.qh, true), hi[i], fifth);
                 }
-                if (L.non_linear) { /* IQ4_NL's values, shifted as Q8_0's */
+                if (L.values) { /* IQ4_NL's or MXFP4's values, shifted as Q8_0's */
                     const __m512i table = _mm512_broadcast_i32x4(
-                                      _mm_loadu_si128((const __m128i *)em_iq4nl_values)),
+                                      _mm_loadu_si128((const __m128i *)L.values)),
                                   sign = _mm512_set1_epi8((char)0x80);
                     lo[i] = _mm512_xor_si512(_mm512_shuffle_epi8(table, lo[i]), sign);
                     hi[i] = _mm512_xor_si512(_mm512_shuffle_epi8(table, hi[i]), sign);
                 }
             }
         }
-        /* the rows' fp16 scale and minimum: the block's first 4 bytes */
+        /* the rows' scale and fp16 minimum: the block's first 4 bytes */
         uint32_t dm[ROWS];
         for (int r = 0; r < ROWS; r++) memcpy(&dm[r], blk[r], 4);
         __m512i dm16 = _mm512_loadu_si512(dm);
-        __m512 dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dm16));
+        __m512 dw = em_ggml_scales_of(type, dm16);
         __m512 mw = with_min ? _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(dm16, 16)))
                              : _mm512_setzero_ps();
         for (int t = 0; t < T; t++) {
@@ -152,10 +152,12 @@ ROWS_TILE(q4_1, EM_GGML_DOT_Q4_1)
 ROWS_TILE(q5_0, EM_GGML_DOT_Q5_0)
 ROWS_TILE(q5_1, EM_GGML_DOT_Q5_1)
 ROWS_TILE(iq4_nl, EM_GGML_DOT_IQ4_NL)
+ROWS_TILE(mxfp4, EM_GGML_DOT_MXFP4)
 
 em_ggml_tile_fn *const em_ggml_rows_avx512vnni[EM_GGML_DOT_TYPES] = {
-    [EM_GGML_DOT_Q8_0] = rows_q8_0, [EM_GGML_DOT_Q4_0] = rows_q4_0,
-    [EM_GGML_DOT_Q4_1] = rows_q4_1, [EM_GGML_DOT_Q5_0] = rows_q5_0,
-    [EM_GGML_DOT_Q5_1] = rows_q5_1, [EM_GGML_DOT_IQ4_NL] = rows_iq4_nl,
+    [EM_GGML_DOT_Q8_0] = rows_q8_0,   [EM_GGML_DOT_Q4_0] = rows_q4_0,
+    [EM_GGML_DOT_Q4_1] = rows_q4_1,   [EM_GGML_DOT_Q5_0] = rows_q5_0,
+    [EM_GGML_DOT_Q5_1] = rows_q5_1,   [EM_GGML_DOT_IQ4_NL] = rows_iq4_nl,
+    [EM_GGML_DOT_MXFP4] = rows_mxfp4,
 };
 #endif
