@@ -65,11 +65,60 @@ def machine_line():
             f"as the machine)")
 
 
+# types evalmesh-mkmodel has no quantizer for: the F32 model's matrices quantized by the gguf
+# package (ggml's reference quantizers in NumPy)
+GGUF_QUANTIZED = {"mxfp4": "MXFP4", "tq1_0": "TQ1_0"}
+
+
 def make_110m(mkmodel, path, weight_type):
     """Writes the 110M benchmark model (random weights) with the Llama 2 vocabulary; False when
     the shared data lacks the vocabulary."""
     if not os.path.exists(LLAMA_SPM):
         return False
-    subprocess.run([mkmodel, "--out", path, *SIZE_110M, "--type", weight_type, "--tokenizer",
-                    LLAMA_SPM], check=True, stdout=subprocess.DEVNULL)
+    made = path + ".f32" if weight_type in GGUF_QUANTIZED else path
+    subprocess.run([mkmodel, "--out", made, *SIZE_110M, "--type",
+                    "f32" if made != path else weight_type, "--tokenizer", LLAMA_SPM],
+                   check=True, stdout=subprocess.DEVNULL)
+    if made != path:
+        quantize_with_gguf(made, path, GGUF_QUANTIZED[weight_type])
+        os.remove(made)
     return True
+
+
+def quantize_with_gguf(src, dst, type_name):
+    """Copies the GGUF file src to dst with every matrix quantized to type_name by the gguf
+    package (tools/python-env), from its values as gguf dequantizes them: in a child process, so
+    that the benchmark's own memory stays small (a process it starts counts the pages it is
+    forked with in its peak RSS)."""
+    subprocess.run([sys.executable, os.path.abspath(__file__), "quantize", src, dst, type_name],
+                   check=True)
+
+
+def quantize_here(src, dst, type_name):
+    """quantize_with_gguf's work, in this process."""
+    import numpy as np
+    import gguf
+    from gguf import GGMLQuantizationType, quants
+    qtype = GGMLQuantizationType[type_name]
+    r = gguf.GGUFReader(src)
+    w = gguf.GGUFWriter(dst, arch=r.fields["general.architecture"].contents())
+    for name, field in r.fields.items():
+        if name.startswith("GGUF.") or name == "general.architecture":
+            continue
+        sub = field.types[-1] if field.types[0] == gguf.GGUFValueType.ARRAY else None
+        w.add_key_value(name, field.contents(), field.types[0], sub_type=sub)
+    for t in r.tensors:
+        shape = [int(d) for d in reversed(t.shape)]  # outermost first: (n_out, n_in) or (n,)
+        data = quants.dequantize(t.data, t.tensor_type).astype(np.float32).reshape(shape)
+        if data.ndim == 2:
+            w.add_tensor(t.name, quants.quantize(data, qtype), raw_dtype=qtype)
+        else:
+            w.add_tensor(t.name, data)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["quantize"]:
+    quantize_here(*sys.argv[2:5])
