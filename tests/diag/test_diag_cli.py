@@ -31,7 +31,7 @@ check(any(re.fullmatch(r"info  cpu kernels  exact: gemm (avx512|avx2|c); ggml: "
                        r"(amx|avx512vnni|avxvnni|avx2|c) "
                        r"\(Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q6_K Q4_K Q5_K Q3_K Q2_K F16 IQ4_NL IQ4_XS IQ2_XXS "
                        r"IQ2_XS IQ2_S IQ3_XXS IQ3_S IQ1_S IQ1_M TQ1_0 TQ2_0 MXFP4\); "
-                       r"bf16: (avx512bf16|c)", l)
+                       r"bf16: (avx512bf16|avx512|c)", l)
           for l in lines), "cpu kernels line")
 p = subprocess.run([BIN, "check-env"], capture_output=True, text=True, timeout=120,
                    env=dict(os.environ, EVALMESH_CPU_KERNEL="sse9"))

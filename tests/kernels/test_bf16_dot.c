@@ -10,8 +10,11 @@
  *   one_token, blocks of k), for row, token and column counts that are not multiples of its tiles
  *   (one_token's groups of 16 rows and passes of 64 too), a width over two blocks of k and odd
  *   widths; the C kernel agrees with the chain written out here from em_bf16_round.
- * - EVALMESH_CPU_KERNEL: c, avx512bf16 (or the skip), the GEMM's avx512 taking the best, and a
- *   wrong name refused (exit status 2). */
+ * - every kernel's round_f16_rows rounds every half exactly, in its format (2 words a pair for
+ *   avx512: floats, the odd value first).
+ * - EVALMESH_CPU_KERNEL: c, avx512bf16 and avx512 (or their skips), the GEMM's avx2 taking the
+ *   best, the best being avx512 on a CPU with AMX-BF16 (VDPBF16PS outpaced) and avx512bf16 on
+ *   others that have it, and a wrong name refused (exit status 2). */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -85,6 +88,82 @@ static const int ranges[4][6] = {
     {1, 70, 55, 70, 1, 6},
 };
 
+/* One round's case of kind `kind` (see ranges): x per token, w per row, the accumulators ct. In
+ * the cancelling rounds token t's pair is made so that its two products with row t % 12's nearly
+ * cancel (within a few ulps). */
+static void pair_case(int kind, uint32_t xb[EM_GEMM_TOKENS], uint32_t wb[EM_GEMM_ROWS],
+                      float ct[EM_GEMM_ROWS * EM_GEMM_TOKENS]) {
+    const int *e = ranges[kind];
+    for (int j = 0; j < EM_GEMM_ROWS; j++)
+        wb[j] = em_bf16_pair(random_bf16(e[2], e[3]), random_bf16(e[2], e[3]));
+    for (int t = 0; t < EM_GEMM_TOKENS; t++) {
+        uint16_t x0 = random_bf16(e[0], e[1]), x1 = random_bf16(e[0], e[1]);
+        if (kind == 1) { /* x1 w1 = -(x0 w0), rounded to BF16, then moved a few ulps */
+            uint32_t w = wb[t % EM_GEMM_ROWS];
+            float w0 = em_bf16_value((uint16_t)w), w1 = em_bf16_value((uint16_t)(w >> 16));
+            x1 = em_bf16_round(-em_bf16_value(x0) * w0 / w1);
+            x1 = (uint16_t)(x1 + (int)(random_u64() % 5) - 2);
+        }
+        xb[t] = em_bf16_pair(x0, x1);
+    }
+    for (int i = 0; i < EM_GEMM_ROWS * EM_GEMM_TOKENS; i++) {
+        ct[i] = kind == 3 && random_u64() % 4 == 0 ? 0.0f : random_float(e[4], e[5]);
+        if (!isfinite(ct[i])) ct[i] = 1.0f;
+    }
+}
+
+/* One step from the accumulators over one pair through each kernel's microkernel (its own
+ * format: 2 words a pair are the two values' floats, the odd one first) against the C kernel's,
+ * on the rounds of check_pair_instruction: where the FMA kernel's flush-to-zero meets ftz. */
+static void check_pair_kernels(void) {
+    const char *others[] = {"avx512bf16", "avx512"};
+    for (size_t o = 0; o < sizeof others / sizeof *others; o++) {
+        setenv("EVALMESH_CPU_KERNEL", others[o], 1);
+        const em_bf16_kernel *k = NULL;
+        if (test_kernel_missing(em_bf16_kernel_select(&k), others[o])) continue;
+        long differ = 0, steps = 0;
+        for (int round = 0; round < 4000; round++) {
+            uint32_t xb[EM_GEMM_TOKENS], wb[EM_GEMM_ROWS];
+            float ct[EM_GEMM_ROWS * EM_GEMM_TOKENS], want[EM_GEMM_ROWS * EM_GEMM_TOKENS];
+            pair_case(round % 4, xb, wb, ct);
+            const uint32_t *rows[EM_GEMM_ROWS];
+            for (int j = 0; j < EM_GEMM_ROWS; j++) rows[j] = &wb[j];
+            memcpy(want, ct, sizeof ct);
+            em_bf16_kernel_c.microkernel(1, xb, EM_GEMM_PANEL, 2, rows, want, EM_GEMM_TOKENS,
+                                         false);
+            /* the kernel's format: a panel is its pair's words_per_pair rows of 16 tokens */
+            uint32_t kx[2 * EM_GEMM_TOKENS], kw[EM_GEMM_ROWS][2];
+            int words = k->words_per_pair;
+            for (int t = 0; t < EM_GEMM_TOKENS; t++) {
+                uint32_t *panel = kx + (t / EM_GEMM_PANEL) * words * EM_GEMM_PANEL;
+                if (words == 1) {
+                    panel[t % EM_GEMM_PANEL] = xb[t];
+                } else {
+                    panel[t % EM_GEMM_PANEL] = xb[t] & 0xffff0000u;
+                    panel[EM_GEMM_PANEL + t % EM_GEMM_PANEL] = xb[t] << 16;
+                }
+            }
+            for (int j = 0; j < EM_GEMM_ROWS; j++) {
+                kw[j][0] = words == 1 ? wb[j] : wb[j] & 0xffff0000u;
+                kw[j][1] = wb[j] << 16;
+                rows[j] = kw[j];
+            }
+            k->microkernel(1, kx, (size_t)words * EM_GEMM_PANEL, 2, rows, ct, EM_GEMM_TOKENS,
+                           false);
+            for (int i = 0; i < EM_GEMM_ROWS * EM_GEMM_TOKENS; i++) {
+                if (!isfinite(want[i])) continue; /* overflow: not a case of the forward */
+                steps++;
+                if (bits_of(ct[i]) != bits_of(want[i]) && differ++ < 5)
+                    fprintf(stderr, "kernel %s pair step: %a, c kernel %a\n", k->name,
+                            (double)ct[i], (double)want[i]);
+            }
+        }
+        CHECK(differ == 0);
+        printf("kernel %s: %ld pair steps from given sums, %ld differ from c's\n", k->name, steps,
+               differ);
+    }
+}
+
 #if defined(__x86_64__)
 __attribute__((target("avx512f,avx512bf16"))) static void check_rounding_instruction(void) {
     long differ = 0;
@@ -108,32 +187,14 @@ __attribute__((target("avx512f,avx512bf16"))) static void check_rounding_instruc
 }
 
 /* One step from acc over pair (x, w) by the C kernel (pairs = 1, first false) and by VDPBF16PS,
- * on the 12 rows x 32 tokens of a microkernel call: x per token, w per row, acc per output. In the
- * cancelling rounds token t's pair is made so that its two products with row t % 12's nearly
- * cancel (within a few ulps). */
+ * on the 12 rows x 32 tokens of a microkernel call (pair_case). */
 __attribute__((target("avx512f,avx512bf16"))) static void check_pair_instruction(void) {
     long differ = 0, pairs = 0, per_kind[4] = {0};
     for (int round = 0; round < 10000; round++) {
         int kind = round % 4;
-        const int *e = ranges[kind];
         uint32_t xb[EM_GEMM_TOKENS], wb[EM_GEMM_ROWS];
         float ct[EM_GEMM_ROWS * EM_GEMM_TOKENS], want[EM_GEMM_ROWS * EM_GEMM_TOKENS];
-        for (int j = 0; j < EM_GEMM_ROWS; j++)
-            wb[j] = em_bf16_pair(random_bf16(e[2], e[3]), random_bf16(e[2], e[3]));
-        for (int t = 0; t < EM_GEMM_TOKENS; t++) {
-            uint16_t x0 = random_bf16(e[0], e[1]), x1 = random_bf16(e[0], e[1]);
-            if (kind == 1) { /* x1 w1 = -(x0 w0), rounded to BF16, then moved a few ulps */
-                uint32_t w = wb[t % EM_GEMM_ROWS];
-                float w0 = em_bf16_value((uint16_t)w), w1 = em_bf16_value((uint16_t)(w >> 16));
-                x1 = em_bf16_round(-em_bf16_value(x0) * w0 / w1);
-                x1 = (uint16_t)(x1 + (int)(random_u64() % 5) - 2);
-            }
-            xb[t] = em_bf16_pair(x0, x1);
-        }
-        for (int i = 0; i < EM_GEMM_ROWS * EM_GEMM_TOKENS; i++) {
-            ct[i] = kind == 3 && random_u64() % 4 == 0 ? 0.0f : random_float(e[4], e[5]);
-            if (!isfinite(ct[i])) ct[i] = 1.0f;
-        }
+        pair_case(kind, xb, wb, ct);
         const uint32_t *rows[EM_GEMM_ROWS];
         for (int j = 0; j < EM_GEMM_ROWS; j++) rows[j] = &wb[j];
         memcpy(want, ct, sizeof ct);
@@ -189,7 +250,7 @@ static float *tile_product(const em_bf16_kernel *k, const float *w, const float 
     /* x packed as the forward packs it (T <= 4: one narrow panel), then as BF16 panels */
     float *xp = malloc((size_t)em_gemm_panel_count(T) * em_gemm_panel_width(T) * K * sizeof(float));
     for (int p = 0; p < em_gemm_panel_count(T); p++) em_gemm_pack_panel(x, (size_t)K, T, K, p, xp);
-    uint32_t *xb = malloc(em_bf16_packed_words(T, K) * sizeof(uint32_t));
+    uint32_t *xb = malloc(em_bf16_packed_words(k, T, K) * sizeof(uint32_t));
     for (int p = 0; p < em_gemm_padded_tokens(T) / EM_GEMM_PANEL; p++)
         k->pack_panel(em_gemm_packed(xp, T, K), K, p, em_gemm_panel_tokens(T, p), xb);
     size_t ldw = (size_t)K + EM_GEMM_ROW_PAD;
@@ -199,7 +260,7 @@ static float *tile_product(const em_bf16_kernel *k, const float *w, const float 
     k->round_rows(wt, ldw, rows, K);
     *ldc = em_gemm_result_stride(T);
     float *ct = malloc((size_t)em_gemm_padded_rows(rows) * *ldc * sizeof(float));
-    em_bf16_tile(k, xb, T, K, (const uint32_t *)wt, em_bf16_row_stride(K), rows, ct, *ldc);
+    em_bf16_tile(k, xb, T, K, (const uint32_t *)wt, em_bf16_row_stride(k, K), rows, ct, *ldc);
     free(xp);
     free(xb);
     free(wt);
@@ -216,7 +277,7 @@ static float value(void) {
 static void check_kernels(void) {
     int row_counts[] = {1, 5, 13, 17, 48, 75}, token_counts[] = {1, 3, 16, 17, 33, 70},
         widths[] = {1, 2, 7, 64, 255, 1100};
-    const char *others[] = {"avx512bf16"};
+    const char *others[] = {"avx512bf16", "avx512"};
     for (size_t o = 0; o < sizeof others / sizeof *others; o++) {
         setenv("EVALMESH_CPU_KERNEL", others[o], 1);
         const em_bf16_kernel *k = NULL;
@@ -261,6 +322,15 @@ static void check_kernels(void) {
     }
 }
 
+/* The BF16 bits of value c of row j of kernel k's rounded rows (row stride `stride` words): a
+ * pair's half, or (2 words a pair, the odd value first) the top of its float. */
+static uint16_t rounded_value(const em_bf16_kernel *k, const uint32_t *wt, size_t stride, int j,
+                              int c) {
+    const uint32_t *row = wt + (size_t)j * stride;
+    if (k->words_per_pair == 1) return (uint16_t)(c % 2 ? row[c / 2] >> 16 : row[c / 2]);
+    return (uint16_t)(row[c ^ 1] >> 16);
+}
+
 /* Every one of the 65,536 halves as F16 weight rows of K values (row_bytes past 2 K), through
  * each kernel's round_f16_rows: each value's bits em_bf16_round(its exact float), the K odd pair's
  * second value 0, for row lengths that end inside 16- and 32-value steps. */
@@ -268,7 +338,8 @@ static void check_f16_rows(void) {
     const em_bf16_kernel *kernels[] = {
         &em_bf16_kernel_c,
 #if defined(__x86_64__)
-        &em_bf16_kernel_avx512bf16
+        &em_bf16_kernel_avx512bf16,
+        &em_bf16_kernel_avx512,
 #endif
     };
     int widths[] = {1, 7, 16, 33, 576, 1001};
@@ -281,7 +352,7 @@ static void check_f16_rows(void) {
         int wrong = 0, values = 0;
         for (size_t e = 0; e < sizeof widths / sizeof *widths; e++) {
             int K = widths[e], rows = (65536 + K - 1) / K;
-            size_t row_bytes = 2 * (size_t)K + 6, stride = em_bf16_row_stride(K);
+            size_t row_bytes = 2 * (size_t)K + 6, stride = em_bf16_row_stride(k, K);
             uint8_t *h = malloc((size_t)rows * row_bytes);
             uint32_t *wt = malloc((size_t)rows * stride * sizeof(uint32_t));
             for (int j = 0; j < rows; j++)
@@ -292,8 +363,7 @@ static void check_f16_rows(void) {
             k->round_f16_rows(h, row_bytes, rows, K, wt);
             for (int j = 0; j < rows; j++)
                 for (int c = 0; c < 2 * em_bf16_pairs(K); c++) {
-                    uint32_t pair = wt[(size_t)j * stride + (size_t)(c / 2)];
-                    uint16_t got = (uint16_t)(c % 2 ? pair >> 16 : pair);
+                    uint16_t got = rounded_value(k, wt, stride, j, c);
                     uint16_t want = 0;
                     if (c < K) {
                         uint16_t bits;
@@ -333,13 +403,23 @@ int main(void) {
                "instructions skipped\n");
     }
 #endif
+    check_pair_kernels();
     check_kernels();
     check_f16_rows();
     setenv("EVALMESH_CPU_KERNEL", "c", 1);
     const em_bf16_kernel *k = NULL;
     CHECK(em_bf16_kernel_select(&k) == NULL && k == &em_bf16_kernel_c);
-    setenv("EVALMESH_CPU_KERNEL", "avx512", 1); /* the GEMM's: this table's best */
+    setenv("EVALMESH_CPU_KERNEL", "avx2", 1); /* the GEMM's: this table's best */
     CHECK(em_bf16_kernel_select(&k) == NULL && k != NULL);
+#if defined(__x86_64__)
+    unsetenv("EVALMESH_CPU_KERNEL"); /* the best: avx512 where AMX-BF16 outpaces avx512bf16 */
+    CHECK(em_bf16_kernel_select(&k) == NULL);
+    if (em_bf16_kernel_avx512bf16.runs_here() && __builtin_cpu_supports("amx-bf16"))
+        CHECK_STR_EQ(k->name, "avx512");
+    else if (em_bf16_kernel_avx512bf16.runs_here())
+        CHECK_STR_EQ(k->name, "avx512bf16");
+    printf("the best kernel here: %s\n", k->name);
+#endif
     setenv("EVALMESH_CPU_KERNEL", "sse9", 1);
     test_kernel_unknown_refused(em_bf16_kernel_select(&k));
     return test_finish();

@@ -14,8 +14,8 @@ of the reference's nlls over every choice of their sides (at most 2^10).
 Checks: per-token nll within 1e-5 of that reference, argmax equal where clear; bf16 differs from
 the exact forward and from the unrounded reference by much more than that (the rounding really
 happened); and the invariance programs in bf16: the window bit-identical alone, in batches, after
-other windows, on 1, 2 and 16 threads, and with each kernel (EVALMESH_CPU_KERNEL c, avx512bf16;
-the one this CPU lacks is skipped with a message).
+other windows, on 1, 2 and 16 threads, and with each kernel (EVALMESH_CPU_KERNEL c, avx512bf16, avx512;
+the ones this CPU lacks are skipped with a message).
 Usage: test_forward_bf16_precision.py FORWARD_DRIVER FORWARD_INVARIANCE FORWARD_BATCH MKMODEL
 (needs gguf)."""
 import os

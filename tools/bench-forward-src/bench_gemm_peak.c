@@ -1,9 +1,9 @@
 /* Each CPU kernel's GEMM peak on this machine (gemm_peak.h), run by tools/bench-forward before the
  * models: the exact precision's GEMM microkernels (avx512, avx2, c) with F32 weights, and the ggml
  * precision's dot-product kernels (amx, avx512vnni, avxvnni, avx2, c) on each weight type given,
- * and the bf16 precision's kernels (avx512bf16, c) with F32 weights. A kernel this CPU lacks is
- * named and skipped. The plain C kernels are measured only when KERNELS names c: they are the
- * fallback of CPUs without AVX2, and the exact one's square product takes minutes (about 0.1
+ * and the bf16 precision's kernels (avx512bf16, avx512, c) with F32 weights. A kernel this CPU
+ * lacks is named and skipped. The plain C kernels are measured only when KERNELS names c: they are
+ * the fallback of CPUs without AVX2, and the exact one's square product takes minutes (about 0.1
  * GFLOP/s on a Zen 3 core, where avx2 gives 28 with 2 threads).
  * Usage: bench_gemm_peak [THREADS=all cores] [GGML_TYPES=Q8_0,Q4_0,Q4_1,Q4_K,Q6_K]
  *                        [KERNELS=avx512,amx,avx512vnni,avxvnni,avx2,avx512bf16] */
@@ -17,7 +17,7 @@
 
 static const char *const exact_kernels[] = {"avx512", "avx2", "c"};
 static const char *const ggml_kernels[] = {"amx", "avx512vnni", "avxvnni", "avx2", "c"};
-static const char *const bf16_kernels[] = {"avx512bf16", "c"};
+static const char *const bf16_kernels[] = {"avx512bf16", "avx512", "c"};
 
 /* Whether the comma-separated list names kernel. */
 static bool listed(const char *list, const char *kernel) {

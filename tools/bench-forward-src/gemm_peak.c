@@ -94,7 +94,7 @@ em_status gemm_peak_gflops(const char *kernel, em_precision precision, em_tensor
     if (!err && ggml) err = em_q8_reserve(&s.q8, n, n);
     if (!err && ggml && s.ggml->prepare_k) err = em_q8_reserve_k_lanes(&s.q8, n, n, true, true);
     if (!err && ggml && type == EM_TENSOR_F16) err = em_q8_reserve_f16(&s.q8, n, n);
-    if (!err && bf16) err = em_scratch_reserve_bf16(&s, em_bf16_packed_words(n, n));
+    if (!err && bf16) err = em_scratch_reserve_bf16(&s, em_bf16_packed_words(s.bf16, n, n));
     if (err) {
         free((void *)w.data);
         em_scratch_free(&s);

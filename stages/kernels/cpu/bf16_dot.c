@@ -49,6 +49,7 @@ static bool always(void) {
 const em_bf16_kernel em_bf16_kernel_c = {
     .name = "c",
     .runs_here = always,
+    .words_per_pair = 1,
     .microkernel = microkernel_c,
     .one_token = one_token_c,
     .pack_panel = em_bf16_pack_panel,
@@ -60,6 +61,7 @@ const em_bf16_kernel em_bf16_kernel_c = {
 static const em_bf16_kernel *const kernels[] = {
 #if defined(__x86_64__)
     &em_bf16_kernel_avx512bf16,
+    &em_bf16_kernel_avx512,
 #endif
     &em_bf16_kernel_c,
 };
@@ -73,13 +75,13 @@ bool em_bf16_kernel_named(const char *name) {
 
 em_status em_bf16_kernel_select(const em_bf16_kernel **kernel) {
     const char *wanted = getenv("EVALMESH_CPU_KERNEL");
-    /* unset, or the GEMM's avx512 or avx2, which have no row here: this table's best */
-    /* the GEMM's and the ggml precision's names that have no row here: the best */
-    bool best = !wanted || !*wanted || strcmp(wanted, "avx512") == 0 ||
-                strcmp(wanted, "avx2") == 0 || strcmp(wanted, "avx512vnni") == 0 ||
-                strcmp(wanted, "avxvnni") == 0 || strcmp(wanted, "amx") == 0;
+    /* unset, or the GEMM's and the ggml precision's names that have no row here: the best */
+    bool best = !wanted || !*wanted || strcmp(wanted, "avx2") == 0 ||
+                strcmp(wanted, "avx512vnni") == 0 || strcmp(wanted, "avxvnni") == 0 ||
+                strcmp(wanted, "amx") == 0;
     *kernel = NULL;
     for (size_t i = 0; i < KERNELS; i++) {
+        if (best && kernels[i]->outpaced_here && kernels[i]->outpaced_here()) continue;
         if (kernels[i]->runs_here() && (best || strcmp(wanted, kernels[i]->name) == 0)) {
             *kernel = kernels[i];
             return NULL;
@@ -93,8 +95,9 @@ em_status em_bf16_kernel_select(const em_bf16_kernel **kernel) {
                         wanted);
 }
 
-size_t em_bf16_packed_words(int T, int K) {
-    return (size_t)em_gemm_padded_tokens(T) * (size_t)em_bf16_pairs(K);
+size_t em_bf16_packed_words(const em_bf16_kernel *kernel, int T, int K) {
+    return (size_t)em_gemm_padded_tokens(T) * (size_t)em_bf16_pairs(K) *
+           (size_t)kernel->words_per_pair;
 }
 
 void em_bf16_pack_panel(em_gemm_panels x, int K, int panel, int tokens, uint32_t *xb) {
@@ -111,14 +114,15 @@ void em_bf16_pack_panel(em_gemm_panels x, int K, int panel, int tokens, uint32_t
     }
 }
 
-size_t em_bf16_row_stride(int K) {
-    return (size_t)em_bf16_pairs(K) + 8; /* a half cache line apart: not all in the same sets */
+size_t em_bf16_row_stride(const em_bf16_kernel *kernel, int K) {
+    /* a half cache line past the pairs: rows not all in the same cache sets */
+    return (size_t)em_bf16_pairs(K) * (size_t)kernel->words_per_pair + 8;
 }
 
 void em_bf16_round_rows(float *wt, size_t ldw, int rows, int K) {
     /* in place: pair i of row j goes to word j * stride + i, at or before the floats 2i, 2i+1 of
      * row j it is made from (stride <= ldw), after every float it overwrites has been read */
-    size_t stride = em_bf16_row_stride(K);
+    size_t stride = em_bf16_row_stride(&em_bf16_kernel_c, K);
     unsigned char *bytes = (unsigned char *)wt;
     for (int j = 0; j < rows; j++) {
         const float *row = wt + (size_t)j * ldw;
@@ -132,7 +136,7 @@ void em_bf16_round_rows(float *wt, size_t ldw, int rows, int K) {
 }
 
 void em_bf16_round_f16_rows(const uint8_t *h, size_t row_bytes, int rows, int K, uint32_t *wt) {
-    size_t stride = em_bf16_row_stride(K);
+    size_t stride = em_bf16_row_stride(&em_bf16_kernel_c, K);
     for (int j = 0; j < rows; j++) {
         const uint8_t *row = h + (size_t)j * row_bytes;
         for (int i = 0; i < em_bf16_pairs(K); i++) {
@@ -146,22 +150,23 @@ void em_bf16_round_f16_rows(const uint8_t *h, size_t row_bytes, int rows, int K,
 void em_bf16_tile(const em_bf16_kernel *kernel, const uint32_t *xb, int T, int K,
                   const uint32_t *wt, size_t ldw, int rows, float *ct, size_t ldc) {
     static const uint32_t zeros[EM_BF16_KC]; /* stands in for the rows past `rows` */
-    int pairs = em_bf16_pairs(K);
+    int pairs = em_bf16_pairs(K), words = kernel->words_per_pair, block = EM_BF16_KC / words;
     if (T == 1) { /* the packed panel's token 0 */
         kernel->one_token(pairs, xb, EM_GEMM_PANEL, wt, ldw, rows, ct, ldc);
         return;
     }
-    size_t panel_stride = (size_t)pairs * EM_GEMM_PANEL;
-    for (int i0 = 0; i0 < pairs; i0 += EM_BF16_KC) {
-        int kc = pairs - i0 < EM_BF16_KC ? pairs - i0 : EM_BF16_KC;
+    size_t panel_stride = (size_t)pairs * (size_t)words * EM_GEMM_PANEL;
+    for (int i0 = 0; i0 < pairs; i0 += block) {
+        int kc = pairs - i0 < block ? pairs - i0 : block;
+        size_t at = (size_t)i0 * (size_t)words; /* the block's first word of a row */
         for (int t0 = 0; t0 < em_gemm_padded_tokens(T); t0 += EM_GEMM_TOKENS) {
             const uint32_t *x =
-                xb + (size_t)(t0 / EM_GEMM_PANEL) * panel_stride + (size_t)i0 * EM_GEMM_PANEL;
+                xb + (size_t)(t0 / EM_GEMM_PANEL) * panel_stride + at * EM_GEMM_PANEL;
             int panels = T - t0 > EM_GEMM_PANEL ? 2 : 1; /* a panel of padding only is skipped */
             for (int j0 = 0; j0 < rows; j0 += EM_GEMM_ROWS) {
                 const uint32_t *w[EM_GEMM_ROWS];
                 for (int r = 0; r < EM_GEMM_ROWS; r++)
-                    w[r] = j0 + r < rows ? wt + (size_t)(j0 + r) * ldw + i0 : zeros;
+                    w[r] = j0 + r < rows ? wt + (size_t)(j0 + r) * ldw + at : zeros;
                 kernel->microkernel(kc, x, panel_stride, panels, w, ct + (size_t)j0 * ldc + t0, ldc,
                                     i0 == 0);
             }

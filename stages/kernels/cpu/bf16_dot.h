@@ -27,10 +27,22 @@
  * Storing a float between blocks of k is exact, so the result is the same chain however the
  * caller blocks k, tiles the rows, splits threads or batches windows, and whichever kernel runs.
  *
- * Kernels are rows of a table, tried in order by cpuid: `avx512bf16`, then `c`. The environment
- * variable EVALMESH_CPU_KERNEL (avx512bf16 or c; the GEMM's avx512 or avx2 and the ggml
- * precision's amx, avx512vnni or avxvnni, which have no row here, take this table's best) forces
- * one. */
+ * The same chain runs on the FP32 FMA unit: each product of two BF16 values is exact in FP32, so
+ * fma(x, w, acc) adds it with the one rounding VDPBF16PS gives it, and with MXCSR's flush-to-zero
+ * set a denormal result becomes a zero of its sign as ftz says (tininess after rounding, as
+ * VDPBF16PS and the C kernel's ftz of the rounded fmaf: 0 differences in 20 million random steps
+ * near the bottom of the normal range on the Xeon, and the step 2^-126 - 2^-151, which rounds up
+ * to 2^-126 and is kept by all three). Its operands are the rounded values as floats, each pair's
+ * odd value first, so the GEMM's FP32 microkernel, one fma chain in k order, computes the chain.
+ *
+ * Kernels are rows of a table, tried in order by cpuid: `avx512bf16` (VDPBF16PS), `avx512` (the
+ * GEMM's AVX-512 microkernel on the floats), then `c`. On a CPU with AMX-BF16 the best skips
+ * avx512bf16: on the Xeon with AMX (Sapphire Rapids class) VDPBF16PS issues about once every two
+ * cycles, where two FP32 FMAs issue every cycle, so `avx512` runs the chain faster (square 2048
+ * product, 2 threads: 192 against 257 GFLOP/s); on the AMD EPYC (Zen 4) VDPBF16PS is the faster.
+ * The environment variable EVALMESH_CPU_KERNEL (avx512bf16, avx512 or c; the GEMM's avx2 and the
+ * ggml precision's amx, avx512vnni or avxvnni, which have no row here, take this table's best)
+ * forces one. */
 #ifndef EVALMESH_KERNELS_BF16_DOT_H
 #define EVALMESH_KERNELS_BF16_DOT_H
 
@@ -42,7 +54,7 @@
 #include "util/error.h"
 #include "stages/kernels/cpu/gemm.h"
 
-#define EM_BF16_KC 256 /* pairs per block of k: a block of two panels is 32 KiB */
+#define EM_BF16_KC 256 /* words per block of k: a block of two panels is 32 KiB */
 
 /* The BF16 bits nearest to x (see above). */
 static inline uint16_t em_bf16_round(float x) {
@@ -70,25 +82,32 @@ static inline int em_bf16_pairs(int K) {
 }
 
 /* xb is `panels` (1 or 2) panels of EM_GEMM_PANEL tokens, at xb and xb + panel_stride: the pair
- * i of token t of a panel is xb[i * EM_GEMM_PANEL + t]. w[j] points at `pairs` pairs of weight row
- * j. ct is (EM_GEMM_ROWS, EM_GEMM_TOKENS) with row stride ldc: ct[j * ldc + t] = the chain above
- * over the pairs, from 0 (first) or from ct[j * ldc + t], for the panels' tokens (one panel
- * leaves ct's other 16 columns as they are). */
+ * i of token t of a panel is xb[i * EM_GEMM_PANEL + t] (2 words a pair: its odd value's float at
+ * xb[2 i * EM_GEMM_PANEL + t], its even one's at xb[(2 i + 1) * EM_GEMM_PANEL + t]). w[j] points
+ * at `pairs` pairs of weight row j. ct is (EM_GEMM_ROWS, EM_GEMM_TOKENS) with row stride ldc: ct[j
+ * * ldc + t] = the chain above over the pairs, from 0 (first) or from ct[j * ldc + t], for the
+ * panels' tokens (one panel leaves ct's other 16 columns as they are). */
 typedef void em_bf16_microkernel(int pairs, const uint32_t *xb, size_t panel_stride, int panels,
                                  const uint32_t *const *w, float *ct, size_t ldc, bool first);
 
 /* One token (a decoding step of one sequence): c[j * ldc] for the rows j < rows of wt (`pairs`
  * pairs each, row stride ldw words) = the chain above over the pairs, from 0, with the token's
- * pair i at x[i * x_stride]. The microkernel's chains without its 15 idle token lanes. */
+ * pair i at x[i * x_stride] (2 words a pair: its two floats at x[2 i * x_stride] and
+ * x[(2 i + 1) * x_stride]). The microkernel's chains without its 15 idle token lanes. */
 typedef void em_bf16_one_token(int pairs, const uint32_t *x, size_t x_stride, const uint32_t *wt,
                                size_t ldw, int rows, float *c, size_t ldc);
 
 /* A kernel: its microkernel, its one-token product and its own ways to round (the same bits as
  * em_bf16_round): pack_panel as em_bf16_pack_panel, round_rows as em_bf16_round_rows,
- * round_f16_rows as em_bf16_round_f16_rows. */
+ * round_f16_rows as em_bf16_round_f16_rows. Its pairs are words_per_pair 32-bit words each: 1, the
+ * two BF16 values in one word (em_bf16_pair), or 2, the two values as floats, the odd one first;
+ * "pair i at p[i]" in the layouts here means the words_per_pair words from p[words_per_pair i]. */
 typedef struct em_bf16_kernel {
     const char *name;        /* what EVALMESH_CPU_KERNEL names and the forward's log line says */
     bool (*runs_here)(void); /* cpuid: whether this CPU has the instructions */
+    /* NULL, or whether a later row is the faster on this CPU (the best passes this one by) */
+    bool (*outpaced_here)(void);
+    int words_per_pair;
     em_bf16_microkernel *microkernel;
     em_bf16_one_token *one_token;
     void (*pack_panel)(em_gemm_panels x, int K, int panel, int tokens, uint32_t *xb);
@@ -100,6 +119,7 @@ typedef struct em_bf16_kernel {
 extern const em_bf16_kernel em_bf16_kernel_c;
 #if defined(__x86_64__)
 extern const em_bf16_kernel em_bf16_kernel_avx512bf16;
+extern const em_bf16_kernel em_bf16_kernel_avx512;
 #endif
 
 /* The first kernel of the table this CPU runs, or the one EVALMESH_CPU_KERNEL names: an error
@@ -108,22 +128,25 @@ em_status em_bf16_kernel_select(const em_bf16_kernel **kernel);
 /* Whether name is a row of the table (the GEMM's choice takes its best for such a name). */
 bool em_bf16_kernel_named(const char *name);
 
-/* uint32 words of x (T, K) rounded and packed by em_bf16_pack. */
-size_t em_bf16_packed_words(int T, int K);
-/* Rounds panel p of x (T, K, as panels of floats, gemm.h) to BF16 pairs into xb: pair i of token
- * p * 16 + t at xb[(p * pairs + i) * EM_GEMM_PANEL + t] for t < tokens (the panel's tokens of x),
- * zeros for the others. Only those tokens of x are read, so x may be a narrow panel. Panels are
- * independent: threads share them. */
+/* uint32 words of x (T, K) rounded and packed by the kernel's pack_panel. */
+size_t em_bf16_packed_words(const em_bf16_kernel *kernel, int T, int K);
+/* Rounds panel p of x (T, K, as panels of floats, gemm.h) to BF16 pairs into xb (the C kernel's
+ * format): pair i of token p * 16 + t at xb[(p * pairs + i) * EM_GEMM_PANEL + t] for t < tokens
+ * (the panel's tokens of x), zeros for the others; a kernel of 2 words a pair has the odd value's
+ * float at xb[(2 (p * pairs + i)) * EM_GEMM_PANEL + t], the even one's a panel row later. Only
+ * those tokens of x are read, so x may be a narrow panel. Panels are independent: threads share
+ * them. */
 void em_bf16_pack_panel(em_gemm_panels x, int K, int panel, int tokens, uint32_t *xb);
 /* Rounds `rows` rows of K floats (row stride ldw) in place to BF16 pairs: row j's pairs start at
- * word j * em_bf16_row_stride(K) of wt. */
+ * word j * em_bf16_row_stride(&em_bf16_kernel_c, K) of wt. */
 void em_bf16_round_rows(float *wt, size_t ldw, int rows, int K);
-/* Words from one row of em_bf16_round_rows's pairs to the next (no more than ldw). */
-size_t em_bf16_row_stride(int K);
+/* Words from one row of the kernel's rounded pairs (round_rows, round_f16_rows) to the next: no
+ * more than K + EM_GEMM_ROW_PAD, the ldw of the floats round_rows rounds in place. */
+size_t em_bf16_row_stride(const em_bf16_kernel *kernel, int K);
 /* Rounds `rows` rows of K F16 values (IEEE halves, row j at h + j * row_bytes) to BF16 pairs, row
- * j's at word j * em_bf16_row_stride(K) of wt: each half's exact float rounded, the bits of
- * em_f16_row then em_bf16_round_rows, with no float written between (an F16 weight's tile, read
- * once from the file). */
+ * j's at word j * em_bf16_row_stride(&em_bf16_kernel_c, K) of wt: each half's exact float rounded,
+ * the bits of em_f16_row then em_bf16_round_rows, with no float written between (an F16 weight's
+ * tile, read once from the file). */
 void em_bf16_round_f16_rows(const uint8_t *h, size_t row_bytes, int rows, int K, uint32_t *wt);
 
 /* ct (em_gemm_padded_rows(rows), em_gemm_padded_tokens(T)) with row stride ldc = wt x^T in the

@@ -154,8 +154,8 @@ static inline step_masks step_masks_at(int K, int values, int c) {
 /* em_bf16_round_rows, 32 values at a time: a row's BF16 values in order are its pairs. In place,
  * as there: each block is stored at or before the floats it was loaded from. */
 AVX512BF16 static void round_rows(float *wt, size_t ldw, int rows, int K) {
-    size_t stride = em_bf16_row_stride(K) * 2; /* in BF16 values */
-    int values = 2 * em_bf16_pairs(K);         /* K and the odd K's zero */
+    size_t stride = em_bf16_row_stride(&em_bf16_kernel_avx512bf16, K) * 2; /* in BF16 values */
+    int values = 2 * em_bf16_pairs(K); /* K and the odd K's zero */
     for (int j = 0; j < rows; j++) {
         const float *row = wt + (size_t)j * ldw;
         uint16_t *dst = (uint16_t *)wt + (size_t)j * stride;
@@ -172,8 +172,8 @@ AVX512BF16 static void round_rows(float *wt, size_t ldw, int rows, int K) {
  * then rounded as round_rows rounds. */
 AVX512BF16 static void round_f16_rows(const uint8_t *h, size_t row_bytes, int rows, int K,
                                       uint32_t *wt) {
-    size_t stride = em_bf16_row_stride(K) * 2; /* in BF16 values */
-    int values = 2 * em_bf16_pairs(K);         /* K and the odd K's zero */
+    size_t stride = em_bf16_row_stride(&em_bf16_kernel_avx512bf16, K) * 2; /* in BF16 values */
+    int values = 2 * em_bf16_pairs(K); /* K and the odd K's zero */
     for (int j = 0; j < rows; j++) {
         const uint16_t *row = (const uint16_t *)(h + (size_t)j * row_bytes);
         uint16_t *dst = (uint16_t *)wt + (size_t)j * stride;
@@ -191,9 +191,16 @@ static bool runs_here(void) {
            __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bf16");
 }
 
+/* VDPBF16PS at half the FP32 FMA rate: the Xeon with AMX (see bf16_dot.h). */
+static bool outpaced_here(void) {
+    return __builtin_cpu_supports("amx-bf16");
+}
+
 const em_bf16_kernel em_bf16_kernel_avx512bf16 = {
     .name = "avx512bf16",
     .runs_here = runs_here,
+    .outpaced_here = outpaced_here,
+    .words_per_pair = 1,
     .microkernel = microkernel,
     .one_token = one_token,
     .pack_panel = pack_panel,

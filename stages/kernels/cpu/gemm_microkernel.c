@@ -364,6 +364,13 @@ em_gemm_few_tokens_transposed *em_gemm_few_tokens_transposed_for(em_gemm_microke
     return few_tokens_transposed_c;
 }
 
+em_gemm_microkernel *em_gemm_microkernel_avx512(void) {
+#ifdef EM_GEMM_X86
+    if (__builtin_cpu_supports("avx512f")) return microkernel_avx512;
+#endif
+    return NULL;
+}
+
 em_status em_gemm_microkernel_select(em_gemm_microkernel **kernel, const char **name) {
     bool avx512 = false, avx2 = false;
 #ifdef EM_GEMM_X86
@@ -372,10 +379,10 @@ em_status em_gemm_microkernel_select(em_gemm_microkernel **kernel, const char **
 #endif
     const char *wanted = getenv("EVALMESH_CPU_KERNEL");
     /* unset, a name of the ggml dot products' table that has no microkernel, or a kernel of the
-     * bf16 precision's table other than c (bf16_dot.h): the best */
+     * bf16 precision's table that is not a microkernel here (bf16_dot.h): the best */
     if (!wanted || !*wanted || strcmp(wanted, "avx512vnni") == 0 || strcmp(wanted, "amx") == 0 ||
         strcmp(wanted, "avxvnni") == 0 ||
-        (strcmp(wanted, "c") != 0 && em_bf16_kernel_named(wanted)))
+        (strcmp(wanted, "c") != 0 && strcmp(wanted, "avx512") != 0 && em_bf16_kernel_named(wanted)))
         wanted = avx512 ? "avx512" : avx2 ? "avx2" : "c";
     *name = wanted;
     if (strcmp(wanted, "c") == 0) {

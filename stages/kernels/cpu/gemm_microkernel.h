@@ -57,6 +57,10 @@ typedef void em_gemm_few_tokens_transposed(int K, const float *x, size_t column_
                                            size_t ldc);
 em_gemm_few_tokens_transposed *em_gemm_few_tokens_transposed_for(em_gemm_microkernel *kernel);
 
+/* The AVX-512 microkernel, or NULL on a CPU without AVX-512F (the bf16 precision's avx512 row runs
+ * its chains on it: bf16_dot.h). */
+em_gemm_microkernel *em_gemm_microkernel_avx512(void);
+
 /* Every name the environment variable EVALMESH_CPU_KERNEL takes: the microkernels here, the
  * rows of the ggml dot products' table (ggml_dot.h) and of the bf16 precision's (bf16_dot.h); a
  * table given a name it has no row for takes its own best for this CPU. */

@@ -263,8 +263,9 @@ static em_status reserve(em_llama_forward *f, int T, int longest) {
     if (!err && (reads & EM_GGML_READS_F16))
         err = em_q8_reserve_f16(&f->scratch.q8, T, (int)(widest > QD ? widest : QD));
     if (!err && f->scratch.bf16)
-        err = em_scratch_reserve_bf16(&f->scratch,
-                                      em_bf16_packed_words(T, (int)(widest > QD ? widest : QD)));
+        err = em_scratch_reserve_bf16(
+            &f->scratch,
+            em_bf16_packed_words(f->scratch.bf16, T, (int)(widest > QD ? widest : QD)));
     if (err) return err;
     if (T <= f->capacity) return NULL;
     free_activations(f);

@@ -79,8 +79,8 @@ float *em_matmul_tile_rows(const em_tensor *w, const float *xp, int T, int64_t r
             em_rows_to_float(w, row0, rows, wt, (int64_t)ldw);
             s->bf16->round_rows(wt, ldw, rows, n_in);
         }
-        em_bf16_tile(s->bf16, s->bf16_x, T, n_in, (const uint32_t *)wt, em_bf16_row_stride(n_in),
-                     rows, ct, em_gemm_result_stride(T));
+        em_bf16_tile(s->bf16, s->bf16_x, T, n_in, (const uint32_t *)wt,
+                     em_bf16_row_stride(s->bf16, n_in), rows, ct, em_gemm_result_stride(T));
         return ct;
     }
     em_one_token_quantized *direct = T == 1 && strcmp(s->kernel_name, "avx512") == 0
