@@ -10,8 +10,9 @@
  *   one_token, blocks of k), for row, token and column counts that are not multiples of its tiles
  *   (one_token's groups of 16 rows and passes of 64 too), a width over two blocks of k and odd
  *   widths; the C kernel agrees with the chain written out here from em_bf16_round.
- * - every kernel's round_f16_rows rounds every half exactly, in its format (2 words a pair for
- *   avx512: floats, the odd value first).
+ * - every kernel's round_stored_rows rounds every half (F16), every BF16 bit pattern and random
+ *   floats of every kind (F32) exactly, in its format (2 words a pair for avx512: floats, the odd
+ *   value first).
  * - EVALMESH_CPU_KERNEL: c, avx512bf16 and avx512 (or their skips), the GEMM's avx2 taking the
  *   best, the best being avx512 on a CPU with AMX-BF16 (VDPBF16PS outpaced) and avx512bf16 on
  *   others that have it, and a wrong name refused (exit status 2). */
@@ -331,10 +332,25 @@ static uint16_t rounded_value(const em_bf16_kernel *k, const uint32_t *wt, size_
     return (uint16_t)(row[c ^ 1] >> 16);
 }
 
-/* Every one of the 65,536 halves as F16 weight rows of K values (row_bytes past 2 K), through
- * each kernel's round_f16_rows: each value's bits em_bf16_round(its exact float), the K odd pair's
- * second value 0, for row lengths that end inside 16- and 32-value steps. */
-static void check_f16_rows(void) {
+/* The exact float of stored value c of a row of type (F16, BF16 or F32). */
+static float stored_float(em_tensor_type type, const uint8_t *row, int c) {
+    if (type == EM_TENSOR_F16) return em_half_at(row + 2 * (size_t)c);
+    if (type == EM_TENSOR_BF16) {
+        uint16_t h;
+        memcpy(&h, row + 2 * (size_t)c, 2);
+        return em_bf16_value(h);
+    }
+    float f;
+    memcpy(&f, row + 4 * (size_t)c, 4);
+    return f;
+}
+
+/* Weight rows of K stored values (row_bytes past the values) through each kernel's
+ * round_stored_rows: every one of the 65,536 halves as F16 and bit patterns as BF16, and 65,536
+ * floats of rounding_case as F32; each value's bits em_bf16_round(its exact float), a NaN a NaN of
+ * its sign, the K odd pair's second value 0, for row lengths that end inside 16- and 32-value
+ * steps. */
+static void check_stored_rows(void) {
     const em_bf16_kernel *kernels[] = {
         &em_bf16_kernel_c,
 #if defined(__x86_64__)
@@ -342,54 +358,53 @@ static void check_f16_rows(void) {
         &em_bf16_kernel_avx512,
 #endif
     };
+    const em_tensor_type types[] = {EM_TENSOR_F16, EM_TENSOR_BF16, EM_TENSOR_F32};
     int widths[] = {1, 7, 16, 33, 576, 1001};
     for (size_t n = 0; n < sizeof kernels / sizeof *kernels; n++) {
         const em_bf16_kernel *k = kernels[n];
         if (!k->runs_here()) {
-            printf("kernel %s: not on this CPU, its F16 rows skipped\n", k->name);
+            printf("kernel %s: not on this CPU, its stored rows skipped\n", k->name);
             continue;
         }
-        int wrong = 0, values = 0;
-        for (size_t e = 0; e < sizeof widths / sizeof *widths; e++) {
-            int K = widths[e], rows = (65536 + K - 1) / K;
-            size_t row_bytes = 2 * (size_t)K + 6, stride = em_bf16_row_stride(k, K);
-            uint8_t *h = malloc((size_t)rows * row_bytes);
-            uint32_t *wt = malloc((size_t)rows * stride * sizeof(uint32_t));
-            for (int j = 0; j < rows; j++)
-                for (int c = 0; c < K; c++) {
-                    uint16_t bits = (uint16_t)((j * K + c) & 0xffff);
-                    memcpy(h + (size_t)j * row_bytes + 2 * (size_t)c, &bits, 2);
-                }
-            k->round_f16_rows(h, row_bytes, rows, K, wt);
-            for (int j = 0; j < rows; j++)
-                for (int c = 0; c < 2 * em_bf16_pairs(K); c++) {
-                    uint16_t got = rounded_value(k, wt, stride, j, c);
-                    uint16_t want = 0;
-                    if (c < K) {
-                        uint16_t bits;
-                        memcpy(&bits, h + (size_t)j * row_bytes + 2 * (size_t)c, 2);
-                        float f = (bits & 0x7c00) == 0x7c00 && (bits & 0x3ff)
-                                      ? NAN /* a NaN half: any quiet NaN */
-                                      : em_half_at(h + (size_t)j * row_bytes + 2 * (size_t)c);
-                        want = em_bf16_round(f);
-                        if (f != f) { /* NaN: only that it stays a NaN of its sign */
-                            values++;
-                            wrong += !((got & 0x7f80) == 0x7f80 && (got & 0x7f) &&
-                                       (got & 0x8000) == (bits & 0x8000));
-                            continue;
-                        }
+        for (size_t y = 0; y < sizeof types / sizeof *types; y++) {
+            em_tensor_type type = types[y];
+            size_t size = type == EM_TENSOR_F32 ? 4 : 2;
+            int wrong = 0, values = 0;
+            for (size_t e = 0; e < sizeof widths / sizeof *widths; e++) {
+                int K = widths[e], rows = (65536 + K - 1) / K;
+                size_t row_bytes = size * (size_t)K + 6, stride = em_bf16_row_stride(k, K);
+                uint8_t *data = malloc((size_t)rows * row_bytes);
+                uint32_t *wt = malloc((size_t)rows * stride * sizeof(uint32_t));
+                for (int j = 0; j < rows; j++)
+                    for (int c = 0; c < K; c++) {
+                        uint8_t *at = data + (size_t)j * row_bytes + size * (size_t)c;
+                        uint16_t bits = (uint16_t)((j * K + c) & 0xffff);
+                        float f = rounding_case();
+                        memcpy(at, size == 2 ? (const void *)&bits : (const void *)&f, size);
                     }
-                    values++;
-                    wrong += got != want;
-                }
-            free(h);
-            free(wt);
+                k->round_stored_rows(type, data, row_bytes, rows, K, wt);
+                for (int j = 0; j < rows; j++)
+                    for (int c = 0; c < 2 * em_bf16_pairs(K); c++) {
+                        uint16_t got = rounded_value(k, wt, stride, j, c);
+                        float f = c < K ? stored_float(type, data + (size_t)j * row_bytes, c) : 0;
+                        values++;
+                        if (isnan(f)) /* only that it stays a NaN of its sign */
+                            wrong += !((got & 0x7f80) == 0x7f80 && (got & 0x7f) &&
+                                       !(got & 0x8000) == !signbit(f));
+                        else
+                            wrong += got != em_bf16_round(f);
+                    }
+                free(data);
+                free(wt);
+            }
+            if (wrong)
+                fprintf(stderr, "kernel %s: %d %s values rounded wrong\n", k->name, wrong,
+                        em_tensor_type_name(type));
+            CHECK(wrong == 0);
+            if (!wrong)
+                printf("kernel %s: %d %s values (6 row lengths) rounded to BF16 exactly\n", k->name,
+                       values, em_tensor_type_name(type));
         }
-        if (wrong) fprintf(stderr, "kernel %s: %d F16 values rounded wrong\n", k->name, wrong);
-        CHECK(wrong == 0);
-        if (!wrong)
-            printf("kernel %s: %d F16 values (every half, 6 row lengths) rounded to BF16 exactly\n",
-                   k->name, values);
     }
 }
 
@@ -405,7 +420,7 @@ int main(void) {
 #endif
     check_pair_kernels();
     check_kernels();
-    check_f16_rows();
+    check_stored_rows();
     setenv("EVALMESH_CPU_KERNEL", "c", 1);
     const em_bf16_kernel *k = NULL;
     CHECK(em_bf16_kernel_select(&k) == NULL && k == &em_bf16_kernel_c);

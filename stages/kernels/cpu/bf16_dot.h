@@ -52,6 +52,7 @@
 #include <string.h>
 
 #include "util/error.h"
+#include "stages/formats/ggml_types.h"
 #include "stages/kernels/cpu/gemm.h"
 
 #define EM_BF16_KC 256 /* words per block of k: a block of two panels is 32 KiB */
@@ -99,9 +100,10 @@ typedef void em_bf16_one_token(int pairs, const uint32_t *x, size_t x_stride, co
 
 /* A kernel: its microkernel, its one-token product and its own ways to round (the same bits as
  * em_bf16_round): pack_panel as em_bf16_pack_panel, round_rows as em_bf16_round_rows,
- * round_f16_rows as em_bf16_round_f16_rows. Its pairs are words_per_pair 32-bit words each: 1, the
- * two BF16 values in one word (em_bf16_pair), or 2, the two values as floats, the odd one first;
- * "pair i at p[i]" in the layouts here means the words_per_pair words from p[words_per_pair i]. */
+ * round_stored_rows as em_bf16_round_stored_rows. Its pairs are words_per_pair 32-bit words each:
+ * 1, the two BF16 values in one word (em_bf16_pair), or 2, the two values as floats, the odd one
+ * first; "pair i at p[i]" in the layouts here means the words_per_pair words from p[words_per_pair
+ * i]. */
 typedef struct em_bf16_kernel {
     const char *name;        /* what EVALMESH_CPU_KERNEL names and the forward's log line says */
     bool (*runs_here)(void); /* cpuid: whether this CPU has the instructions */
@@ -112,7 +114,8 @@ typedef struct em_bf16_kernel {
     em_bf16_one_token *one_token;
     void (*pack_panel)(em_gemm_panels x, int K, int panel, int tokens, uint32_t *xb);
     void (*round_rows)(float *wt, size_t ldw, int rows, int K);
-    void (*round_f16_rows)(const uint8_t *h, size_t row_bytes, int rows, int K, uint32_t *wt);
+    void (*round_stored_rows)(em_tensor_type type, const uint8_t *data, size_t row_bytes, int rows,
+                              int K, uint32_t *wt);
 } em_bf16_kernel;
 
 /* The plain C kernel: the definition the others match. */
@@ -140,14 +143,20 @@ void em_bf16_pack_panel(em_gemm_panels x, int K, int panel, int tokens, uint32_t
 /* Rounds `rows` rows of K floats (row stride ldw) in place to BF16 pairs: row j's pairs start at
  * word j * em_bf16_row_stride(&em_bf16_kernel_c, K) of wt. */
 void em_bf16_round_rows(float *wt, size_t ldw, int rows, int K);
-/* Words from one row of the kernel's rounded pairs (round_rows, round_f16_rows) to the next: no
+/* Words from one row of the kernel's rounded pairs (round_rows, round_stored_rows) to the next: no
  * more than K + EM_GEMM_ROW_PAD, the ldw of the floats round_rows rounds in place. */
 size_t em_bf16_row_stride(const em_bf16_kernel *kernel, int K);
-/* Rounds `rows` rows of K F16 values (IEEE halves, row j at h + j * row_bytes) to BF16 pairs, row
- * j's at word j * em_bf16_row_stride(&em_bf16_kernel_c, K) of wt: each half's exact float rounded,
- * the bits of em_f16_row then em_bf16_round_rows, with no float written between (an F16 weight's
- * tile, read once from the file). */
-void em_bf16_round_f16_rows(const uint8_t *h, size_t row_bytes, int rows, int K, uint32_t *wt);
+/* Whether round_stored_rows reads the type: F16, BF16 and F32 (the others go through floats and
+ * round_rows). */
+static inline bool em_bf16_reads_stored(em_tensor_type type) {
+    return type == EM_TENSOR_F16 || type == EM_TENSOR_BF16 || type == EM_TENSOR_F32;
+}
+/* Rounds `rows` rows of K values of type (em_bf16_reads_stored; row j at data + j * row_bytes) to
+ * BF16 pairs, row j's at word j * em_bf16_row_stride(&em_bf16_kernel_c, K) of wt: each value's
+ * exact float rounded, the bits of the type's row function then em_bf16_round_rows, with no float
+ * written between (a weight's tile, read once from the file). */
+void em_bf16_round_stored_rows(em_tensor_type type, const uint8_t *data, size_t row_bytes, int rows,
+                               int K, uint32_t *wt);
 
 /* ct (em_gemm_padded_rows(rows), em_gemm_padded_tokens(T)) with row stride ldc = wt x^T in the
  * order above, xb from em_bf16_pack_panel and wt `rows` rows of pairs (row stride ldw words):

@@ -10,6 +10,7 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
+#include "stages/kernels/cpu/bf16_stored_avx512.h"
 #include "stages/kernels/cpu/transpose16_avx512.h"
 
 #define AVX512BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
@@ -168,19 +169,19 @@ AVX512BF16 static void round_rows(float *wt, size_t ldw, int rows, int K) {
     }
 }
 
-/* em_bf16_round_f16_rows, 32 values at a time: each 16 halves converted exactly (VCVTPH2PS),
- * then rounded as round_rows rounds. */
-AVX512BF16 static void round_f16_rows(const uint8_t *h, size_t row_bytes, int rows, int K,
-                                      uint32_t *wt) {
+/* em_bf16_round_stored_rows, 32 values at a time: each 16 values' exact floats
+ * (em_bf16_stored16), then rounded as round_rows rounds. */
+AVX512BF16 static void round_stored_rows(em_tensor_type type, const uint8_t *data, size_t row_bytes,
+                                         int rows, int K, uint32_t *wt) {
     size_t stride = em_bf16_row_stride(&em_bf16_kernel_avx512bf16, K) * 2; /* in BF16 values */
     int values = 2 * em_bf16_pairs(K); /* K and the odd K's zero */
     for (int j = 0; j < rows; j++) {
-        const uint16_t *row = (const uint16_t *)(h + (size_t)j * row_bytes);
+        const uint8_t *row = data + (size_t)j * row_bytes;
         uint16_t *dst = (uint16_t *)wt + (size_t)j * stride;
         for (int c = 0; c < values; c += 32) {
             step_masks m = step_masks_at(K, values, c);
-            __m512 a = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m.lo, row + c));
-            __m512 b = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m.hi, row + c + 16));
+            __m512 a = em_bf16_stored16(type, row, c, m.lo);
+            __m512 b = em_bf16_stored16(type, row, c + 16, m.hi);
             _mm512_mask_storeu_epi16(dst + c, m.store, (__m512i)_mm512_cvtne2ps_pbh(b, a));
         }
     }
@@ -205,6 +206,6 @@ const em_bf16_kernel em_bf16_kernel_avx512bf16 = {
     .one_token = one_token,
     .pack_panel = pack_panel,
     .round_rows = round_rows,
-    .round_f16_rows = round_f16_rows,
+    .round_stored_rows = round_stored_rows,
 };
 #endif

@@ -10,6 +10,7 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
+#include "stages/kernels/cpu/bf16_stored_avx512.h"
 #include "stages/kernels/cpu/gemm_microkernel.h"
 
 #define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,f16c")))
@@ -97,15 +98,15 @@ AVX512 static void round_rows(float *wt, size_t ldw, int rows, int K) {
     }
 }
 
-AVX512 static void round_f16_rows(const uint8_t *h, size_t row_bytes, int rows, int K,
-                                  uint32_t *wt) {
+AVX512 static void round_stored_rows(em_tensor_type type, const uint8_t *data, size_t row_bytes,
+                                     int rows, int K, uint32_t *wt) {
     size_t stride = em_bf16_row_stride(&em_bf16_kernel_avx512, K);
     int values = 2 * em_bf16_pairs(K);
     for (int j = 0; j < rows; j++) {
-        const uint16_t *row = (const uint16_t *)(h + (size_t)j * row_bytes);
+        const uint8_t *row = data + (size_t)j * row_bytes;
         float *dst = (float *)wt + (size_t)j * stride;
         for (int c = 0; c < values; c += 16) {
-            __m512 v = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(below(K, c), row + c));
+            __m512 v = em_bf16_stored16(type, row, c, below(K, c));
             _mm512_mask_storeu_ps(dst + c, below(values, c), round_pairs(v));
         }
     }
@@ -124,6 +125,6 @@ const em_bf16_kernel em_bf16_kernel_avx512 = {
     .one_token = one_token,
     .pack_panel = pack_panel,
     .round_rows = round_rows,
-    .round_f16_rows = round_f16_rows,
+    .round_stored_rows = round_stored_rows,
 };
 #endif

@@ -71,10 +71,10 @@ float *em_matmul_tile_rows(const em_tensor *w, const float *xp, int T, int64_t r
     if (s->bf16) {
         size_t ldw = (size_t)n_in + EM_GEMM_ROW_PAD;
         float *wt = buf + tile_result_floats(T, rows); /* (rows, n_in), then rounded in place */
-        if (w->type == EM_TENSOR_F16) {                /* straight from the halves */
+        if (em_bf16_reads_stored(w->type)) {           /* straight from the file's values */
             size_t row_bytes = em_tensor_type_row_bytes(w->type, n_in);
-            s->bf16->round_f16_rows((const uint8_t *)w->data + (size_t)row0 * row_bytes, row_bytes,
-                                    rows, n_in, (uint32_t *)wt);
+            s->bf16->round_stored_rows(w->type, (const uint8_t *)w->data + (size_t)row0 * row_bytes,
+                                       row_bytes, rows, n_in, (uint32_t *)wt);
         } else {
             em_rows_to_float(w, row0, rows, wt, (int64_t)ldw);
             s->bf16->round_rows(wt, ldw, rows, n_in);
