@@ -332,19 +332,6 @@ static uint16_t rounded_value(const em_bf16_kernel *k, const uint32_t *wt, size_
     return (uint16_t)(row[c ^ 1] >> 16);
 }
 
-/* The exact float of stored value c of a row of type (F16, BF16 or F32). */
-static float stored_float(em_tensor_type type, const uint8_t *row, int c) {
-    if (type == EM_TENSOR_F16) return em_half_at(row + 2 * (size_t)c);
-    if (type == EM_TENSOR_BF16) {
-        uint16_t h;
-        memcpy(&h, row + 2 * (size_t)c, 2);
-        return em_bf16_value(h);
-    }
-    float f;
-    memcpy(&f, row + 4 * (size_t)c, 4);
-    return f;
-}
-
 /* Weight rows of K stored values (row_bytes past the values) through each kernel's
  * round_stored_rows: every one of the 65,536 halves as F16 and bit patterns as BF16, and 65,536
  * floats of rounding_case as F32; each value's bits em_bf16_round(its exact float), a NaN a NaN of
@@ -386,7 +373,8 @@ static void check_stored_rows(void) {
                 for (int j = 0; j < rows; j++)
                     for (int c = 0; c < 2 * em_bf16_pairs(K); c++) {
                         uint16_t got = rounded_value(k, wt, stride, j, c);
-                        float f = c < K ? stored_float(type, data + (size_t)j * row_bytes, c) : 0;
+                        float f =
+                            c < K ? em_bf16_stored_value(type, data + (size_t)j * row_bytes, c) : 0;
                         values++;
                         if (isnan(f)) /* only that it stays a NaN of its sign */
                             wrong += !((got & 0x7f80) == 0x7f80 && (got & 0x7f) &&

@@ -135,27 +135,15 @@ void em_bf16_round_rows(float *wt, size_t ldw, int rows, int K) {
     }
 }
 
-/* Value c of a stored row of type (em_bf16_reads_stored) as its exact float. */
-static float stored_value(em_tensor_type type, const uint8_t *row, int c) {
-    if (type == EM_TENSOR_F16) return em_half_at(row + 2 * (size_t)c);
-    if (type == EM_TENSOR_BF16) {
-        uint16_t h;
-        memcpy(&h, row + 2 * (size_t)c, 2);
-        return em_bf16_value(h);
-    }
-    float f;
-    memcpy(&f, row + 4 * (size_t)c, 4);
-    return f;
-}
-
 void em_bf16_round_stored_rows(em_tensor_type type, const uint8_t *data, size_t row_bytes, int rows,
                                int K, uint32_t *wt) {
     size_t stride = em_bf16_row_stride(&em_bf16_kernel_c, K);
     for (int j = 0; j < rows; j++) {
         const uint8_t *row = data + (size_t)j * row_bytes;
         for (int i = 0; i < em_bf16_pairs(K); i++) {
-            uint16_t lo = em_bf16_round(stored_value(type, row, 2 * i));
-            uint16_t hi = 2 * i + 1 < K ? em_bf16_round(stored_value(type, row, 2 * i + 1)) : 0;
+            uint16_t lo = em_bf16_round(em_bf16_stored_value(type, row, 2 * i));
+            uint16_t hi =
+                2 * i + 1 < K ? em_bf16_round(em_bf16_stored_value(type, row, 2 * i + 1)) : 0;
             wt[(size_t)j * stride + (size_t)i] = em_bf16_pair(lo, hi);
         }
     }

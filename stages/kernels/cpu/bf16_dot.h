@@ -53,6 +53,7 @@
 
 #include "util/error.h"
 #include "stages/formats/ggml_types.h"
+#include "stages/formats/half.h"
 #include "stages/kernels/cpu/gemm.h"
 
 #define EM_BF16_KC 256 /* words per block of k: a block of two panels is 32 KiB */
@@ -150,6 +151,17 @@ size_t em_bf16_row_stride(const em_bf16_kernel *kernel, int K);
  * round_rows). */
 static inline bool em_bf16_reads_stored(em_tensor_type type) {
     return type == EM_TENSOR_F16 || type == EM_TENSOR_BF16 || type == EM_TENSOR_F32;
+}
+/* Value c of a stored row of such a type as its exact float. */
+static inline float em_bf16_stored_value(em_tensor_type type, const uint8_t *row, int c) {
+    uint16_t h;
+    float f;
+    if (type == EM_TENSOR_F32) {
+        memcpy(&f, row + 4 * (size_t)c, 4);
+        return f;
+    }
+    memcpy(&h, row + 2 * (size_t)c, 2);
+    return type == EM_TENSOR_F16 ? em_f16_to_f32(h) : em_bf16_value(h);
 }
 /* Rounds `rows` rows of K values of type (em_bf16_reads_stored; row j at data + j * row_bytes) to
  * BF16 pairs, row j's at word j * em_bf16_row_stride(&em_bf16_kernel_c, K) of wt: each value's
