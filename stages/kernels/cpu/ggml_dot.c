@@ -114,59 +114,63 @@ static float dot_q2_k(const uint8_t *w, const em_q8_activations *x, int t) {
     return sumf;
 }
 
-/* Q6_K, or Q3_K (three_bits): 16 sub-blocks of 16 with signed scales, ggml_dot.h's 8 lanes. */
-static float dot_k16(const uint8_t *w, bool three_bits, const em_q8_activations *x, int t) {
-    float sums[8] = {0};
-    for (int b = 0; b < x->kblocks; b++, w += three_bits ? 110 : 210) {
-        size_t at = (size_t)b * x->tokens + t;
-        const int8_t *y = x->kqs + at * EM_Q8K_BLOCK;
+/* Q4_K block {f16 d, f16 dmin, scales[12], qs[128]}: value 64 i + l (l < 32) is the low nibble of
+ * qs[32 i + l], value 64 i + 32 + l its high nibble; sub-block j's scale and min from
+ * em_k4_scale_min. Q5_K {f16 d, f16 dmin, scales[12], qh[32], qs[128]}: the same nibbles plus 16
+ * where bit j of qh[l] is set, for value 32 j + l. Q6_K's 16 sub-blocks of 16 take the signed
+ * scales[16] at 192, Q3_K's em_k3_scales's. */
+void em_ggml_k_folded(em_ggml_dot_type type, const uint8_t *w, int16_t folded[256]) {
+    if (type == EM_GGML_DOT_Q6_K || type == EM_GGML_DOT_Q3_K) {
         int8_t a[256], scale[16];
-        if (three_bits) {
+        if (type == EM_GGML_DOT_Q3_K) {
             unpack_q3_k(w, a);
             em_k3_scales(w + 96, scale);
         } else {
             unpack_q6_k(w, a);
             memcpy(scale, w + 192, 16);
         }
-        int32_t lane[8] = {0};
-        for (int j = 0; j < 16; j++)
-            for (int l = 0; l < 16; l++) lane[l % 8] += scale[j] * (y[16 * j + l] * a[16 * j + l]);
-        float d = em_half_at(w + (three_bits ? 108 : 208)) * x->kd[at];
-        for (int l = 0; l < 8; l++) sums[l] += d * (float)lane[l];
+        for (int i = 0; i < 256; i++) folded[i] = (int16_t)(scale[i / 16] * a[i]);
+        return;
     }
-    float sumf = 0.0f;
-    for (int l = 0; l < 8; l++) sumf += sums[l];
-    return sumf;
+    const bool five_bits = type == EM_GGML_DOT_Q5_K;
+    const uint8_t *qs = w + (five_bits ? 48 : 16);
+    for (int j = 0; j < 8; j++) {
+        uint8_t scale, min;
+        em_k4_scale_min(j, w + 4, &scale, &min);
+        for (int l = 0; l < 32; l++) {
+            int q = (j % 2 ? qs[32 * (j / 2) + l] >> 4 : qs[32 * (j / 2) + l] & 15) +
+                    (five_bits ? (w[16 + l] >> j & 1) << 4 : 0);
+            folded[32 * j + l] = (int16_t)(scale * q);
+        }
+    }
 }
 
-/* Q4_K block {f16 d, f16 dmin, scales[12], qs[128]}: value 64 i + l (l < 32) is the low nibble of
- * qs[32 i + l], value 64 i + 32 + l its high nibble; sub-block j's scale and min from
- * em_k4_scale_min. Q5_K (five_bits) {f16 d, f16 dmin, scales[12], qh[32], qs[128]}: the same
- * nibbles plus 16 where bit j of qh[l] is set, for value 32 j + l. */
-static float dot_k4(const uint8_t *w, bool five_bits, const em_q8_activations *x, int t) {
-    const int block_bytes = five_bits ? 176 : 144, qs_at = five_bits ? 48 : 16;
+/* Q6_K, Q3_K, Q4_K or Q5_K: ggml_dot.h's 8 lanes, and Q4_K's and Q5_K's minima (the activation's
+ * 16-value sums times sub-block j / 2's 6-bit minimum). */
+static float dot_k_lanes(em_ggml_dot_type type, const uint8_t *w, const em_q8_activations *x,
+                         int t) {
+    const em_ggml_k_layout L = em_ggml_k_layout_of(type);
     float sums[8] = {0}, sumf = 0.0f;
-    for (int b = 0; b < x->kblocks; b++, w += block_bytes) {
+    for (int b = 0; b < x->kblocks; b++, w += L.bytes) {
         size_t at = (size_t)b * x->tokens + t;
         const int8_t *y = x->kqs + at * EM_Q8K_BLOCK;
-        const int16_t *bsums = x->kbsums + at * 16;
-        uint8_t scale[8], min[8];
-        for (int j = 0; j < 8; j++) em_k4_scale_min(j, w + 4, &scale[j], &min[j]);
-        int sumi = 0;
-        for (int j = 0; j < 16; j++) sumi += bsums[j] * min[j / 2];
+        int16_t folded[256];
+        em_ggml_k_folded(type, w, folded);
         int32_t lane[8] = {0};
-        for (int j = 0; j < 8; j++) {
-            const uint8_t *qs = w + qs_at + 32 * (j / 2);
-            for (int l = 0; l < 32; l++) {
-                int q =
-                    (j % 2 ? qs[l] >> 4 : qs[l] & 15) + (five_bits ? (w[16 + l] >> j & 1) << 4 : 0);
-                lane[l % 8] += scale[j] * (y[32 * j + l] * q);
-            }
-        }
-        float d = em_half_at(w) * x->kd[at];
+        for (int i = 0; i < 256; i++) lane[i % 8] += folded[i] * y[i];
+        float d = em_half_at(w + L.d) * x->kd[at];
         for (int l = 0; l < 8; l++) sums[l] += d * (float)lane[l];
-        float dmin = em_half_at(w + 2) * x->kd[at];
-        sumf -= dmin * (float)sumi;
+        if (L.dmin) {
+            const int16_t *bsums = x->kbsums + at * 16;
+            int summin = 0;
+            for (int j = 0; j < 16; j++) {
+                uint8_t scale, min;
+                em_k4_scale_min(j / 2, w + 4, &scale, &min);
+                summin += bsums[j] * min;
+            }
+            float dmin = em_half_at(w + L.dmin) * x->kd[at];
+            sumf -= dmin * (float)summin;
+        }
     }
     for (int l = 0; l < 8; l++) sumf += sums[l];
     return sumf;
@@ -227,10 +231,9 @@ static float dot_of(em_ggml_dot_type type, const uint8_t *w, const em_q8_activat
     if (type == EM_GGML_DOT_Q2_K) return dot_q2_k(w, x, t);
     if (type == EM_GGML_DOT_IQ4_XS) return dot_iq4_xs(w, x, t);
     if (em_ggml_dot_is_decoded(type)) return dot_decoded(type, w, x, t);
-    if (type == EM_GGML_DOT_Q6_K || type == EM_GGML_DOT_Q3_K)
-        return dot_k16(w, type == EM_GGML_DOT_Q3_K, x, t);
-    if (type == EM_GGML_DOT_Q4_K || type == EM_GGML_DOT_Q5_K)
-        return dot_k4(w, type == EM_GGML_DOT_Q5_K, x, t);
+    if (type == EM_GGML_DOT_Q6_K || type == EM_GGML_DOT_Q3_K || type == EM_GGML_DOT_Q4_K ||
+        type == EM_GGML_DOT_Q5_K)
+        return dot_k_lanes(type, w, x, t);
     return dot(type, w, x, t);
 }
 
@@ -296,7 +299,10 @@ static void resolve(void) {
         resolved[i] = *kernels[i];
         for (int c = 0; c < EM_GGML_DOT_TYPES; c++)
             for (size_t next = i + 1; !resolved[i].tile[c] && next < KERNELS; next++)
-                if (kernels[next]->runs_here()) resolved[i].tile[c] = kernels[next]->tile[c];
+                if (kernels[next]->runs_here()) {
+                    resolved[i].tile[c] = kernels[next]->tile[c];
+                    resolved[i].reads[c] = kernels[next]->reads[c];
+                }
     }
 }
 

@@ -144,10 +144,31 @@ static inline em_ggml_block_layout em_ggml_block_layout_of(em_ggml_dot_type type
     return L;
 }
 
+/* Where a K-quant with 8 lanes (Q6_K, Q3_K, Q4_K, Q5_K) keeps its parts: block bytes, fp16 d, and
+ * fp16 dmin (Q4_K, Q5_K; 0: none). */
+typedef struct em_ggml_k_layout {
+    int bytes, d, dmin;
+} em_ggml_k_layout;
+static inline em_ggml_k_layout em_ggml_k_layout_of(em_ggml_dot_type type) {
+    em_ggml_k_layout L = {144, 0, 2}; /* Q4_K */
+    if (type == EM_GGML_DOT_Q6_K) L = (em_ggml_k_layout){210, 208, 0};
+    if (type == EM_GGML_DOT_Q3_K) L = (em_ggml_k_layout){110, 108, 0};
+    if (type == EM_GGML_DOT_Q5_K) L.bytes = 176;
+    return L;
+}
+
+/* The 256 values of a Q6_K, Q3_K, Q4_K or Q5_K block (at blk), each quant times its sub-block's
+ * scale, as the integer lanes of ggml_dot.h add them: lane l of the block's exact sum is the sum
+ * of folded[i] * y[i] over i = l, l + 8, ..., l + 248. |folded[i]| <= 4096 (Q6_K's 32 x 128). */
+void em_ggml_k_folded(em_ggml_dot_type type, const uint8_t *blk, int16_t folded[256]);
+
 typedef struct em_ggml_kernel {
     const char *name;        /* what EVALMESH_CPU_KERNEL names and the forward's log line says */
     bool (*runs_here)(void); /* cpuid: whether this CPU has the instructions */
     em_ggml_tile_fn *tile[EM_GGML_DOT_TYPES]; /* NULL: the next row's that runs here */
+    /* the forms of the activations (EM_GGML_READS_*) a column's tile reads where they are not
+     * em_ggml_dot_reads's (0); filled in with the tile (em_ggml_kernel_reads) */
+    unsigned reads[EM_GGML_DOT_TYPES];
     /* NULL, or what its tiles need done to x after each em_q8_quantize (the 32-value form):
      * amx and avx512vnni transpose its tokens into lanes once (ggml_dot_lanes.h) */
     void (*prepare)(em_q8_activations *x, int threads);
@@ -216,6 +237,12 @@ static inline unsigned em_ggml_dot_reads(int column) {
     default:
         return EM_GGML_READS_Q8;
     }
+}
+
+/* The forms a kernel's column reads: its own (amx's Q6_K and Q3_K tiles read Q4_K's lanes too) or
+ * the column's. */
+static inline unsigned em_ggml_kernel_reads(const em_ggml_kernel *k, int column) {
+    return k->reads[column] ? k->reads[column] : em_ggml_dot_reads(column);
 }
 
 /* Whether the column's dot products read the activations' Q8_K form (else the 32-value or F16). */

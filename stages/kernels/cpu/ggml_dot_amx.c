@@ -20,10 +20,11 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "stages/kernels/cpu/ggml_dot_amx.h"
 #include "stages/kernels/cpu/ggml_dot_lanes.h"
 #include "stages/kernels/cpu/matmul.h"
 
-#define AMX __attribute__((target("amx-tile,amx-int8," EM_GGML_LANES_TARGET)))
+#define AMX __attribute__((target(EM_AMX_TARGET)))
 #define BLOCK_CHUNK 64  /* blocks whose A tiles are unpacked at once */
 #define ROWS 16         /* rows per A tile */
 #define PREFETCH_ROWS 2 /* rows ahead whose chunk unpack_rows prefetches (8 and 16 no faster) */
@@ -42,13 +43,6 @@ static _Thread_local int8_t unpacked[ROW_GROUPS][BLOCK_CHUNK][ROWS][32]
     __attribute__((aligned(64)));
 /* ... and their blocks' scale and minimum (Q4_1, Q5_1) as floats, read once with them */
 static _Thread_local float block_scales[ROW_GROUPS][BLOCK_CHUNK][ROWS][2];
-
-/* ldtilecfg's 64 bytes, palette 1: C 16 rows of 16 int32, A 16 rows of 32 bytes, B 8 rows of 64. */
-typedef struct __attribute__((aligned(64))) tile_config {
-    uint8_t palette, start_row, reserved[14];
-    uint16_t colsb[16];
-    uint8_t rows[16];
-} tile_config;
 
 /* Q8_0's A tiles are its weights as they are: a whole group's 16 rows of a block are 32 bytes each,
  * row_bytes apart, as tileloadd reads them; only a group of fewer rows is copied (zeros past the
@@ -157,7 +151,7 @@ row_groups(em_ggml_dot_type type, const uint8_t *w, size_t row_bytes, int rows,
             em_ggml_kernel_avx512vnni.tile[type](w, row_bytes, rows, x, ct, ldc);                  \
             return;                                                                                \
         }                                                                                          \
-        tile_config cfg = {.palette = 1};                                                          \
+        em_amx_tile_config cfg = {.palette = 1}; /* C 16 x 16 int32, A 16 x 32 bytes, B 8 x 64 */  \
         cfg.colsb[TILE_C] = 64, cfg.rows[TILE_C] = ROWS;                                           \
         cfg.colsb[TILE_A] = 32, cfg.rows[TILE_A] = ROWS;                                           \
         cfg.colsb[TILE_B] = 64, cfg.rows[TILE_B] = 8;                                              \
@@ -196,13 +190,21 @@ const em_ggml_kernel em_ggml_kernel_amx = {
     .name = "amx",
     .runs_here = has_amx,
     .prepare = em_ggml_fill_token_lanes,
-    .prepare_k = em_ggml_fill_k_lanes, /* its K-quant columns are avx512vnni's */
-    .tile = {[EM_GGML_DOT_Q8_0] = tile_q8_0,
+    .prepare_k = em_ggml_fill_k_lanes,
+    .tile = {[EM_GGML_DOT_Q6_K] = em_ggml_amx_q6_k,
+             [EM_GGML_DOT_Q3_K] = em_ggml_amx_q3_k,
+             [EM_GGML_DOT_Q4_K] = em_ggml_amx_q4_k,
+             [EM_GGML_DOT_Q5_K] = em_ggml_amx_q5_k,
+             [EM_GGML_DOT_Q8_0] = tile_q8_0,
              [EM_GGML_DOT_Q4_0] = tile_q4_0,
              [EM_GGML_DOT_Q4_1] = tile_q4_1,
              [EM_GGML_DOT_Q5_0] = tile_q5_0,
              [EM_GGML_DOT_Q5_1] = tile_q5_1,
              [EM_GGML_DOT_IQ4_NL] = tile_iq4_nl,
              [EM_GGML_DOT_MXFP4] = tile_mxfp4},
+    /* the K-quant tiles read Q4_K's byte lanes, and hand 16 tokens or fewer to avx512vnni's
+     * (ggml_dot_amx_kquants.c) */
+    .reads = {[EM_GGML_DOT_Q6_K] = EM_GGML_READS_Q4K_LANES | EM_GGML_READS_Q6K_LANES,
+              [EM_GGML_DOT_Q3_K] = EM_GGML_READS_Q4K_LANES | EM_GGML_READS_Q6K_LANES},
 };
 #endif

@@ -298,53 +298,12 @@ q4k_blocks(int rows, const uint8_t *const blk[ROW_GROUP], const uint32_t *const 
     }
 }
 
-/* The quants of one Q6_K block (at blk), times their scales, rearranged as the activations are:
- * wq (128). */
-VNNI static void unpack_q6k(const uint8_t *blk, uint32_t *wq) {
-    const __m256i low = _mm256_set1_epi8(15), two = _mm256_set1_epi8(0x30);
-    for (int h = 0; h < 2; h++) {
-        __m256i ql0 = _mm256_loadu_si256((const __m256i *)(blk + 64 * h));
-        __m256i ql1 = _mm256_loadu_si256((const __m256i *)(blk + 64 * h + 32));
-        __m256i qh = _mm256_loadu_si256((const __m256i *)(blk + 128 + 32 * h));
-        /* values 128 h + 32 k + l, l < 32: sub-blocks 8 h + 2 k and 8 h + 2 k + 1 */
-        __m256i hi[4] = {_mm256_and_si256(_mm256_slli_epi16(qh, 4), two),
-                         _mm256_and_si256(_mm256_slli_epi16(qh, 2), two), _mm256_and_si256(qh, two),
-                         _mm256_and_si256(_mm256_srli_epi16(qh, 2), two)};
-        __m256i lo[4] = {_mm256_and_si256(ql0, low), _mm256_and_si256(ql1, low),
-                         _mm256_and_si256(_mm256_srli_epi16(ql0, 4), low),
-                         _mm256_and_si256(_mm256_srli_epi16(ql1, 4), low)};
-        for (int k = 0; k < 4; k++) {
-            int j = 8 * h + 2 * k;
-            __m256i q = _mm256_sub_epi8(_mm256_or_si256(lo[k], hi[k]), _mm256_set1_epi8(32));
-            __m512i sc = _mm512_inserti64x4(_mm512_set1_epi16((int8_t)blk[192 + j]),
-                                            _mm256_set1_epi16((int8_t)blk[192 + j + 1]), 1);
-            __m512i scaled = _mm512_mullo_epi16(_mm512_cvtepi8_epi16(q), sc); /* |.| <= 4096 */
-            _mm512_storeu_si512(wq + 8 * j, lane_words(scaled));
-        }
-    }
-}
-
-/* The same for one Q3_K block: its quants 2 bits of qs (at 32) less 4 where the hmask bit (at 0)
- * is clear, times em_k3_scales's scales. */
-VNNI static void unpack_q3k(const uint8_t *blk, uint32_t *wq) {
-    const __m256i three = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
-    const __m256i hm = _mm256_loadu_si256((const __m256i *)blk);
-    int8_t scale[16];
-    em_k3_scales(blk + 96, scale);
-    for (int h = 0; h < 2; h++) {
-        __m256i qs = _mm256_loadu_si256((const __m256i *)(blk + 32 + 32 * h));
-        for (int k = 0; k < 4; k++) { /* values 128 h + 32 k + l: sub-blocks j and j + 1 */
-            int j = 8 * h + 2 * k;
-            __m256i lo = _mm256_and_si256(_mm256_srli_epi16(qs, 2 * k), three);
-            __m256i high = _mm256_and_si256(_mm256_srli_epi16(hm, 4 * h + k), one);
-            __m256i q = _mm256_sub_epi8(_mm256_or_si256(lo, _mm256_slli_epi16(high, 2)),
-                                        _mm256_set1_epi8(4));
-            __m512i sc =
-                _mm512_inserti64x4(_mm512_set1_epi16(scale[j]), _mm256_set1_epi16(scale[j + 1]), 1);
-            __m512i scaled = _mm512_mullo_epi16(_mm512_cvtepi8_epi16(q), sc); /* |.| <= 128 */
-            _mm512_storeu_si512(wq + 8 * j, lane_words(scaled));
-        }
-    }
+/* The quants of one Q6_K or Q3_K block (at blk), times their scales, rearranged as the activations
+ * are: wq (128). */
+VNNI static void unpack_k16(em_ggml_dot_type type, const uint8_t *blk, uint32_t *wq) {
+    __m512i words[8]; /* |.| <= 4096 */
+    em_ggml_k_folded_words(type, blk, words);
+    for (int v = 0; v < 8; v++) _mm512_storeu_si512(wq + 16 * v, lane_words(words[v]));
 }
 
 /* The same for one Q2_K block: its unsigned 2-bit quants (qs at 16, laid out as Q3_K's) times
@@ -538,10 +497,8 @@ unpack_kquant(em_ggml_dot_type type, const uint8_t *blk, uint32_t *wq) {
         unpack_q2k(blk, wq);
     else if (type == EM_GGML_DOT_Q4_K || type == EM_GGML_DOT_Q5_K)
         unpack_q4k(blk, type == EM_GGML_DOT_Q5_K, wq);
-    else if (type == EM_GGML_DOT_Q3_K)
-        unpack_q3k(blk, wq);
     else
-        unpack_q6k(blk, wq);
+        unpack_k16(type, blk, wq);
 }
 
 /* One block of `rows` rows of a tile's type against the activations' lanes of that block (yt)

@@ -111,6 +111,68 @@ em_ggml_block_quants(em_ggml_dot_type type, const uint8_t *blk) {
     return L.values ? em_ggml_nibble_values(L.values, q) : q;
 }
 
+/* The 256 values of a Q6_K, Q3_K, Q4_K or Q5_K block (at blk) times their sub-block scales, as
+ * em_ggml_k_folded, in words: words[v] holds values 32 v .. 32 v + 31. */
+__attribute__((target(EM_GGML_LANES_TARGET))) static inline void
+em_ggml_k_folded_words(em_ggml_dot_type type, const uint8_t *blk, __m512i words[8]) {
+    if (type == EM_GGML_DOT_Q4_K || type == EM_GGML_DOT_Q5_K) {
+        const bool five_bits = type == EM_GGML_DOT_Q5_K;
+        const __m256i low = _mm256_set1_epi8(15), one = _mm256_set1_epi8(1);
+        const __m256i qh = _mm256_loadu_si256((const __m256i *)(blk + 16));
+        for (int j = 0; j < 8; j++) { /* sub-block j: values 32 j + l, the low or high nibbles */
+            __m256i q =
+                _mm256_loadu_si256((const __m256i *)(blk + (five_bits ? 48 : 16) + 32 * (j / 2)));
+            q = _mm256_and_si256(j % 2 ? _mm256_srli_epi16(q, 4) : q, low);
+            if (five_bits)
+                q = _mm256_or_si256(
+                    q, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, j), one), 4));
+            uint8_t scale, min;
+            em_k4_scale_min(j, blk + 4, &scale, &min);
+            words[j] = _mm512_mullo_epi16(_mm512_cvtepu8_epi16(q), _mm512_set1_epi16(scale));
+        }
+        return;
+    }
+    int8_t scale[16];
+    if (type == EM_GGML_DOT_Q3_K)
+        em_k3_scales(blk + 96, scale);
+    else
+        memcpy(scale, blk + 192, 16);
+    const __m256i low = _mm256_set1_epi8(15), two = _mm256_set1_epi8(0x30),
+                  three = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
+    const __m256i hm = _mm256_loadu_si256((const __m256i *)blk); /* Q3_K's hmask */
+    for (int h = 0; h < 2; h++) {
+        __m256i q[4]; /* values 128 h + 32 k + l, l < 32: sub-blocks 8 h + 2 k and 8 h + 2 k + 1 */
+        if (type == EM_GGML_DOT_Q3_K) { /* 2 bits of qs, less 4 where the hmask bit is clear */
+            __m256i qs = _mm256_loadu_si256((const __m256i *)(blk + 32 + 32 * h));
+            for (int k = 0; k < 4; k++) {
+                __m256i lo = _mm256_and_si256(_mm256_srli_epi16(qs, 2 * k), three);
+                __m256i high = _mm256_and_si256(_mm256_srli_epi16(hm, 4 * h + k), one);
+                q[k] = _mm256_sub_epi8(_mm256_or_si256(lo, _mm256_slli_epi16(high, 2)),
+                                       _mm256_set1_epi8(4));
+            }
+        } else { /* Q6_K: a nibble of ql with 2 bits of qh above it, less 32 */
+            __m256i ql0 = _mm256_loadu_si256((const __m256i *)(blk + 64 * h));
+            __m256i ql1 = _mm256_loadu_si256((const __m256i *)(blk + 64 * h + 32));
+            __m256i qh = _mm256_loadu_si256((const __m256i *)(blk + 128 + 32 * h));
+            __m256i hi[4] = {_mm256_and_si256(_mm256_slli_epi16(qh, 4), two),
+                             _mm256_and_si256(_mm256_slli_epi16(qh, 2), two),
+                             _mm256_and_si256(qh, two),
+                             _mm256_and_si256(_mm256_srli_epi16(qh, 2), two)};
+            __m256i lo[4] = {_mm256_and_si256(ql0, low), _mm256_and_si256(ql1, low),
+                             _mm256_and_si256(_mm256_srli_epi16(ql0, 4), low),
+                             _mm256_and_si256(_mm256_srli_epi16(ql1, 4), low)};
+            for (int k = 0; k < 4; k++)
+                q[k] = _mm256_sub_epi8(_mm256_or_si256(lo[k], hi[k]), _mm256_set1_epi8(32));
+        }
+        for (int k = 0; k < 4; k++) {
+            int j = 8 * h + 2 * k;
+            __m512i sc =
+                _mm512_inserti64x4(_mm512_set1_epi16(scale[j]), _mm256_set1_epi16(scale[j + 1]), 1);
+            words[4 * h + k] = _mm512_mullo_epi16(_mm512_cvtepi8_epi16(q[k]), sc);
+        }
+    }
+}
+
 /* The 32-value block types' tiles of 4 tokens or fewer on AVX512-VNNI, lanes being rows
  * (ggml_dot_rows_avx512vnni.c); the K-quants' entries are NULL. */
 extern em_ggml_tile_fn *const em_ggml_rows_avx512vnni[EM_GGML_DOT_TYPES];

@@ -223,12 +223,12 @@ static float *alloc_floats(size_t floats, size_t *bytes) {
 }
 
 /* The activation forms (ggml_dot.h's EM_GGML_READS_*) the model's weights' dot products read in
- * precision ggml. */
-static unsigned ggml_forms_read(const em_model *m) {
+ * precision ggml with the kernel's tiles. */
+static unsigned ggml_forms_read(const em_model *m, const em_ggml_kernel *kernel) {
     unsigned reads = 0;
     for (uint64_t i = 0; i < m->tensor_count; i++) {
         int column = em_ggml_dot_type_of(m->tensors[i].type);
-        if (column >= 0) reads |= em_ggml_dot_reads(column);
+        if (column >= 0) reads |= em_ggml_kernel_reads(kernel, column);
     }
     return reads;
 }
@@ -255,7 +255,7 @@ static em_status reserve(em_llama_forward *f, int T, int longest) {
     size_t widest = D > F ? D : F; /* the widest input of a product */
     if (!err && f->scratch.ggml)
         err = em_q8_reserve(&f->scratch.q8, T, (int)(widest > QD ? widest : QD));
-    unsigned reads = f->scratch.ggml ? ggml_forms_read(f->model) : 0;
+    unsigned reads = f->scratch.ggml ? ggml_forms_read(f->model, f->scratch.ggml) : 0;
     if (!err && f->scratch.ggml && f->scratch.ggml->prepare_k)
         err =
             em_q8_reserve_k_lanes(&f->scratch.q8, T, (int)(widest > QD ? widest : QD),

@@ -46,7 +46,7 @@ void em_matmul_quantize(const float *xp, int T, int n_in, int count, const em_te
     unsigned reads = 0;
     for (int i = 0; i < count; i++) {
         int column = em_ggml_dot_type_of(w[i]->type);
-        if (column >= 0) reads |= em_ggml_dot_reads(column);
+        if (column >= 0) reads |= em_ggml_kernel_reads(s->ggml, column);
     }
     bool q8 = reads & EM_GGML_READS_Q8, q4k = reads & EM_GGML_READS_Q4K_LANES,
          q6k = reads & EM_GGML_READS_Q6K_LANES, f16 = reads & EM_GGML_READS_F16;
