@@ -46,7 +46,9 @@
  *
  * Kernels are rows of a table, tried in order by cpuid: `amx` (AMX-INT8 with avx512vnni's
  * features: a 16 x 16 tile of (row, token) block sums per tdpbssd, their float steps on a row's 16
- * tokens at once; the 32-value block types only), `avx512vnni` (AVX-512 F, BW, VL and VNNI
+ * tokens at once; the 32-value block types, and Q6_K, Q3_K, Q4_K and Q5_K over 16 tokens, their
+ * lanes from the weights folded with their scales and cut into two bytes,
+ * ggml_dot_amx_kquants.c), `avx512vnni` (AVX-512 F, BW, VL and VNNI
  * with F16C: integer products by vpdpbusd and vpdpwssd, the float steps on 16 (row, token) pairs
  * at once, the 16 tokens of a row; 4 tokens or fewer take avx2's tiles; F16 by FMAs on 16
  * (row, token) pairs' lanes, ggml_dot_f16_avx512.c), `avxvnni` (the 256-bit
@@ -55,9 +57,9 @@
  * with F16C: integer products by maddubs, the float steps on 8 (row, token) pairs at once; the
  * K-quants on their 8 lanes per pair; F16 by FMAs on 4 pairs' two 8-lane halves,
  * ggml_dot_f16_avx2.c, which avxvnni takes too), then `c`. Every kernel has the 32-value types
- * (IQ4_NL and MXFP4 included); the other IQ types and TQ1_0 and TQ2_0 have tiles in avx512vnni,
- * avx2 and c, amx taking avx512vnni's and avxvnni avx2's. A row's empty (NULL) column is
- * the next row's that runs here (the selection fills it in). The environment variable
+ * (IQ4_NL and MXFP4 included); Q2_K, the other IQ types and TQ1_0 and TQ2_0 have tiles in
+ * avx512vnni, avx2 and c, amx taking avx512vnni's and avxvnni avx2's. A row's empty (NULL) column
+ * is the next row's that runs here (the selection fills it in). The environment variable
  * EVALMESH_CPU_KERNEL (amx, avx512vnni, avxvnni, avx2 or c; the GEMM's avx512 and the bf16
  * precision's avx512bf16, which have no row here, take this table's best) forces one.
  */

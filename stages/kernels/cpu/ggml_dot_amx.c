@@ -1,6 +1,6 @@
 /* The `ggml` precision's AMX kernel (see ggml_dot.h) for the 32-value block types (Q8_0, Q4_0,
- * Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4; the other columns are empty: the next row that runs here takes
- * them). Per
+ * Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4) and the K-quants with 8 lanes (ggml_dot_amx_kquants.c; the
+ * other columns are empty: the next row that runs here takes them). Per
  * weight block and 16 rows x 16 tokens: an A tile of the 16 rows' 32 quants as signed bytes (the
  * nibbles unpacked, the stored offset subtracted; rows past the last are zeros; a group of 16 Q8_0
  * rows is read from the weights as they are), a B tile of the 16 tokens' 32 activations

@@ -13,7 +13,10 @@
  * fewer (decoding steps) avx512vnni's tiles run, which read Q6_K's word lanes (so the amx row reads
  * both forms for Q6_K and Q3_K). On the Xeon, 110M Q6_K, 2 threads: 16 sequences decoded
  * together 533 generated tokens/s here against 623 on avx512vnni, 48 sequences 778 against 716.
- * The square 2048 product: Q6_K 246 GFLOP/s against avx512vnni's 150. */
+ * The square 2048 product, one thread: Q6_K 248 GFLOP/s against avx512vnni's 150, Q5_K 218
+ * against 172. The tile stores bound it: without the float steps Q6_K's product ran at 317 GFLOP/s,
+ * and at 390 without the hi tile's store (tilezero costs nothing there; a second B tile for the
+ * next step gained nothing measurable). */
 #include "stages/kernels/cpu/ggml_dot_amx.h"
 
 #if defined(__x86_64__)
@@ -52,22 +55,42 @@ static const int16_t lane_major_words[32] = {0,  8,  16, 24, 1,  9,  17, 25, 2, 
                                              26, 3,  11, 19, 27, 4,  12, 20, 28, 5,  13,
                                              21, 29, 6,  14, 22, 30, 7,  15, 23, 31};
 
+/* x[l] = dword l of each of in[0..7] (an 8 x 8 transpose of dwords). */
+AMX static inline void transpose_dwords(const __m256i in[8], __m256i x[8]) {
+    __m256i t[8], u[8];
+    for (int i = 0; i < 4; i++) {
+        t[2 * i] = _mm256_unpacklo_epi32(in[2 * i], in[2 * i + 1]);
+        t[2 * i + 1] = _mm256_unpackhi_epi32(in[2 * i], in[2 * i + 1]);
+    }
+    for (int i = 0; i < 2; i++) { /* u[4 i + k]: dword k (and k + 4) of in[4 i .. 4 i + 3] */
+        u[4 * i] = _mm256_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+        u[4 * i + 1] = _mm256_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+        u[4 * i + 2] = _mm256_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+        u[4 * i + 3] = _mm256_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+    }
+    for (int k = 0; k < 4; k++) {
+        x[k] = _mm256_permute2x128_si256(u[k], u[4 + k], 0x20);
+        x[k + 4] = _mm256_permute2x128_si256(u[k], u[4 + k], 0x31);
+    }
+}
+
 /* Row r of fb from the block at blk: its 256 folded words in 8 vectors of 32 (values
- * 32 v + 8 mm + l, mm < 4), each permuted so that word 4 l + mm is lane l's, the parts taken as
- * bytes, and lane l's 4 bytes of vector v scattered to a[part][l][r][4 v]. */
+ * 32 v + 8 mm + l, mm < 4), each permuted so that word 4 l + mm is lane l's and taken as bytes
+ * (dword l: lane l's values 4 v .. 4 v + 3), then the dwords transposed: lane l's 32 bytes. */
 AMX static void fold_row(em_ggml_dot_type type, const uint8_t *blk, int r, folded_block *fb) {
     const em_ggml_k_layout L = em_ggml_k_layout_of(type);
     __m512i folded[8];
     em_ggml_k_folded_words(type, blk, folded);
     const __m512i lane_major = _mm512_loadu_si512(lane_major_words);
-    const __m256i lane_at = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
-                                               _mm256_set1_epi32(ROWS * LANE_VALUES));
+    __m256i parts[2][8], lanes[8];
     for (int v = 0; v < 8; v++) {
         __m512i w = _mm512_permutexvar_epi16(lane_major, folded[v]);
-        __m256i lo = _mm512_cvtepi16_epi8(_mm512_and_si512(w, _mm512_set1_epi16(127)));
-        __m256i hi = _mm512_cvtepi16_epi8(_mm512_srai_epi16(w, 7));
-        _mm256_i32scatter_epi32(&fb->a[0][0][r][4 * v], lane_at, lo, 1);
-        _mm256_i32scatter_epi32(&fb->a[1][0][r][4 * v], lane_at, hi, 1);
+        parts[0][v] = _mm512_cvtepi16_epi8(_mm512_and_si512(w, _mm512_set1_epi16(127)));
+        parts[1][v] = _mm512_cvtepi16_epi8(_mm512_srai_epi16(w, 7));
+    }
+    for (int p = 0; p < 2; p++) {
+        transpose_dwords(parts[p], lanes);
+        for (int l = 0; l < 8; l++) _mm256_storeu_si256((__m256i *)fb->a[p][l][r], lanes[l]);
     }
     fb->dw[r] = em_ggml_half_at(blk + L.d);
     if (!L.dmin) return;
