@@ -213,7 +213,11 @@ enum {
     EM_GGML_READS_Q4K_LANES = 2, /* and the Q8_K form */
     EM_GGML_READS_Q6K_LANES = 4, /* and the Q8_K form */
     EM_GGML_READS_F16 = 8,
+    /* Q6_K's lanes in products of at most EM_GGML_FEW_TOKENS tokens only (amx's Q6_K and Q3_K
+     * tiles hand those to avx512vnni's) */
+    EM_GGML_READS_Q6K_LANES_FEW = 16,
 };
+#define EM_GGML_FEW_TOKENS 16
 static inline unsigned em_ggml_dot_reads(int column) {
     switch (column) {
     case EM_GGML_DOT_Q4_K:
@@ -241,10 +245,17 @@ static inline unsigned em_ggml_dot_reads(int column) {
     }
 }
 
-/* The forms a kernel's column reads: its own (amx's Q6_K and Q3_K tiles read Q4_K's lanes too) or
- * the column's. */
+/* The forms a kernel's column reads: its own (amx's Q6_K and Q3_K tiles read Q4_K's lanes) or the
+ * column's. */
 static inline unsigned em_ggml_kernel_reads(const em_ggml_kernel *k, int column) {
     return k->reads[column] ? k->reads[column] : em_ggml_dot_reads(column);
+}
+
+/* Whether a product of T tokens with weights whose dot products read the forms `reads` reads
+ * Q6_K's lanes. */
+static inline bool em_ggml_reads_q6k_lanes(unsigned reads, int T) {
+    return (reads & EM_GGML_READS_Q6K_LANES) ||
+           ((reads & EM_GGML_READS_Q6K_LANES_FEW) && T <= EM_GGML_FEW_TOKENS);
 }
 
 /* Whether the column's dot products read the activations' Q8_K form (else the 32-value or F16). */

@@ -202,9 +202,9 @@ const em_ggml_kernel em_ggml_kernel_amx = {
              [EM_GGML_DOT_Q5_1] = tile_q5_1,
              [EM_GGML_DOT_IQ4_NL] = tile_iq4_nl,
              [EM_GGML_DOT_MXFP4] = tile_mxfp4},
-    /* the K-quant tiles read Q4_K's byte lanes, and hand 16 tokens or fewer to avx512vnni's
-     * (ggml_dot_amx_kquants.c) */
-    .reads = {[EM_GGML_DOT_Q6_K] = EM_GGML_READS_Q4K_LANES | EM_GGML_READS_Q6K_LANES,
-              [EM_GGML_DOT_Q3_K] = EM_GGML_READS_Q4K_LANES | EM_GGML_READS_Q6K_LANES},
+    /* the K-quant tiles read Q4_K's byte lanes, and hand products of EM_GGML_FEW_TOKENS tokens
+     * or fewer to avx512vnni's, which read Q6_K's word lanes (ggml_dot_amx_kquants.c) */
+    .reads = {[EM_GGML_DOT_Q6_K] = EM_GGML_READS_Q4K_LANES | EM_GGML_READS_Q6K_LANES_FEW,
+              [EM_GGML_DOT_Q3_K] = EM_GGML_READS_Q4K_LANES | EM_GGML_READS_Q6K_LANES_FEW},
 };
 #endif

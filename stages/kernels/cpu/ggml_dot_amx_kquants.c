@@ -10,13 +10,13 @@
  * Q5_K's minima sumf -= (dmin * dx) * summin per block, then sumf + sums[0] + ... + sums[7]; so
  * each (row, token) gets the C result's bits. Each block's weights are folded and cut once per
  * tile, and the folding pays where more than one group of 16 tokens shares it: with 16 tokens or
- * fewer (decoding steps) avx512vnni's tiles run, which read Q6_K's word lanes (so the amx row reads
- * both forms for Q6_K and Q3_K). On the Xeon, 110M Q6_K, 2 threads: 16 sequences decoded
- * together 533 generated tokens/s here against 623 on avx512vnni, 48 sequences 778 against 716.
- * The square 2048 product, one thread: Q6_K 248 GFLOP/s against avx512vnni's 150, Q5_K 218
- * against 172. The tile stores bound it: without the float steps Q6_K's product ran at 317 GFLOP/s,
- * and at 390 without the hi tile's store (tilezero costs nothing there; a second B tile for the
- * next step gained nothing measurable). */
+ * fewer (decoding steps; EM_GGML_FEW_TOKENS) avx512vnni's tiles run, which read Q6_K's word
+ * lanes (so the amx row reads those for Q6_K and Q3_K in such products only). On the Xeon, 110M
+ * Q6_K, 2 threads: 16 sequences decoded together 533 generated tokens/s here against 623 on
+ * avx512vnni, 48 sequences 778 against 716. The square 2048 product, one thread: Q6_K 248 GFLOP/s
+ * against avx512vnni's 150, Q5_K 218 against 172. The tile stores bound it: without the float steps
+ * Q6_K's product ran at 317 GFLOP/s, and at 390 without the hi tile's store (tilezero costs nothing
+ * there; a second B tile for the next step gained nothing measurable). */
 #include "stages/kernels/cpu/ggml_dot_amx.h"
 
 #if defined(__x86_64__)
@@ -196,7 +196,7 @@ AMX static void rows_times_group(bool has_min, int m, const em_q8_activations *x
 
 AMX static void kquant_tile(em_ggml_dot_type type, const uint8_t *w, size_t row_bytes, int rows,
                             const em_q8_activations *x, float *ct, size_t ldc) {
-    if (x->tokens <= EM_GGML_LANES) { /* avx512vnni's (4 tokens or fewer: avx2's) */
+    if (x->tokens <= EM_GGML_FEW_TOKENS) { /* avx512vnni's (4 tokens or fewer: avx2's) */
         em_ggml_kernel_avx512vnni.tile[type](w, row_bytes, rows, x, ct, ldc);
         return;
     }

@@ -256,10 +256,14 @@ static em_status reserve(em_llama_forward *f, int T, int longest) {
     if (!err && f->scratch.ggml)
         err = em_q8_reserve(&f->scratch.q8, T, (int)(widest > QD ? widest : QD));
     unsigned reads = f->scratch.ggml ? ggml_forms_read(f->model, f->scratch.ggml) : 0;
-    if (!err && f->scratch.ggml && f->scratch.ggml->prepare_k)
-        err =
-            em_q8_reserve_k_lanes(&f->scratch.q8, T, (int)(widest > QD ? widest : QD),
-                                  reads & EM_GGML_READS_Q4K_LANES, reads & EM_GGML_READS_Q6K_LANES);
+    if (!err && f->scratch.ggml && f->scratch.ggml->prepare_k) {
+        /* Q6_K's lanes for T tokens, or for the few of a product that reads them only then */
+        int K = (int)(widest > QD ? widest : QD),
+            q6k_tokens = em_ggml_reads_q6k_lanes(reads, T) ? T : EM_GGML_FEW_TOKENS;
+        err = em_q8_reserve_k_lanes(&f->scratch.q8, T, K, reads & EM_GGML_READS_Q4K_LANES, false);
+        if (!err && em_ggml_reads_q6k_lanes(reads, 1))
+            err = em_q8_reserve_k_lanes(&f->scratch.q8, q6k_tokens, K, false, true);
+    }
     if (!err && (reads & EM_GGML_READS_F16))
         err = em_q8_reserve_f16(&f->scratch.q8, T, (int)(widest > QD ? widest : QD));
     if (!err && f->scratch.bf16)

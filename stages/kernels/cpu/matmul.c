@@ -49,7 +49,7 @@ void em_matmul_quantize(const float *xp, int T, int n_in, int count, const em_te
         if (column >= 0) reads |= em_ggml_kernel_reads(s->ggml, column);
     }
     bool q8 = reads & EM_GGML_READS_Q8, q4k = reads & EM_GGML_READS_Q4K_LANES,
-         q6k = reads & EM_GGML_READS_Q6K_LANES, f16 = reads & EM_GGML_READS_F16;
+         q6k = em_ggml_reads_q6k_lanes(reads, T), f16 = reads & EM_GGML_READS_F16;
     if (f16) em_f16_round(em_gemm_packed(xp, T, n_in), T, n_in, s->threads, &s->q8);
     if (q8) em_q8_quantize(em_gemm_packed(xp, T, n_in), T, n_in, s->threads, &s->q8);
     if (q8 && s->ggml->prepare) s->ggml->prepare(&s->q8, s->threads);
