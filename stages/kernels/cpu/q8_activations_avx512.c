@@ -89,6 +89,32 @@ AVX512 void em_q8_block_token_avx512(em_gemm_panels x, int t, int b, em_q8_activ
     q->sum[at] = sum;
 }
 
+/* col[k] = byte k of each of the 16 rows (a 16 x 16 byte transpose: pairs, then quads, eights and
+ * sixteens of rows side by side). */
+AVX512 static void transpose_bytes(const int8_t rows[16][EM_GEMM_PANEL], __m128i col[16]) {
+    __m128i r[16], t[16], u[16], v[16];
+    for (int i = 0; i < 16; i++) r[i] = _mm_loadu_si128((const __m128i *)rows[i]);
+    for (int i = 0; i < 8; i++) { /* t[2 i]: bytes 0..7 of rows 2 i, 2 i + 1; t[2 i + 1]: 8..15 */
+        t[2 * i] = _mm_unpacklo_epi8(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm_unpackhi_epi8(r[2 * i], r[2 * i + 1]);
+    }
+    for (int i = 0; i < 4; i++) { /* u[4 i + m]: bytes 4 m .. 4 m + 3 of rows 4 i .. 4 i + 3 */
+        u[4 * i] = _mm_unpacklo_epi16(t[4 * i], t[4 * i + 2]);
+        u[4 * i + 1] = _mm_unpackhi_epi16(t[4 * i], t[4 * i + 2]);
+        u[4 * i + 2] = _mm_unpacklo_epi16(t[4 * i + 1], t[4 * i + 3]);
+        u[4 * i + 3] = _mm_unpackhi_epi16(t[4 * i + 1], t[4 * i + 3]);
+    }
+    for (int i = 0; i < 2; i++) /* v[8 i + n]: bytes 2 n, 2 n + 1 of rows 8 i .. 8 i + 7 */
+        for (int m = 0; m < 4; m++) {
+            v[8 * i + 2 * m] = _mm_unpacklo_epi32(u[8 * i + m], u[8 * i + 4 + m]);
+            v[8 * i + 2 * m + 1] = _mm_unpackhi_epi32(u[8 * i + m], u[8 * i + 4 + m]);
+        }
+    for (int n = 0; n < 8; n++) {
+        col[2 * n] = _mm_unpacklo_epi64(v[n], v[8 + n]);
+        col[2 * n + 1] = _mm_unpackhi_epi64(v[n], v[8 + n]);
+    }
+}
+
 AVX512 void em_q8k_block_panel_avx512(em_gemm_panels x, int panel, int n, int b,
                                       em_q8_activations *q) {
     const float *v =
@@ -120,6 +146,8 @@ AVX512 void em_q8k_block_panel_avx512(em_gemm_panels x, int panel, int n, int b,
         }
         _mm512_storeu_si512(group_sums[g], sum);
     }
+    __m128i by_token[16][EM_GEMM_PANEL]; /* group g's 16 quants of token t */
+    for (int g = 0; g < 16; g++) transpose_bytes(columns + 16 * g, by_token[g]);
     float iscales[EM_GEMM_PANEL];
     _mm512_storeu_ps(iscales, iscale);
     for (int t = 0; t < n; t++) {
@@ -132,8 +160,10 @@ AVX512 void em_q8k_block_panel_avx512(em_gemm_panels x, int panel, int n, int b,
             q->kd[at] = 0.0f;
             continue;
         }
-        for (int j = 0; j < EM_Q8K_BLOCK; j++) qs[j] = columns[j][t];
-        for (int g = 0; g < 16; g++) bsums[g] = (int16_t)group_sums[g][t];
+        for (int g = 0; g < 16; g++) {
+            _mm_storeu_si128((__m128i *)(qs + 16 * g), _mm_load_si128(&by_token[g][t]));
+            bsums[g] = (int16_t)group_sums[g][t];
+        }
         q->kd[at] = 1 / iscales[t];
     }
 }
