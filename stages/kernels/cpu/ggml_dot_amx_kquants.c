@@ -138,10 +138,14 @@ step_floats(int s, int kblocks, const __m512 (*d)[ROWS], int32_t sums[2][ROWS][1
     }
 }
 
-/* Q4_K's and Q5_K's minima of block b for rows r0 and r0 + 1: sumf[r] -= (dmin * dx) *
- * summin, summin the activations' 16-value sums (ybs, 8 pairs) times the rows' minima. */
+/* Q4_K's and Q5_K's minima of step s's block for two rows (lane l's steps take rows 2 l and
+ * 2 l + 1): sumf[r] -= (dmin * dx) * summin, summin the activations' 16-value sums (ybs, 8 pairs)
+ * times the row's minima, dx the block's token scales (kd_at, x->tokens apart; the live lanes). */
 AMX static inline __attribute__((always_inline)) void
-min_steps(int b, int r0, const folded_block *fb, const __m512i *ybs, __m512 kd, __m512 sumf[ROWS]) {
+min_steps(int s, int kblocks, const folded_block *fb, const __m512i *ybs, const float *kd_at,
+          size_t kd_stride, __mmask16 live, __m512 sumf[ROWS]) {
+    const int b = s % kblocks, r0 = 2 * (s / kblocks);
+    const __m512 kd = _mm512_maskz_loadu_ps(live, kd_at + (size_t)b * kd_stride);
     for (int r = r0; r < r0 + 2; r++) {
         __m512i summin = _mm512_setzero_si512();
         for (int i = 0; i < 8; i++)
@@ -170,23 +174,18 @@ AMX static void rows_times_group(bool has_min, int m, const em_q8_activations *x
         __m512 kd = _mm512_maskz_loadu_ps(live, kd_at + (size_t)b * x->tokens);
         for (int r = 0; r < ROWS; r++) d[b][r] = _mm512_mul_ps(_mm512_set1_ps(fb[b].dw[r]), kd);
     }
-#define MIN_STEPS(s)                                                                               \
-    if (has_min)                                                                                   \
-    min_steps((s) % kblocks, 2 * ((s) / kblocks), fb, ybs,                                         \
-              _mm512_maskz_loadu_ps(live, kd_at + (size_t)((s) % kblocks) * x->tokens), sumf)
     ISSUE(0, TILE_LO, TILE_HI);
     STORE(TILE_LO, TILE_HI, sums[0]);
     for (int s = 0; s < steps; s += 2) { /* steps is even */
         ISSUE(s + 1, TILE_LO2, TILE_HI2);
         step_floats(s, kblocks, (const __m512(*)[ROWS])d, sums[0], acc, lanes);
-        MIN_STEPS(s);
+        if (has_min) min_steps(s, kblocks, fb, ybs, kd_at, (size_t)x->tokens, live, sumf);
         STORE(TILE_LO2, TILE_HI2, sums[1]);
         if (s + 2 < steps) ISSUE(s + 2, TILE_LO, TILE_HI);
         step_floats(s + 1, kblocks, (const __m512(*)[ROWS])d, sums[1], acc, lanes);
-        MIN_STEPS(s + 1);
+        if (has_min) min_steps(s + 1, kblocks, fb, ybs, kd_at, (size_t)x->tokens, live, sumf);
         if (s + 2 < steps) STORE(TILE_LO, TILE_HI, sums[0]);
     }
-#undef MIN_STEPS
     for (int r = 0; r < ROWS; r++) lanes[7][r] = acc[r];
     for (int r = 0; r < m; r++) {
         for (int l = 0; l < 8; l++) sumf[r] = _mm512_add_ps(sumf[r], lanes[l][r]);
