@@ -67,7 +67,8 @@ unpack_rows(em_ggml_dot_type type, const uint8_t *w, size_t row_bytes, int m, in
          * page, so a row's first lines came at memory latency (a prefetch past the matrix never
          * faults). With the T2 hint, not T0 or T1: into L1 the prefetches waited for its few
          * line-fill buffers (36% of tile_q8_0's samples on the prefetch); 110M Q8_0 ggml, 16
-         * sequences, Xeon: T0 676-689, T1 697-736, T2 751-761 tokens/s */
+         * sequences (which took this path then), Xeon: T0 676-689, T1 697-736, T2 751-761
+         * tokens/s */
         const char *next =
             (const char *)(w + (size_t)(r + PREFETCH_ROWS) * row_bytes + (size_t)b0 * L.bytes);
         for (size_t l = 0; prefetch && l < chunk_lines; l++)
@@ -140,10 +141,10 @@ rows_chunk(em_ggml_dot_type type, int m, const uint8_t *w, size_t row_bytes,
  * weights come (a thread's guided tiles are neighbours, so past the tile's last row comes its next
  * tile's first). Such products wait on the weights, and computing one group's tiles while the
  * memory streams the next group's beats reading them and multiplying them in turns. Xeon, 2
- * threads, 16 sequences decoded together in ggml: 110M Q8_0 656-683 -> 711-733 generated tokens/s,
- * SmolLM2-135M Q4_1 560-568 -> 601-626 (8 sequences: 356-363 -> 403-413). Asking for the next
- * group's lines from unpack_rows as well, two groups ahead, or all within the first half of the
- * blocks was slower. */
+ * threads, 16 sequences decoded together in ggml, the two builds in turns: 110M Q8_0 686-703 ->
+ * 739-771 generated tokens/s, SmolLM2-135M Q4_1 548-569 -> 613-625 (8 sequences: 356-363 ->
+ * 403-413). Asking for the next group's lines from unpack_rows as well, for every second or fourth
+ * line only, two groups ahead, or all within the first half of the blocks was slower. */
 AMX static inline __attribute__((always_inline)) void
 row_groups(em_ggml_dot_type type, const uint8_t *w, size_t row_bytes, int rows,
            const em_q8_activations *x, float *ct, size_t ldc) {
