@@ -7,9 +7,10 @@
  * accumulator. A product of two fp16 values is exact in float, so the fma is the C version's
  * multiply and add. 16 pairs run at once: 16 rows of one token (a decoding step: 16 row streams
  * read once, the next group prefetched into L2), or 4 rows x 4 tokens (the rows stay in L1 across
- * the token groups). Their 16 accumulators are then reduced together, each by the tree. A last
- * group of fewer rows repeats its last row and stores only the live ones; the last chunk of a row
- * whose length is not a multiple of 16 loads zeros past its end, as the C version pads it. */
+ * the token groups, the next 4 rows prefetched into L2 during all of them). Their 16 accumulators
+ * are then reduced together, each by the tree. A last group of fewer rows repeats its last row and
+ * stores only the live ones; the last chunk of a row whose length is not a multiple of 16 loads
+ * zeros past its end, as the C version pads it. */
 #include "stages/kernels/cpu/ggml_dot.h"
 
 #include "stages/kernels/cpu/ggml_dot_lanes.h"
@@ -91,11 +92,10 @@ AVX512 static void one_token(const uint8_t *w, size_t row_bytes, int rows,
 }
 
 /* acc[4 r + t] += chunk c of row r times chunk c of token t (h: 4 tokens hstride apart), the
- * chunk's values those of mask, prefetching lines `from` .. `to` of next. */
+ * chunk's values those of mask. */
 AVX512 static inline __attribute__((always_inline)) void
 four_by_four_chunk(__m512 acc[PAIRS], const uint8_t *const row[4], const float *h, size_t hstride,
-                   int c, __mmask16 mask, const char *next, size_t from, size_t to) {
-    for (size_t l = from; l < to; l++) _mm_prefetch(next + 64 * l, _MM_HINT_T2);
+                   int c, __mmask16 mask) {
     __m512 hx[4];
     for (int t = 0; t < 4; t++) hx[t] = _mm512_loadu_ps(h + (size_t)t * hstride + 16 * c);
     for (int r = 0; r < 4; r++) {
@@ -110,27 +110,30 @@ AVX512 static void four_by_four(const uint8_t *w, size_t row_bytes, int rows,
     const int K = (int)(row_bytes / 2), full = K / 16;
     const __mmask16 tail = (__mmask16)((1u << (K % 16)) - 1);
     const size_t hs = (size_t)x->hstride, lines = (4 * row_bytes + 63) / 64,
-                 per_chunk = full ? (lines + full - 1) / full : 0;
+                 steps = (size_t)full * (size_t)(x->tokens / 4); /* chunks of a group's passes */
     for (int r0 = 0; r0 < rows; r0 += 4) {
         const uint8_t *row[4];
         for (int r = 0; r < 4; r++)
             row[r] = w + (size_t)(r0 + r < rows ? r0 + r : rows - 1) * row_bytes;
-        /* the next 4 rows, fetched into L2 while the first tokens' pass reads these from memory
-         * (into L1, the T0 hint, the prefetches waited for its line-fill buffers: 110M F16 ggml,
-         * 16 sequences, Xeon, 2 threads: 410-425 generated tokens/s against 429-438 with T2) */
+        /* the next 4 rows, fetched into L2 while every pass over these computes: `lines` of them
+         * spread evenly over the group's `steps` chunks (a Bresenham count, no division). Asked
+         * for during the first pass only, they came late and that pass waited on memory (39% of
+         * the kernel's samples for a quarter of its FMAs); Xeon, 2 threads, ggml, 16 sequences,
+         * the two builds in turns: SmolLM2-135M F16 346-360 -> 377-390 generated tokens/s, 110M
+         * F16 391-403 -> 460-467. With the T2 hint, not T0: into L1 the prefetches waited for its
+         * line-fill buffers (110M F16, 16 sequences: 410-425 with T0, 429-438 with T2). */
         const char *next = (const char *)(w + (size_t)(r0 + 4) * row_bytes);
+        size_t line = 0, owed = 0;
         for (int t0 = 0; t0 < x->tokens; t0 += 4) {
             const float *h = x->h + (size_t)t0 * hs;
             __m512 acc[PAIRS]; /* acc[4 r + t]: row r0 + r, token t0 + t */
             for (int i = 0; i < PAIRS; i++) acc[i] = _mm512_setzero_ps();
-            if (t0 == 0)
-                for (int c = 0; c < full; c++)
-                    four_by_four_chunk(acc, row, h, hs, c, 0xffff, next, c * per_chunk,
-                                       (c + 1) * per_chunk < lines ? (c + 1) * per_chunk : lines);
-            else
-                for (int c = 0; c < full; c++)
-                    four_by_four_chunk(acc, row, h, hs, c, 0xffff, next, 0, 0);
-            if (tail) four_by_four_chunk(acc, row, h, hs, full, tail, next, 0, 0);
+            for (int c = 0; c < full; c++) {
+                for (owed += lines; owed >= steps; owed -= steps, line++)
+                    _mm_prefetch(next + 64 * line, _MM_HINT_T2);
+                four_by_four_chunk(acc, row, h, hs, c, 0xffff);
+            }
+            if (tail) four_by_four_chunk(acc, row, h, hs, full, tail);
             float sums[PAIRS];
             _mm512_storeu_ps(sums, tree_sums(acc));
             for (int r = 0; r < 4 && r0 + r < rows; r++)
