@@ -18,7 +18,8 @@
 #include <immintrin.h>
 
 #define AVX2 __attribute__((target("avx2,fma,f16c")))
-#define PAIRS 4 /* (row, token) pairs a group accumulates */
+#define PAIRS 4          /* (row, token) pairs a group accumulates */
+#define SPREAD_TOKENS 16 /* the tokens whose passes ask for the next rows */
 
 /* The tree sum of one pair's lanes lo (0..7) and hi (8..15). */
 AVX2 static inline float tree_sum(__m256 lo, __m256 hi) {
@@ -51,8 +52,10 @@ AVX2 static inline __attribute__((always_inline)) void
 pair_groups(const uint8_t *w, size_t row_bytes, int rows, const em_q8_activations *x, int tokens,
             float *ct, size_t ldc, int rows_per, int tokens_per) {
     const int K = (int)(row_bytes / 2);
+    /* the passes over the first `spread` tokens ask for the next rows (see below) */
+    const int spread = tokens < SPREAD_TOKENS ? tokens : SPREAD_TOKENS;
     const size_t hs = (size_t)x->hstride, lines = ((size_t)rows_per * row_bytes + 63) / 64,
-                 steps = (size_t)(x->hstride / 16) * (size_t)(tokens / tokens_per);
+                 steps = (size_t)(x->hstride / 16) * (size_t)(spread / tokens_per);
     for (int r0 = 0; r0 < rows; r0 += rows_per) {
         const uint8_t *row[PAIRS];
         for (int r = 0; r < rows_per; r++)
@@ -64,14 +67,15 @@ pair_groups(const uint8_t *w, size_t row_bytes, int rows, const em_q8_activation
             for (int i = 0; i < PAIRS; i++) lo[i] = hi[i] = _mm256_setzero_ps();
             for (int at = 0; at < x->hstride; at += 16) {
                 /* the next group's rows, fetched while these compute (a prefetch past the end
-                 * never faults). With several tokens, into L2 and spread evenly over every
-                 * pass's chunks (a Bresenham count): asked for in the first pass alone (into
-                 * L1), they came late and that pass waited on memory. Xeon, 2 threads,
+                 * never faults). With several tokens, into L2 and spread evenly over the
+                 * chunks of the passes over the first `spread` tokens (a Bresenham count; over
+                 * every pass of a long window the counting costs): asked for in the first pass
+                 * alone (into L1), they came late and that pass waited on memory. Xeon, 2 threads,
                  * EVALMESH_CPU_KERNEL=avx2, SmolLM2-135M F16, 16 sequences, the builds in turns:
                  * 190-195 -> 211-212 generated tokens/s. One token's single pass asks for each
                  * row's line beside the one it reads, into L1 (spread evenly, one sequence
                  * decoded at 58-59 tokens/s against 62-66). */
-                if (tokens_per > 1)
+                if (tokens_per > 1 && t0 < spread)
                     for (owed += lines; owed >= steps; owed -= steps, line++)
                         _mm_prefetch(next + 64 * line, _MM_HINT_T2);
                 for (int r = 0; r < rows_per; r++) {

@@ -20,6 +20,7 @@
 
 #define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,f16c,fma")))
 #define PAIRS 16          /* (row, token) pairs a group accumulates */
+#define SPREAD_TOKENS 16  /* the tokens whose passes ask for the next rows */
 #define PREFETCH_GROUPS 2 /* how far ahead a decoding step fetches rows, in groups */
 
 /* Lane i of the result = the tree sum (ggml_dot.h) of acc[i]'s 16 lanes: pairs of vectors are
@@ -109,19 +110,23 @@ AVX512 static void four_by_four(const uint8_t *w, size_t row_bytes, int rows,
                                 const em_q8_activations *x, float *ct, size_t ldc) {
     const int K = (int)(row_bytes / 2), full = K / 16;
     const __mmask16 tail = (__mmask16)((1u << (K % 16)) - 1);
+    /* the passes over the first `spread` tokens ask for the next rows (see below) */
+    const int spread = x->tokens < SPREAD_TOKENS ? x->tokens : SPREAD_TOKENS;
     const size_t hs = (size_t)x->hstride, lines = (4 * row_bytes + 63) / 64,
-                 steps = (size_t)full * (size_t)(x->tokens / 4); /* chunks of a group's passes */
+                 steps = (size_t)full * (size_t)(spread / 4); /* chunks of those passes */
     for (int r0 = 0; r0 < rows; r0 += 4) {
         const uint8_t *row[4];
         for (int r = 0; r < 4; r++)
             row[r] = w + (size_t)(r0 + r < rows ? r0 + r : rows - 1) * row_bytes;
-        /* the next 4 rows, fetched into L2 while every pass over these computes: `lines` of them
-         * spread evenly over the group's `steps` chunks (a Bresenham count, no division). Asked
-         * for during the first pass only, they came late and that pass waited on memory (39% of
-         * the kernel's samples for a quarter of its FMAs); Xeon, 2 threads, ggml, 16 sequences,
-         * the two builds in turns: SmolLM2-135M F16 346-360 -> 377-390 generated tokens/s, 110M
-         * F16 391-403 -> 460-467. With the T2 hint, not T0: into L1 the prefetches waited for its
-         * line-fill buffers (110M F16, 16 sequences: 410-425 with T0, 429-438 with T2). */
+        /* the next 4 rows, fetched into L2 while the passes over the first `spread` tokens
+         * compute: `lines` of them spread evenly over those passes' `steps` chunks (a Bresenham
+         * count, no division). Asked for during the first pass only, they came late and that
+         * pass waited on memory (39% of the kernel's samples for a quarter of its FMAs); Xeon, 2
+         * threads, ggml, 16 sequences, the two builds in turns: SmolLM2-135M F16 346-360 ->
+         * 377-390 generated tokens/s, 110M F16 391-403 -> 460-467. Spread over every pass of a
+         * 512-token window, the counting made 110M F16 perplexity 2-3% slower. With the T2 hint,
+         * not T0: into L1 the prefetches waited for its line-fill buffers (110M F16, 16
+         * sequences: 410-425 with T0, 429-438 with T2). */
         const char *next = (const char *)(w + (size_t)(r0 + 4) * row_bytes);
         size_t line = 0, owed = 0;
         for (int t0 = 0; t0 < x->tokens; t0 += 4) {
@@ -129,8 +134,9 @@ AVX512 static void four_by_four(const uint8_t *w, size_t row_bytes, int rows,
             __m512 acc[PAIRS]; /* acc[4 r + t]: row r0 + r, token t0 + t */
             for (int i = 0; i < PAIRS; i++) acc[i] = _mm512_setzero_ps();
             for (int c = 0; c < full; c++) {
-                for (owed += lines; owed >= steps; owed -= steps, line++)
-                    _mm_prefetch(next + 64 * line, _MM_HINT_T2);
+                if (t0 < spread)
+                    for (owed += lines; owed >= steps; owed -= steps, line++)
+                        _mm_prefetch(next + 64 * line, _MM_HINT_T2);
                 four_by_four_chunk(acc, row, h, hs, c, 0xffff);
             }
             if (tail) four_by_four_chunk(acc, row, h, hs, full, tail);
