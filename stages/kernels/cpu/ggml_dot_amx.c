@@ -89,28 +89,22 @@ unpack_rows(em_ggml_dot_type type, const uint8_t *w, size_t row_bytes, int m, in
 
 /* m rows (at w, row_bytes apart; their A tiles a and block scales dm from unpack_rows), their
  * blocks b0 .. b0 + nb - 1, times the group's B tiles yt, the sums of earlier chunks (b0 > 0) read
- * from out (row r at out + r ldc, tokens 0 .. n - 1) and the rows' sums there after. Unless next
- * is NULL, nb blocks of the 16 rows from next (row_bytes apart) are asked for into L2, a few lines
- * a block, so that the memory brings the next A tiles' weights while these tiles compute. */
+ * from out (row r at out + r ldc, tokens 0 .. n - 1) and the rows' sums there after. Each block
+ * asks for its share of next's lines (ggml_dot_lanes.h), so that the memory brings the next A
+ * tiles' weights while these tiles compute. */
 AMX static inline __attribute__((always_inline)) void
 rows_chunk(em_ggml_dot_type type, int m, const uint8_t *w, size_t row_bytes,
            const em_q8_activations *x, int c0, int n, int b0, int nb, const int8_t (*a)[ROWS][32],
            const float (*dm)[ROWS][2], const __m512i *yt, float *out, size_t ldc,
-           const uint8_t *next) {
+           em_ggml_prefetch next) {
     const em_ggml_block_layout L = em_ggml_block_layout_of(type);
     const __mmask16 live = em_ggml_live_lanes(n);
-    const size_t row_lines = ((size_t)nb * L.bytes + 63) / 64 + 1; /* of each next row's chunk */
-    const size_t per_block = (ROWS * row_lines + nb - 1) / nb;
-    size_t row = 0, line = 0; /* the next line to ask for */
     __m512 acc[ROWS];
     for (int r = 0; r < m; r++)
         acc[r] = b0 ? _mm512_maskz_loadu_ps(live, out + (size_t)r * ldc) : _mm512_setzero_ps();
     int32_t sums[ROWS][16] __attribute__((aligned(64)));
     for (int b = 0; b < nb; b++) {
-        for (size_t i = 0; next && i < per_block && row < ROWS; i++) {
-            _mm_prefetch(next + row * row_bytes + 64 * line, _MM_HINT_T2);
-            if (++line == row_lines) line = 0, row++;
-        }
+        em_ggml_prefetch_step(&next);
         if (reads_weights(type, m))
             _tile_loadd(TILE_A, w + (size_t)(b0 + b) * L.bytes + L.qs, row_bytes);
         else
@@ -154,18 +148,15 @@ row_groups(em_ggml_dot_type type, const uint8_t *w, size_t row_bytes, int rows,
         if (x->tokens <= EM_GGML_LANES) {
             for (int r0 = 0; r0 < rows; r0 += ROWS) {
                 int m = rows - r0 < ROWS ? rows - r0 : ROWS;
-                /* next: the chunk's next 16 rows, else the next chunk's first, else (the next
-                 * tile's) the first chunk of the rows past these */
                 const uint8_t *next =
-                    r0 + ROWS < rows ? w + (size_t)(r0 + ROWS) * row_bytes + (size_t)b0 * L.bytes
-                    : b0 + nb < x->blocks ? w + (size_t)(b0 + nb) * L.bytes
-                                          : w + (size_t)rows * row_bytes;
+                    em_ggml_next_rows(w, row_bytes, rows, r0, ROWS, b0, nb, x->blocks, L.bytes);
                 unpack_rows(type, w + (size_t)r0 * row_bytes, row_bytes, m, b0, nb, false,
                             unpacked[0], block_scales[0]);
                 rows_chunk(type, m, w + (size_t)r0 * row_bytes, row_bytes, x, 0, x->tokens, b0, nb,
                            (const int8_t(*)[ROWS][32])unpacked[0],
                            (const float(*)[ROWS][2])block_scales[0], em_ggml_lanes_at(x, 0, b0),
-                           ct + (size_t)r0 * ldc, ldc, next);
+                           ct + (size_t)r0 * ldc, ldc,
+                           em_ggml_prefetch_start(next, row_bytes, ROWS, nb, L.bytes));
             }
             continue;
         }
@@ -180,7 +171,7 @@ row_groups(em_ggml_dot_type type, const uint8_t *w, size_t row_bytes, int rows,
                 rows_chunk(type, rows - r0 < ROWS ? rows - r0 : ROWS, w + (size_t)r0 * row_bytes,
                            row_bytes, x, c0, n, b0, nb, (const int8_t(*)[ROWS][32])unpacked[g],
                            (const float(*)[ROWS][2])block_scales[g], yt, ct + (size_t)r0 * ldc + c0,
-                           ldc, NULL);
+                           ldc, em_ggml_prefetch_start(NULL, row_bytes, ROWS, nb, L.bytes));
         }
     }
 }

@@ -69,6 +69,47 @@ static inline const __m512i *em_ggml_lanes_at(const em_q8_activations *x, int c0
                                  EM_Q8_LANE_BYTES);
 }
 
+/* A decoding step of 5 to 16 sequences meets each weight block once, so its tiles wait on the
+ * weights: while a group of rows computes a chunk of blocks, the next group's chunk is asked for
+ * into L2, spread evenly over the chunk's blocks. em_ggml_next_rows says which rows come next;
+ * em_ggml_prefetch_step, called once a block, asks for that block's share of their lines. */
+typedef struct em_ggml_prefetch {
+    const char *next;    /* the next group's first row at the chunk's first block; NULL: none */
+    size_t row_bytes;    /* between its rows */
+    size_t row_lines;    /* cache lines of a row's chunk (one more, as it may straddle a line) */
+    size_t total, steps; /* lines in all, spread over steps calls */
+    size_t row, line, owed;
+} em_ggml_prefetch;
+
+/* The rows after rows r0 .. r0 + group - 1 of a tile of `rows` rows at w, in its chunk of blocks
+ * b0 .. b0 + nb - 1 (of `blocks`, block_bytes each): the chunk's next group, else the next chunk's
+ * first, else the first chunk of the rows past the tile (a thread's tiles are neighbours, so
+ * mostly its next tile's; a prefetch past the matrix never faults). */
+static inline const uint8_t *em_ggml_next_rows(const uint8_t *w, size_t row_bytes, int rows, int r0,
+                                               int group, int b0, int nb, int blocks,
+                                               size_t block_bytes) {
+    if (r0 + group < rows) return w + (size_t)(r0 + group) * row_bytes + (size_t)b0 * block_bytes;
+    if (b0 + nb < blocks) return w + (size_t)(b0 + nb) * block_bytes;
+    return w + (size_t)rows * row_bytes;
+}
+
+/* Asks for `rows` rows of nb blocks (block_bytes each) from next over nb steps. */
+static inline em_ggml_prefetch em_ggml_prefetch_start(const uint8_t *next, size_t row_bytes,
+                                                      int rows, int nb, size_t block_bytes) {
+    size_t row_lines = ((size_t)nb * block_bytes + 63) / 64 + 1;
+    return (em_ggml_prefetch){(const char *)next, row_bytes, row_lines, (size_t)rows * row_lines,
+                              (size_t)nb,         0,         0,         0};
+}
+
+/* One step's share of the lines (a Bresenham count: no division). */
+static inline __attribute__((always_inline)) void em_ggml_prefetch_step(em_ggml_prefetch *p) {
+    if (!p->next) return;
+    for (p->owed += p->total; p->owed >= p->steps; p->owed -= p->steps) {
+        _mm_prefetch(p->next + p->row * p->row_bytes + 64 * p->line, _MM_HINT_T2);
+        if (++p->line == p->row_lines) p->line = 0, p->row++;
+    }
+}
+
 /* Fills x->lanes from x's 32-value form (the amx and avx512vnni rows' prepare): every group of 16
  * tokens transposed once per product, not once per tile of rows. */
 void em_ggml_fill_token_lanes(em_q8_activations *x, int threads);
