@@ -573,6 +573,8 @@ kquant_tile(em_ggml_dot_type type, const uint8_t *w, size_t row_bytes, int rows,
         : type == EM_GGML_DOT_IQ4_XS || type == EM_GGML_DOT_Q2_K || em_ggml_dot_is_decoded(type)
             ? ROW_GROUP
             : PAIR;
+    /* a row's chunk of blocks in cache lines (one more, as it may straddle one) */
+    const size_t chunk_lines = ((size_t)KBLOCK_CHUNK * block_bytes + 63) / 64 + 1;
     ksums s[ROW_BATCH];
     uint32_t *unpacked = em_xmalloc((size_t)rows * x->kblocks * Mw * sizeof *unpacked);
     for (int c0 = 0; c0 < x->tokens; c0 += LANES) {
@@ -589,6 +591,20 @@ kquant_tile(em_ggml_dot_type type, const uint8_t *w, size_t row_bytes, int rows,
                 int nb = x->kblocks - b0 < KBLOCK_CHUNK ? x->kblocks - b0 : KBLOCK_CHUNK;
                 for (int r = 0; r < batch; r += group) {
                     int pair = batch - r < group ? batch - r : group;
+                    /* in the first group of tokens, which reads the weights from memory: each
+                     * row's next chunk (after its last, the row a batch on), into L2 while these
+                     * compute (a prefetch past the matrix never faults). Xeon,
+                     * EVALMESH_CPU_KERNEL=avx512vnni, 16 sequences, the builds in turns: 110M
+                     * Q4_K 541-553 -> 571-597 generated tokens/s, Q6_K 500-516 -> 513-526 */
+                    for (int i = 0; c0 == 0 && i < pair; i++) {
+                        size_t row = (size_t)(r0 + r + i);
+                        const uint8_t *next =
+                            b0 + nb < x->kblocks
+                                ? w + row * row_bytes + (size_t)(b0 + nb) * block_bytes
+                                : w + (row + (size_t)batch) * row_bytes;
+                        for (size_t l = 0; l < chunk_lines; l++)
+                            _mm_prefetch((const char *)next + 64 * l, _MM_HINT_T2);
+                    }
                     for (int b = 0; b < nb; b++) {
                         const uint8_t *blk[ROW_GROUP];
                         const uint32_t *wq[ROW_GROUP];
