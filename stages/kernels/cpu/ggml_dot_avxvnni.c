@@ -27,6 +27,9 @@
 #define LANES 8        /* tokens per vector */
 #define GROUPS 4       /* vectors of tokens sharing a block's unpacked quants */
 #define BLOCK_CHUNK 32 /* blocks whose transposed activations are on the stack at once */
+#ifndef AHEAD
+#define AHEAD 4
+#endif
 
 AVXVNNI static inline float half_at(const uint8_t *p) {
     uint16_t h;
@@ -192,9 +195,22 @@ AVXVNNI static inline __attribute__((always_inline)) void tile(em_ggml_dot_type 
             int nb = x->blocks - b0 < BLOCK_CHUNK ? x->blocks - b0 : BLOCK_CHUNK;
             for (int g = 0; g < G; g++)
                 token_lanes(x, c0 + LANES * g, n[g], b0, nb, yt + BLOCK_CHUNK * 8 * g);
+            /* a row's chunk in cache lines (one more, as it may straddle one) */
+            const size_t block_bytes = em_ggml_block_layout_of(type).bytes,
+                         chunk_lines = ((size_t)nb * block_bytes + 63) / 64 + 1;
             for (int j = 0; j < rows; j++) {
                 const uint8_t *wj = w + (size_t)j * row_bytes;
                 float *out = ct + (size_t)j * ldc + c0;
+                /* one pass of tokens (a decoding step of 5 to 32 sequences) meets each block
+                 * once: the chunk AHEAD rows on is asked for into L2 while this row computes (a
+                 * prefetch past the matrix never faults). Xeon, EVALMESH_CPU_KERNEL=avxvnni, 110M
+                 * Q8_0, 16 sequences, the builds in turns: 502-516 -> 572-582 tokens/s */
+                if (x->tokens <= GROUPS * LANES) {
+                    const char *next =
+                        (const char *)(wj + AHEAD * row_bytes + (size_t)b0 * block_bytes);
+                    for (size_t l = 0; l < chunk_lines; l++)
+                        _mm_prefetch(next + 64 * l, _MM_HINT_T2);
+                }
                 if (G == 4)
                     row_chunk(type, 4, wj, x, c0, n, b0, nb, yt, out);
                 else if (G == 3)
