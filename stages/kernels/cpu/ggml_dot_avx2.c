@@ -20,6 +20,7 @@
 
 #define AVX2 __attribute__((target("avx2,fma,f16c")))
 #define EM_GGML_TOKEN_CHUNK 32 /* tokens per pass over a tile's rows (a multiple of 4) */
+#define AHEAD 2
 
 /* The 32 quants of a 4-bit block's 16 bytes: low nibbles (values 0..15), then high nibbles. */
 AVX2 static inline __m256i nibbles(const uint8_t *qs) {
@@ -216,6 +217,15 @@ AVX2 static inline __attribute__((always_inline)) void tile_8x1(em_ggml_dot_type
     }
 }
 
+/* The row pair after the one at wj, into L2 while this pair computes: the first chunk of tokens
+ * reads each pair from memory (a decoding step of 5 to 32 sequences meets each row once). A
+ * prefetch past the matrix never faults. Xeon, EVALMESH_CPU_KERNEL=avx2, 110M Q8_0, 16 sequences,
+ * the builds in turns: 334-342 -> 381-383 generated tokens/s (two pairs on: 365-385). */
+static inline void ask_for_next_pair(const uint8_t *wj, size_t row_bytes) {
+    const char *next = (const char *)(wj + 2 * row_bytes);
+    for (size_t l = 0; l < (2 * row_bytes + 63) / 64; l++) _mm_prefetch(next + 64 * l, _MM_HINT_T2);
+}
+
 #define AVX2_TILE(name, column)                                                                    \
     AVX2 static void tile_##name(const uint8_t *w, size_t row_bytes, int rows,                     \
                                  const em_q8_activations *x, float *ct, size_t ldc) {              \
@@ -231,6 +241,7 @@ AVX2 static inline __attribute__((always_inline)) void tile_8x1(em_ggml_dot_type
             int c1 = c0 + EM_GGML_TOKEN_CHUNK < x->tokens ? c0 + EM_GGML_TOKEN_CHUNK : x->tokens;  \
             for (int j = first; j < pairs; j += 2) {                                               \
                 const uint8_t *wj = w + (size_t)j * row_bytes;                                     \
+                if (c0 == 0) ask_for_next_pair(wj, row_bytes);                                     \
                 int t0 = c0;                                                                       \
                 for (; t0 + 8 <= c1; t0 += 8)                                                      \
                     tile_2xG(type, 2, wj, row_bytes, x, t0, ct + (size_t)j * ldc, ldc);            \
