@@ -20,7 +20,6 @@
 
 #define AVX2 __attribute__((target("avx2,fma,f16c")))
 #define EM_GGML_TOKEN_CHUNK 32 /* tokens per pass over a tile's rows (a multiple of 4) */
-#define AHEAD 2
 
 /* The 32 quants of a 4-bit block's 16 bytes: low nibbles (values 0..15), then high nibbles. */
 AVX2 static inline __m256i nibbles(const uint8_t *qs) {

@@ -27,9 +27,7 @@
 #define LANES 8        /* tokens per vector */
 #define GROUPS 4       /* vectors of tokens sharing a block's unpacked quants */
 #define BLOCK_CHUNK 32 /* blocks whose transposed activations are on the stack at once */
-#ifndef AHEAD
-#define AHEAD 4
-#endif
+#define AHEAD 2        /* rows on, the chunk a decoding step asks for (1: 559-576, 4: 561-573) */
 
 AVXVNNI static inline float half_at(const uint8_t *p) {
     uint16_t h;
