@@ -4,7 +4,8 @@
  * file's directory), format (auto|gguf|safetensors), tokenizer (a replacement tokenizer file),
  * header_sha256 (the expected header checksum), digest (the expected content digest, tensor data
  * included: loaded_model.h), check_finite (auto|true|false: look through every weight for NaN or
- * infinity, finite_check.h; auto does it for files under 2 GiB). */
+ * infinity, finite_check.h; auto does it for files under 2 GiB), mmap (false: the weights read
+ * into this rank's own memory in huge pages, loaded_model.h's em_model_load_with). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +23,7 @@ typedef struct model_state {
     const char *header_sha256;
     const char *digest;
     const char *check_finite; /* "auto", "true" or "false" */
+    bool mmap;
 } model_state;
 
 static em_status model_init(em_stage *self, const em_run_context *ctx) {
@@ -31,6 +33,7 @@ static em_status model_init(em_stage *self, const em_run_context *ctx) {
     st->header_sha256 = em_node_get_string(self->options, "header_sha256", NULL);
     st->digest = em_node_get_string(self->options, "digest", NULL);
     st->check_finite = em_node_option_string(self->options, "check_finite");
+    st->mmap = em_node_option_bool(self->options, "mmap");
     /* a checkpoint may be a directory; a replacement tokenizer is one file */
     em_status err = em_stage_input_file(self, "path", true, &st->path);
     if (!err && em_node_get(self->options, "tokenizer"))
@@ -45,7 +48,7 @@ static void free_model(void *data) {
 static em_status model_run(em_stage *self, const em_run_context *ctx) {
     model_state *st = self->state;
     em_model *m;
-    em_status err = em_model_load(st->path, &m);
+    em_status err = em_model_load_with(st->path, !st->mmap, &m);
     if (err) return err;
     if (strcmp(st->format, "auto") != 0 && strcmp(st->format, m->format) != 0)
         err = em_error_new(EM_EXIT_BAD_INPUT, "%s is a %s model but the stage says format: %s",

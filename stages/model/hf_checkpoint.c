@@ -311,7 +311,7 @@ static em_status find_shards(const char *path, bool is_dir, const char *dir, cha
     return err;
 }
 
-static em_status load(em_model *m, em_model_storage *storage, const char *path) {
+static em_status load(em_model *m, em_model_storage *storage, const char *path, bool in_memory) {
     struct stat st;
     bool is_dir = stat(path, &st) == 0 && S_ISDIR(st.st_mode);
     char *path_copy = em_xstrdup(path);
@@ -336,7 +336,7 @@ static em_status load(em_model *m, em_model_storage *storage, const char *path) 
     em_sha256_init(&sha);
     for (size_t i = 0; i < n_files && !err; i++) {
         em_safetensors *shard;
-        err = em_safetensors_open(files[i], &shard);
+        err = em_safetensors_open_with(files[i], in_memory, &shard);
         if (err) break;
         em_model_storage_add_shard(storage, shard);
         em_sha256_update(&sha, shard->map, shard->header_bytes);
@@ -367,7 +367,7 @@ static em_status load(em_model *m, em_model_storage *storage, const char *path) 
     return err;
 }
 
-em_status em_model_load_hf(const char *path, em_model **out) {
+em_status em_model_load_hf(const char *path, bool in_memory, em_model **out) {
     *out = NULL;
     em_model_storage *storage = em_model_storage_new();
     em_model *m = em_xcalloc(1, sizeof *m);
@@ -375,7 +375,7 @@ em_status em_model_load_hf(const char *path, em_model **out) {
     m->format = em_xstrdup("safetensors");
     m->impl = storage;
     m->impl_free = em_model_storage_free;
-    em_status err = load(m, storage, path);
+    em_status err = load(m, storage, path, in_memory);
     if (err) {
         em_model_free(m);
         return err;

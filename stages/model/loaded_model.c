@@ -14,20 +14,24 @@
 #include "util/suffix.h"
 
 em_status em_model_load(const char *path, em_model **out) {
+    return em_model_load_with(path, false, out);
+}
+
+em_status em_model_load_with(const char *path, bool in_memory, em_model **out) {
     *out = NULL;
     struct stat st;
     if (stat(path, &st) != 0)
         return em_error_new(EM_EXIT_BAD_INPUT, "%s: cannot open model: %s", path, strerror(errno));
     if (S_ISDIR(st.st_mode) || em_ends_with(path, ".safetensors") ||
         em_ends_with(path, ".safetensors.index.json"))
-        return em_model_load_hf(path, out);
+        return em_model_load_hf(path, in_memory, out);
     /* mapped, not read: a FIFO or device is refused here instead of blocking the read */
     em_mapped_file file;
     em_status err = em_mapped_file_open(path, "a model", &file);
     if (err) return err;
     bool gguf = file.size >= 4 && memcmp(file.data, "GGUF", 4) == 0;
     em_mapped_file_close(&file);
-    if (gguf) return em_model_load_gguf(path, out);
+    if (gguf) return em_model_load_gguf(path, in_memory, out);
     return em_error_new(EM_EXIT_BAD_INPUT,
                         "%s: not a model file (expected a GGUF file, a .safetensors file or a "
                         "Hugging Face checkpoint directory)",

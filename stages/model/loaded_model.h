@@ -129,6 +129,11 @@ typedef struct em_model {
 /* Opens a GGUF file, a .safetensors file or a directory holding a Hugging Face checkpoint
  * (config.json, model.safetensors or model.safetensors.index.json, tokenizer.json). */
 em_status em_model_load(const char *path, em_model **out);
+/* em_model_load; with in_memory the weights are read into memory of this process's own in 2 MiB
+ * pages instead of mapped (the model stage's `mmap: false`, llama.cpp's --no-mmap; see
+ * util/mapped_file.h): faster where reading the weights bounds the speed, but ranks on one node
+ * no longer share one copy in the page cache. */
+em_status em_model_load_with(const char *path, bool in_memory, em_model **out);
 /* The configuration em_model_load reads from the GGUF file at path, from its metadata alone (no
  * tensor bound, no tokenizer built): what a stage checks before any model is loaded. */
 em_status em_model_read_gguf_config(const char *path, em_llama_config *out);

@@ -189,10 +189,10 @@ em_status em_model_read_gguf_config(const char *path, em_llama_config *out) {
     return err;
 }
 
-em_status em_model_load_gguf(const char *path, em_model **out) {
+em_status em_model_load_gguf(const char *path, bool in_memory, em_model **out) {
     *out = NULL;
     em_gguf *g;
-    em_status err = em_gguf_open(path, &g);
+    em_status err = em_gguf_open_with(path, in_memory, &g);
     if (err) return err;
     em_model_storage *storage = em_model_storage_new();
     storage->gguf = g;

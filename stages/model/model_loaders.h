@@ -5,9 +5,10 @@
 
 #include "stages/model/loaded_model.h"
 
-em_status em_model_load_gguf(const char *path, em_model **out);
+/* in_memory: see em_model_load_with. */
+em_status em_model_load_gguf(const char *path, bool in_memory, em_model **out);
 /* path: a directory (config.json, model.safetensors or model.safetensors.index.json) or a
  * .safetensors file with config.json beside it. */
-em_status em_model_load_hf(const char *path, em_model **out);
+em_status em_model_load_hf(const char *path, bool in_memory, em_model **out);
 
 #endif

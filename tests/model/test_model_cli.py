@@ -249,7 +249,8 @@ def check_non_finite(evalmesh, mkmodel, tmp):
         rc, out, err = run([evalmesh, "inspect", path])
         check(rc == 2 and "error: %s: %s" % (path, message) in err and "runnable:" in out,
               "inspect names the non-finite value: %d %s" % (rc, err))
-        for extra, want_rc in [("", 4), (", check_finite: true", 4), (", check_finite: false", 0)]:
+        for extra, want_rc in [("", 4), (", check_finite: true", 4), (", check_finite: false", 0),
+                               (", mmap: false", 4)]:
             recipe = os.path.join(tmp, "nonfinite.yaml")
             open(recipe, "w").write("name: nonfinite\nstages:\n  m: {kind: model, path: %s%s}\n"
                                     % (path, extra))
@@ -258,6 +259,33 @@ def check_non_finite(evalmesh, mkmodel, tmp):
             want = "rank 0, stage 'm' (model): %s: %s" % (path, message)
             check(rc == want_rc and ((want in err) == (want_rc == 4)),
                   "model stage%s: exit %d (want %d) %s" % (extra, rc, want_rc, err[-600:]))
+
+
+def check_in_memory(evalmesh, mkmodel, tmp):
+    """`mmap: false` reads the weights into memory of the rank's own: a GGUF file and a safetensors
+    checkpoint load with the digest `inspect` gives (every byte the same as mapped), and a value
+    that is not a boolean is refused naming file:line:col (exit 2)."""
+    gguf = os.path.join(tmp, "in-memory.gguf")
+    folder = os.path.join(tmp, "in-memory-hf")
+    subprocess.run([mkmodel, "--out", gguf, "--type", "q8_0"], check=True)
+    subprocess.run([mkmodel, "--format", "safetensors", "--out", folder], check=True,
+                   capture_output=True)
+    for path in (gguf, folder):
+        rc, out, err = run([evalmesh, "inspect", path])
+        digest = [l.split()[1] for l in out.splitlines() if l.startswith("digest:")]
+        check(rc == 0 and len(digest) == 1, "inspect gives the digest of %s: %s" % (path, err))
+        recipe = os.path.join(tmp, "in-memory.yaml")
+        open(recipe, "w").write("name: in-memory\nstages:\n  m: {kind: model, path: %s, mmap: false,"
+                                " digest: %s}\n" % (path, digest[0] if digest else "0" * 32))
+        rdir = os.path.join(tmp, "run-in-memory-%d" % len(os.listdir(tmp)))
+        rc, out, err = run([evalmesh, "run", recipe, "--run-dir", rdir])
+        check(rc == 0, "mmap: false loads %s with its digest: %d %s" % (path, rc, err[-600:]))
+    open(recipe, "w").write("name: in-memory\nstages:\n  m: {kind: model, path: %s, mmap: \"no\"}\n"
+                            % gguf)
+    rc, out, err = run([evalmesh, "run", recipe, "--run-dir", os.path.join(tmp, "run-bad-mmap")])
+    check(rc == 2 and "%s:3:" % recipe in err and
+          "stage 'm': option 'mmap' must be a boolean, got a string \"no\"" in err,
+          "mmap: \"no\" refused: %d %s" % (rc, err))
 
 
 def check_not_regular(evalmesh, mkmodel, tmp):
@@ -504,6 +532,7 @@ def main():
     check_inspect_smollm2(evalmesh)
     check_stage(evalmesh, mkmodel, tmp)
     check_non_finite(evalmesh, mkmodel, tmp)
+    check_in_memory(evalmesh, mkmodel, tmp)
     check_not_regular(evalmesh, mkmodel, tmp)
     check_mkmodel_errors(mkmodel, tmp)
     shutil.rmtree(tmp)
