@@ -1,5 +1,5 @@
-/* em_mapped_file_open: open without blocking, check the file type, map; and moving the bytes into
- * huge pages of their own (see mapped_file.h). */
+/* em_mapped_file_open: open without blocking, check the file type, map; em_mapped_file_read: the
+ * same checks, then the bytes read into huge pages of their own (see mapped_file.h). */
 #include "util/mapped_file.h"
 
 #include <errno.h>
@@ -33,26 +33,60 @@ em_status em_mapped_file_open(const char *path, const char *what, em_mapped_file
     return NULL;
 }
 
-em_status em_mapped_file_into_memory(em_mapped_file *file, const char *path) {
-    if (!file->mapping) return NULL; /* an empty file: nothing to move */
+/* Anonymous read-write memory of `bytes` (a multiple of 2 MiB) starting on a 2 MiB boundary,
+ * advised as huge pages; NULL when there is none. */
+static uint8_t *huge_page_area(size_t bytes) {
     const size_t huge = (size_t)2 << 20;
-    size_t bytes = (file->size + huge - 1) / huge * huge;
     /* one huge page more than needed, so that a 2 MiB boundary starts the part kept */
     uint8_t *area =
         mmap(NULL, bytes + huge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (area == MAP_FAILED)
-        return em_error_new(EM_EXIT_RUNTIME, "%s: cannot read the file into memory (%zu bytes): %s",
-                            path, bytes, strerror(errno));
+    if (area == MAP_FAILED) return NULL;
     uint8_t *at = (uint8_t *)(((uintptr_t)area + huge - 1) & ~(uintptr_t)(huge - 1));
     if (at > area) munmap(area, (size_t)(at - area));
     munmap(at + bytes, (size_t)(area + huge - at)); /* the tail: at < area + huge */
     madvise(at, bytes, MADV_HUGEPAGE);              /* advice: without THP the pages stay small */
-    memcpy(at, file->data, file->size);
-    mprotect(at, bytes, PROT_READ);
-    munmap(file->mapping, file->mapped_bytes);
-    file->data = at;
-    file->mapping = at;
-    file->mapped_bytes = bytes;
+    return at;
+}
+
+em_status em_mapped_file_read(const char *path, const char *what, em_mapped_file *out) {
+    int fd;
+    struct stat st;
+    em_status err = em_open_regular_file(path, what, &fd, &st);
+    if (err) return err;
+    em_mapped_file file = {.data = (const uint8_t *)"", .size = (size_t)st.st_size};
+    if (file.size > 0) {
+        const size_t huge = (size_t)2 << 20;
+        size_t bytes = (file.size + huge - 1) / huge * huge;
+        uint8_t *at = huge_page_area(bytes);
+        if (!at) {
+            err = em_error_new(EM_EXIT_RUNTIME, "cannot read '%s' into memory (%zu bytes): %s",
+                               path, bytes, strerror(errno));
+            close(fd);
+            return err;
+        }
+        /* read, not copied from a mapping: the page cache's pages never count as this
+         * process's, so its peak is one copy */
+        for (size_t done = 0; done < file.size && !err;) {
+            ssize_t n = pread(fd, at + done, file.size - done, (off_t)done);
+            if (n > 0)
+                done += (size_t)n;
+            else if (n == 0 || errno != EINTR)
+                err =
+                    em_error_new(EM_EXIT_BAD_INPUT, "cannot read '%s' (%zu of %zu bytes): %s", path,
+                                 done, file.size, n == 0 ? "it got shorter" : strerror(errno));
+        }
+        if (err) {
+            munmap(at, bytes);
+            close(fd);
+            return err;
+        }
+        mprotect(at, bytes, PROT_READ);
+        file.data = at;
+        file.mapping = at;
+        file.mapped_bytes = bytes;
+    }
+    close(fd);
+    *out = file;
     return NULL;
 }
 

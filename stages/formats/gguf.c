@@ -463,12 +463,9 @@ em_status em_gguf_open(const char *path, em_gguf **out) {
 em_status em_gguf_open_with(const char *path, bool in_memory, em_gguf **out) {
     *out = NULL;
     em_mapped_file file;
-    em_status err = em_mapped_file_open(path, "a GGUF file", &file);
+    em_status err = in_memory ? em_mapped_file_read(path, "a GGUF file", &file)
+                              : em_mapped_file_open(path, "a GGUF file", &file);
     if (err) return err;
-    if (in_memory && (err = em_mapped_file_into_memory(&file, path))) {
-        em_mapped_file_close(&file);
-        return err;
-    }
     gguf_file *f = em_xcalloc(1, sizeof *f);
     f->g.path = em_xstrdup(path);
     f->g.map = file.data;

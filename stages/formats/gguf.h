@@ -79,8 +79,8 @@ typedef struct em_gguf {
 } em_gguf;
 
 em_status em_gguf_open(const char *path, em_gguf **out);
-/* em_gguf_open, with the file's bytes moved into memory of their own before it is parsed when
- * in_memory (em_mapped_file_into_memory). */
+/* em_gguf_open, with the file's bytes read into memory of their own instead of mapped when
+ * in_memory (em_mapped_file_read). */
 em_status em_gguf_open_with(const char *path, bool in_memory, em_gguf **out);
 /* Parses an in-memory image (used by the fuzz target); the buffer must outlive the result. */
 em_status em_gguf_parse(const uint8_t *data, size_t size, const char *name, em_gguf **out);

@@ -189,12 +189,9 @@ em_status em_safetensors_open(const char *path, em_safetensors **out) {
 em_status em_safetensors_open_with(const char *path, bool in_memory, em_safetensors **out) {
     *out = NULL;
     em_mapped_file file;
-    em_status err = em_mapped_file_open(path, "a safetensors file", &file);
+    em_status err = in_memory ? em_mapped_file_read(path, "a safetensors file", &file)
+                              : em_mapped_file_open(path, "a safetensors file", &file);
     if (err) return err;
-    if (in_memory && (err = em_mapped_file_into_memory(&file, path))) {
-        em_mapped_file_close(&file);
-        return err;
-    }
     em_safetensors *st = em_xcalloc(1, sizeof *st);
     st->path = em_xstrdup(path);
     st->map = file.data;

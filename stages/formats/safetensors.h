@@ -32,8 +32,8 @@ typedef struct em_safetensors {
 } em_safetensors;
 
 em_status em_safetensors_open(const char *path, em_safetensors **out);
-/* em_safetensors_open, the file's bytes moved into memory of their own first when in_memory
- * (em_mapped_file_into_memory). */
+/* em_safetensors_open, with the file's bytes read into memory of their own instead of mapped
+ * when in_memory (em_mapped_file_read). */
 em_status em_safetensors_open_with(const char *path, bool in_memory, em_safetensors **out);
 /* Parses an in-memory image (used by the fuzz target); the buffer must outlive the result. */
 em_status em_safetensors_parse(const uint8_t *data, size_t size, const char *name,
