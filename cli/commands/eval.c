@@ -20,7 +20,7 @@ static const char usage[] =
     "                     [--max-length N] [--add-bos] [--log-samples] [--fewshot-seed N]\n"
     "                     [--threads N] [--batch-tokens N] [--precision P]\n"
     "                     [--gen-kwargs K=V[,K=V...]] [--bigbench-generative]\n"
-    "                     [--print-recipe]\n"
+    "                     [--no-mmap] [--print-recipe]\n"
     "                     [--run-dir DIR] [--force] [--log-level LEVEL]\n"
     "                     [--collective-timeout S]\n"
     "       evalmesh eval --resume RUN_DIR\n"
@@ -57,6 +57,10 @@ static const char usage[] =
     "                      refused)\n"
     "  --bigbench-generative  also BIG-bench's generative tasks (exact_str_match), decoded\n"
     "                      greedily (default: left out of folders and groups)\n"
+    "  --no-mmap           read the weights into memory of their own in 2 MiB pages\n"
+    "                      instead of mapping the file (llama.cpp's --no-mmap): faster where\n"
+    "                      reading the weights bounds the speed, one copy per rank (the\n"
+    "                      model stage's `mmap: false`)\n"
     "  --print-recipe      print the recipe as YAML and exit\n"
     "  --run-dir DIR       write into DIR instead of runs/eval-<UTC time>\n"
     "  --force             write into a --run-dir that is not empty\n"
@@ -75,6 +79,7 @@ enum {
     OPT_MAX_LENGTH,
     OPT_BOS,
     OPT_SAMPLES,
+    OPT_NO_MMAP,
     OPT_SEED,
     OPT_BATCH,
     OPT_PRECISION,
@@ -96,6 +101,7 @@ static const struct option options[] = {
     {"max-length", required_argument, NULL, OPT_MAX_LENGTH},
     {"add-bos", no_argument, NULL, OPT_BOS},
     {"log-samples", no_argument, NULL, OPT_SAMPLES},
+    {"no-mmap", no_argument, NULL, OPT_NO_MMAP},
     {"fewshot-seed", required_argument, NULL, OPT_SEED},
     {"threads", required_argument, NULL, 't'},
     {"batch-tokens", required_argument, NULL, OPT_BATCH},
@@ -256,6 +262,8 @@ static int parse(int argc, char **argv, eval_args *a, em_session_options *opts) 
             if (rc) return rc;
         } else if (c == OPT_BIGBENCH_GENERATIVE) {
             em_override_add(&a->overrides, em_xstrdup("stages.tasks.bigbench_generative=true"));
+        } else if (c == OPT_NO_MMAP) {
+            em_override_add(&a->overrides, em_xstrdup("stages.model.mmap=false"));
         } else if (c == OPT_SAMPLES) {
             em_override_add(&a->overrides, em_xstrdup("stages.tasks.log_samples=true"));
         } else if (c == OPT_RESUME) {

@@ -2,8 +2,9 @@
 the ids and text Hugging Face transformers' greedy generate gives (the committed
 transformers_generate_expected.json, with BOS and the prompt's ids as evalmesh's tokenizer gives
 them) on 1 and 2 threads; from an empty prompt (BOS alone) with --until "." the text cut before
-the first period; and bad arguments: N not below the context, a missing prompt, an unknown
-precision, a model without a tokenizer (exit status 2, each with its message).
+the first period; with --no-mmap (the weights read into memory of their own) the same ids; and
+bad arguments: N not below the context, a missing prompt, an unknown precision, a model without a
+tokenizer (exit status 2, each with its message).
 Usage: test_generate_cli.py EVALMESH MKMODEL"""
 import os
 import subprocess
@@ -29,13 +30,13 @@ tok = subprocess.run([evalmesh, "tokenize", "--ids-only", stories, "Once upon a 
                      capture_output=True, text=True)
 check(tok.stdout.split() == [str(i) for i in reference["prompt"]],
       "the prompt's ids are the reference's", tok.stdout)
-for threads in ("1", "2"):
-    r = generate("-p", "Once upon a time", "-n", "40", "--ids", "-t", threads)
+for threads, *more in (("1",), ("2",), ("1", "--no-mmap")):
+    r = generate("-p", "Once upon a time", "-n", "40", "--ids", "-t", threads, *more)
     text, ids = r.stdout.split("\n")[:2]
     check(r.returncode == 0 and ids.split() == [str(i) for i in reference["ids"][:40]],
-          f"{threads} thread(s): transformers' 40 ids", r.stdout + r.stderr)
+          f"{threads} thread(s){' '.join([''] + more)}: transformers' 40 ids", r.stdout + r.stderr)
     check(text == ", there was a little girl named Lily. She loved to play outside in the park. "
-          "One day, she saw a big, red ball.", f"{threads} thread(s): the text", text)
+          "One day, she saw a big, red ball.", f"{threads} thread(s){' '.join([''] + more)}: the text", text)
 r = generate("-p", "", "-n", "30", "--until", ".")
 check(r.returncode == 0 and r.stdout == "Once upon a time, there was a little girl named Lily\n",
       "BOS alone, cut before the first period", r.stdout + r.stderr)

@@ -436,12 +436,16 @@ def test_perplexity_cli():
     """evalmesh perplexity fills recipes/perplexity.yaml from getopt_long options: --name=VALUE
     works, -c 0 is the model's context length (512 for the demo model), --stride is refused
     unless the protocol is sliding, --precision sets the forward's precision (not with
-    --kl-divergence), and --print-recipe prints a recipe that runs to the same numbers."""
+    --kl-divergence), --no-mmap (the model stage's mmap: false) gives the same numbers, and
+    --print-recipe prints a recipe that runs to the same numbers."""
     with tempfile.TemporaryDirectory() as cwd:
         rc, err, ref = perplexity_metrics(cwd, ["-c", "128"], ["--run-dir", os.path.join(cwd, "a")])
         check(rc == 0 and ref and ref["windows"] == 28, f"-c 128: exit {rc}: {err[-800:]} {ref}")
         rc, err, same = perplexity_metrics(cwd, ["--ctx-size=128"], [f"--run-dir={cwd}/b"])
         check(rc == 0 and same == ref, f"--ctx-size=128 --run-dir=: exit {rc}: {same} != {ref}")
+        rc, err, in_memory = perplexity_metrics(cwd, ["-c", "128", "--no-mmap"],
+                                                ["--run-dir", f"{cwd}/in-memory"])
+        check(rc == 0 and in_memory == ref, f"--no-mmap: exit {rc}: {in_memory} != {ref}")
         rc, err, full = perplexity_metrics(cwd, ["-c", "512"], ["--run-dir", os.path.join(cwd, "c")])
         rc0, err0, model_ctx = perplexity_metrics(cwd, ["-c", "0"], ["--run-dir", f"{cwd}/d"])
         check(rc == 0 and rc0 == 0 and full and model_ctx == full and full["windows"] == 7,
@@ -488,6 +492,11 @@ def test_perplexity_cli():
         r = evalmesh(["perplexity", "-m", model, "-f", text, "-c", "128", "--print-recipe"], cwd)
         check(r.returncode == 0 and r.stdout.startswith("# yaml-language-server"), f"{r.stderr}")
         printed = yaml.safe_load(r.stdout)
+        check("mmap" not in printed["stages"]["model"], f"{printed['stages']['model']}")
+        r_in_memory = evalmesh(["perplexity", "-m", model, "-f", text, "--no-mmap",
+                                "--print-recipe"], cwd)
+        check(yaml.safe_load(r_in_memory.stdout)["stages"]["model"].get("mmap") is False,
+              f"--no-mmap --print-recipe: {r_in_memory.stdout} {r_in_memory.stderr}")
         check(printed["stages"]["data"] == {"kind": "dataset", "tokenizer": "model", "path": text,
                                             "format": "text", "protocol": "chunked", "n_ctx": 128},
               f"printed data stage {printed['stages']['data']}")

@@ -14,7 +14,8 @@ processes:
   results.json to 1e-12;
 - refusals, exit 2 before anything loads: a candidate with another tokenizer family (the demo
   model), and a copy of stories260K whose vocabulary differs in one token (naming the token id and
-  both spellings); --print-recipe shows both models' paths."""
+  both spellings); --print-recipe shows both models' paths (and with --no-mmap, both models'
+  mmap: false)."""
 import math
 import os
 import re
@@ -216,9 +217,11 @@ check(m_ is not None, "one token changed: names the id and both spellings", err)
 
 # --print-recipe: the template with both paths filled in.
 p = subprocess.run([os.environ["EVALMESH_BIN"], "perplexity", "-m", files["q8"],
-                    "--kl-divergence", MODEL, "-f", TEXT, "-t", "2", "--print-recipe"],
-                   capture_output=True, text=True, timeout=60)
+                    "--kl-divergence", MODEL, "-f", TEXT, "-t", "2", "--no-mmap",
+                    "--print-recipe"], capture_output=True, text=True, timeout=60)
 check(p.returncode == 0 and "kind: compare" in p.stdout and f"path: {os.path.realpath(MODEL)}\n" in p.stdout
-      and f"path: {os.path.realpath(files['q8'])}\n" in p.stdout and "threads: 2" in p.stdout,
-      "--print-recipe fills in both models and the compare stage's threads", p.stdout + p.stderr)
+      and f"path: {os.path.realpath(files['q8'])}\n" in p.stdout and "threads: 2" in p.stdout
+      and p.stdout.count("mmap: false\n") == 2,
+      "--print-recipe fills in both models (--no-mmap: both read into memory) and the compare "
+      "stage's threads", p.stdout + p.stderr)
 session.finish()

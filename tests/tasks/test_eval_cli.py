@@ -1,7 +1,7 @@
 """`evalmesh eval` and `evalmesh tasks` on BIG-bench tasks by name: a BIG-bench tasks folder made of
 the committed task files (tests/tasks/bigbench/, EVALMESH_CACHE pointing at it) lists them and
 loads them by name; a BIG-bench task's samples and lm-eval results are the same bytes on 1 and 2
-ranks and its multiple_choice_grade is the mean of the samples' grades; bad task names and files
+ranks (and with --no-mmap) and its multiple_choice_grade is the mean of the samples' grades; bad task names and files
 are exit 2 with one message naming them, and nothing is half-written; the paired gate on a grade
 with partial credit pairs an identical run and refuses McNemar's test; a generate_until task in
 lm-eval's format (gsm_like) is decoded and its exact_match is the mean of its samples'."""
@@ -68,6 +68,10 @@ code, out, err, _ = session.evalmesh(EVAL, np=2)
 check_equal(code, 0, "2 ranks: exit status")
 check(outputs(os.path.join(session.tmp, f"run{session.runs}")) == one,
       "2 ranks: the same samples and lm-eval results as 1 rank")
+code, out, err, _ = session.evalmesh(EVAL + ["--no-mmap"], np=2)
+check_equal(code, 0, "2 ranks, --no-mmap: exit status")
+check(outputs(os.path.join(session.tmp, f"run{session.runs}")) == one,
+      "2 ranks with the weights read into memory (--no-mmap): the same bytes as 1 rank mapped")
 
 # the paired gate on a BIG-bench grade with partial credit (tiny's " 8" scores 0.5): an identical
 # run is paired over the same examples and differs by exactly 0; McNemar's test is refused, since
