@@ -10,26 +10,15 @@
 
 #include "util/regular_file.h"
 
-em_status em_mapped_file_open(const char *path, const char *what, em_mapped_file *out) {
-    int fd;
-    struct stat st;
-    em_status err = em_open_regular_file(path, what, &fd, &st);
-    if (err) return err;
-    em_mapped_file file = {.data = (const uint8_t *)"", .size = (size_t)st.st_size};
-    if (file.size > 0) {
-        void *m = mmap(NULL, file.size, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (m == MAP_FAILED) {
-            err = em_error_new(EM_EXIT_BAD_INPUT, "cannot map '%s' (%zu bytes): %s", path,
-                               file.size, strerror(errno));
-            close(fd);
-            return err;
-        }
-        file.data = m;
-        file.mapping = m;
-        file.mapped_bytes = file.size;
-    }
-    close(fd);
-    *out = file;
+/* Maps the open file's file->size bytes (more than 0). */
+static em_status map_bytes(int fd, const char *path, em_mapped_file *file) {
+    void *m = mmap(NULL, file->size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (m == MAP_FAILED)
+        return em_error_new(EM_EXIT_BAD_INPUT, "cannot map '%s' (%zu bytes): %s", path, file->size,
+                            strerror(errno));
+    file->data = m;
+    file->mapping = m;
+    file->mapped_bytes = file->size;
     return NULL;
 }
 
@@ -48,46 +37,57 @@ static uint8_t *huge_page_area(size_t bytes) {
     return at;
 }
 
-em_status em_mapped_file_read(const char *path, const char *what, em_mapped_file *out) {
+/* Reads the open file's file->size bytes (more than 0) into huge pages of their own: read, not
+ * copied from a mapping, so the page cache's pages never count as this process's and its peak
+ * is one copy. */
+static em_status read_bytes(int fd, const char *path, em_mapped_file *file) {
+    const size_t huge = (size_t)2 << 20;
+    size_t bytes = (file->size + huge - 1) / huge * huge;
+    uint8_t *at = huge_page_area(bytes);
+    if (!at)
+        return em_error_new(EM_EXIT_RUNTIME, "cannot read '%s' into memory (%zu bytes): %s", path,
+                            bytes, strerror(errno));
+    for (size_t done = 0; done < file->size;) {
+        ssize_t n = pread(fd, at + done, file->size - done, (off_t)done);
+        if (n > 0) {
+            done += (size_t)n;
+        } else if (n == 0 || errno != EINTR) {
+            em_status err =
+                em_error_new(EM_EXIT_BAD_INPUT, "cannot read '%s' (%zu of %zu bytes): %s", path,
+                             done, file->size, n == 0 ? "it got shorter" : strerror(errno));
+            munmap(at, bytes);
+            return err;
+        }
+    }
+    mprotect(at, bytes, PROT_READ);
+    file->data = at;
+    file->mapping = at;
+    file->mapped_bytes = bytes;
+    return NULL;
+}
+
+/* Opens path as `what` and brings its bytes in (an empty file: none); *out is untouched on
+ * error. */
+static em_status open_as(const char *path, const char *what,
+                         em_status (*bring)(int, const char *, em_mapped_file *),
+                         em_mapped_file *out) {
     int fd;
     struct stat st;
     em_status err = em_open_regular_file(path, what, &fd, &st);
     if (err) return err;
     em_mapped_file file = {.data = (const uint8_t *)"", .size = (size_t)st.st_size};
-    if (file.size > 0) {
-        const size_t huge = (size_t)2 << 20;
-        size_t bytes = (file.size + huge - 1) / huge * huge;
-        uint8_t *at = huge_page_area(bytes);
-        if (!at) {
-            err = em_error_new(EM_EXIT_RUNTIME, "cannot read '%s' into memory (%zu bytes): %s",
-                               path, bytes, strerror(errno));
-            close(fd);
-            return err;
-        }
-        /* read, not copied from a mapping: the page cache's pages never count as this
-         * process's, so its peak is one copy */
-        for (size_t done = 0; done < file.size && !err;) {
-            ssize_t n = pread(fd, at + done, file.size - done, (off_t)done);
-            if (n > 0)
-                done += (size_t)n;
-            else if (n == 0 || errno != EINTR)
-                err =
-                    em_error_new(EM_EXIT_BAD_INPUT, "cannot read '%s' (%zu of %zu bytes): %s", path,
-                                 done, file.size, n == 0 ? "it got shorter" : strerror(errno));
-        }
-        if (err) {
-            munmap(at, bytes);
-            close(fd);
-            return err;
-        }
-        mprotect(at, bytes, PROT_READ);
-        file.data = at;
-        file.mapping = at;
-        file.mapped_bytes = bytes;
-    }
+    if (file.size > 0) err = bring(fd, path, &file);
     close(fd);
-    *out = file;
-    return NULL;
+    if (!err) *out = file;
+    return err;
+}
+
+em_status em_mapped_file_open(const char *path, const char *what, em_mapped_file *out) {
+    return open_as(path, what, map_bytes, out);
+}
+
+em_status em_mapped_file_read(const char *path, const char *what, em_mapped_file *out) {
+    return open_as(path, what, read_bytes, out);
 }
 
 void em_mapped_file_close(em_mapped_file *file) {

@@ -340,6 +340,11 @@ def check_not_regular(evalmesh, mkmodel, tmp):
     check(rc == 2 and "cannot read '%s': it is a FIFO, not a regular file (a safetensors file "
           "must be one)" % weights in err,
           "FIFO as a safetensors file: %s %s" % (rc, err))
+    # read into memory (--no-mmap) instead of mapped: the same refusal, without blocking
+    rc, out, err = bounded([evalmesh, "generate", "-m", weights, "-p", "x", "--no-mmap"])
+    check(rc == 2 and err == "evalmesh generate: cannot read '%s': it is a FIFO, not a regular "
+          "file (a safetensors file must be one)\n" % weights,
+          "FIFO as a safetensors file read with --no-mmap: %s %s" % (rc, err))
 
     # a directory as the model: a Hugging Face checkpoint folder, which this one is not
     empty = os.path.join(tmp, "empty-dir")
